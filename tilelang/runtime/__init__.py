@@ -1,0 +1,1 @@
+"""Tile runtime stage."""
