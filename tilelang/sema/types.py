@@ -1,0 +1,415 @@
+"""The Tile type system: dtypes, tile/array/tuple types, symbolic dimensions.
+
+Decisions (also in docs/language.md §3 once the reference is written):
+- A scalar IS a 0-d tile: `scalar(f32) == TileType(F32, ())`, printed `f32`. There is no separate
+  scalar class, so "scalar or tile" never needs two code paths and a reduction over all axes
+  simply returns a 0-d tile.
+- A loose constant (an integer or float literal not yet given a width) has type
+  `LooseType("int" | "float")`; it becomes a dtype only when combined with, or materialized as,
+  a strict type (see constants.py and promotion.py).
+- Shapes may hold `Sym` dimensions: a `const` parameter not yet specialized. Power-of-two checks
+  skip them; they are re-checked once the shape is specialized (`specialize_shape`).
+- bf16, tf32, f8e4m3 and f8e5m2 have no NumPy dtype here (no ml_dtypes): their reference values
+  are float32 arrays whose values are exactly representable in the narrow format, produced by
+  the `round_to_*` helpers below.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Union
+
+import numpy as np
+
+from tilelang.diagnostics import Span, TileSemanticError, register_codes
+
+register_codes({
+    "E0301": "a tile dimension is not a power of two",
+    "E0309": "unknown dtype name",
+    "E0310": "a tile shape is malformed (negative, non-integer or unknown dimension)",
+})
+
+
+# ---------------------------------------------------------------------------------------------
+# Dtypes
+
+BOOL_CAT, INT_CAT, FLOAT_CAT = "bool", "int", "float"
+_CATEGORY_RANK = {BOOL_CAT: 0, INT_CAT: 1, FLOAT_CAT: 2}
+
+
+@dataclass(frozen=True)
+class DType:
+    """A scalar element type. `restricted` floats never take part in implicit promotion."""
+
+    name: str
+    category: str          # "bool" | "int" | "float"
+    bits: int
+    signed: bool = True
+    restricted: bool = False
+    mantissa_bits: int = 0  # explicit fraction bits (floats only)
+    exponent_bits: int = 0  # (floats only)
+    max_finite: float = 0.0  # largest finite value (floats only)
+    has_inf: bool = True     # f8e4m3 has none: it saturates / uses NaN
+
+    def __str__(self) -> str:
+        return self.name
+
+    def __repr__(self) -> str:
+        return self.name
+
+    @property
+    def is_bool(self) -> bool:
+        return self.category == BOOL_CAT
+
+    @property
+    def is_int(self) -> bool:
+        return self.category == INT_CAT
+
+    @property
+    def is_float(self) -> bool:
+        return self.category == FLOAT_CAT
+
+    @property
+    def category_rank(self) -> int:
+        return _CATEGORY_RANK[self.category]
+
+    @property
+    def min(self) -> int | float:
+        """Smallest value (most negative finite value for floats)."""
+        if self.is_bool:
+            return 0
+        if self.is_int:
+            return -(1 << (self.bits - 1)) if self.signed else 0
+        return -self.max_finite
+
+    @property
+    def max(self) -> int | float:
+        if self.is_bool:
+            return 1
+        if self.is_int:
+            return (1 << (self.bits - 1)) - 1 if self.signed else (1 << self.bits) - 1
+        return self.max_finite
+
+    @property
+    def np_dtype(self) -> np.dtype | None:
+        """The exact NumPy dtype, or None where NumPy has none (bf16, tf32, f8*)."""
+        return _NP_EXACT.get(self.name)
+
+    @property
+    def storage_np_dtype(self) -> np.dtype:
+        """The NumPy dtype reference values are held in (float32 for the emulated formats)."""
+        exact = self.np_dtype
+        return exact if exact is not None else np.dtype(np.float32)
+
+    @property
+    def itemsize(self) -> int:
+        """Bytes in device memory (bool takes one byte; tf32 is stored as 32 bits)."""
+        return max(self.bits, 8) // 8
+
+
+def _float(name: str, bits: int, exp: int, mant: int, *, restricted: bool = False,
+           has_inf: bool = True, max_finite: float | None = None) -> DType:
+    if max_finite is None:  # IEEE-style: all-ones exponent reserved for inf/nan
+        bias = (1 << (exp - 1)) - 1
+        max_finite = (2.0 - 2.0 ** -mant) * 2.0 ** bias
+    return DType(name, FLOAT_CAT, bits, True, restricted, mant, exp, max_finite, has_inf)
+
+
+BOOL = DType("bool", BOOL_CAT, 1, signed=False)
+I8 = DType("i8", INT_CAT, 8)
+I16 = DType("i16", INT_CAT, 16)
+I32 = DType("i32", INT_CAT, 32)
+I64 = DType("i64", INT_CAT, 64)
+U8 = DType("u8", INT_CAT, 8, signed=False)
+U16 = DType("u16", INT_CAT, 16, signed=False)
+U32 = DType("u32", INT_CAT, 32, signed=False)
+U64 = DType("u64", INT_CAT, 64, signed=False)
+F16 = _float("f16", 16, 5, 10)
+BF16 = _float("bf16", 16, 8, 7)
+F32 = _float("f32", 32, 8, 23)
+F64 = _float("f64", 64, 11, 52)
+# tf32 occupies 32 bits in registers and memory but carries only 10 fraction bits.
+TF32 = _float("tf32", 32, 8, 10, restricted=True)
+# OCP/NVIDIA "fn" e4m3: no infinities, the all-ones exponent still encodes normal numbers.
+F8E4M3 = _float("f8e4m3", 8, 4, 3, restricted=True, has_inf=False, max_finite=448.0)
+F8E5M2 = _float("f8e5m2", 8, 5, 2, restricted=True)
+
+ALL_DTYPES: tuple[DType, ...] = (BOOL, I8, I16, I32, I64, U8, U16, U32, U64,
+                                 F16, BF16, F32, F64, TF32, F8E4M3, F8E5M2)
+DTYPES: dict[str, DType] = {d.name: d for d in ALL_DTYPES}
+DEFAULT_INT = I32    # a loose int that must take a width on its own
+DEFAULT_FLOAT = F32  # a loose float that must take a width on its own (like Triton/cuTile)
+
+_NP_EXACT = {
+    "bool": np.dtype(np.bool_), "i8": np.dtype(np.int8), "i16": np.dtype(np.int16),
+    "i32": np.dtype(np.int32), "i64": np.dtype(np.int64), "u8": np.dtype(np.uint8),
+    "u16": np.dtype(np.uint16), "u32": np.dtype(np.uint32), "u64": np.dtype(np.uint64),
+    "f16": np.dtype(np.float16), "f32": np.dtype(np.float32), "f64": np.dtype(np.float64),
+}
+
+
+def dtype_from_name(name: str, span: Span | None = None) -> DType:
+    try:
+        return DTYPES[name]
+    except KeyError:
+        raise TileSemanticError.at(
+            "E0309", f"unknown dtype `{name}`", span,
+            help="dtypes are: " + ", ".join(DTYPES)) from None
+
+
+def dtype_from_numpy(dt: np.dtype) -> DType:
+    """The Tile dtype of a NumPy dtype (float32 maps to f32, never to an emulated format)."""
+    dt = np.dtype(dt)
+    for name, exact in _NP_EXACT.items():
+        if exact == dt:
+            return DTYPES[name]
+    raise ValueError(f"NumPy dtype {dt} has no Tile dtype")
+
+
+# ---------------------------------------------------------------------------------------------
+# Reference rounding for the formats NumPy lacks (round-to-nearest-even).
+
+def _quantize(x: np.ndarray, mant: int, min_exp: int, max_finite: float,
+              saturate: bool) -> np.ndarray:
+    """Round to a binary float with `mant` fraction bits and smallest normal exponent
+    `min_exp` (subnormals below it). Out of range: ±inf, or ±max_finite when `saturate`."""
+    x64 = np.asarray(x, dtype=np.float64)
+    out = x64.copy()
+    finite = np.isfinite(x64) & (x64 != 0)
+    v = x64[finite]
+    _, e = np.frexp(v)                                # v = m * 2**e, 0.5 <= |m| < 1
+    step = np.ldexp(1.0, np.maximum(e - 1, min_exp) - mant)
+    r = np.round(v / step) * step                    # np.round is round-half-to-even
+    too_big = np.abs(r) > max_finite
+    r[too_big] = np.copysign(max_finite if saturate else np.inf, r[too_big])
+    out[finite] = r
+    if saturate:
+        inf = np.isinf(x64)
+        out[inf] = np.copysign(max_finite, x64[inf])
+    return out.astype(np.float32)
+
+
+def round_to_bf16(x: np.ndarray) -> np.ndarray:
+    """bf16 values (as float32) nearest to `x`; overflow gives ±inf like a hardware cvt.rn."""
+    return _quantize(x, 7, -126, BF16.max_finite, saturate=False)
+
+
+def round_to_tf32(x: np.ndarray) -> np.ndarray:
+    """tf32 values (as float32): f32 range, 10 fraction bits."""
+    return _quantize(x, 10, -126, TF32.max_finite, saturate=False)
+
+
+def round_to_f8e4m3(x: np.ndarray) -> np.ndarray:
+    """f8e4m3 values (as float32). Like PTX `cvt.rn.satfinite`, finite overflow and ±inf
+    saturate to ±448 (the format has no infinity); NaN stays NaN."""
+    return _quantize(x, 3, -6, F8E4M3.max_finite, saturate=True)
+
+
+def round_to_f8e5m2(x: np.ndarray) -> np.ndarray:
+    """f8e5m2 values (as float32). Like PTX `cvt.rn.satfinite`, overflow and ±inf saturate
+    to ±57344; NaN stays NaN."""
+    return _quantize(x, 2, -14, F8E5M2.max_finite, saturate=True)
+
+
+def round_to_dtype(x, dtype: DType) -> np.ndarray:
+    """`x` converted to `dtype`'s reference representation (`storage_np_dtype`).
+    Float → int conversion truncates toward zero (astype semantics); callers check ranges."""
+    arr = np.asarray(x)
+    if dtype is BF16:
+        return round_to_bf16(arr)
+    if dtype is TF32:
+        return round_to_tf32(arr)
+    if dtype is F8E4M3:
+        return round_to_f8e4m3(arr)
+    if dtype is F8E5M2:
+        return round_to_f8e5m2(arr)
+    with np.errstate(all="ignore"):
+        return arr.astype(dtype.storage_np_dtype)
+
+
+# ---------------------------------------------------------------------------------------------
+# Types
+
+@dataclass(frozen=True)
+class Sym:
+    """A symbolic dimension: a `const` parameter whose value is fixed only at specialization."""
+
+    name: str
+
+    def __str__(self) -> str:
+        return self.name
+
+
+Dim = Union[int, Sym]
+
+
+def _is_pow2(n: int) -> bool:
+    return n > 0 and (n & (n - 1)) == 0
+
+
+def next_pow2(n: int) -> int:
+    return 1 if n <= 1 else 1 << (n - 1).bit_length()
+
+
+def format_shape(shape: tuple[Dim, ...]) -> str:
+    """A shape as the source writes a tuple: `(128, 64)`, `(32,)`, `()`."""
+    if len(shape) == 1:
+        return f"({shape[0]},)"
+    return "(" + ", ".join(str(d) for d in shape) + ")"
+
+
+@dataclass(frozen=True)
+class TileType:
+    """`Tile[dtype, d0, d1, ...]`; shape () is a scalar. Construct checked tiles with
+    `tile_type`, which reports non-power-of-two dimensions."""
+
+    dtype: DType
+    shape: tuple[Dim, ...] = ()
+
+    def __str__(self) -> str:
+        if not self.shape:
+            return str(self.dtype)
+        return f"Tile[{self.dtype}, " + ", ".join(str(d) for d in self.shape) + "]"
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    @property
+    def is_scalar(self) -> bool:
+        return not self.shape
+
+    @property
+    def is_symbolic(self) -> bool:
+        return any(isinstance(d, Sym) for d in self.shape)
+
+    @property
+    def size(self) -> int:
+        """Number of elements (only for concrete shapes)."""
+        n = 1
+        for d in self.shape:
+            if isinstance(d, Sym):
+                raise ValueError(f"size of symbolic shape {format_shape(self.shape)}")
+            n *= d
+        return n
+
+    def with_dtype(self, dtype: DType) -> "TileType":
+        return TileType(dtype, self.shape)
+
+    def with_shape(self, shape: tuple[Dim, ...]) -> "TileType":
+        return TileType(self.dtype, tuple(shape))
+
+
+def scalar(dtype: DType) -> TileType:
+    """The scalar type of `dtype` (a 0-d tile)."""
+    return TileType(dtype, ())
+
+
+# Scalars are 0-d tiles; the name exists so call sites can say what they mean.
+ScalarType = scalar
+
+
+def check_shape(dtype: DType, shape: tuple, span: Span | None) -> tuple[Dim, ...]:
+    """Validate a tile shape: every concrete dimension a power of two."""
+    shape = tuple(shape)
+    for i, d in enumerate(shape):
+        if isinstance(d, Sym):
+            continue
+        if isinstance(d, bool) or not isinstance(d, int):
+            raise TileSemanticError.at(
+                "E0310", f"dimension {i} of a tile shape must be a constant integer, "
+                         f"found `{d}`", span)
+        if not _is_pow2(d):
+            written = TileType(dtype, shape)
+            hint = next_pow2(d)
+            raise TileSemanticError.at(
+                "E0301",
+                f"dimension {i} of {written} is {d}, which is not a power of two", span,
+                help=f"use {hint} and pad: load with `padding=` fills the extra elements and "
+                     f"store drops the out-of-bounds part")
+    return shape
+
+
+def tile_type(dtype: DType, shape: tuple, span: Span | None = None) -> TileType:
+    """A checked tile type (see `check_shape`)."""
+    return TileType(dtype, check_shape(dtype, shape, span))
+
+
+def specialize_shape(dtype: DType, shape: tuple[Dim, ...], values: dict[str, int],
+                     span: Span | None) -> tuple[int, ...]:
+    """Replace `Sym` dimensions by their values, then re-check the shape."""
+    out = []
+    for d in shape:
+        if isinstance(d, Sym):
+            if d.name not in values:
+                raise TileSemanticError.at(
+                    "E0310", f"the value of `{d.name}` is not known at this point", span)
+            out.append(values[d.name])
+        else:
+            out.append(d)
+    return check_shape(dtype, tuple(out), span)  # type: ignore[return-value]
+
+
+@dataclass(frozen=True)
+class LooseType:
+    """The type of a loose constant: an integer literal (unbounded) or float literal (double)."""
+
+    kind: str  # "int" | "float"
+
+    def __str__(self) -> str:
+        return f"{self.kind} literal"
+
+
+LOOSE_INT = LooseType("int")
+LOOSE_FLOAT = LooseType("float")
+
+
+@dataclass(frozen=True)
+class ArrayType:
+    """`Array[dtype, rank]`: a strided view of global memory (kernel parameters only)."""
+
+    dtype: DType
+    rank: int
+
+    def __str__(self) -> str:
+        return f"Array[{self.dtype}, {self.rank}]"
+
+
+@dataclass(frozen=True)
+class TupleType:
+    elements: tuple["Type", ...]
+
+    def __str__(self) -> str:
+        if len(self.elements) == 1:
+            return f"({self.elements[0]},)"
+        return "(" + ", ".join(str(e) for e in self.elements) + ")"
+
+
+@dataclass(frozen=True)
+class DTypeType:
+    """The type of a dtype used as a value (`f16` in `astype(x, f16)`); it knows which one."""
+
+    dtype: DType
+
+    def __str__(self) -> str:
+        return f"dtype {self.dtype}"
+
+
+@dataclass(frozen=True)
+class StringType:
+    def __str__(self) -> str:
+        return "str"
+
+
+@dataclass(frozen=True)
+class VoidType:
+    """The result of operations called for their effect (`store`, `print`, ...)."""
+
+    def __str__(self) -> str:
+        return "()"
+
+
+STRING = StringType()
+VOID = VoidType()
+
+Type = Union[TileType, LooseType, ArrayType, TupleType, DTypeType, StringType, VoidType]
