@@ -1,0 +1,252 @@
+;;; tile-mode.el --- Major mode for the Tile block/tile GPU language -*- lexical-binding: t; -*-
+
+;; Version: 0.1.0
+;; Package-Requires: ((emacs "26.1"))
+;; Keywords: languages
+;; URL: https://github.com/tilelang/tilec
+
+;; This file is part of tilec and is distributed under the MIT license.
+
+;;; Commentary:
+
+;; `tile-mode' edits `.tile' files: font-lock for keywords, dtypes, built-in operations,
+;; attributes (`@launch', `@host'), numbers, strings with escapes and both comment forms; a
+;; syntax table for `//' and `/* */' comments; and indentation by bracket depth.
+;;
+;; The word lists between the GENERATED markers come from the grammar and the built-in
+;; registry: run `python3 editors/generate.py' after changing either.
+;;
+;; Install: put this file on `load-path' and `(require 'tile-mode)'.
+
+;;; Code:
+
+(require 'rx)
+
+(defgroup tile nil
+  "Major mode for the Tile language."
+  :group 'languages
+  :prefix "tile-")
+
+(defcustom tile-indent-offset 4
+  "Indentation step of `tile-mode'."
+  :type 'integer
+  :safe #'integerp)
+
+(defface tile-number-face
+  '((t :inherit font-lock-constant-face))
+  "Face for Tile numeric literals.")
+
+(defface tile-escape-face
+  '((t :inherit font-lock-regexp-grouping-backslash))
+  "Face for escape sequences in Tile strings.")
+
+(defface tile-attribute-face
+  '((t :inherit font-lock-preprocessor-face))
+  "Face for Tile attributes such as `@launch'.")
+
+;; BEGIN GENERATED (editors/generate.py rewrites this region; do not edit by hand)
+(defconst tile-keyword-groups
+  '((declaration "fn" "kernel")
+    (storage "const" "let" "var")
+    (modifier "static")
+    (conditional "else" "if")
+    (repeat "for" "in" "while")
+    (jump "break" "continue" "return")
+    (namespace "as" "from" "import")
+    (operator "and" "not" "or")
+    (constant "false" "true")
+    (other))
+  "Tile keywords by highlighting group (from the grammar).")
+(defconst tile-dtypes
+  '(
+    "bool" "i8" "i16" "i32" "i64" "u8" "u16" "u32" "u64" "f16" "bf16" "f32" "f64" "tf32"
+    "f8e4m3" "f8e5m2")
+  "Tile dtypes (generated).")
+(defconst tile-type-constructors
+  '(
+    "Tile" "Array")
+  "Tile type constructors (generated).")
+(defconst tile-float-words
+  '(
+    "inf" "nan")
+  "Tile float words (generated).")
+(defconst tile-attribute-helpers
+  '(
+    "by_target")
+  "Tile attribute helpers (generated).")
+(defconst tile-builtins
+  '(
+    "abs" "arange" "argmax" "argmin" "assert" "astype" "atan2" "atomic_add" "atomic_and"
+    "atomic_cas" "atomic_max" "atomic_min" "atomic_or" "atomic_xchg" "atomic_xor" "bid"
+    "bitcast" "broadcast_to" "cat" "cdiv" "ceil" "cluster_rank" "cluster_size" "cos"
+    "cumprod" "cumsum" "erf" "exp" "exp2" "expand_dims" "extract" "floor" "fma" "full"
+    "gather" "load" "log" "log2" "max" "maximum" "min" "minimum" "mma" "num_blocks"
+    "num_tiles" "ones" "permute" "pow" "print" "prod" "range" "reshape" "rsqrt" "scatter"
+    "sigmoid" "sin" "sqrt" "static_assert" "store" "sum" "tanh" "transpose" "where"
+    "zeros")
+  "Tile builtins (generated).")
+;; END GENERATED
+
+(defconst tile-attributes '("launch" "host")
+  "Attribute names highlighted wherever they follow `@'.")
+
+(defun tile--keywords (&rest groups)
+  "The keywords of GROUPS (symbols of `tile-keyword-groups')."
+  (apply #'append (mapcar (lambda (g) (cdr (assq g tile-keyword-groups))) groups)))
+
+(defconst tile--dec-rx "[0-9]\\(?:_?[0-9]\\)*"
+  "A decimal digit sequence with single underscores between digits.")
+
+(defconst tile--number-rx
+  (let* ((dec tile--dec-rx)
+         (exp (concat "[eE][+-]?" dec)))
+    (concat
+     "\\(?:"
+     ;; 1.0  1.  2.5e-3  1_000.5
+     "\\_<" dec "\\.\\(?:" dec "\\)?\\(?:" exp "\\)?\\(?:[^A-Za-z_.]\\|\\'\\)"
+     ;; 1e9
+     "\\|\\_<" dec exp "\\_>"
+     ;; .5 (not after a name, a closer or a dot)
+     "\\|\\(?:^\\|[^A-Za-z0-9_)].]\\)\\(\\." dec "\\(?:" exp "\\)?\\)\\_>"
+     ;; 0x2A  0b101  42  1_000_000
+     "\\|\\_<0[xX]_?[0-9a-fA-F]\\(?:_?[0-9a-fA-F]\\)*\\_>"
+     "\\|\\_<0[bB]_?[01]\\(?:_?[01]\\)*\\_>"
+     "\\|\\_<" dec "\\_>"
+     "\\)"))
+  "Regexp matching a Tile numeric literal.")
+
+(defun tile--match-number (limit)
+  "Font-lock matcher: the next numeric literal before LIMIT outside comments and strings.
+Sets match group 0 to the literal itself."
+  (let (found)
+    (while (and (not found) (re-search-forward tile--number-rx limit t))
+      (let* ((dot-start (match-beginning 1))
+             (start (or dot-start (match-beginning 0)))
+             (end (if dot-start (match-end 1) (match-end 0))))
+        ;; The 1. form consumed the character after the dot: give it back.
+        (save-excursion
+          (goto-char start)
+          (when (and (not dot-start)
+                     (looking-at (concat tile--dec-rx "\\.\\(?:" tile--dec-rx "\\)?"
+                                         "\\(?:[eE][+-]?" tile--dec-rx "\\)?")))
+            (setq end (match-end 0))))
+        (unless (nth 8 (syntax-ppss start))
+          (set-match-data (list start end))
+          (goto-char end)
+          (setq found t))))
+    found))
+
+(defun tile--match-escape (limit)
+  "Font-lock matcher: the next escape sequence inside a string before LIMIT."
+  (let (found)
+    (while (and (not found) (re-search-forward "\\\\\\(?:x[0-9a-fA-F]\\{2\\}\\|u[0-9a-fA-F]\\{4\\}\\|U[0-9a-fA-F]\\{8\\}\\|[0-7]\\{1,3\\}\\|[abfnrtv\\\\\"'?]\\)" limit t))
+      (when (nth 3 (syntax-ppss (match-beginning 0)))
+        (setq found t)))
+    found))
+
+(defun tile--font-lock-keywords ()
+  "Build the font-lock keywords of `tile-mode' from the word lists."
+  (let ((words (lambda (ws) (concat "\\_<" (regexp-opt ws t) "\\_>"))))
+    `(;; Attributes: @name at the start of a line, or a known attribute anywhere.
+      ("^[ \t]*\\(@[A-Za-z_][A-Za-z0-9_]*\\)" 1 'tile-attribute-face)
+      (,(concat "@" (regexp-opt tile-attributes) "\\_>") 0 'tile-attribute-face)
+      ;; The name declared by fn / kernel.
+      ("\\_<\\(?:fn\\|kernel\\)[ \t\n]+\\([A-Za-z_][A-Za-z0-9_]*\\)" 1 font-lock-function-name-face)
+      (,(funcall words (tile--keywords 'constant)) 0 font-lock-constant-face)
+      (,(funcall words (tile--keywords 'declaration 'storage 'modifier 'conditional 'repeat
+                                       'jump 'namespace 'operator 'other))
+       0 font-lock-keyword-face)
+      (,(funcall words (append tile-dtypes tile-type-constructors)) 0 font-lock-type-face)
+      (,(funcall words tile-float-words) 0 'tile-number-face)
+      (,(funcall words tile-attribute-helpers) 0 font-lock-builtin-face)
+      (,(funcall words tile-builtins) 0 font-lock-builtin-face)
+      (tile--match-number 0 'tile-number-face)
+      (tile--match-escape 0 'tile-escape-face prepend))))
+
+(defvar tile-mode-syntax-table
+  (let ((table (make-syntax-table)))
+    ;; `/* */' block comments (style a) and `//' line comments (style b), as in C.
+    (modify-syntax-entry ?/ ". 124b" table)
+    (modify-syntax-entry ?* ". 23" table)
+    (modify-syntax-entry ?\n "> b" table)
+    (modify-syntax-entry ?\" "\"" table)
+    (modify-syntax-entry ?\\ "\\" table)
+    (modify-syntax-entry ?_ "_" table)
+    (modify-syntax-entry ?' "." table)
+    (dolist (c '(?+ ?- ?% ?& ?| ?^ ?~ ?< ?> ?= ?! ?@ ?. ?, ?\; ?:))
+      (modify-syntax-entry c "." table))
+    table)
+  "Syntax table of `tile-mode'.")
+
+;;; Indentation
+
+(defun tile--statement-indentation (pos)
+  "Indentation of the statement holding the bracket at POS.
+Walks out of the parentheses open at the start of the bracket's line, so that a
+signature split over several lines indents its body from its first line."
+  (save-excursion
+    (goto-char pos)
+    (let ((done nil))
+      (while (not done)
+        (let* ((ppss (syntax-ppss (line-beginning-position)))
+               (open (nth 1 ppss)))
+          (if (and open (memq (char-after open) '(?\( ?\[)))
+              (goto-char open)
+            (setq done t)))))
+    (current-indentation)))
+
+(defun tile-calculate-indentation ()
+  "The indentation column of the current line."
+  (save-excursion
+    (back-to-indentation)
+    (let* ((ppss (syntax-ppss))
+           (open (nth 1 ppss))
+           (closes (looking-at-p "[])}]")))
+      (cond
+       ;; Inside a block comment: a ` * ' line goes under the star of its `/*'; other
+       ;; lines keep their indentation.
+       ((nth 4 ppss)
+        (if (looking-at-p "\\*")
+            (save-excursion (goto-char (nth 8 ppss)) (1+ (current-column)))
+          (current-indentation)))
+       ((nth 3 ppss) (current-indentation))
+       ((null open) 0)
+       ((or (eq (char-after open) ?{)
+            (save-excursion
+              (goto-char (1+ open))
+              (looking-at-p "[ \t]*\\(?://.*\\)?$")))
+        (+ (tile--statement-indentation open) (if closes 0 tile-indent-offset)))
+       (closes (tile--statement-indentation open))
+       ;; A `(' or `[' followed by text: align just after it.
+       (t (save-excursion (goto-char (1+ open)) (current-column)))))))
+
+(defun tile-indent-line ()
+  "Indent the current line as Tile code."
+  (interactive)
+  (let ((col (tile-calculate-indentation))
+        (offset (- (current-column) (current-indentation))))
+    (indent-line-to (max col 0))
+    (when (> offset 0) (move-to-column (+ col offset)))))
+
+;;;###autoload
+(define-derived-mode tile-mode prog-mode "Tile"
+  "Major mode for editing Tile (block/tile GPU language) source."
+  :syntax-table tile-mode-syntax-table
+  :group 'tile
+  (setq-local comment-start "// ")
+  (setq-local comment-end "")
+  (setq-local comment-start-skip "\\(?://+\\|/\\*+\\)[ \t]*")
+  (setq-local comment-end-skip "[ \t]*\\(?:\n\\|\\*+/\\)")
+  (setq-local comment-multi-line t)
+  (setq-local indent-line-function #'tile-indent-line)
+  (setq-local indent-tabs-mode nil)
+  (setq-local tab-width tile-indent-offset)
+  (setq-local electric-indent-chars (append "{}()[]" electric-indent-chars))
+  (setq-local font-lock-defaults (list (tile--font-lock-keywords) nil nil)))
+
+;;;###autoload
+(add-to-list 'auto-mode-alist '("\\.tile\\'" . tile-mode))
+
+(provide 'tile-mode)
+
+;;; tile-mode.el ends here
