@@ -1,0 +1,241 @@
+"""`@launch(...)` attributes as the parser hands them over, and their per-target resolution.
+
+The parser builds a mapping `key -> AttrValue(value, span)`; a value is an int, a tuple of ints,
+`True` for a flag, or a `ByTarget` choosing a value per target (language.md §8). This module
+resolves `by_target`, checks each value's kind and range, and returns a `LaunchSpec` that keeps
+every attribute's span so later rules (contract.py) can point at the right place.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping, Union
+
+from tilelang.diagnostics import (Diagnostic, Label, Severity, Span, TileLaunchError,
+                                  register_codes)
+from tilelang.codegen.targets import TARGETS, Target, get_target
+
+register_codes({
+    "E0701": "unknown @launch attribute",
+    "E0702": "@launch attribute value has the wrong kind",
+    "E0703": "thread-shape attribute needs 1 to 3 positive integers",
+    "E0704": "cluster needs exactly 3 positive integers",
+    "E0705": "block shape exceeds the CTA thread limits",
+    "E0706": "reqntid exceeds maxntid",
+    "E0707": "blocksareclusters needs reqntid and cluster",
+    "E0708": "cluster has too many CTAs",
+    "E0709": "maxclusterrank is out of range or below the cluster size",
+    "E0710": "minctasm (occupancy) is out of range 1-32",
+    "E0711": "maxnreg is out of range 24-255",
+    "E0712": "num_ctas is not a power of two from 1 to 16",
+    "E0713": "@launch attribute given twice",
+    "E0714": "by_target has no value for the target",
+    "E0715": "opt_level is out of range 0-3",
+    "E0725": "by_target names an unknown target",
+})
+
+
+@dataclass(frozen=True)
+class ByTarget:
+    """`by_target(sm_90a = 168, default = 128)`: values are raw or `AttrValue`s."""
+
+    values: Mapping[str, object] = field(hash=False)
+    span: Span | None = None
+
+
+@dataclass(frozen=True)
+class AttrValue:
+    value: Union[int, tuple, bool, ByTarget]
+    span: Span | None = None
+
+
+Dims = tuple[int, ...]
+
+# key -> kind: "dims" (1-3 ints), "dims3" (exactly 3), "int", "flag"
+KINDS: dict[str, str] = {
+    "maxntid": "dims", "reqntid": "dims", "minctasm": "int", "maxnreg": "int",
+    "cluster": "dims3", "num_ctas": "int", "maxclusterrank": "int",
+    "blocksareclusters": "flag", "nonportable_cluster": "flag", "opt_level": "int",
+}
+ALIASES = {"occupancy": "minctasm"}
+
+_KIND_TEXT = {"dims": "an integer or a tuple of 1 to 3 integers", "dims3": "a tuple of 3 integers",
+              "int": "an integer", "flag": "a flag (write the key alone)"}
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    """The user's verified-in-isolation launch attributes for one target (None: not given).
+    Cross-attribute rules live in contract.verify_attrs."""
+
+    maxntid: Dims | None = None
+    reqntid: Dims | None = None
+    minctasm: int | None = None
+    maxnreg: int | None = None
+    cluster: Dims | None = None          # num_ctas=n arrives here as (n, 1, 1)
+    maxclusterrank: int | None = None
+    blocksareclusters: bool = False
+    nonportable_cluster: bool = False
+    opt_level: int | None = None
+    spans: Mapping[str, Span] = field(default_factory=dict, hash=False, compare=False)
+
+    def span(self, key: str) -> Span | None:
+        return self.spans.get(key)
+
+
+def _err(code: str, message: str, span: Span | None, label: str | None = None,
+         help: str | None = None, related: tuple[Label, ...] = ()) -> Diagnostic:
+    return Diagnostic(Severity.ERROR, code, message, span, label, help, (), related)
+
+
+def _describe(value: object) -> str:
+    if value is True:
+        return "a flag"
+    if isinstance(value, bool):
+        return f"`{str(value).lower()}`"
+    if isinstance(value, int):
+        return f"the integer {value}"
+    if isinstance(value, tuple):
+        return f"a tuple of {len(value)}"
+    return f"`{value!r}`"
+
+
+def _resolve(key: str, av: AttrValue, target: Target, diags: list) -> tuple[object, Span | None]:
+    """Pick the value of a `by_target` for the target ("default" otherwise)."""
+    value, span = av.value, av.span
+    if not isinstance(value, ByTarget):
+        return value, span
+    bt = value
+    for name in bt.values:
+        if name != "default" and name not in TARGETS:
+            diags.append(_err("E0725", f"`by_target` names unknown target `{name}`",
+                              bt.span or span, help="targets: " + ", ".join(TARGETS)))
+    chosen = bt.values.get(target.name, bt.values.get("default", _MISSING))
+    if chosen is _MISSING:
+        diags.append(_err("E0714", f"`{key}` has no value for target {target.name}",
+                          bt.span or span, label="no entry for this target",
+                          help=f"add `{target.name} = ...` or `default = ...`"))
+        return _MISSING, span
+    if isinstance(chosen, AttrValue):
+        return chosen.value, chosen.span or bt.span or span
+    return chosen, bt.span or span
+
+
+_MISSING = object()
+
+
+def _is_int(v: object) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def resolve_launch(attrs: Mapping[str, AttrValue], target: str | Target, *,
+                   launch_span: Span | None = None) -> LaunchSpec:
+    """Resolve and check a kernel's `@launch` attributes for `target`.
+
+    Raises TileLaunchError carrying every problem found (unknown keys, wrong kinds, ranges).
+    """
+    tgt = target if isinstance(target, Target) else get_target(target, launch_span)
+    diags: list[Diagnostic] = []
+    vals: dict[str, object] = {}
+    spans: dict[str, Span] = {}
+    seen_from: dict[str, tuple[str, Span | None]] = {}
+    for raw_key, av in attrs.items():
+        if not isinstance(av, AttrValue):
+            av = AttrValue(av, launch_span)
+        key = ALIASES.get(raw_key, raw_key)
+        if key not in KINDS:
+            diags.append(_err("E0701", f"unknown @launch attribute `{raw_key}`",
+                              av.span or launch_span, label="unknown key",
+                              help="known keys: " + ", ".join([*KINDS, *ALIASES])))
+            continue
+        canon = "cluster" if key == "num_ctas" else key
+        if canon in seen_from:
+            first_key, first_span = seen_from[canon]
+            rel = (Label(first_span, f"`{first_key}` given here"),) if first_span else ()
+            diags.append(_err("E0713", f"`{raw_key}` repeats `{first_key}`", av.span,
+                              label="given twice", help="keep only one of them", related=rel))
+            continue
+        seen_from[canon] = (raw_key, av.span)
+        value, span = _resolve(key, av, tgt, diags)
+        if value is _MISSING:
+            continue
+        checked = _check_kind(key, raw_key, value, span, diags)
+        if checked is not None:
+            vals[key], spans[key] = checked, span or launch_span
+    if diags:
+        raise TileLaunchError(diags)
+    cluster = vals.get("cluster")
+    if "num_ctas" in vals:
+        cluster = (vals["num_ctas"], 1, 1)
+        spans["cluster"] = spans["num_ctas"]
+    return LaunchSpec(
+        maxntid=vals.get("maxntid"), reqntid=vals.get("reqntid"),
+        minctasm=vals.get("minctasm"), maxnreg=vals.get("maxnreg"), cluster=cluster,
+        maxclusterrank=vals.get("maxclusterrank"),
+        blocksareclusters=bool(vals.get("blocksareclusters")),
+        nonportable_cluster=bool(vals.get("nonportable_cluster")),
+        opt_level=vals.get("opt_level"), spans=spans)
+
+
+def _check_kind(key: str, shown: str, value: object, span: Span | None, diags: list):
+    """Return the normalized value, or None after recording a diagnostic."""
+    kind = KINDS[key]
+    wrong = _err("E0702", f"`{shown}` expects {_KIND_TEXT[kind]}, found {_describe(value)}",
+                 span, label="wrong kind of value")
+    if kind == "flag":
+        if value is True:
+            return True
+        diags.append(wrong)
+        return None
+    if kind == "int":
+        if not _is_int(value):
+            diags.append(wrong)
+            return None
+        return _check_range(key, shown, value, span, diags)
+    # dimensional
+    dims = (value,) if _is_int(value) and kind == "dims" else value
+    if not isinstance(dims, tuple) or not all(_is_int(d) for d in dims):
+        diags.append(wrong)
+        return None
+    if kind == "dims3":
+        if len(dims) != 3 or min(dims) < 1:
+            diags.append(_err("E0704", f"`{shown}` needs exactly 3 positive integers, "
+                              f"found {_show_dims(dims)}", span, label="not a 3-D cluster shape",
+                              help="write it as `(x, y, z)`, e.g. `cluster = (2, 1, 1)`, "
+                              "or use `num_ctas = n`"))
+            return None
+        return dims
+    if not 1 <= len(dims) <= 3 or min(dims) < 1:
+        diags.append(_err("E0703", f"`{shown}` needs 1 to 3 positive integers, found "
+                          f"{_show_dims(dims)}", span, label="not a thread shape",
+                          help="write `(x,)`, `(x, y)` or `(x, y, z)` with every axis >= 1"))
+        return None
+    return dims
+
+
+_RANGES = {
+    "minctasm": (1, 32, "E0710", "at least 1 and at most 32 CTAs per SM"),
+    "maxnreg": (24, 255, "E0711", "ptxas accepts 24 to 255 registers per thread"),
+    "opt_level": (0, 3, "E0715", "choose 0, 1, 2 or 3"),
+    "maxclusterrank": (1, 16, "E0709", "a cluster holds 1 to 16 CTAs (over 8 is non-portable)"),
+}
+
+
+def _check_range(key: str, shown: str, value: int, span: Span | None, diags: list):
+    if key == "num_ctas":
+        if not (1 <= value <= 16 and value & (value - 1) == 0):
+            diags.append(_err("E0712", f"`{shown}` must be a power of two from 1 to 16, "
+                              f"found {value}", span, label="not 1, 2, 4, 8 or 16",
+                              help="use `cluster = (x, y, z)` for other cluster shapes"))
+            return None
+        return value
+    lo, hi, code, why = _RANGES[key]
+    if not lo <= value <= hi:
+        diags.append(_err(code, f"`{shown}` must be between {lo} and {hi}, found {value}",
+                          span, label="out of range", help=why))
+        return None
+    return value
+
+
+def _show_dims(dims: tuple) -> str:
+    return "()" if not dims else "(" + ", ".join(str(d) for d in dims) + ("," if len(dims) == 1 else "") + ")"
