@@ -1,0 +1,374 @@
+"""The Tile abstract syntax tree: frozen dataclasses, each node with a source span.
+
+Spans are excluded from equality so that a printed-and-reparsed module compares equal to the
+original; literal spellings (`0x2A` vs `42`) are excluded too, only their values count.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Iterator, Union
+
+from ..diagnostics import Span
+
+_NOSPAN = Span("<none>", 0, 0, 0, 0)
+
+
+def _span() -> Span:
+    return field(default=_NOSPAN, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class Node:
+    def children(self) -> Iterator["Node"]:
+        """Direct child nodes, in source order."""
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, Node):
+                yield value
+            elif isinstance(value, tuple):
+                for v in value:
+                    if isinstance(v, Node):
+                        yield v
+
+    def walk(self) -> Iterator["Node"]:
+        """This node and all its descendants, depth first."""
+        yield self
+        for c in self.children():
+            yield from c.walk()
+
+
+# ---- expressions ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Expr(Node):
+    pass
+
+
+@dataclass(frozen=True)
+class Name(Expr):
+    id: str
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class IntLit(Expr):
+    value: int
+    text: str = field(default="", compare=False)
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class FloatLit(Expr):
+    """A float literal; `inf` and `nan` are FloatLit with text "inf"/"nan"."""
+
+    value: float
+    text: str = field(default="", compare=False)
+    span: Span = _span()
+
+    def __eq__(self, other: object) -> bool:  # nan == nan for AST comparison
+        if not isinstance(other, FloatLit):
+            return NotImplemented
+        return self.value == other.value or (self.value != self.value and other.value != other.value)
+
+    def __hash__(self) -> int:
+        return hash(("FloatLit", repr(self.value)))
+
+
+@dataclass(frozen=True)
+class BoolLit(Expr):
+    value: bool
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class StrLit(Expr):
+    value: str
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class TupleExpr(Expr):
+    elts: tuple[Expr, ...]
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class UnaryOp(Expr):
+    op: str  # "+", "-", "~", "not"
+    operand: Expr
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class BinOp(Expr):
+    op: str  # + - * / % ** @ & | ^ << >>
+    left: Expr
+    right: Expr
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class BoolOp(Expr):
+    op: str  # "and", "or"
+    left: Expr
+    right: Expr
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class Compare(Expr):
+    op: str  # == != < <= > >=
+    left: Expr
+    right: Expr
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class IfExpr(Expr):
+    cond: Expr
+    then: Expr
+    orelse: Expr
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class Arg(Node):
+    """A call argument; `name` is set for keyword arguments."""
+
+    value: Expr
+    name: str | None = None
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class Call(Expr):
+    func: Expr
+    args: tuple[Arg, ...]
+    span: Span = _span()
+
+    @property
+    def positional(self) -> tuple[Expr, ...]:
+        return tuple(a.value for a in self.args if a.name is None)
+
+    @property
+    def keywords(self) -> dict[str, Expr]:
+        return {a.name: a.value for a in self.args if a.name is not None}
+
+
+@dataclass(frozen=True)
+class Index(Expr):
+    value: Expr
+    indices: tuple[Expr, ...]
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class Member(Expr):
+    value: Expr
+    attr: str
+    span: Span = _span()
+
+
+# ---- types ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TypeExpr(Node):
+    """`f32`, `Tile[f32, 128, N]`, `Array[f16, 2]`: a name with optional arguments.
+
+    Arguments are expressions (a dtype is a Name, a dimension any constant expression); the
+    checker gives them meaning.
+    """
+
+    name: str
+    args: tuple[Expr, ...] | None = None
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class TupleTypeExpr(Node):
+    elts: tuple["AnyTypeExpr", ...]
+    span: Span = _span()
+
+
+AnyTypeExpr = Union[TypeExpr, TupleTypeExpr]
+
+
+# ---- statements -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Stmt(Node):
+    pass
+
+
+@dataclass(frozen=True)
+class Block(Stmt):
+    stmts: tuple[Stmt, ...]
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class Let(Stmt):
+    """`let x = e;` (immutable) or `var x = e;` (re-bindable); `names` has several entries
+    for a tuple pattern `let (a, b) = e;`."""
+
+    mutable: bool
+    names: tuple[str, ...]
+    is_tuple: bool
+    type: AnyTypeExpr | None
+    value: Expr
+    span: Span = _span()
+    name_spans: tuple[Span, ...] = field(default=(), compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class Assign(Stmt):
+    target: Expr
+    value: Expr
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class AugAssign(Stmt):
+    target: Expr
+    op: str  # the binary operator, e.g. "+" for "+="
+    value: Expr
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class ExprStmt(Stmt):
+    expr: Expr
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class If(Stmt):
+    cond: Expr
+    then: Block
+    orelse: "Block | If | None"
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class While(Stmt):
+    cond: Expr
+    body: Block
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class For(Stmt):
+    var: str
+    iter: Expr
+    body: Block
+    is_static: bool = False
+    span: Span = _span()
+    var_span: Span = field(default=_NOSPAN, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class Break(Stmt):
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class Continue(Stmt):
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class Return(Stmt):
+    value: Expr | None
+    span: Span = _span()
+
+
+# ---- items ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Item(Node):
+    pass
+
+
+@dataclass(frozen=True)
+class ImportName(Node):
+    name: str
+    alias: str | None = None
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class Import(Item):
+    """`import std.math;` or `import std.math as m;`"""
+
+    path: tuple[str, ...]
+    alias: str | None = None
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class FromImport(Item):
+    """`from std.nn import softmax_rows, gelu as g;`"""
+
+    path: tuple[str, ...]
+    names: tuple[ImportName, ...]
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class ConstDef(Item):
+    name: str
+    type: AnyTypeExpr | None
+    value: Expr
+    span: Span = _span()
+    name_span: Span = field(default=_NOSPAN, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class Attribute(Node):
+    """`@launch(maxntid = (256, 1, 1))` or `@host`; `args` is None without parentheses."""
+
+    name: str
+    args: tuple[Arg, ...] | None = None
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class Param(Node):
+    name: str
+    type: AnyTypeExpr | None
+    default: Expr | None = None
+    is_const: bool = False
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class FnDef(Item):
+    name: str
+    params: tuple[Param, ...]
+    ret: AnyTypeExpr | None
+    body: Block
+    attrs: tuple[Attribute, ...] = ()
+    span: Span = _span()
+    name_span: Span = field(default=_NOSPAN, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class KernelDef(Item):
+    name: str
+    params: tuple[Param, ...]
+    body: Block
+    attrs: tuple[Attribute, ...] = ()
+    span: Span = _span()
+    name_span: Span = field(default=_NOSPAN, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class Module(Node):
+    items: tuple[Item, ...]
+    file: str = field(default="<input>", compare=False)
+    span: Span = _span()

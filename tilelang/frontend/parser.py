@@ -1,0 +1,423 @@
+"""Source text → AST.
+
+The grammar (`tilelang/grammar/tile.lark`) is loaded from the installed package and its LALR
+tables are cached on disk by Lark, so start-up stays small. A clean file takes the fast path
+(Lark's own loop). A file with errors is parsed again through Lark's interactive parser, which
+lets us report each error in the language's terms ("expected `)` to close the `(` at 3:14") and
+resume at the next statement or item boundary to report the errors after it.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.resources
+import os
+import tempfile
+from dataclasses import dataclass
+
+import lark
+from lark import Token, Tree
+from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
+
+from ..diagnostics import (Diagnostic, Label, Severity, Span, TileSyntaxError, register_codes,
+                           remember_source)
+from . import ast
+from .lower_tree import TreeToAst
+
+CODES = {
+    "E0101": "unexpected token",
+    "E0102": "unclosed delimiter at end of file",
+    "E0103": "mismatched closing delimiter",
+    "E0104": "unexpected character",
+    "E0105": "unterminated string literal",
+    "E0106": "unterminated block comment",
+    "E0107": "invalid escape sequence in a string literal",
+    "E0108": "invalid number literal",
+    "E0109": "chained comparison",
+    "E0110": "invalid assignment target",
+    "E0111": "missing `;`",
+    "E0112": "nesting too deep for the compiler",
+}
+register_codes(CODES)
+
+MAX_ERRORS = 20
+
+_OPEN = {"LPAR": "RPAR", "LSQB": "RSQB", "LBRACE": "RBRACE"}
+_CLOSE = {v: k for k, v in _OPEN.items()}
+
+# Friendly names for the regex terminals; string terminals are shown as `text`.
+_KIND = {
+    "NAME": "an identifier",
+    "DEC_INT": "an integer",
+    "HEX_INT": "an integer",
+    "BIN_INT": "an integer",
+    "FLOAT": "a float",
+    "STRING": "a string",
+    "$END": "end of file",
+}
+# Terminals that can begin an expression: summarised as "an expression" in messages.
+_OPERATORS = {"PLUS", "MINUS", "STAR", "SLASH", "PERCENT", "AT", "VBAR", "CIRCUMFLEX",
+              "AMPERSAND", "LESSTHAN", "MORETHAN", "IF", "AND", "OR"}
+_EXPR_START = {"NAME", "DEC_INT", "HEX_INT", "BIN_INT", "FLOAT", "STRING", "LPAR", "INF", "NAN",
+               "TRUE", "FALSE", "NOT", "PLUS", "MINUS", "TILDE"}
+
+
+def grammar_text() -> str:
+    """The grammar as shipped inside the installed package."""
+    return importlib.resources.files("tilelang").joinpath("grammar/tile.lark").read_text("utf-8")
+
+
+def _cache_path() -> str | bool:
+    base = os.environ.get("TILELANG_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
+        "tilelang")
+    try:
+        os.makedirs(base, exist_ok=True)
+        if os.access(base, os.W_OK):
+            return os.path.join(base, f"grammar-lark{lark.__version__}")
+    except OSError:
+        pass
+    return os.path.join(tempfile.gettempdir(), f"tilelang-grammar-lark{lark.__version__}")
+
+
+@functools.lru_cache(maxsize=1)
+def _lark() -> lark.Lark:
+    text = grammar_text()
+    kw = dict(parser="lalr", lexer="basic", propagate_positions=True, maybe_placeholders=False)
+    # Lark keys its cache on the grammar text and options (the file name carries Lark's
+    # version), so a changed grammar never reads a stale table.
+    import hashlib
+    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+    try:
+        return lark.Lark(text, cache=f"{_cache_path()}-{digest}.pickle", **kw)
+    except (OSError, EOFError, ValueError):
+        return lark.Lark(text, **kw)
+
+
+@functools.lru_cache(maxsize=1)
+def keywords() -> frozenset[str]:
+    """Every reserved word of the grammar (its quoted alphabetic terminals)."""
+    return frozenset(t.pattern.value for t in _lark().terminals
+                     if t.pattern.type == "str" and t.pattern.value.isidentifier())
+
+
+def _describe_terminal(name: str) -> str:
+    if name in _KIND:
+        return _KIND[name]
+    try:
+        term = _lark().get_terminal(name)
+    except KeyError:
+        return name.lower()
+    if term.pattern.type == "str":
+        return f"`{term.pattern.value}`"
+    return name.lower()
+
+
+def _describe_token(tok: Token) -> str:
+    if tok.type == "$END":
+        return "end of file"
+    if tok.type == "NAME":
+        return f"identifier `{tok}`"
+    if tok.type in ("DEC_INT", "HEX_INT", "BIN_INT"):
+        return f"integer `{tok}`"
+    if tok.type == "FLOAT":
+        return f"float `{tok}`"
+    if tok.type == "STRING":
+        return "a string"
+    if str(tok).isidentifier():
+        return f"keyword `{tok}`"
+    return f"`{tok}`"
+
+
+def token_span(file: str, tok: Token) -> Span:
+    return Span(file, tok.line, tok.column, tok.end_line or tok.line,
+                tok.end_column or tok.column + len(str(tok)))
+
+
+def _after(file: str, tok: Token) -> Span:
+    """A one-column span just after a token (where a missing `;` goes)."""
+    line, col = tok.end_line or tok.line, tok.end_column or tok.column + len(str(tok))
+    return Span(file, line, col, line, col + 1)
+
+
+# ---- lexing with recovery -------------------------------------------------------------------
+
+
+def _lex_with_recovery(text: str, file: str) -> tuple[list[Token], list[Diagnostic]]:
+    """Tokens of `text`; each bad character is reported and blanked out, then lexing resumes."""
+    diags: list[Diagnostic] = []
+    work = text
+    start = _unterminated_comment(text)
+    if start is not None:
+        line = text.count("\n", 0, start) + 1
+        col = start - (text.rfind("\n", 0, start) + 1) + 1
+        diags.append(Diagnostic(Severity.ERROR, "E0106", "unterminated block comment",
+                                Span(file, line, col, line, col + 2),
+                                "this comment is never closed", help="close it with `*/`"))
+        work = work[:start] + "".join(c if c == "\n" else " " for c in work[start:])
+    while True:
+        try:
+            return list(_lark().lex(work)), diags
+        except UnexpectedCharacters as e:
+            pos = e.pos_in_stream
+            ch = work[pos]
+            span = Span(file, e.line, e.column, e.line, e.column + 1)
+            if work.startswith("/*", pos):
+                diags.append(Diagnostic(Severity.ERROR, "E0106", "unterminated block comment",
+                                        Span(file, e.line, e.column, e.line, e.column + 2),
+                                        "this comment is never closed",
+                                        help="close it with `*/`"))
+                stop = len(work)
+            elif ch == '"':
+                eol = work.find("\n", pos)
+                stop = len(work) if eol < 0 else eol
+                line_end = e.column + (stop - pos)
+                diags.append(Diagnostic(Severity.ERROR, "E0105", "unterminated string literal",
+                                        Span(file, e.line, e.column, e.line, line_end),
+                                        help='close the string with `"` on the same line'))
+            else:
+                shown = repr(ch)[1:-1] if not ch.isprintable() else ch
+                hint = None
+                if ch == "#":
+                    hint = "comments start with `//` or are written `/* ... */`"
+                elif ch in "'":
+                    hint = 'strings are written with double quotes: "..."'
+                diags.append(Diagnostic(Severity.ERROR, "E0104", f"unexpected character `{shown}`",
+                                        span, help=hint))
+                stop = pos + 1
+            work = work[:pos] + "".join(c if c == "\n" else " " for c in work[pos:stop]) + work[stop:]
+            if len(diags) >= MAX_ERRORS:
+                return [], diags
+
+
+def _unterminated_comment(text: str) -> int | None:
+    """Offset of a `/*` that is never closed, skipping strings and line comments."""
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if c == '"':
+            j = i + 1
+            while j < n and text[j] not in '"\n':
+                j += 2 if text[j] == "\\" else 1
+            i = j + 1
+        elif text.startswith("//", i):
+            j = text.find("\n", i)
+            i = n if j < 0 else j + 1
+        elif text.startswith("/*", i):
+            j = text.find("*/", i + 2)
+            if j < 0:
+                return i
+            i = j + 2
+        else:
+            i += 1
+    return None
+
+
+# ---- parsing with recovery ------------------------------------------------------------------
+
+
+@dataclass
+class _Snapshot:
+    parser: object
+    brackets: list[Token]
+
+
+def _comment_division_hint(text: str, prev: Token | None) -> str | None:
+    if prev is None:
+        return None
+    lines = text.split("\n")
+    line = lines[(prev.end_line or prev.line) - 1] if (prev.end_line or prev.line) <= len(lines) else ""
+    rest = line[(prev.end_column or prev.column) - 1:].lstrip()
+    if rest.startswith("//") and not rest.startswith("///"):
+        return ("`//` starts a comment in Tile, so the rest of that line was ignored; "
+                "floor division is written `floordiv(a, b)`")
+    return None
+
+
+def _syntax_error(file: str, text: str, tok: Token, expected: set[str], brackets: list[Token],
+                  prev: Token | None) -> Diagnostic:
+    found = _describe_token(tok)
+    span = token_span(file, tok) if tok.type != "$END" else _eof_span(file, text)
+    hint = _comment_division_hint(text, prev)
+
+    # A closer that does not match the innermost open bracket.
+    if tok.type in _CLOSE and brackets and _OPEN[brackets[-1].type] != tok.type \
+            and tok.type not in expected:
+        opener = brackets[-1]
+        return Diagnostic(Severity.ERROR, "E0103",
+                          f"mismatched closing delimiter: `{tok}` does not close the "
+                          f"`{opener}` at {opener.line}:{opener.column}",
+                          span, related=(Label(token_span(file, opener), "unclosed delimiter"),),
+                          help=hint or f"close the `{opener}` with `{_close_text(opener)}` first")
+
+    if brackets:
+        opener = brackets[-1]
+        closer = _OPEN[opener.type]
+        if closer in expected and (tok.type not in _EXPR_START or "COMMA" not in expected):
+            return Diagnostic(Severity.ERROR, "E0101",
+                              f"expected `{_close_text(opener)}` to close the `{opener}` at "
+                              f"{opener.line}:{opener.column}, found {found}", span,
+                              related=(Label(token_span(file, opener), "opened here"),),
+                              help=hint)
+
+    if "SEMICOLON" in expected and prev is not None and tok.type != "$END" \
+            and tok.line > (prev.end_line or prev.line):
+        return Diagnostic(Severity.ERROR, "E0111", f"expected `;`, found {found}",
+                          _after(file, prev), "add `;` here",
+                          help=hint or "every statement and item ends with `;`")
+
+    many_ops = len({t for t in expected if _is_operator(t)}) > 3
+    names = sorted({("an expression" if t in _EXPR_START and len(expected & _EXPR_START) > 3
+                     else "an operator" if many_ops and _is_operator(t)
+                     else _describe_terminal(t)) for t in expected},
+                   key=lambda s: (not s.startswith("`"), s))
+    if not names:
+        wanted = "nothing more"
+    elif len(names) == 1:
+        wanted = names[0]
+    elif len(names) <= 6:
+        wanted = ", ".join(names[:-1]) + " or " + names[-1]
+    else:
+        wanted = "one of " + ", ".join(names[:6]) + ", …"
+    if hint is None and tok.type in ("LET", "VAR") and prev is not None and str(prev) == "(":
+        hint = "`let` and `var` are statements, not expressions"
+    return Diagnostic(Severity.ERROR, "E0101", f"expected {wanted}, found {found}", span,
+                      help=hint)
+
+
+def _is_operator(name: str) -> bool:
+    if name in _OPERATORS:
+        return True
+    desc = _describe_terminal(name)
+    return desc.startswith("`") and not any(ch.isalnum() for ch in desc) and desc not in (
+        "`;`", "`,`", "`(`", "`)`", "`[`", "`]`", "`{`", "`}`", "`.`", "`:`", "`=`", "`->`")
+
+
+def _close_text(opener: Token) -> str:
+    return {"(": ")", "[": "]", "{": "}"}[str(opener)]
+
+
+def _eof_span(file: str, text: str) -> Span:
+    lines = text.split("\n")
+    line = len(lines)
+    col = len(lines[-1]) + 1
+    return Span(file, line, col, line, col + 1)
+
+
+def _parse_with_recovery(text: str, file: str, tokens: list[Token]) -> list[Diagnostic]:
+    diags: list[Diagnostic] = []
+    ip = _lark().parse_interactive("")
+    brackets: list[Token] = []
+    snap = _Snapshot(ip.copy(), [])
+    prev: Token | None = None
+    last_error_at = -1
+    i = 0
+    while i < len(tokens) and len(diags) < MAX_ERRORS:
+        tok = tokens[i]
+        try:
+            ip.feed_token(tok)
+        except UnexpectedToken as e:
+            if i == last_error_at:  # resuming here failed again: drop the token
+                i += 1
+                continue
+            last_error_at = i
+            diags.append(_syntax_error(file, text, tok, set(e.expected), brackets, prev))
+            i = _resync(tokens, i)
+            ip = snap.parser.copy()
+            brackets = list(snap.brackets)
+            prev = tokens[i - 1] if i > 0 else None
+            continue
+        if tok.type in _OPEN:
+            brackets.append(tok)
+        elif tok.type in _CLOSE and brackets:
+            brackets.pop()
+        prev = tok
+        i += 1
+        if tok.type in ("SEMICOLON", "LBRACE", "RBRACE"):
+            snap = _Snapshot(ip.copy(), list(brackets))
+    if len(diags) >= MAX_ERRORS:
+        diags.append(Diagnostic(Severity.NOTE, None,
+                                f"stopped after {MAX_ERRORS} syntax errors; fix these first"))
+        return diags
+    try:
+        ip.feed_eof(tokens[-1] if tokens else None)
+    except UnexpectedToken as e:
+        if brackets:
+            opener = brackets[-1]
+            diags.append(Diagnostic(
+                Severity.ERROR, "E0102",
+                f"this file ends before the `{opener}` at {opener.line}:{opener.column} is closed",
+                token_span(file, opener), "unclosed delimiter",
+                help=f"add the missing `{_close_text(opener)}`"))
+        else:
+            end = Token("$END", "", 0, *(lambda s: (s.line, s.col, s.line, s.col))(
+                _eof_span(file, text)))
+            diags.append(_syntax_error(file, text, end, set(e.expected), brackets, prev))
+    return diags
+
+
+def _resync(tokens: list[Token], i: int) -> int:
+    """Index of the token to resume at after an error at `i`: just after the next `;` or the
+    `}` matching a skipped `{`, or at a `}` that closes an enclosing block."""
+    depth = 0
+    j = i
+    while j < len(tokens):
+        t = tokens[j].type
+        if t in _OPEN:
+            depth += 1
+        elif t in _CLOSE:
+            if depth == 0:
+                if t == "RBRACE":
+                    return j
+            else:
+                depth -= 1
+                if depth == 0 and t == "RBRACE":
+                    return j + 1
+        elif t == "SEMICOLON" and depth == 0:
+            return j + 1
+        j += 1
+    return j
+
+
+# ---- entry points ---------------------------------------------------------------------------
+
+
+def parse_tree(text: str, file: str = "<input>") -> Tree:
+    """The Lark parse tree (no recovery); raises TileSyntaxError with every error found."""
+    remember_source(file, text)
+    try:
+        return _lark().parse(text)
+    except UnexpectedInput:
+        pass
+    tokens, diags = _lex_with_recovery(text, file)
+    if len(diags) < MAX_ERRORS:
+        parse_diags = _parse_with_recovery(text, file, tokens)
+        if diags:
+            # After a lexical error the token stream is damaged; keep only the syntax errors
+            # found before it, which cannot be its consequences.
+            first = min((d.span.line, d.span.col) for d in diags if d.span)
+            parse_diags = [d for d in parse_diags if d.code != "E0102"
+                           and d.span and (d.span.line, d.span.col) < first]
+        diags += parse_diags
+    if not any(d.severity is Severity.ERROR for d in diags):  # pragma: no cover - defensive
+        diags.append(Diagnostic(Severity.ERROR, "E0101", "the file could not be parsed",
+                                Span.point(file, 1, 1)))
+    raise TileSyntaxError(diags)
+
+
+def parse(text: str, file: str = "<input>") -> ast.Module:
+    """Parse a whole module; raises TileSyntaxError listing every syntax error (up to 20)."""
+    tree = parse_tree(text, file)
+    builder = TreeToAst(file)
+    module = builder.build(tree, text)
+    if builder.errors:
+        raise TileSyntaxError(builder.errors[:MAX_ERRORS])
+    return module
+
+
+def parse_expr(text: str, file: str = "<expr>") -> ast.Expr:
+    """Parse a single expression (used by `-D NAME=VALUE` and tests)."""
+    module = parse(f"const __expr__ = {text};", file)
+    item = module.items[0]
+    assert isinstance(item, ast.ConstDef)
+    return item.value
