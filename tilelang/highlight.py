@@ -183,17 +183,13 @@ def keyword_groups(kws: tuple[str, ...] | None = None) -> dict[str, tuple[str, .
     return {g: tuple(v) for g, v in groups.items()}
 
 
-# --- number forms --------------------------------------------------------------------------
+# --- number forms (the FLOAT / HEX_INT / BIN_INT / DEC_INT terminals of the grammar) --------
 _DEC = r"[0-9](?:_?[0-9])*"
 _EXP = r"[eE][+-]?" + _DEC
-#: 1.0  1.  2.5e-3  1e9  1_000.5  .5
-FLOAT_RE = (
-    rf"(?:{_DEC}\.(?:{_DEC})?(?:{_EXP})?(?![A-Za-z_.])"
-    rf"|(?<![\w)\].])\.{_DEC}(?:{_EXP})?"
-    rf"|{_DEC}{_EXP})"
-)
-HEX_RE = r"0[xX]_?[0-9a-fA-F](?:_?[0-9a-fA-F])*"
-BIN_RE = r"0[bB]_?[01](?:_?[01])*"
+#: 1.0  2.5e-3  1e9  1_000.5  (the grammar has no `1.` or `.5` forms)
+FLOAT_RE = rf"(?:{_DEC}\.{_DEC}(?:{_EXP})?|{_DEC}{_EXP})"
+HEX_RE = r"0[xX](?:_?[0-9a-fA-F])+"
+BIN_RE = r"0[bB](?:_?[01])+"
 INT_RE = _DEC
 
 
@@ -244,9 +240,9 @@ class TileLexer(RegexLexer):
             # A known attribute anywhere (e.g. after another attribute on the same line).
             (words(ATTRIBUTES, prefix=r"(@)(", suffix=r")\b"), bygroups(Name.Decorator, Name.Decorator)),
             (FLOAT_RE, Number.Float),
-            (HEX_RE + r"\b", Number.Hex),
-            (BIN_RE + r"\b", Number.Bin),
-            (INT_RE + r"\b", Number.Integer),
+            (HEX_RE, Number.Hex),
+            (BIN_RE, Number.Bin),
+            (INT_RE, Number.Integer),
             # Declarations name their function / kernel.
             (r"\b(fn|kernel)(\s+)([A-Za-z_]\w*)", bygroups(Keyword.Declaration, Whitespace, Name.Function)),
             *_token_rules(),
@@ -258,8 +254,9 @@ class TileLexer(RegexLexer):
             # Member access: x.shape, x.astype(f16), math.tanh.
             (r"(\.)([A-Za-z_]\w*)", bygroups(Punctuation, Name.Attribute)),
             (r"[A-Za-z_]\w*", Name),
-            (r"\*\*=|//=|<<=|>>=|->|\*\*|//|<<|>>|==|!=|<=|>=|[-+*/%&|^@]=", Operator),
-            (r"[-+*/%&|^~<>=@!]", Operator),
+            # `//` always starts a comment: floor division is the built-in floordiv(a, b).
+            (r"\*\*=|<<=|>>=|->|\*\*|<<|>>|==|!=|<=|>=|[-+*/%&|^@]=", Operator),
+            (r"[-+*/%&|^~<>=@]", Operator),
             (r"[.,;:()\[\]{}]", Punctuation),
         ],
         "block-comment": [

@@ -94,47 +94,17 @@
   "The keywords of GROUPS (symbols of `tile-keyword-groups')."
   (apply #'append (mapcar (lambda (g) (cdr (assq g tile-keyword-groups))) groups)))
 
-(defconst tile--dec-rx "[0-9]\\(?:_?[0-9]\\)*"
-  "A decimal digit sequence with single underscores between digits.")
-
 (defconst tile--number-rx
-  (let* ((dec tile--dec-rx)
+  (let* ((dec "[0-9]\\(?:_?[0-9]\\)*")
          (exp (concat "[eE][+-]?" dec)))
-    (concat
-     "\\(?:"
-     ;; 1.0  1.  2.5e-3  1_000.5
-     "\\_<" dec "\\.\\(?:" dec "\\)?\\(?:" exp "\\)?\\(?:[^A-Za-z_.]\\|\\'\\)"
-     ;; 1e9
-     "\\|\\_<" dec exp "\\_>"
-     ;; .5 (not after a name, a closer or a dot)
-     "\\|\\(?:^\\|[^A-Za-z0-9_)].]\\)\\(\\." dec "\\(?:" exp "\\)?\\)\\_>"
-     ;; 0x2A  0b101  42  1_000_000
-     "\\|\\_<0[xX]_?[0-9a-fA-F]\\(?:_?[0-9a-fA-F]\\)*\\_>"
-     "\\|\\_<0[bB]_?[01]\\(?:_?[01]\\)*\\_>"
-     "\\|\\_<" dec "\\_>"
-     "\\)"))
-  "Regexp matching a Tile numeric literal.")
-
-(defun tile--match-number (limit)
-  "Font-lock matcher: the next numeric literal before LIMIT outside comments and strings.
-Sets match group 0 to the literal itself."
-  (let (found)
-    (while (and (not found) (re-search-forward tile--number-rx limit t))
-      (let* ((dot-start (match-beginning 1))
-             (start (or dot-start (match-beginning 0)))
-             (end (if dot-start (match-end 1) (match-end 0))))
-        ;; The 1. form consumed the character after the dot: give it back.
-        (save-excursion
-          (goto-char start)
-          (when (and (not dot-start)
-                     (looking-at (concat tile--dec-rx "\\.\\(?:" tile--dec-rx "\\)?"
-                                         "\\(?:[eE][+-]?" tile--dec-rx "\\)?")))
-            (setq end (match-end 0))))
-        (unless (nth 8 (syntax-ppss start))
-          (set-match-data (list start end))
-          (goto-char end)
-          (setq found t))))
-    found))
+    (concat "\\_<\\(?:"
+            dec "\\." dec "\\(?:" exp "\\)?"     ; 1.0  2.5e-3  1_000.5
+            "\\|" dec exp                          ; 1e9
+            "\\|0[xX]\\(?:_?[0-9a-fA-F]\\)+"       ; 0x2A
+            "\\|0[bB]\\(?:_?[01]\\)+"             ; 0b101
+            "\\|" dec                              ; 42  1_000_000
+            "\\)"))
+  "Regexp matching a Tile numeric literal (the grammar's FLOAT, HEX_INT, BIN_INT, DEC_INT).")
 
 (defun tile--match-escape (limit)
   "Font-lock matcher: the next escape sequence inside a string before LIMIT."
@@ -160,7 +130,7 @@ Sets match group 0 to the literal itself."
       (,(funcall words tile-float-words) 0 'tile-number-face)
       (,(funcall words tile-attribute-helpers) 0 font-lock-builtin-face)
       (,(funcall words tile-builtins) 0 font-lock-builtin-face)
-      (tile--match-number 0 'tile-number-face)
+      (,tile--number-rx 0 'tile-number-face)
       (tile--match-escape 0 'tile-escape-face prepend))))
 
 (defvar tile-mode-syntax-table

@@ -37,17 +37,20 @@ syn keyword tileBuiltin abs arange argmax argmin assert astype atan2 atomic_add 
 " END GENERATED
 
 " Operators first: the matches defined later win where they start at the same column.
-syn match tileOperator "[-+*/%&|^~<>=!@]"
+" `//` always starts a comment (floor division is the built-in floordiv); a lone `!` is no
+" operator.
+syn match tileOperator "[-+*/%&|^~<>=@]"
+syn match tileOperator "!="
 syn match tileOperator "->"
 syn match tileDelimiter "[.,;:]"
 
-" Numbers: an integer, then the float forms (later definitions win at the same column).
-syn match tileNumber "\<\d\%(_\=\d\)*\>"
-syn match tileNumber "\<0[xX]_\=\x\%(_\=\x\)*\>"
-syn match tileNumber "\<0[bB]_\=[01]\%(_\=[01]\)*\>"
-syn match tileFloat "\<\d\%(_\=\d\)*\.\%(\d\%(_\=\d\)*\)\=\%([eE][+-]\=\d\%(_\=\d\)*\)\=\%([A-Za-z_.]\)\@!"
-syn match tileFloat "\<\d\%(_\=\d\)*[eE][+-]\=\d\%(_\=\d\)*\>"
-syn match tileFloat "\%([A-Za-z0-9_)\].]\)\@1<!\.\d\%(_\=\d\)*\%([eE][+-]\=\d\%(_\=\d\)*\)\=\>"
+" Numbers, as the grammar's DEC_INT, HEX_INT, BIN_INT and FLOAT terminals (there is no `1.`
+" or `.5` form).  Later definitions win where they start at the same column.
+syn match tileNumber "\<\d\%(_\=\d\)*"
+syn match tileNumber "\<0[xX]\%(_\=\x\)\+"
+syn match tileNumber "\<0[bB]\%(_\=[01]\)\+"
+syn match tileFloat "\<\d\%(_\=\d\)*[eE][+-]\=\d\%(_\=\d\)*"
+syn match tileFloat "\<\d\%(_\=\d\)*\.\d\%(_\=\d\)*\%([eE][+-]\=\d\%(_\=\d\)*\)\="
 
 " The name declared by `fn` / `kernel`.
 syn match tileFunctionName "\%(\<\%(fn\|kernel\)\s\+\)\@<=\h\w*"
