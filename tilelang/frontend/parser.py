@@ -44,6 +44,7 @@ MAX_ERRORS = 20
 
 _OPEN = {"LPAR": "RPAR", "LSQB": "RSQB", "LBRACE": "RBRACE"}
 _CLOSE = {v: k for k, v in _OPEN.items()}
+_CLOSE_TO_OPEN = {")": "(", "]": "[", "}": "{"}
 
 # Friendly names for the regex terminals; string terminals are shown as `text`.
 _KIND = {
@@ -175,13 +176,20 @@ def _lex_with_recovery(text: str, file: str) -> tuple[list[Token], list[Diagnost
                 diags.append(Diagnostic(Severity.ERROR, "E0105", "unterminated string literal",
                                         Span(file, e.line, e.column, e.line, line_end),
                                         help='close the string with `"` on the same line'))
+            elif ch == "'":
+                eol = work.find("\n", pos)
+                close = work.find("'", pos + 1, len(work) if eol < 0 else eol)
+                stop = pos + 1 if close < 0 else close + 1
+                diags.append(Diagnostic(Severity.ERROR, "E0104",
+                                        "strings are written with double quotes",
+                                        Span(file, e.line, e.column, e.line, e.column + stop - pos),
+                                        help=f'write "{work[pos + 1:stop - 1]}"' if close >= 0
+                                        else 'write "..."'))
             else:
                 shown = repr(ch)[1:-1] if not ch.isprintable() else ch
                 hint = None
                 if ch == "#":
                     hint = "comments start with `//` or are written `/* ... */`"
-                elif ch in "'":
-                    hint = 'strings are written with double quotes: "..."'
                 diags.append(Diagnostic(Severity.ERROR, "E0104", f"unexpected character `{shown}`",
                                         span, help=hint))
                 stop = pos + 1
@@ -220,6 +228,7 @@ def _unterminated_comment(text: str) -> int | None:
 class _Snapshot:
     parser: object
     brackets: list[Token]
+    index: int  # the token the snapshot was taken before
 
 
 def _comment_division_hint(text: str, prev: Token | None) -> str | None:
@@ -234,11 +243,55 @@ def _comment_division_hint(text: str, prev: Token | None) -> str | None:
     return None
 
 
+_NUMBERS = {"DEC_INT", "HEX_INT", "BIN_INT", "FLOAT"}
+_STMT_START = {"LET", "VAR", "IF", "WHILE", "FOR", "STATIC", "BREAK", "CONTINUE", "RETURN"}
+_ITEM_START = {"FN", "KERNEL", "IMPORT", "FROM", "CONST", "AT"}
+
+
+def _bad_number(file: str, text: str, prev: Token, tok: Token) -> Diagnostic:
+    """A number glued to letters or digits that cannot follow it: `0b102`, `1__0`, `0x`."""
+    lines = text.split("\n")
+    line = lines[prev.line - 1]
+    end = prev.column - 1
+    while end < len(line) and (line[end].isalnum() or line[end] in "_."):
+        end += 1
+    spelled = line[prev.column - 1:end]
+    low = spelled.lower()
+    if low.startswith("0b"):
+        help = "binary literals use only the digits 0 and 1: `0b1011`"
+    elif low.startswith("0x"):
+        help = "hexadecimal literals need at least one digit 0-9 or a-f after `0x`: `0x2A`"
+    elif "__" in spelled or spelled.endswith("_"):
+        help = "an underscore may only stand between two digits: `1_000`"
+    else:
+        help = "integers are written `42`, `0x2A`, `0b101`; floats `1.0`, `2.5e-3`"
+    return Diagnostic(Severity.ERROR, "E0108", f"invalid number literal `{spelled}`",
+                      Span(file, prev.line, prev.column, prev.line, prev.column + len(spelled)),
+                      help=help)
+
+
 def _syntax_error(file: str, text: str, tok: Token, expected: set[str], brackets: list[Token],
                   prev: Token | None) -> Diagnostic:
     found = _describe_token(tok)
     span = token_span(file, tok) if tok.type != "$END" else _eof_span(file, text)
     hint = _comment_division_hint(text, prev)
+    if hint is None and tok.type in ("LET", "VAR") and prev is not None and str(prev) == "(":
+        hint = "`let` and `var` are statements, not expressions"
+    if hint is None and "NAME" in expected and str(tok) in keywords():
+        hint = f"`{tok}` is a reserved word and cannot be used as a name"
+
+    if prev is not None and prev.type in _NUMBERS and tok.type in (_NUMBERS | {"NAME"}) \
+            and tok.line == prev.end_line and tok.column == prev.end_column:
+        return _bad_number(file, text, prev, tok)
+
+    if tok.type == "ELSE" and "ELSE" not in expected:
+        return Diagnostic(Severity.ERROR, "E0101", "`else` without an `if` before it", span,
+                          help="`else` must follow the closing `}` of an `if` block")
+
+    if tok.type in _CLOSE and not brackets:
+        return Diagnostic(Severity.ERROR, "E0103",
+                          f"unexpected `{tok}`: there is no open `{_CLOSE_TO_OPEN[str(tok)]}` "
+                          "to close", span, help="remove it, or add the opening bracket it closes")
 
     # A closer that does not match the innermost open bracket.
     if tok.type in _CLOSE and brackets and _OPEN[brackets[-1].type] != tok.type \
@@ -260,6 +313,19 @@ def _syntax_error(file: str, text: str, tok: Token, expected: set[str], brackets
                               related=(Label(token_span(file, opener), "opened here"),),
                               help=hint)
 
+    if brackets and tok.type in _EXPR_START and "COMMA" in expected \
+            and _OPEN[brackets[-1].type] in expected:
+        opener = brackets[-1]
+        return Diagnostic(Severity.ERROR, "E0101",
+                          f"expected `,` or `{_close_text(opener)}`, found {found}", span,
+                          help="separate the elements with `,`")
+
+    if "LBRACE" in expected and tok.type not in _EXPR_START and not _is_operator(tok.type) \
+            and tok.type not in ("LBRACE", "$END") and "SEMICOLON" not in expected:
+        return Diagnostic(Severity.ERROR, "E0101", f"expected `{{` to begin a block, found {found}",
+                          span, help="the bodies of `if`, `else`, `while`, `for`, `fn` and "
+                                     "`kernel` are always blocks in braces: `if a { ... }`")
+
     if "SEMICOLON" in expected and prev is not None and tok.type != "$END" \
             and tok.line > (prev.end_line or prev.line):
         return Diagnostic(Severity.ERROR, "E0111", f"expected `;`, found {found}",
@@ -267,20 +333,33 @@ def _syntax_error(file: str, text: str, tok: Token, expected: set[str], brackets
                           help=hint or "every statement and item ends with `;`")
 
     many_ops = len({t for t in expected if _is_operator(t)}) > 3
-    names = sorted({("an expression" if t in _EXPR_START and len(expected & _EXPR_START) > 3
-                     else "an operator" if many_ops and _is_operator(t)
-                     else _describe_terminal(t)) for t in expected},
+    items = "FN" in expected and "IMPORT" in expected
+    stmts = "LET" in expected and "IF" in expected
+
+    def category(t: str) -> str:
+        if items and t in _ITEM_START:
+            return "an item (`fn`, `kernel`, `const`, `import`, `from`)"
+        if stmts and (t in _STMT_START or t == "LBRACE" or t in _EXPR_START):
+            return "a statement"
+        if t in _EXPR_START and len(expected & _EXPR_START) > 3:
+            return "an expression"
+        if many_ops and _is_operator(t):
+            return "an operator"
+        return _describe_terminal(t)
+
+    names = sorted({category(t) for t in expected},
                    key=lambda s: (not s.startswith("`"), s))
     if not names:
         wanted = "nothing more"
     elif len(names) == 1:
         wanted = names[0]
-    elif len(names) <= 6:
+    elif len(names) <= 8:
         wanted = ", ".join(names[:-1]) + " or " + names[-1]
     else:
-        wanted = "one of " + ", ".join(names[:6]) + ", …"
-    if hint is None and tok.type in ("LET", "VAR") and prev is not None and str(prev) == "(":
-        hint = "`let` and `var` are statements, not expressions"
+        wanted = "one of " + ", ".join(names[:8]) + ", …"
+    if hint is None and "FN" in expected and "IMPORT" not in expected \
+            and tok.type in ("CONST", "IMPORT", "FROM"):
+        hint = "attributes such as `@host` and `@launch` apply only to `fn` and `kernel` items"
     return Diagnostic(Severity.ERROR, "E0101", f"expected {wanted}, found {found}", span,
                       help=hint)
 
@@ -308,7 +387,7 @@ def _parse_with_recovery(text: str, file: str, tokens: list[Token]) -> list[Diag
     diags: list[Diagnostic] = []
     ip = _lark().parse_interactive("")
     brackets: list[Token] = []
-    snap = _Snapshot(ip.copy(), [])
+    snap = _Snapshot(ip.copy(), [], 0)
     prev: Token | None = None
     last_error_at = -1
     i = 0
@@ -321,8 +400,11 @@ def _parse_with_recovery(text: str, file: str, tokens: list[Token]) -> list[Diag
                 i += 1
                 continue
             last_error_at = i
-            diags.append(_syntax_error(file, text, tok, set(e.expected), brackets, prev))
-            i = _resync(tokens, i)
+            diag = _syntax_error(file, text, tok, _exact_expected(snap, tokens, i, e), brackets,
+                                 prev)
+            diags.append(diag)
+            # A mismatched closer stands in for the missing one: skip it and go on.
+            i = _resync(tokens, i + 1 if diag.code == "E0103" and brackets else i)
             ip = snap.parser.copy()
             brackets = list(snap.brackets)
             prev = tokens[i - 1] if i > 0 else None
@@ -334,7 +416,7 @@ def _parse_with_recovery(text: str, file: str, tokens: list[Token]) -> list[Diag
         prev = tok
         i += 1
         if tok.type in ("SEMICOLON", "LBRACE", "RBRACE"):
-            snap = _Snapshot(ip.copy(), list(brackets))
+            snap = _Snapshot(ip.copy(), list(brackets), i)
     if len(diags) >= MAX_ERRORS:
         diags.append(Diagnostic(Severity.NOTE, None,
                                 f"stopped after {MAX_ERRORS} syntax errors; fix these first"))
@@ -354,6 +436,18 @@ def _parse_with_recovery(text: str, file: str, tokens: list[Token]) -> list[Diag
                 _eof_span(file, text)))
             diags.append(_syntax_error(file, text, end, set(e.expected), brackets, prev))
     return diags
+
+
+def _exact_expected(snap: _Snapshot, tokens: list[Token], i: int, e: UnexpectedToken) -> set[str]:
+    """The terminals really acceptable before token `i`. LALR's table after default reductions
+    over-approximates; replaying from the last snapshot and asking each terminal is exact."""
+    try:
+        ip = snap.parser.copy()
+        for t in tokens[snap.index:i]:
+            ip.feed_token(t)
+        return set(ip.accepts())
+    except UnexpectedInput:  # pragma: no cover - the replay saw the same tokens already
+        return set(e.expected)
 
 
 def _resync(tokens: list[Token], i: int) -> int:
