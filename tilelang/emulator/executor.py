@@ -1,0 +1,135 @@
+"""Lockstep execution of one batch of blocks with min-PC scheduling.
+
+While every live thread of the batch sits at the same PC (the usual case) instructions run on
+all of them with no mask at all. A branch that splits the threads switches to per-thread PCs:
+each step runs the instruction at the smallest PC for the threads there, so paths that split
+meet again at their join point (the reconvergence a GPU gives), and as soon as all live threads
+share one PC again the fast path resumes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .errors import DeviceAssertion, EmulatorError, ExecutionError
+
+EXITED = np.iinfo(np.int64).max
+MAX_STEPS = 50_000_000
+
+
+def run_batch(st, max_steps: int = MAX_STEPS) -> None:
+    code = st.prog.code
+    counts = st.counters.per_pc
+    T = st.T
+    upc = 0
+    pcs = None                     # None: uniform mode at `upc`
+    mask = None                    # uniform-mode active set (None: all T threads)
+    nact = T
+    steps = 0
+    regs = st.regs
+    while True:
+        steps += 1
+        if steps > max_steps:
+            raise st.error(ExecutionError, f"kernel did not finish in {max_steps} steps "
+                           f"(infinite loop?)")
+        if pcs is not None:
+            pc = int(pcs.min())
+            if pc == EXITED:
+                return
+            mask = pcs == pc
+            nact = int(np.count_nonzero(mask))
+            if nact == int(np.count_nonzero(st.live)):
+                # every live thread is here: back to the fast path
+                pcs = None
+                upc = pc
+                if nact == T:
+                    mask = None
+        else:
+            pc = upc
+        ins = code[pc]
+        st.ins = ins
+        # the set of threads this instruction really executes for
+        if ins.guard is not None:
+            p = regs[ins.guard]
+            if ins.guard_neg:
+                p = ~p
+            em = p if mask is None else (mask & p)
+            n = int(np.count_nonzero(em))
+            if n == T:
+                em = None
+        else:
+            em, n = mask, nact
+        counts[pc] += n
+        ctrl = ins.ctrl
+        if ctrl is None:
+            if n:
+                ins.run(st, em)
+            if pcs is None:
+                upc += 1
+            else:
+                pcs[mask] += 1
+            continue
+        if ctrl == "bra":
+            if pcs is None:
+                if n == nact:
+                    upc = ins.target
+                    continue
+                if n == 0:
+                    upc += 1
+                    continue
+                pcs = _split(st, mask, upc)
+            taken = em if em is not None else np.ones(T, bool)
+            pcs[mask & ~taken] += 1
+            pcs[taken] = ins.target
+            continue
+        if ctrl in ("exit", "ret") or ctrl == "trap":
+            if ctrl == "trap" and n:
+                first = np.flatnonzero(em)[0] if em is not None else 0
+                raise st.error(DeviceAssertion, "trap executed", first)
+            is_exit = ctrl == "exit" or (ctrl == "ret" and ins.func == st.prog.kernel.name)
+            if n == 0:
+                if pcs is None:
+                    upc += 1
+                else:
+                    pcs[mask] += 1
+                continue
+            sel = em if em is not None else np.ones(T, bool)
+            if pcs is None:
+                pcs = _split(st, mask, upc)
+            if is_exit:
+                st.live &= ~sel
+                pcs[sel] = EXITED
+            else:
+                idx = np.flatnonzero(sel)
+                st.sp[idx] -= 1
+                if (st.sp[idx] < 0).any():
+                    raise st.error(EmulatorError, "ret with an empty call stack", idx[0])
+                pcs[idx] = st.stack[st.sp[idx], idx]
+            if mask is not None:
+                pcs[mask & ~sel] += 1
+            continue
+        if ctrl == "call":
+            if n:
+                ins.run(st, em)
+            sel = em if em is not None else np.ones(T, bool)
+            if pcs is None:
+                pcs = _split(st, mask, upc)
+            idx = np.flatnonzero(sel)
+            if n:
+                if (st.sp[idx] >= st.stack.shape[0]).any():
+                    raise st.error(ExecutionError, "call stack overflow (recursion deeper "
+                                   f"than {st.stack.shape[0]})", idx[0])
+                st.stack[st.sp[idx], idx] = pc + 1
+                st.sp[idx] += 1
+            if mask is not None:
+                pcs[mask & ~sel] += 1
+            pcs[idx] = ins.target
+            continue
+        raise st.error(EmulatorError, f"internal: unknown control kind {ctrl}")
+
+
+def _split(st, mask, upc):
+    """Leave the fast path: per-thread PCs, exited threads parked at EXITED."""
+    pcs = np.full(st.T, EXITED, np.int64)
+    pcs[st.live] = upc
+    return pcs

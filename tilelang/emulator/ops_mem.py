@@ -1,0 +1,418 @@
+"""Loads, stores, atomics, cp.async, barriers, fences and the other memory-side instructions."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .access import load, locate, record, region_view, store
+from .decode import op
+from .errors import BarrierDivergence, WarpDivergence
+from .ptx_ast import Vec
+from .ptx_types import TYPE_NAMES, type_info, uint_dtype
+
+_SPACE_NAMES = {"global": "global", "shared": "shared", "shared::cta": "shared",
+                "shared::cluster": "shared", "local": "local", "param": "param",
+                "param::entry": "param", "param::func": "param", "const": "const"}
+
+
+def _space(parts):
+    for p in parts[1:]:
+        if p in _SPACE_NAMES:
+            return _SPACE_NAMES[p]
+    return "generic"
+
+
+def _vec(parts):
+    for p in parts:
+        if p in ("v2", "v4", "v8"):
+            return int(p[1:])
+    return 1
+
+
+def _mem_type(ctx, parts):
+    ts = [p for p in parts if p in TYPE_NAMES]
+    if not ts:
+        ctx.error(f"{ctx.ins.opcode}: missing type")
+    ti = ctx.type(ts[-1])
+    # Loads compute in integer bits; signed types keep their dtype so sign extension happens.
+    dt = ti.dtype if ti.kind == "s" else ti.bits
+    return ti, dt
+
+
+class _Addr:
+    """Decoded address operand: a constant (symbol) or a per-thread getter, plus its space."""
+
+    def __init__(self, ctx, operand, space):
+        kind, val = ctx.address(operand)
+        self.param = None
+        if kind == "sym":
+            name, off = val
+            sp, base, size = ctx.prog.symbol(ctx.fn, name, ctx.ins.line)
+            if sp in ("kparam", "pslot"):
+                if off < 0 or (size is not None and off > size):
+                    ctx.error(f"access outside parameter {name}")
+                self.param = (sp, base + off, size - off, name)
+                self.space = "param"
+                return
+            if space not in ("generic", sp) and not (space == "const" and sp == "global"):
+                ctx.error(f"{name} is a .{sp} variable, accessed as .{space}")
+            self.space = sp
+            const = np.uint64(base + off)
+            self.get = lambda st: const
+        else:
+            if space == "param":
+                ctx.error("param-space access through a register is not supported")
+            self.space = space
+            self.get = val
+
+    def groups(self, st, idx, size, align):
+        a = self.get(st)
+        a = a if np.ndim(a) == 0 else a[idx]
+        return locate(st, self.space, a, idx, size, align)
+
+
+def _gather_full(st, m, parts_k, dt):
+    """Assemble per-thread values from located groups into an array over the batch."""
+    if len(parts_k) == 1 and m is None:
+        return parts_k[0][1]
+    full = np.zeros(st.T, dt)
+    for idx, vals in parts_k:
+        full[idx] = vals
+    return full
+
+
+def _param_reader(ctx, addr, dt, n, esize):
+    sp, off, size, name = addr.param
+    if n * esize > size:
+        ctx.error(f"access beyond the end of parameter {name}")
+    nbytes = np.dtype(dt).itemsize
+
+    if sp == "kparam":
+        def read(st, k):
+            o = off + k * esize
+            return np.frombuffer(st.kparams[o:o + nbytes].tobytes(), dt)[0]
+    else:
+        def read(st, k):
+            o = off + k * esize
+            return np.ascontiguousarray(st.pslots[:, o:o + nbytes]).view(dt)[:, 0]
+    return read
+
+
+@op("ld", "ldu")
+def build_ld(ctx, ins, parts):
+    space = _space(parts)
+    n = _vec(parts)
+    ti, dt = _mem_type(ctx, parts)
+    d, a = ins.operands[:2]
+    items = d.items if isinstance(d, Vec) else (d,)
+    if len(items) != n:
+        ctx.error(f"{ins.opcode} needs {n} destination registers")
+    puts = [ctx.dst(o, ti) for o in items]
+    addr = _Addr(ctx, a, space)
+    esize = ti.size
+    if addr.param is not None:
+        read = _param_reader(ctx, addr, dt, n, esize)
+
+        def run_param(st, m):
+            for k, put in enumerate(puts):
+                put(st, read(st, k), m)
+        return run_param
+    total = esize * n
+
+    def run(st, m):
+        idx = st.active_index(m)
+        res = load(st, addr.groups(st, idx, total, total), dt, n, esize)
+        for k, put in enumerate(puts):
+            put(st, _gather_full(st, m, res[k], dt), m)
+    return run
+
+
+@op("st")
+def build_st(ctx, ins, parts):
+    space = _space(parts)
+    n = _vec(parts)
+    ti, dt = _mem_type(ctx, parts)
+    a, v = ins.operands[:2]
+    items = v.items if isinstance(v, Vec) else (v,)
+    if len(items) != n:
+        ctx.error(f"{ins.opcode} needs {n} source operands")
+    bits_t = type_info(f"b{ti.size * 8}") if ti.kind != "s" else ti
+    gets = [ctx.src(o, bits_t) for o in items]
+    addr = _Addr(ctx, a, space)
+    esize = ti.size
+    if addr.param is not None:
+        sp, off, size, name = addr.param
+        if sp == "kparam":
+            ctx.error("stores to kernel parameters are not allowed")
+        if n * esize > size:
+            ctx.error(f"store beyond the end of parameter {name}")
+
+        def run_param(st, m):
+            rows = slice(None) if m is None else np.flatnonzero(m)
+            for k, g in enumerate(gets):
+                o = off + k * esize
+                vals = np.broadcast_to(np.asarray(g(st)).astype(dt), (st.T,))
+                b = np.ascontiguousarray(vals[rows]).view(np.uint8).reshape(-1, esize)
+                st.pslots[rows, o:o + esize] = b
+        return run_param
+    total = esize * n
+
+    def run(st, m):
+        idx = st.active_index(m)
+        vals = []
+        for g in gets:
+            x = np.asarray(g(st)).astype(dt, copy=False)
+            vals.append((lambda x: (lambda sel: x if x.ndim == 0 else x[sel]))(x))
+        store(st, addr.groups(st, idx, total, total), dt, vals, esize)
+    return run
+
+
+# -- atomics -------------------------------------------------------------------------------
+def _atomic_fn(opname, ti):
+    if opname == "add":
+        return lambda old, b, c: old + b
+    if opname in ("min", "max"):
+        f = np.minimum if opname == "min" else np.maximum
+        if ti.is_float:
+            f = np.fmin if opname == "min" else np.fmax
+        return lambda old, b, c: f(old, b)
+    if opname in ("and", "or", "xor"):
+        f = {"and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}[opname]
+        return lambda old, b, c: f(old, b)
+    if opname == "exch":
+        return lambda old, b, c: np.broadcast_to(b, old.shape)
+    if opname == "cas":
+        return lambda old, b, c: np.where(old == b, c, old)
+    if opname == "inc":
+        return lambda old, b, c: np.where(old >= b, 0, old + 1).astype(old.dtype)
+    if opname == "dec":
+        return lambda old, b, c: np.where((old == 0) | (old > b), b, old - 1).astype(old.dtype)
+    return None
+
+
+def _apply_atomic(view, elem, b, c, f, ufunc):
+    """Serialize atomics in thread order; returns the old value each thread saw."""
+    old = np.empty(elem.shape, view.dtype)
+    if elem.size == 0:
+        return old
+    uniq, first, counts = np.unique(elem, return_index=True, return_counts=True)
+    if counts.max() == 1:
+        o = view[elem]
+        view[elem] = f(o, b, c)
+        return o
+    if ufunc is not None and old.dtype.kind in "iu":
+        # integer add: old values are exclusive prefix sums inside each address group
+        order = np.argsort(elem, kind="stable")
+        bs = np.broadcast_to(b, elem.shape)[order]
+        cs = np.cumsum(bs, dtype=view.dtype)
+        seg = np.repeat(np.arange(uniq.size), counts)
+        starts = np.r_[0, np.cumsum(counts)[:-1]]
+        excl = cs - bs - (cs[starts] - bs[starts])[seg]
+        base = view[uniq]
+        old[order] = base[seg] + excl
+        view[uniq] = base + (cs[starts + counts - 1] - cs[starts] + bs[starts])
+        return old
+    b = np.broadcast_to(b, elem.shape)
+    c = np.broadcast_to(c, elem.shape) if c is not None else None
+    if counts.max() > 64 and uniq.size <= 64:
+        # few hot addresses: walk each address's threads in order
+        for u in uniq:
+            sel = np.flatnonzero(elem == u)
+            cur = view[u]
+            for k in sel:
+                old[k] = cur
+                cur = f(np.asarray(cur), b[k], None if c is None else c[k])[()]
+            view[u] = cur
+        return old
+    remaining = np.arange(elem.size)
+    while remaining.size:
+        e = elem[remaining]
+        _, fi = np.unique(e, return_index=True)
+        sel = remaining[fi]
+        o = view[elem[sel]]
+        view[elem[sel]] = f(o, b[sel], None if c is None else c[sel])
+        old[sel] = o
+        remaining = np.delete(remaining, fi)
+    return old
+
+
+_ATOM_OPS = ("add", "min", "max", "and", "or", "xor", "exch", "cas", "inc", "dec")
+
+
+@op("atom", "red")
+def build_atom(ctx, ins, parts):
+    space = _space(parts)
+    opname = next((p for p in parts[1:] if p in _ATOM_OPS), None)
+    if opname is None:
+        ctx.error(f"{ins.opcode}: unknown atomic operation")
+    if _vec(parts) != 1:
+        ctx.error("vector atomics are not supported")
+    ti = ctx.type([p for p in parts if p in TYPE_NAMES][-1])
+    if ti.kind in ("bf16", "f16x2", "bf16x2") or (ti.kind == "f" and ti.size == 2):
+        ctx.error(f"{ins.opcode}: half-precision atomics are not supported")
+    dt = ti.dtype
+    if ti.kind == "b":
+        dt = ti.bits
+    is_red = parts[0] == "red"
+    ops = ins.operands
+    if is_red:
+        a, rest = ops[0], ops[1:]
+        put = None
+    else:
+        put = ctx.dst(ops[0], ti)
+        a, rest = ops[1], ops[2:]
+    vti = ti if ti.kind != "b" else type_info(f"u{ti.size * 8}")
+    gb = ctx.src(rest[0], vti)
+    gc = ctx.src(rest[1], vti) if opname == "cas" else None
+    addr = _Addr(ctx, a, space)
+    if addr.param is not None:
+        ctx.error("atomics on parameters are not allowed")
+    f = _atomic_fn(opname, ti)
+    ufunc = np.add if opname == "add" else None
+    size = ti.size
+
+    def run(st, m):
+        idx = st.active_index(m)
+        b = np.asarray(gb(st)).astype(dt, copy=False)
+        c = None if gc is None else np.asarray(gc(st)).astype(dt, copy=False)
+        olds = []
+        for region, gidx, off, addrs in addr.groups(st, idx, size, size):
+            record(st, region, gidx, off, addrs, size)
+            view = region_view(st, region, dt)
+            sel = np.searchsorted(idx, gidx)
+            bb = b if b.ndim == 0 else b[gidx]
+            cc = None if c is None else (c if c.ndim == 0 else c[gidx])
+            with np.errstate(all="ignore"):
+                o = _apply_atomic(view, off // size, bb, cc, f, ufunc)
+            olds.append((gidx, o))
+        if put is not None:
+            put(st, _gather_full(st, m, olds, dt), m)
+    return run
+
+
+# -- cp.async ------------------------------------------------------------------------------
+@op("cp")
+def build_cp(ctx, ins, parts):
+    if parts[1] != "async":
+        ctx.error(f"unsupported instruction {ins.opcode}")
+    rest = parts[2:]
+    if rest and rest[0] in ("commit_group", "wait_group", "wait_all"):
+        return lambda st, m: None          # copies complete at issue: groups are trivially done
+    if rest and rest[0] == "mbarrier":
+        return lambda st, m: None
+    if "bulk" in rest:
+        ctx.error("cp.async.bulk (TMA) is not supported by the emulator")
+    ops = ins.operands
+    dst, src, csize = ops[0], ops[1], ops[2]
+    u32 = type_info("u32")
+    cp_size = int(ctx.src(csize, u32)(None))
+    if cp_size not in (4, 8, 16):
+        ctx.error("cp.async size must be 4, 8 or 16")
+    g_src_size = ctx.src(ops[3], u32) if len(ops) > 3 and not _is_pred(ctx, ops[3]) else None
+    dstA, srcA = _Addr(ctx, dst, "shared"), _Addr(ctx, src, "global")
+    n = cp_size // 4
+
+    def run(st, m):
+        idx = st.active_index(m)
+        if g_src_size is not None:
+            ss = np.broadcast_to(np.asarray(g_src_size(st)), (st.T,))[idx].astype(np.int64)
+        else:
+            ss = None
+        src_groups = srcA.groups(st, idx, cp_size, cp_size)
+        res = load(st, src_groups, np.uint32, n, 4)
+        vals = []
+        for k in range(n):
+            full = np.zeros(st.T, np.uint32)
+            for gi, v in res[k]:
+                full[gi] = v
+            if ss is not None:
+                keep = np.clip(ss - 4 * k, 0, 4)
+                word_mask = np.where(keep >= 4, 0xFFFFFFFF, (1 << (8 * keep)) - 1)
+                part = np.zeros(st.T, np.uint32)
+                part[idx] = full[idx] & word_mask.astype(np.uint32)
+                full = part
+            vals.append((lambda f: (lambda sel: f[sel]))(full))
+        store(st, dstA.groups(st, idx, cp_size, cp_size), np.uint32, vals, 4)
+    return run
+
+
+def _is_pred(ctx, o):
+    from .ptx_ast import Reg
+    if not isinstance(o, Reg):
+        return False
+    i = ctx.prog.reg_index.get((ctx.fn.name, o.name))
+    return i is not None and ctx.prog.reg_dtypes[i] == np.bool_
+
+
+# -- no-ops for the emulator's sequentially consistent memory ------------------------------
+@op("fence", "membar", "prefetch", "prefetchu", "discard", "applypriority", "nanosleep",
+    "griddepcontrol", "pmevent", "setmaxnreg")
+def build_nop(ctx, ins, parts):
+    return lambda st, m: None
+
+
+@op("createpolicy")
+def build_createpolicy(ctx, ins, parts):
+    put = ctx.dst(ins.operands[0], type_info("b64"))
+    return lambda st, m: put(st, np.uint64(0), m)
+
+
+# -- barriers ------------------------------------------------------------------------------
+def check_barrier(st, m, what):
+    """Every live thread of a block that reaches the barrier must reach it here."""
+    if m is None:
+        return
+    nb = st.nblk
+    arrived = np.bincount(st.block_in_batch[m], minlength=nb)
+    live = np.bincount(st.block_in_batch[st.live], minlength=nb)
+    bad = (arrived > 0) & (arrived < live)
+    if bad.any():
+        b = int(np.flatnonzero(bad)[0])
+        missing = np.flatnonzero(st.live & ~m & (st.block_in_batch == b))
+        raise st.error(BarrierDivergence, f"{what}: {int(arrived[b])} of {int(live[b])} live "
+                       f"threads of the block arrived; a missing thread is shown",
+                       missing[0])
+
+
+@op("bar", "barrier")
+def build_bar(ctx, ins, parts):
+    sub = parts[1] if len(parts) > 1 else "sync"
+    if sub == "warp":                       # bar.warp.sync membermask
+        from .ops_warp import check_members
+        gmask = ctx.src(ins.operands[0], type_info("u32"))
+        return lambda st, m: check_members(st, m, gmask(st), ins.opcode)
+    if sub == "cluster":                    # barrier.cluster.arrive/wait: blocks of a cluster
+        return lambda st, m: None           # run in one batch only when 1x1x1; see docs
+    ops = ins.operands
+    if sub == "red":
+        return _build_bar_red(ctx, ins, parts)
+    counted = len(ops) >= 2
+    if sub == "arrive":
+        return lambda st, m: None
+    if counted:
+        return lambda st, m: None           # partial barriers: arrival count is not checked
+    return lambda st, m: check_barrier(st, m, ins.opcode)
+
+
+def _build_bar_red(ctx, ins, parts):
+    kind = parts[2]                          # popc, and, or
+    ops = ins.operands
+    put = ctx.dst(ops[0], type_info("u32") if kind == "popc" else type_info("pred"))
+    gp = ctx.src(ops[-1], type_info("pred"))
+    negate = False
+
+    def run(st, m):
+        check_barrier(st, m, ins.opcode)
+        p = np.broadcast_to(np.asarray(gp(st)), (st.T,))
+        act = np.ones(st.T, bool) if m is None else m
+        blk = st.block_in_batch
+        cnt = np.bincount(blk[act & p], minlength=st.nblk)
+        tot = np.bincount(blk[act], minlength=st.nblk)
+        if kind == "popc":
+            r = cnt[blk].astype(np.uint32)
+        elif kind == "and":
+            r = (cnt == tot)[blk]
+        else:
+            r = (cnt > 0)[blk]
+        put(st, r, m)
+    return run
