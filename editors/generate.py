@@ -4,7 +4,7 @@
 Sources of truth (read through ``tilelang.highlight``):
   * keywords  -- the quoted word terminals of ``tilelang/grammar/tile.lark``;
   * built-ins -- ``tilelang.sema.builtins.builtin_names()``;
-  * dtypes    -- ``tilelang.highlight.DTYPES`` (§3 of the language reference).
+  * dtypes    -- ``tilelang.sema.types.DTYPES``.
 While the grammar or the registry does not exist, the fallback lists of ``tilelang/highlight.py``
 stand in for them.
 
@@ -94,7 +94,7 @@ def categories() -> dict[str, tuple[str, ...]]:
     builtins = hl.registry_builtins() or tuple(sorted(hl.FALLBACK_BUILTINS))
     cats: dict[str, tuple[str, ...]] = dict(hl.keyword_groups(kws))
     cats["keywords"] = tuple(sorted(kws))
-    cats["dtypes"] = tuple(hl.DTYPES)
+    cats["dtypes"] = hl.registry_dtypes() or tuple(hl.FALLBACK_DTYPES)
     cats["type-constructors"] = tuple(hl.TYPE_CONSTRUCTORS)
     cats["float-words"] = tuple(hl.FLOAT_WORDS)
     cats["attribute-helpers"] = tuple(hl.ATTRIBUTE_HELPERS)
@@ -124,7 +124,8 @@ def gen_highlight(text: str, cats: dict[str, tuple[str, ...]]) -> str:
     def tup(name: str, words: tuple[str, ...]) -> str:
         return f"{name} = (\n" + _wrap_words([f'"{w}",' for w in words], "    ") + ")\n"
 
-    body = tup("FALLBACK_KEYWORDS", cats["keywords"]) + tup("FALLBACK_BUILTINS", cats["builtins"])
+    body = (tup("FALLBACK_KEYWORDS", cats["keywords"]) + tup("FALLBACK_BUILTINS", cats["builtins"])
+            + tup("FALLBACK_DTYPES", cats["dtypes"]))
     return replace_region(text, "# BEGIN GENERATED fallback", "# END GENERATED fallback", body,
                           HIGHLIGHT_PY)
 
@@ -141,6 +142,13 @@ def gen_tm(text: str, cats: dict[str, tuple[str, ...]]) -> str:
     repo = grammar.setdefault("repository", {})
     for key, (cat, scope) in TM_WORD_RULES.items():
         repo[key] = {"name": scope, "match": tm_words_regex(cats[cat])}
+    # `fn NAME` / `kernel NAME`: NAME is never a keyword.
+    repo["declarations"] = {"patterns": [{
+        "match": r"\b(fn|kernel)\s+(?!" + tm_words_regex(cats["keywords"])[2:]
+                 + r")([A-Za-z_][A-Za-z0-9_]*)",
+        "captures": {"1": {"name": "storage.type.function.tile"},
+                     "2": {"name": "entity.name.function.tile"}},
+    }]}
     return json.dumps(grammar, indent=2, ensure_ascii=False) + "\n"
 
 

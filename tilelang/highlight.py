@@ -4,7 +4,8 @@ The word lists have one source of truth each:
 
 * keywords: the quoted word terminals of the grammar (``tilelang/grammar/tile.lark``);
 * built-in operations: ``tilelang.sema.builtins.builtin_names()``;
-* dtypes: the scalar types of the language (§3 of the reference).
+* dtypes: ``tilelang.sema.types.DTYPES`` (they double as strict-constant constructors,
+  ``i16(5)``, but are highlighted as types everywhere).
 
 They are read at import time.  Until the grammar or the registry exist (or if reading them
 fails), the fallback lists below are used; ``editors/generate.py`` rewrites them, together with
@@ -39,6 +40,7 @@ __all__ = [
     "keyword_groups",
     "grammar_keywords",
     "registry_builtins",
+    "registry_dtypes",
     "GRAMMAR_PATH",
 ]
 
@@ -59,14 +61,12 @@ FALLBACK_BUILTINS = (
     "reshape", "rsqrt", "scatter", "sigmoid", "sin", "sqrt", "static_assert", "store", "sum",
     "tanh", "transpose", "where", "zeros",
 )
+FALLBACK_DTYPES = (
+    "bool", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "f16", "bf16", "f32", "f64",
+    "tf32", "f8e4m3", "f8e5m2",
+)
 # END GENERATED fallback
 
-#: Scalar dtypes (§3).  They double as strict-constant constructors (``i16(5)``), but are
-#: highlighted as types everywhere.
-DTYPES = (
-    "bool", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64",
-    "f16", "bf16", "f32", "f64", "tf32", "f8e4m3", "f8e5m2",
-)
 #: Type constructors: ``Tile[f32, 128, 64]``, ``Array[f16, 2]``.
 TYPE_CONSTRUCTORS = ("Tile", "Array")
 #: Float literal words.
@@ -135,7 +135,7 @@ def grammar_keywords(path: pathlib.Path | str = GRAMMAR_PATH) -> tuple[str, ...]
         s = m.group(1)
         if _WORD.fullmatch(s):
             found.add(s)
-    found -= set(DTYPES) | set(TYPE_CONSTRUCTORS) | set(FLOAT_WORDS) | set(ATTRIBUTES)
+    found -= set(dtypes()) | set(TYPE_CONSTRUCTORS) | set(FLOAT_WORDS) | set(ATTRIBUTES)
     found -= set(ATTRIBUTE_HELPERS)
     return tuple(sorted(found))
 
@@ -150,7 +150,7 @@ def registry_builtins() -> tuple[str, ...] | None:
         return None
     names = {str(n) for n in builtin_names()}
     kws = grammar_keywords() or FALLBACK_KEYWORDS
-    names -= set(DTYPES) | set(TYPE_CONSTRUCTORS) | set(FLOAT_WORDS) | set(kws)
+    names -= set(dtypes()) | set(TYPE_CONSTRUCTORS) | set(FLOAT_WORDS) | set(kws)
     return tuple(sorted(names))
 
 
@@ -171,8 +171,23 @@ def builtins() -> tuple[str, ...]:
     return names if names else tuple(sorted(FALLBACK_BUILTINS))
 
 
+def registry_dtypes() -> tuple[str, ...] | None:
+    """The dtype names of ``tilelang.sema.types.DTYPES``; ``None`` when it does not exist."""
+    try:
+        from tilelang.sema.types import DTYPES as _dtypes
+    except ImportError:
+        return None
+    return tuple(str(n) for n in _dtypes)
+
+
+@functools.lru_cache(maxsize=1)
 def dtypes() -> tuple[str, ...]:
-    return DTYPES
+    """The dtype names from the type system, or the fallback list."""
+    try:
+        names = registry_dtypes()
+    except Exception:  # a broken module must not break highlighting
+        names = None
+    return names if names else tuple(FALLBACK_DTYPES)
 
 
 def keyword_groups(kws: tuple[str, ...] | None = None) -> dict[str, tuple[str, ...]]:
@@ -226,7 +241,7 @@ class TileLexer(RegexLexer):
 
     KEYWORDS = keywords()
     BUILTINS = builtins()
-    DTYPES = DTYPES
+    DTYPES = dtypes()
 
     tokens = {
         "root": [
@@ -244,7 +259,8 @@ class TileLexer(RegexLexer):
             (BIN_RE, Number.Bin),
             (INT_RE, Number.Integer),
             # Declarations name their function / kernel.
-            (r"\b(fn|kernel)(\s+)([A-Za-z_]\w*)", bygroups(Keyword.Declaration, Whitespace, Name.Function)),
+            (r"\b(fn|kernel)([ \t]+)(?!(?:" + "|".join(KEYWORDS) + r")\b)([A-Za-z_]\w*)",
+             bygroups(Keyword.Declaration, Whitespace, Name.Function)),
             *_token_rules(),
             (words(DTYPES, suffix=r"\b"), Keyword.Type),
             (words(TYPE_CONSTRUCTORS, suffix=r"\b"), Keyword.Type),

@@ -121,7 +121,12 @@
       ("^[ \t]*\\(@[A-Za-z_][A-Za-z0-9_]*\\)" 1 'tile-attribute-face)
       (,(concat "@" (regexp-opt tile-attributes) "\\_>") 0 'tile-attribute-face)
       ;; The name declared by fn / kernel.
-      ("\\_<\\(?:fn\\|kernel\\)[ \t\n]+\\([A-Za-z_][A-Za-z0-9_]*\\)" 1 font-lock-function-name-face)
+      ("\\_<\\(?:fn\\|kernel\\)[ \t]+\\([A-Za-z_][A-Za-z0-9_]*\\)"
+       1 (unless (member (match-string 1) (tile--keywords 'declaration 'storage 'modifier
+                                                          'conditional 'repeat 'jump
+                                                          'namespace 'operator 'constant
+                                                          'other))
+           font-lock-function-name-face))
       (,(funcall words (tile--keywords 'constant)) 0 font-lock-constant-face)
       (,(funcall words (tile--keywords 'declaration 'storage 'modifier 'conditional 'repeat
                                        'jump 'namespace 'operator 'other))

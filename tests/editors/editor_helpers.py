@@ -69,3 +69,22 @@ def emacs_binary() -> str:
     if not emacs:
         pytest.skip("emacs is not installed (apt-get install emacs-nox)")
     return emacs
+
+
+_GENERATOR = None
+
+
+def load_generator():
+    """editors/generate.py as a module (it is a script, not part of the package)."""
+    global _GENERATOR
+    if _GENERATOR is None:
+        import importlib.util
+        import sys
+
+        spec = importlib.util.spec_from_file_location("tile_editors_generate",
+                                                      EDITORS / "generate.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module
+        spec.loader.exec_module(module)
+        _GENERATOR = module
+    return _GENERATOR

@@ -72,6 +72,8 @@ GOLDEN = [
     ("kernel vadd(", [(Keyword.Declaration, "kernel"), (Name.Function, "vadd"),
                       (Punctuation, "(")]),
     ("fn gelu", [(Keyword.Declaration, "fn"), (Name.Function, "gelu")]),
+    ("fn for", [(Keyword.Declaration, "fn"), (Keyword, "for")]),  # a keyword is never a name
+    ("fn\nf", [(Keyword.Declaration, "fn"), (Name, "f")]),
     ("let var const static", [(Keyword.Declaration, "let"), (Keyword.Declaration, "var"),
                               (Keyword.Declaration, "const"), (Keyword.Declaration, "static")]),
     ("if else for in while break continue return",
