@@ -65,7 +65,8 @@ def check_golden(file: str, text: str) -> None:
 
 
 def directive_block(header: str) -> str:
-    after = header[header.index(")") + 1:]
+    entry = header[header.rindex(".entry"):]
+    after = entry[entry.index(")") + 1:]
     lines = [ln.split("//")[0].strip() for ln in after.splitlines()]
     return "\n".join(ln for ln in lines if ln and ln != "{")
 
@@ -213,3 +214,38 @@ def test_entry_without_contract_is_internal_error():
     with pytest.raises(InternalCompilerError) as e:
         rewrite_ptx(ptx, plan, {})
     assert e.value.code == "E0799"
+
+
+def test_two_kernels_and_a_device_function():
+    """Each `.entry` gets its own block; a `.func` is left alone."""
+    import llvmlite.ir as ir
+    m = ir.Module("two")
+    m.triple = "nvptx64-nvidia-cuda"
+    i32 = ir.IntType(32)
+    helper = ir.Function(m, ir.FunctionType(i32, [i32]), "helper")
+    hb = ir.IRBuilder(helper.append_basic_block())
+    hb.ret(hb.mul(helper.args[0], helper.args[0]))
+    helper.attributes.add("noinline")
+    for name in ("first", "second"):
+        fn = ir.Function(m, ir.FunctionType(ir.VoidType(), [ir.IntType(64), i32]), name)
+        fn.calling_convention = "ptx_kernel"
+        b = ir.IRBuilder(fn.append_basic_block())
+        ptr = b.inttoptr(fn.args[0], ir.PointerType(i32, addrspace=1))
+        b.store(b.call(helper, [fn.args[1]]), ptr)
+        b.ret_void()
+    target = "sm_90a"
+    contracts = {
+        "first": decide_contract("first", resolve_launch(launch("@launch(maxntid = 64)"),
+                                                         target), None, target),
+        "second": decide_contract("second", resolve_launch(
+            launch("@launch(reqntid = 256, num_ctas = 2, minctasm = 1)"), target), None, target),
+    }
+    feats = set().union(*(c.features(get_target(target)) for c in contracts.values()))
+    plan = validate_target(target, feats)
+    out = rewrite_ptx(llvm_ptx(str(m), plan.llvm_cpu, plan.llvm_features), plan, contracts)
+    assert directive_block(header_text(out, "first")) == ".maxntid 64"
+    assert directive_block(header_text(out, "second")) == \
+        ".reqntid 256\n.minnctapersm 1\n.explicitcluster\n.reqnctapercluster 2, 1, 1"
+    assert ".func  (.param .b32 func_retval0) helper(" in out
+    r = link_ptx(out, target, env={})
+    assert set(r.resources) >= {"first", "second"}

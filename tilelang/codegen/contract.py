@@ -263,8 +263,8 @@ def decide_contract(name: str, spec: LaunchSpec | None, features: CodegenFeature
             reason = (f"warp-group MMA needs a multiple of 128 threads per CTA, but the block "
                       f"shape {_show(shape)} has {total}")
         elif tgt.name not in FEATURES["wgmma"].arch_targets:
-            reason = (f"warp-group MMA (wgmma) needs "
-                      f"{' or '.join(FEATURES['wgmma'].arch_targets)}, but the target is {tgt.name}")
+            need = " or ".join(FEATURES["wgmma"].arch_targets)
+            reason = f"warp-group MMA (wgmma) needs {need}, but the target is {tgt.name}"
         if reason and feats.explicit_wgmma_request:
             raise TileLaunchError.at(
                 "E0716", reason, shape_span, label="not a whole number of warp groups"

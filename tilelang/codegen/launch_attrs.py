@@ -238,4 +238,6 @@ def _check_range(key: str, shown: str, value: int, span: Span | None, diags: lis
 
 
 def _show_dims(dims: tuple) -> str:
-    return "()" if not dims else "(" + ", ".join(str(d) for d in dims) + ("," if len(dims) == 1 else "") + ")"
+    if not dims:
+        return "()"
+    return "(" + ", ".join(str(d) for d in dims) + ("," if len(dims) == 1 else "") + ")"

@@ -19,8 +19,7 @@ from __future__ import annotations
 import re
 from typing import Mapping
 
-from tilelang.diagnostics import (Diagnostic, DiagnosticSink, InternalCompilerError, Severity,
-                                  Span)
+from tilelang.diagnostics import Diagnostic, DiagnosticSink, InternalCompilerError, Severity
 from tilelang.codegen.contract import KernelContract
 from tilelang.codegen.targets import PtxPlan, Target, fmt_ptx
 
