@@ -14,7 +14,7 @@ from typing import Callable
 import numpy as np
 
 from .errors import PTXParseError
-from .ptx_ast import Addr, Imm, Reg, Sink, Sym, Vec
+from .ptx_ast import Addr, Imm, Not, Reg, Sink, Sym, Vec
 from .ptx_types import TYPE_NAMES, TypeInfo, parse_imm, type_info, uint_dtype
 
 OPS: dict = {}
@@ -119,6 +119,11 @@ class DecodeCtx:
             return lambda st: c
         if isinstance(op, Vec):
             return self.pack_src(op, ti)
+        if isinstance(op, Not):
+            if ti.kind != "pred":
+                self.error("'!' applies to predicates only")
+            g = self.src(op.reg, ti)
+            return lambda st: np.logical_not(g(st))
         i = self.reg(op)
         have = self.prog.reg_dtypes[i]
         if have == want:

@@ -1,0 +1,244 @@
+"""Tensor-core instructions: mma.sync, ldmatrix and stmatrix, following the PTX ISA fragment
+layouts (groupID = lane >> 2, threadID_in_group = lane % 4)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .access import locate, record, region_view
+from .decode import op
+from .ops_warp import check_members
+from .ptx_ast import Vec
+from .ptx_types import bf16_to_f32, f32_to_bf16, tf32_to_f32, type_info
+
+_LANE = np.arange(32)
+_G, _T = _LANE >> 2, _LANE & 3
+
+
+def _table(nelem, row_fn, col_fn):
+    e = np.arange(nelem)
+    return row_fn(_G[:, None], _T[:, None], e[None, :]), col_fn(_G[:, None], _T[:, None],
+                                                               e[None, :])
+
+
+def _c_layout():          # 16x8 accumulator, 4 elements per lane
+    return _table(4, lambda g, t, e: g + 8 * (e // 2), lambda g, t, e: t * 2 + (e % 2))
+
+
+# (shape, A/B element class) -> (M, N, K, A table, B table, element bits)
+def _layouts():
+    L = {}
+    L[("m16n8k16", "16")] = (16, 8, 16,
+                             _table(8, lambda g, t, e: g + 8 * ((e // 2) % 2),
+                                    lambda g, t, e: t * 2 + (e % 2) + 8 * (e // 4)),
+                             _table(4, lambda g, t, e: t * 2 + (e % 2) + 8 * (e // 2),
+                                    lambda g, t, e: g + 0 * e), 16)
+    L[("m16n8k8", "16")] = (16, 8, 8,
+                            _table(4, lambda g, t, e: g + 8 * (e // 2),
+                                   lambda g, t, e: t * 2 + (e % 2)),
+                            _table(2, lambda g, t, e: t * 2 + e, lambda g, t, e: g + 0 * e), 16)
+    L[("m16n8k8", "32")] = (16, 8, 8,
+                            _table(4, lambda g, t, e: g + 8 * (e % 2),
+                                   lambda g, t, e: t + 4 * (e // 2)),
+                            _table(2, lambda g, t, e: t + 4 * e, lambda g, t, e: g + 0 * e), 32)
+    L[("m16n8k4", "32")] = (16, 8, 4,
+                            _table(2, lambda g, t, e: g + 8 * e, lambda g, t, e: t + 0 * e),
+                            _table(1, lambda g, t, e: t + 0 * e, lambda g, t, e: g + 0 * e), 32)
+    L[("m16n8k32", "8")] = (16, 8, 32,
+                            _table(16, lambda g, t, e: g + 8 * ((e // 4) % 2),
+                                   lambda g, t, e: t * 4 + (e % 4) + 16 * (e // 8)),
+                            _table(8, lambda g, t, e: t * 4 + (e % 4) + 16 * (e // 4),
+                                   lambda g, t, e: g + 0 * e), 8)
+    L[("m16n8k16", "8")] = (16, 8, 16,
+                            _table(8, lambda g, t, e: g + 8 * (e // 4),
+                                   lambda g, t, e: t * 4 + (e % 4)),
+                            _table(4, lambda g, t, e: t * 4 + e, lambda g, t, e: g + 0 * e), 8)
+    return L
+
+
+LAYOUTS = _layouts()
+C_LAYOUT = _c_layout()
+
+
+def _unpack(words, bits, kind):
+    """(W, 32, nregs) uint32 → (W, 32, nregs * 32/bits) float64/int64 element values."""
+    W, _, n = words.shape
+    if bits == 32:
+        if kind == "tf32":
+            return tf32_to_f32(words).astype(np.float64)
+        return words.view(np.float32).astype(np.float64) if kind == "f32" else \
+            words.view(np.int32).astype(np.int64)
+    per = 32 // bits
+    parts = [(words >> np.uint32(bits * k)) & np.uint32((1 << bits) - 1) for k in range(per)]
+    el = np.stack(parts, axis=-1).reshape(W, 32, n * per)
+    if kind == "f16":
+        return el.astype(np.uint16).view(np.float16).astype(np.float64)
+    if kind == "bf16":
+        return bf16_to_f32(el.astype(np.uint16)).astype(np.float64)
+    if kind == "s8":
+        return el.astype(np.uint8).view(np.int8).astype(np.int64)
+    if kind == "u8":
+        return el.astype(np.int64)
+    if kind == "s4":
+        v = el.astype(np.int64)
+        return np.where(v >= 8, v - 16, v)
+    return el.astype(np.int64)
+
+
+def _regs_of(ctx, operand):
+    items = operand.items if isinstance(operand, Vec) else (operand,)
+    return items
+
+
+@op("mma")
+def build_mma(ctx, ins, parts):
+    shape = next((p for p in parts if p.startswith("m") and "n" in p and "k" in p), None)
+    types = [p for p in parts if p in ("f16", "bf16", "tf32", "f32", "f64", "s8", "u8", "s32",
+                                         "s4", "u4")]
+    if shape is None or len(types) not in (2, 4):
+        ctx.error(f"{ins.opcode}: unsupported mma form")
+    if len(types) == 4:
+        dtype_, atype, btype, ctype = types
+    else:                                   # mma.sync...m16n8k16.row.col.f32.bf16.bf16.f32
+        dtype_, atype, btype, ctype = types[0], types[1], types[1], types[0]
+    if "row" not in parts or "col" not in parts:
+        ctx.error("mma.sync needs .row.col for these shapes")
+    elem = {"f16": "16", "bf16": "16", "tf32": "32", "s8": "8", "u8": "8"}.get(atype)
+    key = (shape, elem)
+    if key not in LAYOUTS:
+        ctx.error(f"mma shape {shape} with .{atype} inputs is not supported")
+    M, N, K, (ar, ac), (br, bc), bits = LAYOUTS[key]
+    satfinite = "satfinite" in parts
+    d, a, b, c = ins.operands[:4]
+    b32 = type_info("b32")
+    da, db, dc, dd = (_regs_of(ctx, o) for o in (a, b, c, d))
+    na = ar.shape[1] * bits // 32
+    nb = br.shape[1] * bits // 32
+    acc_bits = 16 if dtype_ == "f16" else 32
+    nc = 4 * acc_bits // 32
+    if (len(da), len(db), len(dc), len(dd)) != (na, nb, nc, nc):
+        ctx.error(f"{ins.opcode}: expected {nc}, {na}, {nb}, {nc} registers for d, a, b, c")
+    ga = [ctx.src(o, b32) for o in da]
+    gb = [ctx.src(o, b32) for o in db]
+    gc = [ctx.src(o, b32) for o in dc]
+    puts = [ctx.dst(o, b32) for o in dd]
+    cr, cc = C_LAYOUT
+    integer = atype in ("s8", "u8")
+
+    def run(st, m):
+        check_members(st, m, 0xFFFFFFFF, ins.opcode, require_full=True)
+        act = np.ones(st.T, bool) if m is None else m
+        W = st.T // 32
+        warps = np.unique(st.warp_global[act])
+
+        def fetch(getters):
+            cols = [np.broadcast_to(np.asarray(g(st)), (st.T,)).reshape(W, 32)[warps]
+                    for g in getters]
+            return np.stack(cols, axis=-1)
+        A = np.zeros((warps.size, M, K))
+        B = np.zeros((warps.size, K, N))
+        Ae = _unpack(fetch(ga), bits, atype)
+        Be = _unpack(fetch(gb), bits, btype)
+        wi = np.arange(warps.size)[:, None, None]
+        A[wi, ar[None], ac[None]] = Ae
+        B[wi, br[None], bc[None]] = Be
+        Cw = fetch(gc)
+        if dtype_ == "f16":
+            Ce = _unpack(Cw, 16, "f16")
+        else:
+            Ce = _unpack(Cw, 32, "s32" if integer else "f32")
+        C = np.zeros((warps.size, M, N))
+        C[wi, cr[None], cc[None]] = Ce
+        if integer:
+            D = np.einsum("wmk,wkn->wmn", A.astype(np.int64), B.astype(np.int64)) + \
+                C.astype(np.int64)
+            De = D[wi, cr[None], cc[None]]
+            if satfinite:
+                De = np.clip(De, -2**31, 2**31 - 1)
+            out = (De & 0xFFFFFFFF).astype(np.uint32)
+        else:
+            D = np.einsum("wmk,wkn->wmn", A, B) + C
+            De = D[wi, cr[None], cc[None]]
+            if dtype_ == "f16":
+                h = De.astype(np.float16).view(np.uint16).astype(np.uint32)
+                out = h[..., 0::2] | (h[..., 1::2] << np.uint32(16))
+            else:
+                out = De.astype(np.float32).view(np.uint32)
+        # scatter back to full per-thread arrays
+        for k, put in enumerate(puts):
+            full = np.zeros((W, 32), np.uint32)
+            full[warps] = out[..., k]
+            put(st, full.reshape(-1), m)
+    return run
+
+
+def _ldst_matrix_addrs(st, m, ga, nmat, what):
+    """Row addresses: lane i*8 + r of each warp gives row r of matrix i."""
+    check_members(st, m, 0xFFFFFFFF, what, require_full=True)
+    act = np.ones(st.T, bool) if m is None else m
+    idx = np.flatnonzero(act)
+    addrs = np.broadcast_to(np.asarray(ga(st), np.uint64), (st.T,))
+    return act, idx, addrs
+
+
+@op("ldmatrix", "stmatrix")
+def build_ldmatrix(ctx, ins, parts):
+    num = next((p for p in parts if p in ("x1", "x2", "x4")), None)
+    if num is None or "m8n8" not in parts:
+        ctx.error(f"{ins.opcode}: only .m8n8 with .x1/.x2/.x4 is supported")
+    nmat = int(num[1:])
+    trans = "trans" in parts
+    space = "shared"
+    store_form = parts[0] == "stmatrix"
+    if store_form:
+        a, regs = ins.operands[:2]
+    else:
+        regs, a = ins.operands[:2]
+    items = regs.items if isinstance(regs, Vec) else (regs,)
+    if len(items) != nmat:
+        ctx.error(f"{ins.opcode} needs {nmat} registers")
+    from .ops_mem import _Addr
+    addr = _Addr(ctx, a, space)
+    b32 = type_info("b32")
+    puts = [ctx.dst(o, b32) for o in items] if not store_form else None
+    gets = [ctx.src(o, b32) for o in items] if store_form else None
+    lane = np.arange(32)
+
+    def element_addrs(st, idx, rowaddr, i):
+        """Byte addresses of the two 16-bit elements thread `idx` holds of matrix i."""
+        base = idx - st.lane[idx]
+        ln = st.lane[idx]
+        if not trans:
+            r = rowaddr[base + i * 8 + (ln >> 2)] + (2 * (ln & 3) * 2).astype(np.uint64)
+            return r, r + np.uint64(2)
+        r0 = rowaddr[base + i * 8 + 2 * (ln & 3)] + (2 * (ln >> 2)).astype(np.uint64)
+        r1 = rowaddr[base + i * 8 + 2 * (ln & 3) + 1] + (2 * (ln >> 2)).astype(np.uint64)
+        return r0, r1
+
+    def run(st, m):
+        act, idx, _ = _ldst_matrix_addrs(st, m, lambda s: 0, nmat, ins.opcode)
+        rowaddr = np.broadcast_to(np.asarray(addr.get(st), np.uint64), (st.T,))
+        # each providing lane's row must be a valid, 16-byte aligned 16-byte row
+        provider = st.lane[idx] < 8 * nmat
+        locate(st, addr.space, rowaddr[idx[provider]], idx[provider], 16, 16)
+        for i in range(nmat):
+            e0, e1 = element_addrs(st, idx, rowaddr, i)
+            g0 = locate(st, addr.space, e0, idx, 2, 2)
+            g1 = locate(st, addr.space, e1, idx, 2, 2)
+            if store_form:
+                word = np.broadcast_to(np.asarray(gets[i](st), np.uint32), (st.T,))[idx]
+                lo, hi = (word & np.uint32(0xFFFF)).astype(np.uint16), \
+                    (word >> np.uint32(16)).astype(np.uint16)
+                for (region, gi, off, ad), vals in ((g0[0], lo), (g1[0], hi)):
+                    record(st, region, gi, off, ad, 2)
+                    region_view(st, region, np.uint16)[off // 2] = vals
+                continue
+            vals = []
+            for (region, gi, off, ad) in (g0[0], g1[0]):
+                vals.append(region_view(st, region, np.uint16)[off // 2].astype(np.uint32))
+            if i == 0:
+                record(st, g0[0][0], idx, g0[0][2], g0[0][3], 4)
+            full = np.zeros(st.T, np.uint32)
+            full[idx] = vals[0] | (vals[1] << np.uint32(16))
+            puts[i](st, full, m)
+    return run

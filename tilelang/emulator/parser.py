@@ -10,7 +10,8 @@ from __future__ import annotations
 import re
 
 from .errors import PTXParseError
-from .ptx_ast import Addr, Function, Imm, Instr, Module, PredPair, Reg, Sink, Sym, Vec, VarDecl
+from .ptx_ast import (Addr, Function, Imm, Instr, Module, Not, PredPair, Reg, Sink, Sym, Vec,
+                      VarDecl)
 
 _TOKEN = re.compile(r"""
     (?P<ws>[ \t\r\f\v]+)
@@ -442,7 +443,7 @@ class _BodyParser:
                 p.error(f"expected a number after '-', found {nt[1]!r}", nt)
             return Imm("-" + nt[1])
         if s == "!":
-            p.error("negated predicate operands are only supported as guards", t)
+            return Not(self.reg_operand(p.next()))
         if t[0] == "num":
             return Imm(s)
         if t[0] == "ident":

@@ -32,6 +32,12 @@ class Vec:
 
 
 @dataclass(frozen=True)
+class Not:
+    """`!%p` as a source operand (vote.sync, setp's combining predicate)."""
+    reg: object
+
+
+@dataclass(frozen=True)
 class Sink:
     """The `_` operand: a result nobody reads."""
 
