@@ -93,32 +93,28 @@ KEYWORD_GROUPS = ("declaration", "storage", "modifier", "conditional", "repeat",
                   "operator", "constant", "other")
 
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-# A Lark string literal: "..." with an optional "i" flag.
-_LARK_STRING = re.compile(r'"((?:[^"\\\n]|\\.)*)"i?')
 
 
-def _strip_lark_comments(text: str) -> str:
-    """Remove ``//`` comments from a Lark grammar, leaving string and regex literals alone."""
+def _lark_strings(text: str) -> list[str]:
+    """The contents of the string literals of a Lark grammar, skipping ``//`` comments and
+    ``/regexp/`` literals (which may contain quotes)."""
     out = []
-    for line in text.splitlines():
-        i, n, in_str, in_re = 0, len(line), False, False
-        while i < n:
-            c = line[i]
-            if in_str or in_re:
-                if c == "\\":
-                    i += 2
-                    continue
-                if (in_str and c == '"') or (in_re and c == "/"):
-                    in_str = in_re = False
-            elif c == '"':
-                in_str = True
-            elif c == "/" and line.startswith("//", i):
-                break
-            elif c == "/":
-                in_re = True
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if c == "/" and text.startswith("//", i):
+            j = text.find("\n", i)
+            i = n if j < 0 else j
+        elif c in "\"/":
+            j = i + 1
+            while j < n and text[j] != c and text[j] != "\n":
+                j += 2 if text[j] == "\\" else 1
+            if c == '"':
+                out.append(text[i + 1:j])
+            i = j + 1
+        else:
             i += 1
-        out.append(line[:i])
-    return "\n".join(out)
+    return out
 
 
 def grammar_keywords(path: pathlib.Path | str = GRAMMAR_PATH) -> tuple[str, ...] | None:
@@ -130,11 +126,7 @@ def grammar_keywords(path: pathlib.Path | str = GRAMMAR_PATH) -> tuple[str, ...]
         text = path.read_text(encoding="utf-8")
     except OSError:
         return None
-    found = set()
-    for m in _LARK_STRING.finditer(_strip_lark_comments(text)):
-        s = m.group(1)
-        if _WORD.fullmatch(s):
-            found.add(s)
+    found = {s for s in _lark_strings(text) if _WORD.fullmatch(s)}
     found -= set(dtypes()) | set(TYPE_CONSTRUCTORS) | set(FLOAT_WORDS) | set(ATTRIBUTES)
     found -= set(ATTRIBUTE_HELPERS)
     return tuple(sorted(found))

@@ -104,7 +104,8 @@
             "\\|0[bB]\\(?:_?[01]\\)+"             ; 0b101
             "\\|" dec                              ; 42  1_000_000
             "\\)"))
-  "Regexp matching a Tile numeric literal (the grammar's FLOAT, HEX_INT, BIN_INT, DEC_INT).")
+  "Regexp matching a Tile numeric literal.
+The grammar's FLOAT, HEX_INT, BIN_INT and DEC_INT terminals.")
 
 (defun tile--match-escape (limit)
   "Font-lock matcher: the next escape sequence inside a string before LIMIT."
