@@ -420,9 +420,9 @@ def binary(op: str, a: ConstValue, b: ConstValue, span: Span | None) -> ConstVal
             "E0305", f"`{op}` is not defined on bool operands", span,
             help="convert first, e.g. `b.astype(i32)`")
     if dt.is_int:
-        if op == "/":
-            fx = float(x)
-            return ConstValue(round_float(_float_op("/", fx, float(y)), DEFAULT_FLOAT),
+        if op == "/":  # like the device: convert both to f32, then divide in f32
+            fx, fy = round_float(float(x), DEFAULT_FLOAT), round_float(float(y), DEFAULT_FLOAT)
+            return ConstValue(round_float(_float_op("/", fx, fy), DEFAULT_FLOAT),
                               DEFAULT_FLOAT)
         r = _int_op(op, x, y, span, dt)
         if not dt.min <= r <= dt.max:

@@ -1,0 +1,210 @@
+"""Dtype built-ins: `astype(x, dtype)`, `bitcast(x, dtype)` and the strict constructors, one
+entry per dtype name (`i16(5)`, `f32(0.5)`; see constants.construct for their rules).
+
+`astype` converts values explicitly, between any dtypes (restricted floats included, it is
+their way in and out), with the device's conversion semantics:
+- float → int truncates toward zero and saturates to the dtype's range; NaN gives 0 (PTX
+  `cvt.rzi` semantics);
+- int → narrower int wraps (keeps the low bits); int → wider int sign- or zero-extends;
+- anything → bool is `x != 0`; bool → number is 0 or 1;
+- → float rounds to nearest even; f8 formats saturate to their largest finite value.
+On constants it folds with the same rules (so `astype(300, i8)` is `i8(44)`).
+
+`bitcast` reinterprets the bits: same bit width, no bools (tf32 counts as 32 bits).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from tilelang.sema.builtins_core import (DTYPE, Builtin, BoundArgs, Param, arg, dtype_arg,
+                                         fail, found, register, tile_of)
+from tilelang.sema.constants import ConstValue, construct, round_float
+from tilelang.sema.types import (ALL_DTYPES, BF16, F8E4M3, F8E5M2, TF32, DType,
+                                 TileType, Type, round_to_dtype, scalar)
+
+
+# ---------------------------------------------------------------------------------------------
+# Value conversion (astype)
+
+def convert_values(x, dtype: DType) -> np.ndarray:
+    """`astype` on NumPy values (bf16/tf32/f8 sources are float32 arrays)."""
+    v = np.asarray(x)
+    if dtype.is_bool:
+        return v != 0
+    if dtype.is_int and v.dtype.kind == "f":
+        t = np.trunc(v.astype(np.float64))
+        t = np.where(np.isnan(t), 0.0, t)
+        hi = t >= float(2 ** (dtype.bits - 1 if dtype.signed else dtype.bits))
+        lo = t < float(dtype.min)
+        mid = np.where(hi | lo, 0.0, t)
+        out = mid.astype(dtype.storage_np_dtype)
+        out = np.where(hi, np.array(dtype.max, dtype=dtype.storage_np_dtype), out)
+        return np.where(lo, np.array(dtype.min, dtype=dtype.storage_np_dtype), out)
+    if dtype.is_int:
+        with np.errstate(all="ignore"):
+            return v.astype(dtype.storage_np_dtype)  # NumPy integer casts wrap
+    return round_to_dtype(v, dtype)
+
+
+def convert_value(v, dtype: DType):
+    """`astype` on one Python value (constant folding)."""
+    if dtype.is_bool:
+        return bool(v != 0)
+    if dtype.is_int:
+        if isinstance(v, float):
+            if math.isnan(v):
+                return 0
+            if math.isinf(v):
+                return dtype.max if v > 0 else dtype.min
+            return max(dtype.min, min(dtype.max, int(v)))  # int() truncates toward zero
+        v = int(v)
+        span = 1 << dtype.bits
+        v %= span
+        return v - span if dtype.signed and v > dtype.max else v
+    try:
+        f = float(v)
+    except OverflowError:
+        f = math.copysign(math.inf, v)
+    return round_float(f, dtype)
+
+
+def _astype_typing(bound: BoundArgs, span) -> Type:
+    t = tile_of(bound, "x", span)
+    dt = dtype_arg(bound, "dtype")
+    return TileType(dt, t.shape if isinstance(t, TileType) else ())
+
+
+def _astype_fold(bound: BoundArgs, span) -> ConstValue:
+    dt = dtype_arg(bound, "dtype")
+    c = arg(bound, "x").const
+    return ConstValue(convert_value(c.value, dt), dt)
+
+
+def _astype_ref(x, dtype: DType):
+    return convert_values(x, dtype)
+
+
+register(Builtin("astype", "dtype", (Param("x"), Param("dtype", DTYPE)), _astype_typing,
+                 _astype_ref, doc="explicit value conversion to `dtype`", fold=_astype_fold))
+
+
+# ---------------------------------------------------------------------------------------------
+# Bit patterns (bitcast)
+
+def _f8_decode_table(exp_bits: int, mant_bits: int, fn: bool) -> np.ndarray:
+    bias = (1 << (exp_bits - 1)) - 1
+    vals = np.empty(256, dtype=np.float32)
+    for code in range(256):
+        sign = -1.0 if code & 0x80 else 1.0
+        e = (code >> mant_bits) & ((1 << exp_bits) - 1)
+        m = code & ((1 << mant_bits) - 1)
+        if fn and e == (1 << exp_bits) - 1 and m == (1 << mant_bits) - 1:
+            vals[code] = np.nan
+        elif not fn and e == (1 << exp_bits) - 1:
+            vals[code] = sign * np.inf if m == 0 else np.nan
+        elif e == 0:
+            vals[code] = sign * m * 2.0 ** (1 - bias - mant_bits)
+        else:
+            vals[code] = sign * (1 + m / (1 << mant_bits)) * 2.0 ** (e - bias)
+    return vals
+
+
+F8_DECODE = {F8E4M3.name: _f8_decode_table(4, 3, True), F8E5M2.name: _f8_decode_table(5, 2, False)}
+
+
+def to_bits(x, dtype: DType) -> np.ndarray:
+    """The bit patterns (as unsigned integers of dtype's width) of values of `dtype`."""
+    v = round_to_dtype(np.asarray(x), dtype)
+    if dtype is BF16:
+        return (v.astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)
+    if dtype is TF32:
+        return v.astype(np.float32).view(np.uint32)
+    if dtype.name in F8_DECODE:
+        table = F8_DECODE[dtype.name][:128]
+        finite = np.nan_to_num(table, nan=np.inf)
+        a = np.abs(v.astype(np.float32))
+        code = np.searchsorted(finite, a).astype(np.uint8)  # values are representable
+        code = np.where(np.isnan(a), 0x7F, code).astype(np.uint8)
+        return (code | np.where(np.signbit(v), 0x80, 0).astype(np.uint8)).astype(np.uint8)
+    return v.view(np.dtype(f"u{dtype.itemsize}"))
+
+
+def from_bits(bits, dtype: DType) -> np.ndarray:
+    b = np.asarray(bits)
+    if dtype is BF16:
+        return (b.astype(np.uint32) << 16).view(np.float32)
+    if dtype is TF32:
+        return round_to_dtype(b.astype(np.uint32).view(np.float32), TF32)
+    if dtype.name in F8_DECODE:
+        return F8_DECODE[dtype.name][b.astype(np.uint8)]
+    return b.astype(np.dtype(f"u{dtype.itemsize}")).view(dtype.storage_np_dtype)
+
+
+def _bitcast_typing(bound: BoundArgs, span) -> Type:
+    t = tile_of(bound, "x", span)
+    if isinstance(t, ConstValue):
+        raise fail("E0506", bound, "x", f"must have a dtype, found {found(arg(bound, 'x'))}",
+                   span, help="give the constant a dtype first, e.g. `u32(1)`")
+    dt = dtype_arg(bound, "dtype")
+    if t.dtype.is_bool or dt.is_bool:
+        raise fail("E0508", bound, None, "cannot reinterpret bools", span,
+                   help="use `astype` to convert to or from bool")
+    if t.dtype.bits != dt.bits:
+        raise fail("E0508", bound, "dtype", f"{dt} has {dt.bits} bits but `x` is {t} with "
+                                            f"{t.dtype.bits}-bit elements", span,
+                   help="bitcast keeps the bits, so both dtypes must have the same width")
+    return TileType(dt, t.shape)
+
+
+def _bitcast_ref(x, dtype: DType, src: DType | None = None):
+    v = np.asarray(x)
+    src = src or _src_guess(v)
+    return from_bits(to_bits(v, src), dtype)
+
+
+def _src_guess(v: np.ndarray) -> DType:
+    from tilelang.sema.types import dtype_from_numpy
+    return dtype_from_numpy(v.dtype)
+
+
+def _bitcast_hints(bound: BoundArgs, span) -> dict:
+    t = tile_of(bound, "x", span)
+    return {"src": t.dtype}
+
+
+register(Builtin("bitcast", "dtype", (Param("x"), Param("dtype", DTYPE)), _bitcast_typing,
+                 _bitcast_ref, doc="reinterpret the bits as `dtype` (same width)",
+                 ref_hints=_bitcast_hints))
+
+
+# ---------------------------------------------------------------------------------------------
+# Strict constructors: `i16(5)` is a strictly typed i16 constant (seed 001).
+
+def _constructor(dt: DType) -> Builtin:
+    def typing(bound: BoundArgs, span) -> Type:
+        a = arg(bound, "x")
+        if not isinstance(a.const, ConstValue):
+            raise fail("E0505", bound, "x", f"must be a constant, found {found(a)}", span,
+                       help=f"`{dt}(...)` makes strict constants; convert run-time values "
+                            f"with `astype(x, {dt})`")
+        construct(dt, a.const, a.span or span)
+        return scalar(dt)
+
+    def fold(bound: BoundArgs, span) -> ConstValue:
+        a = arg(bound, "x")
+        return construct(dt, a.const, a.span or span)
+
+    def ref(x):
+        return convert_values(x, dt)
+
+    return Builtin(dt.name, "dtype", (Param("x"),), typing, ref,
+                   doc=f"the strictly typed {dt} constant with this value", scalar_only=True,
+                   fold=fold, extra={"dtype": dt})
+
+
+for _dt in ALL_DTYPES:
+    register(_constructor(_dt))
+

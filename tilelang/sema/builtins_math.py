@@ -1,0 +1,241 @@
+"""Element-wise math built-ins (`exp` ... `erf`, `minimum maximum pow atan2 fma where`) and the
+helpers the operator table shares with them.
+
+Typing: float functions take float tiles/scalars (f16, bf16, f32, f64); an integer or bool
+operand is an error asking for `astype` (no silent conversion of i64 to f32), a loose constant
+becomes f32. Restricted floats (tf32, f8*) are accepted only by load/store/astype/bitcast/mma.
+Binary functions promote and broadcast like the arithmetic operators.
+
+Reference: operands are converted to the compute dtype (the `dtype` hint from typing) and the
+result is rounded to it; f16/bf16 transcendental functions are evaluated in f32 first, as the
+hardware does. `minimum`/`maximum` propagate NaN (PTX `min.NaN`/`max.NaN`). `fma` is evaluated
+in double and rounded once, which equals the fused result for f32 and narrower.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from tilelang.sema.builtins_core import (Builtin, BoundArgs, Param, common_dtype,
+                                         common_shape, fail, register, tile_of)
+from tilelang.sema.constants import ConstValue
+from tilelang.sema.types import BOOL, DEFAULT_INT, F32, DType, TileType, round_to_dtype
+
+
+# ---------------------------------------------------------------------------------------------
+# Shared reference helpers
+
+def to_compute(x, dtype: DType | None) -> np.ndarray:
+    """An operand as a NumPy array holding `dtype` values (None: leave NumPy's own dtype)."""
+    if dtype is None:
+        return np.asarray(x)
+    return round_to_dtype(x, dtype)
+
+
+def finish(r, dtype: DType | None) -> np.ndarray:
+    with np.errstate(all="ignore"):
+        return np.asarray(r) if dtype is None else round_to_dtype(r, dtype)
+
+
+def in_f32(x: np.ndarray) -> np.ndarray:
+    """Narrow floats are evaluated in f32 (bf16/tf32/f8 are stored as f32 already)."""
+    return x.astype(np.float32) if x.dtype == np.float16 else x
+
+
+def restricted_help(dt: DType) -> str:
+    return (f"{dt} is a restricted float: only load, store, astype, bitcast and mma accept it; "
+            f"convert with `astype(x, f32)` first")
+
+
+def require_float(bound: BoundArgs, name: str, t: TileType, span) -> None:
+    dt = t.dtype
+    if dt.restricted:
+        raise fail("E0508", bound, name, f"cannot be {t}", span, help=restricted_help(dt))
+    if not dt.is_float:
+        raise fail("E0508", bound, name, f"must have a float dtype, found {t}", span,
+                   help=f"convert first: `astype({name}, f32)`")
+
+
+def require_not_restricted(bound: BoundArgs, name: str, span) -> None:
+    t = tile_of(bound, name, span)
+    if isinstance(t, TileType) and t.dtype.restricted:
+        raise fail("E0508", bound, name, f"cannot be {t}", span,
+                   help=restricted_help(t.dtype))
+
+
+def dtype_hint(bound: BoundArgs, span) -> dict:
+    """The compute dtype of an element-wise op: its result's dtype."""
+    t = bound.builtin.result_type(bound, span)
+    return {"dtype": t.dtype} if isinstance(t, TileType) else {}
+
+
+# ---------------------------------------------------------------------------------------------
+# Unary float functions
+
+def _float_unary_typing(bound: BoundArgs, span) -> TileType:
+    t = tile_of(bound, "x", span)
+    if isinstance(t, ConstValue):
+        return TileType(F32, ())  # a loose constant is evaluated as the default float
+    require_float(bound, "x", t, span)
+    return t
+
+
+def _unary_ref(fn):
+    def ref(x, dtype: DType | None = None):
+        v = to_compute(x, dtype)
+        with np.errstate(all="ignore"):
+            r = np.asarray(fn(in_f32(v)))
+        if dtype is not None:
+            return finish(r, dtype)
+        return r.astype(v.dtype) if v.dtype.kind == "f" else r
+    return ref
+
+
+_erf = np.frompyfunc(math.erf, 1, 1)
+
+FLOAT_UNARY = {
+    "exp": (np.exp, "e to the power x"),
+    "exp2": (np.exp2, "2 to the power x"),
+    "log": (np.log, "natural logarithm"),
+    "log2": (np.log2, "base-2 logarithm"),
+    "sqrt": (np.sqrt, "square root"),
+    "rsqrt": (lambda v: 1.0 / np.sqrt(v), "1 / sqrt(x)"),
+    "sin": (np.sin, "sine (radians)"),
+    "cos": (np.cos, "cosine (radians)"),
+    "tanh": (np.tanh, "hyperbolic tangent"),
+    "sigmoid": (lambda v: 1.0 / (1.0 + np.exp(-v)), "1 / (1 + exp(-x))"),
+    "erf": (lambda v: _erf(v.astype(np.float64)).astype(np.float64), "the error function"),
+}
+
+for _name, (_fn, _doc) in FLOAT_UNARY.items():
+    register(Builtin(_name, "math", (Param("x"),), _float_unary_typing, _unary_ref(_fn),
+                     doc=f"`{_name}(x)`: {_doc}, element-wise, on float tiles and scalars",
+                     ref_hints=dtype_hint))
+
+
+def _numeric_unary_typing(bound: BoundArgs, span) -> TileType:
+    """floor/ceil/abs: any int or float (floor/ceil are the identity on integers)."""
+    t = tile_of(bound, "x", span)
+    if isinstance(t, ConstValue):
+        return TileType(F32 if t.loose_kind == "float" else DEFAULT_INT, ())
+    if t.dtype.is_bool:
+        raise fail("E0508", bound, "x", f"must be a number, found {t}", span,
+                   help="convert first: `astype(x, i32)`")
+    require_not_restricted(bound, "x", span)
+    return t
+
+
+def _identity_on_ints(fn):
+    def ref(x, dtype: DType | None = None):
+        v = to_compute(x, dtype)
+        if v.dtype.kind in "iub":
+            return v.copy()
+        with np.errstate(all="ignore"):
+            return finish(fn(in_f32(v)), dtype) if dtype is not None else fn(v)
+    return ref
+
+
+def _abs_ref(x, dtype: DType | None = None):
+    v = to_compute(x, dtype)
+    with np.errstate(all="ignore"):
+        return finish(np.abs(v), dtype) if dtype is not None else np.abs(v)  # i8 -128 stays
+
+
+register(Builtin("floor", "math", (Param("x"),), _numeric_unary_typing,
+                 _identity_on_ints(np.floor), doc="round toward -inf", ref_hints=dtype_hint))
+register(Builtin("ceil", "math", (Param("x"),), _numeric_unary_typing,
+                 _identity_on_ints(np.ceil), doc="round toward +inf", ref_hints=dtype_hint))
+register(Builtin("abs", "math", (Param("x"),), _numeric_unary_typing, _abs_ref,
+                 doc="absolute value (two's complement: abs of the minimum integer wraps)",
+                 ref_hints=dtype_hint))
+
+
+# ---------------------------------------------------------------------------------------------
+# Binary / ternary functions
+
+def elementwise_typing(names: list[str], *, float_only: bool = False,
+                       allow_bool: bool = True):
+    """Promote the named operands to one dtype and broadcast their shapes."""
+    def typing(bound: BoundArgs, span) -> TileType:
+        for n in names:
+            require_not_restricted(bound, n, span)
+        dt = common_dtype(bound, names, span)
+        shape = common_shape(bound, names, span)
+        if dt is None:  # all loose: the default dtype of the widest kind
+            kinds = {tile_of(bound, n, span).loose_kind for n in names}
+            dt = F32 if float_only or "float" in kinds else DEFAULT_INT
+        if float_only and not dt.is_float:
+            n = next(n for n in names if isinstance(tile_of(bound, n, span), TileType))
+            raise fail("E0508", bound, n, f"must have a float dtype, found "
+                                          f"{tile_of(bound, n, span)}", span,
+                       help=f"convert first: `astype({n}, f32)`")
+        if not allow_bool and dt.is_bool:
+            raise fail("E0508", bound, names[0], "must be numbers, found bool operands", span,
+                       help="convert first: `astype(x, i32)`")
+        return TileType(dt, shape)
+    return typing
+
+
+def _nary_ref(fn, narrow_in_f32: bool = False):
+    def ref(*args, dtype: DType | None = None):
+        vs = [to_compute(a, dtype) for a in args]
+        if narrow_in_f32:
+            vs = [in_f32(v) for v in vs]
+        with np.errstate(all="ignore"):
+            return finish(fn(*vs), dtype)
+    return ref
+
+
+def _named(fn, *names):
+    """Give a positional reference the parameter names of its entry."""
+    def ref(dtype: DType | None = None, **kw):
+        return fn(*[kw[n] for n in names], dtype=dtype)
+    return ref
+
+
+register(Builtin("minimum", "math", (Param("a"), Param("b")),
+                 elementwise_typing(["a", "b"]), _named(_nary_ref(np.minimum), "a", "b"),
+                 doc="element-wise minimum (NaN propagates)", ref_hints=dtype_hint))
+register(Builtin("maximum", "math", (Param("a"), Param("b")),
+                 elementwise_typing(["a", "b"]), _named(_nary_ref(np.maximum), "a", "b"),
+                 doc="element-wise maximum (NaN propagates)", ref_hints=dtype_hint))
+register(Builtin("pow", "math", (Param("a"), Param("b")),
+                 elementwise_typing(["a", "b"], float_only=True),
+                 _named(_nary_ref(np.power, True), "a", "b"),
+                 doc="a ** b on floats", ref_hints=dtype_hint))
+register(Builtin("atan2", "math", (Param("y"), Param("x")),
+                 elementwise_typing(["y", "x"], float_only=True),
+                 _named(_nary_ref(np.arctan2, True), "y", "x"),
+                 doc="the angle of (x, y), in radians", ref_hints=dtype_hint))
+
+
+def _fma(a, b, c):
+    return a.astype(np.float64) * b.astype(np.float64) + c.astype(np.float64)
+
+
+register(Builtin("fma", "math", (Param("a"), Param("b"), Param("c")),
+                 elementwise_typing(["a", "b", "c"], float_only=True),
+                 _named(_nary_ref(_fma), "a", "b", "c"),
+                 doc="a * b + c with one rounding", ref_hints=dtype_hint))
+
+
+def _where_typing(bound: BoundArgs, span) -> TileType:
+    c = tile_of(bound, "cond", span)
+    if not (isinstance(c, TileType) and c.dtype is BOOL):
+        raise fail("E0508", bound, "cond", f"must be a bool tile or scalar, found {c}", span,
+                   help="compare to get bools, e.g. `x > 0`")
+    t = elementwise_typing(["x", "y"])(bound, span)
+    shape = common_shape(bound, ["cond", "x", "y"], span)
+    return TileType(t.dtype, shape)
+
+
+def _where_ref(cond, x, y, dtype: DType | None = None):
+    return np.where(np.asarray(cond, dtype=bool), to_compute(x, dtype), to_compute(y, dtype))
+
+
+register(Builtin("where", "math", (Param("cond"), Param("x"), Param("y")), _where_typing,
+                 _where_ref, doc="x where cond is true, else y (broadcast together)",
+                 ref_hints=dtype_hint))
+

@@ -1,0 +1,358 @@
+"""Memory built-ins: `load`, `store`, `gather`, `scatter`, `num_tiles` and the atomics.
+
+Tile-indexed access (`load`/`store`): with `index = (i, j)` and `shape = (M, N)` the tile is
+the (i, j)-th M×N block of the array: element `t[x] = A[index * shape + x]`. Parts outside the
+array read `padding` (0 when omitted) and are dropped by `store`. `order`, a permutation of the
+array's axes, loads from the array viewed with its axes permuted (`order = (1, 0)` loads a
+transposed tile; `index` and `shape` then refer to the permuted axes).
+
+Element-indexed access (`gather`/`scatter`/atomics): `indices` is one integer tile per array
+axis (a lone tile for a 1-d array), broadcast together with `mask` (and `value`); elements
+whose index is outside the array (negative indices included: they never wrap) or whose mask is
+false read `padding`, are not written, and for atomics return 0. When several elements of a
+`scatter` hit the same address the reference keeps the last in row-major order; the device
+keeps an unspecified one. Atomics are applied one element at a time in row-major order and
+return each element's old value, which is one valid linearization of the device's behaviour.
+
+Atomic dtypes: add takes i32 u32 i64 u64 f16 bf16 f32 f64; max, min, and, or, xor take
+i32 u32 i64 u64; xchg and cas take i32 u32 i64 u64 f32 f64 (what PTX `atom` offers).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tilelang.diagnostics import TileSemanticError
+from tilelang.sema.builtins_core import (ABSENT, CONST, Builtin, BoundArgs, Param, arg,
+                                         array_arg, common_shape, const_dims, const_int, fail,
+                                         found, int_scalar, norm_axis, register, shape_param,
+                                         tile_of, tuple_elements)
+from tilelang.sema.constants import ConstValue, materialize
+from tilelang.sema.promotion import broadcast_all, promote
+from tilelang.sema.types import (BOOL, DTYPES, I32, VOID, ArrayType, DType, TileType, Type,
+                                 format_shape, round_to_dtype, scalar)
+
+
+# ---------------------------------------------------------------------------------------------
+# Shared checks
+
+def _check_index(bound: BoundArgs, A: ArrayType, span) -> None:
+    elems = tuple_elements(bound, "index", span)
+    if len(elems) != A.rank:
+        raise fail("E0509", bound, "index", f"has {len(elems)} entr"
+                                            f"{'y' if len(elems) == 1 else 'ies'} but the "
+                                            f"array is {A}", span,
+                   help=f"give one tile index per axis, e.g. `index = "
+                        f"({', '.join(['0'] * A.rank)}{',' if A.rank == 1 else ''})`")
+    for k, e in enumerate(elems):
+        int_scalar(bound, "index", e, span, what=f"entry {k} of `index`")
+
+
+def _check_element_value(bound: BoundArgs, name: str, dtype: DType, span,
+                         scalar_only: bool = False) -> None:
+    """`padding`/`value`: a constant that fits, or a scalar/tile of the array's dtype."""
+    a = arg(bound, name)
+    t = tile_of(bound, name, span)
+    where = a.span or span
+    if isinstance(t, ConstValue):
+        materialize(t, dtype, where)
+        return
+    if scalar_only and t.shape:
+        raise fail("E0510", bound, name, f"must be a scalar, found {t}", span)
+    if t.dtype != dtype:
+        if isinstance(a.const, ConstValue) and promote(t.dtype, dtype, where) == dtype:
+            return  # a strict constant that converts exactly along a promotion edge
+        raise fail("E0508", bound, name, f"is {t}, but the array holds {dtype}", span,
+                   help=f"convert with `astype({name}, {dtype})`")
+
+
+def _check_order(bound: BoundArgs, A: ArrayType, span) -> tuple[int, ...] | None:
+    if not bound.given("order"):
+        return None
+    dims = const_dims(bound, "order", span, allow_sym=False)
+    if sorted(dims) != list(range(A.rank)):
+        raise fail("E0507", bound, "order", f"{format_shape(dims)} is not a permutation of the "
+                                            f"{A.rank} axes of {A}", span)
+    return dims
+
+
+# ---------------------------------------------------------------------------------------------
+# load / store
+
+def _load_typing(bound: BoundArgs, span) -> Type:
+    A = array_arg(bound, "A", span)
+    _check_index(bound, A, span)
+    shape = shape_param(bound, "shape", A.dtype, span, rank=A.rank)
+    _check_order(bound, A, span)
+    if bound.given("padding"):
+        _check_element_value(bound, "padding", A.dtype, span, scalar_only=True)
+    return TileType(A.dtype, shape)
+
+
+def _tile_window(V: np.ndarray, index, shape):
+    """Slices (into the tile, into the array) of the in-bounds part of a tile."""
+    t_sl, a_sl = [], []
+    for i, s, n in zip(index, shape, V.shape):
+        start = int(i) * int(s)
+        lo, hi = max(start, 0), min(start + int(s), n)
+        if hi <= lo:
+            return None
+        t_sl.append(slice(lo - start, hi - start))
+        a_sl.append(slice(lo, hi))
+    return tuple(t_sl), tuple(a_sl)
+
+
+def load_ref(A, index, shape, padding=None, order=None, dtype: DType | None = None):
+    V = np.asarray(A)
+    if order is not None:
+        V = V.transpose(tuple(order))
+    pad = 0 if padding is None else padding
+    pad = round_to_dtype(np.asarray(pad), dtype) if dtype is not None else np.asarray(pad)
+    out = np.full(tuple(int(s) for s in shape), pad, dtype=V.dtype)
+    w = _tile_window(V, index, shape)
+    if w is not None:
+        out[w[0]] = V[w[1]]
+    return out
+
+
+def _array_hint(bound: BoundArgs, span) -> dict:
+    return {"dtype": array_arg(bound, "A", span).dtype}
+
+
+register(Builtin("load", "memory",
+                 (Param("A"), Param("index"), Param("shape", CONST),
+                  Param("padding", default=ABSENT), Param("order", CONST, ABSENT)),
+                 _load_typing, load_ref, ref_hints=_array_hint,
+                 doc="the tile t[x] = A[index * shape + x]; outside the array: padding"))
+
+
+def _store_typing(bound: BoundArgs, span) -> Type:
+    A = array_arg(bound, "A", span)
+    _check_index(bound, A, span)
+    t = tile_of(bound, "tile", span, allow_loose=False)
+    if t.rank != A.rank:
+        raise fail("E0509", bound, "tile", f"is {t}, but the array is {A}: the tile needs "
+                                           f"{A.rank} dimension{'s' if A.rank != 1 else ''}",
+                   span, help="use `reshape` or `expand_dims` to match the array's rank")
+    if t.dtype != A.dtype:
+        raise fail("E0508", bound, "tile", f"is {t}, but the array holds {A.dtype}", span,
+                   help=f"convert with `astype(tile, {A.dtype})`")
+    return VOID
+
+
+def store_ref(A, index, tile):
+    V = np.asarray(A)
+    T = np.asarray(tile)
+    w = _tile_window(V, index, T.shape)
+    if w is not None:
+        A[w[1]] = T[w[0]]
+    return None
+
+
+register(Builtin("store", "memory", (Param("A"), Param("index"), Param("tile")),
+                 _store_typing, store_ref, side_effects=True,
+                 doc="write tile to A[index * tile.shape + x], dropping the outside part"))
+
+
+def _num_tiles_typing(bound: BoundArgs, span) -> Type:
+    A = array_arg(bound, "A", span)
+    norm_axis(bound, "axis", const_int(bound, "axis", span), A.rank, span)
+    shape_param(bound, "shape", A.dtype, span, rank=A.rank)
+    return scalar(I32)
+
+
+def num_tiles_ref(A, axis, shape):
+    n, s = np.asarray(A).shape[axis], int(shape[axis])
+    return np.int32(-(-n // s))
+
+
+register(Builtin("num_tiles", "memory", (Param("A"), Param("axis", CONST), Param("shape", CONST)),
+                 _num_tiles_typing, num_tiles_ref,
+                 doc="how many tiles of `shape` cover A along `axis`: cdiv(A.shape[axis], "
+                     "shape[axis])"))
+
+
+# ---------------------------------------------------------------------------------------------
+# Element-indexed access
+
+def _index_tiles(bound: BoundArgs, A: ArrayType, span) -> list[tuple]:
+    elems = tuple_elements(bound, "indices", span)
+    if len(elems) != A.rank:
+        raise fail("E0509", bound, "indices", f"has {len(elems)} index tile"
+                                              f"{'s' if len(elems) != 1 else ''} but the array "
+                                              f"is {A}", span,
+                   help="give one integer tile per array axis")
+    shapes = []
+    for k, e in enumerate(elems):
+        t = e.type
+        ok = (isinstance(t, TileType) and t.dtype.is_int) or (
+            isinstance(e.const, ConstValue) and e.const.loose_kind == "int")
+        if not ok:
+            raise TileSemanticError.at(
+                "E0506", f"`{bound.builtin.name}`: index {k} in `indices` must be an integer "
+                         f"tile or scalar, found {found(e)} of type {t}", e.span or span)
+        shapes.append(t.shape if isinstance(t, TileType) else ())
+    return shapes
+
+
+def _mask_shape(bound: BoundArgs, span) -> list[tuple]:
+    if not bound.given("mask"):
+        return []
+    t = tile_of(bound, "mask", span)
+    if not (isinstance(t, TileType) and t.dtype is BOOL):
+        raise fail("E0508", bound, "mask", f"must be a bool tile, found {t}", span)
+    return [t.shape]
+
+
+def _gather_typing(bound: BoundArgs, span) -> Type:
+    A = array_arg(bound, "A", span)
+    shape = broadcast_all(_index_tiles(bound, A, span) + _mask_shape(bound, span), span)
+    if bound.given("padding"):
+        _check_element_value(bound, "padding", A.dtype, span, scalar_only=True)
+    return TileType(A.dtype, shape)
+
+
+def _as_index_list(indices, rank: int):
+    if rank == 1 and not isinstance(indices, (tuple, list)):
+        return [indices]
+    return list(indices)
+
+
+def _flat_targets(V: np.ndarray, indices, mask, extra=()):
+    """Broadcast indices/mask/extra arrays; return them with the in-bounds-and-masked flags."""
+    idx = [np.asarray(i).astype(np.int64) for i in _as_index_list(indices, V.ndim)]
+    arrays = np.broadcast_arrays(*idx, *(np.asarray(m) for m in
+                                         ([mask] if mask is not None else [])),
+                                 *(np.asarray(e) for e in extra))
+    idx_b = arrays[:len(idx)]
+    rest = arrays[len(idx):]
+    ok = np.ones(idx_b[0].shape if idx_b else (), dtype=bool)
+    for i, n in zip(idx_b, V.shape):
+        ok &= (i >= 0) & (i < n)
+    if mask is not None:
+        ok &= rest[0].astype(bool)
+        rest = rest[1:]
+    return idx_b, ok, rest
+
+
+def gather_ref(A, indices, mask=None, padding=None, dtype: DType | None = None):
+    V = np.asarray(A)
+    idx, ok, _ = _flat_targets(V, indices, mask)
+    pad = 0 if padding is None else padding
+    pad = round_to_dtype(np.asarray(pad), dtype) if dtype is not None else np.asarray(pad)
+    out = np.full(ok.shape, pad, dtype=V.dtype)
+    out[ok] = V[tuple(i[ok] for i in idx)]
+    return out
+
+
+register(Builtin("gather", "memory",
+                 (Param("A"), Param("indices"), Param("mask", default=ABSENT),
+                  Param("padding", default=ABSENT)),
+                 _gather_typing, gather_ref, ref_hints=_array_hint,
+                 doc="t[x] = A[indices[0][x], indices[1][x], ...]; outside or masked: padding"))
+
+
+def _scatter_typing(bound: BoundArgs, span) -> Type:
+    A = array_arg(bound, "A", span)
+    shapes = _index_tiles(bound, A, span) + _mask_shape(bound, span)
+    _check_element_value(bound, "value", A.dtype, span)
+    broadcast_all(shapes + [common_shape(bound, ["value"], span)], span)
+    return VOID
+
+
+def scatter_ref(A, indices, value, mask=None, dtype: DType | None = None):
+    V = np.asarray(A)
+    vals = value if dtype is None else round_to_dtype(np.asarray(value), dtype)
+    idx, ok, (vb,) = _flat_targets(V, indices, mask, extra=(vals,))
+    flat = np.ravel_multi_index(tuple(i[ok] for i in idx), V.shape) if ok.any() else \
+        np.zeros(0, dtype=np.int64)
+    v = vb[ok]
+    # the last write in row-major order wins: keep each address's last occurrence
+    uniq, first_in_rev = np.unique(flat[::-1], return_index=True)
+    A[np.unravel_index(uniq, V.shape)] = v[::-1][first_in_rev]
+    return None
+
+
+register(Builtin("scatter", "memory",
+                 (Param("A"), Param("indices"), Param("value"), Param("mask", default=ABSENT)),
+                 _scatter_typing, scatter_ref, side_effects=True, ref_hints=_array_hint,
+                 doc="A[indices[0][x], ...] = value[x]; outside or masked elements dropped"))
+
+
+# ---------------------------------------------------------------------------------------------
+# Atomics
+
+_INTS = ("i32", "u32", "i64", "u64")
+ATOMIC_DTYPES: dict[str, tuple[str, ...]] = {
+    "add": _INTS + ("f16", "bf16", "f32", "f64"),
+    "max": _INTS, "min": _INTS, "and": _INTS, "or": _INTS, "xor": _INTS,
+    "xchg": _INTS + ("f32", "f64"), "cas": _INTS + ("f32", "f64"),
+}
+
+
+def _atomic_typing(op: str):
+    values = ("expected", "value") if op == "cas" else ("value",)
+
+    def typing(bound: BoundArgs, span) -> Type:
+        A = array_arg(bound, "A", span)
+        if A.dtype.name not in ATOMIC_DTYPES[op]:
+            raise fail("E0508", bound, "A", f"is {A}, but atomic_{op} takes arrays of "
+                                            f"{', '.join(ATOMIC_DTYPES[op])}", span)
+        shapes = _index_tiles(bound, A, span) + _mask_shape(bound, span)
+        for v in values:
+            _check_element_value(bound, v, A.dtype, span)
+        shape = broadcast_all(shapes + [common_shape(bound, [v], span) for v in values], span)
+        return TileType(A.dtype, shape)
+    return typing
+
+
+def _apply_atomic(op: str, old, args, dtype: DType | None):
+    if op == "add":
+        r = np.asarray(old).astype(np.float64 if np.asarray(old).dtype.kind == "f"
+                                   else np.asarray(old).dtype) + args[0]
+        return round_to_dtype(r, dtype) if dtype is not None else r
+    if op == "max":
+        return max(old, args[0])
+    if op == "min":
+        return min(old, args[0])
+    if op == "and":
+        return old & args[0]
+    if op == "or":
+        return old | args[0]
+    if op == "xor":
+        return old ^ args[0]
+    if op == "xchg":
+        return args[0]
+    expected, value = args  # cas
+    return value if old == expected else old
+
+
+def _atomic_ref(op: str):
+    def ref(A, indices, *, mask=None, dtype: DType | None = None, **values):
+        V = np.asarray(A)
+        names = ("expected", "value") if op == "cas" else ("value",)
+        vals = [np.asarray(values[n]) if dtype is None else round_to_dtype(values[n], dtype)
+                for n in names]
+        vals = [v.astype(V.dtype) for v in vals]
+        idx, ok, rest = _flat_targets(V, indices, mask, extra=vals)
+        out = np.zeros(ok.shape, dtype=V.dtype)
+        with np.errstate(all="ignore"):
+            for pos in np.ndindex(ok.shape):
+                if not ok[pos]:
+                    continue
+                addr = tuple(int(i[pos]) for i in idx)
+                old = V[addr]
+                out[pos] = old
+                A[addr] = _apply_atomic(op, old, [r[pos] for r in rest], dtype)
+        return out
+    return ref
+
+
+for _op in ATOMIC_DTYPES:
+    _vals = (Param("expected"), Param("value")) if _op == "cas" else (Param("value"),)
+    register(Builtin(f"atomic_{_op}", "memory",
+                     (Param("A"), Param("indices")) + _vals + (Param("mask", default=ABSENT),),
+                     _atomic_typing(_op), _atomic_ref(_op), side_effects=True,
+                     ref_hints=_array_hint,
+                     doc=f"atomic {_op} at A[indices[x]]; returns the old values",
+                     extra={"dtypes": tuple(DTYPES[d] for d in ATOMIC_DTYPES[_op])}))
