@@ -249,3 +249,17 @@ def test_two_kernels_and_a_device_function():
     assert ".func  (.param .b32 func_retval0) helper(" in out
     r = link_ptx(out, target, env={})
     assert set(r.resources) >= {"first", "second"}
+
+
+def test_seed_000_header_verbatim_with_pinned_version():
+    """Pinning `.version 8.4` reproduces the first lines of seed 000_b9a08466c2c6e888.txt's
+    header exactly, and nvJitLink accepts it."""
+    spec = resolve_launch(launch(GEMM_LAUNCH), "sm_90a")
+    contract = decide_contract("gemm_kernel", spec, WGMMA, "sm_90a")
+    plan = validate_target("sm_90a", contract.features(get_target("sm_90a")), ptx_version=(8, 4))
+    out = rewrite_ptx(llvm_ptx(gemm_module_ir(), plan.llvm_cpu, plan.llvm_features), plan,
+                      {"gemm_kernel": contract})
+    header = header_text(out, "gemm_kernel")
+    assert header.startswith(".version 8.4\n.target sm_90a\n.address_size 64\n")
+    assert directive_block(header) == SEED_000_BLOCK
+    link_ptx(out, "sm_90a", env={})

@@ -152,3 +152,15 @@ def test_every_plan_is_safe_for_llvm():
     assert len(outs) == len(combos)
     for (cpu, _), ptx in zip(combos, outs):
         link_ptx(ptx, cpu, verbose=False)
+
+
+def test_pinned_version():
+    assert validate_target("sm_90a", ["wgmma"], ptx_version=(8, 4)).version == (8, 4)
+    with pytest.raises(TileLaunchError) as e:
+        validate_target("sm_90", ["blocksareclusters"], ptx_version=(8, 8))
+    assert e.value.code == "E0755"
+    assert e.value.diagnostics[0].message == \
+        "PTX ISA 8.8 was requested, but sm_90 with blocksareclusters needs 9.0"
+    with pytest.raises(TileLaunchError) as e:
+        validate_target("sm_80", ptx_version=(9, 1))      # above LLVM's +ptx90
+    assert e.value.code == "E0753"

@@ -24,6 +24,7 @@ register_codes({
     "E0752": "feature needs a newer SM than the target",
     "E0753": "required PTX ISA version is newer than the toolchain supports",
     "E0754": "unknown codegen feature name",
+    "E0755": "requested PTX ISA version is below what the target and features need",
 })
 
 
@@ -135,8 +136,13 @@ class PtxPlan:
 
 
 def validate_target(name: str | Target, features: Iterable[str] = (), *,
-                    span: Span | None = None, max_ptx: PtxVersion | None = None) -> PtxPlan:
+                    span: Span | None = None, max_ptx: PtxVersion | None = None,
+                    ptx_version: PtxVersion | None = None) -> PtxPlan:
     """Check a target and the codegen features it will be asked for; return the PTX plan.
+
+    `ptx_version` pins `.version` (e.g. to match another toolchain's output); it may not be
+    below what the target and features need (E0755: LLVM would abort on some of those, e.g.
+    `.blocksareclusters` below PTX 9.0).
 
     Raises a TileError (never lets LLVM abort) for unknown targets, arch-specific features on
     a target without them, features above the target's SM, or a PTX version above what LLVM and
@@ -171,6 +177,13 @@ def validate_target(name: str | Target, features: Iterable[str] = (), *,
                       max((FEATURES[f].min_ptx for f in feats), default=(0, 0)))
     else:
         ptx_target = target.name
+    if ptx_version is not None:
+        if ptx_version < version:
+            raise TileLaunchError.at(
+                "E0755", f"PTX ISA {fmt_ptx(ptx_version)} was requested, but {ptx_target} with "
+                f"{', '.join(feats) or 'no features'} needs {fmt_ptx(version)}", span,
+                help=f"ask for {fmt_ptx(version)} or newer, or leave the version to the compiler")
+        version = ptx_version
     limit = min(LLVM_MAX_PTX, max_ptx or linker_max_ptx())
     if version > limit:
         raise TileLaunchError.at(
