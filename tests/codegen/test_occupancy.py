@@ -109,3 +109,31 @@ vadd         sm_90a  256      16    8/4 B        1536 B       0 B       8       
 gemm_kernel:
   directives: .reqntid 128, 1, 1; .maxnreg 168; .explicitcluster; .reqnctapercluster 2, 1, 1
   grid 4 blocks: 1 wave(s) of 396, last wave 4 block(s) = 1.01% of the GPU"""
+
+
+def test_pipeline_report_from_link_resources():
+    """@launch -> contract -> plan -> LLVM -> header -> nvJitLink -> resources -> report."""
+    from test_launch_support import gemm_module_ir, launch, llvm_ptx
+    from tilelang.codegen.contract import CodegenFeatures, decide_contract
+    from tilelang.codegen.launch_attrs import resolve_launch
+    from tilelang.codegen.link import link_ptx
+    from tilelang.codegen.occupancy import kernel_report_from
+    from tilelang.codegen.ptx_header import directive_lines, plan_module, rewrite_ptx
+
+    target = "sm_90a"
+    spec = resolve_launch(launch("@launch(reqntid = (128, 1, 1), cluster = (2, 1, 1))"), target)
+    c = decide_contract("gemm_kernel", spec,
+                        CodegenFeatures(wgmma=True, accumulator_regs=128), target)
+    plan = plan_module(target, {"gemm_kernel": c})
+    assert (plan.ptx_target, plan.version) == ("sm_90a", (8, 0))
+    ptx = rewrite_ptx(llvm_ptx(gemm_module_ir(), plan.llvm_cpu, plan.llvm_features), plan,
+                      {"gemm_kernel": c})
+    res = link_ptx(ptx, target, env={}).resources["gemm_kernel"]
+    r = kernel_report_from(c, res, target, smem_dynamic=48 * KiB, grid_blocks=4, num_sms=132,
+                           directives=directive_lines(c, plan.target))
+    assert r.threads == (128, 1, 1) and r.registers == res.registers
+    assert r.directives == (".reqntid 128, 1, 1", ".maxnreg 168", ".explicitcluster",
+                            ".reqnctapercluster 2, 1, 1")
+    # the tiny body needs few registers: shared memory limits (4 x (48 KiB + 1 KiB) <= 228 KiB)
+    assert (r.occupancy.blocks_per_sm, r.occupancy.limiter) == (4, "shared memory")
+    assert "gemm_kernel  sm_90a  128x1x1" in format_report([r])

@@ -151,6 +151,16 @@ def kernel_report(name: str, target: str, threads: Sequence[int], *, registers: 
                         smem_static, smem_dynamic, tuple(directives), occ, wv)
 
 
+def kernel_report_from(contract, resources, target: str, *, smem_dynamic: int = 0,
+                       grid_blocks: int | None = None, num_sms: int | None = None,
+                       directives: Sequence[str] = ()) -> KernelReport:
+    """Report row from a `contract.KernelContract` and a `link.KernelResources`."""
+    return kernel_report(contract.name, target, contract.threads, registers=resources.registers,
+                         spill_stores=resources.spill_stores, spill_loads=resources.spill_loads,
+                         smem_static=resources.smem_static, smem_dynamic=smem_dynamic,
+                         directives=directives, grid_blocks=grid_blocks, num_sms=num_sms)
+
+
 def _bytes(n: int) -> str:
     return f"{n // KiB} KiB" if n and n % KiB == 0 else f"{n} B"
 

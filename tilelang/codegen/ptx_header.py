@@ -17,11 +17,13 @@ left out of the PTX with a note.
 from __future__ import annotations
 
 import re
-from typing import Mapping
+from typing import Iterable, Mapping
 
-from tilelang.diagnostics import Diagnostic, DiagnosticSink, InternalCompilerError, Severity
+from tilelang.diagnostics import (Diagnostic, DiagnosticSink, InternalCompilerError, Severity,
+                                  Span)
 from tilelang.codegen.contract import KernelContract
-from tilelang.codegen.targets import PtxPlan, Target, fmt_ptx
+from tilelang.codegen.targets import PtxPlan, PtxVersion, Target, fmt_ptx, get_target, \
+    validate_target
 
 DIRECTIVES = (".maxntid", ".reqntid", ".minnctapersm", ".maxnctapersm", ".maxnreg",
               ".blocksareclusters", ".explicitcluster", ".reqnctapercluster", ".maxclusterrank")
@@ -79,6 +81,19 @@ def directive_lines(contract: KernelContract, target: Target,
         else:
             out.append(f".maxclusterrank {a.maxclusterrank}")
     return out
+
+
+def plan_module(target: str | Target, contracts: Mapping[str, KernelContract],
+                extra_features: Iterable[str] = (), *, span: Span | None = None,
+                ptx_version: PtxVersion | None = None) -> PtxPlan:
+    """The module's PtxPlan: the target validated against every kernel's contract features
+    (wgmma, clusters, blocksareclusters) plus codegen's own (tma, setmaxnreg, ...). Call it
+    before LLVM and compile with `plan.llvm_cpu` / `plan.llvm_features`."""
+    tgt = target if isinstance(target, Target) else get_target(target, span)
+    feats = set(extra_features)
+    for c in contracts.values():
+        feats |= c.features(tgt)
+    return validate_target(tgt, feats, span=span, ptx_version=ptx_version)
 
 
 _VERSION = re.compile(r"^\.version\s+(\d+)\.(\d+)\s*$", re.M)
