@@ -78,6 +78,10 @@ VIM_GROUPS = {
     "tileBuiltin": "builtins",
 }
 
+#: Options of a Vim `syn keyword` group: after `fn` / `kernel` the next word is the declared
+#: name, even when it is also a built-in (`kernel matmul`).
+VIM_GROUP_OPTIONS = {"tileDeclaration": "nextgroup=tileFunctionName skipwhite "}
+
 #: Emacs constant -> word category (keyword groups go to one alist, ``tile-keyword-groups``).
 EMACS_LISTS = {
     "tile-dtypes": "dtypes",
@@ -162,7 +166,7 @@ def gen_vim(text: str, cats: dict[str, tuple[str, ...]]) -> str:
         # `syn keyword` lines, wrapped with Vim's line continuation.
         chunks = textwrap.wrap(" ".join(words), width=80, break_on_hyphens=False,
                                break_long_words=False)
-        out.append(f"syn keyword {group} {chunks[0]}\n")
+        out.append(f"syn keyword {group} {VIM_GROUP_OPTIONS.get(group, '')}{chunks[0]}\n")
         out.extend(f"      \\ {c}\n" for c in chunks[1:])
     return replace_region(text, '" BEGIN GENERATED', '" END GENERATED', "".join(out), VIM_SYNTAX)
 

@@ -119,7 +119,7 @@
        (14 "zeros" 1 font-lock-builtin-face)
        (15 "for" 1 font-lock-keyword-face)
        (15 "in" 1 font-lock-keyword-face)
-       (15 "range" 1 font-lock-builtin-face)
+       (15 "range" 1 nil)               ; the for statement owns it, no built-in
        (15 "num_tiles" 1 font-lock-builtin-face)
        (18 "mma" 1 font-lock-builtin-face)))))
 

@@ -81,7 +81,9 @@ def vim_words() -> dict[str, set[str]]:
     text = re.sub(r"\n\s*\\", " ", text)  # join continuation lines
     groups: dict[str, set[str]] = {}
     for m in re.finditer(r"^syn(?:tax)? keyword (\w+) (.*)$", text, re.M):
-        words = [w for w in m.group(2).split() if w != "contained"]
+        words = [w for w in m.group(2).split()
+                 if "=" not in w and w not in {"contained", "skipwhite", "skipnl", "skipempty",
+                                               "transparent"}]
         groups.setdefault(m.group(1), set()).update(words)
     keyword_groups = {"tileDeclaration", "tileStorage", "tileModifier", "tileConditional",
                       "tileRepeat", "tileJump", "tileInclude", "tileOperatorWord",

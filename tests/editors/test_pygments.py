@@ -72,6 +72,7 @@ GOLDEN = [
     ("kernel vadd(", [(Keyword.Declaration, "kernel"), (Name.Function, "vadd"),
                       (Punctuation, "(")]),
     ("fn gelu", [(Keyword.Declaration, "fn"), (Name.Function, "gelu")]),
+    ("kernel matmul", [(Keyword.Declaration, "kernel"), (Name.Function, "matmul")]),
     ("fn for", [(Keyword.Declaration, "fn"), (Keyword, "for")]),  # a keyword is never a name
     ("fn\nf", [(Keyword.Declaration, "fn"), (Name, "f")]),
     ("let var const static", [(Keyword.Declaration, "let"), (Keyword.Declaration, "var"),

@@ -64,7 +64,10 @@ POSITIONS = [
     ("matmul.tile", 14, "zeros", 1, "support.function.builtin.tile"),
     ("matmul.tile", 15, "for", 1, "keyword.control.loop.tile"),
     ("matmul.tile", 15, "in", 1, "keyword.control.loop.tile"),
-    ("matmul.tile", 15, "range", 1, "support.function.builtin.tile"),
+    # `range` is no registry built-in: the for statement owns it
+    ("matmul.tile", 15, "range", 1, "entity.name.function.call.tile"),
+    # a kernel named like a built-in is still the declared name
+    ("matmul.tile", 10, "matmul", 1, "entity.name.function.tile"),
     ("matmul.tile", 15, "num_tiles", 1, "support.function.builtin.tile"),
     ("matmul.tile", 15, "{", 1, "punctuation.section.braces.begin.tile"),
     ("matmul.tile", 18, "mma", 1, "support.function.builtin.tile"),

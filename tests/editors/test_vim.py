@@ -89,7 +89,8 @@ POSITIONS = [
     ("matmul.tile", 14, "var", 1, "tileStorage"),
     ("matmul.tile", 15, "for", 1, "tileRepeat"),
     ("matmul.tile", 15, "in", 1, "tileRepeat"),
-    ("matmul.tile", 15, "range", 1, "tileBuiltin"),
+    ("matmul.tile", 15, "range", 1, ""),  # no registry built-in: the for statement owns it
+    ("matmul.tile", 10, "matmul", 1, "tileFunctionName"),  # a declared name beats a built-in
     ("matmul.tile", 18, "mma", 1, "tileBuiltin"),
     ("layernorm.tile", 13, "arange", 1, "tileBuiltin"),
     ("layernorm.tile", 13, "i32", 1, "tileType"),

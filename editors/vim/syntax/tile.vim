@@ -15,7 +15,7 @@ syn iskeyword @,48-57,_,192-255
 syn case match
 
 " BEGIN GENERATED (editors/generate.py rewrites this region; do not edit by hand)
-syn keyword tileDeclaration fn kernel
+syn keyword tileDeclaration nextgroup=tileFunctionName skipwhite fn kernel
 syn keyword tileStorage const let var
 syn keyword tileModifier static
 syn keyword tileConditional else if
@@ -31,9 +31,9 @@ syn keyword tileAttributeHelper by_target
 syn keyword tileBuiltin abs arange argmax argmin assert astype atan2 atomic_add atomic_and atomic_cas
       \ atomic_max atomic_min atomic_or atomic_xchg atomic_xor bid bitcast broadcast_to
       \ cat cdiv ceil cluster_rank cluster_size cos cumprod cumsum erf exp exp2
-      \ expand_dims extract floor fma full gather load log log2 max maximum min minimum
-      \ mma num_blocks num_tiles ones permute pow print prod range reshape rsqrt scatter
-      \ sigmoid sin sqrt static_assert store sum tanh transpose where zeros
+      \ expand_dims extract floor fma full gather load log log2 matmul max maximum min
+      \ minimum mma num_blocks num_tiles ones permute pow print prod reshape rsqrt
+      \ scatter sigmoid sin sqrt static_assert store sum tanh transpose where zeros
 " END GENERATED
 
 " Operators first: the matches defined later win where they start at the same column.
@@ -52,8 +52,8 @@ syn match tileNumber "\<0[bB]\%(_\=[01]\)\+"
 syn match tileFloat "\<\d\%(_\=\d\)*[eE][+-]\=\d\%(_\=\d\)*"
 syn match tileFloat "\<\d\%(_\=\d\)*\.\d\%(_\=\d\)*\%([eE][+-]\=\d\%(_\=\d\)*\)\="
 
-" The name declared by `fn` / `kernel`.
-syn match tileFunctionName "\%(\<\%(fn\|kernel\)\s\+\)\@<=\h\w*"
+" The name declared by `fn` / `kernel` (their `nextgroup`; it wins over a built-in's keyword).
+syn match tileFunctionName "\h\w*" contained
 
 " Attributes: `@name` at the start of a line, or a known attribute anywhere.
 syn match tileAttribute "^\s*\zs@\h\w*"
