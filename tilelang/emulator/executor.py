@@ -78,8 +78,9 @@ def run_batch(st, max_steps: int = MAX_STEPS) -> None:
                     upc += 1
                     continue
                 pcs = _split(st, mask, upc)
-            taken = em if em is not None else np.ones(T, bool)
-            pcs[mask & ~taken] += 1
+            act = mask if mask is not None else np.ones(T, bool)
+            taken = em if em is not None else act
+            pcs[act & ~taken] += 1
             pcs[taken] = ins.target
             continue
         if ctrl in ("exit", "ret") or ctrl == "trap":
@@ -93,7 +94,8 @@ def run_batch(st, max_steps: int = MAX_STEPS) -> None:
                 else:
                     pcs[mask] += 1
                 continue
-            sel = em if em is not None else np.ones(T, bool)
+            act = mask if mask is not None else np.ones(T, bool)
+            sel = em if em is not None else act
             if pcs is None:
                 pcs = _split(st, mask, upc)
             if is_exit:
@@ -105,13 +107,13 @@ def run_batch(st, max_steps: int = MAX_STEPS) -> None:
                 if (st.sp[idx] < 0).any():
                     raise st.error(EmulatorError, "ret with an empty call stack", idx[0])
                 pcs[idx] = st.stack[st.sp[idx], idx]
-            if mask is not None:
-                pcs[mask & ~sel] += 1
+            pcs[act & ~sel] += 1
             continue
         if ctrl == "call":
             if n:
                 ins.run(st, em)
-            sel = em if em is not None else np.ones(T, bool)
+            act = mask if mask is not None else np.ones(T, bool)
+            sel = em if em is not None else act
             if pcs is None:
                 pcs = _split(st, mask, upc)
             idx = np.flatnonzero(sel)
@@ -121,8 +123,7 @@ def run_batch(st, max_steps: int = MAX_STEPS) -> None:
                                    f"than {st.stack.shape[0]})", idx[0])
                 st.stack[st.sp[idx], idx] = pc + 1
                 st.sp[idx] += 1
-            if mask is not None:
-                pcs[mask & ~sel] += 1
+            pcs[act & ~sel] += 1
             pcs[idx] = ins.target
             continue
         raise st.error(EmulatorError, f"internal: unknown control kind {ctrl}")

@@ -602,7 +602,7 @@ def build_bfe(ctx, ins, parts):
         u = x.view(bits).astype(np.uint64) if width < 64 else x.view(np.uint64)
         shifted = np.where(pos >= width, np.uint64(0),
                            u >> np.minimum(pos, 63).astype(np.uint64))
-        lnc = np.minimum(ln, 64)
+        lnc = np.minimum(ln, np.maximum(width - pos, 0))
         mask = np.where(lnc >= 64, np.uint64(~0 & (2**64 - 1)),
                         (np.uint64(1) << np.minimum(lnc, 63).astype(np.uint64)) - np.uint64(1))
         r = shifted & mask
@@ -611,7 +611,7 @@ def build_bfe(ctx, ins, parts):
             sbit_pos = np.minimum(pos + ln - 1, width - 1)
             sbit = (u >> sbit_pos.astype(np.uint64)) & np.uint64(1)
             sbit = np.where(ln == 0, np.uint64(0), sbit)
-            r = np.where((sbit == 1) & (lnc < 64), r | ~mask, r)
+            r = np.where(sbit == 1, r | ~mask, r)
         put(st, r.astype(bits).view(ti.dtype) if width < 64 else r.view(ti.dtype), m)
     return run
 
