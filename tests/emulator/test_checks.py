@@ -1,0 +1,199 @@
+"""The checks a GPU would not give: memory faults, barrier/warp divergence, launch refusals,
+malformed PTX."""
+
+import numpy as np
+import pytest
+
+from conftest import HEADER, kernel_ptx
+from tilelang.emulator.errors import (BarrierDivergence, DeviceAssertion, EmulatorError,
+                                      LaunchRefused, MemoryFault, PTXParseError, WarpDivergence)
+
+STORE_AT_TID = """
+  ld.param.u64 %rd1, [k_p0];
+  mov.u32 %r1, %tid.x;
+  mov.u32 %r2, %ctaid.x;
+  mad.lo.s32 %r3, %r2, 64, %r1;
+  mul.wide.u32 %rd2, %r3, 4;
+  add.s64 %rd3, %rd1, %rd2;
+  st.global.u32 [%rd3], %r1;
+  ret;
+"""
+
+
+def test_out_of_bounds_global_store_names_everything(hw):
+    p = hw.dev.malloc(4 * 100)                  # one block and a half
+    with pytest.raises(MemoryFault) as ei:
+        hw.run(kernel_ptx(STORE_AT_TID, nparams=1), (2,), (64,), [p])
+    e = ei.value
+    assert e.kernel == "k" and e.block == (1, 0, 0) and e.thread == (36, 0, 0)
+    assert e.address == int(p) + 400
+    assert e.line == kernel_ptx(STORE_AT_TID, nparams=1).splitlines().index(
+        "  st.global.u32 [%rd3], %r1;") + 1
+    assert "out-of-bounds global" in str(e) and "PTX line" in str(e)
+
+
+def test_misaligned_global_load(hw):
+    body = """
+  ld.param.u64 %rd1, [k_p0];
+  add.s64 %rd1, %rd1, 2;
+  ld.global.u32 %r1, [%rd1];
+  ret;
+"""
+    p = hw.dev.malloc(64)
+    with pytest.raises(MemoryFault, match="misaligned"):
+        hw.run(kernel_ptx(body, nparams=1), (1,), (32,), [p])
+
+
+def test_use_after_free_faults(hw):
+    p = hw.dev.malloc(4 * 64)
+    hw.dev.free(p)
+    with pytest.raises(MemoryFault):
+        hw.run(kernel_ptx(STORE_AT_TID, nparams=1), (1,), (64,), [p])
+
+
+def test_shared_out_of_bounds_and_misaligned(hw):
+    pre = ".shared .align 4 .b8 buf[128];\n"
+    body = """
+  mov.u32 %r1, %tid.x;
+  mov.u32 %r2, buf;
+  mad.lo.s32 %r3, %r1, 4, %r2;
+  st.shared.u32 [%r3], %r1;
+  ret;
+"""
+    hw.run(kernel_ptx(body, nparams=0, prelude=pre), (1,), (32,), [])
+    with pytest.raises(MemoryFault, match="shared") as ei:
+        hw.run(kernel_ptx(body, nparams=0, prelude=pre), (1,), (64,), [])
+    assert ei.value.thread == (32, 0, 0)
+    mis = body.replace("mad.lo.s32 %r3, %r1, 4, %r2;", "mad.lo.s32 %r3, %r1, 2, %r2;")
+    with pytest.raises(MemoryFault, match="misaligned shared"):
+        hw.run(kernel_ptx(mis, nparams=0, prelude=pre), (1,), (32,), [])
+
+
+def test_dynamic_shared_memory_bounds(hw):
+    pre = ".extern .shared .align 16 .b8 dyn[];\n"
+    body = """
+  mov.u32 %r1, %tid.x;
+  mov.u32 %r2, dyn;
+  mad.lo.s32 %r3, %r1, 4, %r2;
+  st.shared.u32 [%r3], %r1;
+  mov.u32 %r4, %dynamic_smem_size;
+  ret;
+"""
+    ptx = kernel_ptx(body, nparams=0, prelude=pre)
+    hw.run(ptx, (1,), (32,), [], shared_mem=128)
+    with pytest.raises(MemoryFault):
+        hw.run(ptx, (1,), (32,), [], shared_mem=64)
+
+
+def test_divergent_barrier_is_an_error(hw):
+    body = """
+  mov.u32 %r1, %tid.x;
+  setp.lt.u32 %p1, %r1, 16;
+  @%p1 bra SKIP;
+  bar.sync 0;
+SKIP:
+  ret;
+"""
+    with pytest.raises(BarrierDivergence) as ei:
+        hw.run(kernel_ptx(body, nparams=0), (1,), (64,), [])
+    assert "48 of 64" in str(ei.value)
+
+
+def test_barrier_after_early_exit_of_some_threads_is_fine(hw):
+    body = """
+  mov.u32 %r1, %tid.x;
+  setp.lt.u32 %p1, %r1, 16;
+  @%p1 bra DONE;
+  bar.sync 0;
+DONE:
+  ret;
+""".replace("@%p1 bra DONE;", "@%p1 exit;")
+    hw.run(kernel_ptx(body, nparams=0), (1,), (64,), [])
+
+
+def test_shfl_on_diverged_warp_is_an_error(hw):
+    body = """
+  mov.u32 %r1, %tid.x;
+  setp.lt.u32 %p1, %r1, 8;
+  @%p1 bra SKIP;
+  shfl.sync.idx.b32 %r2, %r1, 0, 31, -1;
+SKIP:
+  ret;
+"""
+    with pytest.raises(WarpDivergence) as ei:
+        hw.run(kernel_ptx(body, nparams=0), (1,), (32,), [])
+    assert "lane(s) [0, 1" in str(ei.value)
+    # the same shuffle with a member mask naming only the active lanes is legal
+    ok = body.replace("31, -1;", "31, 0xFFFFFF00;")
+    hw.run(kernel_ptx(ok, nparams=0), (1,), (32,), [])
+
+
+def test_mma_on_diverged_warp_is_an_error(hw):
+    body = """
+  mov.u32 %r1, %tid.x;
+  setp.lt.u32 %p1, %r1, 8;
+  @%p1 bra SKIP;
+  mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%f1,%f2,%f3,%f4}, {%r2,%r3,%r4,%r5}, {%r6,%r7}, {%f5,%f6,%f7,%f8};
+SKIP:
+  ret;
+"""
+    with pytest.raises(WarpDivergence):
+        hw.run(kernel_ptx(body, nparams=0), (1,), (32,), [])
+
+
+@pytest.mark.parametrize("directive,block,ok", [
+    (".reqntid 64, 1, 1", (64, 1, 1), True),
+    (".reqntid 64, 1, 1", (32, 2, 1), False),
+    (".maxntid 128, 1, 1", (128, 1, 1), True),
+    (".maxntid 128, 1, 1", (16, 16, 1), False),
+])
+def test_launch_bounds_refused_like_the_driver(hw, directive, block, ok):
+    ptx = kernel_ptx("  ret;", nparams=0, directives="\n" + directive)
+    if ok:
+        hw.run(ptx, (1,), block, [])
+    else:
+        with pytest.raises(LaunchRefused, match=directive.split()[0]):
+            hw.run(ptx, (1,), block, [])
+
+
+def test_grid_not_divisible_by_cluster_refused(hw):
+    ptx = kernel_ptx("  ret;", nparams=0)
+    hw.run(ptx, (4, 2), (32,), [], cluster=(2, 1, 1))
+    with pytest.raises(LaunchRefused, match="not divisible"):
+        hw.run(ptx, (3, 2), (32,), [], cluster=(2, 1, 1))
+
+
+def test_cluster_directive_mismatch_and_block_limits(hw):
+    ptx = kernel_ptx("  ret;", nparams=0, directives="\n.reqnctapercluster 2, 1, 1")
+    hw.run(ptx, (4,), (32,), [])                 # implicit: the compiled-in cluster shape
+    with pytest.raises(LaunchRefused, match="reqnctapercluster"):
+        hw.run(ptx, (4,), (32,), [], cluster=(4, 1, 1))
+    with pytest.raises(LaunchRefused, match="exceeds"):
+        hw.run(kernel_ptx("  ret;", nparams=0), (1,), (2048,), [])
+    with pytest.raises(LaunchRefused, match="arguments"):
+        hw.run(kernel_ptx("  ret;", nparams=2), (1,), (32,), [1])
+
+
+def test_trap_and_step_limit(hw):
+    with pytest.raises(DeviceAssertion, match="trap"):
+        hw.run(kernel_ptx("  trap;\n  ret;", nparams=0), (1,), (32,), [])
+    loop = "L:\n  bra.uni L;\n  ret;"
+    with pytest.raises(EmulatorError, match="did not finish"):
+        hw.run(kernel_ptx(loop, nparams=0), (1,), (32,), [], max_steps=1000)
+
+
+@pytest.mark.parametrize("body,pattern", [
+    ("  frobnicate.u32 %r1, %r2;\n  ret;", "unknown or unsupported instruction 'frobnicate.u32'"),
+    ("  add.u32 %r1, %zz9, 1;\n  ret;", "undefined register %zz9"),
+    ("  bra.uni NOWHERE;\n  ret;", "undefined label NOWHERE"),
+    ("  add.u32 %r1, %r2 1;\n  ret;", "expected"),
+    ("  ld.global.u32 %r1, [undefined_sym];\n  ret;", "undefined symbol"),
+])
+def test_malformed_ptx_names_the_line(hw, body, pattern):
+    ptx = kernel_ptx(body, nparams=0)
+    line = next(i + 1 for i, l in enumerate(ptx.splitlines()) if l == body.splitlines()[0])
+    with pytest.raises(PTXParseError) as ei:
+        hw.dev.load_module(ptx).get_function("k")
+    assert pattern in str(ei.value)
+    assert ei.value.line == line
+    assert str(ei.value).startswith(f"line {line}:")
