@@ -16,7 +16,7 @@ Conventions every entry follows:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping
 
 from tilelang.diagnostics import Span, TileSemanticError, register_codes, source_line
@@ -129,7 +129,15 @@ class Builtin:
     extra: Mapping[str, Any] = field(default_factory=dict)  # per-entry data (dtype tables)
 
     def result_type(self, bound: BoundArgs, span: Span | None = None) -> Type:
-        return self.typing(bound, span if span is not None else bound.span)
+        try:
+            return self.typing(bound, span if span is not None else bound.span)
+        except TileSemanticError as e:
+            # promotion/constant errors do not know the call they come from: say it
+            d = e.diagnostics[0]
+            if not d.message.startswith(f"`{self.name}`"):
+                where = f"`{self.symbol}`" if self.symbol else f"this call to `{self.name}`"
+                e.diagnostics[0] = replace(d, notes=d.notes + (f"in {where}",))
+            raise
 
     def can_fold(self, bound: BoundArgs) -> bool:
         """Whether `fold` applies: a fold exists and every given argument is constant."""
@@ -252,6 +260,12 @@ def found(a: ArgInfo) -> str:
     return f"a value of type {a.type}"
 
 
+def found_typed(a: ArgInfo) -> str:
+    """Like `found`, always mentioning the type: "`x` of type Tile[f32, 4]"."""
+    text = found(a)
+    return text if text.startswith("a value of type") else f"{text} of type {a.type}"
+
+
 def fail(code: str, bound: BoundArgs, param: str | None, message: str,
          span: Span | None, help: str | None = None) -> TileSemanticError:
     """An error about one parameter of the call (pointing at that argument when possible)."""
@@ -275,8 +289,8 @@ def tile_of(bound: BoundArgs, name: str, span: Span | None, *,
         return a.type
     if isinstance(a.type, LooseType) and allow_loose and isinstance(a.const, ConstValue):
         return a.const
-    raise fail("E0506", bound, name, f"must be a tile or scalar, found {found(a)} of type "
-                                     f"{a.type}", span)
+    raise fail("E0506", bound, name, f"must be a tile or scalar, found {found_typed(a)}",
+                   span)
 
 
 def tile_arg(bound: BoundArgs, name: str, span: Span | None) -> TileType:
@@ -301,7 +315,7 @@ def array_arg(bound: BoundArgs, name: str, span: Span | None) -> ArrayType:
     a = arg(bound, name)
     if not isinstance(a.type, ArrayType):
         raise fail("E0506", bound, name, f"must be an array (a kernel parameter of type "
-                                         f"`Array[...]`), found {found(a)} of type {a.type}",
+                                         f"`Array[...]`), found {found_typed(a)}",
                    span)
     return a.type
 
@@ -389,7 +403,7 @@ def int_scalar(bound: BoundArgs, name: str, a: ArgInfo, span: Span | None,
         where = a.span or arg(bound, name).span or span
         raise TileSemanticError.at(
             "E0506", f"`{bound.builtin.name}`: {what or f'parameter `{name}`'} must be an "
-                     f"integer scalar, found {found(a)} of type {t}", where)
+                     f"integer scalar, found {found_typed(a)}", where)
 
 
 def tuple_elements(bound: BoundArgs, name: str, span: Span | None) -> tuple[ArgInfo, ...]:

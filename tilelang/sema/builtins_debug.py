@@ -15,7 +15,7 @@ import numpy as np
 
 from tilelang.diagnostics import TileSemanticError
 from tilelang.sema.builtins_core import (CONST, STRING_KIND, Builtin, BoundArgs, Param, arg,
-                                         fail, found, register, tile_of)
+                                         fail, found, found_typed, register, tile_of)
 from tilelang.sema.constants import ConstStr, ConstValue
 from tilelang.sema.types import BOOL, VOID, LooseType, TileType, Type
 
@@ -47,7 +47,7 @@ def _print_typing(bound: BoundArgs, span) -> Type:
                    span)
     for a in bound.varargs:
         if not isinstance(a.type, (TileType, LooseType)):
-            raise fail("E0506", bound, None, f"cannot print {found(a)} of type {a.type}",
+            raise fail("E0506", bound, None, f"cannot print {found_typed(a)}",
                        a.span or span)
     return VOID
 

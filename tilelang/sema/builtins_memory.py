@@ -25,7 +25,7 @@ import numpy as np
 from tilelang.diagnostics import TileSemanticError
 from tilelang.sema.builtins_core import (ABSENT, CONST, Builtin, BoundArgs, Param, arg,
                                          array_arg, common_shape, const_dims, const_int, fail,
-                                         found, int_scalar, norm_axis, register, shape_param,
+                                         found_typed, int_scalar, norm_axis, register, shape_param,
                                          tile_of, tuple_elements)
 from tilelang.sema.constants import ConstValue, materialize
 from tilelang.sema.promotion import broadcast_all, promote
@@ -190,7 +190,7 @@ def _index_tiles(bound: BoundArgs, A: ArrayType, span) -> list[tuple]:
         if not ok:
             raise TileSemanticError.at(
                 "E0506", f"`{bound.builtin.name}`: index {k} in `indices` must be an integer "
-                         f"tile or scalar, found {found(e)} of type {t}", e.span or span)
+                         f"tile or scalar, found {found_typed(e)}", e.span or span)
         shapes.append(t.shape if isinstance(t, TileType) else ())
     return shapes
 

@@ -1,0 +1,222 @@
+"""The built-in registry: every entry's typing rule on an accepted and a rejected call, the
+operator table, argument binding and the diagnostics' wording. References are checked in
+test_builtins_refs.py. The ArgInfo shorthands below build what the checker would pass."""
+
+from __future__ import annotations
+
+import pytest
+
+from tilelang.diagnostics import Span, TileSemanticError, remember_source, render
+from tilelang.sema.builtins import BUILTINS, OPERATORS, builtin_names, lookup
+from tilelang.sema.types import VOID, Sym
+
+from tilelang.sema.builtins import ArgInfo, arg_of_const, arg_of_dtype, bind_call, lookup, \
+    lookup_operator
+from tilelang.sema.constants import ConstStr, ConstTuple, ConstValue, const_bool, loose
+from tilelang.sema.types import DTYPES, ArrayType, TileType, TupleType, scalar
+
+
+def T(dt: str, *shape: int) -> ArgInfo:
+    """A run-time tile (no shape: a run-time scalar)."""
+    return ArgInfo(TileType(DTYPES[dt], tuple(shape)))
+
+
+def C(v) -> ArgInfo:
+    """A loose constant (ints, floats) or a bool constant."""
+    return arg_of_const(const_bool(v) if isinstance(v, bool) else loose(v))
+
+
+def SC(dt: str, v) -> ArgInfo:
+    """A strict constant."""
+    return ArgInfo(scalar(DTYPES[dt]), ConstValue(v, DTYPES[dt]))
+
+
+def TUP(*vals) -> ArgInfo:
+    """A constant tuple of loose integers."""
+    return arg_of_const(ConstTuple(tuple(loose(v) for v in vals)))
+
+
+def RT(*elems: ArgInfo) -> ArgInfo:
+    """A tuple expression with run-time elements."""
+    return ArgInfo(TupleType(tuple(e.type for e in elems)), None, None, tuple(elems))
+
+
+def A(dt: str, rank: int) -> ArgInfo:
+    return ArgInfo(ArrayType(DTYPES[dt], rank))
+
+
+def D(dt: str) -> ArgInfo:
+    return arg_of_dtype(DTYPES[dt])
+
+
+def STR(s: str) -> ArgInfo:
+    return arg_of_const(ConstStr(s))
+
+
+def bind(name: str, *pos: ArgInfo, **kw: ArgInfo):
+    b = lookup(name)
+    return bind_call(b, list(pos), kw, None)
+
+
+def call(name: str, *pos: ArgInfo, **kw: ArgInfo):
+    bound = bind(name, *pos, **kw)
+    return bound.builtin.result_type(bound, None)
+
+
+def op(spelling: str, *pos: ArgInfo):
+    b = lookup_operator(spelling)
+    names = [p.name for p in b.params]
+    bound = bind_call(b, list(pos), {}, None)
+    assert len(names) == len(pos)
+    return b.result_type(bound, None)
+
+
+# ---------------------------------------------------------------------------------------------
+# One accepted and one rejected call per entry: name -> (args, kwargs, printed result type,
+# rejected args, rejected kwargs, error code).
+
+CASES: dict[str, tuple] = {
+    # grid
+    "bid": ((C(0),), {}, "i32", (C(3),), {}, "E0507"),
+    "num_blocks": ((C(2),), {}, "i32", (T("i32"),), {}, "E0505"),
+    "cluster_rank": ((), {}, "i32", (C(1),), {}, "E0502"),
+    "cluster_size": ((), {}, "i32", (), {"axis": C(0)}, "E0504"),
+    "cdiv": ((T("i32"), C(128)), {}, "i32", (T("f32"), C(2)), {}, "E0506"),
+    # memory
+    "load": ((A("f32", 2),), {"index": RT(T("i32"), C(0)), "shape": TUP(1, 1024),
+                              "padding": C(float("-inf"))}, "Tile[f32, 1, 1024]",
+             (A("f32", 2),), {"index": RT(T("i32"), C(0)), "shape": TUP(1, 1000)}, "E0301"),
+    "store": ((A("f32", 1),), {"index": RT(T("i32")), "tile": T("f32", 1024)}, "()",
+              (A("f32", 1),), {"index": RT(T("i32")), "tile": T("f16", 1024)}, "E0508"),
+    "gather": ((A("f32", 1), T("i32", 128)), {}, "Tile[f32, 128]",
+               (A("f32", 1), T("f32", 128)), {}, "E0506"),
+    "scatter": ((A("f32", 2), RT(T("i32", 16, 1), T("i32", 1, 32)), T("f32", 16, 32)), {},
+                "()", (A("f32", 2), RT(T("i32", 16, 1), T("i32", 1, 32)), T("f16", 16, 32)),
+                {}, "E0508"),
+    "num_tiles": ((A("f16", 2),), {"axis": C(1), "shape": TUP(128, 64)}, "i32",
+                  (A("f16", 2),), {"axis": C(2), "shape": TUP(128, 64)}, "E0507"),
+    "atomic_add": ((A("f32", 1), T("i32", 64), C(1.0)), {}, "Tile[f32, 64]",
+                   (A("i8", 1), T("i32", 64), C(1)), {}, "E0508"),
+    "atomic_max": ((A("i32", 1), T("i32", 64), T("i32", 64)), {}, "Tile[i32, 64]",
+                   (A("f32", 1), T("i32", 64), T("f32", 64)), {}, "E0508"),
+    "atomic_min": ((A("u64", 1), T("i32", 8), C(3)), {}, "Tile[u64, 8]",
+                   (A("u64", 1), T("i32", 8), C(-3)), {}, "E0401"),
+    "atomic_and": ((A("u32", 1), T("i32", 8), C(0xFF)), {}, "Tile[u32, 8]",
+                   (A("u32", 1), T("i32", 8), T("i32", 8)), {}, "E0508"),
+    "atomic_or": ((A("i64", 2), RT(T("i32", 8, 1), T("i32", 1, 4)), C(1)), {},
+                  "Tile[i64, 8, 4]", (A("i64", 2), T("i32", 8), C(1)), {}, "E0509"),
+    "atomic_xor": ((A("i32", 1), T("i32", 8), C(1)), {"mask": T("bool", 8)}, "Tile[i32, 8]",
+                   (A("i32", 1), T("i32", 8), C(1)), {"mask": T("i32", 8)}, "E0508"),
+    "atomic_xchg": ((A("f32", 1), T("i32", 4), C(0.5)), {}, "Tile[f32, 4]",
+                    (A("f16", 1), T("i32", 4), C(0.5)), {}, "E0508"),
+    "atomic_cas": ((A("i32", 1), T("i32", 4), C(0), C(1)), {}, "Tile[i32, 4]",
+                   (A("i32", 1), T("i32", 4), C(0), C(2 ** 40)), {}, "E0401"),
+    # creation
+    "arange": ((C(128),), {}, "Tile[i32, 128]", (C(100),), {}, "E0301"),
+    "full": ((TUP(4, 8), C(2.5), D("f16")), {}, "Tile[f16, 4, 8]",
+             (TUP(4, 8), C(2.5), D("i32")), {}, "E0307"),
+    "zeros": ((TUP(128, 128), D("f32")), {}, "Tile[f32, 128, 128]", (TUP(3),), {}, "E0301"),
+    "ones": ((TUP(8),), {}, "Tile[f32, 8]", (RT(T("i32")),), {}, "E0505"),
+    # shape
+    "reshape": ((T("f32", 4, 8), TUP(32)), {}, "Tile[f32, 32]",
+                (T("f32", 4, 8), TUP(16)), {}, "E0509"),
+    "permute": ((T("f32", 2, 4, 8), TUP(2, 0, 1)), {}, "Tile[f32, 8, 2, 4]",
+                (T("f32", 2, 4, 8), TUP(0, 0, 1)), {}, "E0507"),
+    "transpose": ((T("f32", 4, 8),), {}, "Tile[f32, 8, 4]", (T("f32", 4),), {}, "E0509"),
+    "expand_dims": ((T("f32", 4), C(0)), {}, "Tile[f32, 1, 4]",
+                    (T("f32", 4), C(2)), {}, "E0507"),
+    "broadcast_to": ((T("f32", 1, 8), TUP(4, 8)), {}, "Tile[f32, 4, 8]",
+                     (T("f32", 2, 8), TUP(4, 8)), {}, "E0306"),
+    "cat": ((T("f32", 4, 8), T("f32", 4, 8)), {"axis": C(1)}, "Tile[f32, 4, 16]",
+            (T("f32", 4, 8), T("f32", 4, 4)), {"axis": C(1)}, "E0509"),
+    "extract": ((T("f32", 8, 16), TUP(1, 0), TUP(4, 8)), {}, "Tile[f32, 4, 8]",
+                (T("f32", 8, 16), TUP(2, 0), TUP(4, 8)), {}, "E0507"),
+    # dtype
+    "astype": ((T("f32", 4), D("f16")), {}, "Tile[f16, 4]", (T("f32", 4), C(1)), {}, "E0506"),
+    "bitcast": ((T("f32", 4), D("u32")), {}, "Tile[u32, 4]",
+                (T("f32", 4), D("f16")), {}, "E0508"),
+    # math
+    "floor": ((T("i32", 4),), {}, "Tile[i32, 4]", (T("bool", 4),), {}, "E0508"),
+    "ceil": ((T("bf16", 4),), {}, "Tile[bf16, 4]", (T("f8e4m3", 4),), {}, "E0508"),
+    "abs": ((C(-3),), {}, "i32", (T("bool"),), {}, "E0508"),
+    "minimum": ((T("f32", 4, 1), C(0)), {}, "Tile[f32, 4, 1]",
+                (T("i32", 4), T("u32", 4)), {}, "E0302"),
+    "maximum": ((T("u8", 4), C(255)), {}, "Tile[u8, 4]", (T("u8", 4), C(256)), {}, "E0401"),
+    "pow": ((T("f16", 4), C(2)), {}, "Tile[f16, 4]", (T("i32", 4), C(2)), {}, "E0508"),
+    "atan2": ((T("f32", 4), T("f32", 4)), {}, "Tile[f32, 4]",
+              (T("f16", 4), T("bf16", 4)), {}, "E0304"),
+    "fma": ((T("f32", 4), T("f32", 4), C(1.0)), {}, "Tile[f32, 4]",
+            (T("f32", 4), T("f32", 8), T("f32", 4)), {}, "E0306"),
+    "where": ((T("bool", 4), T("f32", 4), C(0.0)), {}, "Tile[f32, 4]",
+              (T("i32", 4), T("f32", 4), C(0.0)), {}, "E0508"),
+    # reduce / scan
+    "sum": ((T("f16", 4, 8),), {"axis": C(1), "keepdims": C(True)}, "Tile[f16, 4, 1]",
+            (T("f16", 4, 8),), {"axis": C(2)}, "E0507"),
+    "prod": ((T("i8", 4, 8),), {}, "i32", (T("tf32", 4),), {}, "E0508"),
+    "max": ((T("f32", 4, 8),), {"axis": C(0)}, "Tile[f32, 8]",
+            (T("f32", 4, 8),), {"axis": T("i32")}, "E0505"),
+    "min": ((T("u16", 4, 8),), {"keepdims": C(True)}, "Tile[u16, 1, 1]",
+            (T("u16", 4, 8),), {"keepdims": C(1)}, "E0507"),
+    "argmax": ((T("f32", 4, 8),), {"axis": C(-1)}, "Tile[i32, 4]",
+               (T("f32", 4, 8),), {"axis": C(-3)}, "E0507"),
+    "argmin": ((T("f64", 16),), {}, "i32", (T("f64", 16),), {"axis": C(0.5)}, "E0507"),
+    "cumsum": ((T("u8", 4, 8),), {"axis": C(1)}, "Tile[u32, 4, 8]", (T("f32"),), {}, "E0509"),
+    "cumprod": ((T("f32", 4, 8),), {}, "Tile[f32, 4, 8]",
+                (T("f32", 4, 8),), {"axis": C(5)}, "E0507"),
+    # matmul
+    "mma": ((T("f16", 128, 64), T("f16", 64, 128), T("f32", 128, 128)), {},
+            "Tile[f32, 128, 128]",
+            (T("bf16", 128, 64), T("bf16", 64, 128), T("f16", 128, 128)), {}, "E0508"),
+    "matmul": ((T("i8", 16, 32), T("i8", 32, 8)), {}, "Tile[i32, 16, 8]",
+               (T("f16", 16, 32), T("f16", 16, 8)), {}, "E0509"),
+    # debug
+    "print": ((STR("x = {} y = {}"), T("f32"), T("i32", 4)), {}, "()", (STR("{}"),), {},
+              "E0507"),
+    "assert": ((T("bool", 4), STR("m")), {}, "()", (T("i32"),), {}, "E0508"),
+    "static_assert": ((C(True),), {}, "()", (C(False), STR("N too big")), {}, "E0511"),
+}
+
+FLOAT_UNARY = ("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid",
+               "erf")
+for _n in FLOAT_UNARY:
+    CASES[_n] = ((T("f16", 4),), {}, "Tile[f16, 4]", (T("i32", 4),), {}, "E0508")
+for _dt, _ok in (("bool", C(True)), ("i8", C(-128)), ("i16", C(5)), ("i32", C(2.0)),
+                 ("i64", C(2 ** 62)), ("u8", C(255)), ("u16", C(1)), ("u32", C(1)),
+                 ("u64", C(2 ** 64 - 1)), ("f16", C(0.5)), ("bf16", C(1)), ("f32", C(0.5)),
+                 ("f64", C(1e300)), ("tf32", C(1.0)), ("f8e4m3", C(448.0)),
+                 ("f8e5m2", C(-57344.0))):
+    CASES[_dt] = ((_ok,), {}, _dt, (T("i32"),), {}, "E0505")
+
+
+def test_every_builtin_has_a_case():
+    assert sorted(CASES) == builtin_names()
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_accepted_call(name):
+    args, kwargs, want = CASES[name][:3]
+    assert str(call(name, *args, **kwargs)) == want
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_rejected_call(name):
+    _, _, _, args, kwargs, code = CASES[name]
+    with pytest.raises(TileSemanticError) as e:
+        call(name, *args, **kwargs)
+    assert e.value.code == code, e.value.diagnostics[0].message
+    msg = e.value.diagnostics[0].message
+    # argument errors name the operation; promotion/constant errors say what clashed
+    assert f"`{name}`" in msg or code in ("E0301", "E0302", "E0304", "E0306", "E0307",
+                                          "E0401", "E0511"), msg
+
+
+def test_entries_are_consistent():
+    for name, b in BUILTINS.items():
+        assert b.name == name and b.group in ("grid", "memory", "creation", "shape", "dtype",
+                                              "math", "reduce", "scan", "matmul", "debug")
+        assert callable(b.typing) and callable(b.ref) and b.doc
+    effects = {n for n, b in BUILTINS.items() if b.side_effects}
+    assert effects == {"store", "scatter", "print", "assert"} | {
+        f"atomic_{o}" for o in ("add", "max", "min", "and", "or", "xor", "xchg", "cas")}
+    assert BUILTINS["bid"].scalar_only and not BUILTINS["load"].scalar_only
+    assert OPERATORS["@"] is BUILTINS["matmul"]
