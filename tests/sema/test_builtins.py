@@ -220,3 +220,193 @@ def test_entries_are_consistent():
         f"atomic_{o}" for o in ("add", "max", "min", "and", "or", "xor", "xchg", "cas")}
     assert BUILTINS["bid"].scalar_only and not BUILTINS["load"].scalar_only
     assert OPERATORS["@"] is BUILTINS["matmul"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Operators: typed exactly like calls.
+
+OPERATOR_CASES = {
+    "+": ((T("i8", 4), C(2)), "Tile[i8, 4]", (T("i8", 4), C(200)), "E0401"),
+    "-": ((T("f16", 4, 1), T("f16", 8)), "Tile[f16, 4, 8]", (T("bool", 4), T("bool", 4)),
+          "E0305"),
+    "*": ((T("i32", 4), C(0.5)), "Tile[f32, 4]", (T("u8", 4), T("i8", 4)), "E0302"),
+    "/": ((T("i32", 4), C(2)), "Tile[f32, 4]", (T("tf32", 4), T("tf32", 4)), "E0311"),
+    "//": ((T("i64"), T("i32")), "i64", (T("f16", 2), T("bf16", 2)), "E0304"),
+    "%": ((T("u32", 2), C(7)), "Tile[u32, 2]", (T("u32", 2), C(-7)), "E0401"),
+    "**": ((T("f32", 2), C(2)), "Tile[f32, 2]", (T("f32", 2), T("f32", 4)), "E0306"),
+    "&": ((T("bool", 8), T("bool", 8)), "Tile[bool, 8]", (T("f32", 8), C(1)), "E0311"),
+    "|": ((T("u8", 8), C(1)), "Tile[u8, 8]", (T("f16", 8), T("f16", 8)), "E0311"),
+    "^": ((T("i16", 8), T("i8", 8)), "Tile[i16, 8]", (T("f64"), C(1)), "E0311"),
+    "<<": ((T("u32", 8), C(3)), "Tile[u32, 8]", (T("bool", 8), T("bool", 8)), "E0311"),
+    ">>": ((T("i32", 8), T("i32", 8)), "Tile[i32, 8]", (T("f32", 8), C(1)), "E0311"),
+    "==": ((T("f32", 8), C(0.0)), "Tile[bool, 8]", (T("i32", 8), T("u32", 8)), "E0302"),
+    "!=": ((T("i32", 8), C(0)), "Tile[bool, 8]", (T("f8e5m2", 8), C(0)), "E0311"),
+    "<": ((T("i32", 128), T("i32")), "Tile[bool, 128]", (T("i32", 8), T("i32", 4)), "E0306"),
+    "<=": ((C(1), C(2)), "bool", (T("i8"), C(1000)), "E0401"),
+    ">": ((T("f64", 2), T("f32", 2)), "Tile[bool, 2]", (T("bf16"), T("f16")), "E0304"),
+    ">=": ((T("bool", 2), C(True)), "Tile[bool, 2]", (T("tf32", 2), T("f32", 2)), "E0311"),
+    "and": ((T("bool"), C(True)), "bool", (T("bool", 4), T("bool", 4)), "E0510"),
+    "or": ((C(False), T("bool")), "bool", (T("i32"), T("bool")), "E0506"),
+    "not": ((T("bool"),), "bool", (C(1),), "E0506"),
+    "u-": ((T("i8", 4),), "Tile[i8, 4]", (T("bool", 4),), "E0305"),
+    "u+": ((C(2.5),), "float literal", (T("f8e4m3", 4),), "E0311"),
+    "~": ((T("u8", 4),), "Tile[u8, 4]", (T("f32", 4),), "E0311"),
+    "@": ((T("f16", 64, 32), T("f16", 32, 16)), "Tile[f32, 64, 16]",
+          (T("f16", 64, 32), T("bf16", 32, 16)), "E0508"),
+}
+
+
+def test_every_operator_has_a_case():
+    assert sorted(OPERATOR_CASES) == sorted(OPERATORS)
+
+
+@pytest.mark.parametrize("spelling", sorted(OPERATOR_CASES))
+def test_operator(spelling):
+    ok, want, bad, code = OPERATOR_CASES[spelling]
+    assert str(op(spelling, *ok)) == want
+    with pytest.raises(TileSemanticError) as e:
+        op(spelling, *bad)
+    assert e.value.code == code, e.value.diagnostics[0].message
+
+
+def test_operator_and_call_agree():
+    # `a @ b` is `matmul(a, b)`; `maximum` promotes like `+`
+    args = (T("i8", 16, 32), T("i8", 32, 8))
+    assert op("@", *args) == call("matmul", *args)
+    assert call("maximum", T("i16", 4), C(3)) == op("+", T("i16", 4), C(3))
+
+
+def test_loose_operands_fold():
+    from tilelang.sema.constants import ConstValue, loose
+    from tilelang.sema.types import DTYPES
+    b = lookup_operator("+")
+    bound = bind_call(b, [SC("i16", 5), C(2)], {}, None)
+    assert str(b.result_type(bound)) == "i16" and b.can_fold(bound)
+    assert b.fold(bound, None) == ConstValue(7, DTYPES["i16"])  # seed 001_45fa852e188b7288.txt
+    bound = bind_call(b, [C(2 ** 70), C(1)], {}, None)
+    assert str(b.result_type(bound)) == "int literal"
+    assert b.fold(bound, None) == loose(2 ** 70 + 1)
+    bound = bind_call(b, [T("i32"), C(1)], {}, None)
+    assert not b.can_fold(bound)
+    cd = lookup("cdiv")
+    bound = bind_call(cd, [C(1000), C(128)], {}, None)
+    assert cd.can_fold(bound) and cd.fold(bound, None) == loose(8)
+    bound = bind_call(cd, [SC("i32", -7), C(2)], {}, None)
+    assert cd.fold(bound, None) == ConstValue(-3, DTYPES["i32"])
+    with pytest.raises(TileSemanticError) as e:
+        cd.fold(bind_call(cd, [C(1), C(0)], {}, None), None)
+    assert e.value.code == "E0403"
+    i16 = lookup("i16")
+    assert i16.fold(bind_call(i16, [C(5)], {}, None), None) == ConstValue(5, DTYPES["i16"])
+    at = lookup("astype")
+    assert at.fold(bind_call(at, [C(300), D("i8")], {}, None), None) == \
+        ConstValue(44, DTYPES["i8"])
+    assert at.fold(bind_call(at, [C(-2.7), D("u8")], {}, None), None) == \
+        ConstValue(0, DTYPES["u8"])
+
+
+# ---------------------------------------------------------------------------------------------
+# Binding and the wording of diagnostics
+
+def test_binding_positional_keywords_defaults():
+    b = bind("load", A("f16", 2), RT(T("i32"), C(0)), TUP(128, 64))
+    assert b["padding"] is None and b["order"] is None and b.given("shape")
+    b = bind("sum", T("f32", 4))
+    assert b["axis"] is None and b["keepdims"].const.value is False
+    b = bind("print", STR("{} {}"), T("f32"), C(1))
+    assert len(b.varargs) == 2
+    assert lookup("load").signature() == "load(A, index, shape, padding=None, order=None)"
+    assert lookup("zeros").signature() == "zeros(shape, dtype=f32)"
+    assert lookup("print").signature() == "print(fmt, *args)"
+
+
+@pytest.mark.parametrize("name,pos,kw,code", [
+    ("load", (A("f32", 1),), {"shape": TUP(4)}, "E0503"),
+    ("load", (A("f32", 1), RT(T("i32")), TUP(4)), {"shape": TUP(4)}, "E0504"),
+    ("load", (A("f32", 1), RT(T("i32")), TUP(4)), {"pad": C(0)}, "E0504"),
+    ("bid", (C(0), C(1)), {}, "E0502"),
+    ("bid", (T("i32", 4),), {}, "E0505"),
+    ("cdiv", (T("i32", 4), C(2)), {}, "E0510"),
+    ("astype", (T("f32"), T("i32")), {}, "E0506"),
+    ("print", (C(1),), {}, "E0506"),
+    ("load", (T("f32", 4), RT(C(0)), TUP(4)), {}, "E0506"),
+    ("load", (A("f32", 2), RT(C(0)), TUP(4, 4)), {}, "E0509"),
+    ("load", (A("f32", 1), RT(T("f32")), TUP(4)), {}, "E0506"),
+    ("load", (A("f32", 1), RT(C(0)), TUP(4, 4)), {}, "E0509"),
+    ("load", (A("f32", 2), RT(C(0), C(0)), TUP(4, 4)), {"order": TUP(1, 1)}, "E0507"),
+    ("load", (A("f16", 1), RT(C(0)), TUP(4)), {"padding": C(1e6)}, "E0401"),
+    ("load", (A("f16", 1), RT(C(0)), TUP(4)), {"padding": T("f16", 4)}, "E0510"),
+    ("store", (A("f32", 2), RT(C(0), C(0)), T("f32", 4)), {}, "E0509"),
+    ("mma", (T("f16", 16, 16), T("f16", 16, 8), T("f32", 16, 16)), {}, "E0509"),
+    ("mma", (T("f32", 2, 2, 2), T("f32", 3 and 2, 2, 2), T("f32", 2, 2, 2)), {}, None),
+    ("mma", (T("i32", 16, 16), T("i32", 16, 16), T("i32", 16, 16)), {}, "E0508"),
+    ("mma", (T("f8e4m3", 16, 32), T("f8e5m2", 32, 8), T("f32", 16, 8)), {}, None),
+    ("full", (TUP(4), T("f32", 4)), {}, "E0510"),
+    ("arange", (C(64),), {"dtype": D("tf32")}, "E0508"),
+    ("arange", (C(512),), {"dtype": D("i8")}, "E0507"),
+    ("reshape", (T("f32", 4), TUP(2, 3)), {}, "E0301"),
+    ("static_assert", (T("bool"),), {}, "E0505"),
+    ("print", (STR("{"), T("f32")), {}, "E0507"),
+    ("bitcast", (C(1), D("f32")), {}, "E0506"),
+    ("bitcast", (T("bool", 4), D("u8")), {}, "E0508"),
+])
+def test_more_rejections(name, pos, kw, code):
+    if code is None:
+        call(name, *pos, **kw)
+        return
+    with pytest.raises(TileSemanticError) as e:
+        call(name, *pos, **kw)
+    assert e.value.code == code, e.value.diagnostics[0].message
+
+
+def test_unknown_builtin_suggests():
+    with pytest.raises(TileSemanticError) as e:
+        lookup("lod")
+    assert e.value.code == "E0501" and e.value.diagnostics[0].help == "did you mean `load`?"
+
+
+def test_parameter_error_names_op_parameter_and_source():
+    src = "    let t = load(a, index = (i, 0), shape = (1.5, n), padding = 0.0);"
+    remember_source("b.tile", src)
+    shape = src.index("(1.5")
+    from tilelang.sema.builtins import ArgInfo
+    from tilelang.sema.constants import ConstTuple, loose
+    from tilelang.sema.types import LOOSE_FLOAT, LOOSE_INT, TupleType
+    arg_span = Span("b.tile", 1, shape + 1, 1, shape + 9)
+    bad = ArgInfo(TupleType((LOOSE_FLOAT, LOOSE_INT)), ConstTuple((loose(1.5), loose(8))),
+                  arg_span)
+    with pytest.raises(TileSemanticError) as e:
+        call("load", A("f32", 2), RT(T("i32"), C(0)), bad)
+    assert render(e.value.diagnostics[0]) == "\n".join([
+        "error[E0507]: `load`: parameter `shape` must be a tuple of constant integers, "
+        "found `(1.5, n)`",
+        " --> b.tile:1:45",
+        "  |",
+        "1 |     let t = load(a, index = (i, 0), shape = (1.5, n), padding = 0.0);",
+        "  |                                             ^^^^^^^^",
+    ])
+
+
+def test_promotion_error_inside_call_gets_a_note():
+    with pytest.raises(TileSemanticError) as e:
+        call("minimum", T("i32", 4), T("u32", 4))
+    assert e.value.diagnostics[0].notes == ("in this call to `minimum`",)
+    with pytest.raises(TileSemanticError) as e:
+        op("+", T("i32", 4), T("u32", 4))
+    assert e.value.diagnostics[0].notes == ("in `+`",)
+
+
+def test_symbolic_shapes():
+    n = Sym("N")
+    from tilelang.sema.builtins import arg_of_const
+    from tilelang.sema.constants import ConstTuple, ConstValue, loose
+    from tilelang.sema.types import DTYPES
+    shape = arg_of_const(ConstTuple((loose(1), ConstValue(n, DTYPES["i32"]))))
+    t = call("load", A("f32", 2), RT(T("i32"), C(0)), shape, padding=C(float("-inf")))
+    assert str(t) == "Tile[f32, 1, N]"
+    from tilelang.sema.builtins import ArgInfo
+    from tilelang.sema.types import TileType
+    x = ArgInfo(TileType(DTYPES["f32"], (1, n)))
+    assert str(call("max", x, axis=C(1), keepdims=C(True))) == "Tile[f32, 1, 1]"
+    assert str(op("-", x, ArgInfo(TileType(DTYPES["f32"], (1, 1))))) == "Tile[f32, 1, N]"
+    assert call("store", A("f32", 2), RT(T("i32"), C(0)), x) == VOID
