@@ -112,7 +112,7 @@ warning[E0720]: sm_80 has no thread-block clusters: the cluster directives are n
  --> k.tile:1:47
   |
 1 | @launch(reqntid = (128, 1, 1), maxnreg = 168, cluster = (2, 1, 1))
-  |                                               ^^^^^^^^^^^^^^^^^^^
+  |                                               ^^^^^^^^^^^^^^^^^^^ ignored for sm_80
   |
   = help: clusters need sm_90 or newer; use `by_target(...)` to give the cluster shape only for those targets"""
     check_golden("seed000_gemm_sm80.txt", golden_text(contract, sink, ptx))

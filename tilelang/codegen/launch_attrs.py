@@ -106,10 +106,11 @@ def _resolve(key: str, av: AttrValue, target: Target, diags: list) -> tuple[obje
     if not isinstance(value, ByTarget):
         return value, span
     bt = value
-    for name in bt.values:
+    for name, v in bt.values.items():
         if name != "default" and name not in TARGETS:
-            diags.append(_err("E0725", f"`by_target` names unknown target `{name}`",
-                              bt.span or span, help="targets: " + ", ".join(TARGETS)))
+            where = (v.span if isinstance(v, AttrValue) else None) or bt.span or span
+            diags.append(_err("E0725", f"`by_target` names unknown target `{name}`", where,
+                              label="not a target", help="targets: " + ", ".join(TARGETS)))
     chosen = bt.values.get(target.name, bt.values.get("default", _MISSING))
     if chosen is _MISSING:
         diags.append(_err("E0714", f"`{key}` has no value for target {target.name}",

@@ -40,9 +40,10 @@ def directive_lines(contract: KernelContract, target: Target,
     """The kernel's directive block for `target`, one directive per line."""
     a, spans = contract.attrs, contract.spans
 
-    def tell(sev: Severity, code: str, msg: str, key: str, help: str | None = None) -> None:
+    def tell(sev: Severity, code: str, msg: str, key: str, help: str | None = None,
+             label: str | None = None) -> None:
         if sink is not None:
-            sink.add(Diagnostic(sev, code, msg, spans.get(key), None, help))
+            sink.add(Diagnostic(sev, code, msg, spans.get(key), label, help))
 
     out = []
     if a.maxntid and a.reqntid:
@@ -67,7 +68,7 @@ def directive_lines(contract: KernelContract, target: Target,
         tell(Severity.WARNING, "E0720", f"{target.name} has no thread-block clusters: the "
              "cluster directives are not written", key,
              help="clusters need sm_90 or newer; use `by_target(...)` to give the cluster "
-             "shape only for those targets")
+             "shape only for those targets", label=f"ignored for {target.name}")
         return out
     if a.blocksareclusters:
         out.append(".blocksareclusters")
