@@ -86,6 +86,12 @@ def test_block_that_does_not_fit():
     assert (o.blocks_per_sm, o.limiter) == (0, "shared memory")
 
 
+def test_per_block_register_check_rounds_warps_to_4():
+    """15 warps x 136 regs = 15 x 4352 = 65280 fits 64K, but the check counts 16 warps."""
+    assert occupancy("sm_80", 480, 136).blocks_per_sm == 0
+    assert occupancy("sm_80", 512, 128).blocks_per_sm == 1
+
+
 def test_invalid_inputs():
     with pytest.raises(ValueError):
         occupancy("sm_80", 2048, 32)

@@ -87,7 +87,9 @@ def occupancy(target: str | ArchLimits, threads: int | Sequence[int], regs_per_t
     limits = {"threads": lim.max_warps_per_sm // warps, "blocks": lim.max_blocks_per_sm}
     if regs_per_thread:
         per_warp = _round_up(regs_per_thread * 32, lim.reg_alloc_unit)
-        if per_warp * warps > lim.max_regs_per_block:
+        # The per-block register check assumes allocation in all sub-partitions at once, so
+        # the warp count is rounded up to a multiple of 4 (as in CUDA's cuda_occupancy.h).
+        if per_warp * _round_up(warps, lim.reg_sub_partitions) > lim.max_regs_per_block:
             limits["registers"] = 0
         else:
             part = lim.regs_per_sm // lim.reg_sub_partitions
