@@ -117,14 +117,17 @@ F8_DECODE = {F8E4M3.name: _f8_decode_table(4, 3, True), F8E5M2.name: _f8_decode_
 
 def to_bits(x, dtype: DType) -> np.ndarray:
     """The bit patterns (as unsigned integers of dtype's width) of values of `dtype`."""
-    v = round_to_dtype(np.asarray(x), dtype)
+    raw = np.asarray(x)
+    v = round_to_dtype(raw, dtype)
+    if dtype.name in F8_DECODE:  # an infinity read from memory stays one (no satfinite here)
+        v = np.where(np.isinf(raw), raw, v).astype(np.float32)
     if dtype is BF16:
         return (v.astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)
     if dtype is TF32:
         return v.astype(np.float32).view(np.uint32)
     if dtype.name in F8_DECODE:
         table = F8_DECODE[dtype.name][:128]
-        finite = np.nan_to_num(table, nan=np.inf)
+        finite = np.where(np.isnan(table), np.inf, table)  # NaN codes sort after inf
         a = np.abs(v.astype(np.float32))
         code = np.searchsorted(finite, a).astype(np.uint8)  # values are representable
         code = np.where(np.isnan(a), 0x7F, code).astype(np.uint8)
