@@ -208,8 +208,7 @@ class EmulatorDevice:
         kparams = np.frombuffer(self.pack_args(fn, args), np.uint8)
         self._launches += 1
         shared_size = prog.dyn_shared_offset + int(shared_mem) if shared_mem else \
-            max(prog.static_shared, prog.dyn_shared_offset if
-                prog.dyn_shared_offset > prog.static_shared and False else prog.static_shared)
+            prog.static_shared
         geom = LaunchGeometry(grid, block, cluster, explicit, int(shared_mem),
                               prog.static_shared, self._launches)
         counters = Counters(len(prog.code), self.detailed_counters)
@@ -220,26 +219,22 @@ class EmulatorDevice:
         csize = cluster[0] * cluster[1] * cluster[2]
         if nb >= csize:
             nb -= nb % csize
-        out = []
+        out, printed = [], []
         t0 = time.perf_counter()
         with np.errstate(all="ignore"):
             for b0 in range(0, geom.nblocks, nb):
                 n = min(nb, geom.nblocks - b0)
                 st = State(prog, geom, b0, n, self.mem, kparams, counters, shared_size, out)
                 try:
-                    if max_steps is None:
-                        run_batch(st)
-                    else:
-                        run_batch(st, max_steps)
+                    run_batch(st) if max_steps is None else run_batch(st, max_steps)
                 finally:
-                    if out:
-                        self.printf_stream.write("".join(out))
-                        printed = "".join(out)
+                    if out:                      # printf output, flushed per batch
+                        text = "".join(out)
                         out.clear()
-                        out.append_printed = printed  # type: ignore[attr-defined]
-                        counters.printed = getattr(counters, "printed", "") + printed
+                        self.printf_stream.write(text)
+                        printed.append(text)
         seconds = time.perf_counter() - t0
-        return make_report(prog, counters, geom, seconds, getattr(counters, "printed", ""))
+        return make_report(prog, counters, geom, seconds, "".join(printed))
 
     def _check_launch(self, fn, prog, grid, block, cluster, explicit, shared_mem):
         name = fn.name

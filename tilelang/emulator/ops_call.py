@@ -116,45 +116,20 @@ def _vprintf(prog, f, ins, rets, args):
             pos = [0]
 
             def read_arg(size, kind, t=t, ba=int(ba)):
-                p = (pos[0] + size - 1) // size * size
+                p = (pos[0] + size - 1) // size * size     # arguments are naturally aligned
                 pos[0] = p + size
                 raw = _read_bytes(st, t, ba + p, size)
                 if kind == "f":
                     return float(np.frombuffer(raw, np.float64)[0])
-                if kind == "s":
-                    if size == 8 and len(raw) == 8 and pos and True and False:
-                        pass
-                    v = int.from_bytes(raw, "little", signed=True)
-                    return v
-                return int.from_bytes(raw, "little")
+                return int.from_bytes(raw, "little", signed=(kind == "s"))
 
-            def read_any(size, kind):
-                if kind == "s" and size == 8:
-                    # %s: a pointer to a string; %ld: a signed 64-bit value
-                    pass
-                return read_arg(size, kind)
             text = format_printf_with_strings(_cstring(st, t, int(fa)), read_arg, st, t)
             st.out.append(text)
     return run
 
 
 def format_printf_with_strings(fmt, read_arg, st, t):
-    def reader(size, kind):
-        if kind == "s" and size == 8 and reader.want_str:
-            return _cstring(st, t, read_arg(8, "u"))
-        return read_arg(size, kind)
-    reader.want_str = False
-
-    def read(size, kind):
-        return reader(size, kind)
-
-    # Mark %s conversions: format_printf asks with kind "s" and size 8 for them.
-    def read_arg2(size, kind):
-        return read_arg(size, kind)
-
-    def wrapped(size, kind, _str=[False]):
-        return read_arg(size, kind)
-
+    """printf formatting; `%s` arguments are device pointers read from thread t's view."""
     out = []
     last = 0
     for mt in _CONV.finditer(fmt):

@@ -412,7 +412,10 @@ class _BodyParser:
     def reg_operand(self, t):
         if t[0] != "ident":
             self.p.error(f"expected a register, found {t[1]!r}", t)
-        return Reg(self.rename(t[1])) if t[1].startswith("%") else Sym(self.rename(t[1]))
+        name = self.rename(t[1])
+        if t[1].startswith("%") or name in self.fn.regs:
+            return Reg(name)
+        return Sym(name)
 
     def operand(self):
         p = self.p
