@@ -13,6 +13,7 @@ from .diagnostics import (Diagnostic, InternalCompilerError, Severity, TileError
 from .frontend import ast
 from .frontend.parser import parse
 from .frontend.source import read_source
+from .sema import checker
 
 
 register_codes({"E9999": "internal compiler error"})
@@ -22,6 +23,7 @@ register_codes({"E9999": "internal compiler error"})
 class Options:
     include_dirs: list[str] = field(default_factory=list)
     defines: dict[str, str] = field(default_factory=dict)
+    target: str = "sm_90a"
 
 
 @dataclass
@@ -52,17 +54,12 @@ def check_source(text: str, path: str, options: Options | None = None) -> CheckR
         return CheckResult(path, None, diags + [_too_deep(path)])
     typed = None
     try:
-        from .sema import checker  # noqa: F401  (present once semantic analysis lands)
-    except ImportError:
-        checker = None
-    if checker is not None:
-        try:
-            typed, sema_diags = checker.check_module(module, options)
-            diags += sema_diags
-        except TileError as e:
-            diags += e.diagnostics
-        except RecursionError:
-            diags.append(_too_deep(path))
+        typed, sema_diags = checker.check_module(module, options)
+        diags += sema_diags
+    except TileError as e:
+        diags += e.diagnostics
+    except RecursionError:
+        diags.append(_too_deep(path))
     return CheckResult(path, module, diags, typed)
 
 
