@@ -410,3 +410,15 @@ def test_symbolic_shapes():
     assert str(call("max", x, axis=C(1), keepdims=C(True))) == "Tile[f32, 1, 1]"
     assert str(op("-", x, ArgInfo(TileType(DTYPES["f32"], (1, 1))))) == "Tile[f32, 1, N]"
     assert call("store", A("f32", 2), RT(T("i32"), C(0)), x) == VOID
+
+
+def test_symbolic_constants_type_but_do_not_fold():
+    from tilelang.sema.builtins import ArgInfo, lookup_operator
+    from tilelang.sema.constants import ConstValue
+    from tilelang.sema.types import LOOSE_INT
+    n = ArgInfo(LOOSE_INT, ConstValue(Sym("N")))
+    assert str(op("<", T("i32", 128), n)) == "Tile[bool, 128]"  # N takes i32, checked later
+    assert str(op("*", n, C(2))) == "int literal"
+    b = lookup_operator("*")
+    assert not b.can_fold(bind_call(b, [n, C(2)], {}, None))
+    assert b.can_fold(bind_call(b, [C(3), C(2)], {}, None))

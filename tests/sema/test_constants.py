@@ -260,3 +260,10 @@ def test_misc():
     n = C.ConstValue(Sym("N"), I32)
     assert err(C.binary, "+", n, L(1), None).code == "E0408"
     assert C.unary("-", L(2), None) == L(-2) and C.unary("+", L(2.5), None) == L(2.5)
+
+
+def test_symbolic_values_materialize_unchecked():
+    n = C.ConstValue(Sym("N"))
+    assert C.materialize(n, I32, None) == C.ConstValue(Sym("N"), I32)
+    assert C.materialize(C.ConstValue(Sym("N"), I32), I32, None).dtype is I32
+    assert err(C.construct, I32, n, None).code == "E0408"

@@ -140,11 +140,13 @@ class Builtin:
             raise
 
     def can_fold(self, bound: BoundArgs) -> bool:
-        """Whether `fold` applies: a fold exists and every given argument is constant."""
+        """Whether `fold` applies: a fold exists and every given argument is a constant whose
+        value is known (a symbolic const parameter makes the result a run-time value)."""
         if self.fold is None:
             return False
         vals = [a for a in bound.args.values() if a is not None] + list(bound.varargs)
-        return all(a.const is not None or isinstance(a.type, DTypeType) for a in vals)
+        return all((a.const is not None and not _has_sym(a.const))
+                   or isinstance(a.type, DTypeType) for a in vals)
 
     def hints(self, bound: BoundArgs, span: Span | None = None) -> dict:
         return self.ref_hints(bound, span) if self.ref_hints else {}
@@ -168,6 +170,14 @@ class Builtin:
         if self.variadic:
             parts.append(f"*{self.variadic}")
         return f"{self.name}({', '.join(parts)})"
+
+
+def _has_sym(c: Const) -> bool:
+    if isinstance(c, ConstValue):
+        return isinstance(c.value, Sym)
+    if isinstance(c, ConstTuple):
+        return any(_has_sym(i) for i in c.items)
+    return False
 
 
 # ---------------------------------------------------------------------------------------------

@@ -207,6 +207,8 @@ def fits(value: Number, dtype: DType) -> bool:
 
 def _to_dtype_unchecked(value: Number, dtype: DType) -> Number:
     """Exact-or-rounded conversion used after the checks: the promoted value."""
+    if isinstance(value, Sym):
+        return value
     if dtype.is_bool:
         return bool(value)
     if dtype.is_int:
@@ -220,7 +222,11 @@ def _to_dtype_unchecked(value: Number, dtype: DType) -> Number:
 
 def materialize(c: ConstValue, dtype: DType, span: Span | None) -> ConstValue:
     """Give a loose constant the strict `dtype`, checking it fits. A strict constant must
-    already have that dtype."""
+    already have that dtype. A symbolic value (an unspecialized const parameter) cannot be
+    checked yet: it takes the dtype and is checked when specialized."""
+    if isinstance(c.value, Sym):
+        if c.dtype is None or c.dtype == dtype:
+            return ConstValue(c.value, dtype)
     _no_sym(c, span)
     if c.dtype is not None:
         if c.dtype == dtype:
