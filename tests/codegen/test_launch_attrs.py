@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from test_launch_support import launch
-from tilelang.codegen.launch_attrs import AttrValue, ByTarget, LaunchSpec, resolve_launch
+from tilelang.sema.launch_attrs import AttrValue, ByTarget, LaunchSpec, resolve_launch
 from tilelang.diagnostics import Span, TileLaunchError, TileUsageError, render
 
 

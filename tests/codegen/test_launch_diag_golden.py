@@ -11,9 +11,9 @@ import pytest
 
 from test_launch_support import launch
 from tilelang.codegen.contract import CodegenFeatures, decide_contract
-from tilelang.codegen.launch_attrs import resolve_launch
+from tilelang.sema.launch_attrs import resolve_launch
 from tilelang.codegen.ptx_header import directive_lines
-from tilelang.codegen.targets import get_target, validate_target
+from tilelang.targets import get_target, validate_target
 from tilelang.diagnostics import DiagnosticSink, Span, TileError, remember_source, render
 
 GOLDEN = pathlib.Path(__file__).parent / "golden" / "launch"

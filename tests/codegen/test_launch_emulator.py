@@ -11,7 +11,7 @@ import pytest
 
 from test_launch_support import launch, llvm_ptx
 from tilelang.codegen.contract import CodegenFeatures, decide_contract
-from tilelang.codegen.launch_attrs import resolve_launch
+from tilelang.sema.launch_attrs import resolve_launch
 from tilelang.codegen.link import link_ptx
 from tilelang.codegen.ptx_header import plan_module, rewrite_ptx
 

@@ -17,10 +17,10 @@ CHILD = textwrap.dedent(r"""
     sys.path.insert(0, %(here)r)
     from test_launch_support import llvm_ptx
     from tilelang.codegen.contract import CodegenFeatures, decide_contract
-    from tilelang.codegen.launch_attrs import AttrValue, ByTarget, KINDS, resolve_launch
+    from tilelang.sema.launch_attrs import AttrValue, ByTarget, KINDS, resolve_launch
     from tilelang.codegen.link import link_ptx
     from tilelang.codegen.ptx_header import rewrite_ptx
-    from tilelang.codegen.targets import FEATURES, TARGETS, get_target, validate_target
+    from tilelang.targets import FEATURES, TARGETS, get_target, validate_target
     from tilelang.diagnostics import (DiagnosticSink, InternalCompilerError, Span, TileError)
 
     rng = random.Random(%(seed)d)

@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 
 from tilelang.codegen.contract import decide_contract
-from tilelang.codegen.launch_attrs import AttrValue, resolve_launch
+from tilelang.sema.launch_attrs import AttrValue, resolve_launch
 from tilelang.codegen.link import link_ptx
 from tilelang.codegen.occupancy import occupancy
 from tilelang.codegen.ptx_header import rewrite_ptx
-from tilelang.codegen.targets import validate_target
+from tilelang.targets import validate_target
 
 pytestmark = pytest.mark.gpu
 
@@ -86,7 +86,7 @@ def load(driver, target, launch_line_attrs):
 
 
 def plan_target(name):
-    from tilelang.codegen.targets import get_target
+    from tilelang.targets import get_target
     return get_target(name)
 
 

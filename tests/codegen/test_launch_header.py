@@ -15,10 +15,10 @@ import pytest
 
 from test_launch_support import gemm_module_ir, launch, llvm_ptx
 from tilelang.codegen.contract import CodegenFeatures, decide_contract
-from tilelang.codegen.launch_attrs import resolve_launch
+from tilelang.sema.launch_attrs import resolve_launch
 from tilelang.codegen.link import link_ptx
 from tilelang.codegen.ptx_header import header_text, rewrite_ptx
-from tilelang.codegen.targets import get_target, validate_target
+from tilelang.targets import get_target, validate_target
 from tilelang.diagnostics import DiagnosticSink, render
 
 GOLDEN = pathlib.Path(__file__).parent / "golden" / "launch"

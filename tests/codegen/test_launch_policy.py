@@ -11,8 +11,8 @@ import pytest
 from test_launch_support import launch
 from tilelang.codegen.contract import (WGMMA_SLACK_REGS, WGMMA_WORKING_REGS, CodegenFeatures,
                                        decide_contract, wgmma_maxnreg)
-from tilelang.codegen.launch_attrs import resolve_launch
-from tilelang.codegen.targets import get_target
+from tilelang.sema.launch_attrs import resolve_launch
+from tilelang.targets import get_target
 from tilelang.diagnostics import (InternalCompilerError, Severity, Span, TileLaunchError,
                                   render)
 

@@ -7,7 +7,7 @@ import ast
 import functools
 import re
 
-from tilelang.codegen.launch_attrs import AttrValue, ByTarget
+from tilelang.sema.launch_attrs import AttrValue, ByTarget
 from tilelang.diagnostics import Span, remember_source
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from test_launch_support import launch
 from tilelang.codegen.contract import NvvmAttrs, decide_contract, verify_attrs
-from tilelang.codegen.launch_attrs import resolve_launch
+from tilelang.sema.launch_attrs import resolve_launch
 from tilelang.diagnostics import TileLaunchError, render
 
 

@@ -121,7 +121,7 @@ def test_pipeline_report_from_link_resources():
     """@launch -> contract -> plan -> LLVM -> header -> nvJitLink -> resources -> report."""
     from test_launch_support import gemm_module_ir, launch, llvm_ptx
     from tilelang.codegen.contract import CodegenFeatures, decide_contract
-    from tilelang.codegen.launch_attrs import resolve_launch
+    from tilelang.sema.launch_attrs import resolve_launch
     from tilelang.codegen.link import link_ptx
     from tilelang.codegen.occupancy import kernel_report_from
     from tilelang.codegen.ptx_header import directive_lines, plan_module, rewrite_ptx

@@ -14,8 +14,8 @@ from typing import Mapping
 
 from tilelang.diagnostics import (Diagnostic, InternalCompilerError, Label, Severity, Span,
                                   TileLaunchError, register_codes)
-from tilelang.codegen.launch_attrs import Dims, LaunchSpec
-from tilelang.codegen.targets import FEATURES, Target, get_target
+from tilelang.sema.launch_attrs import Dims, LaunchSpec
+from tilelang.targets import FEATURES, Target, get_target
 
 register_codes({
     "E0716": "warp-group MMA was requested but the thread shape is not a multiple of 128",

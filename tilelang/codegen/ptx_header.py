@@ -22,7 +22,7 @@ from typing import Iterable, Mapping
 from tilelang.diagnostics import (Diagnostic, DiagnosticSink, InternalCompilerError, Severity,
                                   Span)
 from tilelang.codegen.contract import KernelContract
-from tilelang.codegen.targets import PtxPlan, PtxVersion, Target, fmt_ptx, get_target, \
+from tilelang.targets import PtxPlan, PtxVersion, Target, fmt_ptx, get_target, \
     validate_target
 
 DIRECTIVES = (".maxntid", ".reqntid", ".minnctapersm", ".maxnctapersm", ".maxnreg",

@@ -36,6 +36,7 @@ from ..frontend.imports import ModuleLoader
 from ..frontend.parser import parse_expr
 from .builtins import BUILTINS, OPERATORS, bind_call
 from .builtins_core import ArgInfo, Builtin
+from .launch_attrs import AttrValue, ByTarget, resolve_launch
 from .constants import (ConstStr, ConstTuple, ConstValue, as_int, construct, loose,
                         materialize, truth)
 from .promotion import promote_loose
@@ -327,7 +328,6 @@ class Checker:
             raise TileSemanticError.at("E0250", "`@launch` is given twice", launches[1].span,
                                        related=(Label(launches[0].span, "first given here"),),
                                        help="merge the keys into one `@launch(...)`")
-        from ..codegen.launch_attrs import AttrValue, ByTarget, resolve_launch
         attrs: dict[str, AttrValue] = {}
         if launches:
             la = launches[0]

@@ -13,7 +13,7 @@ from typing import Mapping, Union
 
 from tilelang.diagnostics import (Diagnostic, Label, Severity, Span, TileLaunchError,
                                   register_codes)
-from tilelang.codegen.targets import TARGETS, Target, get_target
+from tilelang.targets import TARGETS, Target, get_target
 
 register_codes({
     "E0701": "unknown @launch attribute",
