@@ -53,7 +53,12 @@ class Counters:
         nwords = max(size // 4, 1)
         word = np.concatenate([off // 4 + k for k in range(nwords)]) if nwords > 1 else off // 4
         w = np.concatenate([warps] * nwords) if nwords > 1 else warps
-        uk = np.unique((w << 40) + word)                       # distinct (warp, word)
+        key = (w << 40) + word
+        d = np.diff(key)
+        if (d >= 0).all():                   # broadcast / consecutive patterns: linear time
+            uk = key[np.r_[True, d != 0]]
+        else:
+            uk = np.unique(key)               # distinct (warp, word)
         uw = uk >> 40
         first_warp = int(uw[0])
         wb = (uw - first_warp) * 32 + (uk & ((1 << 40) - 1)) % 32

@@ -25,6 +25,7 @@ def run_batch(st, max_steps: int = MAX_STEPS) -> None:
     pcs = None                     # None: uniform mode at `upc`
     mask = None                    # uniform-mode active set (None: all T threads)
     nact = T
+    nlive = int(np.count_nonzero(st.live))
     steps = 0
     regs = st.regs
     while True:
@@ -38,7 +39,7 @@ def run_batch(st, max_steps: int = MAX_STEPS) -> None:
                 return
             mask = pcs == pc
             nact = int(np.count_nonzero(mask))
-            if nact == int(np.count_nonzero(st.live)):
+            if nact == nlive:
                 # every live thread is here: back to the fast path
                 pcs = None
                 upc = pc
@@ -100,6 +101,7 @@ def run_batch(st, max_steps: int = MAX_STEPS) -> None:
                 pcs = _split(st, mask, upc)
             if is_exit:
                 st.live &= ~sel
+                nlive = int(np.count_nonzero(st.live))
                 pcs[sel] = EXITED
             else:
                 idx = np.flatnonzero(sel)
