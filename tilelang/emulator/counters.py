@@ -49,23 +49,22 @@ class Counters:
         """
         if idx.size == 0:
             return
-        warps = st.warp_global[idx]
         nwords = max(size // 4, 1)
-        word = np.concatenate([off // 4 + k for k in range(nwords)]) if nwords > 1 else off // 4
-        w = np.concatenate([warps] * nwords) if nwords > 1 else warps
-        key = (w << 40) + word
-        d = np.diff(key)
-        if (d >= 0).all():                   # broadcast / consecutive patterns: linear time
-            uk = key[np.r_[True, d != 0]]
-        else:
-            uk = np.unique(key)               # distinct (warp, word)
-        uw = uk >> 40
-        first_warp = int(uw[0])
-        wb = (uw - first_warp) * 32 + (uk & ((1 << 40) - 1)) % 32
-        nw = int(uw[-1]) - first_warp + 1
-        per_bank = np.bincount(wb, minlength=nw * 32).reshape(nw, 32)
-        present = np.zeros(per_bank.shape[0], bool)
-        present[uw - first_warp] = True
+        w0 = int(st.warp_global[idx[0]])
+        nw = int(st.warp_global[idx[-1]]) - w0 + 1
+        # (warp, lane × word) matrix of the words touched; -1 where no access
+        mat = np.full((nw, 32 * nwords), -1, np.int64)
+        rows = st.warp_global[idx] - w0
+        for k in range(nwords):
+            mat[rows, st.lane[idx] * nwords + k] = off // 4 + k
+        mat.sort(axis=1)                       # rows are short: cheap, no global sort
+        new = np.ones(mat.shape, bool)
+        new[:, 1:] = mat[:, 1:] != mat[:, :-1]
+        new &= mat >= 0
+        r, c = np.nonzero(new)
+        per_bank = np.bincount(r * 32 + mat[r, c] % 32, minlength=nw * 32).reshape(nw, 32)
+        present = np.zeros(nw, bool)
+        present[rows] = True
         per_warp = per_bank.max(axis=1)[present]
         phases = max(1, (size * 32) // 128)
         waves = np.maximum(per_warp, phases)

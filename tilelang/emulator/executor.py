@@ -68,7 +68,7 @@ def run_batch(st, max_steps: int = MAX_STEPS) -> None:
             if pcs is None:
                 upc += 1
             else:
-                pcs[mask] += 1
+                pcs += mask                # bool → +1 where active, no fancy indexing
             continue
         if ctrl == "bra":
             if pcs is None:
