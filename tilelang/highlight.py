@@ -262,7 +262,7 @@ class TileLexer(RegexLexer):
             # Member access: x.shape, x.astype(f16), math.tanh.
             (r"(\.)([A-Za-z_]\w*)", bygroups(Punctuation, Name.Attribute)),
             (r"[A-Za-z_]\w*", Name),
-            # `//` always starts a comment: floor division is the built-in floordiv(a, b).
+            # `//` always starts a comment (the grammar has no `//` operator).
             (r"\*\*=|<<=|>>=|->|\*\*|<<|>>|==|!=|<=|>=|[-+*/%&|^@]=", Operator),
             (r"[-+*/%&|^~<>=@]", Operator),
             (r"[.,;:()\[\]{}]", Punctuation),

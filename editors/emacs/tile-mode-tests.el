@@ -9,6 +9,7 @@
 
 (require 'ert)
 (require 'cl-lib)
+(require 'imenu)
 
 (defconst tile-test--dir
   (file-name-directory (or load-file-name buffer-file-name default-directory)))
@@ -254,6 +255,14 @@
     (should (equal (buffer-string) "// let x = 1;\n// let y = 2;"))
     (uncomment-region (point-min) (point-max))
     (should (equal (buffer-string) "let x = 1;\nlet y = 2;"))))
+
+(ert-deftest tile-mode-imenu ()
+  (tile-test--with-file "tests/editors/fixtures/sample.tile"
+    (let ((index (funcall imenu-create-index-function)))
+      (should (equal (mapcar #'car (cdr (assoc "Kernels" index))) '("vadd")))
+      (should (equal (mapcar #'car (cdr (assoc "Functions" index))) '("ceil_div" "gelu")))
+      (should (equal (mapcar #'car (cdr (assoc "Constants" index)))
+                     '("WARP_TILE" "BIG" "MASK" "BITS"))))))
 
 (provide 'tile-mode-tests)
 

@@ -204,6 +204,12 @@ signature split over several lines indents its body from its first line."
     (indent-line-to (max col 0))
     (when (> offset 0) (move-to-column (+ col offset)))))
 
+(defconst tile-imenu-generic-expression
+  '(("Kernels" "^[ \t]*\\(?:@.*[ \t]\\)?kernel[ \t]+\\([A-Za-z_][A-Za-z0-9_]*\\)" 1)
+    ("Functions" "^[ \t]*\\(?:@.*[ \t]\\)?fn[ \t]+\\([A-Za-z_][A-Za-z0-9_]*\\)" 1)
+    ("Constants" "^const[ \t]+\\([A-Za-z_][A-Za-z0-9_]*\\)" 1))
+  "Imenu index of `tile-mode': kernels, functions and module constants.")
+
 ;;;###autoload
 (define-derived-mode tile-mode prog-mode "Tile"
   "Major mode for editing Tile (block/tile GPU language) source."
@@ -218,7 +224,8 @@ signature split over several lines indents its body from its first line."
   (setq-local indent-tabs-mode nil)
   (setq-local tab-width tile-indent-offset)
   (setq-local electric-indent-chars (append "{}()[]" electric-indent-chars))
-  (setq-local font-lock-defaults (list (tile--font-lock-keywords) nil nil)))
+  (setq-local font-lock-defaults (list (tile--font-lock-keywords) nil nil))
+  (setq-local imenu-generic-expression tile-imenu-generic-expression))
 
 ;;;###autoload
 (add-to-list 'auto-mode-alist '("\\.tile\\'" . tile-mode))

@@ -37,7 +37,7 @@ syn keyword tileBuiltin abs arange argmax argmin assert astype atan2 atomic_add 
 " END GENERATED
 
 " Operators first: the matches defined later win where they start at the same column.
-" `//` always starts a comment (floor division is the built-in floordiv); a lone `!` is no
+" `//` always starts a comment (the grammar has no `//` operator); a lone `!` is no
 " operator.
 syn match tileOperator "[-+*/%&|^~<>=@]"
 syn match tileOperator "!="
