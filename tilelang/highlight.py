@@ -56,10 +56,10 @@ FALLBACK_BUILTINS = (
     "atomic_and", "atomic_cas", "atomic_max", "atomic_min", "atomic_or", "atomic_xchg",
     "atomic_xor", "bid", "bitcast", "broadcast_to", "cat", "cdiv", "ceil", "cluster_rank",
     "cluster_size", "cos", "cumprod", "cumsum", "erf", "exp", "exp2", "expand_dims", "extract",
-    "floor", "fma", "full", "gather", "load", "log", "log2", "matmul", "max", "maximum", "min",
-    "minimum", "mma", "num_blocks", "num_tiles", "ones", "permute", "pow", "print", "prod",
-    "reshape", "rsqrt", "scatter", "sigmoid", "sin", "sqrt", "static_assert", "store", "sum",
-    "tanh", "transpose", "where", "zeros",
+    "floor", "floordiv", "fma", "full", "gather", "load", "log", "log2", "matmul", "max",
+    "maximum", "min", "minimum", "mma", "num_blocks", "num_tiles", "ones", "permute", "pow",
+    "print", "prod", "reshape", "rsqrt", "scatter", "sigmoid", "sin", "sqrt", "static_assert",
+    "store", "sum", "tanh", "transpose", "where", "zeros",
 )
 FALLBACK_DTYPES = (
     "bool", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "f16", "bf16", "f32", "f64",
@@ -89,8 +89,8 @@ _KEYWORD_GROUP_OF = {
     "and": "operator", "or": "operator", "not": "operator",
     "true": "constant", "false": "constant",
 }
-KEYWORD_GROUPS = ("declaration", "storage", "modifier", "conditional", "repeat", "jump", "namespace",
-                  "operator", "constant", "other")
+KEYWORD_GROUPS = ("declaration", "storage", "modifier", "conditional", "repeat", "jump",
+                  "namespace", "operator", "constant", "other")
 
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 

@@ -93,7 +93,7 @@ SAMPLE_POSITIONS = [
     (8, "1_000_000", 1, "constant.numeric.integer.decimal.tile"),
     (9, "0x2A", 1, "constant.numeric.integer.hexadecimal.tile"),
     (10, "0b101", 1, "constant.numeric.integer.binary.tile"),
-    (13, "floordiv", 1, "entity.name.function.call.tile"),
+    (13, "floordiv", 1, "support.function.builtin.tile"),
     (17, "tanh", 1, "entity.name.function.member.tile"),
     (20, "by_target", 1, "support.function.attribute.tile"),
     (24, "Tile", 1, "support.class.tile"),
@@ -196,6 +196,21 @@ def test_unterminated_string_stops_at_end_of_line(textmate_engine, tmp_path):
     src.write_text('print("abc\nlet x = 1;\n', encoding="utf-8")
     lines = run_textmate(textmate_engine, [src])[str(src)]
     assert lines[1][0]["scopes"][-1] == "storage.type.tile"
+
+
+def test_comment_markers_inside_strings(textmate_engine, tmp_path):
+    src = tmp_path / "c.tile"
+    src.write_text('let s = "a // b /* c"; // real\n/* x "y" */ let t = 1;\n', encoding="utf-8")
+    lines = run_textmate(textmate_engine, [src])[str(src)]
+
+    def at(line, col):
+        return next(t["scopes"][-1] for t in lines[line] if t["start"] <= col < t["end"])
+
+    assert at(0, 11) == "string.quoted.double.tile"
+    assert at(0, 16) == "string.quoted.double.tile"
+    assert at(0, 26) == "comment.line.double-slash.tile"
+    assert at(1, 5) == "comment.block.tile"
+    assert at(1, 12) == "storage.type.tile"
 
 
 def test_package_json_wires_grammar_snippets_and_configuration():

@@ -208,3 +208,11 @@ def test_unterminated_string_stops_at_end_of_line(tmp_path):
     src.write_text('print("abc\nlet x = 1;\n', encoding="utf-8")
     got = syntax_groups(tmp_path, src, [(1, 8), (2, 1)])
     assert got["groups"] == ["tileString", "tileStorage"]
+
+
+def test_comment_markers_inside_strings(tmp_path):
+    src = tmp_path / "c.tile"
+    src.write_text('let s = "a // b /* c"; // real\n/* x "y" */ let t = 1;\n', encoding="utf-8")
+    got = syntax_groups(tmp_path, src, [(1, 12), (1, 17), (1, 24), (2, 6), (2, 13)])
+    assert got["groups"] == ["tileString", "tileString", "tileComment", "tileComment",
+                             "tileStorage"]
