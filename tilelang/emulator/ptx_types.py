@@ -109,6 +109,10 @@ def parse_imm(text: str, ti: TypeInfo):
     t = text
     neg = t.startswith("-")
     body = t[1:] if neg else t
+    if body[:2] in ("0f", "0F", "0d", "0D") and not ti.is_float and ti.kind != "pred":
+        # a float literal in a bit-typed instruction (mov.b32 %r, 0f3F800000) is its bits
+        v = int(body[2:], 16)
+        return np.array(v & ((1 << (8 * ti.size)) - 1), dtype=_UINT[ti.size]).view(ti.dtype)[()]
     if body[:2] in ("0f", "0F"):
         v = float(np.uint32(int(body[2:], 16)).view(np.float32))
     elif body[:2] in ("0d", "0D"):
