@@ -363,7 +363,10 @@ class _BodyParser:
         if p.accept("@"):
             neg = p.accept("!")
             g = p.next()
-            guard = (self.reg_operand(g), neg)
+            reg = self.reg_operand(g)
+            if not isinstance(reg, Reg):
+                p.error(f"guard must be a predicate register, found {g[1]!r}", g)
+            guard = (reg, neg)
         ot = p.next()
         if ot[0] != "ident":
             p.error(f"expected an instruction, found {ot[1]!r}", ot)
