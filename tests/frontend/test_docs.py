@@ -7,6 +7,8 @@ Conventions (also documented at the top of docs/language.md):
   `fn __doc__() { let __doc = ...; }`;
 - fragments may use names they do not bind, so they are only parsed; any other block is a whole
   module and must also pass `tilelang.driver.check_source` without errors;
+- a whole-module block draws no warnings either, except those its `// expect-warning: W0xxx`
+  comments name;
 - a block holding `// expect-error: E0xxx` comments must fail, with every named code among the
   errors (codes outside E00xx/E01xx need the semantic checker; without it the block is skipped).
 """
@@ -28,7 +30,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 DOCS = os.path.join(ROOT, "docs")
 
 FENCE = re.compile(r"^```tile[ \t]*\n(.*?)^```[ \t]*$", re.S | re.M)
-EXPECT = re.compile(r"//\s*expect-error:\s*((?:[EW]\d{4}[\s,]*)+)")
+EXPECT = re.compile(r"//\s*expect-error:\s*((?:E\d{4}[\s,]*)+)")
+EXPECT_WARNING = re.compile(r"//\s*expect-warning:\s*((?:W\d{4}[\s,]*)+)")
 FRAGMENT = re.compile(r"^\s*//\s*fragment:\s*(\w+)\s*$")
 SYNTAX_CODES = re.compile(r"^[EW]0[01]\d\d$")
 
@@ -40,6 +43,7 @@ class Block:
     code: str
     kind: str   # "module", "statements" or "expression"
     expect: tuple[str, ...]
+    warnings: tuple[str, ...] = ()
 
     @property
     def id(self) -> str:
@@ -80,7 +84,9 @@ def extract(path: str) -> list[Block]:
             raise ValueError(f"{rel}:{line - 1}: unknown fragment kind `{kind}`")
         expect = tuple(c for em in EXPECT.finditer(code)
                        for c in re.findall(r"[EW]\d{4}", em.group(1)))
-        blocks.append(Block(rel, line, code, kind, expect))
+        warns = tuple(c for em in EXPECT_WARNING.finditer(code)
+                      for c in re.findall(r"W\d{4}", em.group(1)))
+        blocks.append(Block(rel, line, code, kind, expect, warns))
     return blocks
 
 
@@ -119,6 +125,10 @@ def test_block_parses_and_checks(block: Block):
     result = check_source(src, name)
     errors = [d for d in result.diagnostics if d.severity is Severity.ERROR]
     assert not errors, f"{block.id}: the block does not check:\n{_render(errors, block)}"
+    warnings = [d for d in result.diagnostics if d.severity is Severity.WARNING
+                and d.code not in block.warnings]
+    assert not warnings, (f"{block.id}: the block draws warnings (fix the example, or mark it "
+                          f"`// expect-warning: W0xxx`):\n{_render(warnings, block)}")
 
 
 @pytest.mark.parametrize("block", [b for b in BLOCKS if b.expect], ids=lambda b: b.id)
