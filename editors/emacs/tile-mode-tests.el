@@ -256,6 +256,15 @@
     (uncomment-region (point-min) (point-max))
     (should (equal (buffer-string) "let x = 1;\nlet y = 2;"))))
 
+(defvar eglot-server-programs)
+
+(ert-deftest tile-mode-eglot-registration ()
+  "Once eglot loads, tile-mode buffers use the Tile language server."
+  (let ((eglot-server-programs nil))
+    (provide 'eglot)  ; runs the with-eval-after-load forms without needing eglot itself
+    (should (equal (assq 'tile-mode eglot-server-programs)
+                   (cons 'tile-mode tile-lsp-command)))))
+
 (ert-deftest tile-mode-imenu ()
   (tile-test--with-file "tests/editors/fixtures/sample.tile"
     (let ((index (funcall imenu-create-index-function)))

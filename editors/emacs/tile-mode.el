@@ -227,6 +227,14 @@ signature split over several lines indents its body from its first line."
   (setq-local font-lock-defaults (list (tile--font-lock-keywords) nil nil))
   (setq-local imenu-generic-expression tile-imenu-generic-expression))
 
+(defcustom tile-lsp-command '("python3" "-m" "tilelang.lsp")
+  "Command that starts the Tile language server (for eglot)."
+  :type '(repeat string))
+
+(defvar eglot-server-programs)
+(with-eval-after-load 'eglot
+  (add-to-list 'eglot-server-programs (cons 'tile-mode tile-lsp-command)))
+
 ;;;###autoload
 (add-to-list 'auto-mode-alist '("\\.tile\\'" . tile-mode))
 
