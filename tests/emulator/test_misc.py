@@ -265,3 +265,23 @@ def test_device_interface_roundtrip_and_errors():
     assert dev.pack_args(fn, [p]) == int(p).to_bytes(8, "little")
     rep = dev.launch(fn, 3, 32, int(p).to_bytes(8, "little"))
     assert rep.threads == 96 and rep.instructions == {"ret": 96}
+
+
+def test_blocks_are_clusters_multiplies_the_grid(hw):
+    body = """
+  ld.param.u64 %rd1, [k_p0];
+  mov.u32 %r1, %ctaid.x;
+  mov.u32 %r2, %cluster_ctarank;
+  mov.u32 %r3, %nctaid.x;
+  mul.wide.u32 %rd2, %r1, 8;
+  add.s64 %rd3, %rd1, %rd2;
+  st.global.v2.u32 [%rd3], {%r2, %r3};
+  ret;
+"""
+    ptx = kernel_ptx(body, nparams=1,
+                     directives="\n.reqnctapercluster 2, 1, 1\n.blocksareclusters")
+    p = hw.dev.malloc(8 * 6)
+    rep = hw.run(ptx, (3,), (32,), [p])
+    assert rep.threads == 6 * 32
+    got = hw.dev.from_device(p, (6, 2), np.uint32)
+    assert np.array_equal(got[:, 0], [0, 1] * 3) and (got[:, 1] == 6).all()

@@ -204,6 +204,12 @@ class EmulatorDevice:
             cluster = d[".reqnctapercluster"]
             explicit = True
         cluster = _dim3(cluster if cluster is not None else (1, 1, 1), "cluster")
+        if ".blocksareclusters" in d:
+            # the launch grid counts clusters; each runs .reqnctapercluster blocks
+            if ".reqnctapercluster" not in d:
+                raise LaunchRefused(f"launch of {fn.name}: .blocksareclusters needs "
+                                    f".reqnctapercluster")
+            grid = tuple(g * c for g, c in zip(grid, cluster))
         self._check_launch(fn, prog, grid, block, cluster, explicit, int(shared_mem))
         kparams = np.frombuffer(self.pack_args(fn, args), np.uint8)
         self._launches += 1
