@@ -180,3 +180,12 @@ def test_stdio_session(tmp_path):
                 raise
 
     asyncio.run(session())
+
+
+def test_command_line_help():
+    import subprocess
+
+    proc = subprocess.run([sys.executable, "-m", "tilelang.lsp", "--help"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0
+    assert "The Tile language server" in proc.stdout and "--tcp" in proc.stdout
