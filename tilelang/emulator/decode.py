@@ -51,7 +51,7 @@ SPECIAL_PREFIXES = ("%tid", "%ntid", "%ctaid", "%nctaid", "%laneid", "%warpid", 
 
 
 def is_special(name: str) -> bool:
-    return name.startswith(SPECIAL_PREFIXES) and not name.startswith("%clusterx")
+    return name.startswith(SPECIAL_PREFIXES)
 
 
 def to_bits(v, storage: np.dtype):

@@ -5,8 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .decode import op
-from .fpmath import ROUNDINGS, float_to_int, lanes, pack, round_to
-from .ptx_ast import Vec
+from .fpmath import ROUNDINGS, float_to_int, lanes, pack
 from .ptx_types import TYPE_NAMES, TypeInfo, f32_to_tf32, type_info, uint_dtype
 
 
@@ -146,7 +145,7 @@ def build_mul24(ctx, ins, parts):
     ops = ins.operands
     gs = [ctx.src(o, ti) for o in ops[1:]]
     put = ctx.dst(ops[0], ti)
-    sh = 8 if ti.kind == "s" else 8
+    sh = 40                                  # sign-extend the low 24 bits in int64
 
     def run(st, m):
         a = (np.asarray(gs[0](st)).astype(np.int64) << sh) >> sh if ti.kind == "s" else \
@@ -341,7 +340,6 @@ _CMP = {
 
 def _compare(cmp, ti):
     if ti.is_float:
-        base = cmp[:-1] if cmp.endswith("u") and cmp not in ("equ",) and cmp != "nu" else cmp
         if cmp == "num":
             return lambda x, y: ~(np.isnan(x) | np.isnan(y))
         if cmp == "nan":

@@ -6,9 +6,9 @@ import numpy as np
 
 from .access import load, locate, record, region_view, store
 from .decode import op
-from .errors import BarrierDivergence, WarpDivergence
+from .errors import BarrierDivergence
 from .ptx_ast import Vec
-from .ptx_types import TYPE_NAMES, type_info, uint_dtype
+from .ptx_types import TYPE_NAMES, type_info
 
 _SPACE_NAMES = {"global": "global", "shared": "shared", "shared::cta": "shared",
                 "shared::cluster": "shared", "local": "local", "param": "param",
@@ -399,7 +399,6 @@ def _build_bar_red(ctx, ins, parts):
     ops = ins.operands
     put = ctx.dst(ops[0], type_info("u32") if kind == "popc" else type_info("pred"))
     gp = ctx.src(ops[-1], type_info("pred"))
-    negate = False
 
     def run(st, m):
         check_barrier(st, m, ins.opcode)

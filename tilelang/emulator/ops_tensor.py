@@ -9,7 +9,7 @@ from .access import locate, record, region_view
 from .decode import op
 from .ops_warp import check_members
 from .ptx_ast import Vec
-from .ptx_types import bf16_to_f32, f32_to_bf16, tf32_to_f32, type_info
+from .ptx_types import bf16_to_f32, tf32_to_f32, type_info
 
 _LANE = np.arange(32)
 _G, _T = _LANE >> 2, _LANE & 3

@@ -6,7 +6,7 @@ import numpy as np
 
 from .decode import decode_instr, is_special, Decoded
 from .errors import PTXParseError
-from .ptx_ast import Function, Instr, Module, Reg, VarDecl
+from .ptx_ast import Function, Instr, Module, Reg
 from .ptx_types import type_info
 
 BUILTIN_CALLEES = {"vprintf", "__assertfail", "malloc", "free"}
@@ -101,7 +101,6 @@ class Program:
                 continue
             off = _align(off, max(v.align, 1))
             self.shared[v.name] = off
-            self.shared_init = getattr(self, "shared_init", [])
             off += v.nbytes
         self.static_shared = off
         self.dyn_shared_offset = _align(off, max([16] + [v.align for v in dyn]))

@@ -40,7 +40,10 @@ class State:
         self.counters, self.out = counters, out
         self.block0, self.nblk, self.tpb = block0, nblk, geom.tpb
         self.T = T = nblk * geom.tpb
-        self.regs = [np.zeros(T, dt) for dt in prog.reg_dtypes]
+        # Registers start as shared zero arrays: values are never modified in place (every
+        # write stores a new array), so one zero array per dtype serves them all.
+        zeros = {dt: np.zeros(T, dt) for dt in set(prog.reg_dtypes)}
+        self.regs = [zeros[dt] for dt in prog.reg_dtypes]
         self.shared_size = shared_size
         self.shared = np.zeros(max(nblk * shared_size, 16) + 16, np.uint8)
         self.local_size = prog.local_size
