@@ -345,6 +345,8 @@ def test_binary_math_refs():
                                                               "c": c[1:]})
     exact = a[1:].astype(np.float64) * b[1:] + c[1:]
     np.testing.assert_array_equal(f, exact.astype(np.float32))
+    fd = ev("floordiv", (T("i32", 4), C(-3)), {"a": np.array([7, -7, 0, 9], np.int32), "b": -3})
+    assert fd.tolist() == [7 // -3, -7 // -3, 0, 9 // -3]  # floors, like Python
     w = ev("where", (T("bool", 4), T("i32", 4), C(-1)),
            {"cond": np.array([1, 0, 1, 0], bool), "x": np.arange(4, dtype=np.int32), "y": -1})
     assert w.tolist() == [0, -1, 2, -1] and w.dtype == np.int32

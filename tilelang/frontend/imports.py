@@ -44,8 +44,10 @@ class ModuleLoader:
     _loading: list[tuple[str, Span | None]] = field(default_factory=list)
 
     def search_dirs(self, importer: str) -> list[str]:
-        here = os.path.dirname(os.path.abspath(importer)) if importer and \
-            not importer.startswith("<") else os.getcwd()
+        # The importer's folder as the user wrote it ("." for a bare file name), so messages
+        # show paths the user recognises.
+        here = (os.path.dirname(importer) or ".") if importer and \
+            not importer.startswith("<") else "."
         return [here, *self.include_dirs, stdlib_dir()]
 
     def find(self, path: tuple[str, ...], importer: str, span: Span | None) -> str:

@@ -27,6 +27,15 @@ from tilelang.sema.builtins_core import (ABSENT, CONST, DTYPE, OPERATOR_TABLE, R
                                          Builtin, Param, arg_of_const, arg_of_dtype, bind_call)
 from tilelang.sema.builtins_grid import GridContext
 
+# `//` always starts a comment in Tile source, so floor division is called by name. It is the
+# same entry as the `//` operator (typing, folding and reference semantics).
+if "floordiv" not in REGISTRY:
+    from dataclasses import replace as _replace
+    REGISTRY["floordiv"] = _replace(
+        OPERATOR_TABLE["//"], name="floordiv", group="math", symbol=None,
+        doc="floor division rounding toward negative infinity, like Python's `//`; the "
+            "remainder `a % b` has the divisor's sign")
+
 BUILTINS: Mapping[str, Builtin] = MappingProxyType(REGISTRY)
 OPERATORS: Mapping[str, Builtin] = MappingProxyType(OPERATOR_TABLE)
 

@@ -37,7 +37,7 @@ def _reshape_typing(bound: BoundArgs, span) -> Type:
             raise fail("E0509", bound, "shape", f"{format_shape(shape)} has {b} elements but "
                                                 f"{t} has {a}", span)
     elif sorted(str(d) for d in t.shape if d != 1) != sorted(str(d) for d in shape if d != 1):
-        raise fail("E0509", bound, "shape", f"{format_shape(shape)} cannot be checked against "
+        raise fail("E0408", bound, "shape", f"{format_shape(shape)} cannot be checked against "
                                             f"{t} before specialization", span)
     return TileType(t.dtype, shape)
 

@@ -37,6 +37,7 @@ from ..frontend.parser import parse_expr
 from .builtins import BUILTINS, OPERATORS, bind_call
 from .builtins_core import ArgInfo, Builtin
 from .launch_attrs import AttrValue, ByTarget, resolve_launch
+from .launch_verify import check_spec
 from .constants import (ConstStr, ConstTuple, ConstValue, as_int, construct, loose,
                         materialize, truth)
 from .promotion import promote_loose
@@ -220,7 +221,7 @@ class Checker:
         import os
         path = module.file
         real = os.path.realpath(path) if not path.startswith("<") else path
-        info = ModuleInfo(path, real, module)
+        info = ModuleInfo(path, path, module)  # imports are searched next to `path` as given
         self.loader.enter(real, None)
         try:
             self.declare(info)
@@ -270,6 +271,13 @@ class Checker:
                                   item.name_span)
             except TileError as e:
                 self.report(e.diagnostics)
+                # a failed import still binds its names, so their uses add no errors
+                names = [] if not isinstance(item, (ast.Import, ast.FromImport)) else (
+                    [item.alias or item.path[-1]] if isinstance(item, ast.Import)
+                    else [n.alias or n.name for n in item.names])
+                for n in names:
+                    info.names.setdefault(n, Binding(n, "import", error_value(item.span),
+                                                     item.span, used=True))
 
     def import_module(self, path: tuple[str, ...], importer: ModuleInfo, span) -> ModuleInfo:
         lm = self.loader.load(path, importer.path, span)
@@ -338,8 +346,10 @@ class Checker:
                         help="write `@launch(maxntid = (256, 1, 1))`")
                 attrs[arg.name] = AttrValue(self.attr_value(arg.value, scope, ctx, ByTarget,
                                                             AttrValue), arg.span)
-        return resolve_launch(attrs, self.target, launch_span=launches[0].span if launches
+        spec = resolve_launch(attrs, self.target, launch_span=launches[0].span if launches
                               else k.name_span)
+        check_spec(spec, launches[0].span if launches else k.name_span)
+        return spec
 
     def attr_value(self, e: ast.Expr, scope, ctx, ByTarget, AttrValue):
         if isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and e.func.id == "by_target":
@@ -1068,6 +1078,12 @@ class Checker:
                 help="a `@host` function may use arithmetic and scalar built-ins only")
         bound = bind_call(b, pos, kw, span)
         t = b.result_type(bound, span)
+        args = list(pos) + list(kw.values())
+        if b.fold is not None and args and all(a.const is not None for a in args) \
+                and any(_symbolic(a.const) for a in args):
+            # Arithmetic on an unspecialized const parameter stays symbolic (`BM * 2`), so a
+            # shape built from it is checked at specialization.
+            return value(t, ConstValue(Sym(_sym_text(b, pos, kw)), None), span)
         const = b.fold(bound, span) if b.can_fold(bound) else None
         if isinstance(const, ConstValue) and const.is_loose is False and \
                 isinstance(t, LooseType):
@@ -1211,6 +1227,24 @@ def _plain(c):
     if isinstance(c, ConstValue):
         return c.value
     return c
+
+
+def _symbolic(c) -> bool:
+    if isinstance(c, ConstValue):
+        return c.is_symbolic
+    if isinstance(c, ConstTuple):
+        return any(_symbolic(i) for i in c.items)
+    return False
+
+
+def _sym_text(b: Builtin, pos, kw) -> str:
+    args = [str(a.const) for a in pos]
+    if b.symbol and len(args) == 2 and not kw:
+        return f"({args[0]} {b.symbol} {args[1]})"
+    if b.symbol and len(args) == 1 and not kw:
+        return f"{b.symbol.lstrip('u')}{args[0]}"
+    args += [f"{k}={a.const}" for k, a in kw.items()]
+    return f"{b.name}({', '.join(args)})"
 
 
 def _tuple_const(elems) -> ConstTuple | None:
