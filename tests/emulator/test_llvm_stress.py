@@ -146,3 +146,61 @@ def test_llvm_stress_kernel(hw, rng, opt):
     assert np.array_equal(got, reference(inp, nblk))
     c = d.from_device(pc, (4,), np.uint32)
     assert c[0] == n and 0 <= c[1] < n and c[2].view(np.float32) == n and c[3] == n - 1
+
+
+# A 12-way switch (a jump table: brx.idx at -O0, a constant table at -O3), a struct passed by
+# value, and 16/8-bit parameters.
+cases = "\n".join(f"    i32 {k}, label %c{k}" for k in range(12))
+blocks = "\n".join(f"c{k}:\n  br label %join" for k in range(12))
+phis = ", ".join(f"[ {k*k+3}, %c{k} ]" for k in range(12))
+SWITCH_IR = f'''
+target triple = "nvptx64-nvidia-cuda"
+declare i32 @llvm.nvvm.read.ptx.sreg.tid.x()
+%struct.S = type {{ i32, float, i64 }}
+define ptx_kernel void @sw(ptr addrspace(1) %out, %struct.S %s, i16 %h, i8 %b) {{
+entry:
+  %tid = call i32 @llvm.nvvm.read.ptx.sreg.tid.x()
+  %k = urem i32 %tid, 13
+  switch i32 %k, label %def [
+{cases}
+  ]
+{blocks}
+def:
+  br label %join
+join:
+  %v = phi i32 {phis}, [ 1000, %def ]
+  %a = extractvalue %struct.S %s, 0
+  %c = extractvalue %struct.S %s, 2
+  %ct = trunc i64 %c to i32
+  %hh = sext i16 %h to i32
+  %bb = zext i8 %b to i32
+  %r1 = add i32 %v, %a
+  %r2 = add i32 %r1, %ct
+  %r3 = add i32 %r2, %hh
+  %r4 = add i32 %r3, %bb
+  %p = getelementptr i32, ptr addrspace(1) %out, i32 %tid
+  store i32 %r4, ptr addrspace(1) %p
+  ret void
+}}
+'''
+
+
+class _SwitchMod:
+    triple = "nvptx64-nvidia-cuda"
+
+    def __str__(self):
+        return SWITCH_IR
+
+
+@pytest.mark.parametrize("opt", [0, 3])
+def test_llvm_switch_struct_and_small_params(hw, opt):
+    ptx = compile_ptx(_SwitchMod(), opt)
+    d = hw.dev
+    out = d.malloc(4 * 64)
+    s = np.array([5, 0], np.int32).tobytes() + np.int64(7).tobytes()
+    rep = hw.run(ptx, (1,), (64,), [out, s, np.int16(-3), np.uint8(200)], kernel="sw")
+    k = np.arange(64) % 13
+    exp = np.where(k < 12, k * k + 3, 1000) + 5 + 7 - 3 + 200
+    assert np.array_equal(d.from_device(out, (64,), np.int32), exp)
+    if opt == 0:
+        assert rep.instructions.get("brx.idx") == int((k < 12).sum())

@@ -39,7 +39,8 @@ class Decoded:
     guard_neg: bool = False
     ctrl: str | None = None         # None, "bra", "exit", "ret", "call", "trap"
     target: int | None = None       # branch target / callee entry
-    warp_sync: bool = False         # a .sync.aligned op: the warp must be converged
+    targets: tuple | None = None    # brx.idx: jump table (instruction indices)
+    index: Callable | None = None   # brx.idx: getter of the per-thread table index
     func: str = ""
 
 

@@ -84,6 +84,28 @@ def run_batch(st, max_steps: int = MAX_STEPS) -> None:
             pcs[act & ~taken] += 1
             pcs[taken] = ins.target
             continue
+        if ctrl == "brx":
+            act = mask if mask is not None else np.ones(T, bool)
+            sel = em if em is not None else act
+            k = np.broadcast_to(np.asarray(ins.index(st), np.int64), (T,))
+            table = np.asarray(ins.targets, np.int64)
+            bad = sel & ((k < 0) | (k >= table.size))
+            if bad.any():
+                raise st.error(ExecutionError, f"brx.idx index out of range of its "
+                               f"{table.size}-entry table", np.flatnonzero(bad)[0])
+            dest = table[np.where(sel, k, 0)]
+            if pcs is None:
+                tk = np.unique(dest[sel])
+                if n == nact and tk.size == 1:
+                    upc = int(tk[0])
+                    continue
+                if n == 0:
+                    upc += 1
+                    continue
+                pcs = _split(st, mask, upc)
+            pcs[act & ~sel] += 1
+            pcs[sel] = dest[sel]
+            continue
         if ctrl in ("exit", "ret") or ctrl == "trap":
             if ctrl == "trap" and n:
                 first = np.flatnonzero(em)[0] if em is not None else 0

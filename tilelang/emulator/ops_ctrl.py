@@ -5,11 +5,27 @@ from __future__ import annotations
 from .decode import op
 
 
-@op("bra", "brx")
+@op("bra")
 def build_bra(ctx, ins, parts):
-    if parts[0] == "brx":
-        ctx.error("brx.idx (indirect branch) is not supported")
     return {"run": None, "ctrl": "bra"}
+
+
+@op("brx")
+def build_brx(ctx, ins, parts):
+    from .ptx_ast import Sym
+    from .ptx_types import type_info
+    if len(ins.operands) != 2 or not isinstance(ins.operands[1], Sym):
+        ctx.error("brx.idx takes an index and a .branchtargets label")
+    table = ctx.fn.branchtargets.get(ins.operands[1].name)
+    if table is None:
+        ctx.error(f"{ins.operands[1].name} is not a .branchtargets list")
+    base = ctx.prog.entry[ctx.fn.name]
+    for lab in table:
+        if lab not in ctx.fn.labels:
+            ctx.error(f"undefined label {lab}")
+    targets = tuple(base + ctx.fn.labels[lab] for lab in table)
+    return {"run": None, "ctrl": "brx", "targets": targets,
+            "index": ctx.src(ins.operands[0], type_info("u32"))}
 
 
 @op("ret")

@@ -318,17 +318,36 @@ class _BodyParser:
                 p.skip_statement()
             elif s == ";":
                 p.next()
+            elif s == ".branchtargets":
+                self.parse_branchtargets(t)
             elif t[0] == "ident" and p.peek(1)[1] == ":" and not s.startswith("%"):
                 p.next()
                 p.next()
                 if s in self.fn.labels:
                     p.error(f"label {s} defined twice", t)
                 self.fn.labels[s] = len(self.fn.instrs)
+                self.last_label = s
             else:
                 self.parse_instr()
         for name, ln in self.label_lines.items():
             if name not in self.fn.labels:
                 raise PTXParseError(f"undefined label {name}", ln)
+
+    def parse_branchtargets(self, t):
+        """`$L_brx_0: .branchtargets L1, L2, ...;` — the jump table of a brx.idx."""
+        p = self.p
+        p.next()
+        name = getattr(self, "last_label", None)
+        if name is None or self.fn.labels.get(name) != len(self.fn.instrs):
+            p.error(".branchtargets must follow its label", t)
+        del self.fn.labels[name]
+        labels = [p.next()[1]]
+        while p.accept(","):
+            labels.append(p.next()[1])
+        p.expect(";")
+        for lab in labels:
+            self.label_lines.setdefault(lab, t[2])
+        self.fn.branchtargets[name] = labels
 
     def parse_reg_decl(self):
         p = self.p

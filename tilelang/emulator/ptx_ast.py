@@ -92,6 +92,7 @@ class Function:
     directives: dict          # ".maxntid" -> tuple of ints, ...
     line: int
     defined: bool = True      # False for `.extern .func` declarations
+    branchtargets: dict = field(default_factory=dict)   # brx.idx table label -> labels
 
 
 @dataclass
