@@ -1,6 +1,7 @@
 """`tilec`: the command-line compiler.
 
     tilec check FILE...            parse and check, report diagnostics
+    tilec lsp                      the language server (stdio)
     tilec --emit ast FILE          print the parsed module as canonical source
     tilec FILE.tile                compile (code generation is a later stage)
 
@@ -17,7 +18,7 @@ from .diagnostics import Diagnostic, Severity, TileError, emit
 from .driver import Options, check_file
 
 EMIT_KINDS = ("ast", "typed-ast", "tir", "llvm", "ptx", "cubin")
-SUBCOMMANDS = ("check",)
+SUBCOMMANDS = ("check", "lsp")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -56,7 +57,7 @@ def _main_parser() -> argparse.ArgumentParser:
         prog="tilec",
         description="The Tile compiler. `tilec check FILE...` checks files; "
                     "`tilec FILE.tile` compiles one.",
-        epilog="Subcommands: check. Run `tilec check --help` for its options.")
+        epilog="Subcommands: check, lsp. Run `tilec check --help` for its options.")
     p.add_argument("--version", action="version", version=f"tilec {__version__}")
     p.add_argument("file", metavar="FILE")
     p.add_argument("--emit", choices=EMIT_KINDS, default="cubin",
@@ -83,6 +84,17 @@ def cmd_check(argv: list[str]) -> int:
     args = p.parse_args(argv)
     options = Options(args.include, _defines(args.defines, p))
     return _report([check_file(f, options) for f in args.files])
+
+
+def cmd_lsp(argv: list[str]) -> int:
+    """The language server (stdio by default); needs the `lsp` extra (pygls)."""
+    try:
+        from . import lsp
+    except ImportError as e:
+        sys.stderr.write(f"tilec lsp: the language server needs pygls: "
+                         f"pip install 'tilec[lsp]' ({e})\n")
+        return 2
+    return lsp.main(argv) or 0
 
 
 def cmd_compile(argv: list[str]) -> int:
@@ -123,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         if argv and argv[0] in SUBCOMMANDS:
-            return {"check": cmd_check}[argv[0]](argv[1:])
+            return {"check": cmd_check, "lsp": cmd_lsp}[argv[0]](argv[1:])
         return cmd_compile(argv)
     except TileError as e:
         emit(e.diagnostics)

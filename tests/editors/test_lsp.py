@@ -126,7 +126,7 @@ def test_stdio_session(tmp_path):
         def on_diagnostics(params: lsp.PublishDiagnosticsParams):
             published.put_nowait(params)
 
-        await client.start_io(sys.executable, "-m", "tilelang.lsp", cwd=str(ROOT))
+        await client.start_io(sys.executable, "-m", "tilelang.cli", "lsp", cwd=str(ROOT))
         try:
             result = await asyncio.wait_for(client.initialize_async(lsp.InitializeParams(
                 capabilities=lsp.ClientCapabilities(), process_id=None,
@@ -185,7 +185,7 @@ def test_stdio_session(tmp_path):
 def test_command_line_help():
     import subprocess
 
-    proc = subprocess.run([sys.executable, "-m", "tilelang.lsp", "--help"], cwd=ROOT,
+    proc = subprocess.run([sys.executable, "-m", "tilelang.cli", "lsp", "--help"], cwd=ROOT,
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0
     assert "The Tile language server" in proc.stdout and "--tcp" in proc.stdout
