@@ -179,3 +179,17 @@ def test_every_keyword_is_listed():
         text = f.read()
     listed = re.search(r"following words are reserved.*?```\n(.*?)```", text, re.S).group(1)
     assert set(listed.split()) == set(keywords())
+
+
+def test_every_code_named_in_the_text_exists():
+    """A code quoted in the prose of language.md (outside the generated tables) is registered."""
+    gen = _gen()
+    gen.codes_table()  # imports every stage that registers codes
+    from tilelang.diagnostics import known_codes
+    codes = known_codes()
+    with open(gen.DOC, encoding="utf-8") as f:
+        text = f.read()
+    prose = re.sub(r"<!-- (\w+):begin -->.*?<!-- \1:end -->", "", text, flags=re.S)
+    named = set(re.findall(r"\b[EWN]\d{4}\b", prose))
+    unknown = sorted(c for c in named if c not in codes)
+    assert not unknown, f"docs/language.md names unregistered codes: {', '.join(unknown)}"
