@@ -204,3 +204,37 @@ def test_llvm_switch_struct_and_small_params(hw, opt):
     assert np.array_equal(d.from_device(out, (64,), np.int32), exp)
     if opt == 0:
         assert rep.instructions.get("brx.idx") == int((k < 12).sum())
+
+
+BYVAL_IR = '''
+target triple = "nvptx64-nvidia-cuda"
+declare i32 @llvm.nvvm.read.ptx.sreg.tid.x()
+define ptx_kernel void @bv(ptr addrspace(1) %out, ptr byval([8 x i32]) align 4 %arr) {
+entry:
+  %tid = call i32 @llvm.nvvm.read.ptx.sreg.tid.x()
+  %k = and i32 %tid, 7
+  %p = getelementptr [8 x i32], ptr %arr, i32 0, i32 %k
+  %v = load i32, ptr %p
+  %o = getelementptr i32, ptr addrspace(1) %out, i32 %tid
+  store i32 %v, ptr addrspace(1) %o
+  ret void
+}
+'''
+
+
+class _ByvalMod:
+    triple = "nvptx64-nvidia-cuda"
+
+    def __str__(self):
+        return BYVAL_IR
+
+
+@pytest.mark.parametrize("opt", [0, 3])
+def test_llvm_byval_array_indexed_through_a_pointer(hw, opt):
+    # LLVM takes the parameter's address (mov.b64 %rd, bv_param_1) and loads ld.param [%rd]
+    ptx = compile_ptx(_ByvalMod(), opt)
+    d = hw.dev
+    out = d.malloc(4 * 64)
+    table = (np.arange(8, dtype=np.int32) * 11 - 5)
+    hw.run(ptx, (1,), (64,), [out, table.tobytes()], kernel="bv")
+    assert np.array_equal(d.from_device(out, (64,), np.int32), table[np.arange(64) % 8])

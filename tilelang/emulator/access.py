@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 
 from .errors import MemoryFault
-from .memory import (GLOBAL_BASE, LOCAL_WINDOW, LOCAL_WINDOW_SIZE, SHARED_WINDOW,
-                     SHARED_WINDOW_SIZE)
+from .memory import (GLOBAL_BASE, LOCAL_WINDOW, LOCAL_WINDOW_SIZE, PARAM_WINDOW,
+                     PARAM_WINDOW_SIZE, SHARED_WINDOW, SHARED_WINDOW_SIZE)
 
 
 def _fault(st, idx, bad, addrs, msg):
@@ -30,10 +30,11 @@ def locate(st, space, addrs, idx, size, align):
         a = addrs
         in_sh = (a >= np.uint64(SHARED_WINDOW)) & (a < np.uint64(SHARED_WINDOW + SHARED_WINDOW_SIZE))
         in_lo = (a >= np.uint64(LOCAL_WINDOW)) & (a < np.uint64(LOCAL_WINDOW + LOCAL_WINDOW_SIZE))
-        if not in_sh.any() and not in_lo.any():
+        in_pa = (a >= np.uint64(PARAM_WINDOW)) & (a < np.uint64(PARAM_WINDOW + PARAM_WINDOW_SIZE))
+        if not in_sh.any() and not in_lo.any() and not in_pa.any():
             return locate(st, "global", a, idx, size, align)
         for sel, sp, base in ((in_sh, "shared", SHARED_WINDOW), (in_lo, "local", LOCAL_WINDOW),
-                              (~(in_sh | in_lo), "global", 0)):
+                              (in_pa, "kparam", 0), (~(in_sh | in_lo | in_pa), "global", 0)):
             if sel.any():
                 out += locate(st, sp, a[sel] - np.uint64(base), idx[sel], size, align)
         return out
@@ -59,6 +60,17 @@ def locate(st, space, addrs, idx, size, align):
             if mis.any():
                 raise _fault(st, idx, mis, addrs, f"misaligned shared access of {size} bytes")
         return [("shared", idx, st.block_in_batch[idx] * st.shared_size + off, addrs)]
+    if space == "kparam":
+        off = addrs.astype(np.int64) - PARAM_WINDOW
+        bad = (off < 0) | (off + size > st.prog.kparam_size)
+        if bad.any():
+            raise _fault(st, idx, bad, addrs, f"out-of-bounds kernel parameter access of {size} "
+                         f"bytes")
+        if align > 1:
+            mis = (off % align) != 0
+            if mis.any():
+                raise _fault(st, idx, mis, addrs, f"misaligned parameter access of {size} bytes")
+        return [("kparam", idx, off, addrs)]
     if space == "local":
         off = addrs.astype(np.int64)
         bad = (off < 0) | (off + size > st.local_size)
@@ -77,6 +89,8 @@ def region_view(st, region, dt):
         return st.mem.view(dt)
     if region == "shared":
         return st.shared_view(dt)
+    if region == "kparam":
+        return st.kparams.view(dt)
     return st.local_view(dt)
 
 
@@ -106,6 +120,9 @@ def load(st, groups, dt, nelem, esize):
 def store(st, groups, dt, values_per_elem, esize):
     """Scatter; `values_per_elem[k]` is an array over the threads of the idx passed to locate."""
     for region, idx, off, addrs in groups:
+        if region == "kparam":
+            raise st.error(MemoryFault, "store to a kernel parameter (read-only)", idx[0],
+                           int(addrs[0]))
         record(st, region, idx, off, addrs, esize, len(values_per_elem))
         v = region_view(st, region, dt)
         base = off // esize

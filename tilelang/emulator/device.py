@@ -211,7 +211,9 @@ class EmulatorDevice:
                                     f".reqnctapercluster")
             grid = tuple(g * c for g, c in zip(grid, cluster))
         self._check_launch(fn, prog, grid, block, cluster, explicit, int(shared_mem))
-        kparams = np.frombuffer(self.pack_args(fn, args), np.uint8)
+        packed = self.pack_args(fn, args)
+        kparams = np.zeros((len(packed) + 15) // 16 * 16 + 16, np.uint8)   # viewable, aligned
+        kparams[:len(packed)] = np.frombuffer(packed, np.uint8)
         self._launches += 1
         shared_size = prog.dyn_shared_offset + int(shared_mem) if shared_mem else \
             prog.static_shared

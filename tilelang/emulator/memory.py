@@ -19,6 +19,8 @@ SHARED_WINDOW = 0x0000_0100_0000_0000     # generic address of shared offset 0
 SHARED_WINDOW_SIZE = 1 << 32
 LOCAL_WINDOW = 0x0000_0200_0000_0000      # generic address of local offset 0
 LOCAL_WINDOW_SIZE = 1 << 32
+PARAM_WINDOW = 0x0000_0300_0000_0000      # address of kernel parameter byte 0 (ld.param [reg],
+PARAM_WINDOW_SIZE = 1 << 32               # generic after cvta.param: the same number)
 _ALIGN = 256
 
 

@@ -60,9 +60,8 @@ class _Addr:
             const = np.uint64(base + off)
             self.get = lambda st: const
         else:
-            if space == "param":
-                ctx.error("param-space access through a register is not supported")
-            self.space = space
+            # kernel parameters through a pointer (byval structs): the param window
+            self.space = "kparam" if space == "param" else space
             self.get = val
 
     def groups(self, st, idx, size, align):

@@ -169,7 +169,10 @@ class Program:
 
     def symbol_address(self, fn: Function, name: str, line: int) -> int:
         space, off, _ = self.symbol(fn, name, line)
-        if space in ("kparam", "pslot"):
+        if space == "kparam":                  # byval parameters accessed through a pointer
+            from .memory import PARAM_WINDOW
+            return PARAM_WINDOW + off
+        if space == "pslot":
             raise PTXParseError(f"taking the address of parameter {name} is not supported",
                                 line)
         return off
