@@ -386,6 +386,32 @@ def word_at(text: str, position: lsp.Position) -> tuple[str, int, int, int] | No
     return None
 
 
+def binding_type(text: str, uri: str, word: str, line: int, col: int) -> str | None:
+    """The checker's inferred type of the binding `word` visible at (line, col), 1-based:
+    the nearest declaration of that name at or before the position."""
+    from tilelang.driver import check_source
+
+    path = to_fs_path(uri) or uri
+    try:
+        result = check_source(text, path)
+    except Exception:  # a compiler bug must not take the server down
+        log.exception("check_source failed on %s", uri)
+        return None
+    if result.typed is None:
+        return None
+    best = None
+    for r in result.typed.records:
+        if r.name != word or r.span is None or r.kind == "set":
+            continue
+        if (r.span.line, r.span.col) <= (line, col) and \
+                (best is None or (r.span.line, r.span.col) > (best.span.line, best.span.col)):
+            best = r
+    if best is None:
+        return None
+    const = f" = {best.const}" if best.const is not None and best.kind != "param" else ""
+    return f"```tile\n{best.kind} {word}: {best.type}{const}\n```\n\n*in {best.context}*"
+
+
 def hover(text: str, uri: str, position: lsp.Position) -> lsp.Hover | None:
     found = word_at(text, position)
     if found is None:
@@ -394,7 +420,11 @@ def hover(text: str, uri: str, position: lsp.Position) -> lsp.Hover | None:
     lines = text.split("\n")
     line = lines[ln]
     value = None
-    if start > 0 and line[start - 1] == "@" and word in ATTRIBUTE_DOCS:
+    if not (start > 0 and line[start - 1] in "@.") and word not in _top_level_items(text, uri):
+        value = binding_type(text, uri, word, ln + 1, start + 1)
+    if value is not None:
+        pass
+    elif start > 0 and line[start - 1] == "@" and word in ATTRIBUTE_DOCS:
         value = ATTRIBUTE_DOCS[word]
     elif start > 0 and line[start - 1] == ".":
         return None

@@ -161,6 +161,11 @@ def test_stdio_session(tmp_path):
                 text_document=lsp.TextDocumentIdentifier(uri=uri), position=pos(1, 13))), 30)
             assert "bid(" in hov.contents.value
 
+            # a local binding: the checker's inferred type
+            hov = await asyncio.wait_for(client.text_document_hover_async(lsp.HoverParams(
+                text_document=lsp.TextDocumentIdentifier(uri=uri), position=pos(1, 8))), 30)
+            assert "let i: i32" in hov.contents.value
+
             syms = await asyncio.wait_for(client.text_document_document_symbol_async(
                 lsp.DocumentSymbolParams(text_document=lsp.TextDocumentIdentifier(uri=uri))), 30)
             assert [s.name for s in syms] == ["f"]
@@ -189,3 +194,15 @@ def test_command_line_help():
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0
     assert "The Tile language server" in proc.stdout and "--tcp" in proc.stdout
+
+
+def test_hover_shows_inferred_types_of_bindings():
+    text = (ROOT / "examples" / "softmax.tile").read_text()
+    uri = from_fs_path(str(ROOT / "examples" / "softmax.tile"))
+    t = tls.hover(text, uri, lsp.Position(line=8, character=8)).contents.value
+    assert "let t: Tile[f32, 1, 1024]" in t and "kernel softmax_rows" in t
+    n = tls.hover(text, uri, lsp.Position(line=6, character=62)).contents.value
+    assert "const N: int literal" in n
+    # a use resolves to the nearest declaration before it
+    e = tls.hover(text, uri, lsp.Position(line=10, character=38)).contents.value
+    assert "let e: Tile[f32, 1, 1024]" in e
