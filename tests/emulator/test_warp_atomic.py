@@ -192,3 +192,32 @@ E:
     p = hw.dev.to_device(np.array([100, 200], np.uint32))
     hw.run(ptx, (5,), (96,), [p])
     assert np.array_equal(hw.dev.from_device(p, (2,), np.uint32), [100 + 5 * 48, 200 + 5 * 48])
+
+
+def test_hot_address_float_atomics_serialize_in_thread_order(hw):
+    # 4,096 threads add to one float: the old values are the running f32 sums in order
+    body = """
+  ld.param.u64 %rd1, [k_p0];
+  ld.param.u64 %rd4, [k_p1];
+  mov.u32 %r1, %tid.x;
+  mov.u32 %r2, %ctaid.x;
+  mad.lo.s32 %r4, %r2, 256, %r1;
+  cvt.rn.f32.u32 %f1, %r4;
+  mul.f32 %f1, %f1, 0f3DCCCCCD;
+  atom.global.add.f32 %f2, [%rd1], %f1;
+  atom.global.max.s32 %r5, [%rd1+4], %r4;
+  mul.wide.u32 %rd5, %r4, 4;
+  add.s64 %rd6, %rd4, %rd5;
+  st.global.f32 [%rd6], %f2;
+  ret;
+"""
+    n = 4096
+    d = hw.dev
+    cell, olds = d.to_device(np.zeros(2, np.float32)), d.malloc(4 * n)
+    hw.run(kernel_ptx(body, nparams=2), (n // 256,), (256,), [cell, olds])
+    vals = np.arange(n, dtype=np.float32) * np.float32(0.1)
+    seq = np.add.accumulate(np.concatenate([[np.float32(0)], vals]).astype(np.float32))
+    got = d.from_device(olds, (n,), np.float32)
+    assert np.array_equal(got, seq[:-1])             # serialized in thread order
+    c = d.from_device(cell, (2,), np.float32)
+    assert c[0] == seq[-1] and c[1:].view(np.int32)[0] == n - 1

@@ -199,7 +199,7 @@ def _apply_atomic(view, elem, b, c, f, ufunc):
         o = view[elem]
         view[elem] = f(o, b, c)
         return o
-    if ufunc is not None and old.dtype.kind in "iu":
+    if ufunc is np.add and old.dtype.kind in "iu":
         # integer add: old values are exclusive prefix sums inside each address group
         order = np.argsort(elem, kind="stable")
         bs = np.broadcast_to(b, elem.shape)[order]
@@ -213,6 +213,15 @@ def _apply_atomic(view, elem, b, c, f, ufunc):
         return old
     b = np.broadcast_to(b, elem.shape)
     c = np.broadcast_to(c, elem.shape) if c is not None else None
+    if counts.max() > 64 and uniq.size <= 64 and ufunc is not None:
+        # few hot addresses, associative op: a running accumulate per address in thread
+        # order gives each thread the value it saw (float adds rounded step by step)
+        for u in uniq:
+            sel = np.flatnonzero(elem == u)
+            run = ufunc.accumulate(np.concatenate([view[u:u + 1], b[sel].astype(view.dtype)]))
+            old[sel] = run[:-1]
+            view[u] = run[-1]
+        return old
     if counts.max() > 64 and uniq.size <= 64:
         # few hot addresses: walk each address's threads in order
         for u in uniq:
@@ -267,7 +276,11 @@ def build_atom(ctx, ins, parts):
     if addr.param is not None:
         ctx.error("atomics on parameters are not allowed")
     f = _atomic_fn(opname, ti)
-    ufunc = np.add if opname == "add" else None
+    ufunc = {"add": np.add, "and": np.bitwise_and, "or": np.bitwise_or,
+             "xor": np.bitwise_xor}.get(opname)
+    if opname in ("min", "max"):
+        ufunc = ({"min": np.fmin, "max": np.fmax} if ti.is_float else
+                 {"min": np.minimum, "max": np.maximum})[opname]
     size = ti.size
 
     def run(st, m):
