@@ -204,5 +204,5 @@ def test_hover_shows_inferred_types_of_bindings():
     n = tls.hover(text, uri, lsp.Position(line=6, character=62)).contents.value
     assert "const N: int literal" in n
     # a use resolves to the nearest declaration before it
-    e = tls.hover(text, uri, lsp.Position(line=10, character=38)).contents.value
+    e = tls.hover(text, uri, lsp.Position(line=10, character=36)).contents.value
     assert "let e: Tile[f32, 1, 1024]" in e
