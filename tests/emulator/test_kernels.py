@@ -272,3 +272,68 @@ J:
     t = np.arange(128) % 64 % 4
     assert np.array_equal(d.from_device(po, (128,), np.uint32),
                           np.select([t == 0, t == 1], [10, 20], 30).astype(np.uint32))
+
+
+CALL_THEN_BARRIER = HEADER + """
+.func (.param .b32 func_retval0) slow(.param .b32 slow_param_0)
+{
+  .reg .pred %p<2>;
+  .reg .b32 %r<6>;
+  ld.param.b32 %r1, [slow_param_0];
+  mov.u32 %r2, 0;
+  mov.u32 %r3, 0;
+L:
+  add.s32 %r3, %r3, %r2;
+  add.s32 %r2, %r2, 1;
+  setp.lt.u32 %p1, %r2, %r1;
+  @%p1 bra L;
+  st.param.b32 [func_retval0], %r3;
+  ret;
+}
+.shared .align 4 .b8 vals[256];
+.visible .entry k(.param .u64 k_out)
+{
+  .reg .pred %p<2>;
+  .reg .b32 %r<12>;
+  .reg .b64 %rd<4>;
+  ld.param.u64 %rd1, [k_out];
+  mov.u32 %r1, %tid.x;
+  mov.u32 %r2, 0;
+  setp.ge.u32 %p1, %r1, 16;
+  @%p1 bra SKIP;
+  {
+  .param .b32 param0;
+  st.param.b32 [param0], %r1;
+  .param .b32 retval0;
+  call.uni (retval0), slow, (param0);
+  ld.param.b32 %r2, [retval0];
+  }
+SKIP:
+  mov.u32 %r3, vals;
+  shl.b32 %r4, %r1, 2;
+  add.s32 %r5, %r3, %r4;
+  st.shared.u32 [%r5], %r2;
+  bar.sync 0;
+  xor.b32 %r6, %r1, 1;
+  shl.b32 %r7, %r6, 2;
+  add.s32 %r8, %r3, %r7;
+  ld.shared.u32 %r9, [%r8];
+  mul.wide.u32 %rd2, %r1, 4;
+  add.s64 %rd3, %rd1, %rd2;
+  st.global.u32 [%rd3], %r9;
+  ret;
+}
+"""
+
+
+def test_divergent_call_reconverges_before_barrier(hw):
+    # threads 0..15 call a function with a data-dependent loop, the rest skip it; all meet at
+    # the barrier (callee code lies after the kernel in PC order)
+    d = hw.dev
+    po = d.malloc(4 * 64)
+    hw.run(CALL_THEN_BARRIER, (1,), (64,), [po])
+    t = np.arange(64)
+    partner = t ^ 1
+    exp = np.where(partner < 16, partner * (partner - 1) // 2, 0)
+    exp[partner == 0] = 0
+    assert np.array_equal(d.from_device(po, (64,), np.uint32), exp.astype(np.uint32))

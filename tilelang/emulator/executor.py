@@ -26,6 +26,7 @@ def run_batch(st, max_steps: int = MAX_STEPS) -> None:
     mask = None                    # uniform-mode active set (None: all T threads)
     nact = T
     nlive = int(np.count_nonzero(st.live))
+    has_calls = any(d.ctrl == "call" for d in code)
     steps = 0
     regs = st.regs
     while True:
@@ -37,7 +38,10 @@ def run_batch(st, max_steps: int = MAX_STEPS) -> None:
             pc = int(pcs.min())
             if pc == EXITED:
                 return
-            mask = pcs == pc
+            if has_calls and st.sp.any():
+                pc, mask = _select_in_call_order(st, pcs)
+            else:
+                mask = pcs == pc
             nact = int(np.count_nonzero(mask))
             if nact == nlive:
                 # every live thread is here: back to the fast path
@@ -151,6 +155,27 @@ def run_batch(st, max_steps: int = MAX_STEPS) -> None:
             pcs[idx] = ins.target
             continue
         raise st.error(EmulatorError, f"internal: unknown control kind {ctrl}")
+
+
+def _select_in_call_order(st, pcs):
+    """Min-PC over call chains: a thread inside a call is ordered by its call site first.
+
+    Callee code sits after the kernel in the flat program, so plain min-PC would run a thread
+    that skipped a call ahead of one still inside it (and, say, report a barrier the other
+    thread is about to reach as divergent). Compare (call site, ..., pc) chains instead.
+    """
+    cand = pcs != EXITED
+    level = 0
+    depth = st.stack.shape[0]
+    while True:
+        deeper = st.sp > level
+        key = np.where(deeper, st.stack[min(level, depth - 1)] - 1, pcs)
+        kmin = key[cand].min()
+        cand &= key == kmin
+        here = cand & ~deeper
+        if here.any():
+            return int(kmin), here
+        level += 1
 
 
 def _split(st, mask, upc):
