@@ -39,6 +39,8 @@ class Decoded:
     guard_neg: bool = False
     ctrl: str | None = None         # None, "bra", "exit", "ret", "call", "trap"
     target: int | None = None       # branch target / callee entry
+    sync: str | None = None         # "block" (bar.sync) or "warp" (.sync warp ops): threads
+    members: Callable | None = None  # wait here for the rest of their block / member lanes
     targets: tuple | None = None    # brx.idx: jump table (instruction indices)
     index: Callable | None = None   # brx.idx: getter of the per-thread table index
     func: str = ""

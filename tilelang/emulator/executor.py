@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import DeviceAssertion, EmulatorError, ExecutionError
+from .errors import (BarrierDivergence, DeviceAssertion, EmulatorError, ExecutionError,
+                     WarpDivergence)
 
 EXITED = np.iinfo(np.int64).max
+PARKED = EXITED - (1 << 40)     # pcs[t] = PARKED + pc: thread t waits at the sync op at pc
 MAX_STEPS = 50_000_000
 
 
@@ -38,6 +40,9 @@ def run_batch(st, max_steps: int = MAX_STEPS) -> None:
             pc = int(pcs.min())
             if pc == EXITED:
                 return
+            if pc >= PARKED:               # everyone left is waiting: release or deadlock
+                _release_or_fail(st, pcs)
+                continue
             if has_calls and st.sp.any():
                 pc, mask = _select_in_call_order(st, pcs)
             else:
@@ -66,6 +71,21 @@ def run_batch(st, max_steps: int = MAX_STEPS) -> None:
             em, n = mask, nact
         counts[pc] += n
         ctrl = ins.ctrl
+        if ins.sync is not None and (pcs is not None or n != nact):
+            # A sync op reached by part of the block/warp: the arrivals wait (as bar.sync and
+            # .sync warp ops wait on the GPU) until the rest arrive; see _sync_complete.
+            if pcs is None:
+                pcs = _split(st, mask, upc)
+            act = mask if mask is not None else np.ones(T, bool)
+            sel = em if em is not None else act
+            group = sel | (pcs == PARKED + pc)
+            done = group & _sync_complete(st, ins, group)
+            if done.any():
+                ins.run(st, done)
+                pcs[done] = pc + 1
+            pcs[sel & ~done] = PARKED + pc
+            pcs[act & ~sel] += 1
+            continue
         if ctrl is None:
             if n:
                 ins.run(st, em)
@@ -157,6 +177,51 @@ def run_batch(st, max_steps: int = MAX_STEPS) -> None:
         raise st.error(EmulatorError, f"internal: unknown control kind {ctrl}")
 
 
+def _sync_complete(st, ins, group):
+    """Per thread: has everyone this sync op waits for arrived (exited threads excepted)?"""
+    if ins.sync == "block":
+        blk = st.block_in_batch
+        arrived = np.bincount(blk[group], minlength=st.nblk)
+        live = np.bincount(blk[st.live], minlength=st.nblk)
+        return (arrived == live)[blk]
+    from .ops_warp import FULL, _exist_bits, warp_bits
+    mm = FULL if ins.members is None else ins.members(st)
+    w = st.warp_global
+    need = np.asarray(mm, np.uint64) & _exist_bits(st)[w] & warp_bits(st, st.live)[w]
+    return (need & ~warp_bits(st, group)[w]) == 0
+
+
+def _release_or_fail(st, pcs):
+    """All live threads wait at sync ops: release a complete group, else report deadlock."""
+    code = st.prog.code
+    parked = (pcs >= PARKED) & (pcs != EXITED)
+    waits = np.unique(pcs[parked])
+    for p in waits:
+        ins = code[int(p - PARKED)]
+        group = pcs == p
+        done = group & _sync_complete(st, ins, group)
+        if done.any():                    # completed by threads that exited meanwhile
+            st.ins = ins
+            ins.run(st, done)
+            pcs[done] = p - PARKED + 1
+            return
+    ins = code[int(waits[0] - PARKED)]
+    st.ins = ins
+    group = pcs == waits[0]
+    first = int(np.flatnonzero(group)[0])
+    if ins.sync == "block":
+        same = st.block_in_batch == st.block_in_batch[first]
+        cls, unit = BarrierDivergence, "block"
+    else:
+        same = st.warp_global == st.warp_global[first]
+        cls, unit = WarpDivergence, "warp"
+    other = np.flatnonzero(same & st.live & ~group)
+    lines = sorted({code[int(q - PARKED)].line for q in pcs[same & st.live]})
+    raise st.error(cls, f"{ins.opcode}: deadlock — threads of the {unit} wait at different "
+                   f"sync points (PTX lines {', '.join(map(str, lines))}); a thread waiting "
+                   f"elsewhere is shown", other[0] if other.size else first)
+
+
 def _select_in_call_order(st, pcs):
     """Min-PC over call chains: a thread inside a call is ordered by its call site first.
 
@@ -164,7 +229,7 @@ def _select_in_call_order(st, pcs):
     that skipped a call ahead of one still inside it (and, say, report a barrier the other
     thread is about to reach as divergent). Compare (call site, ..., pc) chains instead.
     """
-    cand = pcs != EXITED
+    cand = pcs < PARKED
     level = 0
     depth = st.stack.shape[0]
     while True:

@@ -392,7 +392,8 @@ def build_bar(ctx, ins, parts):
     if sub == "warp":                       # bar.warp.sync membermask
         from .ops_warp import check_members
         gmask = ctx.src(ins.operands[0], type_info("u32"))
-        return lambda st, m: check_members(st, m, gmask(st), ins.opcode)
+        return {"run": lambda st, m: check_members(st, m, gmask(st), ins.opcode),
+                "sync": "warp", "members": gmask}
     if sub == "cluster":                    # barrier.cluster.arrive/wait: blocks of a cluster
         return lambda st, m: None           # run in one batch only when 1x1x1; see docs
     ops = ins.operands
@@ -403,7 +404,7 @@ def build_bar(ctx, ins, parts):
         return lambda st, m: None
     if counted:
         return lambda st, m: None           # partial barriers: arrival count is not checked
-    return lambda st, m: check_barrier(st, m, ins.opcode)
+    return {"run": lambda st, m: check_barrier(st, m, ins.opcode), "sync": "block"}
 
 
 def _build_bar_red(ctx, ins, parts):
@@ -426,4 +427,4 @@ def _build_bar_red(ctx, ins, parts):
         else:
             r = (cnt > 0)[blk]
         put(st, r, m)
-    return run
+    return {"run": run, "sync": "block"}

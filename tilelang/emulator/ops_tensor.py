@@ -169,7 +169,7 @@ def build_mma(ctx, ins, parts):
             full = np.zeros((W, 32), np.uint32)
             full[warps] = out[..., k]
             put(st, full.reshape(-1), m)
-    return run
+    return {"run": run, "sync": "warp", "members": None}
 
 
 def _ldst_matrix_addrs(st, m, ga, nmat, what):
@@ -241,4 +241,4 @@ def build_ldmatrix(ctx, ins, parts):
             full = np.zeros(st.T, np.uint32)
             full[idx] = vals[0] | (vals[1] << np.uint32(16))
             puts[i](st, full, m)
-    return run
+    return {"run": run, "sync": "warp", "members": None}

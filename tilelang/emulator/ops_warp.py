@@ -107,7 +107,7 @@ def build_shfl(ctx, ins, parts):
         put(st, av[src], m)
         if putp is not None:
             putp(st, np.broadcast_to(pval, (st.T,)), m)
-    return run
+    return {"run": run, "sync": "warp", "members": gm}
 
 
 @op("vote")
@@ -136,7 +136,7 @@ def build_vote(ctx, ins, parts):
         else:
             r = (ballot == members) | (ballot == 0)
         put(st, r, m)
-    return run
+    return {"run": run, "sync": "warp", "members": gm}
 
 
 @op("activemask")
@@ -169,7 +169,7 @@ def build_elect(ctx, ins, parts):
         put(st, leader, m)
         if putp is not None:
             putp(st, st.lane == leader, m)
-    return run
+    return {"run": run, "sync": "warp", "members": gm}
 
 
 @op("redux")
@@ -196,7 +196,7 @@ def build_redux(ctx, ins, parts):
                  "or": np.bitwise_or, "xor": np.bitwise_xor}[kind]
             f.at(acc, w, v)
         put(st, acc[st.warp_global], m)
-    return run
+    return {"run": run, "sync": "warp", "members": gm}
 
 
 @op("match")
@@ -217,4 +217,4 @@ def build_match(ctx, ins, parts):
                     if act[u] and st.warp_global[u] == st.warp_global[t] and v[u] == v[t]]
             out[t] = sum(1 << int(st.lane[u]) for u in same)
         put(st, out, m)
-    return run
+    return {"run": run, "sync": "warp", "members": gm}
