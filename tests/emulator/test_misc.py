@@ -285,3 +285,41 @@ def test_blocks_are_clusters_multiplies_the_grid(hw):
     assert rep.threads == 6 * 32
     got = hw.dev.from_device(p, (6, 2), np.uint32)
     assert np.array_equal(got[:, 0], [0, 1] * 3) and (got[:, 1] == 6).all()
+
+
+def test_cluster_barrier_waits_for_the_other_blocks(hw):
+    # rank 1 produces its value in a block laid out after the cluster barrier; rank 0 reads it
+    # after barrier.cluster.wait, so it must wait for rank 1 to arrive
+    body = """
+  ld.param.u64 %rd1, [k_p0];
+  ld.param.u64 %rd5, [k_p1];
+  mov.u32 %r1, %cluster_ctarank;
+  mov.u32 %r2, %clusterid.x;
+  mov.u32 %r3, %ctaid.x;
+  setp.eq.u32 %p1, %r1, 1;
+  @%p1 bra PRODUCE;
+SYNC:
+  barrier.cluster.arrive;
+  barrier.cluster.wait;
+  setp.ne.u32 %p2, %r1, 0;
+  @%p2 bra END;
+  mul.wide.u32 %rd2, %r2, 4;
+  add.s64 %rd3, %rd1, %rd2;
+  ld.global.u32 %r4, [%rd3];
+  add.s64 %rd6, %rd5, %rd2;
+  st.global.u32 [%rd6], %r4;
+END:
+  ret;
+PRODUCE:
+  mul.wide.u32 %rd2, %r2, 4;
+  add.s64 %rd3, %rd1, %rd2;
+  add.s32 %r5, %r3, 1000;
+  st.global.u32 [%rd3], %r5;
+  bra.uni SYNC;
+"""
+    ptx = kernel_ptx(body, nparams=2)
+    d = hw.dev
+    mail, out = d.malloc(4 * 4), d.malloc(4 * 4)
+    d.memset(mail, 0, 16)
+    hw.run(ptx, (8,), (32,), [mail, out], cluster=(2, 1, 1))
+    assert list(d.from_device(out, (4,), np.uint32)) == [1001, 1003, 1005, 1007]

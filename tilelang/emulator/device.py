@@ -225,14 +225,16 @@ class EmulatorDevice:
         per_block = tpb * per_thread + shared_size
         nb = max(1, min(geom.nblocks, BATCH_THREADS // tpb, BATCH_BYTES // max(per_block, 1)))
         csize = cluster[0] * cluster[1] * cluster[2]
-        if nb >= csize:
-            nb -= nb % csize
+        if csize > 1:                      # batches hold whole clusters
+            nb = max(nb - nb % csize, csize)
         out, printed = [], []
         t0 = time.perf_counter()
         with np.errstate(all="ignore"):
+            order = geom.cluster_order() if csize > 1 else np.arange(geom.nblocks)
             for b0 in range(0, geom.nblocks, nb):
                 n = min(nb, geom.nblocks - b0)
-                st = State(prog, geom, b0, n, self.mem, kparams, counters, shared_size, out)
+                st = State(prog, geom, order[b0:b0 + n], n, self.mem, kparams, counters,
+                           shared_size, out)
                 try:
                     run_batch(st) if max_steps is None else run_batch(st, max_steps)
                 finally:

@@ -179,8 +179,11 @@ def run_batch(st, max_steps: int = MAX_STEPS) -> None:
 
 def _sync_complete(st, ins, group):
     """Per thread: has everyone this sync op waits for arrived (exited threads excepted)?"""
-    if ins.sync == "block":
+    if ins.sync in ("block", "cluster"):
         blk = st.block_in_batch
+        if ins.sync == "cluster":
+            c = st.geom.cluster
+            blk = blk // (c[0] * c[1] * c[2])      # batches hold whole clusters, in order
         arrived = np.bincount(blk[group], minlength=st.nblk)
         live = np.bincount(blk[st.live], minlength=st.nblk)
         return (arrived == live)[blk]
@@ -209,7 +212,7 @@ def _release_or_fail(st, pcs):
     st.ins = ins
     group = pcs == waits[0]
     first = int(np.flatnonzero(group)[0])
-    if ins.sync == "block":
+    if ins.sync in ("block", "cluster"):
         same = st.block_in_batch == st.block_in_batch[first]
         cls, unit = BarrierDivergence, "block"
     else:

@@ -394,8 +394,12 @@ def build_bar(ctx, ins, parts):
         gmask = ctx.src(ins.operands[0], type_info("u32"))
         return {"run": lambda st, m: check_members(st, m, gmask(st), ins.opcode),
                 "sync": "warp", "members": gmask}
-    if sub == "cluster":                    # barrier.cluster.arrive/wait: blocks of a cluster
-        return lambda st, m: None           # run in one batch only when 1x1x1; see docs
+    if sub == "cluster":
+        # barrier.cluster.arrive is a no-op; .wait waits for every live thread of the cluster
+        # (the blocks of a cluster always run in the same batch)
+        if "wait" in parts:
+            return {"run": lambda st, m: None, "sync": "cluster"}
+        return lambda st, m: None
     ops = ins.operands
     if sub == "red":
         return _build_bar_red(ctx, ins, parts)

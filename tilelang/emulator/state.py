@@ -24,6 +24,15 @@ class LaunchGeometry:
         self.static_shared = static_shared
         self.gridid = gridid
 
+    def cluster_order(self) -> np.ndarray:
+        """Linear block ids ordered cluster by cluster, so batches hold whole clusters."""
+        g, c = self.grid, self.cluster
+        lin = np.arange(self.nblocks, dtype=np.int64)
+        x, y, z = self.block_coords(lin)
+        cid = (x // c[0]) + (y // c[1]) * (g[0] // c[0]) + \
+            (z // c[2]) * (g[0] // c[0]) * (g[1] // c[1])
+        return lin[np.argsort(cid, kind="stable")]
+
     def block_coords(self, lin):
         g = self.grid
         return lin % g[0], lin // g[0] % g[1], lin // (g[0] * g[1])
@@ -34,11 +43,13 @@ class LaunchGeometry:
 
 
 class State:
-    def __init__(self, prog, geom: LaunchGeometry, block0: int, nblk: int, mem, kparams,
+    def __init__(self, prog, geom: LaunchGeometry, block_ids, nblk: int, mem, kparams,
                  counters, shared_size: int, out):
         self.prog, self.geom, self.mem, self.kparams = prog, geom, mem, kparams
         self.counters, self.out = counters, out
-        self.block0, self.nblk, self.tpb = block0, nblk, geom.tpb
+        # linear ids of the batch's blocks (whole clusters, cluster after cluster)
+        self.block_ids = np.asarray(block_ids, np.int64)
+        self.nblk, self.tpb = nblk, geom.tpb
         self.T = T = nblk * geom.tpb
         # Registers start as shared zero arrays: values are never modified in place (every
         # write stores a new array), so one zero array per dtype serves them all.
@@ -89,7 +100,7 @@ class State:
         T = self.T
         base, _, comp = name.partition(".")
         ax = {"x": 0, "y": 1, "z": 2}.get(comp)
-        blin = self.block0 + self.block_in_batch
+        blin = self.block_ids[self.block_in_batch]
         bc = g.block_coords(blin)
         if base == "%tid":
             return np.asarray(g.thread_coords(self.thread_linear)[ax], np.uint32)
@@ -155,7 +166,8 @@ class State:
         kw = {"kernel": self.prog.kernel.name, "line": ins.line if ins else None}
         if thread_index is not None:
             t = int(thread_index)
-            kw["block"] = self.geom.block_coords(self.block0 + t // self.tpb)
+            kw["block"] = tuple(int(c) for c in
+                                self.geom.block_coords(int(self.block_ids[t // self.tpb])))
             kw["thread"] = self.geom.thread_coords(t % self.tpb)
         if address is not None:
             kw["address"] = int(address)
