@@ -207,3 +207,22 @@ def test_mov_pack_unpack_and_immediates(hw, rng):
          "  xor.b32 %r22, %r21, 0x0F0F0F0F;\n  add.s32 {d}, %r22, -3;"
     got = hw.elementwise(op.replace("{{", "{{").replace("}}", "}}"), [a, b], np.uint32)
     assert np.array_equal(got, ((b ^ 0x0F0F0F0F).astype(np.int64) - 3).astype(np.uint32))
+
+
+def test_carry_chain_128_bit_add_and_sub(hw, rng):
+    # (hi:lo) 128-bit arithmetic as LLVM emits it for i128: add.cc + addc, sub.cc + subc
+    a = rng.integers(0, 2**64, (256, 2), dtype=np.uint64)
+    b = rng.integers(0, 2**64, (256, 2), dtype=np.uint64)
+    a[:8, 0] = np.uint64(2**64 - 1)          # force carries out of the low word
+    ins = [a[:, 0].copy(), a[:, 1].copy(), b[:, 0].copy(), b[:, 1].copy()]
+    A = [int(x) | int(y) << 64 for x, y in zip(ins[0], ins[1])]
+    B = [int(x) | int(y) << 64 for x, y in zip(ins[2], ins[3])]
+    words = lambda vals, k: np.array([(v >> (64 * k)) & (2**64 - 1) for v in vals], np.uint64)
+    for opname, f in (("add", lambda x, y: (x + y) % 2**128),
+                      ("sub", lambda x, y: (x - y) % 2**128)):
+        exp = [f(x, y) for x, y in zip(A, B)]
+        lo = hw.elementwise(f"{opname}.cc.u64 {{d}}, {{a}}, {{c}};\n"
+                            f"  {opname}c.u64 %rd20, {{b}}, %x3;", ins, np.uint64)
+        hi = hw.elementwise(f"{opname}.cc.u64 %rd20, {{a}}, {{c}};\n"
+                            f"  {opname}c.u64 {{d}}, {{b}}, %x3;", ins, np.uint64)
+        assert np.array_equal(lo, words(exp, 0)) and np.array_equal(hi, words(exp, 1)), opname

@@ -103,14 +103,14 @@ _FLOAT_BIN = {
 }
 
 
-@op("add", "sub")
+@op("add", "sub", "addc", "subc")
 def build_addsub(ctx, ins, parts):
     ti = _last_type(ctx, parts)
     root = parts[0]
     if ti.is_float:
         return _float_binary(ctx, ins, parts, ti, _FLOAT_BIN[root])
     if "cc" in parts or root in ("addc", "subc"):
-        ctx.error("carry-chain arithmetic (.cc) is not supported")
+        return _build_carry(ctx, ins, parts, ti)
     d, a, b = _nops(ctx, ins, 3)
     ga, gb, put = ctx.src(a, ti), ctx.src(b, ti), ctx.dst(d, ti)
     f = np.add if root == "add" else np.subtract
@@ -119,6 +119,33 @@ def build_addsub(ctx, ins, parts):
             put(st, _sat32(f(np.asarray(ga(st)).astype(np.int64), gb(st))), m)
         return run
     return lambda st, m: put(st, f(ga(st), gb(st)), m)
+
+
+def _build_carry(ctx, ins, parts, ti):
+    """Extended-precision add/sub (LLVM's i128 arithmetic): the carry flag CC.CF lives in a
+    per-thread array of the state; `.cc` writes it, `addc`/`subc` read it."""
+    d, a, b = _nops(ctx, ins, 3)
+    ut = type_info(f"u{ti.size * 8}")
+    ga, gb, put = ctx.src(a, ut), ctx.src(b, ut), ctx.dst(d, ut)
+    use_cf = parts[0] in ("addc", "subc")
+    set_cf = "cc" in parts
+    is_add = parts[0] in ("add", "addc")
+    one = ut.dtype.type(1)
+
+    def run(st, m):
+        x, y = np.asarray(ga(st)), np.asarray(gb(st))
+        cf = st.carry.astype(ut.dtype) if use_cf else ut.dtype.type(0)
+        if is_add:
+            r = x + y + cf
+            carry = (r < x) | ((cf == one) & (r == x))
+        else:                                  # the flag is the borrow
+            r = x - y - cf
+            carry = (x < y) | ((cf == one) & (x == y))
+        put(st, r, m)
+        if set_cf:
+            c = np.broadcast_to(carry, (st.T,)).astype(np.uint8)
+            st.carry = c if m is None else np.where(m, c, st.carry)
+    return run
 
 
 @op("mul")

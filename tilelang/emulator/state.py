@@ -61,6 +61,7 @@ class State:
         self.local = np.zeros(max(T * prog.local_size, 16), np.uint8)
         self.pslots = np.zeros((T, max(prog.pslot_size, 16)), np.uint8)
         self.live = np.ones(T, bool)
+        self.carry = np.zeros(T, np.uint8)        # CC.CF of add.cc / addc / sub.cc / subc
         self.stack = np.zeros((16, T), np.int64)
         self.sp = np.zeros(T, np.int64)
         self.ins = None               # the instruction being executed (for error messages)
