@@ -238,3 +238,56 @@ def test_llvm_byval_array_indexed_through_a_pointer(hw, opt):
     table = (np.arange(8, dtype=np.int32) * 11 - 5)
     hw.run(ptx, (1,), (64,), [out, table.tobytes()], kernel="bv")
     assert np.array_equal(d.from_device(out, (64,), np.int32), table[np.arange(64) % 8])
+
+
+I128_IR = '''
+target triple = "nvptx64-nvidia-cuda"
+declare i32 @llvm.nvvm.read.ptx.sreg.tid.x()
+declare i32 @llvm.fshl.i32(i32, i32, i32)
+define ptx_kernel void @wide(ptr addrspace(1) %o, ptr addrspace(1) %in) {
+  %t = call i32 @llvm.nvvm.read.ptx.sreg.tid.x()
+  %pa = getelementptr [2 x i128], ptr addrspace(1) %in, i32 %t, i32 0
+  %pb = getelementptr [2 x i128], ptr addrspace(1) %in, i32 %t, i32 1
+  %a = load i128, ptr addrspace(1) %pa, align 16
+  %b = load i128, ptr addrspace(1) %pb, align 16
+  %c = mul i128 %a, %b
+  %d = udiv i128 %c, 7
+  %e = sub i128 %d, %a
+  %po = getelementptr [2 x i128], ptr addrspace(1) %o, i32 %t, i32 0
+  store i128 %e, ptr addrspace(1) %po, align 16
+  %lo = trunc i128 %a to i32
+  %hi = trunc i128 %b to i32
+  %r = call i32 @llvm.fshl.i32(i32 %lo, i32 %hi, i32 %t)
+  %pr = getelementptr [2 x i128], ptr addrspace(1) %o, i32 %t, i32 1
+  store i32 %r, ptr addrspace(1) %pr, align 16
+  ret void
+}
+'''
+
+
+class _WideMod:
+    triple = "nvptx64-nvidia-cuda"
+
+    def __str__(self):
+        return I128_IR
+
+
+@pytest.mark.parametrize("opt", [0, 3])
+def test_llvm_i128_arithmetic_and_funnel_shift(hw, rng, opt):
+    ptx = compile_ptx(_WideMod(), opt)
+    n = 64
+    words = rng.integers(0, 2**64, (n, 4), dtype=np.uint64)
+    d = hw.dev
+    pin, pout = d.to_device(words), d.malloc(32 * n)
+    d.memset(pout, 0, 32 * n)
+    hw.run(ptx, (1,), (n,), [pout, pin], kernel="wide")
+    out = d.from_device(pout, (n, 4), np.uint64)
+    M = 2**128
+    for t in range(n):
+        a = int(words[t, 0]) | int(words[t, 1]) << 64
+        b = int(words[t, 2]) | int(words[t, 3]) << 64
+        e = ((a * b % M) // 7 - a) % M
+        assert int(out[t, 0]) | int(out[t, 1]) << 64 == e, t
+        lo, hi, s = a & 0xFFFFFFFF, b & 0xFFFFFFFF, t % 32
+        assert int(out[t, 2]) & 0xFFFFFFFF == ((lo << s | hi >> (32 - s)) & 0xFFFFFFFF
+                                                if s else lo), t

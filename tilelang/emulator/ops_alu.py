@@ -187,9 +187,29 @@ def build_mul24(ctx, ins, parts):
     return run
 
 
+@op("shf")
+def build_shf(ctx, ins, parts):
+    """Funnel shift of the 64-bit value b:a (LLVM's rotates and wide shifts)."""
+    d, a, b, c = _nops(ctx, ins, 4)
+    u32 = type_info("u32")
+    ga, gb, gc, put = ctx.src(a, u32), ctx.src(b, u32), ctx.src(c, u32), ctx.dst(d, u32)
+    left, clamp = parts[1] == "l", "clamp" in parts
+
+    def run(st, m):
+        v = (np.asarray(gb(st)).astype(np.uint64) << np.uint64(32)) | \
+            np.asarray(ga(st)).astype(np.uint64)
+        c = np.asarray(gc(st)).astype(np.uint64)
+        n = np.minimum(c, np.uint64(32)) if clamp else c & np.uint64(31)
+        r = (v << n) >> np.uint64(32) if left else v >> n
+        put(st, (r & np.uint64(0xFFFFFFFF)).astype(np.uint32), m)
+    return run
+
+
 @op("mad", "fma")
 def build_mad(ctx, ins, parts):
     ti = _last_type(ctx, parts)
+    if "cc" in parts:
+        ctx.error("mad.cc (multiply-add carry chains) is not supported")
     d, a, b, c = _nops(ctx, ins, 4)
     ga, gb = ctx.src(a, ti), ctx.src(b, ti)
     if ti.is_float:
