@@ -173,3 +173,16 @@ def test_setp_float_unordered(hw):
     assert np.array_equal(got, ((a < b) | np.isnan(a) | np.isnan(b)).astype(np.uint32))
     got = hw.elementwise("setp.ne.f32 {d}, {a}, {b};", [a, b], None, out_pred=True)
     assert np.array_equal(got, ((a != b) & ~np.isnan(a) & ~np.isnan(b)).astype(np.uint32))
+
+
+def test_cvt_wide_ints_round_once(hw):
+    x = np.array([2**62 + 1, -(2**62) - 3, 123456789012345, 2**53 + 1] * 16, np.int64)
+    assert np.array_equal(hw.elementwise("cvt.rn.f32.s64 {d}, {a};", [x], np.float32),
+                          x.astype(np.float32))
+    assert np.array_equal(hw.elementwise("cvt.rn.f64.s64 {d}, {a};", [x], np.float64),
+                          x.astype(np.float64))
+    y = np.array([16777217, -16777219] * 32, np.int32)        # not representable in f32
+    assert np.array_equal(hw.elementwise("cvt.rz.f32.s32 {d}, {a};", [y], np.float32),
+                          np.array([16777216, -16777218] * 32, np.float32))
+    assert np.array_equal(hw.elementwise("cvt.rp.f32.s32 {d}, {a};", [y], np.float32),
+                          np.array([16777218, -16777218] * 32, np.float32))

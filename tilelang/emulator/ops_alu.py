@@ -534,15 +534,12 @@ def build_cvt(ctx, ins, parts):
 
         def run(st, m):
             x = np.asarray(ga(st))
-            if dt.size == 8 or x.dtype.itemsize <= 2 or dt.kind != "f":
-                v = x.astype(np.float64)
-            else:
-                v = x.astype(np.float64)
-                if x.dtype.itemsize == 8:
-                    v = x.astype(dt.dtype)      # numpy rounds 64-bit ints correctly (rn)
-                    put(st, v if dt.kind == "f" else pack([v.astype(np.float64)], dt), m)
-                    return
-            put(st, pack([v], dt, r, sat), m)
+            if x.dtype.itemsize == 8 and dt.name == "f32" and r == "rn" and not sat:
+                # int64 → f64 would round first; a direct cast rounds once
+                put(st, x.astype(np.float32), m)
+                return
+            # ints up to 32 bits are exact in float64, so one rounding to the target remains
+            put(st, pack([x.astype(np.float64)], dt, r, sat), m)
         return run
     # int → int: truncate or extend according to the source type; .sat clamps.
     if sat:
