@@ -281,7 +281,13 @@ def fail(code: str, bound: BoundArgs, param: str | None, message: str,
     """An error about one parameter of the call (pointing at that argument when possible)."""
     a = bound.args.get(param) if param else None
     where = (a.span if a is not None and a.span is not None else span)
-    prefix = f"`{bound.builtin.name}`: " + (f"parameter `{param}` " if param else "")
+    sym = bound.builtin.symbol
+    if sym is not None and bound.builtin.group == "operator":  # operators speak of operands: "the left operand of `+` cannot be tf32"
+        unary = len(bound.builtin.params) == 1
+        side = "" if unary else ("left " if param == "a" else "right ")
+        prefix = f"the {side}operand of `{sym.lstrip('u') or sym}` " if param else ""
+    else:
+        prefix = f"`{bound.builtin.name}`: " + (f"parameter `{param}` " if param else "")
     return TileSemanticError.at(code, prefix + message, where, help=help)
 
 
