@@ -180,6 +180,7 @@ class Ctx:
     loop_depth: int = 0
     returns: list[ArgInfo] = field(default_factory=list)
     note: str | None = None    # "while checking `f` called at ..." for inlined functions
+    declared: dict = field(default_factory=dict)  # every name bound in the body -> its span
 
 
 # ---------------------------------------------------------------------------------------------
@@ -367,7 +368,7 @@ class Checker:
 
     # ---- kernels and functions ----
     def check_kernel(self, k: ast.KernelDef, info: ModuleInfo) -> KernelInfo | None:
-        ctx = Ctx("kernel", k.name, info, f"kernel {k.name}")
+        ctx = Ctx("kernel", k.name, info, f"kernel {k.name}", declared=_declared_names(k.body))
         scope = Scope()
         params = []
         symbolic: list[str] = []
@@ -523,7 +524,8 @@ class Checker:
             return self.instances[key]
         is_host = any(a.name == "host" for a in f.attrs)
         sig = ", ".join(f"{n}: {a.type}" for n, a in bound)
-        ctx = Ctx("host" if is_host else "fn", f.name, info, f"fn {f.name}({sig})")
+        ctx = Ctx("host" if is_host else "fn", f.name, info, f"fn {f.name}({sig})",
+                  declared=_declared_names(f.body))
         if not standalone and span is not None:
             ctx.note = f"while checking `{f.name}({sig})` called at {span}"
         scope = Scope()
@@ -648,6 +650,17 @@ class Checker:
             return value(DTypeType(DTYPES[name]), None, span)
         if name in BUILTINS:
             return value(BuiltinType(BUILTINS[name]), None, span)
+        later = ctx.declared.get(name)
+        if later is not None and (later.line, later.col) > (span.line, span.col):
+            raise TileSemanticError.at(
+                "E0201", f"`{name}` is used before it is defined", span,
+                related=(Label(later, f"`{name}` is defined here, later"),),
+                help=f"move the definition of `{name}` above this use")
+        if later is not None:
+            raise TileSemanticError.at(
+                "E0201", f"cannot find `{name}` in this scope", span,
+                related=(Label(later, f"`{name}` is declared here, in a block that has ended"),),
+                help=f"declare `{name}` before that block (with `var` if the block sets it)")
         candidates = scope.all_names() + list(ctx.module.names) + list(BUILTINS) + list(DTYPES)
         close = difflib.get_close_matches(name, candidates, n=1)
         raise TileSemanticError.at(
@@ -1227,6 +1240,18 @@ def _plain(c):
     if isinstance(c, ConstValue):
         return c.value
     return c
+
+
+def _declared_names(body: ast.Block) -> dict:
+    """Names a body binds (`let`/`var` and loop variables), first declaration of each."""
+    out: dict = {}
+    for node in body.walk():
+        if isinstance(node, ast.Let):
+            for n, sp in zip(node.names, node.name_spans):
+                out.setdefault(n, sp)
+        elif isinstance(node, ast.For):
+            out.setdefault(node.var, node.var_span)
+    return out
 
 
 def _symbolic(c) -> bool:
