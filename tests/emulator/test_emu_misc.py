@@ -6,7 +6,7 @@ import io
 import numpy as np
 import pytest
 
-from conftest import HEADER, kernel_ptx
+from emu_support import HEADER, kernel_ptx
 from tilelang.emulator.device import DevicePtr, EmulatorDevice
 from tilelang.emulator.errors import DeviceAssertion, EmulatorError
 

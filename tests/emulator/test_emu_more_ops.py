@@ -3,8 +3,8 @@ elect/match, stmatrix and mma with f16 accumulators."""
 
 import numpy as np
 
-from conftest import kernel_ptx
-from test_tensor import a_pos_f16, b_pos_f16, c_pos, fragments, run_mma
+from emu_support import kernel_ptx
+from test_emu_tensor import a_pos_f16, b_pos_f16, c_pos, fragments, run_mma
 
 
 def u32(rng, n=256):

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from conftest import HEADER, kernel_ptx
+from emu_support import HEADER, kernel_ptx
 
 GID = """
   mov.u32 %r1, %tid.x;

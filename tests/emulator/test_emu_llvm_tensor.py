@@ -4,7 +4,7 @@ memory, ldmatrix (x4 and x2.trans) and mma.sync m16n8k16 f16 → f32, at -O0 and
 import numpy as np
 import pytest
 
-from test_llvm_ptx import compile_ptx
+from test_emu_llvm_ptx import compile_ptx
 
 pytest.importorskip("llvmlite.binding")
 

@@ -4,7 +4,7 @@ malformed PTX."""
 import numpy as np
 import pytest
 
-from conftest import HEADER, kernel_ptx
+from emu_support import HEADER, kernel_ptx
 from tilelang.emulator.errors import (BarrierDivergence, DeviceAssertion, EmulatorError,
                                       LaunchRefused, MemoryFault, PTXParseError, WarpDivergence)
 

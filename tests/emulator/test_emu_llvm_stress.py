@@ -4,7 +4,7 @@ memory, barrier, atomics, fences) compiled at -O0 and -O3, checked against NumPy
 import numpy as np
 import pytest
 
-from test_llvm_ptx import compile_ptx
+from test_emu_llvm_ptx import compile_ptx
 
 llvm = pytest.importorskip("llvmlite.binding")
 

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from conftest import kernel_ptx
+from emu_support import kernel_ptx
 
 STORE = """
   ld.param.u64 %rd1, [k_p0];

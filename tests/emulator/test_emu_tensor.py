@@ -4,8 +4,8 @@ PTX ISA fragment tables (written out case by case as the ISA text states them)."
 import numpy as np
 import pytest
 
-from conftest import kernel_ptx
-from test_float import bf16_bits_ref
+from emu_support import kernel_ptx
+from test_emu_float import bf16_bits_ref
 
 
 def a_pos_f16(lane, i):         # m16n8k16 .f16/.bf16 A, element i of 8
