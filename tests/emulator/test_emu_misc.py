@@ -323,3 +323,21 @@ PRODUCE:
     d.memset(mail, 0, 16)
     hw.run(ptx, (8,), (32,), [mail, out], cluster=(2, 1, 1))
     assert list(d.from_device(out, (4,), np.uint32)) == [1001, 1003, 1005, 1007]
+
+
+def test_counters_off_and_attributes():
+    dev = EmulatorDevice(counters=False)
+    assert dev.attributes["max_threads_per_block"] == 1024
+    p = dev.malloc(4 * 64)
+    fn = dev.load_module(kernel_ptx("""
+  ld.param.u64 %rd1, [k_p0];
+  mov.u32 %r1, %tid.x;
+  mul.wide.u32 %rd2, %r1, 4;
+  add.s64 %rd3, %rd1, %rd2;
+  st.global.u32 [%rd3], %r1;
+  ret;
+""", nparams=1)).get_function("k")
+    rep = dev.launch(fn, 1, 64, [p])
+    dev.synchronize()
+    assert rep.instructions["st.global.u32"] == 64 and rep.global_requests == 0
+    assert np.array_equal(dev.from_device(p, (64,), np.uint32), np.arange(64))

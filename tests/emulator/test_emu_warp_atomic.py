@@ -221,3 +221,15 @@ def test_hot_address_float_atomics_serialize_in_thread_order(hw):
     assert np.array_equal(got, seq[:-1])             # serialized in thread order
     c = d.from_device(cell, (2,), np.float32)
     assert c[0] == seq[-1] and c[1:].view(np.int32)[0] == n - 1
+
+
+def test_partial_last_warp(hw):
+    # 48 threads: the second warp has 16 lanes; a full member mask names only existing lanes
+    op = """  setp.ne.u32 %p1, %r1, 40;
+  vote.sync.ballot.b32 %r5, %p1, -1;
+  shfl.sync.bfly.b32 %r6, %r1, 1, 31, -1;
+  xor.b32 %r10, %r5, %r6;"""
+    got = run_store(hw, op, 96, 48)
+    t = np.arange(96) % 48
+    ballot = np.where(t < 32, 0xFFFFFFFF, 0xFFFF & ~(1 << (40 - 32)))
+    assert np.array_equal(got, (ballot ^ (t ^ 1)).astype(np.uint32))

@@ -9,6 +9,8 @@
     rep = dev.launch(fn, grid=(g, 1, 1), block=(128, 1, 1), args=[a, b, c, np.int32(n)],
                      cluster=None, shared_mem=0)   # -> LaunchReport (counters, printf output)
     dev.free(a)
+    dev.synchronize()                           # no-op: everything completes before returning
+    dev.attributes                              # limits used for the launch checks
 
 `args` is either the packed parameter buffer (bytes, laid out as the kernel's `.param` list
 with natural alignment) or a list of values: a `DevicePtr` or int for pointer/`.u64` params,
@@ -154,6 +156,18 @@ class EmulatorDevice:
         self.detailed_counters = counters
         self.printf_stream = printf_stream if printf_stream is not None else sys.stdout
         self._launches = 0
+
+    # -- device -----------------------------------------------------------------------------
+    def synchronize(self) -> None:
+        """Launches and copies complete before they return; kept for API parity."""
+
+    @property
+    def attributes(self) -> dict:
+        """The limits launches are checked against (the driver back end reports its own)."""
+        return {"max_threads_per_block": MAX_THREADS_PER_BLOCK,
+                "max_block_dim": MAX_BLOCK_DIM, "max_grid_dim": MAX_GRID_DIM,
+                "max_shared_memory_per_block": MAX_SHARED_PER_BLOCK,
+                "max_cluster_size": MAX_CLUSTER_SIZE, "warp_size": 32}
 
     # -- memory ---------------------------------------------------------------------------
     def malloc(self, nbytes: int) -> DevicePtr:
