@@ -1,0 +1,258 @@
+"""The tile-level reference interpreter: runs Tile IR with NumPy, one block of the grid at a
+time, every operation through the registry's reference semantics (`Builtin.evaluate`).
+
+    run_kernel(kernel, [a, b, c], grid=(cdiv(n, 1024),))   # arrays are mutated in place
+
+Model: blocks run sequentially in grid order (x fastest, then y, then z), so atomics and
+stores from earlier blocks are visible to later ones; this is one valid schedule of the
+device's unordered blocks. Tiles are NumPy arrays, scalars 0-d arrays, arrays the caller's
+`np.ndarray`s (bf16/tf32/f8 data as float32 holding representable values). `print` writes to
+`out` (default stdout) prefixed with the block index; a failed `assert` raises
+`InterpreterAssertionError` naming kernel, block and message. Each result is checked against
+its IR type (shape and NumPy dtype), which catches registry/IR disagreements early.
+"""
+
+from __future__ import annotations
+
+import inspect
+import io
+import sys
+from typing import Any, Mapping, Sequence, TextIO
+
+import numpy as np
+
+from tilelang.sema.builtins import GridContext
+from tilelang.sema.builtins_core import BoundArgs, Builtin
+from tilelang.sema.builtins_debug import TileAssertionError
+from tilelang.sema.constants import ConstStr, ConstTuple, ConstValue
+from tilelang.sema.types import ArrayType, DType, TileType, round_to_dtype
+
+from tilelang.ir.args import Arg, TupleArg
+from tilelang.ir.op_typing import bound_of
+from tilelang.ir.ops import (Block, BreakOp, BuiltinOp, ConditionOp, ConstantOp, ContinueOp,
+                             ForOp, IfOp, IRModule, Kernel, Op, ReturnOp, WhileOp, YieldOp,
+                             walk)
+from tilelang.ir.printer import Namer, format_kernel, format_op
+from tilelang.ir.values import Value
+from tilelang.interp.errors import InterpreterAssertionError, InterpreterError
+
+# How a block ended (the terminator's kind).
+_YIELD, _BREAK, _CONTINUE, _COND, _RETURN = range(5)
+_KIND = {YieldOp: _YIELD, BreakOp: _BREAK, ContinueOp: _CONTINUE, ConditionOp: _COND,
+         ReturnOp: _RETURN}
+
+
+def _const_value(c: ConstValue) -> Any:
+    """A constant as a reference takes it: loose stays a Python number, strict becomes a
+    0-d array of its dtype (so NumPy does not re-promote it)."""
+    if c.dtype is None:
+        return c.value
+    return round_to_dtype(np.asarray(c.value), c.dtype)
+
+
+def _wants_ctx(b: Builtin) -> bool:
+    try:
+        return "ctx" in inspect.signature(b.ref).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+class _Prepared:
+    """Per-op data computed once per kernel: bound arguments, whether it needs the grid."""
+
+    __slots__ = ("builtin", "bound", "ctx")
+
+    def __init__(self, builtin: Builtin, bound: BoundArgs, ctx: bool):
+        self.builtin, self.bound, self.ctx = builtin, bound, ctx
+
+
+class Interpreter:
+    def __init__(self, kernel: Kernel, out: TextIO | None = None):
+        self.kernel = kernel
+        self.out = out
+        consts = {op.result: op.value for op in walk(kernel.body) if isinstance(op, ConstantOp)}
+        self.prepared: dict[int, _Prepared] = {}
+        for op in walk(kernel.body):
+            if isinstance(op, BuiltinOp):
+                b = op.builtin
+                self.prepared[id(op)] = _Prepared(b, bound_of(op, consts.get), _wants_ctx(b))
+        self.grid_ctx = GridContext()
+
+    # -- arguments -----------------------------------------------------------------------------
+    def bind_params(self, args: Sequence[Any] | Mapping[str, Any]) -> dict[Value, Any]:
+        params = self.kernel.params
+        if isinstance(args, Mapping):
+            missing = [p.hint for p in params if p.hint not in args]
+            if missing:
+                raise InterpreterError(f"kernel `{self.kernel.name}`: missing argument "
+                                       f"`{missing[0]}`")
+            values = [args[p.hint] for p in params]
+        else:
+            if len(args) != len(params):
+                raise InterpreterError(f"kernel `{self.kernel.name}` takes {len(params)} "
+                                       f"arguments, got {len(args)}")
+            values = list(args)
+        env: dict[Value, Any] = {}
+        for p, x in zip(params, values):
+            env[p] = self._param_value(p, x)
+        return env
+
+    def _param_value(self, p: Value, x: Any) -> Any:
+        t = p.type
+        if isinstance(t, ArrayType):
+            want = t.dtype.storage_np_dtype
+            if not isinstance(x, np.ndarray) or x.ndim != t.rank or x.dtype != want:
+                got = (f"an array of {x.dtype} with {x.ndim} dimensions"
+                       if isinstance(x, np.ndarray) else type(x).__name__)
+                raise InterpreterError(f"kernel `{self.kernel.name}`: parameter `{p.hint}` is "
+                                       f"{t} (NumPy {want}, {t.rank}-d), got {got}")
+            return x
+        assert isinstance(t, TileType)
+        return round_to_dtype(np.asarray(x), t.dtype)
+
+    # -- execution -----------------------------------------------------------------------------
+    def run(self, args, grid: Sequence[int], cluster: Sequence[int] = (1, 1, 1)) -> None:
+        g = tuple(grid) + (1,) * (3 - len(grid))
+        c = tuple(cluster) + (1,) * (3 - len(cluster))
+        env0 = self.bind_params(args)
+        for z in range(g[2]):
+            for y in range(g[1]):
+                for x in range(g[0]):
+                    self.grid_ctx = GridContext((x, y, z), g, c)  # type: ignore[arg-type]
+                    self.block(self.kernel.body, dict(env0))
+
+    def block(self, block: Block, env: dict[Value, Any]) -> tuple[int, list[Any]]:
+        for op in block.ops:
+            t = type(op)
+            if t is BuiltinOp:
+                self.builtin(op, env)
+            elif t is ConstantOp:
+                env[op.result] = _const_value(op.value)
+            elif t is IfOp:
+                r = self.if_(op, env)
+                if r is not None:
+                    return r
+            elif t is ForOp:
+                r = self.for_(op, env)
+                if r is not None:
+                    return r
+            elif t is WhileOp:
+                r = self.while_(op, env)
+                if r is not None:
+                    return r
+            else:
+                return _KIND[t], [env[v] for v in op.operands]
+        raise InterpreterError("a block without a terminator (run the verifier)")
+
+    def if_(self, op: IfOp, env) -> tuple[int, list[Any]] | None:
+        kind, vals = self.block(op.then if bool(env[op.cond]) else op.else_, env)
+        if kind != _YIELD:
+            return kind, vals          # break / continue / return leave the if
+        env.update(zip(op.results, vals))
+        return None
+
+    def _finish_loop(self, op, kind, vals, env):
+        """After a loop ends: bind results, or pass a return on."""
+        if kind == _RETURN:
+            return kind, vals
+        env.update(zip(op.results, vals))
+        return None
+
+    def for_(self, op: ForOp, env) -> tuple[int, list[Any]] | None:
+        i, stop, step = int(env[op.start]), int(env[op.stop]), int(env[op.step])
+        carried = [env[v] for v in op.init]
+        iv_dtype = op.iv.type.dtype.storage_np_dtype
+        body = op.body
+        while step > 0 and i < stop:
+            env[body.args[0]] = iv_dtype.type(i)
+            env.update(zip(body.args[1:], carried))
+            kind, vals = self.block(body, env)
+            if kind == _BREAK or kind == _RETURN:
+                return self._finish_loop(op, kind, vals, env)
+            carried = vals
+            i += step
+        return self._finish_loop(op, _YIELD, carried, env)
+
+    def while_(self, op: WhileOp, env) -> tuple[int, list[Any]] | None:
+        carried = [env[v] for v in op.init]
+        while True:
+            env.update(zip(op.cond.args, carried))
+            kind, vals = self.block(op.cond, env)
+            if kind == _RETURN:
+                return kind, vals
+            if not bool(vals[0]):
+                return self._finish_loop(op, _YIELD, carried, env)
+            env.update(zip(op.body.args, carried))
+            kind, vals = self.block(op.body, env)
+            if kind == _BREAK or kind == _RETURN:
+                return self._finish_loop(op, kind, vals, env)
+            carried = vals
+
+    def _arg(self, a: Arg, env) -> Any:
+        if isinstance(a, Value):
+            return env[a]
+        if isinstance(a, ConstValue):
+            return _const_value(a)
+        if isinstance(a, ConstTuple):
+            return tuple(self._arg(i, env) if not isinstance(i, ConstValue) else i.value
+                         for i in a.items)
+        if isinstance(a, TupleArg):
+            return tuple(self._arg(i, env) for i in a.items)
+        if isinstance(a, ConstStr):
+            return a.value
+        assert isinstance(a, DType)
+        return a
+
+    def builtin(self, op: BuiltinOp, env) -> None:
+        p = self.prepared[id(op)]
+        values = {name: self._arg(a, env) for name, a in op.args}
+        for param in p.builtin.params:     # absent optionals are None for the reference
+            values.setdefault(param.name, None)
+        if p.ctx:
+            values["ctx"] = self.grid_ctx
+        varargs = [self._arg(a, env) for a in op.varargs]
+        is_print = p.builtin.name == "print"
+        if is_print:
+            values["file"] = io.StringIO()
+        try:
+            r = p.builtin.evaluate(p.bound, values, varargs)
+        except TileAssertionError as e:
+            raise InterpreterAssertionError(self.kernel.name, self.grid_ctx.block, str(e),
+                                            str(op.span) if op.span else "") from None
+        except Exception as e:
+            raise InterpreterError(self._where(op) + f"{type(e).__name__}: {e}") from e
+        if is_print:
+            out = self.out if self.out is not None else sys.stdout
+            print(f"[block {self.grid_ctx.block}] {r}", file=out)
+        if op.result is not None:
+            env[op.result] = self._check(op, r)
+
+    def _where(self, op: Op) -> str:
+        name = Namer(self.kernel.params)
+        format_kernel(self.kernel, name)
+        return (f"kernel `{self.kernel.name}`, block {self.grid_ctx.block}: "
+                f"`{format_op(op, name)}`: ")
+
+    def _check(self, op: BuiltinOp, r: Any) -> Any:
+        t = op.result.type
+        assert isinstance(t, TileType)
+        shape = np.shape(r)
+        dt = getattr(r, "dtype", None)
+        if shape != tuple(t.shape) or dt != t.dtype.storage_np_dtype:
+            raise InterpreterError(self._where(op) + f"the reference gave shape {shape} and "
+                                   f"dtype {dt}, but the op's type is {t}")
+        return r
+
+
+def run_kernel(kernel: Kernel | IRModule, args: Sequence[Any] | Mapping[str, Any],
+               grid: Sequence[int], *, name: str | None = None,
+               cluster: Sequence[int] = (1, 1, 1), out: TextIO | None = None) -> None:
+    """Run `kernel` (or the kernel `name` of a module, or its only kernel) over `grid`."""
+    if isinstance(kernel, IRModule):
+        if name is None:
+            if len(kernel.kernels) != 1:
+                raise InterpreterError("the module has several kernels: pass `name`")
+            kernel = kernel.kernels[0]
+        else:
+            kernel = kernel.kernel(name)
+    Interpreter(kernel, out).run(args, grid, cluster)
