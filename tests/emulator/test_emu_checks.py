@@ -240,3 +240,46 @@ def test_malformed_ptx_names_the_line(hw, body, pattern):
     assert pattern in str(ei.value)
     assert ei.value.line == line
     assert str(ei.value).startswith(f"line {line}:")
+
+
+NAMED = """
+  ld.param.u64 %rd1, [k_p0];
+  mov.u32 %r1, %tid.x;
+  mov.u32 %r2, buf;
+  setp.lt.u32 %p1, %r1, 64;
+  @%p1 bra PRODUCER;
+  // consumers (warps 2 and 3): wait for the producers, read their data
+  bar.sync 1, 128;
+  sub.s32 %r3, %r1, 64;
+  shl.b32 %r4, %r3, 2;
+  add.s32 %r5, %r2, %r4;
+  ld.shared.u32 %r6, [%r5];
+  mul.wide.u32 %rd2, %r3, 4;
+  add.s64 %rd3, %rd1, %rd2;
+  st.global.u32 [%rd3], %r6;
+  ret;
+PRODUCER:
+  // laid out after the consumers, so they reach their barrier first
+  shl.b32 %r7, %r1, 2;
+  add.s32 %r8, %r2, %r7;
+  mad.lo.s32 %r9, %r1, 3, 7;
+  st.shared.u32 [%r8], %r9;
+  {arrive}
+  ret;
+"""
+
+
+def test_named_barrier_producer_consumer(hw):
+    ptx = kernel_ptx(NAMED.replace("{arrive}", "bar.arrive 1, 128;"), nparams=1,
+                     prelude=".shared .align 4 .b8 buf[256];\n")
+    p = hw.dev.malloc(4 * 64)
+    hw.run(ptx, (2,), (128,), [p])
+    assert np.array_equal(hw.dev.from_device(p, (64,), np.uint32), np.arange(64) * 3 + 7)
+
+
+def test_named_barrier_that_never_fills_is_a_deadlock(hw):
+    ptx = kernel_ptx(NAMED.replace("{arrive}", ""), nparams=1,
+                     prelude=".shared .align 4 .b8 buf[256];\n")
+    p = hw.dev.malloc(4 * 64)
+    with pytest.raises(BarrierDivergence, match="named barrier 1 has 64 arrivals"):
+        hw.run(ptx, (1,), (128,), [p])

@@ -41,6 +41,7 @@ class Decoded:
     target: int | None = None       # branch target / callee entry
     sync: str | None = None         # "block" (bar.sync) or "warp" (.sync warp ops): threads
     members: Callable | None = None  # wait here for the rest of their block / member lanes
+    extra: tuple | None = None      # named barriers: (id getter, count getter, is_arrive)
     targets: tuple | None = None    # brx.idx: jump table (instruction indices)
     index: Callable | None = None   # brx.idx: getter of the per-thread table index
     func: str = ""

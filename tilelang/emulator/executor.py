@@ -71,6 +71,17 @@ def run_batch(st, max_steps: int = MAX_STEPS) -> None:
             em, n = mask, nact
         counts[pc] += n
         ctrl = ins.ctrl
+        if ins.sync == "named":
+            act = mask if mask is not None else np.ones(T, bool)
+            sel = em if em is not None else act
+            if pcs is None and _named_all_complete(st, ins, sel):
+                upc += 1                   # everyone arrived together: nothing waits
+                continue
+            if pcs is None:
+                pcs = _split(st, mask, upc)
+            _named_barrier(st, ins, pc, sel, pcs)
+            pcs[act & ~sel] += 1
+            continue
         if ins.sync is not None and (pcs is not None or n != nact):
             # A sync op reached by part of the block/warp: the arrivals wait (as bar.sync and
             # .sync warp ops wait on the GPU) until the rest arrive; see _sync_complete.
@@ -194,6 +205,47 @@ def _sync_complete(st, ins, group):
     return (need & ~warp_bits(st, group)[w]) == 0
 
 
+def _named_groups(st, ins, sel):
+    """(block, barrier id, expected count, arriving threads) for the threads in `sel`."""
+    get_id, get_count, _ = ins.extra
+    T = st.T
+    bid = np.broadcast_to(np.asarray(get_id(st), np.int64), (T,))
+    cnt = np.broadcast_to(np.asarray(get_count(st), np.int64), (T,))
+    idx = np.flatnonzero(sel)
+    if (bid[idx] < 0).any() or (bid[idx] > 15).any():
+        raise st.error(ExecutionError, "barrier id must be 0..15", idx[0])
+    key = st.block_in_batch[idx] * 16 + bid[idx]
+    for k in np.unique(key):
+        members = idx[key == k]
+        # the hardware counts arriving warps, 32 threads each
+        arrived = 32 * np.unique(st.warp_global[members]).size
+        yield int(k // 16), int(k % 16), int(cnt[members[0]]), members, arrived
+
+
+def _named_all_complete(st, ins, sel):
+    return all(st.named_arrived[b, a] + arrived >= expected
+               for b, a, expected, _, arrived in _named_groups(st, ins, sel))
+
+
+def _named_barrier(st, ins, pc, sel, pcs):
+    """Count arrivals at a named barrier; release its waiters when the count is reached."""
+    is_arrive = ins.extra[2]
+    for b, a, expected, members, arrived in _named_groups(st, ins, sel):
+        st.named_arrived[b, a] += arrived
+        if st.named_arrived[b, a] >= expected:
+            st.named_arrived[b, a] = 0
+            waiting = (st.wait_bar == a) & (st.block_in_batch == b) & (pcs >= PARKED) & \
+                (pcs != EXITED)
+            pcs[waiting] = pcs[waiting] - PARKED + 1
+            st.wait_bar[waiting] = -1
+            pcs[members] = pc + 1
+        elif is_arrive:
+            pcs[members] = pc + 1
+        else:
+            pcs[members] = PARKED + pc
+            st.wait_bar[members] = a
+
+
 def _release_or_fail(st, pcs):
     """All live threads wait at sync ops: release a complete group, else report deadlock."""
     code = st.prog.code
@@ -201,6 +253,8 @@ def _release_or_fail(st, pcs):
     waits = np.unique(pcs[parked])
     for p in waits:
         ins = code[int(p - PARKED)]
+        if ins.sync == "named":
+            continue
         group = pcs == p
         done = group & _sync_complete(st, ins, group)
         if done.any():                    # completed by threads that exited meanwhile
@@ -212,6 +266,11 @@ def _release_or_fail(st, pcs):
     st.ins = ins
     group = pcs == waits[0]
     first = int(np.flatnonzero(group)[0])
+    if ins.sync == "named":
+        b, a = int(st.block_in_batch[first]), int(st.wait_bar[first])
+        raise st.error(BarrierDivergence, f"{ins.opcode}: deadlock — named barrier {a} has "
+                       f"{int(st.named_arrived[b, a])} arrivals and nothing else can arrive",
+                       first)
     if ins.sync in ("block", "cluster"):
         same = st.block_in_batch == st.block_in_batch[first]
         cls, unit = BarrierDivergence, "block"

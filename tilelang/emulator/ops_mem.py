@@ -403,11 +403,14 @@ def build_bar(ctx, ins, parts):
     ops = ins.operands
     if sub == "red":
         return _build_bar_red(ctx, ins, parts)
-    counted = len(ops) >= 2
-    if sub == "arrive":
-        return lambda st, m: None
-    if counted:
-        return lambda st, m: None           # partial barriers: arrival count is not checked
+    if len(ops) >= 2 or sub == "arrive":
+        # named barrier with a thread count: waits until `count` threads (whole warps) of the
+        # block arrived at barrier `id` through bar.sync or bar.arrive (see executor)
+        if len(ops) < 2:
+            ctx.error(f"{ins.opcode} needs a barrier id and a thread count")
+        u32 = type_info("u32")
+        return {"run": None, "sync": "named",
+                "extra": (ctx.src(ops[0], u32), ctx.src(ops[1], u32), sub == "arrive")}
     return {"run": lambda st, m: check_barrier(st, m, ins.opcode), "sync": "block"}
 
 

@@ -62,6 +62,8 @@ class State:
         self.pslots = np.zeros((T, max(prog.pslot_size, 16)), np.uint8)
         self.live = np.ones(T, bool)
         self.carry = np.zeros(T, np.uint8)        # CC.CF of add.cc / addc / sub.cc / subc
+        self.named_arrived = np.zeros((nblk, 16), np.int64)   # named barriers: threads so far
+        self.wait_bar = np.full(T, -1, np.int64)               # named barrier a thread waits on
         self.stack = np.zeros((16, T), np.int64)
         self.sp = np.zeros(T, np.int64)
         self.ins = None               # the instruction being executed (for error messages)
