@@ -5,6 +5,13 @@ all of them with no mask at all. A branch that splits the threads switches to pe
 each step runs the instruction at the smallest PC for the threads there, so paths that split
 meet again at their join point (the reconvergence a GPU gives), and as soon as all live threads
 share one PC again the fast path resumes.
+
+Two refinements keep min-PC honest about code layout: threads inside a call are ordered by
+their call site (`_select_in_call_order`), and synchronizing instructions (bar.sync, named
+barriers, .sync warp ops) park the threads that arrive early until their block/warp/count is
+complete, so a barrier does not depend on which side of it the compiler placed a block. When
+only parked threads remain and no group can complete, the kernel would hang on a GPU: that is
+reported as a divergence error.
 """
 
 from __future__ import annotations

@@ -61,6 +61,8 @@ def _read_bytes(st, t, addr, n):
         o = int(st.block_in_batch[t]) * st.shared_size + addr - SHARED_WINDOW
         return st.shared[o:o + n].tobytes()
     off = addr - GLOBAL_BASE
+    if off < 0 or off >= st.mem.data.size:       # a bad pointer prints as an empty string
+        return b""
     return st.mem.data[off:off + n].tobytes()
 
 
