@@ -341,3 +341,18 @@ def test_counters_off_and_attributes():
     dev.synchronize()
     assert rep.instructions["st.global.u32"] == 64 and rep.global_requests == 0
     assert np.array_equal(dev.from_device(p, (64,), np.uint32), np.arange(64))
+
+
+def test_freed_memory_is_reused_only_past_the_threshold(monkeypatch):
+    import tilelang.emulator.memory as memory
+    monkeypatch.setattr(memory, "REUSE_ABOVE", 4096)
+    dev = EmulatorDevice()
+    a = dev.malloc(1000)
+    dev.malloc(1000)
+    dev.free(a)
+    big = dev.malloc(5000)                 # does not fit the freed range: the heap grows
+    again = dev.malloc(800)                # fits: reuses a's range, zeroed
+    assert int(again) == int(a) and int(big) > int(a)
+    dev.memcpy_htod(again, np.ones(200, np.float32))
+    with pytest.raises(EmulatorError):
+        dev.memcpy_htod(again, np.ones(201, np.float32))     # the new, smaller size

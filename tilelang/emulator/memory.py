@@ -22,6 +22,7 @@ LOCAL_WINDOW_SIZE = 1 << 32
 PARAM_WINDOW = 0x0000_0300_0000_0000      # address of kernel parameter byte 0 (ld.param [reg],
 PARAM_WINDOW_SIZE = 1 << 32               # generic after cvta.param: the same number)
 _ALIGN = 256
+REUSE_ABOVE = 1 << 30          # reuse freed ranges only once the heap would pass 1 GiB
 
 
 class GlobalMemory:
@@ -43,6 +44,10 @@ class GlobalMemory:
             raise EmulatorError(f"cannot allocate {nbytes} bytes")
         off = (self.top + _ALIGN - 1) // _ALIGN * _ALIGN
         end = off + max(int(nbytes), 1)
+        if end > REUSE_ABOVE:
+            reused = self._reuse(int(nbytes), name)
+            if reused is not None:
+                return reused
         if end > self.data.size:
             size = self.data.size
             while size < end:
@@ -59,12 +64,27 @@ class GlobalMemory:
         self._np_ends = np.asarray(self.ends, np.int64)
         return GLOBAL_BASE + off
 
+    def _reuse(self, nbytes: int, name: str):
+        """First fit among freed ranges (kept as empty entries in place, so order holds)."""
+        for i, (s, e) in enumerate(zip(self.starts, self.ends)):
+            if s != e:
+                continue
+            cap = (self.starts[i + 1] if i + 1 < len(self.starts) else self.top) - s
+            if cap >= max(nbytes, 1):
+                self.ends[i] = s + nbytes
+                self.names[i] = name
+                self.data[s:s + nbytes] = 0
+                self._np_ends = np.asarray(self.ends, np.int64)
+                return GLOBAL_BASE + s
+        return None
+
     def free(self, addr: int) -> None:
         off = addr - GLOBAL_BASE
         i = bisect.bisect_left(self.starts, off)
         if i >= len(self.starts) or self.starts[i] != off:
             raise EmulatorError(f"free of {addr:#x}, which is not the start of an allocation")
-        # Freed ranges stay reserved (never reused) so stale pointers keep faulting.
+        # Freed ranges stay reserved so stale pointers keep faulting; they are reused only
+        # when the heap would otherwise grow past REUSE_ABOVE.
         self.ends[i] = self.starts[i]
         self._np_ends = np.asarray(self.ends, np.int64)
 
