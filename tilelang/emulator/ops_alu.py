@@ -493,6 +493,8 @@ def build_cvt(ctx, ins, parts):
     if len(ts) != 2:
         ctx.error(f"{ins.opcode}: cvt needs a destination and a source type")
     dt, at = ctx.type(ts[0]), ctx.type(ts[1])
+    if dt.kind in ("e4m3x2", "e5m2x2") or at.kind in ("e4m3x2", "e5m2x2"):
+        return _build_cvt_fp8(ctx, ins, parts, dt, at)
     d, a = ins.operands[:2]
     ga, put = ctx.src(a, at), ctx.dst(d, dt)
     mode = next((p for p in parts[1:] if p in ("rn", "rz", "rm", "rp", "rni", "rzi", "rmi",
@@ -554,6 +556,50 @@ def build_cvt(ctx, ins, parts):
             put(st, np.asarray(c).astype(dt.dtype), m)
         return run
     return lambda st, m: put(st, np.asarray(ga(st)).astype(dt.dtype), m)
+
+
+def _build_cvt_fp8(ctx, ins, parts, dt, at):
+    """cvt to and from packed 8-bit floats (sm_89+): e4m3x2 / e5m2x2 ⇄ f32 pairs, f16x2."""
+    from . import fp8
+    relu = "relu" in parts
+    ops = ins.operands
+    put = ctx.dst(ops[0], dt)
+    if dt.kind in ("e4m3x2", "e5m2x2"):
+        fmt = dt.kind[:4]
+        if "satfinite" not in parts:
+            ctx.error("conversions to e4m3x2/e5m2x2 need .satfinite")
+        if at.name == "f32":                       # d = {a → high byte, b → low byte}
+            if len(ops) != 3:
+                ctx.error(f"{ins.opcode} takes two f32 sources")
+            ga, gb = ctx.src(ops[1], at), ctx.src(ops[2], at)
+
+            def run(st, m):
+                hi = fp8.encode(ga(st), fmt, relu).astype(np.uint16)
+                lo = fp8.encode(gb(st), fmt, relu).astype(np.uint16)
+                put(st, (hi << np.uint16(8)) | lo, m)
+            return run
+        if at.kind == "f16x2":
+            ga = ctx.src(ops[1], at)
+
+            def run(st, m):
+                lo, hi = lanes(ga(st), at)
+                put(st, (fp8.encode(hi, fmt, relu).astype(np.uint16) << np.uint16(8))
+                    | fp8.encode(lo, fmt, relu).astype(np.uint16), m)
+            return run
+        ctx.error(f"{ins.opcode}: unsupported source type")
+    fmt = at.kind[:4]
+    if dt.kind != "f16x2":
+        ctx.error(f"{ins.opcode}: 8-bit floats convert to f16x2 only")
+    ga = ctx.src(ops[1], at)
+
+    def run(st, m):
+        v = np.asarray(ga(st)).astype(np.uint16)
+        lo = fp8.decode(v & np.uint16(0xFF), fmt)
+        hi = fp8.decode(v >> np.uint16(8), fmt)
+        if relu:
+            lo, hi = np.maximum(lo, 0), np.maximum(hi, 0)
+        put(st, pack([lo, hi], dt), m)
+    return run
 
 
 def float_to_int_round(x, mode):

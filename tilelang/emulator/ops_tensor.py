@@ -79,6 +79,9 @@ def _unpack(words, bits, kind):
         return el.astype(np.uint8).view(np.int8).astype(np.int64)
     if kind == "u8":
         return el.astype(np.int64)
+    if kind in ("e4m3", "e5m2"):
+        from .fp8 import decode
+        return decode(el, kind)
     if kind == "s4":
         v = el.astype(np.int64)
         return np.where(v >= 8, v - 16, v)
@@ -94,7 +97,7 @@ def _regs_of(ctx, operand):
 def build_mma(ctx, ins, parts):
     shape = next((p for p in parts if p.startswith("m") and "n" in p and "k" in p), None)
     types = [p for p in parts if p in ("f16", "bf16", "tf32", "f32", "f64", "s8", "u8", "s32",
-                                         "s4", "u4")]
+                                         "s4", "u4", "e4m3", "e5m2")]
     if shape is None or len(types) not in (2, 4):
         ctx.error(f"{ins.opcode}: unsupported mma form")
     if len(types) == 4:
@@ -103,7 +106,8 @@ def build_mma(ctx, ins, parts):
         dtype_, atype, btype, ctype = types[0], types[1], types[1], types[0]
     if "row" not in parts or "col" not in parts:
         ctx.error("mma.sync needs .row.col for these shapes")
-    elem = {"f16": "16", "bf16": "16", "tf32": "32", "s8": "8", "u8": "8"}.get(atype)
+    elem = {"f16": "16", "bf16": "16", "tf32": "32", "s8": "8", "u8": "8", "e4m3": "8",
+            "e5m2": "8"}.get(atype)
     key = (shape, elem)
     if key not in LAYOUTS:
         ctx.error(f"mma shape {shape} with .{atype} inputs is not supported")

@@ -50,6 +50,10 @@ def type_info(name: str) -> TypeInfo:
         return TypeInfo(name, "b", 4, np.dtype(np.uint32))
     if name in ("f16x2", "bf16x2"):
         return TypeInfo(name, name, 4, np.dtype(np.uint32))
+    if name in ("e4m3x2", "e5m2x2"):                 # two 8-bit floats in 16 bits
+        return TypeInfo(name, name, 2, np.dtype(np.uint16))
+    if name in ("e4m3", "e5m2"):
+        return TypeInfo(name, name, 1, np.dtype(np.uint8))
     if name[0] in "usb" and name[1:] in ("8", "16", "32", "64", "128"):
         size = int(name[1:]) // 8
         if size == 16:
@@ -59,7 +63,8 @@ def type_info(name: str) -> TypeInfo:
     raise KeyError(name)
 
 
-TYPE_NAMES = {"pred", "f16", "f32", "f64", "bf16", "tf32", "f16x2", "bf16x2", "u8", "u16",
+TYPE_NAMES = {"pred", "f16", "f32", "f64", "bf16", "tf32", "f16x2", "bf16x2", "e4m3x2", "e5m2x2",
+              "e4m3", "e5m2", "u8", "u16",
               "u32", "u64", "s8", "s16", "s32", "s64", "b8", "b16", "b32", "b64", "b128"}
 
 
