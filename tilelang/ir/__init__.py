@@ -11,6 +11,6 @@ from tilelang.ir.values import Value
 from tilelang.ir.verifier import IRVerificationError, verify
 
 __all__ = ["Block", "BreakOp", "Builder", "BuiltinOp", "ConditionOp", "ConstantOp",
-           "ContinueOp", "ForOp", "IRBuildError", "IRModule", "IfOp", "Kernel", "KernelBuilder",
+           "ContinueOp", "ForOp", "IRBuildError", "IRModule", "IRVerificationError", "IfOp", "Kernel", "KernelBuilder",
            "Op", "OpVisitor", "ReturnOp", "TupleArg", "Value", "WhileOp", "YieldOp",
            "format_kernel", "format_module", "module", "verify", "walk"]

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from tilelang.sema.types import ArrayType
 
-from tilelang.ir.ops import (Block, BreakOp, BuiltinOp, ConstantOp, ContinueOp, ForOp, IfOp,
+from tilelang.ir.ops import (Block, BreakOp, BuiltinOp, ConstantOp, ContinueOp, ForOp,
                              Op, ReturnOp, WhileOp)
 
 
