@@ -78,6 +78,37 @@ def run_batch(st, max_steps: int = MAX_STEPS) -> None:
             em, n = mask, nact
         counts[pc] += n
         ctrl = ins.ctrl
+        if ins.sync == "mbar_wait":
+            act = mask if mask is not None else np.ones(T, bool)
+            sel = em if em is not None else act
+            ok = sel & ins.extra[0](st, sel)
+            if pcs is None and int(np.count_nonzero(ok)) == n:
+                ins.run(st, em)
+                upc += 1
+                continue
+            if pcs is None:
+                pcs = _split(st, mask, upc)
+            if ok.any():
+                ins.run(st, ok)
+                pcs[ok] = pc + 1
+            wait = sel & ~ok                   # re-run after the next phase completes
+            pcs[wait] = PARKED + pc
+            st.wait_bar[wait] = -2
+            pcs[act & ~sel] += 1
+            continue
+        if ins.sync == "mbar_arrive":
+            if n:
+                ins.run(st, em)
+            if pcs is None:
+                upc += 1
+            else:
+                pcs += mask
+                if st.mbar_flipped:            # wake every mbarrier waiter to re-check
+                    woken = st.wait_bar == -2
+                    pcs[woken] -= PARKED
+                    st.wait_bar[woken] = -1
+            st.mbar_flipped = False
+            continue
         if ins.sync == "named":
             act = mask if mask is not None else np.ones(T, bool)
             sel = em if em is not None else act
@@ -260,7 +291,7 @@ def _release_or_fail(st, pcs):
     waits = np.unique(pcs[parked])
     for p in waits:
         ins = code[int(p - PARKED)]
-        if ins.sync == "named":
+        if ins.sync in ("named", "mbar_wait"):
             continue
         group = pcs == p
         done = group & _sync_complete(st, ins, group)
@@ -269,6 +300,18 @@ def _release_or_fail(st, pcs):
             ins.run(st, done)
             pcs[done] = p - PARKED + 1
             return
+    mb = parked & (st.wait_bar == -2)
+    if mb.any():
+        # Nothing else can run: waits that are still incomplete return false (as a try_wait
+        # that times out does); a loop that retries forever then hits the step limit.
+        for p in np.unique(pcs[mb]):
+            ins = code[int(p - PARKED)]
+            sel = mb & (pcs == p)
+            st.ins = ins
+            ins.extra[1](st, sel)
+            pcs[sel] = p - PARKED + 1
+        st.wait_bar[mb] = -1
+        return
     ins = code[int(waits[0] - PARKED)]
     st.ins = ins
     group = pcs == waits[0]

@@ -311,7 +311,8 @@ def build_cp(ctx, ins, parts):
     if rest and rest[0] in ("commit_group", "wait_group", "wait_all"):
         return lambda st, m: None          # copies complete at issue: groups are trivially done
     if rest and rest[0] == "mbarrier":
-        return lambda st, m: None
+        from .ops_mbarrier import build_cp_async_arrive
+        return build_cp_async_arrive(ctx, ins, parts)
     if "bulk" in rest:
         ctx.error("cp.async.bulk (TMA) is not supported by the emulator")
     ops = ins.operands

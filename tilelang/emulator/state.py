@@ -63,7 +63,8 @@ class State:
         self.live = np.ones(T, bool)
         self.carry = np.zeros(T, np.uint8)        # CC.CF of add.cc / addc / sub.cc / subc
         self.named_arrived = np.zeros((nblk, 16), np.int64)   # named barriers: threads so far
-        self.wait_bar = np.full(T, -1, np.int64)               # named barrier a thread waits on
+        self.wait_bar = np.full(T, -1, np.int64)   # named barrier a thread waits on; -2: mbarrier
+        self.mbar_flipped = False                  # an mbarrier phase completed this step
         self.stack = np.zeros((16, T), np.int64)
         self.sp = np.zeros(T, np.int64)
         self.ins = None               # the instruction being executed (for error messages)

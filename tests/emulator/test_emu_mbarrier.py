@@ -1,0 +1,128 @@
+"""mbarrier: init, arrive (tokens and phases), try_wait/test_wait spin loops, cp.async arrive."""
+
+import numpy as np
+import pytest
+
+from emu_support import kernel_ptx
+from tilelang.emulator.errors import EmulatorError
+
+PIPE = """
+  ld.param.u64 %rd1, [k_p0];
+  mov.u32 %r1, %tid.x;
+  mov.u32 %r2, bar;
+  mov.u32 %r3, buf;
+  setp.ne.u32 %p1, %r1, 0;
+  @%p1 bra READY;
+  mbarrier.init.shared.b64 [%r2], 1;
+READY:
+  bar.sync 0;
+  setp.lt.u32 %p2, %r1, 32;
+  @%p2 bra PRODUCER;
+  // consumers spin on the barrier's phase 0
+WAIT:
+  mbarrier.{wait}.shared.b64 %p3, [%r2], 0;
+  @!%p3 bra WAIT;
+  sub.s32 %r4, %r1, 32;
+  shl.b32 %r5, %r4, 2;
+  add.s32 %r6, %r3, %r5;
+  ld.shared.u32 %r7, [%r6];
+  mul.wide.u32 %rd2, %r4, 4;
+  add.s64 %rd3, %rd1, %rd2;
+  st.global.u32 [%rd3], %r7;
+  ret;
+PRODUCER:
+  // laid out after the consumers: they reach their wait loop first
+  shl.b32 %r8, %r1, 2;
+  add.s32 %r9, %r3, %r8;
+  mad.lo.s32 %r10, %r1, 5, 3;
+  st.shared.u32 [%r9], %r10;
+  bar.warp.sync -1;
+  {arrive}
+  ret;
+"""
+
+PRE = ".shared .align 8 .b8 bar[8];\n.shared .align 4 .b8 buf[128];\n"
+
+
+@pytest.mark.parametrize("wait", ["try_wait.parity", "test_wait.parity"])
+def test_mbarrier_producer_consumer(hw, wait):
+    arrive = "@%p1 bra SKIP;\n  mbarrier.arrive.shared.b64 _, [%r2];\nSKIP:"
+    ptx = kernel_ptx(PIPE.replace("{wait}", wait).replace("{arrive}", arrive), nparams=1,
+                     prelude=PRE)
+    p = hw.dev.malloc(4 * 32)
+    rep = hw.run(ptx, (3,), (64,), [p])
+    assert np.array_equal(hw.dev.from_device(p, (32,), np.uint32), np.arange(32) * 5 + 3)
+    assert rep.instructions["mbarrier.arrive.shared.b64"] == 3
+
+
+def test_mbarrier_never_arrived_spins_until_the_step_limit(hw):
+    ptx = kernel_ptx(PIPE.replace("{wait}", "try_wait.parity").replace("{arrive}", ""),
+                     nparams=1, prelude=PRE)
+    with pytest.raises(EmulatorError, match="did not finish"):
+        hw.run(ptx, (1,), (64,), [hw.dev.malloc(128)], max_steps=5000)
+
+
+def test_mbarrier_tokens_and_phases(hw):
+    # 48 threads arrive on a barrier expecting 32: phase 0 completes, phase 1 does not
+    body = """
+  ld.param.u64 %rd1, [k_p0];
+  mov.u32 %r1, %tid.x;
+  mov.u32 %r2, bar;
+  setp.ne.u32 %p1, %r1, 0;
+  @%p1 bra R;
+  mbarrier.init.shared.b64 [%r2], 32;
+R:
+  bar.sync 0;
+  mbarrier.arrive.shared.b64 %rd5, [%r2];
+  mbarrier.test_wait.shared.b64 %p2, [%r2], %rd5;
+  shr.u64 %rd6, %rd5, 63;
+  cvt.u32.u64 %r3, %rd6;
+  selp.u32 %r4, 2, 0, %p2;
+  or.b32 %r5, %r3, %r4;
+  mul.wide.u32 %rd2, %r1, 4;
+  add.s64 %rd3, %rd1, %rd2;
+  st.global.u32 [%rd3], %r5;
+  ret;
+"""
+    ptx = kernel_ptx(body, nparams=1, prelude=PRE)
+    p = hw.dev.malloc(4 * 48)
+    hw.run(ptx, (1,), (48,), [p])
+    got = hw.dev.from_device(p, (48,), np.uint32)
+    # threads 0..31 arrived in phase 0 (complete: bit 1 set), 32..47 in phase 1 (pending)
+    assert np.array_equal(got, np.where(np.arange(48) < 32, 2, 1))
+
+
+def test_cp_async_mbarrier_arrive_noinc(hw, rng):
+    body = """
+  ld.param.u64 %rd1, [k_p0];
+  ld.param.u64 %rd4, [k_p1];
+  mov.u32 %r1, %tid.x;
+  mov.u32 %r2, bar;
+  mov.u32 %r3, buf;
+  setp.ne.u32 %p1, %r1, 0;
+  @%p1 bra R;
+  mbarrier.init.shared.b64 [%r2], 32;
+R:
+  bar.sync 0;
+  shl.b32 %r4, %r1, 2;
+  add.s32 %r5, %r3, %r4;
+  mul.wide.u32 %rd2, %r1, 4;
+  add.s64 %rd5, %rd4, %rd2;
+  cp.async.ca.shared.global [%r5], [%rd5], 4;
+  cp.async.mbarrier.arrive.noinc.shared.b64 [%r2];
+W:
+  mbarrier.try_wait.parity.shared.b64 %p2, [%r2], 0;
+  @!%p2 bra W;
+  xor.b32 %r6, %r4, 4;
+  add.s32 %r7, %r3, %r6;
+  ld.shared.u32 %r8, [%r7];
+  add.s64 %rd3, %rd1, %rd2;
+  st.global.u32 [%rd3], %r8;
+  ret;
+"""
+    ptx = kernel_ptx(body, nparams=2, prelude=PRE)
+    x = rng.integers(0, 1000, 32).astype(np.uint32)
+    d = hw.dev
+    po, px = d.malloc(128), d.to_device(x)
+    hw.run(ptx, (1,), (32,), [po, px])
+    assert np.array_equal(d.from_device(po, (32,), np.uint32), x[np.arange(32) ^ 1])
