@@ -47,7 +47,7 @@ MAX_GRID_DIM = (2**31 - 1, 65535, 65535)
 MAX_SHARED_PER_BLOCK = 227 * 1024
 MAX_CLUSTER_SIZE = 16          # non-portable maximum on sm_90 (8 is the portable one)
 BATCH_THREADS = 65536          # threads emulated together; bounds memory, amortizes Python
-BATCH_BYTES = 256 << 20
+BATCH_BYTES = 128 << 20
 
 
 @dataclass(frozen=True)
