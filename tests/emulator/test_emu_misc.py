@@ -356,3 +356,40 @@ def test_freed_memory_is_reused_only_past_the_threshold(monkeypatch):
     dev.memcpy_htod(again, np.ones(200, np.float32))
     with pytest.raises(EmulatorError):
         dev.memcpy_htod(again, np.ones(201, np.float32))     # the new, smaller size
+
+
+def test_distributed_shared_memory_in_a_cluster(hw):
+    # each CTA writes its rank-tagged values to its own shared memory, then (after the cluster
+    # barrier) reads the neighbour CTA's shared memory through mapa + ld.shared::cluster
+    body = """
+  ld.param.u64 %rd1, [k_p0];
+  mov.u32 %r1, %tid.x;
+  mov.u32 %r2, %cluster_ctarank;
+  mov.u32 %r3, %cluster_nctarank;
+  mov.u32 %r4, %ctaid.x;
+  mov.u32 %r5, buf;
+  shl.b32 %r6, %r1, 2;
+  add.s32 %r7, %r5, %r6;
+  mad.lo.s32 %r8, %r4, 1000, %r1;
+  st.shared.u32 [%r7], %r8;
+  barrier.cluster.arrive;
+  barrier.cluster.wait;
+  add.s32 %r9, %r2, 1;
+  rem.u32 %r9, %r9, %r3;                    // the next CTA in the cluster
+  mapa.shared::cluster.u32 %r10, %r7, %r9;
+  ld.shared::cluster.u32 %r11, [%r10];
+  getctarank.shared::cluster.u32 %r12, %r10;
+  mad.lo.s32 %r13, %r4, 32, %r1;
+  mul.wide.u32 %rd2, %r13, 8;
+  add.s64 %rd3, %rd1, %rd2;
+  st.global.v2.u32 [%rd3], {%r11, %r12};
+  ret;
+"""
+    ptx = kernel_ptx(body, nparams=1, prelude=".shared .align 4 .b8 buf[128];\n")
+    p = hw.dev.malloc(8 * 32 * 8)
+    hw.run(ptx, (8,), (32,), [p], cluster=(4, 1, 1))
+    got = hw.dev.from_device(p, (8, 32, 2), np.uint32)
+    blk = np.arange(8)
+    nxt = (blk // 4) * 4 + (blk % 4 + 1) % 4
+    assert np.array_equal(got[:, :, 0], nxt[:, None] * 1000 + np.arange(32)[None, :])
+    assert np.array_equal(got[:, :, 1], np.repeat(((blk % 4 + 1) % 4)[:, None], 32, 1))

@@ -60,6 +60,26 @@ def locate(st, space, addrs, idx, size, align):
             if mis.any():
                 raise _fault(st, idx, mis, addrs, f"misaligned shared access of {size} bytes")
         return [("shared", idx, st.block_in_batch[idx] * st.shared_size + off, addrs)]
+    if space == "shared_cluster":
+        # distributed shared memory: bits 24.. hold 1 + the target CTA's rank in the cluster
+        # (0: this CTA), see ops_mem.build_mapa; the blocks of a cluster share the batch
+        a = addrs.astype(np.int64)
+        c = st.geom.cluster
+        csize = c[0] * c[1] * c[2]
+        own = st.block_in_batch[idx] % csize
+        field = a >> 24
+        rank = np.where(field == 0, own, field - 1)
+        off = a & 0xFFFFFF
+        bad = (rank >= csize) | (off + size > st.shared_size)
+        if bad.any():
+            raise _fault(st, idx, bad, addrs, f"out-of-bounds distributed shared access of "
+                         f"{size} bytes (cluster of {csize}, {st.shared_size} bytes per block)")
+        if align > 1:
+            mis = (off % align) != 0
+            if mis.any():
+                raise _fault(st, idx, mis, addrs, f"misaligned shared access of {size} bytes")
+        blk = st.block_in_batch[idx] - own + rank
+        return [("shared", idx, blk * st.shared_size + off, off)]
     if space == "kparam":
         off = addrs.astype(np.int64) - PARAM_WINDOW
         bad = (off < 0) | (off + size > st.prog.kparam_size)

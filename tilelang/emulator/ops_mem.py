@@ -11,7 +11,7 @@ from .ptx_ast import Vec
 from .ptx_types import TYPE_NAMES, type_info
 
 _SPACE_NAMES = {"global": "global", "shared": "shared", "shared::cta": "shared",
-                "shared::cluster": "shared", "local": "local", "param": "param",
+                "shared::cluster": "shared_cluster", "local": "local", "param": "param",
                 "param::entry": "param", "param::func": "param", "const": "const"}
 
 
@@ -54,7 +54,8 @@ class _Addr:
                 self.param = (sp, base + off, size - off, name)
                 self.space = "param"
                 return
-            if space not in ("generic", sp) and not (space == "const" and sp == "global"):
+            if space not in ("generic", sp) and not (space == "const" and sp == "global") \
+                    and not (space == "shared_cluster" and sp == "shared"):
                 ctx.error(f"{name} is a .{sp} variable, accessed as .{space}")
             self.space = sp
             const = np.uint64(base + off)
@@ -355,6 +356,35 @@ def _is_pred(ctx, o):
         return False
     i = ctx.prog.reg_index.get((ctx.fn.name, o.name))
     return i is not None and ctx.prog.reg_dtypes[i] == np.bool_
+
+
+@op("mapa", "getctarank")
+def build_mapa(ctx, ins, parts):
+    """Distributed shared memory addresses: mapa points a shared address at the same offset in
+    another CTA of the cluster (encoded as offset + (rank + 1) << 24); getctarank inverts it."""
+    if not any(p.startswith("shared") for p in parts[1:]):
+        ctx.error(f"{ins.opcode}: only the .shared::cluster form is supported")
+    ti = ctx.type(parts[-1])
+    u32 = type_info("u32")
+    put = ctx.dst(ins.operands[0], ti if parts[0] == "mapa" else u32)
+    ga = ctx.src(ins.operands[1], ti)
+
+    if parts[0] == "mapa":
+        gr = ctx.src(ins.operands[2], u32)
+
+        def run(st, m):
+            a = np.asarray(ga(st)).astype(np.int64) & 0xFFFFFF
+            r = np.asarray(gr(st)).astype(np.int64)
+            put(st, (a + ((r + 1) << 24)).astype(ti.dtype), m)
+        return run
+
+    def run_rank(st, m):
+        c = st.geom.cluster
+        a = np.asarray(ga(st)).astype(np.int64)
+        own = st.block_in_batch % (c[0] * c[1] * c[2])
+        field = a >> 24
+        put(st, np.where(field == 0, own, field - 1).astype(np.uint32), m)
+    return run_rank
 
 
 # -- no-ops for the emulator's sequentially consistent memory ------------------------------
