@@ -211,6 +211,8 @@ class EmulatorDevice:
     # -- launch ---------------------------------------------------------------------------
     def launch(self, fn: Function, grid, block, args=(), cluster=None, shared_mem: int = 0,
                *, max_steps: int | None = None) -> LaunchReport:
+        if not isinstance(fn, Function) or fn.module.device is not self:
+            raise EmulatorError("launch needs a Function from a module loaded on this device")
         prog = fn.program
         grid, block = _dim3(grid, "grid"), _dim3(block, "block")
         explicit = cluster is not None
