@@ -114,3 +114,27 @@ def test_parse_errors_name_the_line(text, msg):
     with pytest.raises(PTXParseError, match=msg) as ei:
         parse_ptx(text)
     assert ei.value.line is not None and 1 <= ei.value.line <= text.count("\n") + 1
+
+
+def test_debug_directives_without_semicolons():
+    text = """.version 8.0
+.target sm_80
+.address_size 64
+.file 1 "/src/kernel.tile"
+.visible .entry k(.param .u64 k_p0)
+{
+  .reg .b32 %r<3>;
+  .loc 1 3 5
+  mov.u32 %r1, %tid.x;
+  .loc 1 4 9
+  add.u32 %r2, %r1, 1;
+  ret;
+}
+.section .debug_abbrev
+{
+.b8 1
+.b8 17
+}
+"""
+    k = parse_ptx(text).functions["k"]
+    assert [i.opcode for i in k.instrs] == ["mov.u32", "add.u32", "ret"]

@@ -21,8 +21,9 @@ import numpy as np
 from .errors import (BarrierDivergence, DeviceAssertion, EmulatorError, ExecutionError,
                      WarpDivergence)
 
-EXITED = np.iinfo(np.int64).max
-PARKED = EXITED - (1 << 40)     # pcs[t] = PARKED + pc: thread t waits at the sync op at pc
+# Per-thread PCs are int32 (half the memory traffic of the per-step passes over them).
+EXITED = np.iinfo(np.int32).max
+PARKED = EXITED - (1 << 28)     # pcs[t] = PARKED + pc: thread t waits at the sync op at pc
 MAX_STEPS = 50_000_000
 
 
@@ -166,7 +167,7 @@ def run_batch(st, max_steps: int = MAX_STEPS) -> None:
             if bad.any():
                 raise st.error(ExecutionError, f"brx.idx index out of range of its "
                                f"{table.size}-entry table", np.flatnonzero(bad)[0])
-            dest = table[np.where(sel, k, 0)]
+            dest = table[np.where(sel, k, 0)].astype(np.int32)
             if pcs is None:
                 tk = np.unique(dest[sel])
                 if n == nact and tk.size == 1:
@@ -357,6 +358,6 @@ def _select_in_call_order(st, pcs):
 
 def _split(st, mask, upc):
     """Leave the fast path: per-thread PCs, exited threads parked at EXITED."""
-    pcs = np.full(st.T, EXITED, np.int64)
+    pcs = np.full(st.T, EXITED, np.int32)
     pcs[st.live] = upc
     return pcs

@@ -113,7 +113,9 @@ class _Parser:
             elif s == ".address_size":
                 self.next()
                 mod.address_size = self.int_tok()
-            elif s in (".file", ".loc", ".pragma"):
+            elif s in (".file", ".loc"):
+                self.skip_line()
+            elif s == ".pragma":
                 self.skip_statement()
             elif s == ".section":
                 self.next()
@@ -127,6 +129,13 @@ class _Parser:
             else:
                 self.error(f"unexpected {s!r} at module level")
         return mod
+
+    def skip_line(self):
+        """Debug directives (.file, .loc) end at the end of their line, with no `;`."""
+        line = self.next()[2]
+        while self.peek()[2] == line and self.peek()[0] != "eof" and not self.at(";"):
+            self.next()
+        self.accept(";")
 
     def skip_statement(self):
         while not self.at(";") and self.peek()[0] != "eof":
@@ -314,7 +323,9 @@ class _BodyParser:
                     p.module.variables.append(v)
                 else:
                     self.fn.locals.append(v)
-            elif s in (".loc", ".file", ".pragma"):
+            elif s in (".loc", ".file"):
+                p.skip_line()
+            elif s == ".pragma":
                 p.skip_statement()
             elif s == ";":
                 p.next()
