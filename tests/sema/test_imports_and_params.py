@@ -146,3 +146,12 @@ def test_check_example_process_time(example):
     elapsed = time.perf_counter() - t
     assert r.returncode == 0, r.stderr
     print(f"{example.name}: {elapsed * 1000:.0f} ms")
+
+
+def test_fn_with_typed_const_parameter_is_checked_at_its_calls():
+    src = ("fn f(const n: i32, x: f32) -> f32 { return x * n; }\n"
+           "kernel k(y: f32) { let _z = f(4, y); }\n")
+    r = check_source(src, "k.tile")
+    assert r.ok, render_all(r.diagnostics)
+    rec = {x.name: x for x in r.typed.records}
+    assert str(rec["_z"].type) == "f32"

@@ -484,8 +484,8 @@ class Checker:
                                         f"`@host` function `{f.name}` needs a return type",
                                         f.name_span, help="write `-> i32` after the parameters")])
                 return
-        if any(p.type is None for p in f.params):
-            return  # generic: checked at each call
+        if any(p.type is None or p.is_const for p in f.params):
+            return  # generic, or needs constant arguments: checked at each call
         scope = Scope()
         args = []
         try:

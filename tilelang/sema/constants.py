@@ -14,8 +14,9 @@ Decisions:
   silent wrap: a folded constant that differs from what the programmer wrote is a bug magnet.
   (Run-time integer arithmetic on tiles wraps, as the hardware does.)
 - `/` is true division: loose int / loose int is a loose float; strict int / strict int is f32
-  (the default float, as in Triton). `//` floors and `%` takes the divisor's sign, exactly like
-  Python, so `a == (a // b) * b + a % b` always holds. Integer division or remainder by zero is
+  (the default float, as in Triton). floor division (the built-in `floordiv`; `//` starts a
+  comment in source) floors and `%` takes the divisor's sign, exactly like Python, so
+  `a == floordiv(a, b) * b + a % b` always holds. Integer division or remainder by zero is
   an error (E0403); float division follows IEEE (inf, nan).
 - `**` with a negative integer exponent on integers is an error (E0404); write a float base.
   Shift counts must be non-negative and, for strict dtypes, smaller than the bit width.
