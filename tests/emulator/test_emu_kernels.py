@@ -1,8 +1,11 @@
-"""Whole kernels: vector add, block reduction, tiled matrix product, divergent loops."""
+"""Whole kernels: vector add, block reduction, tiled matrix product, divergent loops (the last
+three are the reference kernels of tilelang/emulator/samples.py, which the benchmark times)."""
 
 import numpy as np
 
 from emu_support import HEADER, kernel_ptx
+
+from tilelang.emulator.samples import COLLATZ, MATMUL, REDUCE
 
 GID = """
   mov.u32 %r1, %tid.x;
@@ -41,62 +44,6 @@ DONE:
     assert rep.instructions["add.f32"] == n
 
 
-REDUCE = """
-.shared .align 4 .f32 partial[32];
-.visible .entry reduce(.param .u64 out, .param .u64 inp)
-{
-  .reg .pred %p<4>;
-  .reg .b32 %r<20>;
-  .reg .f32 %f<8>;
-  .reg .b64 %rd<8>;
-  ld.param.u64 %rd1, [out];
-  ld.param.u64 %rd2, [inp];
-  mov.u32 %r1, %tid.x;
-  mov.u32 %r2, %ctaid.x;
-  mov.u32 %r3, %ntid.x;
-  mad.lo.s32 %r4, %r2, %r3, %r1;
-  mul.wide.u32 %rd3, %r4, 4;
-  add.s64 %rd4, %rd2, %rd3;
-  ld.global.f32 %f1, [%rd4];
-  // warp reduction with butterflies
-  mov.u32 %r5, 16;
-LOOP:
-  shfl.sync.bfly.b32 %f2, %f1, %r5, 31, -1;
-  add.f32 %f1, %f1, %f2;
-  shr.u32 %r5, %r5, 1;
-  setp.ne.u32 %p1, %r5, 0;
-  @%p1 bra LOOP;
-  // lane 0 of each warp writes its partial sum
-  and.b32 %r6, %r1, 31;
-  shr.u32 %r7, %r1, 5;
-  setp.ne.u32 %p2, %r6, 0;
-  @%p2 bra SKIP;
-  mov.u32 %r8, partial;
-  shl.b32 %r9, %r7, 2;
-  add.s32 %r10, %r8, %r9;
-  st.shared.f32 [%r10], %f1;
-SKIP:
-  bar.sync 0;
-  setp.ne.u32 %p3, %r1, 0;
-  @%p3 bra END;
-  mov.f32 %f3, 0f00000000;
-  shr.u32 %r11, %r3, 5;
-  mov.u32 %r12, 0;
-  mov.u32 %r13, partial;
-SUM:
-  ld.shared.f32 %f4, [%r13];
-  add.f32 %f3, %f3, %f4;
-  add.s32 %r13, %r13, 4;
-  add.s32 %r12, %r12, 1;
-  setp.lt.u32 %p1, %r12, %r11;
-  @%p1 bra SUM;
-  mul.wide.u32 %rd5, %r2, 4;
-  add.s64 %rd6, %rd1, %rd5;
-  st.global.f32 [%rd6], %f3;
-END:
-  ret;
-}
-"""
 
 
 def test_block_reduction_shuffle_shared_barrier(hw, rng):
@@ -104,80 +51,13 @@ def test_block_reduction_shuffle_shared_barrier(hw, rng):
     x = rng.integers(-100, 100, nblk * tpb).astype(np.float32)   # exact sums in f32
     d = hw.dev
     px, po = d.to_device(x), d.malloc(4 * nblk)
-    rep = hw.run(HEADER + REDUCE, (nblk,), (tpb,), [po, px], kernel="reduce")
+    rep = hw.run(REDUCE, (nblk,), (tpb,), [po, px], kernel="reduce")
     assert np.array_equal(d.from_device(po, (nblk,), np.float32),
                           x.reshape(nblk, tpb).sum(axis=1))
     assert rep.instructions["bar.sync"] == nblk * tpb
     assert rep.instructions["shfl.sync.bfly.b32"] == 5 * nblk * tpb
 
 
-MATMUL = """
-.shared .align 4 .b8 As[1024];
-.shared .align 4 .b8 Bs[1024];
-.visible .entry mm(.param .u64 pc, .param .u64 pa, .param .u64 pb, .param .u32 pn)
-{
-  .reg .pred %p<4>;
-  .reg .b32 %r<40>;
-  .reg .f32 %f<8>;
-  .reg .b64 %rd<16>;
-  ld.param.u64 %rd1, [pc];
-  ld.param.u64 %rd2, [pa];
-  ld.param.u64 %rd3, [pb];
-  ld.param.u32 %r1, [pn];
-  mov.u32 %r2, %tid.x;          // tx (column in tile)
-  mov.u32 %r3, %tid.y;          // ty
-  mov.u32 %r4, %ctaid.x;
-  mov.u32 %r5, %ctaid.y;
-  mad.lo.s32 %r6, %r5, 16, %r3; // row
-  mad.lo.s32 %r7, %r4, 16, %r2; // col
-  mov.f32 %f1, 0f00000000;
-  mov.u32 %r8, 0;               // tile start k0
-  mov.u32 %r20, As;
-  mov.u32 %r21, Bs;
-  mad.lo.s32 %r22, %r3, 16, %r2;
-  shl.b32 %r22, %r22, 2;        // byte offset of (ty, tx) in a tile
-TILE:
-  // As[ty][tx] = A[row][k0 + tx]; Bs[ty][tx] = B[k0 + ty][col]
-  add.s32 %r9, %r8, %r2;
-  mad.lo.s32 %r10, %r6, %r1, %r9;
-  mul.wide.u32 %rd4, %r10, 4;
-  add.s64 %rd5, %rd2, %rd4;
-  ld.global.f32 %f2, [%rd5];
-  add.s32 %r23, %r20, %r22;
-  st.shared.f32 [%r23], %f2;
-  add.s32 %r11, %r8, %r3;
-  mad.lo.s32 %r12, %r11, %r1, %r7;
-  mul.wide.u32 %rd6, %r12, 4;
-  add.s64 %rd7, %rd3, %rd6;
-  ld.global.f32 %f3, [%rd7];
-  add.s32 %r24, %r21, %r22;
-  st.shared.f32 [%r24], %f3;
-  bar.sync 0;
-  mov.u32 %r13, 0;
-INNER:
-  mad.lo.s32 %r14, %r3, 16, %r13;
-  shl.b32 %r14, %r14, 2;
-  add.s32 %r14, %r14, %r20;
-  ld.shared.f32 %f4, [%r14];
-  mad.lo.s32 %r15, %r13, 16, %r2;
-  shl.b32 %r15, %r15, 2;
-  add.s32 %r15, %r15, %r21;
-  ld.shared.f32 %f5, [%r15];
-  fma.rn.f32 %f1, %f4, %f5, %f1;
-  add.s32 %r13, %r13, 1;
-  setp.lt.u32 %p1, %r13, 16;
-  @%p1 bra INNER;
-  bar.sync 0;
-  add.s32 %r8, %r8, 16;
-  setp.lt.u32 %p2, %r8, %r1;
-  @%p2 bra TILE;
-  mad.lo.s32 %r16, %r6, %r1, %r7;
-  mul.wide.u32 %rd8, %r16, 4;
-  add.s64 %rd9, %rd1, %rd8;
-  st.global.f32 [%rd9], %f1;
-  ret;
-}
-"""
 
 
 def test_tiled_shared_memory_matmul(hw, rng):
@@ -186,7 +66,7 @@ def test_tiled_shared_memory_matmul(hw, rng):
     b = rng.integers(-4, 4, (n, n)).astype(np.float32)
     d = hw.dev
     pa, pb, pc = d.to_device(a), d.to_device(b), d.malloc(4 * n * n)
-    rep = hw.run(HEADER + MATMUL, (n // 16, n // 16), (16, 16), [pc, pa, pb, np.uint32(n)],
+    rep = hw.run(MATMUL, (n // 16, n // 16), (16, 16), [pc, pa, pb, np.uint32(n)],
                  kernel="mm")
     assert np.array_equal(d.from_device(pc, (n, n), np.float32), a @ b)
     # row-wise shared reads of As are broadcasts, Bs reads are consecutive: no conflicts
@@ -194,31 +74,6 @@ def test_tiled_shared_memory_matmul(hw, rng):
     assert rep.shared_requests > 0
 
 
-COLLATZ = GID + """
-  ld.param.u64 %rd1, [k_p0];
-  ld.param.u64 %rd2, [k_p1];
-  mul.wide.u32 %rd3, %r4, 4;
-  add.s64 %rd4, %rd2, %rd3;
-  ld.global.u32 %r5, [%rd4];
-  mov.u32 %r6, 0;
-WHILE:
-  setp.le.u32 %p1, %r5, 1;
-  @%p1 bra DONE;
-  and.b32 %r7, %r5, 1;
-  setp.eq.u32 %p2, %r7, 0;
-  @%p2 bra EVEN;
-  mad.lo.s32 %r5, %r5, 3, 1;
-  bra.uni NEXT;
-EVEN:
-  shr.u32 %r5, %r5, 1;
-NEXT:
-  add.s32 %r6, %r6, 1;
-  bra.uni WHILE;
-DONE:
-  add.s64 %rd5, %rd1, %rd3;
-  st.global.u32 [%rd5], %r6;
-  ret;
-"""
 
 
 def collatz_steps(x):
@@ -234,7 +89,7 @@ def test_divergent_data_dependent_loops(hw, rng):
     x = rng.integers(1, 5000, n).astype(np.uint32)
     d = hw.dev
     px, po = d.to_device(x), d.malloc(4 * n)
-    rep = hw.run(kernel_ptx(COLLATZ, nparams=2), (n // 64,), (64,), [po, px])
+    rep = hw.run(COLLATZ, (n // 64,), (64,), [po, px], kernel="collatz")
     assert np.array_equal(d.from_device(po, (n,), np.uint32),
                           np.array([collatz_steps(int(v)) for v in x], np.uint32))
     # lockstep: per-thread instruction counts are exact, not per-batch
