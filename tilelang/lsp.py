@@ -423,7 +423,7 @@ def hover(text: str, uri: str, position: lsp.Position) -> lsp.Hover | None:
     if not (start > 0 and line[start - 1] in "@.") and word not in _top_level_items(text, uri):
         value = binding_type(text, uri, word, ln + 1, start + 1)
     if value is not None:
-        pass
+        pass  # a binding's inferred type is the most specific answer
     elif start > 0 and line[start - 1] == "@" and word in ATTRIBUTE_DOCS:
         value = ATTRIBUTE_DOCS[word]
     elif start > 0 and line[start - 1] == ".":

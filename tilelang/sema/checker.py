@@ -736,7 +736,7 @@ class Checker:
             elems = tuple(self.coerce(e, et, span, what) for e, et in zip(v.elements, t.elements))
             return value(TupleType(tuple(e.type for e in elems)), _tuple_const(elems), v.span,
                          elems)
-        if not _same_type(v.type, t):
+        if not v.type == t:
             raise TileSemanticError.at(
                 "E0321", f"{what} is declared {t}, found {v.type}", span,
                 help=f"convert it: `astype(..., {t.dtype})`" if isinstance(t, TileType) and
@@ -886,7 +886,7 @@ class Checker:
         old = b.value.type
         if isinstance(v.type, LooseType) and isinstance(old, TileType) and not old.shape:
             materialize(v.const, old.dtype, v.span or span)
-        elif not _same_type(v.type, old):
+        elif not v.type == old:
             raise TileSemanticError.at(
                 "E0204", f"`{target.id}` is {old}, but this assigns {v.type}", v.span or span,
                 related=(Label(b.assigned_at, f"`{target.id}` got its type {old} here"),)
@@ -1276,10 +1276,6 @@ def _tuple_const(elems) -> ConstTuple | None:
     if all(x.const is not None for x in elems):
         return ConstTuple(tuple(x.const for x in elems))
     return None
-
-
-def _same_type(a, b) -> bool:
-    return a == b
 
 
 def _type_key(a: ArgInfo):
