@@ -273,9 +273,11 @@ class WhileBuilder:
 
 class KernelBuilder(Builder):
     def __init__(self, name: str, attributes: Mapping[str, Any] | None = None,
-                 span: Span | None = None, ids: Iterator[int] | None = None):
+                 span: Span | None = None, ids: Iterator[int] | None = None,
+                 launch: Any = None):
         super().__init__(ids)
         self.name, self.attributes, self.span = name, dict(attributes or {}), span
+        self.launch = launch
         self.params: list[Value] = []
 
     def param(self, name: str, type: Type) -> Value:
@@ -290,7 +292,7 @@ class KernelBuilder(Builder):
         if not ops or not ops[-1].is_terminator:
             ops.append(ReturnOp())
         return Kernel(self.name, tuple(self.params), Block((), tuple(ops)), self.attributes,
-                      self.span)
+                      self.span, self.launch)
 
 
 def module(*kernels: Kernel) -> IRModule:

@@ -268,6 +268,10 @@ class Kernel:
     body: Block
     attributes: Mapping[str, Any] = field(default_factory=dict, hash=False)
     span: Span | None = field(default=None, compare=False)
+    # The user's resolved `@launch` (sema.launch_attrs.LaunchSpec, spans included) when the
+    # kernel came from source; codegen feeds it to `decide_contract`. Samples leave it None and
+    # codegen builds one from `attributes`.
+    launch: Any = field(default=None, compare=False, hash=False)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,119 @@
+"""What code generation hands to the rest of the pipeline: the kernel ABI (docs/abi.md), the
+per-array facts a kernel is specialized on, and the result of `generate`.
+
+These types are shared by codegen (which produces them), the driver (which caches them) and the
+runtime (which packs arguments and launches by them). They are plain frozen data, so a compiled
+kernel can be stored on disk as JSON and rebuilt without importing the compiler.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from tilelang.diagnostics import Diagnostic
+from tilelang.sema.types import DTYPES, DType
+
+Dims = tuple[int, int, int]
+
+
+@dataclass(frozen=True)
+class ArrayFacts:
+    """What a kernel specialization assumes about one `Array` argument (part of the kernel
+    key). The runtime computes them from the argument and picks or builds the matching
+    specialization; a kernel compiled with a fact set must only be launched with arrays that
+    satisfy it."""
+
+    contiguous: bool = True   # the last stride is 1 (element units)
+    aligned16: bool = True    # the base address and every stride but the last, in bytes, are
+    #                           multiples of 16
+
+    def key(self) -> str:
+        return ("c" if self.contiguous else "-") + ("a" if self.aligned16 else "-")
+
+    @staticmethod
+    def from_key(text: str) -> "ArrayFacts":
+        return ArrayFacts(contiguous=text[0] == "c", aligned16=text[1] == "a")
+
+
+GENERIC = ArrayFacts(contiguous=False, aligned16=False)
+DEFAULT_FACTS = ArrayFacts()
+
+
+@dataclass(frozen=True)
+class AbiParam:
+    """One source-level kernel parameter as the ABI passes it (const parameters have none).
+
+    An array expands to 1 + 2 * rank PTX parameters: `.u64` global address, then `rank` `.s64`
+    extents, then `rank` `.s64` strides in elements. A scalar is one parameter of its exact
+    width (bool as one byte holding 0 or 1; f16/bf16 as 16 bits; f8 as 8 bits; tf32 as 32)."""
+
+    name: str
+    kind: str                 # "array" | "scalar"
+    dtype: DType
+    rank: int = 0
+
+    def ptx_params(self) -> tuple[tuple[str, str], ...]:
+        """(PTX parameter name suffix, NumPy dtype name) for each PTX parameter, in order."""
+        if self.kind == "array":
+            return ((f"{self.name}", "uint64"),
+                    *((f"{self.name}_shape{i}", "int64") for i in range(self.rank)),
+                    *((f"{self.name}_stride{i}", "int64") for i in range(self.rank)))
+        return ((self.name, scalar_storage(self.dtype)),)
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "kind": self.kind, "dtype": self.dtype.name,
+                "rank": self.rank}
+
+    @staticmethod
+    def from_json(d: Mapping[str, Any]) -> "AbiParam":
+        return AbiParam(d["name"], d["kind"], DTYPES[d["dtype"]], int(d["rank"]))
+
+
+def scalar_storage(dtype: DType) -> str:
+    """The NumPy dtype name a scalar argument is packed as (its exact width)."""
+    n = dtype.name
+    if n == "bool":
+        return "uint8"
+    if n in ("f16",):
+        return "float16"
+    if n in ("bf16",):
+        return "uint16"         # raw bits; the runtime converts
+    if n in ("f8e4m3", "f8e5m2"):
+        return "uint8"          # raw bits
+    if n == "tf32":
+        return "float32"
+    return {"i8": "int8", "i16": "int16", "i32": "int32", "i64": "int64", "u8": "uint8",
+            "u16": "uint16", "u32": "uint32", "u64": "uint64", "f32": "float32",
+            "f64": "float64"}[n]
+
+
+@dataclass(frozen=True)
+class KernelArtifact:
+    """One compiled kernel of a PTX module: how to launch it."""
+
+    name: str                                # the `.entry` name in the PTX / cubin
+    params: tuple[AbiParam, ...]             # in source order, const parameters left out
+    block: Dims                              # the block shape the runtime launches with
+    attrs: Any                               # contract.NvvmAttrs (reqntid/maxntid, cluster...)
+    cluster: Dims | None = None              # cluster shape to launch with (SM90+), if any
+    static_smem: int = 0                     # bytes of `.shared` the kernel declares
+    dynamic_smem: int = 0                    # bytes of dynamic shared memory to launch with
+    facts: Mapping[str, ArrayFacts] = field(default_factory=dict)
+    nonportable_cluster: bool = False
+
+
+@dataclass(frozen=True)
+class CodegenResult:
+    target: str
+    opt_level: int
+    llvm_ir: str                             # the module as generated (before LLVM's passes)
+    ptx: str                                 # final PTX, our header and directive blocks
+    kernels: tuple[KernelArtifact, ...]
+    diagnostics: tuple[Diagnostic, ...] = ()  # notes and warnings (E0720, E0721, E0722...)
+
+    def kernel(self, name: str) -> KernelArtifact:
+        for k in self.kernels:
+            if k.name == name:
+                return k
+        raise KeyError(name)
