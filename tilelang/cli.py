@@ -18,7 +18,7 @@ from .diagnostics import Diagnostic, Severity, TileError, emit
 from .driver import Options, check_file
 
 EMIT_KINDS = ("ast", "typed-ast", "tir", "llvm", "ptx", "cubin")
-SUBCOMMANDS = ("check", "lsp")
+SUBCOMMANDS = ("check", "lsp", "run", "cache")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -97,6 +97,18 @@ def cmd_lsp(argv: list[str]) -> int:
     return lsp.main(argv) or 0
 
 
+def cmd_run(argv: list[str]) -> int:
+    """`tilec run FILE.tile --kernel K --grid ...`: launch on the CUDA or emulator back end."""
+    from .runtime.cli_run import cmd_run as run
+    return run(argv)
+
+
+def cmd_cache(argv: list[str]) -> int:
+    """`tilec cache list|clear|size`: the on-disk kernel cache."""
+    from .runtime.cli_run import cmd_cache as cache
+    return cache(argv)
+
+
 def cmd_compile(argv: list[str]) -> int:
     p = _main_parser()
     args = p.parse_args(argv)
@@ -135,7 +147,8 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         if argv and argv[0] in SUBCOMMANDS:
-            return {"check": cmd_check, "lsp": cmd_lsp}[argv[0]](argv[1:])
+            return {"check": cmd_check, "lsp": cmd_lsp, "run": cmd_run,
+                    "cache": cmd_cache}[argv[0]](argv[1:])
         return cmd_compile(argv)
     except TileError as e:
         emit(e.diagnostics)
