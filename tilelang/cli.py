@@ -2,8 +2,10 @@
 
     tilec check FILE...            parse and check, report diagnostics
     tilec lsp                      the language server (stdio)
-    tilec --emit ast FILE          print the parsed module as canonical source
-    tilec FILE.tile                compile (code generation is a later stage)
+    tilec run / tilec cache        the runtime (tilelang/runtime/cli_run.py)
+    tilec FILE.tile                compile every kernel to FILE.cubin
+    tilec --emit ast|typed-ast|tir|llvm|ptx|cubin FILE    print or write one stage's product
+    tilec --report FILE.tile       registers, spills, shared memory and occupancy per kernel
 
 Exit status: 0 success, 1 user errors (diagnostics on stderr), 2 usage errors.
 """
@@ -55,18 +57,31 @@ def _check_parser() -> argparse.ArgumentParser:
 def _main_parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="tilec",
-        description="The Tile compiler. `tilec check FILE...` checks files; "
-                    "`tilec FILE.tile` compiles one.",
-        epilog="Subcommands: check, lsp. Run `tilec check --help` for its options.")
+        description="The Tile compiler. `tilec FILE.tile` compiles every kernel of FILE to "
+                    "FILE.cubin; `tilec check FILE...` only checks.",
+        epilog="Subcommands: check, run, cache, lsp. Run `tilec SUBCOMMAND --help` for theirs.")
     p.add_argument("--version", action="version", version=f"tilec {__version__}")
     p.add_argument("file", metavar="FILE")
     p.add_argument("--emit", choices=EMIT_KINDS, default="cubin",
-                   help="what to produce (default: cubin)")
-    p.add_argument("-o", dest="output", metavar="PATH", help="write the output here")
-    p.add_argument("--arch", default="sm_90a", help="target GPU architecture (default sm_90a)")
-    p.add_argument("--kernel", help="compile only this kernel")
+                   help="what to produce (default: cubin); text forms go to stdout without -o")
+    p.add_argument("-o", dest="output", metavar="PATH",
+                   help="write the output here (`-` for stdout); default FILE.cubin for cubin")
+    p.add_argument("--arch", default="sm_90a", metavar="TARGET",
+                   help="target GPU: sm_80 sm_86 sm_89 sm_90 sm_90a sm_100a sm_120 "
+                        "(default sm_90a)")
+    p.add_argument("--kernel", action="append", metavar="NAME",
+                   help="compile only this kernel (repeatable)")
     p.add_argument("-O", dest="opt", type=int, choices=range(4), default=3, metavar="LEVEL",
                    help="optimization level 0-3 (default 3)")
+    p.add_argument("--ptxas", metavar="PATH", help="assemble with this ptxas instead of nvJitLink")
+    p.add_argument("--ptxas-knobs", metavar="FILE", help="forward --knobs-file=FILE to ptxas")
+    p.add_argument("--report", action="store_true",
+                   help="print registers, spills, shared memory, directives and occupancy per "
+                        "kernel instead of writing output")
+    p.add_argument("--grid", metavar="X[,Y[,Z]]", help="--report: the launch grid (for waves)")
+    p.add_argument("--block", metavar="X[,Y[,Z]]",
+                   help="--report: the block shape (default: the kernel's)")
+    p.add_argument("--sms", type=int, metavar="N", help="--report: SMs of the GPU (for waves)")
     _common(p)
     return p
 
@@ -109,38 +124,81 @@ def cmd_cache(argv: list[str]) -> int:
     return cache(argv)
 
 
+def _dims(text: str | None, what: str, parser) -> tuple[int, ...] | None:
+    if text is None:
+        return None
+    try:
+        dims = tuple(int(x) for x in text.split(","))
+    except ValueError:
+        dims = ()
+    if not 1 <= len(dims) <= 3 or any(d <= 0 for d in dims):
+        parser.error(f"{what} expects 1 to 3 positive integers such as 128,1,1; got `{text}`")
+    return dims
+
+
 def cmd_compile(argv: list[str]) -> int:
     p = _main_parser()
     args = p.parse_args(argv)
-    options = Options(args.include, _defines(args.defines, p))
-    result = check_file(args.file, options)
-    status = _report([result])
-    if status:
-        return status
-    if args.emit == "ast":
-        from .frontend.printer import print_module
-        _write(print_module(result.module), args.output)
+    if args.sms is not None and args.sms <= 0:
+        p.error(f"--sms expects a positive number of SMs, got {args.sms}")
+    grid, block = _dims(args.grid, "--grid", p), _dims(args.block, "--block", p)
+    options = Options(args.include, _defines(args.defines, p), args.arch, args.opt, args.ptxas,
+                      args.ptxas_knobs)
+    if args.emit in ("ast", "typed-ast"):
+        result = check_file(args.file, options)
+        status = _report([result])
+        if status:
+            return status
+        if args.emit == "ast":
+            from .frontend.printer import print_module
+            return _write(print_module(result.module), args.output)
+        return _write(result.typed.format(), args.output)
+    from .driver import compile_source, read_module_source
+    text = read_module_source(args.file)
+    until = "cubin" if args.report else args.emit
+    res = compile_source(text, args.file, options, kernels=args.kernel, until=until)
+    emit(res.diagnostics)
+    if not res.ok:
+        return 1
+    if args.report:
+        from .report import build_report
+        sys.stdout.write(build_report(res, args.arch, grid=grid, block=block, sms=args.sms))
         return 0
-    if args.emit == "typed-ast" and result.typed is not None:
-        _write(result.typed.format(), args.output)
-        return 0
-    sys.stderr.write(f"tilec: `--emit {args.emit}` is not available yet: this build stops after "
-                     "checking; use `tilec check` or `--emit ast`\n")
-    return 2
+    out = {"tir": res.tir, "llvm": res.llvm_ir, "ptx": res.ptx, "cubin": res.cubin}[args.emit]
+    if args.emit == "cubin":
+        import os
+        path = args.output or os.path.splitext(os.path.basename(args.file))[0] + ".cubin"
+        return _write(out, path)
+    return _write(out, args.output)
 
 
-def _write(text: str, path: str | None) -> None:
-    if path is None:
-        sys.stdout.write(text)
-        return
+def _write(text: str | bytes, path: str | None) -> int:
+    if path is None or path == "-":
+        if isinstance(text, bytes):
+            sys.stdout.flush()
+            sys.stdout.buffer.write(text)
+        else:
+            sys.stdout.write(text)
+        return 0
     import os
     import tempfile
     # Write to a temporary file and rename, so a failure never leaves half a file.
     d = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=d, prefix=".tilec-")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, path)
+    try:
+        fd, tmp = tempfile.mkstemp(dir=d, prefix=".tilec-")
+    except OSError as e:
+        sys.stderr.write(f"tilec: error: cannot write `{path}`: {e.strerror}\n")
+        return 1
+    try:
+        with os.fdopen(fd, "wb" if isinstance(text, bytes) else "w",
+                       **({} if isinstance(text, bytes) else {"encoding": "utf-8"})) as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except OSError as e:
+        os.unlink(tmp)
+        sys.stderr.write(f"tilec: error: cannot write `{path}`: {e.strerror}\n")
+        return 1
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -6,17 +6,22 @@ the same diagnostics for the same input.
 
 from __future__ import annotations
 
+import hashlib
+import os
+import time
 from dataclasses import dataclass, field
+from typing import Any, Mapping
 
 from .diagnostics import (Diagnostic, InternalCompilerError, Severity, TileError,
-                          register_codes, remember_source)
+                          TileUsageError, register_codes, remember_source)
 from .frontend import ast
 from .frontend.parser import parse
 from .frontend.source import read_source
 from .sema import checker
 
 
-register_codes({"E9999": "internal compiler error"})
+register_codes({"E9999": "internal compiler error",
+                "E0270": "the module has no kernel of that name"})
 
 
 @dataclass
@@ -24,6 +29,14 @@ class Options:
     include_dirs: list[str] = field(default_factory=list)
     defines: dict[str, str] = field(default_factory=dict)
     target: str = "sm_90a"
+    opt_level: int = 3
+    ptxas: str | None = None         # assemble with this ptxas binary instead of nvJitLink
+    knobs_file: str | None = None    # --ptxas-knobs FILE (seed 002)
+
+    def key(self) -> str:
+        """The options that change generated code, for cache keys."""
+        return f"target={self.target};O{self.opt_level};ptxas={self.ptxas or ''};" \
+               f"knobs={self.knobs_file or ''};I={os.pathsep.join(self.include_dirs)}"
 
 
 @dataclass
@@ -80,3 +93,256 @@ def internal_error(where: str, exc: BaseException) -> InternalCompilerError:
     return InternalCompilerError.at(
         "E9999", f"internal compiler error in {where}: {type(exc).__name__}: {exc}", None,
         help="this is a bug in tilec; please report it with the input file")
+
+
+# ---------------------------------------------------------------------------------------------
+# Compilation (tilec FILE.tile, the runtime)
+
+
+def _version_id() -> str:
+    from . import __version__
+    parts = [f"tilec {__version__}"]
+    try:
+        import llvmlite
+        import llvmlite.binding as llvm
+        parts.append(f"llvmlite {llvmlite.__version__} (LLVM "
+                     f"{'.'.join(map(str, llvm.llvm_version_info))})")
+    except Exception:  # pragma: no cover - llvmlite is a dependency
+        parts.append("llvmlite ?")
+    try:
+        from cuda.bindings import nvjitlink
+        parts.append("nvJitLink %d.%d" % tuple(nvjitlink.version()))
+    except Exception:
+        parts.append("nvJitLink none")
+    return "; ".join(parts)
+
+
+class _CompilerId:
+    """`COMPILER_ID`: computed on first use (it imports llvmlite and nvJitLink)."""
+
+    _text: str | None = None
+
+    def __str__(self) -> str:
+        if _CompilerId._text is None:
+            _CompilerId._text = _version_id()
+        return _CompilerId._text
+
+    def __repr__(self) -> str:
+        return repr(str(self))
+
+    def __eq__(self, other) -> bool:
+        return str(self) == str(other)
+
+    def __hash__(self) -> int:
+        return hash(str(self))
+
+
+COMPILER_ID = _CompilerId()
+
+
+@dataclass(frozen=True)
+class ParamSig:
+    name: str
+    kind: str                 # "array" | "scalar" | "const"
+    dtype: Any                # sema.types.DType
+    rank: int = 0
+    default: Any = None       # a const parameter's value (default or -D), else None
+
+
+@dataclass(frozen=True)
+class KernelSig:
+    name: str
+    params: tuple[ParamSig, ...]
+    launch: Any = None        # sema.launch_attrs.LaunchSpec
+
+
+@dataclass(frozen=True)
+class ModuleSig:
+    path: str
+    kernels: Mapping[str, KernelSig]
+    sources: tuple[tuple[str, str], ...]   # (path, sha256) of the module and its imports
+
+
+@dataclass(frozen=True)
+class CompiledKernel:
+    artifact: Any             # codegen.api.KernelArtifact
+    ptx: str
+    cubin: bytes | None
+    target: str
+    diagnostics: tuple[Diagnostic, ...] = ()
+    timings: Mapping[str, float] = field(default_factory=dict)
+    tir: str = ""
+    llvm_ir: str = ""
+
+
+@dataclass
+class CompileResult:
+    """`compile_source`: every stage's product, for `tilec --emit` and the benchmarks."""
+
+    path: str
+    diagnostics: list[Diagnostic]
+    tir: str = ""
+    llvm_ir: str = ""
+    ptx: str = ""
+    cubin: bytes | None = None
+    codegen: Any = None       # codegen.api.CodegenResult
+    ir: Any = None            # the optimized IRModule
+    link: Any = None          # codegen.link.LinkResult (registers, spills per kernel)
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return not any(d.severity is Severity.ERROR for d in self.diagnostics)
+
+
+def _raise_errors(diags: list[Diagnostic]) -> None:
+    if any(d.severity is Severity.ERROR for d in diags):
+        from .diagnostics import TileError
+        raise TileError(list(diags))
+
+
+def _sources(text: str, path: str, files: list[str]) -> tuple[tuple[str, str], ...]:
+    out = [(path, hashlib.sha256(text.encode()).hexdigest())]
+    for f in files:
+        if f == path:
+            continue
+        try:
+            with open(f, "rb") as fh:
+                out.append((f, hashlib.sha256(fh.read()).hexdigest()))
+        except OSError:
+            out.append((f, "unreadable"))
+    return tuple(out)
+
+
+def inspect_source(text: str, path: str, options: Options | None = None) -> ModuleSig:
+    """The kernels of a module and their parameters (raises TileError on errors)."""
+    from .sema.constants import ConstValue
+    from .sema.types import ArrayType
+    result = check_source(text, path, options)
+    _raise_errors(result.diagnostics)
+    kernels = {}
+    for k in result.typed.kernels:
+        params = []
+        for name, t, is_const, val in k.params:
+            if is_const:
+                default = val.value if isinstance(val, ConstValue) and not val.is_symbolic \
+                    else None
+                params.append(ParamSig(name, "const", t.dtype, 0, default))
+            elif isinstance(t, ArrayType):
+                params.append(ParamSig(name, "array", t.dtype, t.rank))
+            else:
+                params.append(ParamSig(name, "scalar", t.dtype))
+        kernels[k.name] = KernelSig(k.name, tuple(params), k.launch)
+    return ModuleSig(path, kernels, _sources(text, path, result.typed.files))
+
+
+def _const_text(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float):
+        if v != v:
+            return "nan"
+        if v in (float("inf"), float("-inf")):
+            return "inf" if v > 0 else "-inf"
+        return repr(v)
+    return str(int(v)) if not isinstance(v, str) else v
+
+
+def compile_source(text: str, path: str, options: Options | None = None, *,
+                   kernels: list[str] | None = None, consts: Mapping[str, Any] | None = None,
+                   facts: Mapping[str, Mapping[str, Any]] | None = None,
+                   until: str = "cubin") -> CompileResult:
+    """Run the pipeline on `text` up to `until` (tir | llvm | ptx | cubin). User mistakes come
+    back as diagnostics (never raised); an internal failure is an E9999 diagnostic."""
+    options = options or Options()
+    if consts:
+        options = Options(options.include_dirs, {**options.defines,
+                                                 **{k: _const_text(v) for k, v in consts.items()}},
+                          options.target, options.opt_level, options.ptxas, options.knobs_file)
+    res = CompileResult(path, [])
+    t0 = time.perf_counter()
+    try:
+        _compile(text, path, options, kernels, facts, until, res, t0)
+    except TileError as e:
+        res.diagnostics += e.diagnostics
+    except RecursionError:
+        res.diagnostics.append(_too_deep(path))
+    except Exception as e:  # a bug: report it as a diagnostic, never a traceback
+        res.diagnostics += internal_error("the compiler", e).diagnostics
+    return res
+
+
+def _compile(text, path, options, kernels, facts, until, res: CompileResult, t0) -> None:
+    from .ir.lower import lower_module
+    from .ir.passes import PassManager
+    from .ir.printer import format_module
+    from .ir.verifier import verify
+
+    remember_source(path, text)
+    try:
+        module = parse(text, path)
+    except RecursionError:
+        res.diagnostics.append(_too_deep(path))
+        return
+    t1 = time.perf_counter()
+    res.timings["parse"] = t1 - t0
+    typed, diags = checker.check_module(module, options)
+    res.diagnostics += diags
+    t2 = time.perf_counter()
+    res.timings["sema"] = t2 - t1
+    if not res.ok:
+        return
+    if kernels:
+        known = {k.name for k in typed.kernels}
+        for name in kernels:
+            if name not in known:
+                raise TileUsageError.at(
+                    "E0270", f"`{path}` has no kernel `{name}`", None,
+                    help=f"its kernels are: {', '.join(sorted(known)) or 'none'}")
+    ir, ldiags = lower_module(module, options, kernels)
+    res.diagnostics += [d for d in ldiags if d.severity is Severity.ERROR]
+    if ir is None:
+        return
+    verify(ir)
+    ir = PassManager().run(ir)
+    res.ir = ir
+    res.tir = format_module(ir)
+    t3 = time.perf_counter()
+    res.timings["ir"] = t3 - t2
+    if until == "tir":
+        return
+    from .codegen.generate import generate
+    cg = generate(ir, options.target, options.opt_level, facts)
+    t4 = time.perf_counter()
+    res.codegen = cg
+    res.llvm_ir, res.ptx = cg.llvm_ir, cg.ptx
+    res.diagnostics += list(cg.diagnostics)
+    if "llvm" in cg.timings and "ptx" in cg.timings:
+        res.timings["llvm"], res.timings["ptx"] = cg.timings["llvm"], cg.timings["ptx"]
+    else:
+        res.timings["codegen"] = t4 - t3
+    if until in ("llvm", "ptx"):
+        return
+    from .codegen.link import link_ptx
+    linked = link_ptx(cg.ptx, options.target, ptxas=options.ptxas,
+                      knobs_file=options.knobs_file, opt_level=options.opt_level)
+    res.cubin = linked.cubin
+    res.link = linked
+    res.timings["cubin"] = time.perf_counter() - t4
+
+
+def compile_kernel(text: str, path: str, kernel: str, consts: Mapping[str, Any] | None = None,
+                   facts: Mapping[str, Any] | None = None, options: Options | None = None, *,
+                   link: bool = True) -> CompiledKernel:
+    """One specialization of one kernel (the runtime's entry point). Raises TileError."""
+    options = options or Options()
+    res = compile_source(text, path, options, kernels=[kernel], consts=consts,
+                         facts={kernel: dict(facts or {})}, until="cubin" if link else "ptx")
+    _raise_errors(res.diagnostics)
+    return CompiledKernel(res.codegen.kernel(kernel), res.ptx, res.cubin, options.target,
+                          tuple(res.diagnostics), dict(res.timings), res.tir, res.llvm_ir)
+
+
+def read_module_source(path: str) -> str:
+    """The text of a module file (TileError E0001-E0003 when unreadable)."""
+    return read_source(path)

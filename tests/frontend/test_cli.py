@@ -167,9 +167,3 @@ def test_colour_only_on_a_terminal_and_never_with_no_color(tmp_path):
     assert "\x1b[" in _run_on_tty(["check", f], {})
     assert "\x1b[" not in _run_on_tty(["check", f], {"NO_COLOR": "1"})
     assert "\x1b[" not in tilec("check", f).stderr  # a pipe is not a terminal
-
-
-def test_compile_not_available_yet_is_explicit():
-    r = tilec(EXAMPLES[0])
-    assert r.returncode == 2
-    assert "not available yet" in r.stderr

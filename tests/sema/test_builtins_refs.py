@@ -97,6 +97,14 @@ def test_num_tiles():
                   axis=C(axis), shape=TUP(128, 64)) == want
 
 
+def test_dim_and_stride_of_a_strided_view():
+    a = np.zeros((10, 24), np.float32)[::2, 1::3]         # shape (5, 8), strides (48, 3)
+    assert ev("dim", (A("f32", 2),), {"A": a, "axis": 1}, axis=C(1)) == 8
+    assert ev("dim", (A("f32", 2),), {"A": a, "axis": 0}, axis=C(0)) == 5
+    assert ev("stride", (A("f32", 2),), {"A": a, "axis": 0}, axis=C(0)) == 48
+    assert ev("stride", (A("f32", 2),), {"A": a, "axis": 1}, axis=C(1)) == 3
+
+
 def test_gather_with_mask_and_out_of_bounds():
     a = rng.standard_normal((30, 20)).astype(np.float32)
     rows = rng.integers(-3, 33, size=(16, 1))

@@ -111,6 +111,9 @@ class CodegenResult:
     ptx: str                                 # final PTX, our header and directive blocks
     kernels: tuple[KernelArtifact, ...]
     diagnostics: tuple[Diagnostic, ...] = ()  # notes and warnings (E0720, E0721, E0722...)
+    # seconds per stage for benchmarks/compile_bench.py: "llvm" (building the LLVM IR) and
+    # "ptx" (LLVM's optimization and NVPTX code generation), when codegen measures them
+    timings: Mapping[str, float] = field(default_factory=dict)
 
     def kernel(self, name: str) -> KernelArtifact:
         for k in self.kernels:

@@ -74,12 +74,15 @@ class Param:
 @dataclass(frozen=True)
 class ArgInfo:
     """What the checker knows about one argument: its type, its constant value if it has one,
-    its span, and for a tuple expression the ArgInfo of each element (optional)."""
+    its span, and for a tuple expression the ArgInfo of each element (optional). `ir` is an
+    opaque payload a later stage attaches (the AST lowering keeps the IR value there); the
+    checker never looks at it."""
 
     type: Type
     const: Const | None = None
     span: Span | None = None
     elements: tuple["ArgInfo", ...] | None = None
+    ir: object = field(default=None, compare=False, hash=False, repr=False)
 
 
 def arg_of_const(c: Const, span: Span | None = None) -> ArgInfo:

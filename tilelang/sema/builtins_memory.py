@@ -172,6 +172,28 @@ register(Builtin("num_tiles", "memory", (Param("A"), Param("axis", CONST), Param
                      "shape[axis])"))
 
 
+def _array_meta_typing(bound: BoundArgs, span) -> Type:
+    A = array_arg(bound, "A", span)
+    norm_axis(bound, "axis", const_int(bound, "axis", span), A.rank, span)
+    return scalar(I32)
+
+
+def dim_ref(A, axis):
+    return np.int32(np.asarray(A).shape[axis])
+
+
+def stride_ref(A, axis):
+    a = np.asarray(A)
+    return np.int32(a.strides[axis] // a.itemsize)
+
+
+# `A.shape[k]` and `A.stride[k]` in source lower to these (run-time values of the launch).
+register(Builtin("dim", "memory", (Param("A"), Param("axis", CONST)), _array_meta_typing,
+                 dim_ref, doc="the extent of A along `axis` (what `A.shape[axis]` reads)"))
+register(Builtin("stride", "memory", (Param("A"), Param("axis", CONST)), _array_meta_typing,
+                 stride_ref, doc="the stride of A along `axis`, in elements (`A.stride[axis]`)"))
+
+
 # ---------------------------------------------------------------------------------------------
 # Element-indexed access
 

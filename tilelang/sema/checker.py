@@ -123,6 +123,7 @@ class TypedProgram:
     module: ModuleInfo
     kernels: list[KernelInfo] = field(default_factory=list)
     records: list[BindingRecord] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)   # the module's path, then its imports
 
     def format(self) -> str:
         """Each binding's inferred type, grouped by the kernel or function it belongs to."""
@@ -228,7 +229,7 @@ class Checker:
             self.declare(info)
         finally:
             self.loader.leave()
-        program = TypedProgram(info)
+        program = TypedProgram(info, files=list(self.modules))
         for item in module.items:
             if self.error_count >= MAX_ERRORS:
                 break
@@ -785,12 +786,7 @@ class Checker:
         elif isinstance(s, ast.If):
             self.if_stmt(s, scope, ctx)
         elif isinstance(s, ast.While):
-            self.condition(s.cond, scope, ctx, "`while`")
-            ctx.loop_depth += 1
-            try:
-                self.block(s.body, scope, ctx)
-            finally:
-                ctx.loop_depth -= 1
+            self.while_stmt(s, scope, ctx)
         elif isinstance(s, ast.For):
             self.for_stmt(s, scope, ctx)
         elif isinstance(s, (ast.Break, ast.Continue)):
@@ -805,6 +801,14 @@ class Checker:
             self.block(s, scope, ctx)
         else:  # pragma: no cover
             raise AssertionError(s)
+
+    def while_stmt(self, s: ast.While, scope: Scope, ctx: Ctx) -> None:
+        self.condition(s.cond, scope, ctx, "`while`")
+        ctx.loop_depth += 1
+        try:
+            self.block(s.body, scope, ctx)
+        finally:
+            ctx.loop_depth -= 1
 
     def let(self, s: ast.Let, scope: Scope, ctx: Ctx) -> None:
         kind = "var" if s.mutable else "let"
@@ -975,6 +979,10 @@ class Checker:
                 if a != dt:
                     from .promotion import promote
                     dt = promote(dt, a, it.span)
+        self.for_body(s, scope, ctx, dt, (start, stop, step) if bounds is not None else None)
+
+    def for_body(self, s: ast.For, scope: Scope, ctx: Ctx, dt, bounds) -> None:
+        """A run-time `for` loop's body (the AST lowering overrides this to emit the loop)."""
         ctx.loop_depth += 1
         try:
             with self.child(scope) as inner:

@@ -58,8 +58,8 @@ class BuiltinType:
         return f"built-in {self.builtin.name}"
 
 
-def value(type_, const=None, span: Span | None = None, elements=None) -> ArgInfo:
-    return ArgInfo(type_, const, span, elements)
+def value(type_, const=None, span: Span | None = None, elements=None, ir=None) -> ArgInfo:
+    return ArgInfo(type_, const, span, elements, ir)
 
 
 def error_value(span: Span | None = None) -> ArgInfo:

@@ -1,0 +1,54 @@
+"""`tilec FILE.tile` and its options, as a user runs them (a subprocess): the stage products,
+the exit statuses, and the diagnostics for mistakes on the command line."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import subprocess
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def tilec(*args, cwd=None):
+    env = dict(os.environ, NO_COLOR="1")
+    return subprocess.run([sys.executable, "-m", "tilelang.cli", *map(str, args)],
+                          capture_output=True, text=True, env=env, cwd=cwd, timeout=120)
+
+
+def test_emit_tir_prints_the_optimized_tile_ir():
+    r = tilec("--emit", "tir", ROOT / "examples/softmax.tile", "-D", "N=256")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("kernel @softmax_rows(%x: Array[f32, 2], %y: Array[f32, 2]) {\n")
+    assert "load(%x, index=(%0, 0), shape=(1, 256), padding=-inf) : Tile[f32, 1, 256]" in r.stdout
+
+
+def test_emit_tir_to_a_file(tmp_path):
+    out = tmp_path / "vadd.tir"
+    r = tilec("--emit", "tir", ROOT / "examples/vadd.tile", "-o", out)
+    assert r.returncode == 0 and r.stdout == ""
+    assert out.read_text().startswith("kernel @vadd(")
+
+
+def test_unknown_kernel_is_a_diagnostic():
+    r = tilec("--emit", "tir", ROOT / "examples/vadd.tile", "--kernel", "vsub")
+    assert r.returncode == 1
+    assert "error[E0270]: `" in r.stderr and "` has no kernel `vsub`" in r.stderr
+    assert "help: its kernels are: vadd" in r.stderr
+
+
+def test_const_without_value_names_the_fix(tmp_path):
+    f = tmp_path / "k.tile"
+    f.write_text("kernel k(y: Array[f32, 1], const N: i32) {\n"
+                 "    store(y, index = (0,), tile = zeros((N,), f32));\n}\n")
+    r = tilec("--emit", "tir", f)
+    assert r.returncode == 1
+    assert "error[E0260]: `const N` has no value, so kernel `k` cannot be compiled" in r.stderr
+    assert tilec("--emit", "tir", f, "-D", "N=8").returncode == 0
+
+
+def test_bad_report_shapes_are_usage_errors():
+    r = tilec("--report", ROOT / "examples/vadd.tile", "--grid", "0,1")
+    assert r.returncode == 2
+    assert "--grid expects 1 to 3 positive integers such as 128,1,1; got `0,1`" in r.stderr
