@@ -1,0 +1,107 @@
+"""Mathematical constants for the math library, computed here at import time with 60-digit
+decimal arithmetic (so every split constant is exact to the last bit), and the exact series
+coefficients the polynomials use."""
+
+from __future__ import annotations
+
+import math
+from decimal import Decimal, getcontext
+from fractions import Fraction
+
+getcontext().prec = 60
+
+LN2 = Decimal(2).ln()
+LOG2E = 1 / LN2
+LN10 = Decimal(10).ln()
+
+
+def _pi() -> Decimal:
+    # Machin: pi = 16 atan(1/5) - 4 atan(1/239)
+    def atan_inv(n: int) -> Decimal:
+        x = Decimal(1) / n
+        x2, term, total, k = x * x, x, x, 1
+        while True:
+            term *= -x2
+            d = term / (2 * k + 1)
+            if abs(d) < Decimal(10) ** -58:
+                return total
+            total += d
+            k += 1
+    return 16 * atan_inv(5) - 4 * atan_inv(239)
+
+
+PI = _pi()
+
+
+def f32(x) -> float:
+    import numpy as np
+    return float(np.float32(float(x)))
+
+
+def split(value: Decimal, parts: int, bits: int | None, to32: bool) -> list[float]:
+    """`value` as a sum of `parts` floats; the leading ones keep only `bits` significant bits
+    (so that k * part is exact for small integers k); the last one is rounded normally."""
+    out = []
+    rest = value
+    for i in range(parts):
+        if i == parts - 1 or bits is None:
+            v = float(rest)
+            v = f32(v) if to32 else v
+        else:
+            e = math.frexp(float(rest))[1]
+            scale = Decimal(2) ** (bits - e)
+            v = float(int(rest * scale) / scale)   # truncate to `bits` bits
+        out.append(v)
+        rest -= Decimal(v)
+    return out
+
+
+def taylor_exp(n: int) -> list[float]:
+    """1/k! for k = 0..n."""
+    return [1.0 / math.factorial(k) for k in range(n + 1)]
+
+
+def tanh_series(n: int) -> list[float]:
+    """Coefficients c_k of tanh(x) = x * sum c_k x^(2k), k = 0..n-1 (from Bernoulli numbers:
+    c_k = 2^(2k+2) (2^(2k+2) - 1) B_(2k+2) / (2k+2)!)."""
+    bern = _bernoulli(2 * n + 2)
+    out = []
+    for k in range(n):
+        m = 2 * k + 2
+        c = Fraction(2 ** m * (2 ** m - 1)) * bern[m] / math.factorial(m)
+        out.append(float(c))
+    return out
+
+
+def _bernoulli(n: int) -> list[Fraction]:
+    b = [Fraction(0)] * (n + 1)
+    b[0] = Fraction(1)
+    for m in range(1, n + 1):
+        b[m] = -sum(Fraction(math.comb(m + 1, j)) * b[j] for j in range(m)) / (m + 1)
+    return b
+
+
+def sin_series(n: int) -> list[float]:
+    """sin(x) = x * sum (-1)^k x^(2k) / (2k+1)!, k = 0..n-1."""
+    return [(-1) ** k / math.factorial(2 * k + 1) for k in range(n)]
+
+
+def cos_series(n: int) -> list[float]:
+    """cos(x) = sum (-1)^k x^(2k) / (2k)!, k = 0..n-1."""
+    return [(-1) ** k / math.factorial(2 * k) for k in range(n)]
+
+
+def atanh_series(n: int) -> list[float]:
+    """2 / (2k + 1) for k = 1..n: log(1+f) = f - f²/2 + s (f²/2 + R(s²)), R = sum c_k z^k."""
+    return [2.0 / (2 * k + 1) for k in range(1, n + 1)]
+
+
+def atan_series(n: int) -> list[float]:
+    """atan(x) = x * sum (-1)^k x^(2k) / (2k+1), k = 0..n-1 (used for |x| <= tan(pi/24))."""
+    return [(-1) ** k / (2 * k + 1) for k in range(n)]
+
+
+def erf_series(n: int) -> list[float]:
+    """erf(x) = x * sum a_k x^(2k): a_k = 2/sqrt(pi) (-1)^k / (k! (2k+1))."""
+    c = 2 / PI.sqrt()
+    return [float(c * (-1) ** k / (math.factorial(k) * (2 * k + 1))) for k in range(n)]
