@@ -1,8 +1,29 @@
 """Tile: a block/tile GPU language compiled to PTX and cubin.
 
-The public Python API lives here; the compiler stages live in subpackages
-(frontend → sema → ir → codegen → runtime), with the emulator and the reference
+The public Python API lives here (docs/python-api.md); the compiler stages live in
+subpackages (frontend → sema → ir → codegen → runtime), with the emulator and the reference
 interpreter as back ends.
+
+    import tilelang
+    mod = tilelang.compile("examples/vadd.tile", backend="emulator")
+    mod.vadd[(n + 1023) // 1024](a, b, c)
+
+The API names are loaded on first use, so `import tilelang` needs neither NumPy nor a driver.
 """
 
 __version__ = "0.1.0"
+
+from .runtime import errors as _runtime_errors  # noqa: F401,E402  (registers E09xx codes)
+
+_API = ("compile", "launch", "to_device", "empty", "get_backend", "Module", "Kernel",
+        "DeviceArray", "LaunchConfigError", "KernelArgumentError", "BackendUnavailable",
+        "KernelNotFound", "DeviceError")
+
+__all__ = ["__version__", *_API]
+
+
+def __getattr__(name: str):
+    if name in _API:
+        from . import runtime
+        return getattr(runtime, name)
+    raise AttributeError(f"module 'tilelang' has no attribute {name!r}")

@@ -1,1 +1,43 @@
-"""Tile runtime stage."""
+"""The Tile runtime: compile, specialize, cache and launch kernels on a GPU (CUDA driver) or on
+the CPU emulator. See docs/python-api.md.
+
+Names are imported on first use, so `import tilelang` stays cheap and needs no driver.
+"""
+
+from __future__ import annotations
+
+from . import errors  # noqa: F401  (registers the E09xx codes)
+
+_EXPORTS = {
+    "compile": "module", "launch": "module", "get_backend": "module", "Module": "module",
+    "Kernel": "module", "Specialization": "module",
+    "DeviceArray": "device_array",
+    "CompileOptions": "compiler",
+    "DiskCache": "cache", "cache_dir": "cache",
+    "LaunchConfigError": "errors", "KernelArgumentError": "errors",
+    "BackendUnavailable": "errors", "KernelNotFound": "errors", "DeviceError": "errors",
+}
+
+__all__ = sorted(_EXPORTS) + ["to_device", "empty"]
+
+
+def __getattr__(name: str):
+    mod = _EXPORTS.get(name)
+    if mod is None:
+        raise AttributeError(f"module 'tilelang.runtime' has no attribute {name!r}")
+    import importlib
+    return getattr(importlib.import_module(f"{__name__}.{mod}"), name)
+
+
+def to_device(array, backend=None):
+    """Copy a host (NumPy) array to a back end's memory: a `DeviceArray`."""
+    from .device_array import DeviceArray
+    from .module import get_backend
+    return DeviceArray.from_host(get_backend(backend), array)
+
+
+def empty(shape, dtype: str, backend=None):
+    """An uninitialized `DeviceArray` of a Tile dtype (`"f32"`, `"bf16"`, ...)."""
+    from .device_array import DeviceArray
+    from .module import get_backend
+    return DeviceArray.empty(get_backend(backend), shape, dtype)

@@ -1,0 +1,179 @@
+"""Launch arguments: find each array's address, shape, strides, dtype and device; check them
+against the kernel signature; compute the specialization facts (docs/abi.md).
+
+`extract(obj)` understands, fastest first: `DeviceArray`, torch tensors, CuPy arrays and
+anything with `__cuda_array_interface__`, NumPy arrays, and anything with DLPack. The way to
+read a type is chosen once per Python type and cached.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, NamedTuple
+
+import numpy as np
+
+from .dlpack import KDL_CPU, KDL_CUDA, KDL_CUDA_HOST, KDL_CUDA_MANAGED, read_dlpack
+from .dtypes import DLPACK_TO_TILE, ITEMSIZE, NUMPY_TO_TILE, TORCH_TO_TILE
+from .device_array import DeviceArray
+from .errors import arg_error
+from .signature import ParamInfo
+
+
+class ArrayView(NamedTuple):
+    ptr: int
+    shape: tuple
+    strides: tuple           # elements
+    dtype: str | None        # Tile dtype name, None when the library's dtype has none
+    where: str               # "host" | "cuda" | "emulator"
+    device_id: int
+    keep: object             # what must stay alive until the launch is issued (or the array)
+    what: str                # the library, for messages ("torch.Tensor", "numpy.ndarray", ...)
+
+
+def _from_device_array(a: DeviceArray) -> ArrayView:
+    return ArrayView(a.ptr, a.shape, a.strides, a.dtype, a.backend.name,
+                     getattr(a.backend, "device_id", 0), a, "DeviceArray")
+
+
+def _from_torch(t) -> ArrayView:
+    dt = TORCH_TO_TILE.get(str(t.dtype))
+    if t.is_cuda:
+        where, dev = "cuda", t.device.index or 0
+    else:
+        where, dev = "host", 0
+    return ArrayView(t.data_ptr(), tuple(t.shape), tuple(t.stride()), dt, where, dev, t,
+                     "torch.Tensor")
+
+
+def _from_numpy(a: np.ndarray) -> ArrayView:
+    size = a.itemsize
+    strides = tuple(s // size for s in a.strides) if all(s % size == 0 for s in a.strides) \
+        else None
+    return ArrayView(a.ctypes.data, a.shape, strides, NUMPY_TO_TILE.get(a.dtype.name), "host",
+                     0, a, "numpy.ndarray")
+
+
+def _from_cai(x) -> ArrayView:
+    cai = x.__cuda_array_interface__
+    dt = np.dtype(cai["typestr"])
+    shape = tuple(cai["shape"])
+    if cai.get("strides") is None:
+        from .device_array import c_strides
+        strides = c_strides(shape)
+    else:
+        strides = tuple(s // dt.itemsize for s in cai["strides"]) \
+            if all(s % dt.itemsize == 0 for s in cai["strides"]) else None
+    dev = 0
+    dev_attr = getattr(x, "device", None)
+    if dev_attr is not None:
+        dev = int(getattr(dev_attr, "id", 0) or 0)
+    return ArrayView(int(cai["data"][0] or 0), shape, strides, NUMPY_TO_TILE.get(dt.name),
+                     "cuda", dev, x, f"{type(x).__module__}.{type(x).__qualname__}")
+
+
+def _from_dlpack(x) -> ArrayView:
+    dev_type, dev_id = x.__dlpack_device__()
+    if int(dev_type) == KDL_CPU:
+        a = np.from_dlpack(x)
+        v = _from_numpy(a)
+        return v._replace(what=f"{type(x).__module__}.{type(x).__qualname__}")
+    capsule, data, shape, strides, (code, bits, lanes), (dt, did) = read_dlpack(x)
+    where = "cuda" if dt in (KDL_CUDA, KDL_CUDA_HOST, KDL_CUDA_MANAGED) else f"dlpack:{dt}"
+    tile = DLPACK_TO_TILE.get((code, bits)) if lanes == 1 else None
+    return ArrayView(data, shape, strides, tile, where, did, (x, capsule),
+                     f"{type(x).__module__}.{type(x).__qualname__}")
+
+
+_READERS: dict[type, Callable | None] = {DeviceArray: _from_device_array,
+                                         np.ndarray: _from_numpy}
+
+
+def _reader_for(tp: type):
+    if issubclass(tp, DeviceArray):
+        return _from_device_array
+    if issubclass(tp, np.ndarray):
+        return _from_numpy
+    mod = tp.__module__ or ""
+    if mod.split(".")[0] == "torch" and hasattr(tp, "data_ptr") and hasattr(tp, "stride"):
+        return _from_torch
+    if hasattr(tp, "__cuda_array_interface__"):
+        return _from_cai
+    if hasattr(tp, "__dlpack__") and hasattr(tp, "__dlpack_device__"):
+        return _from_dlpack
+    return None
+
+
+def extract(obj) -> ArrayView | None:
+    """The array view of `obj`, or None when `obj` is not an array the runtime understands."""
+    tp = type(obj)
+    reader = _READERS.get(tp, _reader_for)
+    if reader is _reader_for:
+        reader = _READERS[tp] = _reader_for(tp)
+    return reader(obj) if reader is not None else None
+
+
+# ---------------------------------------------------------------------------------------------
+# Checks and facts
+
+def check_array(kernel: str, p: ParamInfo, v: ArrayView | None, obj, backend_name: str,
+                host_ok: bool) -> None:
+    """Raise the diagnostic for an argument that cannot be passed as array parameter `p`."""
+    where = f"argument `{p.name}` of kernel `{kernel}` ({p.show()})"
+    if v is None:
+        raise arg_error("E0914", f"{where} is {_a(obj)}, not an array",
+                        "pass a torch tensor, a CuPy array, a DLPack array, a NumPy array (on "
+                        "the emulator) or a tilelang DeviceArray", p.span)
+    if v.dtype is None or not _dtype_ok(p.dtype, v.dtype):
+        got = v.dtype or "a dtype Tile has no name for"
+        raise arg_error("E0911", f"{where} has dtype {got}, expected {p.dtype}",
+                        f"convert it first, e.g. `x.astype(...)` / `x.to(...)` to {p.dtype}",
+                        p.span)
+    if len(v.shape) != p.rank:
+        raise arg_error("E0912", f"{where} has rank {len(v.shape)} (shape {tuple(v.shape)}), "
+                        f"expected rank {p.rank}",
+                        "reshape the argument to the kernel's rank", p.span)
+    if v.strides is None:
+        raise arg_error("E0914", f"{where} has strides that are not a whole number of "
+                        "elements", "make a copy with element-aligned strides", p.span)
+    if v.where == "host" and not host_ok:
+        raise arg_error("E0913", f"{where} is in host memory ({v.what}), but the {backend_name} "
+                        "back end needs GPU memory",
+                        "move it to the GPU first (e.g. `x.cuda()`), or use the emulator back "
+                        "end for NumPy arrays", p.span)
+    if v.where != "host" and v.where != backend_name:
+        if v.where == "cuda":
+            helptext = "the emulator runs on host memory: pass a NumPy array, or a " \
+                "DeviceArray made with `tilelang.to_device(..., backend='emulator')`"
+        else:
+            helptext = f"copy it to {backend_name} memory first"
+        raise arg_error("E0913", f"{where} is {v.where} memory ({v.what}), but the kernel runs "
+                        f"on the {backend_name} back end", helptext, p.span)
+
+
+def _dtype_ok(param: str, arg: str) -> bool:
+    return arg == param or (param == "tf32" and arg == "f32")
+
+
+def _a(obj) -> str:
+    tp = type(obj)
+    name = tp.__name__ if tp.__module__ == "builtins" else f"{tp.__module__}.{tp.__qualname__}"
+    return f"an {name}" if name[:1].lower() in "aeiou" else f"a {name}"
+
+
+def facts_key(ptr: int, shape: tuple, strides: tuple, itemsize: int) -> str:
+    """ArrayFacts.key() of one argument: 'c' when the last stride is 1 (or the last extent is
+    at most 1, so the stride is never used), 'a' when the address and every other stride with
+    an extent above 1 are multiples of 16 bytes."""
+    n = len(shape)
+    contiguous = n == 0 or strides[-1] == 1 or shape[-1] <= 1
+    aligned = ptr % 16 == 0
+    if aligned:
+        for i in range(n - 1):
+            if shape[i] > 1 and (strides[i] * itemsize) % 16:
+                aligned = False
+                break
+    return ("c" if contiguous else "-") + ("a" if aligned else "-")
+
+
+def itemsize(dtype: str) -> int:
+    return ITEMSIZE[dtype]

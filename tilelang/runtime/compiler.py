@@ -1,0 +1,90 @@
+"""The runtime's view of the compiler: inspect a module's signature, build one specialization.
+
+`DriverCompiler` calls `tilelang.driver` (inspect_source, compile_kernel, COMPILER_ID); tests
+substitute an object with the same three members. The options are frozen here so they can be
+part of cache keys.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Mapping, Protocol
+
+from tilelang.codegen.api import ArrayFacts, KernelArtifact
+
+from .errors import usage_error
+from .signature import ModuleInfo, module_info_from_sig
+
+
+@dataclass(frozen=True)
+class CompileOptions:
+    target: str = "sm_90a"
+    defines: tuple[tuple[str, str], ...] = ()
+    include_dirs: tuple[str, ...] = ()
+    opt_level: int = 3
+
+    def key(self) -> dict:
+        return {"target": self.target, "defines": [list(d) for d in self.defines],
+                "include_dirs": list(self.include_dirs), "opt_level": self.opt_level}
+
+
+@dataclass(frozen=True)
+class Built:
+    """One compiled specialization: what the runtime loads and launches."""
+
+    artifact: KernelArtifact
+    ptx: str
+    cubin: bytes | None
+    target: str
+
+
+class Compiler(Protocol):
+    compiler_id: str
+
+    def inspect(self, text: str, path: str, options: CompileOptions) -> ModuleInfo: ...
+
+    def build(self, text: str, path: str, kernel: str, consts: Mapping[str, object],
+              facts: Mapping[str, ArrayFacts], options: CompileOptions, link: bool) -> Built: ...
+
+
+class DriverCompiler:
+    """The real compiler (`tilelang.driver`), imported on first use."""
+
+    def __init__(self):
+        self._driver = None
+
+    def _get(self):
+        if self._driver is None:
+            import tilelang.driver as driver
+            missing = [n for n in ("inspect_source", "compile_kernel", "COMPILER_ID")
+                       if not hasattr(driver, n)]
+            if missing:
+                raise usage_error(
+                    "E0924", "this build of tilelang has no compiler entry point "
+                    f"`tilelang.driver.{missing[0]}`",
+                    "the runtime needs tilelang.driver.inspect_source and compile_kernel; "
+                    "update tilelang, or run a prebuilt kernel by hand (docs/abi.md)")
+            self._driver = driver
+        return self._driver
+
+    @property
+    def compiler_id(self) -> str:
+        return str(self._get().COMPILER_ID)
+
+    def _options(self, options: CompileOptions):
+        driver = self._get()
+        wanted = {"include_dirs": list(options.include_dirs), "defines": dict(options.defines),
+                  "target": options.target, "opt_level": options.opt_level}
+        names = {f.name for f in dataclasses.fields(driver.Options)}
+        return driver.Options(**{k: v for k, v in wanted.items() if k in names})
+
+    def inspect(self, text: str, path: str, options: CompileOptions) -> ModuleInfo:
+        sig = self._get().inspect_source(text, path, self._options(options))
+        return module_info_from_sig(sig)
+
+    def build(self, text, path, kernel, consts, facts, options, link) -> Built:
+        ck = self._get().compile_kernel(text, path, kernel, consts=dict(consts),
+                                         facts=dict(facts), options=self._options(options),
+                                         link=link)
+        return Built(ck.artifact, ck.ptx, ck.cubin, ck.target)

@@ -1,0 +1,272 @@
+"""The CUDA back end on the driver API of cuda-python (`cuda.bindings.driver`).
+
+- Context: launches go to the calling thread's current context, which is the device's primary
+  context whenever torch or CuPy made it current; if none is current we make the primary
+  context of the chosen device current, as the CUDA runtime does. So kernels run beside torch
+  and CuPy on the same memory and streams.
+- Loading: `cuLibraryLoadData` + `cuLibraryGetKernel` give a context-independent `CUkernel`
+  (the driver loads it into a context on first launch there).
+- Attributes from the kernel's contract: the dynamic shared memory limit when the kernel needs
+  more than 48 KB, and the non-portable cluster size when the cluster is larger than 8.
+- Launching: the parameter buffer and the pointer array are built once per specialization;
+  a launch packs the values into the buffer (`struct.pack_into`) and calls `cuLaunchKernel`,
+  or `cuLaunchKernelEx` with the cluster-dimension attribute for cluster kernels.
+- Errors: every driver status becomes a `DeviceError` naming the call and the kernel.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import struct
+import sys
+import threading
+
+import numpy as np
+
+from .compiler import Built
+from .errors import BackendUnavailable, arg_error, device_error, _diag
+from .packing import ParamLayout
+from .validate import DeviceLimits, LaunchShape
+
+EMULATOR_HINT = ("run on the CPU emulator instead: pass backend='emulator' or set "
+                 "TILELANG_BACKEND=emulator")
+
+# Compute capability -> compile target (the `a` variant where the exact device is known).
+_TARGETS = {(8, 0): "sm_80", (8, 6): "sm_86", (8, 9): "sm_89", (9, 0): "sm_90a",
+            (10, 0): "sm_100a", (12, 0): "sm_120"}
+
+
+def target_for(capability: tuple[int, int]) -> str:
+    if capability in _TARGETS:
+        return _TARGETS[capability]
+    lower = [cc for cc in _TARGETS if cc <= capability and cc[0] == capability[0]]
+    if lower:                            # binary-compatible within a major version
+        return _TARGETS[max(lower)].rstrip("a")
+    raise BackendUnavailable(_diag(
+        "E0920", f"the GPU has compute capability {capability[0]}.{capability[1]}, which tilec "
+        "does not target", "tilec targets sm_80, sm_86, sm_89, sm_90(a), sm_100a and sm_120; "
+        "pass arch=... to choose one, or " + EMULATOR_HINT))
+
+
+def _driver():
+    """The driver module after a successful cuInit, or a BackendUnavailable diagnostic."""
+    try:
+        from cuda.bindings import driver as drv
+    except Exception as e:  # cuda-python missing or broken
+        raise BackendUnavailable(_diag(
+            "E0920", f"the CUDA back end needs cuda-python (`cuda.bindings.driver`): {e}",
+            EMULATOR_HINT)) from None
+    try:
+        (err,) = drv.cuInit(0)
+    except Exception as e:  # libcuda.so not found: no NVIDIA driver installed
+        raise BackendUnavailable(_diag(
+            "E0920", "no NVIDIA driver was found, so the CUDA back end cannot run "
+            f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})",
+            EMULATOR_HINT)) from None
+    if err != drv.CUresult.CUDA_SUCCESS:
+        raise BackendUnavailable(_diag(
+            "E0920", f"the NVIDIA driver failed to initialize: {_err_text(drv, err)}",
+            EMULATOR_HINT)) from None
+    err, count = drv.cuDeviceGetCount()
+    if err != drv.CUresult.CUDA_SUCCESS or count == 0:
+        raise BackendUnavailable(_diag("E0920", "the NVIDIA driver sees no GPU", EMULATOR_HINT))
+    return drv
+
+
+def _err_text(drv, err) -> str:
+    try:
+        _, name = drv.cuGetErrorName(err)
+        _, text = drv.cuGetErrorString(err)
+        return f"{name.decode()}: {text.decode()}"
+    except Exception:
+        return str(err)
+
+
+class CudaBackend:
+    name = "cuda"
+    synchronous = False
+    host_arrays = False
+
+    def __init__(self, device: int | None = None):
+        drv = self.drv = _driver()
+        ok = drv.CUresult.CUDA_SUCCESS
+        self._ok = ok
+        err, ctx = drv.cuCtxGetCurrent()
+        if device is None:
+            device = 0
+            if err == ok and int(ctx) != 0:
+                e2, dev = drv.cuCtxGetDevice()
+                if e2 == ok:
+                    device = int(dev)
+        self.device_id = int(device)
+        self.dev = self._check(drv.cuDeviceGet(self.device_id), "cuDeviceGet")
+        self.ctx = self._check(drv.cuDevicePrimaryCtxRetain(self.dev),
+                               "cuDevicePrimaryCtxRetain")
+        if err != ok or int(ctx) == 0:
+            self._check(drv.cuCtxSetCurrent(self.ctx), "cuCtxSetCurrent")
+
+        A = drv.CUdevice_attribute
+
+        def attr(a):
+            return int(self._check(drv.cuDeviceGetAttribute(a, self.dev),
+                                   "cuDeviceGetAttribute"))
+        cc = (attr(A.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR),
+              attr(A.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR))
+        raw = self._check(drv.cuDeviceGetName(256, self.dev), "cuDeviceGetName")
+        name = raw.split(b"\0", 1)[0].decode(errors="replace").strip()
+        self.capability = cc
+        self.limits = DeviceLimits(
+            f"{name} (device {self.device_id}, sm_{cc[0]}{cc[1]})", cc,
+            attr(A.CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK),
+            (attr(A.CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X), attr(A.CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y),
+             attr(A.CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z)),
+            (attr(A.CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X), attr(A.CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y),
+             attr(A.CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z)),
+            attr(A.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN),
+            16 if cc[0] >= 9 else 1)
+
+    def __repr__(self) -> str:
+        return f"CudaBackend({self.limits.name})"
+
+    def _check(self, result, what: str, kernel: str | None = None):
+        err, *rest = result if isinstance(result, tuple) else (result,)
+        if err != self._ok:
+            who = f" for kernel `{kernel}`" if kernel else ""
+            raise device_error("E0930", f"{what}{who} failed: {_err_text(self.drv, err)}",
+                               "a sticky error (illegal address, launch failure) poisons the "
+                               "context: earlier launches may have caused it; run with "
+                               "CUDA_LAUNCH_BLOCKING=1 or on the emulator to locate it")
+        return rest[0] if len(rest) == 1 else (tuple(rest) if rest else None)
+
+    def default_target(self) -> str:
+        return target_for(self.capability)
+
+    @property
+    def cache_tag(self) -> str:
+        return "cubin"
+
+    # -- memory -------------------------------------------------------------------------------
+    def malloc(self, nbytes: int) -> int:
+        return int(self._check(self.drv.cuMemAlloc(max(int(nbytes), 1)), "cuMemAlloc"))
+
+    def free(self, ptr: int) -> None:
+        self._check(self.drv.cuMemFree(ptr), "cuMemFree")
+
+    def htod(self, ptr: int, array) -> None:
+        a = np.ascontiguousarray(array)
+        self._check(self.drv.cuMemcpyHtoD(ptr, a.ctypes.data, a.nbytes), "cuMemcpyHtoD")
+
+    def dtoh(self, array: np.ndarray, ptr: int, nbytes: int) -> None:
+        self._check(self.drv.cuMemcpyDtoH(array.ctypes.data, ptr, int(nbytes)), "cuMemcpyDtoH")
+
+    def synchronize(self) -> None:
+        self._check(self.drv.cuCtxSynchronize(), "cuCtxSynchronize")
+
+    def stage(self, views):                  # pragma: no cover - check_array refuses host arrays
+        raise AssertionError("the CUDA back end takes no host arrays")
+
+    # -- streams ------------------------------------------------------------------------------
+    def stream_handle(self, stream, views=()) -> int:
+        """A raw CUstream from None (torch's / CuPy's current stream when the arguments come
+        from them, else the default stream), an int, a torch or CuPy stream, a CUstream or
+        anything with `__cuda_stream__`."""
+        if stream is None:
+            for v in views:
+                if v.what == "torch.Tensor" and "torch" in sys.modules:
+                    return int(sys.modules["torch"].cuda.current_stream(v.device_id).cuda_stream)
+                if v.what.startswith("cupy") and "cupy" in sys.modules:
+                    return int(sys.modules["cupy"].cuda.get_current_stream().ptr)
+            return 0
+        if isinstance(stream, int) and not isinstance(stream, bool):
+            return stream
+        if hasattr(stream, "__cuda_stream__"):
+            return int(stream.__cuda_stream__()[1])
+        for attr in ("cuda_stream", "ptr", "handle"):
+            h = getattr(stream, attr, None)
+            if isinstance(h, int):
+                return h
+        if isinstance(stream, self.drv.CUstream):
+            return int(stream)
+        raise arg_error("E0917", f"cannot use {type(stream).__name__} as a CUDA stream",
+                        "pass a torch.cuda.Stream, a cupy.cuda.Stream, a CUstream, an int "
+                        "handle or None (the current stream)")
+
+    # -- kernels ------------------------------------------------------------------------------
+    def prepare(self, built: Built, layout: ParamLayout) -> "CudaLaunch":
+        drv, art = self.drv, built.artifact
+        name = art.name
+        if built.cubin is None:
+            raise device_error("E0930", f"no cubin for kernel `{name}`",
+                               "the runtime links PTX with nvJitLink before loading; this is "
+                               "a bug")
+        lib = self._check(drv.cuLibraryLoadData(built.cubin, None, None, 0, None, None, 0),
+                          "cuLibraryLoadData", name)
+        kernel = self._check(drv.cuLibraryGetKernel(lib, name.encode()), "cuLibraryGetKernel",
+                             name)
+        FA = drv.CUfunction_attribute
+        if art.dynamic_smem > 0:
+            total = art.dynamic_smem
+            self._check(drv.cuKernelSetAttribute(
+                FA.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, total, kernel, self.dev),
+                "cuKernelSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)", name)
+        if art.cluster and (art.nonportable_cluster or
+                            art.cluster[0] * art.cluster[1] * art.cluster[2] > 8):
+            self._check(drv.cuKernelSetAttribute(
+                FA.CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1, kernel, self.dev),
+                "cuKernelSetAttribute(NON_PORTABLE_CLUSTER_SIZE_ALLOWED)", name)
+        return CudaLaunch(self, lib, kernel, layout, name)
+
+
+class CudaLaunch:
+    """One loaded specialization: its kernel handle and its reusable parameter buffer."""
+
+    def __init__(self, backend: CudaBackend, lib, kernel, layout: ParamLayout, name: str):
+        drv = backend.drv
+        self.backend, self.lib, self.kernel, self.name = backend, lib, kernel, name
+        self.f = drv.CUfunction(int(kernel))        # a CUkernel launches as a CUfunction
+        self.fmt = layout.fmt
+        self.buf = ctypes.create_string_buffer(max(layout.size, 8))
+        base = ctypes.addressof(self.buf)
+        self.ptrs = (ctypes.c_void_p * max(layout.count, 1))(
+            *[base + off for off in layout.offsets])
+        self.params = ctypes.addressof(self.ptrs) if layout.count else 0
+        self.lock = threading.Lock()
+        self._launch = drv.cuLaunchKernel
+        self._launch_ex = drv.cuLaunchKernelEx
+        self._ok = drv.CUresult.CUDA_SUCCESS
+        self._configs: dict = {}
+
+    def _config(self, shape: LaunchShape, stream: int):
+        key = (shape.grid, shape.block, shape.cluster, shape.shared_mem)
+        cfg = self._configs.get(key)
+        if cfg is None:
+            drv = self.backend.drv
+            cfg = drv.CUlaunchConfig()
+            cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = shape.grid
+            cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = shape.block
+            cfg.sharedMemBytes = shape.shared_mem
+            attr = drv.CUlaunchAttribute()
+            attr.id = drv.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+            attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = \
+                shape.cluster
+            cfg.attrs = [attr]
+            cfg.numAttrs = 1
+            if len(self._configs) > 256:
+                self._configs.clear()
+            self._configs[key] = cfg
+        cfg.hStream = stream
+        return cfg
+
+    def launch(self, values, shape: LaunchShape, stream: int = 0):
+        with self.lock:
+            struct.pack_into(self.fmt, self.buf, 0, *values)
+            if shape.cluster is None:
+                g, b = shape.grid, shape.block
+                (err,) = self._launch(self.f, g[0], g[1], g[2], b[0], b[1], b[2],
+                                      shape.shared_mem, stream, self.params, 0)
+            else:
+                (err,) = self._launch_ex(self._config(shape, stream), self.f, self.params, 0)
+        if err != self._ok:
+            self.backend._check((err,), "cuLaunchKernel" if shape.cluster is None
+                                else "cuLaunchKernelEx", self.name)
+        return None

@@ -1,0 +1,141 @@
+"""Element types as the array libraries spell them, mapped to Tile dtype names, and the exact
+packing of scalar arguments (docs/abi.md: every scalar at its own width).
+
+Only names are compared (`str(torch.float32)`, NumPy dtype names, DLPack codes), so nothing
+here imports torch or CuPy.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+
+# NumPy dtype name -> Tile dtype (ml_dtypes gives NumPy the bf16 and f8 names).
+NUMPY_TO_TILE = {
+    "bool": "bool", "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64",
+    "uint8": "u8", "uint16": "u16", "uint32": "u32", "uint64": "u64",
+    "float16": "f16", "float32": "f32", "float64": "f64",
+    "bfloat16": "bf16", "float8_e4m3fn": "f8e4m3", "float8_e5m2": "f8e5m2",
+}
+
+TORCH_TO_TILE = {f"torch.{k}": v for k, v in NUMPY_TO_TILE.items()}
+
+# DLPack (type code, bits) -> Tile dtype. Codes: 0 int, 1 uint, 2 float, 4 bfloat, 6 bool,
+# 10 float8_e4m3fn, 12 float8_e5m2 (dlpack.h, DLDataTypeCode).
+DLPACK_TO_TILE = {
+    (0, 8): "i8", (0, 16): "i16", (0, 32): "i32", (0, 64): "i64",
+    (1, 8): "u8", (1, 16): "u16", (1, 32): "u32", (1, 64): "u64",
+    (2, 16): "f16", (2, 32): "f32", (2, 64): "f64", (4, 16): "bf16", (6, 8): "bool",
+    (10, 8): "f8e4m3", (12, 8): "f8e5m2",
+}
+
+ITEMSIZE = {"bool": 1, "i8": 1, "u8": 1, "i16": 2, "u16": 2, "f16": 2, "bf16": 2,
+            "i32": 4, "u32": 4, "f32": 4, "tf32": 4, "i64": 8, "u64": 8, "f64": 8,
+            "f8e4m3": 1, "f8e5m2": 1}
+
+# The NumPy dtype a Tile dtype's host arrays have (bf16 and f8 only with ml_dtypes installed).
+TILE_TO_NUMPY = {v: k for k, v in NUMPY_TO_TILE.items()}
+TILE_TO_NUMPY["tf32"] = "float32"
+
+
+def numpy_dtype(tile: str) -> np.dtype:
+    """The NumPy dtype for host arrays of a Tile dtype (raises ValueError if NumPy has none)."""
+    name = TILE_TO_NUMPY[tile]
+    try:
+        return np.dtype(name)
+    except TypeError:
+        try:
+            import ml_dtypes  # noqa: F401  (registers bfloat16 / float8 with NumPy)
+            return np.dtype(getattr(ml_dtypes, name))
+        except (ImportError, AttributeError):
+            raise ValueError(f"NumPy has no `{tile}` dtype here (install ml_dtypes)") from None
+
+
+def tile_of_numpy(dt: np.dtype) -> str | None:
+    return NUMPY_TO_TILE.get(dt.name)
+
+
+def accepts(param_dtype: str, arg_dtype: str | None) -> bool:
+    """An array of `arg_dtype` may be passed as `Array[param_dtype, N]`. tf32 arrays are
+    stored as 32-bit floats, so f32 arrays are what they are made of."""
+    return arg_dtype == param_dtype or (param_dtype == "tf32" and arg_dtype == "f32")
+
+
+# ---------------------------------------------------------------------------------------------
+# Scalars
+
+STRUCT_CHAR = {"bool": "B", "i8": "b", "u8": "B", "i16": "h", "u16": "H", "i32": "i",
+               "u32": "I", "i64": "q", "u64": "Q", "f16": "e", "f32": "f", "tf32": "f",
+               "f64": "d", "bf16": "H", "f8e4m3": "B", "f8e5m2": "B"}
+
+INT_RANGE = {"i8": (-2**7, 2**7), "u8": (0, 2**8), "i16": (-2**15, 2**15), "u16": (0, 2**16),
+             "i32": (-2**31, 2**31), "u32": (0, 2**32), "i64": (-2**63, 2**63),
+             "u64": (0, 2**64)}
+
+FLOATS = ("f16", "bf16", "f32", "tf32", "f64", "f8e4m3", "f8e5m2")
+
+
+def _bf16_bits(v: float) -> int:
+    from tilelang.sema.types import round_to_bf16
+    r = round_to_bf16(np.float64(v))
+    return int(np.asarray(r, np.float32).view(np.uint32)) >> 16
+
+
+def _f8_bits(fmt: str):
+    def conv(v: float) -> int:
+        from tilelang.emulator.fp8 import encode
+        return int(encode(np.float64(v), fmt))
+    return conv
+
+
+# Scalars whose bits differ from what struct packs directly: value -> integer bits.
+SCALAR_CONVERT = {"bf16": _bf16_bits, "f8e4m3": _f8_bits("e4m3"), "f8e5m2": _f8_bits("e5m2")}
+
+
+def scalar_problem(dtype: str, value) -> str | None:
+    """Why `value` cannot be passed as a `dtype` scalar, or None when it can. Python and NumPy
+    numbers are accepted when the value is representable: ints for integer parameters (range
+    checked), ints and floats for float parameters, bools and 0/1 for bool."""
+    if isinstance(value, np.generic) and value.shape == ():
+        value = value.item()
+    if dtype == "bool":
+        if isinstance(value, bool) or (isinstance(value, int) and value in (0, 1)):
+            return None
+        return f"expected a bool (or 0/1), got {_describe(value)}"
+    if dtype in INT_RANGE:
+        if not isinstance(value, int):
+            return f"expected an integer, got {_describe(value)}"
+        lo, hi = INT_RANGE[dtype]
+        if not lo <= value < hi:
+            return f"{value} does not fit {dtype} (range {lo}..{hi - 1})"
+        return None
+    if not isinstance(value, (int, float)):
+        return f"expected a number, got {_describe(value)}"
+    if dtype == "f16" and abs(float(value)) > 65504 and np.isfinite(float(value)):
+        return f"{value} overflows f16 (largest finite 65504)"
+    if dtype in ("f32", "tf32") and np.isfinite(float(value)) and \
+            abs(float(value)) > float(np.finfo(np.float32).max):
+        return f"{value} overflows {dtype}"
+    return None
+
+
+def pack_scalar(dtype: str, value) -> bytes:
+    """The exact bytes of a scalar argument (little endian)."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    conv = SCALAR_CONVERT.get(dtype)
+    if conv is not None:
+        value = conv(float(value))
+    elif dtype == "bool":
+        value = int(bool(value))
+    return struct.pack("<" + STRUCT_CHAR[dtype], value)
+
+
+def _describe(value) -> str:
+    if isinstance(value, np.generic):
+        return f"a NumPy {value.dtype} scalar"
+    if isinstance(value, (bool, int, float)):
+        return f"{type(value).__name__} {value!r}"
+    return f"a {type(value).__module__}.{type(value).__qualname__}" \
+        if type(value).__module__ != "builtins" else f"a {type(value).__name__}"

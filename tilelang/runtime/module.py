@@ -1,0 +1,493 @@
+"""`tilelang.compile`, modules, kernels, specialization and launching (docs/python-api.md).
+
+    mod = tilelang.compile("examples/vadd.tile", backend="emulator")
+    mod.vadd[(n + 1023) // 1024](a, b, c)                 # Triton's shape
+    tilelang.launch(None, (g,), mod.vadd.specialize(TILE=512), (a, b, c))   # cuTile's shape
+
+A `Kernel` is one kernel with its `const` values bound. Its specializations are keyed by the
+array facts of each launch (docs/abi.md); each holds the loaded code and the parameter layout,
+prepared once, so a launch only reads the arguments, packs them and calls the back end.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from typing import Any, Callable, Mapping
+
+from tilelang.codegen.api import ArrayFacts
+from tilelang.diagnostics import InternalCompilerError
+
+from . import cache as cache_mod
+from .args import check_array, extract, facts_key
+from .compiler import Built, CompileOptions, Compiler, DriverCompiler
+from .dtypes import INT_RANGE, ITEMSIZE, SCALAR_CONVERT, accepts, scalar_problem
+from .errors import KernelNotFound, _diag, arg_error, usage_error
+from .packing import layout
+from .signature import KernelInfo, ModuleInfo, ParamInfo
+from .validate import LaunchShape, check_launch, dims
+
+BACKENDS = ("cuda", "emulator")
+_BACKENDS: dict[str, Any] = {}
+_BUILT: dict[str, Built] = {}          # disk key -> build, for every module of the process
+_DEFAULT_COMPILER: Compiler | None = None
+
+
+def get_backend(backend=None):
+    """A back end object from a name ("cuda", "emulator"), None (`TILELANG_BACKEND`, else
+    "cuda") or a back-end object (returned as is). One shared object per name, so device
+    arrays made with `tilelang.to_device` work with every module on that back end."""
+    if backend is None:
+        backend = os.environ.get("TILELANG_BACKEND", "").strip() or "cuda"
+    if not isinstance(backend, str):
+        return backend
+    name = backend.strip().lower()
+    if name not in BACKENDS:
+        raise usage_error("E0921", f"unknown back end `{backend}`",
+                          "the back ends are `cuda` (a GPU through the CUDA driver) and "
+                          "`emulator` (the CPU PTX emulator)")
+    b = _BACKENDS.get(name)
+    if b is None:
+        if name == "cuda":
+            from .cuda import CudaBackend
+            b = CudaBackend()
+        else:
+            from .emulator_backend import EmulatorBackend
+            b = EmulatorBackend()
+        _BACKENDS[name] = b
+    return b
+
+
+def _default_compiler() -> Compiler:
+    global _DEFAULT_COMPILER
+    if _DEFAULT_COMPILER is None:
+        _DEFAULT_COMPILER = DriverCompiler()
+    return _DEFAULT_COMPILER
+
+
+def _read_input(path_or_source) -> tuple[str, str]:
+    """(text, path): a path-like or a one-line string naming a file, else source text."""
+    if isinstance(path_or_source, os.PathLike):
+        path = os.fspath(path_or_source)
+    elif isinstance(path_or_source, str):
+        s = path_or_source
+        if "\n" in s or "{" in s or not s.strip():
+            return s, "<string>"
+        path = s
+    else:
+        raise usage_error("E0923", f"tilelang.compile takes a path or source text, got "
+                          f"{type(path_or_source).__name__}",
+                          "pass a .tile file name or the source as a string")
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read(), path
+    except (OSError, UnicodeDecodeError) as e:
+        raise usage_error("E0923", f"cannot read `{path}`: "
+                          f"{getattr(e, 'strerror', None) or e}",
+                          "pass an existing .tile file, or the source text itself (a string "
+                          "with a newline is taken as source)") from None
+
+
+def _define_text(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return str(v)
+
+
+def compile(path_or_source, arch: str | None = None, defines: Mapping[str, Any] | None = None,
+            *, include_dirs=(), opt_level: int = 3, backend=None, cache: bool = True,
+            cache_dir: str | None = None, compiler: Compiler | None = None) -> "Module":
+    """Check a Tile module and return it with its kernels as attributes. Kernels are compiled
+    for each specialization at their first launch (or `Kernel.compile()`)."""
+    text, path = _read_input(path_or_source)
+    be = get_backend(backend)
+    options = CompileOptions(
+        target=arch or be.default_target(),
+        defines=tuple(sorted((str(k), _define_text(v)) for k, v in (defines or {}).items())),
+        include_dirs=tuple(os.path.abspath(d) for d in include_dirs), opt_level=int(opt_level))
+    comp = compiler or _default_compiler()
+    disk = cache_mod.DiskCache(cache_dir) if cache else None
+    info = None
+    mkey = cache_mod.digest({"compiler": comp.compiler_id, "path": path,
+                             "sha256": cache_mod.sha256_hex(text), "options": options.key(),
+                             "format": cache_mod.FORMAT})
+    if disk is not None:
+        info = disk.load_module(mkey, path)
+    if info is None:
+        info = comp.inspect(text, path, options)
+        cache_mod.STATS["inspects"] += 1
+        if disk is not None:
+            disk.store_module(mkey, info)
+    return Module(text, path, options, be, comp, info, disk)
+
+
+class Module:
+    """A checked Tile module; `module.<kernel>` is a `Kernel`."""
+
+    def __init__(self, text: str, path: str, options: CompileOptions, backend, compiler,
+                 info: ModuleInfo, disk):
+        self.text, self.path, self.options = text, path, options
+        self.backend, self.compiler, self.info, self.disk = backend, compiler, info, disk
+        self.kernels = {name: Kernel(self, k, {}) for name, k in info.kernels.items()}
+
+    @property
+    def target(self) -> str:
+        return self.options.target
+
+    def __getattr__(self, name: str) -> "Kernel":
+        kernels = self.__dict__.get("kernels")
+        if kernels is None or name.startswith("__"):
+            raise AttributeError(name)
+        k = kernels.get(name)
+        if k is None:
+            raise KernelNotFound(_diag(
+                "E0922", f"module `{self.path}` has no kernel `{name}`",
+                "its kernels are: " + (", ".join(f"`{n}`" for n in kernels) or "none")))
+        return k
+
+    def __dir__(self):
+        return list(super().__dir__()) + list(self.kernels)
+
+    def __repr__(self) -> str:
+        return (f"<tilelang.Module {self.path} target={self.target} backend={self.backend.name} "
+                f"kernels={list(self.kernels)}>")
+
+    def to_device(self, array):
+        """Copy a host array to this module's back end (a `DeviceArray`)."""
+        from .device_array import DeviceArray
+        return DeviceArray.from_host(self.backend, array)
+
+    def empty(self, shape, dtype: str):
+        from .device_array import DeviceArray
+        return DeviceArray.empty(self.backend, shape, dtype)
+
+
+class Specialization:
+    """One compiled and loaded specialization of a kernel."""
+
+    __slots__ = ("kernel", "facts", "built", "launcher", "shapes", "key")
+
+    def __init__(self, kernel: "Kernel", facts: tuple[str, ...], built: Built, launcher,
+                 key: str):
+        self.kernel, self.facts, self.built, self.launcher, self.key = (
+            kernel, facts, built, launcher, key)
+        self.shapes: dict = {}        # (grid, block) as given -> checked LaunchShape
+
+    @property
+    def ptx(self) -> str:
+        return self.built.ptx
+
+    @property
+    def cubin(self) -> bytes | None:
+        return self.built.cubin
+
+    @property
+    def artifact(self):
+        return self.built.artifact
+
+    def shape(self, grid, block) -> LaunchShape:
+        key = (grid, block)
+        s = self.shapes.get(key)
+        if s is None:
+            name = self.kernel.info.name
+            lim = self.kernel.module.backend.limits
+            s = check_launch(name, self.built.artifact, lim, dims(grid, "grid", name),
+                             None if block is None else dims(block, "block", name))
+            if len(self.shapes) > 1024:
+                self.shapes.clear()
+            self.shapes[key] = s
+        return s
+
+
+class Kernel:
+    """A kernel of a module with its `const` parameters bound (defaults where not given)."""
+
+    def __init__(self, module: Module, info: KernelInfo, consts: Mapping[str, Any]):
+        self.module, self.info = module, info
+        self.consts = dict(consts)
+        self.params = info.runtime_params
+        self._arrays = tuple(i for i, p in enumerate(self.params) if p.kind == "array")
+        self._convert = tuple(_scalar_converter(p) for p in self.params)
+        self._specs: dict[tuple[str, ...], Specialization] = {}
+        self._variants: dict[tuple, Kernel] = {}
+        self._layout = layout(self.params)
+
+    @property
+    def name(self) -> str:
+        return self.info.name
+
+    def __repr__(self) -> str:
+        bound = ", ".join(f"{k}={v!r}" for k, v in self.consts.items())
+        return f"<tilelang.Kernel {self.info.show()}" + (f" with {bound}" if bound else "") + ">"
+
+    # -- const values -------------------------------------------------------------------------
+    def specialize(self, **consts) -> "Kernel":
+        """This kernel with more `const` values bound: `mod.vadd.specialize(TILE=512)`."""
+        if not consts:
+            return self
+        key = tuple(sorted(consts.items(), key=lambda kv: kv[0]))
+        try:
+            k = self._variants.get(key)
+        except TypeError:                    # unhashable value: let the check explain it
+            k = None
+        if k is None:
+            merged = dict(self.consts)
+            for name, value in consts.items():
+                merged[name] = _check_const(self.info, name, value)
+            k = Kernel(self.module, self.info, merged)
+            if len(self._variants) < 256:
+                self._variants[key] = k
+        return k
+
+    def _const_values(self) -> dict[str, Any]:
+        out = {}
+        for p in self.info.const_params:
+            if p.name in self.consts:
+                out[p.name] = self.consts[p.name]
+            elif p.default is not None:
+                out[p.name] = p.default
+            else:
+                raise arg_error("E0916", f"kernel `{self.name}` needs a value for `const "
+                                f"{p.name}: {p.dtype}`, which has no default",
+                                f"pass it at the launch (`{self.name}[grid](..., {p.name}=...)`) "
+                                f"or with `.specialize({p.name}=...)`", p.span)
+        return out
+
+    # -- launching ----------------------------------------------------------------------------
+    def __getitem__(self, grid) -> "_GridLaunch":
+        return _GridLaunch(self, grid)
+
+    def launch(self, grid, args=(), *, stream=None, block=None):
+        """Launch over `grid` (an int, a tuple of up to 3 ints, or a function of the const
+        values). Returns the emulator's LaunchReport on the emulator, None on CUDA."""
+        return self._launch(grid, tuple(args), stream, block)
+
+    def _launch(self, grid, args: tuple, stream, block):
+        params = self.params
+        if len(args) != len(params):
+            raise self._count_error(len(args))
+        if callable(grid):
+            grid = grid(self._meta())
+        if type(grid) is list:
+            grid = tuple(grid)
+        backend = self.module.backend
+        values: list = []
+        facts: list = []
+        views = []
+        staged = None
+        for i in self._arrays:
+            a = args[i]
+            p = params[i]
+            v = extract(a)
+            if v is None or not accepts(p.dtype, v.dtype) or len(v.shape) != p.rank or \
+                    v.strides is None or v.where != backend.name:
+                if v is not None and v.where == "host" and backend.host_arrays and \
+                        accepts(p.dtype, v.dtype) and len(v.shape) == p.rank and \
+                        v.strides is not None:
+                    if staged is None:
+                        staged = []
+                    staged.append((i, v))
+                else:
+                    check_array(self.name, p, v, a, backend.name, backend.host_arrays)
+            views.append(v)
+        finish = None
+        try:
+            if staged:
+                addrs, finish = backend.stage(staged)
+                views = [v._replace(ptr=addrs[i]) if i in addrs else v
+                         for i, v in zip(self._arrays, views)]
+            it = iter(views)
+            convert = self._convert
+            for i, p in enumerate(params):
+                if p.kind == "array":
+                    v = next(it)
+                    values.append(v.ptr)
+                    values.extend(v.shape)
+                    values.extend(v.strides)
+                    facts.append(facts_key(v.ptr, v.shape, v.strides, ITEMSIZE[p.dtype]))
+                else:
+                    c = convert[i]
+                    values.append(args[i] if c is None else c(args[i]))
+            facts_t = tuple(facts)
+            spec = self._specs.get(facts_t)
+            if spec is None:
+                spec = self._build(facts_t)
+            shape = spec.shape(grid, block)
+            handle = backend.stream_handle(stream, views)
+            try:
+                return spec.launcher.launch(values, shape, handle)
+            except (struct.error, OverflowError, TypeError) as e:
+                self._diagnose_scalars(args)
+                raise e
+        finally:
+            if finish is not None:
+                finish()
+
+    def _meta(self) -> dict[str, Any]:
+        return self._const_values()
+
+    def _count_error(self, got: int):
+        want = ", ".join(p.name for p in self.params) or "no arguments"
+        return arg_error("E0910", f"kernel `{self.name}` takes {len(self.params)} argument"
+                         f"{'s' if len(self.params) != 1 else ''} ({want}), got {got}",
+                         "const parameters are not passed positionally: give them as keywords "
+                         "or with `.specialize(...)`", self.info.span)
+
+    def _diagnose_scalars(self, args) -> None:
+        for p, a in zip(self.params, args):
+            if p.kind == "scalar":
+                why = scalar_problem(p.dtype, a)
+                if why:
+                    raise arg_error("E0915", f"argument `{p.name}` of kernel `{self.name}` "
+                                    f"({p.show()}): {why}",
+                                    f"pass a value representable as {p.dtype}", p.span)
+
+    # -- compiling ----------------------------------------------------------------------------
+    def compile(self, facts: Mapping[str, ArrayFacts | str] | None = None) -> Specialization:
+        """Compile (or load from the caches) the specialization for the given array facts;
+        arrays not named get both facts (contiguous, 16-byte aligned)."""
+        facts = dict(facts or {})
+        key = []
+        for i in self._arrays:
+            f = facts.pop(self.params[i].name, "ca")
+            key.append(f.key() if isinstance(f, ArrayFacts) else str(f))
+        if facts:
+            raise arg_error("E0910", f"kernel `{self.name}` has no array parameter "
+                            f"`{next(iter(facts))}`", "facts are given per array parameter",
+                            self.info.span)
+        t = tuple(key)
+        return self._specs.get(t) or self._build(t)
+
+    def _build(self, facts: tuple[str, ...]) -> Specialization:
+        mod = self.module
+        consts = self._const_values()
+        arrays = [self.params[i] for i in self._arrays]
+        fact_map = {p.name: ArrayFacts.from_key(k) for p, k in zip(arrays, facts)}
+        backend = mod.backend
+        key = cache_mod.digest({
+            "format": cache_mod.FORMAT, "compiler": mod.compiler.compiler_id,
+            "sources": [list(s) for s in mod.info.sources], "kernel": self.name,
+            "consts": {k: [type(v).__name__, v] for k, v in consts.items()},
+            "facts": dict(zip((p.name for p in arrays), facts)),
+            "options": mod.options.key(), "binary": backend.cache_tag})
+        built = _BUILT.get(key)
+        if built is not None:
+            cache_mod.STATS["memory_hits"] += 1
+        else:
+            built = self._load_or_build(key, consts, fact_map)
+            _BUILT[key] = built
+        self._check_abi(built)
+        launcher = backend.prepare(built, self._layout)
+        spec = Specialization(self, facts, built, launcher, key)
+        self._specs[facts] = spec
+        return spec
+
+    def _load_or_build(self, key: str, consts, fact_map) -> Built:
+        mod = self.module
+        disk = mod.disk
+        link = mod.backend.cache_tag == "cubin"
+
+        def build() -> Built:
+            cache_mod.STATS["compiles"] += 1
+            return mod.compiler.build(mod.text, mod.path, self.name, consts, fact_map,
+                                      mod.options, link)
+        if disk is None:
+            return build()
+        built = disk.load(key)
+        if built is not None:
+            return built
+        with disk.lock(key):
+            built = disk.load(key)         # built by another process while we waited
+            if built is None:
+                built = build()
+                disk.store(key, built, {
+                    "kernel": self.name, "source": mod.path, "consts": consts,
+                    "facts": {k: v.key() for k, v in fact_map.items()},
+                    "compiler": mod.compiler.compiler_id})
+        return built
+
+    def _check_abi(self, built: Built) -> None:
+        got = [(p.name, p.kind, p.dtype.name, p.rank if p.kind == "array" else 0)
+               for p in built.artifact.params]
+        want = [(p.name, p.kind, p.dtype, p.rank if p.kind == "array" else 0)
+                for p in self.params]
+        if got != want:
+            raise InternalCompilerError.at(
+                "E9999", f"internal compiler error: kernel `{self.name}` was compiled with "
+                f"parameters {got}, its signature says {want}", None,
+                help="this is a bug in tilec; please report it with the input file")
+
+
+class _GridLaunch:
+    """`kernel[grid]`: call it with the arguments (and const values / stream= / block=)."""
+
+    __slots__ = ("kernel", "grid")
+
+    def __init__(self, kernel: Kernel, grid):
+        self.kernel, self.grid = kernel, grid
+
+    def __call__(self, *args, stream=None, block=None, **consts):
+        k = self.kernel.specialize(**consts) if consts else self.kernel
+        return k._launch(self.grid, args, stream, block)
+
+
+def launch(stream, grid, kernel: Kernel, args=(), *, block=None):
+    """cuTile's shape: `tilelang.launch(stream, grid, kernel, (a, b, c))`."""
+    if not isinstance(kernel, Kernel):
+        raise usage_error("E0922", f"tilelang.launch needs a kernel of a compiled module, got "
+                          f"{type(kernel).__name__}",
+                          "e.g. `mod = tilelang.compile(path)` then "
+                          "`tilelang.launch(stream, grid, mod.vadd, args)`")
+    return kernel._launch(grid, tuple(args), stream, block)
+
+
+# ---------------------------------------------------------------------------------------------
+
+def _scalar_converter(p: ParamInfo) -> Callable | None:
+    """None when struct packs the value as given (its checks then reject bad values)."""
+    if p.kind != "scalar":
+        return None
+    conv = SCALAR_CONVERT.get(p.dtype)
+    if p.dtype == "bool":
+        def conv_bool(v, p=p):
+            if v is True or v is False or v == 0 or v == 1:
+                return 1 if v else 0
+            raise _scalar_error(p, v)
+        return conv_bool
+    if conv is not None:
+        def conv_special(v, p=p, conv=conv):
+            why = scalar_problem(p.dtype, v)
+            if why:
+                raise _scalar_error(p, v)
+            return conv(float(v))
+        return conv_special
+    return None
+
+
+def _scalar_error(p: ParamInfo, v):
+    return arg_error("E0915", f"argument `{p.name}` ({p.show()}): {scalar_problem(p.dtype, v)}",
+                     f"pass a value representable as {p.dtype}", p.span)
+
+
+def _check_const(info: KernelInfo, name: str, value):
+    ps = {p.name: p for p in info.const_params}
+    p = ps.get(name)
+    if p is None:
+        others = ", ".join(f"`{n}`" for n in ps) or "none"
+        raise arg_error("E0916", f"kernel `{info.name}` has no const parameter `{name}`",
+                        f"its const parameters are: {others}", info.span)
+    v = value.item() if hasattr(value, "item") and getattr(value, "shape", None) == () else value
+    ok = False
+    if p.dtype == "bool":
+        ok = isinstance(v, bool)
+    elif p.dtype in INT_RANGE:
+        lo, hi = INT_RANGE[p.dtype]
+        ok = isinstance(v, int) and not isinstance(v, bool) and lo <= v < hi
+    else:
+        ok = isinstance(v, (int, float)) and not isinstance(v, bool)
+        v = float(v) if ok else v
+    if not ok:
+        raise arg_error("E0916", f"const parameter `{name}` of kernel `{info.name}` is "
+                        f"{p.dtype}; {value!r} is not a valid value",
+                        f"pass a value representable as {p.dtype}", p.span)
+    return v
