@@ -1,0 +1,94 @@
+"""Helpers for the code generation tests (no tests here): compile IR kernels with `generate`,
+run them on the emulator with the ABI (docs/abi.md), and run the reference interpreter on the
+same inputs."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from tilelang.codegen.generate import generate
+from tilelang.codegen.link import link_ptx
+from tilelang.emulator.device import EmulatorDevice
+from tilelang.interp import run_kernel
+from tilelang.ir.ops import IRModule, Kernel
+
+TARGETS = ("sm_80", "sm_86", "sm_89", "sm_90", "sm_90a", "sm_100a", "sm_120")
+
+
+@dataclass
+class Strided:
+    """An array argument that is a view of `base` (any strides, including negative): the
+    device gets base's data and the view's address, extents and element strides."""
+
+    base: np.ndarray
+    view: np.ndarray
+
+    @property
+    def offset(self) -> int:
+        return (self.view.__array_interface__["data"][0]
+                - self.base.__array_interface__["data"][0])
+
+
+def compile_kernel(kernel: Kernel, target: str = "sm_90a", opt_level: int = 3, facts=None):
+    return generate(IRModule((kernel,)), target, opt_level,
+                    {kernel.name: facts} if facts else None)
+
+
+@lru_cache(maxsize=None)
+def _linked(ptx: str, target: str) -> bool:
+    link_ptx(ptx, target, verbose=False, env={})
+    return True
+
+
+def link(result) -> None:
+    _linked(result.ptx, result.target)
+
+
+def run_emulated(result, name: str, args: list, grid, block=None, dev=None):
+    """Launch kernel `name` of `result` on the emulator. Arrays (np.ndarray or Strided) are
+    copied in and back in place; other values are scalars. Returns the LaunchReport."""
+    dev = dev or EmulatorDevice()
+    art = result.kernel(name)
+    fn = dev.load_module(result.ptx).get_function(name)
+    packed, back = [], []
+    for p, a in zip(art.params, args):
+        if p.kind == "array":
+            s = a if isinstance(a, Strided) else Strided(a, a)
+            base = np.ascontiguousarray(s.base)
+            ptr = dev.to_device(base)
+            back.append((s.base, ptr))
+            item = s.view.itemsize
+            packed.append(ptr + s.offset)
+            packed += [np.int64(n) for n in s.view.shape]
+            packed += [np.int64(st // item) for st in s.view.strides]
+        else:
+            packed.append(np.dtype(scalar_np(p.dtype)).type(a))
+    rep = dev.launch(fn, grid, block or art.block, packed)
+    for host, ptr in back:
+        out = dev.from_device(ptr, host.shape, host.dtype)
+        host[...] = out
+    return rep
+
+
+def scalar_np(dtype) -> str:
+    from tilelang.codegen.api import scalar_storage
+    return scalar_storage(dtype)
+
+
+def interpret(kernel: Kernel, args: list, grid) -> None:
+    """Run the reference interpreter (arrays mutated in place; Strided gives its view)."""
+    vals = [a.view if isinstance(a, Strided) else a for a in args]
+    run_kernel(kernel, vals, grid)
+
+
+def vector_accesses(ptx: str, op: str) -> list[str]:
+    """128-bit global vector accesses (`ld.global.v4.f32` or LLVM 22's `.v4.b32`)."""
+    return re.findall(rf"\b{op}\.global(?:\.\w+)*?\.v4\.(?:f32|b32)\b", ptx)
+
+
+def has_local(ptx: str) -> bool:
+    return re.search(r"\.local\b|\blocal\.", ptx) is not None

@@ -1,0 +1,136 @@
+"""Code generation entry point: Tile IR module -> PTX with the launch contract.
+
+    result = generate(module, target="sm_90a", opt_level=3, facts=None)
+
+Per kernel: choose the thread shape (the user's reqntid/maxntid, else 128 threads), emit the
+LLVM function (llvm_kernel.py / llvm_control.py and the `lower_*` families) first in
+virtual-thread mode and, if an op needs threads to talk to each other, again in exact mode;
+decide the launch contract from what the code relies on (`.reqntid` for exact mode,
+`.maxntid` otherwise); then LLVM optimizes and emits PTX, and ptx_header writes the header and
+the directive blocks. docs/codegen.md describes the layouts and each lowering.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+import llvmlite.ir as ir
+
+# Importing a family registers its lowerings in lower_table.
+from tilelang.codegen import lower_creation, lower_elementwise, lower_grid  # noqa: F401
+from tilelang.codegen import lower_memory, lower_reduce, lower_shape  # noqa: F401
+from tilelang.codegen.api import (AbiParam, ArrayFacts, CodegenResult, DEFAULT_FACTS,
+                                  KernelArtifact)
+from tilelang.codegen.contract import CodegenFeatures, KernelContract, decide_contract
+from tilelang.codegen.llvm_compile import TRIPLE, compile_modules, data_layout
+from tilelang.codegen.llvm_control import emit_kernel_body
+from tilelang.codegen.llvm_kernel import KernelEmitter, KernelStats, NeedsExactThreads
+from tilelang.codegen.ptx_header import plan_module, rewrite_ptx
+from tilelang.diagnostics import DiagnosticSink, TileUsageError, register_codes
+from tilelang.ir.ops import IRModule, Kernel
+from tilelang.sema.launch_attrs import LaunchSpec
+from tilelang.sema.launch_verify import DEFAULT_THREADS
+from tilelang.sema.types import ArrayType
+from tilelang.targets import Target, get_target
+
+register_codes({"E0782": "code generation option out of range"})
+
+
+def launch_spec(kernel: Kernel) -> LaunchSpec:
+    """The kernel's LaunchSpec: the one the frontend resolved, else its IR attributes."""
+    if kernel.launch is not None:
+        return kernel.launch
+    a = kernel.attributes
+    return LaunchSpec(maxntid=a.get("maxntid"), reqntid=a.get("reqntid"),
+                      minctasm=a.get("minctasm"), maxnreg=a.get("maxnreg"),
+                      cluster=a.get("cluster_dim") or a.get("cluster"),
+                      maxclusterrank=a.get("maxclusterrank"),
+                      blocksareclusters=bool(a.get("blocksareclusters", False)))
+
+
+def block_shape(spec: LaunchSpec) -> tuple[int, int, int]:
+    dims = spec.reqntid or spec.maxntid or DEFAULT_THREADS
+    return tuple(dims) + (1,) * (3 - len(dims))  # type: ignore[return-value]
+
+
+def abi_params(kernel: Kernel) -> tuple[AbiParam, ...]:
+    out = []
+    for p in kernel.params:
+        t = p.type
+        if isinstance(t, ArrayType):
+            out.append(AbiParam(p.hint, "array", t.dtype, t.rank))
+        else:
+            out.append(AbiParam(p.hint, "scalar", t.dtype))
+    return tuple(out)
+
+
+def _new_module(name: str, target: Target) -> ir.Module:
+    m = ir.Module(name)
+    m.triple = TRIPLE
+    return m
+
+
+def emit_kernel(kernel: Kernel, target: Target, block, facts: Mapping[str, ArrayFacts],
+                *, exact: bool, layout: str, fast_math: bool = False
+                ) -> tuple[ir.Module, KernelStats, bool]:
+    """(module holding the kernel, what it used, whether it runs in exact mode)."""
+    for mode in ((True,) if exact else (False, True)):
+        m = _new_module(kernel.name, target)
+        m.data_layout = layout
+        kern = KernelEmitter(m, kernel, target, block=block, exact=mode, facts=facts,
+                             fast_math=fast_math)
+        try:
+            emit_kernel_body(kern)
+        except NeedsExactThreads:
+            continue
+        return m, kern.stats, mode
+    raise AssertionError("exact mode cannot need exact mode")
+
+
+def generate(module: IRModule, target: str = "sm_90a", opt_level: int = 3,
+             facts: Mapping[str, Mapping[str, ArrayFacts]] | None = None, *,
+             fast_math: bool = False) -> CodegenResult:
+    tgt = get_target(target)
+    if opt_level not in (0, 1, 2, 3):
+        raise TileUsageError.at("E0782", f"optimization level {opt_level} is not 0-3", None,
+                                help="use -O0, -O1, -O2 or -O3")
+    facts = facts or {}
+    sink = DiagnosticSink()
+    contracts: dict[str, KernelContract] = {}
+    pending = []
+    for k in module.kernels:
+        spec = launch_spec(k)
+        block = block_shape(spec)
+        kfacts = {p.hint: facts.get(k.name, {}).get(p.hint, DEFAULT_FACTS)
+                  for p in k.params if isinstance(p.type, ArrayType)}
+        pending.append((k, spec, block, kfacts))
+    # Contracts only need to know whether the code relies on the thread count; the PTX plan
+    # (and so the LLVM cpu/features) needs the contracts: emit with a provisional layout
+    # string, which does not depend on the features.
+    texts, stats = [], {}
+    for k, spec, block, kfacts in pending:
+        layout = data_layout(tgt.llvm_cpu, tgt.llvm_features(tgt.min_ptx))
+        m, st, exact = emit_kernel(k, tgt, block, kfacts, exact=spec.reqntid is not None,
+                                   layout=layout, fast_math=fast_math)
+        feats = CodegenFeatures(cross_warp_reduction=exact and spec.reqntid is None,
+                                threads=None if spec.reqntid else block)
+        contracts[k.name] = decide_contract(k.name, spec, feats, tgt, kernel_span=k.span)
+        for d in contracts[k.name].diagnostics:
+            sink.add(d)
+        texts.append(str(m))
+        stats[k.name] = st
+    plan = plan_module(tgt, contracts)
+    if not texts:
+        raise TileUsageError.at("E0782", "the module has no kernels to compile", None)
+    llvm_ir, ptx = compile_modules(texts, plan.llvm_cpu, plan.llvm_features, opt_level)
+    ptx = rewrite_ptx(ptx, plan, contracts, sink)
+    artifacts = []
+    for k, spec, block, kfacts in pending:
+        c = contracts[k.name]
+        artifacts.append(KernelArtifact(
+            name=k.name, params=abi_params(k), block=tuple(c.threads) + (1,) * (3 - len(c.threads)),
+            attrs=c.attrs, cluster=spec.cluster, static_smem=stats[k.name].smem_bytes,
+            dynamic_smem=0, facts=dict(kfacts), nonportable_cluster=c.nonportable_cluster))
+    return CodegenResult(target=tgt.name, opt_level=opt_level, llvm_ir=llvm_ir, ptx=ptx,
+                         kernels=tuple(artifacts), diagnostics=tuple(sink.diagnostics))
+

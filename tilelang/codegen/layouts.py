@@ -1,0 +1,314 @@
+"""Distributed layouts: which thread holds which element of a tile, in which register.
+
+Every tile dimension is a power of two, so an element coordinate is a bit vector and a layout
+is a map from the bits of (register index, lane, warp) to coordinate bits. Each input bit has a
+*basis*: the coordinate it contributes, either one coordinate bit (`(0, 4)`: bit 2 of axis 1)
+or zero (the bit replicates: threads that differ only there hold the same elements). The
+coordinate of (register r, lane l, warp w) is the sum of the bases of the set bits of r, l, w.
+(This is the one-hot case of the linear layouts Triton describes; bases never overlap.)
+
+- A *blocked* layout (`blocked`) gives each thread a vector of 16 bytes along the last axis
+  (4 x f32, 8 x f16), then spreads lanes and warps over the axes from the last one outwards so
+  that a warp's accesses are consecutive (coalesced); what is left of the tile repeats in more
+  registers, and threads left over replicate.
+- A *sliced* layout (`slice_axes`) is what a reduction leaves: the reduced axes' register bits
+  are gone (combined) and their lane/warp bits replicate.
+- reshape, permute/transpose and expand_dims are relabellings of coordinate bits: free.
+- `register_map` finds, for a wanted per-thread coordinate table, the source register holding
+  each wanted element in the same thread, if there is one for every thread (no data movement:
+  broadcasting a reduced value, a free conversion). Otherwise the codegen goes through shared
+  memory (llvm_convert.py).
+
+The tables here are computed with NumPy at compile time; nothing in this module emits code.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from math import prod
+
+import numpy as np
+
+Basis = tuple[int, ...]
+WARP = 32
+
+
+def log2(n: int) -> int:
+    if n < 1 or n & (n - 1):
+        raise ValueError(f"{n} is not a power of two")
+    return n.bit_length() - 1
+
+
+def floor_pow2(n: int) -> int:
+    return 1 << (max(n, 1).bit_length() - 1)
+
+
+@dataclass(frozen=True)
+class Layout:
+    shape: tuple[int, ...]
+    reg: tuple[Basis, ...]      # one basis per register-index bit
+    lane: tuple[Basis, ...]     # one per lane bit (log2 of the lanes used, at most 5)
+    warp: tuple[Basis, ...]     # one per warp bit
+
+    # ------------------------------------------------------------------ sizes
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    @property
+    def num_regs(self) -> int:
+        return 1 << len(self.reg)
+
+    @property
+    def threads(self) -> int:
+        return 1 << (len(self.lane) + len(self.warp))
+
+    @property
+    def thread_bases(self) -> tuple[Basis, ...]:
+        """Bases of the thread-index bits: lanes first, then warps (tid = warp * 32 + lane)."""
+        return self.lane + self.warp
+
+    # ------------------------------------------------------------------ coordinates
+    def linear(self, coord: Basis) -> int:
+        """Row-major linear index of a coordinate in this layout's shape."""
+        return linear_index(self.shape, coord)
+
+    def reg_coord(self, r: int) -> Basis:
+        return _combine(self.reg, r, self.rank)
+
+    def thread_coord(self, t: int) -> Basis:
+        return _combine(self.thread_bases, t, self.rank)
+
+    def reg_linear(self, r: int) -> int:
+        return self.linear(self.reg_coord(r))
+
+    def thread_weights(self) -> tuple[int, ...]:
+        """Linear-index weight of each thread-index bit (0 for replicating bits)."""
+        return tuple(self.linear(b) for b in self.thread_bases)
+
+    @cached_property
+    def table(self) -> np.ndarray:
+        """[threads, regs] array of the row-major linear index each register holds."""
+        regs = np.array([self.reg_linear(r) for r in range(self.num_regs)], dtype=np.int64)
+        w = self.thread_weights()
+        t = np.arange(self.threads, dtype=np.int64)
+        thr = np.zeros(self.threads, dtype=np.int64)
+        for b, wb in enumerate(w):
+            thr += ((t >> b) & 1) * wb
+        return thr[:, None] + regs[None, :]
+
+    # ------------------------------------------------------------------ ownership
+    def replicated_thread_mask(self) -> int:
+        """Thread-index bits whose basis is zero: a thread owns its elements (stores them)
+        only when these bits are 0."""
+        m = 0
+        for b, basis in enumerate(self.thread_bases):
+            if not any(basis):
+                m |= 1 << b
+        return m
+
+    def owned_regs(self) -> list[int]:
+        """Registers that are not copies of a lower register (zero register bases)."""
+        zero = [i for i, b in enumerate(self.reg) if not any(b)]
+        return [r for r in range(self.num_regs) if not any(r >> i & 1 for i in zero)]
+
+    def is_valid(self) -> bool:
+        """Every element is held somewhere and the bases are one-hot or zero."""
+        n = prod(self.shape)
+        if len(self.table.reshape(-1)) and len(np.unique(self.table)) != n:
+            return False
+        return all(sum(1 for c in b if c) <= 1 for b in self.reg + self.lane + self.warp)
+
+
+def _combine(bases: tuple[Basis, ...], bits: int, rank: int) -> Basis:
+    out = [0] * rank
+    for i, b in enumerate(bases):
+        if bits >> i & 1:
+            for d in range(rank):
+                out[d] |= b[d]
+    return tuple(out)
+
+
+def linear_index(shape: tuple[int, ...], coord: Basis) -> int:
+    idx = 0
+    for s, c in zip(shape, coord):
+        idx = idx * s + c
+    return idx
+
+
+def _unit(rank: int, axis: int, value: int) -> Basis:
+    return tuple(value if d == axis else 0 for d in range(rank))
+
+
+def thread_bits(threads: int) -> tuple[int, int]:
+    """(lane bits, warp bits) of a power-of-two thread count."""
+    t = log2(threads)
+    return min(t, 5), max(t - 5, 0)
+
+
+# ---------------------------------------------------------------------------------------------
+# Layout constructors
+
+def scalar_layout(threads: int) -> Layout:
+    """A 0-d tile: one register, every thread holds it."""
+    nl, nw = thread_bits(threads)
+    return Layout((), (), ((),) * nl, ((),) * nw)
+
+
+def blocked(shape: tuple[int, ...], itemsize: int, threads: int,
+            vector_bytes: int = 16) -> Layout:
+    """The default layout of a tile (see the module docstring)."""
+    rank = len(shape)
+    if rank == 0:
+        return scalar_layout(threads)
+    nl, nw = thread_bits(threads)
+    # Bits still to place, per axis, from the lowest coordinate bit up.
+    next_bit = [0] * rank
+    sizes = [log2(s) for s in shape]
+
+    def take(axis_order, count):
+        out = []
+        for d in axis_order:
+            while count and next_bit[d] < sizes[d]:
+                out.append(_unit(rank, d, 1 << next_bit[d]))
+                next_bit[d] += 1
+                count -= 1
+        return out, count
+
+    inner = list(range(rank - 1, -1, -1))       # last axis first
+    vec = min(max(vector_bytes // max(itemsize, 1), 1), shape[-1])
+    reg, _ = take([rank - 1], log2(vec))
+    lane, left = take(inner, nl)
+    lane += [(0,) * rank] * left
+    warp, left = take(inner, nw)
+    warp += [(0,) * rank] * left
+    rest, _ = take(inner, sum(sizes))
+    return Layout(tuple(shape), tuple(reg + rest), tuple(lane), tuple(warp))
+
+
+def vector_width(layout: Layout) -> int:
+    """How many consecutive registers hold consecutive elements of the last axis starting at
+    register 0 (the width of one vector access)."""
+    if not layout.rank:
+        return 1
+    n = 0
+    for b in layout.reg:
+        if b == _unit(layout.rank, layout.rank - 1, 1 << n):
+            n += 1
+        else:
+            break
+    return 1 << n
+
+
+# ---------------------------------------------------------------------------------------------
+# Relabellings (no data movement)
+
+def permute(layout: Layout, dims: tuple[int, ...]) -> Layout:
+    """Result axis i is the source axis dims[i]."""
+    def p(b: Basis) -> Basis:
+        return tuple(b[d] for d in dims)
+    return Layout(tuple(layout.shape[d] for d in dims), tuple(map(p, layout.reg)),
+                  tuple(map(p, layout.lane)), tuple(map(p, layout.warp)))
+
+
+def expand_dims(layout: Layout, axis: int) -> Layout:
+    def e(b: Basis) -> Basis:
+        return b[:axis] + (0,) + b[axis:]
+    return Layout(layout.shape[:axis] + (1,) + layout.shape[axis:], tuple(map(e, layout.reg)),
+                  tuple(map(e, layout.lane)), tuple(map(e, layout.warp)))
+
+
+def reshape(layout: Layout, shape: tuple[int, ...]) -> Layout:
+    """The same elements in row-major order: each one-hot basis is a bit of the linear index,
+    which is a bit of some coordinate of the new shape."""
+    def r(b: Basis) -> Basis:
+        return unlinear(shape, layout.linear(b))
+    return Layout(tuple(shape), tuple(map(r, layout.reg)), tuple(map(r, layout.lane)),
+                  tuple(map(r, layout.warp)))
+
+
+def unlinear(shape: tuple[int, ...], idx: int) -> Basis:
+    out = []
+    for s in reversed(shape):
+        out.append(idx % s)
+        idx //= s
+    return tuple(reversed(out))
+
+
+def drop_axes(layout: Layout, axes: tuple[int, ...], keepdims: bool) -> Layout:
+    """The layout after reducing `axes`: register bits along them are removed (their registers
+    are combined); lane/warp bits along them replicate (every thread ends with the total)."""
+    keep = [d for d in range(layout.rank) if d not in axes]
+
+    def along(b: Basis) -> bool:
+        return any(b[d] for d in axes)
+
+    def cut(b: Basis) -> Basis:
+        if keepdims:
+            return tuple(0 if d in axes else b[d] for d in range(layout.rank))
+        return tuple(b[d] for d in keep)
+
+    shape = tuple(1 if d in axes else s for d, s in enumerate(layout.shape)) if keepdims \
+        else tuple(layout.shape[d] for d in keep)
+    reg = tuple(cut(b) for b in layout.reg if not along(b))
+    zero = (0,) * len(shape)
+    lane = tuple(zero if along(b) else cut(b) for b in layout.lane)
+    warp = tuple(zero if along(b) else cut(b) for b in layout.warp)
+    return Layout(shape, reg, lane, warp)
+
+
+# ---------------------------------------------------------------------------------------------
+# What a consumer needs from a producer
+
+def broadcast_table(dst: Layout, src_shape: tuple[int, ...]) -> np.ndarray:
+    """[threads, regs of dst] linear indices into a tile of `src_shape` that broadcasts (NumPy
+    rules: right-aligned, size-1 axes stretch) to dst.shape: the source element each register
+    of each thread of `dst` needs."""
+    t = np.arange(dst.threads, dtype=np.int64)
+    thr = np.zeros(dst.threads, dtype=np.int64)
+    for b, w in enumerate(thread_part(dst, src_shape)):
+        thr += ((t >> b) & 1) * w
+    return thr[:, None] + np.array(reg_part(dst, src_shape), dtype=np.int64)[None, :]
+
+
+def register_map(src: Layout, need: np.ndarray) -> list[int] | None:
+    """For each column (register) of `need` ([threads, k] linear indices into src.shape), the
+    source register that holds that element in the same thread for every thread, or None when
+    some element must come from another thread."""
+    table = src.table
+    if need.shape[0] != table.shape[0]:
+        return None
+    out = []
+    for k in range(need.shape[1]):
+        col = need[:, k]
+        hits = np.nonzero(table[0] == col[0])[0]
+        for r in hits:
+            if np.array_equal(table[:, r], col):
+                out.append(int(r))
+                break
+        else:
+            return None
+    return out
+
+
+def thread_part(dst: Layout, src_shape: tuple[int, ...]) -> tuple[int, ...]:
+    """Weight of each thread bit of `dst` in the linear index of the broadcast source (the
+    run-time part of a `broadcast_table` row; 0 for stretched axes)."""
+    off = dst.rank - len(src_shape)
+    out = []
+    for b in dst.thread_bases:
+        c = tuple(0 if s == 1 else b[i + off] for i, s in enumerate(src_shape))
+        out.append(linear_index(src_shape, c))
+    return tuple(out)
+
+
+def reg_part(dst: Layout, src_shape: tuple[int, ...]) -> list[int]:
+    """The compile-time part of a `broadcast_table` row, per register of dst."""
+    off = dst.rank - len(src_shape)
+    out = []
+    for r in range(dst.num_regs):
+        rc = dst.reg_coord(r)
+        c = tuple(0 if s == 1 else rc[i + off] for i, s in enumerate(src_shape))
+        out.append(linear_index(src_shape, c))
+    return out

@@ -1,0 +1,46 @@
+"""LLVM's part: parse and link the per-kernel modules, optimize (-O0..-O3 with the new pass
+manager) and emit PTX with the NVPTX back end. Targets and features are validated by
+targets.py before anything here runs (some LLVM errors abort the process)."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+TRIPLE = "nvptx64-nvidia-cuda"
+
+
+@lru_cache(maxsize=1)
+def _llvm():
+    import llvmlite.binding as llvm
+    llvm.initialize_all_targets()
+    llvm.initialize_all_asmprinters()
+    return llvm
+
+
+@lru_cache(maxsize=None)
+def target_machine(cpu: str, features: str, opt_level: int):
+    llvm = _llvm()
+    return llvm.Target.from_triple(TRIPLE).create_target_machine(
+        cpu=cpu, features=features, opt=opt_level)
+
+
+def data_layout(cpu: str, features: str) -> str:
+    return str(target_machine(cpu, features, 3).target_data)
+
+
+def compile_modules(ir_texts: list[str], cpu: str, features: str,
+                    opt_level: int) -> tuple[str, str]:
+    """(the linked module's LLVM IR before optimization, the PTX)."""
+    llvm = _llvm()
+    mods = [llvm.parse_assembly(t) for t in ir_texts]
+    main = mods[0]
+    for m in mods[1:]:
+        main.link_in(m)
+    main.verify()
+    text = str(main)
+    tm = target_machine(cpu, features, opt_level)
+    if opt_level > 0:
+        pto = llvm.create_pipeline_tuning_options(speed_level=opt_level)
+        pb = llvm.create_pass_builder(tm, pto)
+        pb.getModulePassManager().run(main, pb)
+    return text, tm.emit_assembly(main)

@@ -1,0 +1,261 @@
+"""Structured control flow of the Tile IR as LLVM basic blocks.
+
+`if`/`for`/`while` become branches with phi nodes, one phi per register of every carried or
+yielded tile. Carried values keep the layout of their initial value (a yield in another layout
+is converted before the back edge); an `if`'s results take the layout of the first branch that
+yields. Conditions are scalars, which every thread computes identically, so all threads of a
+block always take the same path: barriers inside branches and loops stay convergent.
+`break`/`continue` branch to the innermost loop's exit/header; `return` branches to the kernel's
+return target (the end of the block's work, or the next virtual thread).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import llvmlite.ir as ir
+
+from tilelang.codegen.layouts import Layout
+from tilelang.codegen.llvm_kernel import KernelEmitter, TileVal
+from tilelang.codegen.llvm_sync import convert
+from tilelang.ir.ops import (Block, BreakOp, BuiltinOp, ConditionOp, ConstantOp, ContinueOp,
+                             ForOp, IfOp, ReturnOp, WhileOp, YieldOp)
+from tilelang.sema.types import DType
+
+YIELD, CONDITION, ESCAPED = "yield", "condition", "escaped"
+
+
+@dataclass
+class LoopFrame:
+    header: ir.Block
+    exit: ir.Block
+    dtypes: list[DType]
+    layouts: list[Layout]
+    phis: list[list[ir.PhiInstr]]
+    iv: ir.PhiInstr | None = None
+    step: ir.Value | None = None
+    breaks: list[tuple[ir.Block, list[TileVal]]] = field(default_factory=list)
+
+
+def emit_region(kern: KernelEmitter, block: Block) -> tuple[str, list]:
+    """Emit a region's ops. Returns (YIELD, tiles) or (CONDITION, [cond]) with the builder at
+    the region's end, or (ESCAPED, []) when it ended in break/continue/return (branch done)."""
+    for op in block.ops:
+        if isinstance(op, BuiltinOp):
+            kern.emit_builtin(op)
+        elif isinstance(op, ConstantOp):
+            kern.emit_constant(op)
+        elif isinstance(op, IfOp):
+            emit_if(kern, op)
+        elif isinstance(op, ForOp):
+            emit_for(kern, op)
+        elif isinstance(op, WhileOp):
+            emit_while(kern, op)
+        elif isinstance(op, YieldOp):
+            return YIELD, [kern.tile(v) for v in op.values]
+        elif isinstance(op, ConditionOp):
+            return CONDITION, [kern.tile(op.values[0])]
+        elif isinstance(op, BreakOp):
+            frame = kern.loops[-1]
+            vals = _to_layouts(kern, [kern.tile(v) for v in op.values], frame.layouts)
+            frame.breaks.append((kern.builder.block, vals))
+            kern.builder.branch(frame.exit)
+            return ESCAPED, []
+        elif isinstance(op, ContinueOp):
+            _next_iteration(kern, kern.loops[-1], [kern.tile(v) for v in op.values])
+            return ESCAPED, []
+        elif isinstance(op, ReturnOp):
+            kern.builder.branch(kern.return_target)
+            return ESCAPED, []
+        else:
+            raise TypeError(f"unknown op {op!r}")
+    raise AssertionError("region without terminator")
+
+
+def _to_layouts(kern: KernelEmitter, vals: list[TileVal], layouts: list[Layout]) -> list[TileVal]:
+    return [convert(kern, v, lay) for v, lay in zip(vals, layouts)]
+
+
+def _phis(kern: KernelEmitter, vals_by_pred: list[tuple[ir.Block, list[TileVal]]],
+          dtypes: list[DType], layouts: list[Layout]) -> list[TileVal]:
+    """Phis at the current (merge) block joining one tile list per predecessor."""
+    b = kern.builder
+    out = []
+    for i, (dt, lay) in enumerate(zip(dtypes, layouts)):
+        regs = []
+        for r in range(lay.num_regs):
+            ty = kern.llvm_type(dt)
+            if not vals_by_pred:
+                regs.append(ir.Constant(ty, ir.Undefined))
+                continue
+            first = vals_by_pred[0][1][i].regs[r]
+            if all(v[i].regs[r] is first for _, v in vals_by_pred):
+                regs.append(first)
+                continue
+            phi = b.phi(ty)
+            for blk, vals in vals_by_pred:
+                phi.add_incoming(vals[i].regs[r], blk)
+            regs.append(phi)
+        out.append(TileVal(dt, lay, tuple(regs)))
+    return out
+
+
+def emit_if(kern: KernelEmitter, op: IfOp) -> None:
+    b = kern.builder
+    cond = kern.tile(op.cond).value
+    then_bb = kern.fn.append_basic_block("if.then")
+    else_bb = kern.fn.append_basic_block("if.else")
+    merge = kern.fn.append_basic_block("if.end")
+    b.cbranch(cond, then_bb, else_bb)
+    arrivals: list[tuple[ir.Block, list[TileVal]]] = []
+    layouts = None
+    for bb, region in ((then_bb, op.then), (else_bb, op.else_)):
+        b.position_at_end(bb)
+        kind, vals = emit_region(kern, region)
+        if kind != YIELD:
+            continue
+        if layouts is None:
+            layouts = [v.layout for v in vals]
+        vals = _to_layouts(kern, vals, layouts)
+        arrivals.append((b.block, vals))
+        b.branch(merge)
+    b.position_at_end(merge)
+    res = op.results
+    if res:
+        dtypes = [r.type.dtype for r in res]
+        lays = layouts or [kern.layout_for(r.type) for r in res]
+        for r, t in zip(res, _phis(kern, arrivals, dtypes, lays)):
+            kern.env[r.id] = t
+
+
+def _header_phis(kern: KernelEmitter, init: list[TileVal], pre: ir.Block):
+    b = kern.builder
+    phis = []
+    for t in init:
+        row = []
+        for reg in t.regs:
+            phi = b.phi(reg.type)
+            phi.add_incoming(reg, pre)
+            row.append(phi)
+        phis.append(row)
+    return phis
+
+
+def _next_iteration(kern: KernelEmitter, frame: LoopFrame, vals: list[TileVal]) -> None:
+    b = kern.builder
+    vals = _to_layouts(kern, vals, frame.layouts)
+    if frame.iv is not None:
+        nxt = b.add(frame.iv, frame.step)
+        frame.iv.add_incoming(nxt, b.block)
+    blk = b.block
+    for row, t in zip(frame.phis, vals):
+        for phi, reg in zip(row, t.regs):
+            phi.add_incoming(reg, blk)
+    b.branch(frame.header)
+
+
+def _loop_results(kern: KernelEmitter, frame: LoopFrame, normal_exit: ir.Block,
+                  carried: list[TileVal], results) -> None:
+    b = kern.builder
+    b.position_at_end(frame.exit)
+    arrivals = [(normal_exit, carried)] + frame.breaks
+    vals = _phis(kern, arrivals, frame.dtypes, frame.layouts)
+    for r, t in zip(results, vals):
+        kern.env[r.id] = t
+
+
+def emit_for(kern: KernelEmitter, op: ForOp) -> None:
+    b = kern.builder
+    start, stop, step = (kern.tile(v).value for v in (op.start, op.stop, op.step))
+    ivt = kern.tile(op.start).dtype
+    init = [kern.tile(v) for v in op.init]
+    pre = b.block
+    header = kern.fn.append_basic_block("for.header")
+    body = kern.fn.append_basic_block("for.body")
+    exit_ = kern.fn.append_basic_block("for.exit")
+    b.branch(header)
+    b.position_at_end(header)
+    iv = b.phi(start.type)
+    iv.add_incoming(start, pre)
+    phis = _header_phis(kern, init, pre)
+    zero = ir.Constant(step.type, 0)
+    if ivt.signed:
+        go = b.and_(b.icmp_signed(">", step, zero), b.icmp_signed("<", iv, stop))
+    else:
+        go = b.and_(b.icmp_unsigned(">", step, zero), b.icmp_unsigned("<", iv, stop))
+    b.cbranch(go, body, exit_)
+    carried = [TileVal(t.dtype, t.layout, tuple(row)) for t, row in zip(init, phis)]
+    frame = LoopFrame(header, exit_, [t.dtype for t in init], [t.layout for t in init], phis,
+                      iv, step)
+    b.position_at_end(body)
+    kern.env[op.iv.id] = TileVal(ivt, kern.scalar_layout, (iv,))
+    for a, t in zip(op.carried, carried):
+        kern.env[a.id] = t
+    kern.loops.append(frame)
+    kind, vals = emit_region(kern, op.body)
+    if kind == YIELD:
+        _next_iteration(kern, frame, vals)
+    kern.loops.pop()
+    _loop_results(kern, frame, header, carried, op.results)
+
+
+def emit_while(kern: KernelEmitter, op: WhileOp) -> None:
+    b = kern.builder
+    init = [kern.tile(v) for v in op.init]
+    pre = b.block
+    header = kern.fn.append_basic_block("while.cond")
+    body = kern.fn.append_basic_block("while.body")
+    exit_ = kern.fn.append_basic_block("while.exit")
+    b.branch(header)
+    b.position_at_end(header)
+    phis = _header_phis(kern, init, pre)
+    carried = [TileVal(t.dtype, t.layout, tuple(row)) for t, row in zip(init, phis)]
+    for a, t in zip(op.cond.args, carried):
+        kern.env[a.id] = t
+    kind, vals = emit_region(kern, op.cond)
+    assert kind == CONDITION
+    cond_end = b.block
+    b.cbranch(vals[0].value, body, exit_)
+    frame = LoopFrame(header, exit_, [t.dtype for t in init], [t.layout for t in init], phis)
+    b.position_at_end(body)
+    for a, t in zip(op.body.args, carried):
+        kern.env[a.id] = t
+    kern.loops.append(frame)
+    kind, vals = emit_region(kern, op.body)
+    if kind == YIELD:
+        _next_iteration(kern, frame, vals)
+    kern.loops.pop()
+    _loop_results(kern, frame, cond_end, carried, op.results)
+
+
+def emit_kernel_body(kern: KernelEmitter) -> None:
+    """The kernel: thread setup, then the body once per block (exact mode) or once per
+    virtual thread (virtual mode), then `ret`."""
+    b = kern.builder
+    kern.setup_threads()
+    done = kern.fn.append_basic_block("exit")
+    if kern.exact:
+        kern.return_target = done
+        emit_region(kern, kern.kernel.body)
+    else:
+        pre = b.block
+        header = kern.fn.append_basic_block("vthread")
+        body = kern.fn.append_basic_block("vthread.body")
+        latch = kern.fn.append_basic_block("vthread.next")
+        b.branch(header)
+        b.position_at_end(header)
+        v = b.phi(ir.IntType(32), name="v")
+        v.add_incoming(kern.tid, pre)
+        b.cbranch(b.icmp_unsigned("<", v, ir.Constant(ir.IntType(32), kern.threads)), body,
+                  done)
+        kern.vtid = v
+        kern.return_target = latch
+        b.position_at_end(body)
+        emit_region(kern, kern.kernel.body)
+        b.position_at_end(latch)
+        nxt = b.add(v, kern.nthreads)
+        v.add_incoming(nxt, latch)
+        b.branch(header)
+    b.position_at_end(done)
+    b.ret_void()
+    kern.finish_smem()

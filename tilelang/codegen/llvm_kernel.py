@@ -1,0 +1,381 @@
+"""One kernel as an LLVM function: the ABI, the thread index, values of the Tile IR, dispatch
+of each op to the lowering table.
+
+Execution model (seed 001): every block of the grid runs the body once; a tile value is spread
+over the block's threads by its layout (layouts.py), one SSA value per element a thread holds;
+a scalar is a 0-d tile that every thread computes. Two thread modes:
+
+- *exact*: the code relies on the thread count (shuffles, shared-memory exchanges, barriers):
+  the layouts use `threads` = the launch block's thread count (largest power of two of it)
+  and the contract gets `.reqntid`;
+- *virtual*: no thread talks to another, the contract keeps `.maxntid`, and the body is wrapped
+  in `for v in range(tid, threads, ntid)` so that a smaller launch block does the work of
+  `threads` virtual threads. Side effects of replicated values are gated on the owning
+  virtual thread, so nothing happens twice.
+
+An op that needs exact mode while emitting in virtual mode raises `NeedsExactThreads`;
+generate.py then emits the kernel again in exact mode.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import prod
+from typing import Any, Mapping
+
+import llvmlite.ir as ir
+
+from tilelang.codegen.api import ArrayFacts, DEFAULT_FACTS
+from tilelang.codegen.layouts import Layout, blocked, floor_pow2, scalar_layout
+from tilelang.codegen.lower_table import lookup
+from tilelang.codegen.scalar import ScalarEmitter
+from tilelang.diagnostics import InternalCompilerError, register_codes
+from tilelang.ir.args import TupleArg
+from tilelang.ir.ops import BuiltinOp, ConstantOp, Kernel
+from tilelang.ir.values import Value
+from tilelang.sema.constants import ConstTuple, ConstValue
+from tilelang.sema.types import ArrayType, DType, TileType
+
+register_codes({
+    "E0780": "an operation has no code generation yet",
+    "E0781": "internal: code generation failed on an operation",
+})
+
+I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
+
+
+class NeedsExactThreads(Exception):
+    """Raised in virtual-thread mode by an op that communicates between threads."""
+
+
+@dataclass(frozen=True)
+class TileVal:
+    """A tile (or scalar) as the registers of one thread: `regs[r]` holds the element at
+    register r of `layout`, in the compute type of `dtype`."""
+
+    dtype: DType
+    layout: Layout
+    regs: tuple[ir.Value, ...]
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.layout.shape
+
+    @property
+    def value(self) -> ir.Value:
+        """The one register of a scalar."""
+        assert len(self.regs) == 1
+        return self.regs[0]
+
+
+@dataclass(frozen=True)
+class ArrayVal:
+    """An `Array` parameter: global address, extents and strides (i64, elements)."""
+
+    dtype: DType
+    rank: int
+    address: ir.Value
+    extents: tuple[ir.Value, ...]
+    strides: tuple[ir.Value, ...]
+    facts: ArrayFacts
+    name: str = ""
+
+
+@dataclass
+class KernelStats:
+    """What the emission used: reported to the launch contract and the tests."""
+
+    shuffles: int = 0
+    barriers: int = 0
+    smem_bytes: int = 0
+    exchanges: int = 0           # layout conversions through shared memory
+
+
+class KernelEmitter:
+    def __init__(self, module: ir.Module, kernel: Kernel, target, *, block: tuple[int, ...],
+                 exact: bool, facts: Mapping[str, ArrayFacts] | None = None,
+                 fast_math: bool = False):
+        self.module = module
+        self.kernel = kernel
+        self.target = target
+        self.block = tuple(block) + (1,) * (3 - len(block))
+        self.declared_threads = prod(self.block)
+        self.threads = floor_pow2(self.declared_threads)
+        self.exact = exact
+        self.facts = dict(facts or {})
+        self.env: dict[int, Any] = {}
+        self.stats = KernelStats()
+        self.consts: dict[int, ConstValue] = {}
+        self.loops: list[Any] = []          # llvm_control.LoopFrame stack
+        self._smem: ir.GlobalVariable | None = None
+        self._cache: dict[Any, ir.Value] = {}
+
+        self.builder = ir.IRBuilder()
+        self.se = ScalarEmitter(self.builder, module, target, fast_math=fast_math)
+        params = list(kernel.params)
+        argtys: list[ir.Type] = []
+        for p in params:
+            t = p.type
+            if isinstance(t, ArrayType):
+                argtys += [I64] * (1 + 2 * t.rank)
+            else:
+                argtys.append(self.storage_type(t.dtype))
+        self.fn = ir.Function(module, ir.FunctionType(ir.VoidType(), argtys), kernel.name)
+        self.fn.calling_convention = "ptx_kernel"
+        self.entry = self.fn.append_basic_block("entry")
+        self.builder.position_at_end(self.entry)
+        self._bind_params(params)
+
+    # ------------------------------------------------------------------ types
+    def llvm_type(self, dtype: DType) -> ir.Type:
+        return self.se.llvm_type(dtype)
+
+    def storage_type(self, dtype: DType) -> ir.Type:
+        """How a value of `dtype` sits in memory and in kernel parameters (bool: one byte)."""
+        return I8 if dtype.is_bool else self.llvm_type(dtype)
+
+    def to_storage(self, v: ir.Value, dtype: DType) -> ir.Value:
+        return self.builder.zext(v, I8) if dtype.is_bool else v
+
+    def from_storage(self, v: ir.Value, dtype: DType) -> ir.Value:
+        return self.builder.icmp_unsigned("!=", v, ir.Constant(I8, 0)) if dtype.is_bool else v
+
+    # ------------------------------------------------------------------ parameters
+    def _bind_params(self, params) -> None:
+        args = iter(self.fn.args)
+        for p in params:
+            t = p.type
+            name = p.hint or f"p{p.id}"
+            if isinstance(t, ArrayType):
+                addr = next(args)
+                addr.name = name
+                extents = []
+                for i in range(t.rank):
+                    a = next(args)
+                    a.name = f"{name}_shape{i}"
+                    extents.append(a)
+                strides = []
+                for i in range(t.rank):
+                    a = next(args)
+                    a.name = f"{name}_stride{i}"
+                    strides.append(a)
+                facts = self.facts.get(name, DEFAULT_FACTS)
+                if facts.contiguous and t.rank:
+                    strides[-1] = ir.Constant(I64, 1)   # the ABI: the last stride is ignored
+                self.env[p.id] = ArrayVal(t.dtype, t.rank, addr, tuple(extents), tuple(strides),
+                                          facts, name)
+            else:
+                a = next(args)
+                a.name = name
+                v = self.from_storage(a, t.dtype)
+                self.env[p.id] = TileVal(t.dtype, self.scalar_layout, (v,))
+
+    # ------------------------------------------------------------------ threads
+    def layout_for(self, t: TileType) -> Layout:
+        """The default (blocked) layout of a tile type."""
+        return self.layout_for_shape(tuple(t.shape), t.dtype)
+
+    def layout_for_shape(self, shape: tuple[int, ...], dtype: DType) -> Layout:
+        return blocked(tuple(shape), dtype.itemsize, self.threads)
+
+    @property
+    def scalar_layout(self) -> Layout:
+        return scalar_layout(self.threads)
+
+    def sreg(self, name: str) -> ir.Value:
+        fn = self.se.declare(f"llvm.nvvm.read.ptx.sreg.{name}", I32, [])
+        return self.builder.call(fn, [])
+
+    def setup_threads(self) -> None:
+        """Compute the linear thread id in the entry block (x fastest)."""
+        b = self.builder
+        tx, ty, tz = self.sreg("tid.x"), self.sreg("tid.y"), self.sreg("tid.z")
+        if self.exact:
+            nx, ny = (ir.Constant(I32, n) for n in self.block[:2])
+        else:
+            nx, ny = self.sreg("ntid.x"), self.sreg("ntid.y")
+        self.tid = b.add(tx, b.mul(nx, b.add(ty, b.mul(ny, tz))), name="tid")
+        if not self.exact:
+            self.nthreads = b.mul(b.mul(nx, ny), self.sreg("ntid.z"), name="ntid")
+        # The layouts' thread index: a power of two range; extra real threads replicate.
+        if self.exact and self.threads != self.declared_threads:
+            self.vtid = b.and_(self.tid, ir.Constant(I32, self.threads - 1), name="v")
+            self.primary = b.icmp_unsigned("<", self.tid, ir.Constant(I32, self.threads))
+        else:
+            self.vtid = self.tid
+            self.primary = None
+
+    def lane(self) -> ir.Value:
+        return self.builder.and_(self.vtid, ir.Constant(I32, 31))
+
+    def thread_linear(self, weights: tuple[int, ...]) -> ir.Value:
+        """sum over thread-index bits b of bit_b(v) * weights[b], as i32 (i64-safe for tiles
+        below 2^31 elements)."""
+        b = self.builder
+        acc = None
+        # Runs of consecutive bits with consecutive power-of-two weights become one mask+shift.
+        i, n = 0, len(weights)
+        while i < n:
+            w = weights[i]
+            if w == 0:
+                i += 1
+                continue
+            j = i + 1
+            while j < n and weights[j] == w << (j - i):
+                j += 1
+            part = b.and_(self.vtid, ir.Constant(I32, ((1 << (j - i)) - 1) << i))
+            shift = w.bit_length() - 1 - i
+            if shift > 0:
+                part = b.shl(part, ir.Constant(I32, shift))
+            elif shift < 0:
+                part = b.lshr(part, ir.Constant(I32, -shift))
+            acc = part if acc is None else b.or_(acc, part)
+            i = j
+        return acc if acc is not None else ir.Constant(I32, 0)
+
+    def thread_coord(self, layout: Layout, axis: int) -> ir.Value:
+        """This thread's coordinate offset along `axis` (i32)."""
+        weights = tuple(basis[axis] for basis in layout.thread_bases)
+        return self.thread_linear(weights)
+
+    def owner(self, layout: Layout) -> ir.Value | None:
+        """i1: this (virtual) thread is the one that performs side effects for its elements of
+        `layout` (None: every thread owns its elements)."""
+        b = self.builder
+        mask = layout.replicated_thread_mask()
+        cond = None
+        if mask:
+            cond = b.icmp_unsigned("==", b.and_(self.vtid, ir.Constant(I32, mask)),
+                                   ir.Constant(I32, 0))
+        if self.primary is not None:
+            cond = self.primary if cond is None else b.and_(cond, self.primary)
+        return cond
+
+    def require_exact(self) -> None:
+        if not self.exact:
+            raise NeedsExactThreads()
+
+    # ------------------------------------------------------------------ values
+    def tile(self, a) -> TileVal:
+        v = self.env[a.id]
+        assert isinstance(v, TileVal), a
+        return v
+
+    def array(self, a) -> ArrayVal:
+        v = self.env[a.id]
+        assert isinstance(v, ArrayVal), a
+        return v
+
+    def operand(self, a) -> tuple[Any, DType | None, tuple[int, ...]]:
+        """(TileVal or Python constant, its dtype or None for loose, shape)."""
+        if isinstance(a, Value):
+            t = self.tile(a)
+            return t, t.dtype, t.shape
+        if isinstance(a, ConstValue):
+            return a.value, a.dtype, ()
+        raise InternalCompilerError.at("E0781", f"unexpected operand {a!r}", None)
+
+    def scalar_value(self, a, dtype: DType) -> ir.Value:
+        """A scalar argument (Value or constant) as an LLVM value of `dtype`."""
+        if isinstance(a, Value):
+            t = self.tile(a)
+            if t.dtype == dtype:
+                return t.value
+            return self.se.cast(t.value, t.dtype, dtype)
+        if isinstance(a, ConstValue):
+            return self.se.constant(a.value, dtype)
+        raise InternalCompilerError.at("E0781", f"expected a scalar, found {a!r}", None)
+
+    def index_i64(self, a) -> ir.Value:
+        """An integer scalar argument widened to i64 by its signedness."""
+        b = self.builder
+        if isinstance(a, ConstValue):
+            return ir.Constant(I64, int(a.value))
+        t = self.tile(a)
+        v = t.value
+        if v.type.width == 64:
+            return v
+        return b.sext(v, I64) if t.dtype.signed and not t.dtype.is_bool else b.zext(v, I64)
+
+    def const_of(self, a):
+        """The constant behind an argument (inline or a ConstantOp result), else None."""
+        if isinstance(a, (ConstValue, ConstTuple)):
+            return a
+        if isinstance(a, Value):
+            return self.consts.get(a.id)
+        return None
+
+    @staticmethod
+    def tuple_items(a) -> tuple:
+        if isinstance(a, TupleArg):
+            return a.items
+        if isinstance(a, ConstTuple):
+            return a.items
+        return (a,)
+
+    @staticmethod
+    def const_ints(a) -> tuple[int, ...]:
+        if isinstance(a, ConstTuple):
+            return tuple(int(i.value) for i in a.items)
+        if isinstance(a, ConstValue):
+            return (int(a.value),)
+        raise InternalCompilerError.at("E0781", f"expected constant integers, found {a!r}",
+                                       None)
+
+    def splat(self, value, dtype: DType, layout: Layout) -> TileVal:
+        """A tile of `layout` whose registers all hold one value (LLVM value or constant)."""
+        v = value if isinstance(value, ir.Value) else self.se.constant(value, dtype)
+        return TileVal(dtype, layout, (v,) * layout.num_regs)
+
+    # ------------------------------------------------------------------ shared memory
+    def smem(self, nbytes: int, ty: ir.Type) -> ir.Value:
+        """The kernel's shared scratch buffer as a pointer to `ty` (addrspace 3). Every use
+        reuses offset 0: users bracket their accesses with barriers. The buffer is sized to the
+        largest use when the kernel is finished (`finish_smem`)."""
+        self.require_exact()
+        self.stats.smem_bytes = max(self.stats.smem_bytes, nbytes)
+        if self._smem is None:
+            self._smem = ir.GlobalVariable(self.module, ir.ArrayType(I8, 1),
+                                           f"__tile_smem_{self.kernel.name}", addrspace=3)
+            self._smem.linkage = "internal"
+            self._smem.align = 16
+        return self.builder.bitcast(self._smem, ir.PointerType(ty, addrspace=3))
+
+    def finish_smem(self) -> None:
+        """Give the scratch buffer its final size (instructions refer to it by name and print
+        its type lazily, so retyping the global here is safe)."""
+        if self._smem is None:
+            return
+        ty = ir.ArrayType(I8, max(self.stats.smem_bytes, 1))
+        self._smem.value_type = ty
+        self._smem.type = ir.PointerType(ty, addrspace=3)
+        self._smem.initializer = ir.Constant(ty, ir.Undefined)
+
+    def barrier(self) -> None:
+        self.require_exact()
+        self.stats.barriers += 1
+        fn = self.se.declare("llvm.nvvm.barrier0", ir.VoidType(), [])
+        self.builder.call(fn, [])
+
+    # ------------------------------------------------------------------ ops
+    def emit_builtin(self, op: BuiltinOp) -> None:
+        b = op.builtin
+        fn = lookup(op.name, b.group)
+        if fn is None:
+            raise InternalCompilerError.at(
+                "E0780", f"`{op.name}` has no code generation yet", op.span,
+                help="this operation runs in the reference interpreter only for now")
+        result = fn(self, op)
+        if op.result is not None:
+            if result is None:
+                raise InternalCompilerError.at("E0781", f"`{op.name}` produced no value",
+                                               op.span)
+            self.env[op.result.id] = result
+
+    def emit_constant(self, op: ConstantOp) -> None:
+        c = op.value
+        t = op.result.type
+        assert isinstance(t, TileType)
+        self.consts[op.result.id] = c
+        self.env[op.result.id] = TileVal(t.dtype, self.scalar_layout,
+                                         (self.se.constant(c.value, t.dtype),))

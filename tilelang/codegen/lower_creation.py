@@ -1,0 +1,43 @@
+"""Creation: `zeros`, `ones`, `full` (every register the same value, in the default layout)
+and `arange` (each register's linear index, from the thread's layout offset)."""
+
+from __future__ import annotations
+
+import llvmlite.ir as ir
+
+from tilelang.codegen.llvm_kernel import I32, KernelEmitter, TileVal
+from tilelang.codegen.lower_table import lowers
+from tilelang.ir.ops import BuiltinOp
+from tilelang.ir.values import Value
+from tilelang.sema.types import I32 as T_I32
+
+
+@lowers("zeros", "ones")
+def filled(kern: KernelEmitter, op: BuiltinOp) -> TileVal:
+    rt = op.result.type
+    return kern.splat(0 if op.name == "zeros" else 1, rt.dtype, kern.layout_for(rt))
+
+
+@lowers("full")
+def full(kern: KernelEmitter, op: BuiltinOp) -> TileVal:
+    rt = op.result.type
+    v = op.arg_map["value"]
+    if isinstance(v, Value):
+        t = kern.tile(v)
+        val = t.value if t.dtype == rt.dtype else kern.se.cast(t.value, t.dtype, rt.dtype)
+    else:
+        val = kern.se.constant(v.value, rt.dtype)
+    return kern.splat(val, rt.dtype, kern.layout_for(rt))
+
+
+@lowers("arange")
+def arange(kern: KernelEmitter, op: BuiltinOp) -> TileVal:
+    rt = op.result.type
+    lay = kern.layout_for(rt)
+    base = kern.thread_linear(lay.thread_weights())
+    b = kern.builder
+    regs = []
+    for r in range(lay.num_regs):
+        i = b.add(base, ir.Constant(I32, lay.reg_linear(r)))
+        regs.append(i if rt.dtype == T_I32 else kern.se.cast(i, T_I32, rt.dtype))
+    return TileVal(rt.dtype, lay, tuple(regs))
