@@ -16,6 +16,8 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 
+import pytest
+
 from tilelang.codegen.api import AbiParam, ArrayFacts, KernelArtifact
 from tilelang.runtime.compiler import Built, CompileOptions
 from tilelang.runtime.signature import KernelInfo, ModuleInfo, ParamInfo
@@ -385,6 +387,16 @@ class FakeCompiler:
         art = KernelArtifact(kernel, abi, fk.block, fk.attrs, fk.cluster, fk.static_smem,
                              fk.dynamic_smem, dict(facts))
         return Built(art, fk.ptx(consts, facts, options.target), None, options.target)
+
+
+@pytest.fixture(autouse=True)
+def fresh_runtime():
+    """Each test starts with no in-process builds and zeroed cache counters (import this
+    fixture into a test module to use it)."""
+    from tilelang.runtime import cache, module
+    module.clear_memory_cache()
+    cache.reset_stats()
+    yield
 
 
 def source(*names: str) -> str:

@@ -74,9 +74,9 @@ def _from_cai(x) -> ArrayView:
 def _from_dlpack(x) -> ArrayView:
     dev_type, dev_id = x.__dlpack_device__()
     if int(dev_type) == KDL_CPU:
-        a = np.from_dlpack(x)
+        a = np.from_dlpack(x)     # a view: NumPy may mark it read-only, the memory is not
         v = _from_numpy(a)
-        return v._replace(what=f"{type(x).__module__}.{type(x).__qualname__}")
+        return v._replace(keep=(x, a), what=f"{type(x).__module__}.{type(x).__qualname__}")
     capsule, data, shape, strides, (code, bits, lanes), (dt, did) = read_dlpack(x)
     where = "cuda" if dt in (KDL_CUDA, KDL_CUDA_HOST, KDL_CUDA_MANAGED) else f"dlpack:{dt}"
     tile = DLPACK_TO_TILE.get((code, bits)) if lanes == 1 else None

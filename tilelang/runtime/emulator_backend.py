@@ -18,6 +18,7 @@ from tilelang.emulator import EmulatorDevice, EmulatorError, ExecutionError, Lau
 
 from .args import ArrayView
 from .compiler import Built
+from .dtypes import ITEMSIZE
 from .errors import device_error
 from .packing import ParamLayout
 from .validate import DeviceLimits, LaunchShape
@@ -109,8 +110,8 @@ class EmulatorBackend:
             dev = self.malloc(n)
             if hi > lo:
                 self.device.memcpy_htod(dev, ctypes.string_at(lo, hi - lo))
-            writable = any(m[3].keep.flags.writeable for m in members
-                           if isinstance(m[3].keep, np.ndarray))
+            writable = any(m[3].keep.flags.writeable if isinstance(m[3].keep, np.ndarray)
+                           else True for m in members)
             bufs.append((lo, hi, dev, writable))
             for _, _, i, v in members:
                 addrs[i] = dev + (v.ptr - lo)
@@ -151,7 +152,7 @@ class EmulatorLaunch:
 
 def _byte_span(v: ArrayView) -> tuple[int, int]:
     """[lo, hi) byte offsets from element (0, ..., 0) that the array touches."""
-    size = v.keep.itemsize if isinstance(v.keep, np.ndarray) else 1
+    size = ITEMSIZE[v.dtype]
     lo = hi = 0
     for n, s in zip(v.shape, v.strides):
         if n <= 0:

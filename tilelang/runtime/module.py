@@ -33,6 +33,12 @@ _BUILT: dict[str, Built] = {}          # disk key -> build, for every module of 
 _DEFAULT_COMPILER: Compiler | None = None
 
 
+def clear_memory_cache() -> None:
+    """Forget the builds of this process (the disk cache stays): the next launch of each
+    specialization loads it from disk or compiles it again."""
+    _BUILT.clear()
+
+
 def get_backend(backend=None):
     """A back end object from a name ("cuda", "emulator"), None (`TILELANG_BACKEND`, else
     "cuda") or a back-end object (returned as is). One shared object per name, so device
