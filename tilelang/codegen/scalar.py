@@ -27,7 +27,7 @@ from tilelang.codegen import scalar_cast, scalar_math
 from tilelang.codegen.scalar_ir import IRKit
 from tilelang.sema.constants import ConstValue, materialize
 from tilelang.sema.promotion import promote, promote_loose
-from tilelang.sema.types import BOOL, F32, DType
+from tilelang.sema.types import BOOL, F32, F64, DType
 from tilelang.targets import Target, get_target
 
 ARITH = frozenset({"+", "-", "*", "/", "%", "**", "//", "floordiv"})
@@ -119,6 +119,10 @@ class ScalarEmitter(IRKit):
         # Float functions: f16/bf16 are evaluated in f32 and rounded once (the reference).
         if not dt.is_float:
             raise ValueError(f"`{op_name}` on {dt}")
+        if op_name == "fma" and dt.bits < 32:
+            # the reference: exact product and one sum in f64, then one rounding to dt
+            w = [self.cast(v, dt, F64) for v in vals]
+            return self.cast(self.builder.fadd(self.builder.fmul(w[0], w[1]), w[2]), F64, dt)
         wide = F32 if dt.bits < 32 else dt
         wvals = [self.cast(v, dt, wide) for v in vals]
         r = scalar_math.evaluate(self, op_name, wvals, wide)

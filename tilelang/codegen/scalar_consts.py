@@ -105,3 +105,42 @@ def erf_series(n: int) -> list[float]:
     """erf(x) = x * sum a_k x^(2k): a_k = 2/sqrt(pi) (-1)^k / (k! (2k+1))."""
     c = 2 / PI.sqrt()
     return [float(c * (-1) ** k / (math.factorial(k) * (2 * k + 1))) for k in range(n)]
+
+
+def two_over_pi_words(nbits: int = 1344, pad_words: int = 2) -> list[int]:
+    """The bits of 2/pi after the binary point as big-endian 32-bit words, preceded by
+    `pad_words` zero words (the integer part and a margin for small exponents)."""
+    from decimal import localcontext
+    with localcontext() as ctx:
+        ctx.prec = nbits * 30 // 100 + 40
+        two_pi = 2 / _pi_at(ctx.prec)
+        v = int(two_pi * (Decimal(2) ** nbits))        # floor(2/pi * 2^nbits)
+    words = []
+    for i in range(nbits // 32):
+        shift = nbits - 32 * (i + 1)
+        words.append((v >> shift) & 0xFFFFFFFF)
+    return [0] * pad_words + words
+
+
+def _pi_at(prec: int) -> Decimal:
+    from decimal import localcontext
+    with localcontext() as ctx:
+        ctx.prec = prec + 10
+        eps = Decimal(10) ** -(prec + 5)
+
+        def atan_inv(n: int) -> Decimal:
+            x = Decimal(1) / n
+            x2, term, total, k = x * x, x, x, 1
+            while True:
+                term *= -x2
+                d = term / (2 * k + 1)
+                if abs(d) < eps:
+                    return total
+                total += d
+                k += 1
+        return 16 * atan_inv(5) - 4 * atan_inv(239)
+
+
+def pio2_parts(bits: int, parts: int, to32: bool) -> list[float]:
+    """pi/2 split into `parts` floats, the leading ones with `bits` significant bits."""
+    return split(PI / 2, parts, bits, to32)

@@ -201,5 +201,100 @@ def sigmoid(k: IRKit, x):
     return b.fdiv(k.c(x.type, 1.0), b.fadd(k.c(x.type, 1.0), e))
 
 
+# ---------------------------------------------------------------------------------------------
+# double-double log2 / exp2 for pow
+
+def log2_dd(k: IRKit, x):
+    """log2(x) for x >= 0 (f64) as hi + lo with about 2^-100 relative error (specials: 0 →
+    -inf, inf → inf, NaN → NaN in hi)."""
+    b = k.builder
+    p = _p(F64)
+    t = F64
+    small = b.fcmp_ordered("<", x, k.c(t, p.min_normal))
+    xs = b.select(small, b.fmul(x, k.c(t, 2.0 ** 54)), x)
+    adj = b.select(small, ir.Constant(I32, -54), ir.Constant(I32, 0))
+    bits = b.bitcast(xs, I64)
+    sqrt_half, one = 0x3FE6A09E667F3BCD, 0x3FF0000000000000
+    ix = b.add(bits, ir.Constant(I64, one - sqrt_half))
+    e = b.add(b.trunc(b.sub(b.lshr(ix, ir.Constant(I64, 52)), ir.Constant(I64, 1023)), I32), adj)
+    m = b.bitcast(b.add(b.and_(ix, ir.Constant(I64, (1 << 52) - 1)),
+                        ir.Constant(I64, sqrt_half)), t)
+    f = b.fsub(m, k.c(t, 1.0))
+    d_hi = b.fadd(k.c(t, 2.0), f)
+    d_lo = b.fadd(b.fsub(k.c(t, 2.0), d_hi), f)
+    s_hi = b.fdiv(f, d_hi)
+    rem = b.fsub(k.fma(b.fneg(s_hi), d_hi, f), b.fmul(s_hi, d_lo))
+    s_lo = b.fdiv(rem, d_hi)
+    z = b.fmul(s_hi, s_hi)
+    tail = b.fmul(b.fmul(s_hi, z), k.poly(z, K.atanh_series(12)))
+    h0 = b.fadd(s_hi, s_hi)
+    l0 = b.fadd(b.fadd(s_lo, s_lo), tail)
+    h = b.fadd(h0, l0)
+    l = b.fsub(l0, b.fsub(h, h0))
+    c_hi, c_lo = K.split(K.LOG2E, 2, None, False)
+    pr = b.fmul(h, k.c(t, c_hi))
+    perr = k.fma(h, k.c(t, c_hi), b.fneg(pr))
+    q = b.fadd(perr, b.fadd(b.fmul(h, k.c(t, c_lo)), b.fmul(l, k.c(t, c_hi))))
+    ef = b.sitofp(e, t)
+    s = b.fadd(ef, pr)
+    bb = b.fsub(s, ef)
+    err = b.fadd(b.fsub(ef, b.fsub(s, bb)), b.fsub(pr, bb))
+    lo = b.fadd(err, q)
+    hi = b.fadd(s, lo)
+    lo = b.fsub(lo, b.fsub(hi, s))
+    spec = _log_specials(k, x, hi)
+    is_spec = b.or_(b.or_(k.isnan(x), b.fcmp_ordered("<=", x, k.c(t, 0.0))),
+                    b.fcmp_ordered("==", x, k.c(t, float("inf"))))
+    return spec, b.select(is_spec, k.c(t, 0.0), lo)
+
+
+def exp2_dd(k: IRKit, hi, lo):
+    """2^(hi + lo) in f64 (|lo| <= ulp(hi)), overflow to inf, underflow to 0."""
+    b = k.builder
+    p = _p(F64)
+    t = F64
+    # an infinite hi makes lo meaningless (it may be inf * 0 = NaN): drop it
+    lo = b.select(b.fcmp_ordered("<", k.fabs(hi), k.c(t, 2048.0)), lo, k.c(t, 0.0))
+    hc = _clamp(k, hi, -1080.0, 1030.0)
+    kf = k.intrinsic("llvm.rint", [hc])
+    f = b.fadd(b.fsub(hc, kf), lo)
+    l1, l2 = p.ln2
+    l1 = l1 + l2
+    l2 = float(K.LN2 - K.Decimal(l1))
+    r_hi = b.fmul(f, k.c(t, l1))
+    r_lo = k.fma(f, k.c(t, l2), k.fma(f, k.c(t, l1), b.fneg(r_hi)))
+    e = k.poly(r_hi, p.exp_terms)
+    e = k.fma(e, r_lo, e)
+    return _scale_exp(k, p, e, kf)
+
+
+def _special(name):
+    def fn(k, *args):
+        from tilelang.codegen import scalar_special as S
+        if name == "tanh":
+            return S.tanh(k, args[0], exp)
+        if name in ("pow", "**"):
+            return S.pow_(k, args[0], args[1], log2_dd, exp2_dd)
+        if name in ("//", "floordiv"):
+            return S.float_floordiv(k, *args)
+        if name == "%":
+            return S.float_mod(k, *args)
+        return getattr(S, name)(k, *args)
+    return fn
+
+
+def _trig(name):
+    def fn(k, x):
+        from tilelang.codegen import scalar_trig
+        return getattr(scalar_trig, name)(k, x)
+    return fn
+
+
+def fma(k: IRKit, a, b_, c):
+    return k.fma(a, b_, c)
+
+
 _OPS = {"exp": exp, "exp2": exp2, "log": log, "log2": log2, "sqrt": sqrt, "rsqrt": rsqrt,
-        "sigmoid": sigmoid}
+        "sigmoid": sigmoid, "sin": _trig("sin"), "cos": _trig("cos"), "fma": fma,
+        **{n: _special(n) for n in ("tanh", "erf", "atan2", "pow", "**", "%", "//",
+                                    "floordiv")}}
