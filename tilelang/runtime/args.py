@@ -115,9 +115,10 @@ def extract(obj) -> ArrayView | None:
 # ---------------------------------------------------------------------------------------------
 # Checks and facts
 
-def check_array(kernel: str, p: ParamInfo, v: ArrayView | None, obj, backend_name: str,
+def check_array(kernel: str, p: ParamInfo, v: ArrayView | None, obj, backend,
                 host_ok: bool) -> None:
     """Raise the diagnostic for an argument that cannot be passed as array parameter `p`."""
+    backend_name = backend.name
     where = f"argument `{p.name}` of kernel `{kernel}` ({p.show()})"
     if v is None:
         raise arg_error("E0914", f"{where} is {_a(obj)}, not an array",
@@ -144,10 +145,16 @@ def check_array(kernel: str, p: ParamInfo, v: ArrayView | None, obj, backend_nam
         if v.where == "cuda":
             helptext = "the emulator runs on host memory: pass a NumPy array, or a " \
                 "DeviceArray made with `tilelang.to_device(..., backend='emulator')`"
+            place = "CUDA device memory"
         else:
             helptext = f"copy it to {backend_name} memory first"
-        raise arg_error("E0913", f"{where} is {v.where} memory ({v.what}), but the kernel runs "
-                        f"on the {backend_name} back end", helptext, p.span)
+            place = f"{v.where} memory"
+        raise arg_error("E0913", f"{where} is in {place} ({v.what}), but the kernel runs on "
+                        f"the {backend_name} back end", helptext, p.span)
+    if v.what == "DeviceArray" and v.keep.backend is not backend:
+        raise arg_error("E0913", f"{where} is a DeviceArray of another {backend_name} device "
+                        f"({v.keep.backend!r})", "make device arrays with the module's "
+                        "`to_device`/`empty`, or with the same back end object", p.span)
 
 
 def _dtype_ok(param: str, arg: str) -> bool:

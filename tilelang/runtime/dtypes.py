@@ -112,7 +112,7 @@ def scalar_problem(dtype: str, value) -> str | None:
         return None
     if not isinstance(value, (int, float)):
         return f"expected a number, got {_describe(value)}"
-    if dtype == "f16" and abs(float(value)) > 65504 and np.isfinite(float(value)):
+    if dtype == "f16" and abs(float(value)) >= 65520 and np.isfinite(float(value)):
         return f"{value} overflows f16 (largest finite 65504)"
     if dtype in ("f32", "tf32") and np.isfinite(float(value)) and \
             abs(float(value)) > float(np.finfo(np.float32).max):

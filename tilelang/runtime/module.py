@@ -213,7 +213,7 @@ class Kernel:
         self.consts = dict(consts)
         self.params = info.runtime_params
         self._arrays = tuple(i for i, p in enumerate(self.params) if p.kind == "array")
-        self._convert = tuple(_scalar_converter(p) for p in self.params)
+        self._convert = tuple(_scalar_converter(info.name, p) for p in self.params)
         self._specs: dict[tuple[str, ...], Specialization] = {}
         self._variants: dict[tuple, Kernel] = {}
         self._layout = layout(self.params)
@@ -286,7 +286,8 @@ class Kernel:
             p = params[i]
             v = extract(a)
             if v is None or not accepts(p.dtype, v.dtype) or len(v.shape) != p.rank or \
-                    v.strides is None or v.where != backend.name:
+                    v.strides is None or v.where != backend.name or \
+                    (v.what == "DeviceArray" and v.keep.backend is not backend):
                 if v is not None and v.where == "host" and backend.host_arrays and \
                         accepts(p.dtype, v.dtype) and len(v.shape) == p.rank and \
                         v.strides is not None:
@@ -294,7 +295,7 @@ class Kernel:
                         staged = []
                     staged.append((i, v))
                 else:
-                    check_array(self.name, p, v, a, backend.name, backend.host_arrays)
+                    check_array(self.name, p, v, a, backend, backend.host_arrays)
             views.append(v)
         finish = None
         try:
@@ -344,9 +345,7 @@ class Kernel:
             if p.kind == "scalar":
                 why = scalar_problem(p.dtype, a)
                 if why:
-                    raise arg_error("E0915", f"argument `{p.name}` of kernel `{self.name}` "
-                                    f"({p.show()}): {why}",
-                                    f"pass a value representable as {p.dtype}", p.span)
+                    raise scalar_error(self.name, p, why)
 
     # -- compiling ----------------------------------------------------------------------------
     def compile(self, facts: Mapping[str, ArrayFacts | str] | None = None) -> Specialization:
@@ -449,29 +448,23 @@ def launch(stream, grid, kernel: Kernel, args=(), *, block=None):
 
 # ---------------------------------------------------------------------------------------------
 
-def _scalar_converter(p: ParamInfo) -> Callable | None:
+def _scalar_converter(kernel: str, p: ParamInfo) -> Callable | None:
     """None when struct packs the value as given (its checks then reject bad values)."""
     if p.kind != "scalar":
         return None
     conv = SCALAR_CONVERT.get(p.dtype)
-    if p.dtype == "bool":
-        def conv_bool(v, p=p):
-            if v is True or v is False or v == 0 or v == 1:
-                return 1 if v else 0
-            raise _scalar_error(p, v)
-        return conv_bool
-    if conv is not None:
-        def conv_special(v, p=p, conv=conv):
+    if p.dtype == "bool" or conv is not None:
+        def convert(v, p=p, conv=conv):
             why = scalar_problem(p.dtype, v)
             if why:
-                raise _scalar_error(p, v)
-            return conv(float(v))
-        return conv_special
+                raise scalar_error(kernel, p, why)
+            return conv(float(v)) if conv is not None else (1 if v else 0)
+        return convert
     return None
 
 
-def _scalar_error(p: ParamInfo, v):
-    return arg_error("E0915", f"argument `{p.name}` ({p.show()}): {scalar_problem(p.dtype, v)}",
+def scalar_error(kernel: str, p: ParamInfo, why: str):
+    return arg_error("E0915", f"argument `{p.name}` of kernel `{kernel}` ({p.show()}): {why}",
                      f"pass a value representable as {p.dtype}", p.span)
 
 
