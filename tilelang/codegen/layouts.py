@@ -157,11 +157,14 @@ def scalar_layout(threads: int) -> Layout:
 
 
 def blocked(shape: tuple[int, ...], itemsize: int, threads: int,
-            vector_bytes: int = 16) -> Layout:
-    """The default layout of a tile (see the module docstring)."""
+            vector_bytes: int = 16, fast_axis: int | None = None) -> Layout:
+    """The default layout of a tile (see the module docstring). `fast_axis` (default: the
+    last) is the axis that holds the per-thread vectors and gets the lanes first: the axis that
+    is contiguous in memory."""
     rank = len(shape)
     if rank == 0:
         return scalar_layout(threads)
+    fast = rank - 1 if fast_axis is None else fast_axis
     nl, nw = thread_bits(threads)
     # Bits still to place, per axis, from the lowest coordinate bit up.
     next_bit = [0] * rank
@@ -176,9 +179,9 @@ def blocked(shape: tuple[int, ...], itemsize: int, threads: int,
                 count -= 1
         return out, count
 
-    inner = list(range(rank - 1, -1, -1))       # last axis first
-    vec = min(max(vector_bytes // max(itemsize, 1), 1), shape[-1])
-    reg, _ = take([rank - 1], log2(vec))
+    inner = [fast] + [d for d in range(rank - 1, -1, -1) if d != fast]
+    vec = min(max(vector_bytes // max(itemsize, 1), 1), shape[fast])
+    reg, _ = take([fast], log2(vec))
     lane, left = take(inner, nl)
     lane += [(0,) * rank] * left
     warp, left = take(inner, nw)
@@ -187,14 +190,15 @@ def blocked(shape: tuple[int, ...], itemsize: int, threads: int,
     return Layout(tuple(shape), tuple(reg + rest), tuple(lane), tuple(warp))
 
 
-def vector_width(layout: Layout) -> int:
-    """How many consecutive registers hold consecutive elements of the last axis starting at
-    register 0 (the width of one vector access)."""
+def vector_width(layout: Layout, axis: int | None = None) -> int:
+    """How many consecutive registers, from register 0, hold consecutive elements of `axis`
+    (default: the last) — the width of one vector access."""
     if not layout.rank:
         return 1
+    axis = layout.rank - 1 if axis is None else axis
     n = 0
     for b in layout.reg:
-        if b == _unit(layout.rank, layout.rank - 1, 1 << n):
+        if b == _unit(layout.rank, axis, 1 << n):
             n += 1
         else:
             break

@@ -328,25 +328,31 @@ class KernelEmitter:
         return TileVal(dtype, layout, (v,) * layout.num_regs)
 
     # ------------------------------------------------------------------ shared memory
-    def smem(self, nbytes: int, ty: ir.Type) -> ir.Value:
-        """The kernel's shared scratch buffer as a pointer to `ty` (addrspace 3). Every use
-        reuses offset 0: users bracket their accesses with barriers. The buffer is sized to the
-        largest use when the kernel is finished (`finish_smem`)."""
+    def smem(self, nbytes: int, ty: ir.Type, offset: int = 0) -> ir.Value:
+        """A pointer to `ty` (addrspace 3) at byte `offset` of the kernel's shared scratch
+        buffer. Every user starts at the buffer's beginning and brackets its accesses with
+        barriers; the buffer is sized to the largest use when the kernel is finished
+        (`finish_smem`)."""
         self.require_exact()
-        self.stats.smem_bytes = max(self.stats.smem_bytes, nbytes)
+        self.stats.smem_bytes = max(self.stats.smem_bytes, offset + nbytes)
         if self._smem is None:
             self._smem = ir.GlobalVariable(self.module, ir.ArrayType(I8, 1),
                                            f"__tile_smem_{self.kernel.name}", addrspace=3)
             self._smem.linkage = "internal"
             self._smem.align = 16
-        return self.builder.bitcast(self._smem, ir.PointerType(ty, addrspace=3))
+        b = self.builder
+        p = b.bitcast(self._smem, ir.PointerType(I8, addrspace=3))
+        if offset:
+            p = b.gep(p, [ir.Constant(I32, offset)])
+        return b.bitcast(p, ir.PointerType(ty, addrspace=3))
 
     def finish_smem(self) -> None:
         """Give the scratch buffer its final size (instructions refer to it by name and print
         its type lazily, so retyping the global here is safe)."""
         if self._smem is None:
             return
-        ty = ir.ArrayType(I8, max(self.stats.smem_bytes, 1))
+        self.stats.smem_bytes = -(-self.stats.smem_bytes // 16) * 16   # whole 16-byte units
+        ty = ir.ArrayType(I8, max(self.stats.smem_bytes, 16))
         self._smem.value_type = ty
         self._smem.type = ir.PointerType(ty, addrspace=3)
         self._smem.initializer = ir.Constant(ty, ir.Undefined)

@@ -77,24 +77,40 @@ def exchange(kern: KernelEmitter, src: TileVal, thread_w: tuple[int, ...],
              reg_lin: list[int]) -> tuple[ir.Value, ...]:
     """Through shared memory: read element `thread_linear(thread_w) + reg_lin[r]` (row-major
     in src.shape) into register r."""
-    b = kern.builder
-    n = prod(src.shape)
-    ty = kern.storage_type(src.dtype)
-    nbytes = (padded(n - 1) + 1) * storage_bytes(kern, src.dtype)
     kern.stats.exchanges += 1
-    base = kern.smem(nbytes, ty)
+    (ptr,) = stage(kern, [src])
+    return read_staged(kern, ptr, src.dtype, thread_w, reg_lin)
+
+
+def stage(kern: KernelEmitter, tiles: list[TileVal]) -> list[ir.Value]:
+    """Write whole tiles to the shared scratch buffer, one 16-byte aligned region each, at
+    padded row-major positions; returns each region's typed pointer. Barriers before (the
+    previous user is done) and after (everything is written)."""
+    b = kern.builder
+    ptrs, offset = [], 0
+    for t in tiles:
+        nbytes = (padded(prod(t.shape) - 1) + 1) * storage_bytes(kern, t.dtype)
+        ptrs.append(kern.smem(nbytes, kern.storage_type(t.dtype), offset))
+        offset += -(-nbytes // 16) * 16
     kern.barrier()
-    lay = src.layout
-    wbase = kern.thread_linear(lay.thread_weights())
-    for r in lay.owned_regs():
-        i = _padded_ir(kern, b.add(wbase, ir.Constant(I32, lay.reg_linear(r))))
-        b.store(kern.to_storage(src.regs[r], src.dtype), b.gep(base, [i]))
+    for t, base in zip(tiles, ptrs):
+        lay = t.layout
+        wbase = kern.thread_linear(lay.thread_weights())
+        for r in lay.owned_regs():
+            i = _padded_ir(kern, b.add(wbase, ir.Constant(I32, lay.reg_linear(r))))
+            b.store(kern.to_storage(t.regs[r], t.dtype), b.gep(base, [i]))
     kern.barrier()
+    return ptrs
+
+
+def read_staged(kern: KernelEmitter, ptr: ir.Value, dtype, thread_w: tuple[int, ...],
+                reg_lin: list[int]) -> tuple[ir.Value, ...]:
+    b = kern.builder
     rbase = kern.thread_linear(thread_w)
     out = []
     for off in reg_lin:
         i = _padded_ir(kern, b.add(rbase, ir.Constant(I32, off)))
-        out.append(kern.from_storage(b.load(b.gep(base, [i])), src.dtype))
+        out.append(kern.from_storage(b.load(b.gep(ptr, [i])), dtype))
     return tuple(out)
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
-from tilelang.codegen.layouts import Layout, vector_width
+from tilelang.codegen.layouts import Layout, blocked, vector_width
 from tilelang.codegen.llvm_kernel import I1, I32, I64, ArrayVal, KernelEmitter, TileVal
 from tilelang.codegen.llvm_sync import broadcast
 from tilelang.codegen.lower_table import lowers
@@ -80,12 +80,9 @@ class TileAccess:
 
     def vector_width(self) -> int:
         """Registers per vector access on the fast path (1: scalar accesses)."""
-        arr = self.arr
-        if not (arr.facts.contiguous and arr.facts.aligned16) or not self.shape:
+        if not vectorizable(self.arr, self.axes):
             return 1
-        if self.axes[-1] != arr.rank - 1:
-            return 1
-        vw = vector_width(self.layout)
+        vw = vector_width(self.layout, self.axes.index(self.arr.rank - 1))
         while vw > 1 and vw * self.itemsize > 16:
             vw //= 2
         return vw
@@ -94,19 +91,51 @@ class TileAccess:
     def load(self, pad: ir.Value) -> tuple[ir.Value, ...]:
         kern, b = self.kern, self.kern.builder
         n = self.layout.num_regs
+        vw = self.vector_width()
         fast_bb = kern.fn.append_basic_block("load.full")
         edge_bb = kern.fn.append_basic_block("load.edge")
         join = kern.fn.append_basic_block("load.join")
         b.cbranch(self.inside(), fast_bb, edge_bb)
 
         b.position_at_end(fast_bb)
-        fast = self._fast_loads(n)
+        fast = []
+        for g in range(0, n, vw):
+            fast += self._load_vector(g, vw)
         fast_end = b.block
         b.branch(join)
 
+        # Edge tile: whole vectors where they are inside, element by element where not.
         b.position_at_end(edge_bb)
         edge = []
-        for r in range(n):
+        for g in range(0, n, vw):
+            if vw == 1:
+                edge += self._masked_loads([g], pad)
+                continue
+            ok = b.and_(self.element(g)[1], self.element(g + vw - 1)[1])
+            vec_bb = kern.fn.append_basic_block("load.vec")
+            one_bb = kern.fn.append_basic_block("load.part")
+            merge = kern.fn.append_basic_block("load.vec.end")
+            b.cbranch(ok, vec_bb, one_bb)
+            b.position_at_end(vec_bb)
+            whole = self._load_vector(g, vw)
+            vec_end = b.block
+            b.branch(merge)
+            b.position_at_end(one_bb)
+            part = self._masked_loads(range(g, g + vw), pad)
+            part_end = b.block
+            b.branch(merge)
+            b.position_at_end(merge)
+            edge += [_phi2(b, x, vec_end, y, part_end) for x, y in zip(whole, part)]
+        edge_end = b.block
+        b.branch(join)
+
+        b.position_at_end(join)
+        return tuple(_phi2(b, f, fast_end, e, edge_end) for f, e in zip(fast, edge))
+
+    def _masked_loads(self, regs, pad: ir.Value) -> list[ir.Value]:
+        kern, b = self.kern, self.kern.builder
+        out = []
+        for r in regs:
             ptr, ok = self.element(r)
             before = b.block
             ld_bb = kern.fn.append_basic_block("load.elem")
@@ -116,80 +145,109 @@ class TileAccess:
             v = kern.from_storage(b.load(ptr, align=self.itemsize), self.arr.dtype)
             b.branch(after)
             b.position_at_end(after)
-            phi = b.phi(pad.type)
-            phi.add_incoming(v, ld_bb)
-            phi.add_incoming(pad, before)
-            edge.append(phi)
-        edge_end = b.block
-        b.branch(join)
-
-        b.position_at_end(join)
-        out = []
-        for f, e in zip(fast, edge):
-            phi = b.phi(f.type)
-            phi.add_incoming(f, fast_end)
-            phi.add_incoming(e, edge_end)
-            out.append(phi)
-        return tuple(out)
-
-    def _fast_loads(self, n: int) -> list[ir.Value]:
-        b = self.kern.builder
-        vw = self.vector_width()
-        out = []
-        for g in range(0, n, vw):
-            ptr, _ = self.element(g)
-            if vw == 1:
-                out.append(self.kern.from_storage(b.load(ptr, align=self.itemsize),
-                                                  self.arr.dtype))
-                continue
-            vty = ir.VectorType(self.elem, vw)
-            vec = b.load(b.bitcast(ptr, ir.PointerType(vty, addrspace=1)),
-                         align=vw * self.itemsize)
-            for k in range(vw):
-                out.append(self.kern.from_storage(b.extract_element(vec, ir.Constant(I32, k)),
-                                                  self.arr.dtype))
+            out.append(_phi2(b, v, ld_bb, pad, before))
         return out
+
+    def _load_vector(self, g: int, vw: int) -> list[ir.Value]:
+        b = self.kern.builder
+        ptr, _ = self.element(g)
+        if vw == 1:
+            return [self.kern.from_storage(b.load(ptr, align=self.itemsize), self.arr.dtype)]
+        vty = ir.VectorType(self.elem, vw)
+        vec = b.load(b.bitcast(ptr, ir.PointerType(vty, addrspace=1)), align=vw * self.itemsize)
+        return [self.kern.from_storage(b.extract_element(vec, ir.Constant(I32, k)),
+                                       self.arr.dtype) for k in range(vw)]
 
     # -- stores -----------------------------------------------------------------------------
     def store(self, regs: tuple[ir.Value, ...]) -> None:
         kern, b = self.kern, self.kern.builder
         owned = self.layout.owned_regs()
+        vw = self.vector_width() if len(owned) == self.layout.num_regs else 1
+        groups = [list(range(g, g + vw)) for g in range(0, self.layout.num_regs, vw)] \
+            if vw > 1 else [[r] for r in owned]
         fast_bb = kern.fn.append_basic_block("store.full")
         edge_bb = kern.fn.append_basic_block("store.edge")
         done = kern.fn.append_basic_block("store.done")
         b.cbranch(self.inside(), fast_bb, edge_bb)
 
         b.position_at_end(fast_bb)
-        vw = self.vector_width()
-        dt = self.arr.dtype
-        if vw > 1 and len(owned) == self.layout.num_regs:
-            vty = ir.VectorType(self.elem, vw)
-            for g in range(0, len(regs), vw):
-                ptr, _ = self.element(g)
-                vec = ir.Constant(vty, ir.Undefined)
-                for k in range(vw):
-                    vec = b.insert_element(vec, kern.to_storage(regs[g + k], dt),
-                                           ir.Constant(I32, k))
-                b.store(vec, b.bitcast(ptr, ir.PointerType(vty, addrspace=1)),
-                        align=vw * self.itemsize)
-        else:
-            for r in owned:
-                ptr, _ = self.element(r)
-                b.store(kern.to_storage(regs[r], dt), ptr, align=self.itemsize)
+        for grp in groups:
+            self._store_vector(grp, regs)
         b.branch(done)
 
         b.position_at_end(edge_bb)
-        for r in owned:
+        for grp in groups:
+            if len(grp) == 1:
+                self._masked_stores(grp, regs)
+                continue
+            ok = b.and_(self.element(grp[0])[1], self.element(grp[-1])[1])
+            vec_bb = kern.fn.append_basic_block("store.vec")
+            one_bb = kern.fn.append_basic_block("store.part")
+            merge = kern.fn.append_basic_block("store.vec.end")
+            b.cbranch(ok, vec_bb, one_bb)
+            b.position_at_end(vec_bb)
+            self._store_vector(grp, regs)
+            b.branch(merge)
+            b.position_at_end(one_bb)
+            self._masked_stores(grp, regs)
+            b.branch(merge)
+            b.position_at_end(merge)
+        b.branch(done)
+        b.position_at_end(done)
+
+    def _store_vector(self, grp: list[int], regs) -> None:
+        kern, b = self.kern, self.kern.builder
+        dt = self.arr.dtype
+        ptr, _ = self.element(grp[0])
+        if len(grp) == 1:
+            b.store(kern.to_storage(regs[grp[0]], dt), ptr, align=self.itemsize)
+            return
+        vty = ir.VectorType(self.elem, len(grp))
+        vec = ir.Constant(vty, ir.Undefined)
+        for k, r in enumerate(grp):
+            vec = b.insert_element(vec, kern.to_storage(regs[r], dt), ir.Constant(I32, k))
+        b.store(vec, b.bitcast(ptr, ir.PointerType(vty, addrspace=1)),
+                align=len(grp) * self.itemsize)
+
+    def _masked_stores(self, grp, regs) -> None:
+        kern, b = self.kern, self.kern.builder
+        for r in grp:
             ptr, ok = self.element(r)
             st_bb = kern.fn.append_basic_block("store.elem")
             after = kern.fn.append_basic_block("store.elem.end")
             b.cbranch(ok, st_bb, after)
             b.position_at_end(st_bb)
-            b.store(kern.to_storage(regs[r], dt), ptr, align=self.itemsize)
+            b.store(kern.to_storage(regs[r], self.arr.dtype), ptr, align=self.itemsize)
             b.branch(after)
             b.position_at_end(after)
-        b.branch(done)
-        b.position_at_end(done)
+
+
+def _phi2(b: ir.IRBuilder, x: ir.Value, bx: ir.Block, y: ir.Value, by: ir.Block) -> ir.Value:
+    phi = b.phi(x.type)
+    phi.add_incoming(x, bx)
+    phi.add_incoming(y, by)
+    return phi
+
+
+def vectorizable(arr: ArrayVal, axes: tuple[int, ...]) -> bool:
+    """The facts allow 16-byte vectors along the array's last axis: it is contiguous, and
+    every other stride keeps a vector that starts on a multiple of its width 16-byte
+    aligned (a tile's start along the last axis is a multiple of the tile width)."""
+    return bool(axes) and arr.facts.contiguous and arr.facts.aligned16
+
+
+def access_layout(kern: KernelEmitter, arr: ArrayVal, axes: tuple[int, ...],
+                  shape: tuple[int, ...], dtype) -> Layout:
+    """The layout a tile is loaded in: vectors and lanes along the tile axis that is
+    contiguous in memory; one element per thread when no vector access is possible, so that a
+    warp's scalar accesses are still consecutive."""
+    if not shape:
+        return kern.scalar_layout
+    fast = axes.index(arr.rank - 1) if arr.rank - 1 in axes else len(shape) - 1
+    if fast == len(shape) - 1 and vectorizable(arr, axes):
+        return kern.layout_for_shape(shape, dtype)
+    width = 16 if vectorizable(arr, axes) else dtype.itemsize
+    return blocked(shape, dtype.itemsize, kern.threads, vector_bytes=width, fast_axis=fast)
 
 
 def _padding(kern: KernelEmitter, op: BuiltinOp, dtype) -> ir.Value:
@@ -220,7 +278,8 @@ def load(kern: KernelEmitter, op: BuiltinOp) -> TileVal:
     arr = kern.array(args["A"])
     rt = op.result.type
     order = kern.const_ints(args["order"]) if "order" in args else None
-    lay = kern.layout_for(rt)
+    axes = order if order is not None else tuple(range(arr.rank))
+    lay = access_layout(kern, arr, axes, tuple(rt.shape), rt.dtype)
     acc = TileAccess(kern, arr, kern.tuple_items(args["index"]), tuple(rt.shape), order, lay)
     return TileVal(rt.dtype, lay, acc.load(_padding(kern, op, rt.dtype)))
 
