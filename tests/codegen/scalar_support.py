@@ -87,7 +87,7 @@ def reference(op: str, operands: list, dts: list, params: dict | None = None):
             infos.append(ArgInfo(kind, ConstValue(x)))
             values[p.name] = x
         else:
-            infos.append(ArgInfo(TileType(d, (n,))))
+            infos.append(ArgInfo(TileType(d, () if b.scalar_only else (n,))))
             values[p.name] = np.asarray(x)
     bound = bind_call(b, infos, {}, None)
     t = b.result_type(bound)

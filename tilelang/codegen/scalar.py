@@ -6,7 +6,7 @@ registry's NumPy reference (`tilelang/sema/builtins_*.py`, `Builtin.evaluate`): 
 arithmetic wraps, `//`/`%` floor like Python and give 0 on division by zero, shifts past the
 width give 0 or the sign fill, float→int conversion truncates and saturates (NaN gives 0),
 f16/bf16 math is computed in f32 and rounded, `minimum`/`maximum` propagate NaN and return the
-first operand on ties (NumPy's `a >= b ? a : b`). docs/numerics.md lists every function's
+IEEE 754-2019 order on signed zeros. docs/numerics.md lists every function's
 accuracy and the fast paths (`fast_math=True`).
 
     se = ScalarEmitter(builder, module, "sm_90a")
@@ -193,12 +193,10 @@ class ScalarEmitter(IRKit):
         return {"+": bld.add, "-": bld.sub, "*": bld.mul}[op](a, b)
 
     def float_minmax(self, op: str, a, b):
-        """NumPy's `maximum`: `(a >= b or isnan(a)) ? a : b` (NaN propagates; on equal values,
-        -0 and +0 included, the first operand)."""
-        bld = self.builder
-        pred = ">=" if op == "maximum" else "<="
-        take_a = bld.or_(bld.fcmp_ordered(pred, a, b), bld.fcmp_unordered("uno", a, a))
-        return bld.select(take_a, a, b)
+        """NaN propagates (`max.NaN`/`min.NaN`, IEEE 754-2019 maximum/minimum). Between -0 and
+        +0 the result is +0 for maximum and -0 for minimum; NumPy's own answer there depends on
+        which loop its build picks, so the reference leaves it open (docs/numerics.md)."""
+        return self.intrinsic("llvm.maximum" if op == "maximum" else "llvm.minimum", [a, b])
 
     def int_minmax(self, kind: str, a, b, dt: DType):
         bld = self.builder
