@@ -273,7 +273,7 @@ def _store(idx_reg: str, val_reg: str) -> str:
 SKIP:"""
 
 
-def cluster_ptx(consts, facts, target):
+def cluster_ptx(consts, facts, target, name="clus", shape="2, 1, 1"):
     """out[ctaid.x] = 100 * clusterid.x + cluster_ctarank (one thread per block stores)."""
     body = """  mov.u32 %r1, %ctaid.x;
   mov.u32 %r2, %cluster_ctarank;
@@ -283,7 +283,7 @@ def cluster_ptx(consts, facts, target):
   setp.ne.u32 %p2, %r5, 0;
   @%p2 bra SKIP;
 """ + _store("%r1", "%r4")
-    return _out_i32_kernel("clus", ".reqntid 32, 1, 1\n.reqnctapercluster 2, 1, 1\n"
+    return _out_i32_kernel(name, f".reqntid 32, 1, 1\n.reqnctapercluster {shape}\n"
                            ".explicitcluster", body, target, facts["out"].contiguous)
 
 
@@ -352,6 +352,13 @@ LIBRARY = {
     "clus": FakeKernel((P("out", "array", "i32", 1),), cluster_ptx,
                        NvvmAttrs(reqntid=(32, 1, 1), cluster_dim=(2, 1, 1)), block=(32, 1, 1),
                        cluster=(2, 1, 1)),
+    "clus16": FakeKernel((P("out", "array", "i32", 1),),
+                         lambda c, f, t: cluster_ptx(c, f, t, "clus16", "4, 4, 1"),
+                         NvvmAttrs(reqntid=(32, 1, 1), cluster_dim=(4, 4, 1)), block=(32, 1, 1),
+                         cluster=(4, 4, 1)),
+    "anyblock": FakeKernel((P("out", "array", "i32", 1),),
+                           lambda c, f, t: _out_i32_kernel("anyblock", "", "", t, True),
+                           NvvmAttrs()),
     "fixed": FakeKernel((P("out", "array", "i32", 1),), fixed_ptx,
                         NvvmAttrs(reqntid=(64, 1, 1)), block=(64, 1, 1)),
     "bigsmem": FakeKernel((P("out", "array", "i32", 1),), bigsmem_ptx,

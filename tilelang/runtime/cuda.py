@@ -116,7 +116,7 @@ class CudaBackend:
         name = raw.split(b"\0", 1)[0].decode(errors="replace").strip()
         self.capability = cc
         self.limits = DeviceLimits(
-            f"{name} (device {self.device_id}, sm_{cc[0]}{cc[1]})", cc,
+            f"{name} (device {self.device_id})", cc,
             attr(A.CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK),
             (attr(A.CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X), attr(A.CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y),
              attr(A.CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z)),

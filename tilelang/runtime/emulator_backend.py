@@ -36,7 +36,7 @@ class EmulatorBackend:
         at = self.device.attributes
         self.capability = tuple(capability)
         self.limits = DeviceLimits(
-            f"the emulator (sm_{capability[0]}{capability[1]})", self.capability,
+            "the emulator", self.capability,
             at["max_threads_per_block"], tuple(at["max_block_dim"]), tuple(at["max_grid_dim"]),
             at["max_shared_memory_per_block"], at["max_cluster_size"])
 

@@ -108,7 +108,7 @@ def check_launch(kernel: str, art: KernelArtifact, dev: DeviceLimits, grid: Dims
         if dev.sm < 90:
             raise launch_error("E0904", f"launch of `{kernel}`: the kernel uses thread-block "
                                f"clusters {_show(cluster)}, but {dev.name} is "
-                               f"sm_{dev.sm} (clusters need sm_90 or newer)",
+                               f"sm_{dev.sm}; clusters need sm_90 or newer",
                                "compile without `@launch(cluster = ...)` for this device")
         if not blocks_are_clusters:
             bad = [("xyz"[i], g, c) for i, (g, c) in enumerate(zip(grid, cluster)) if g % c]
