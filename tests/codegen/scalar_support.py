@@ -95,7 +95,8 @@ def reference(op: str, operands: list, dts: list, params: dict | None = None):
     vals = {k: v for k, v in values.items()}
     if "dtype" in params:
         vals["dtype"] = params["dtype"]
-    return t.dtype, np.asarray(b.evaluate(bound, vals))
+    with np.errstate(all="ignore"):
+        return t.dtype, np.asarray(b.evaluate(bound, vals))
 
 
 @dataclass
@@ -222,7 +223,8 @@ def same(actual: np.ndarray, expected: np.ndarray) -> np.ndarray:
     """Element-wise equality where NaN equals NaN and -0 differs from +0 for floats."""
     a, e = np.asarray(actual), np.asarray(expected)
     if a.dtype.kind == "f" or e.dtype.kind == "f":
-        a64, e64 = a.astype(np.float64), e.astype(np.float64)
+        with np.errstate(invalid="ignore"):
+            a64, e64 = a.astype(np.float64), e.astype(np.float64)
         return ((a64 == e64) & (np.signbit(a64) == np.signbit(e64))) | \
             (np.isnan(a64) & np.isnan(e64))
     return a == e

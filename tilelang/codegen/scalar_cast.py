@@ -138,9 +138,13 @@ def _float_to_float(k: IRKit, v, src: DType, dst: DType):
         return x if x.type == F64 else b.fpext(x, F64)
     if n == "f32":
         return x if x.type == F32 else b.fptrunc(x, F32)
-    if n in ("f16", "bf16"):
-        # LLVM rounds f64 → f16/bf16 once (cvt.rn.f16.f64, round-to-odd for bf16 on sm_80)
-        return b.fptrunc(x, llvm_type(dst))
+    if n == "f16":
+        return b.fptrunc(x, F16)          # cvt.rn.f16.f64: one rounding
+    if n == "bf16":
+        # f64 → bf16 through f32 rounded to odd (one rounding overall); also what LLVM does on
+        # sm_80, and it avoids cvt.rn.bf16.f64, which the emulator rounds twice
+        x32 = round_to_odd_f32(k, x) if x.type == F64 else x
+        return b.fptrunc(x32, BF16)
     x32 = round_to_odd_f32(k, x) if x.type == F64 else x
     if n == "tf32":
         return round_tf32(k, x32)
