@@ -92,3 +92,38 @@ def vector_accesses(ptx: str, op: str) -> list[str]:
 
 def has_local(ptx: str) -> bool:
     return re.search(r"\.local\b|\blocal\.", ptx) is not None
+
+
+def _copy(a):
+    if isinstance(a, Strided):
+        base = a.base.copy()
+        view = np.ndarray(a.view.shape, a.view.dtype, buffer=base, offset=a.offset,
+                          strides=a.view.strides)
+        return Strided(base, view)
+    if isinstance(a, np.ndarray):
+        return a.copy()
+    return a
+
+
+def run_both(kernel: Kernel, args: list, grid, *, target: str = "sm_90a", facts=None,
+             block=None, opt_level: int = 3):
+    """Compile and run `kernel` on the emulator and in the interpreter, each on its own copy
+    of `args`. Returns (emulator args, interpreter args, CodegenResult, LaunchReport); array
+    arguments come back as the arrays (views for Strided)."""
+    r = compile_kernel(kernel, target, opt_level, facts)
+    link(r)
+    emu, ref = [_copy(a) for a in args], [_copy(a) for a in args]
+    rep = run_emulated(r, kernel.name, emu, grid, block)
+    interpret(kernel, ref, grid)
+
+    def out(xs):
+        return [x.view if isinstance(x, Strided) else x for x in xs]
+    return out(emu), out(ref), r, rep
+
+
+def same(a, b, rtol=0.0, atol=0.0) -> None:
+    """Equal arrays (bitwise for rtol=atol=0; NaNs equal)."""
+    if rtol == 0 and atol == 0:
+        np.testing.assert_array_equal(a, b)
+    else:
+        np.testing.assert_allclose(a, b, rtol=rtol, atol=atol, equal_nan=True)
