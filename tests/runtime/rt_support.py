@@ -379,14 +379,23 @@ class FakeCompiler:
     compiler_id: str = "fake-compiler-1"
     builds: list = field(default_factory=list)
     inspects: int = 0
+    delay: float = 0.0          # seconds each build takes (widens races in the cache tests)
 
     def inspect(self, text: str, path: str, options: CompileOptions) -> ModuleInfo:
+        """`kernel NAME` lines pick kernels; `import FILE` lines are dependencies (hashed)."""
         self.inspects += 1
         names = re.findall(r"^kernel (\w+)", text, re.M)
         kernels = {n: KernelInfo(n, LIBRARY[n].params) for n in names}
-        return ModuleInfo(kernels, ((path, hashlib.sha256(text.encode()).hexdigest()),))
+        sources = [(path, hashlib.sha256(text.encode()).hexdigest())]
+        for dep in re.findall(r"^import (\S+)", text, re.M):
+            with open(dep, "rb") as f:
+                sources.append((dep, hashlib.sha256(f.read()).hexdigest()))
+        return ModuleInfo(kernels, tuple(sources))
 
     def build(self, text, path, kernel, consts, facts, options, link) -> Built:
+        if self.delay:
+            import time
+            time.sleep(self.delay)
         self.builds.append((kernel, dict(consts), {k: v.key() for k, v in facts.items()}))
         fk = LIBRARY[kernel]
         abi = tuple(AbiParam(p.name, p.kind, DTYPES[p.dtype], p.rank) for p in fk.params
