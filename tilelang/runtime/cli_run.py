@@ -1,0 +1,317 @@
+"""`tilec run` and `tilec cache`: kernels from the shell (docs/python-api.md).
+
+    tilec run examples/vadd.tile --kernel vadd --grid 4 --arg a=rand:4096 --arg b=rand:4096 \\
+        --arg c=zeros:4096 [--backend emulator] [-D TILE=1024] [--repeat 10] [--save out.npz]
+    tilec cache list | size | clear [--dir DIR]
+
+Array arguments: `NAME=KIND:SHAPE` with KIND rand (uniform in [-1, 1); integers in [0, 100)),
+randn, zeros, ones or arange and SHAPE like `4096` or `64x32`; `NAME=FILE.npy` loads a file;
+`NAME=SHAPE` means rand. `--shape SHAPE` gives every array not named its shape (rand).
+Scalar arguments: `NAME=VALUE` (`3`, `-1.5`, `true`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+import numpy as np
+
+from tilelang.diagnostics import Severity, TileError, emit
+
+KINDS = ("rand", "randn", "zeros", "ones", "arange")
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):        # usage errors exit 2, like the rest of tilec
+        self.print_usage(sys.stderr)
+        sys.stderr.write(f"{self.prog}: error: {message}\n")
+        sys.exit(2)
+
+
+class _Usage(Exception):
+    pass
+
+
+def _run_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="tilec run", description="Launch one kernel of a .tile file on random or "
+                "given inputs and print a summary.")
+    p.add_argument("file", metavar="FILE.tile")
+    p.add_argument("--kernel", required=True, metavar="NAME")
+    p.add_argument("--grid", required=True, metavar="X[,Y[,Z]]",
+                   help="blocks per grid dimension (also 8x4)")
+    p.add_argument("--block", metavar="X[,Y[,Z]]", help="block shape (default: the kernel's)")
+    p.add_argument("--arg", action="append", default=[], metavar="NAME=VALUE",
+                   help="an argument: KIND:SHAPE (rand randn zeros ones arange), FILE.npy, "
+                        "SHAPE, or a scalar value")
+    p.add_argument("--shape", metavar="SHAPE", help="shape of every array not given by --arg")
+    p.add_argument("--backend", choices=("cuda", "emulator"),
+                   help="default: TILELANG_BACKEND, else cuda")
+    p.add_argument("--arch", metavar="TARGET", help="default: the device's")
+    p.add_argument("-D", dest="defines", action="append", default=[], metavar="NAME=VALUE",
+                   help="value of a `const` kernel parameter")
+    p.add_argument("-I", dest="include", action="append", default=[], metavar="DIR")
+    p.add_argument("-O", dest="opt", type=int, choices=range(4), default=3, metavar="LEVEL")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--repeat", type=int, default=1, metavar="N",
+                   help="launch N times and report the mean time per launch")
+    p.add_argument("--save", metavar="FILE.npz", help="save every array after the launch")
+    p.add_argument("--print", dest="show", action="store_true",
+                   help="print the arrays after the launch")
+    p.add_argument("--no-cache", action="store_true", help="do not use the disk cache")
+    return p
+
+
+def _dims(text: str, what: str) -> tuple[int, ...]:
+    parts = text.replace("x", ",").split(",")
+    try:
+        out = tuple(int(x) for x in parts if x.strip())
+    except ValueError:
+        raise _Usage(f"{what} expects integers like `8` or `8,4`, got `{text}`") from None
+    if not 1 <= len(out) <= 3:
+        raise _Usage(f"{what} takes 1 to 3 dimensions, got `{text}`")
+    return out
+
+
+def _host_data(kind: str, shape, dtype: str, rng) -> np.ndarray:
+    """Values as float64/int64/bool on the host; converted to the dtype's bits later."""
+    n = int(np.prod(shape)) if shape else 1
+    if kind == "zeros":
+        v = np.zeros(n)
+    elif kind == "ones":
+        v = np.ones(n)
+    elif kind == "arange":
+        v = np.arange(n)
+    elif kind == "randn":
+        v = rng.standard_normal(n)
+    elif dtype == "bool":
+        v = rng.integers(0, 2, n)
+    elif dtype[0] in "iu":
+        v = rng.integers(0, 100, n)
+    else:
+        v = rng.uniform(-1.0, 1.0, n)
+    return v.reshape(shape)
+
+
+def _to_bits(values: np.ndarray, dtype: str) -> np.ndarray:
+    """Host array holding `dtype`'s exact bytes (bf16 and f8 as raw bits)."""
+    from tilelang.sema.types import round_to_bf16
+    if dtype == "bf16":
+        return (round_to_bf16(values).view(np.uint32) >> 16).astype(np.uint16)
+    if dtype in ("f8e4m3", "f8e5m2"):
+        from tilelang.emulator.fp8 import encode
+        return encode(values, dtype[2:])
+    from .dtypes import numpy_dtype
+    return values.astype(numpy_dtype(dtype))
+
+
+def _from_bits(raw: np.ndarray, dtype: str) -> np.ndarray:
+    if dtype == "bf16":
+        return (raw.astype(np.uint32) << 16).view(np.float32)
+    if dtype in ("f8e4m3", "f8e5m2"):
+        from tilelang.emulator.fp8 import decode
+        return decode(raw, dtype[2:])
+    return raw
+
+
+def _raw_numpy(dev_array) -> np.ndarray:
+    """A device array's contents as host values (bf16/f8 decoded to floats)."""
+    from .device_array import DeviceArray
+    d = dev_array
+    if d.dtype in ("bf16", "f8e4m3", "f8e5m2"):
+        carrier = "u16" if d.dtype == "bf16" else "u8"
+        raw = DeviceArray(d.backend, d.ptr, d.shape, carrier, d.strides, d).numpy()
+        return _from_bits(raw, d.dtype)
+    return d.numpy()
+
+
+def _make_args(kernel, specs: dict[str, str], default_shape, backend, rng):
+    from .device_array import DeviceArray
+    out = []
+    for p in kernel.params:
+        text = specs.pop(p.name, None)
+        if p.kind == "scalar":
+            if text is None:
+                raise _Usage(f"kernel `{kernel.name}` needs a value for scalar `{p.name}: "
+                             f"{p.dtype}`: add --arg {p.name}=VALUE")
+            out.append(_scalar(text, p))
+            continue
+        if text is None:
+            if default_shape is None:
+                raise _Usage(f"kernel `{kernel.name}` needs array `{p.name}: Array[{p.dtype}, "
+                             f"{p.rank}]`: add --arg {p.name}=rand:SHAPE or --shape SHAPE")
+            kind, shape = "rand", default_shape
+        elif text.endswith(".npy"):
+            host = np.load(text)
+            out.append(DeviceArray.from_host(backend, host))
+            continue
+        else:
+            kind, _, shape_text = text.rpartition(":")
+            kind = kind or "rand"
+            if kind not in KINDS:
+                raise _Usage(f"--arg {p.name}: unknown kind `{kind}` (use {', '.join(KINDS)})")
+            shape = _dims(shape_text, f"--arg {p.name}") if shape_text else ()
+        values = _host_data(kind, shape, p.dtype, rng)
+        out.append(DeviceArray.from_host(backend, _to_bits(values, p.dtype), p.dtype))
+    if specs:
+        raise _Usage(f"kernel `{kernel.name}` has no parameter `{next(iter(specs))}`")
+    return out
+
+
+def _scalar(text: str, p):
+    t = text.strip().lower()
+    if p.dtype == "bool":
+        if t in ("true", "1"):
+            return True
+        if t in ("false", "0"):
+            return False
+        raise _Usage(f"--arg {p.name}: expected true or false, got `{text}`")
+    try:
+        return int(t, 0) if p.dtype[0] in "iu" else float(t)
+    except ValueError:
+        raise _Usage(f"--arg {p.name}: `{text}` is not a {p.dtype} value") from None
+
+
+def _stats(a: np.ndarray) -> str:
+    if a.size == 0:
+        return "empty"
+    v = a.astype(np.float64)
+    return f"min {v.min():.6g}  max {v.max():.6g}  mean {v.mean():.6g}  sum {v.sum():.6g}"
+
+
+def cmd_run(argv: list[str]) -> int:
+    p = _run_parser()
+    args = p.parse_args(argv)
+    import tilelang
+    from .module import get_backend
+    try:
+        grid = _dims(args.grid, "--grid")
+        block = _dims(args.block, "--block") if args.block else None
+        default_shape = _dims(args.shape, "--shape") if args.shape else None
+        specs = {}
+        for item in args.arg:
+            name, eq, value = item.partition("=")
+            if not eq or not name.isidentifier() or not value:
+                raise _Usage(f"--arg expects NAME=VALUE, got `{item}`")
+            specs[name] = value
+        defines = {}
+        for item in args.defines:
+            name, eq, value = item.partition("=")
+            if not eq or not name.isidentifier() or not value:
+                raise _Usage(f"-D expects NAME=VALUE, got `{item}`")
+            defines[name] = value
+        if args.repeat < 1:
+            raise _Usage("--repeat must be at least 1")
+    except _Usage as e:
+        p.error(str(e))
+    out = sys.stdout
+    try:
+        backend = get_backend(args.backend)
+        t0 = time.perf_counter()
+        mod = tilelang.compile(args.file, arch=args.arch, defines=defines,
+                               include_dirs=args.include, opt_level=args.opt, backend=backend,
+                               cache=not args.no_cache)
+        kernel = getattr(mod, args.kernel)
+        rng = np.random.default_rng(args.seed)
+        try:
+            kargs = _make_args(kernel, specs, default_shape, backend, rng)
+        except _Usage as e:
+            p.error(str(e))
+        facts = {}
+        spec = None
+        t1 = time.perf_counter()
+        result = kernel.launch(grid, kargs, block=block)
+        backend.synchronize()
+        t2 = time.perf_counter()
+        for _ in range(args.repeat - 1):
+            kernel.launch(grid, kargs, block=block)
+        backend.synchronize()
+        t3 = time.perf_counter()
+        for s in kernel._specs.values():
+            spec = s
+        if spec is not None:
+            names = [q.name for q in kernel.params if q.kind == "array"]
+            facts = dict(zip(names, spec.facts))
+    except TileError as e:
+        emit(e.diagnostics, sys.stderr)
+        return 1 if any(d.severity is Severity.ERROR for d in e.diagnostics) else 0
+
+    shape = spec.shape(grid, block) if spec else None
+    out.write(f"kernel    {kernel.info.show()}\n")
+    consts = kernel._const_values()
+    if consts:
+        out.write("consts    " + ", ".join(f"{k}={v}" for k, v in consts.items()) + "\n")
+    device = f" ({backend.limits.name})" if backend.name == "cuda" else ""
+    out.write(f"backend   {backend.name}{device}, target {mod.target}\n")
+    if shape is not None:
+        out.write(f"launch    grid {shape.grid}, block {shape.block}"
+                  + (f", cluster {shape.cluster}" if shape.cluster else "")
+                  + (f", dynamic shared {shape.shared_mem} B" if shape.shared_mem else "")
+                  + "\n")
+    if facts:
+        out.write("facts     " + ", ".join(f"{k}={v}" for k, v in facts.items())
+                  + "  (c: contiguous, a: 16-byte aligned)\n")
+    out.write(f"time      prepare {1e3 * (t1 - t0):.1f} ms, first launch {1e3 * (t2 - t1):.1f} ms"
+              " (compiles on a cache miss)")
+    if args.repeat > 1:
+        out.write(f", then {1e6 * (t3 - t2) / (args.repeat - 1):.1f} us per launch")
+    out.write("\n")
+    if result is not None and hasattr(result, "total_instructions"):
+        out.write(f"emulator  {result.total_instructions} thread-instructions\n")
+    saved = {}
+    for q, a in zip(kernel.params, kargs):
+        if q.kind != "array":
+            out.write(f"  {q.name:<8} = {a!r}\n")
+            continue
+        host = _raw_numpy(a)
+        saved[q.name] = host
+        out.write(f"  {q.name:<8} {q.dtype}{list(host.shape)}  {_stats(host)}\n")
+        if args.show:
+            out.write(np.array2string(host, threshold=64, prefix="    ") + "\n")
+    if args.save:
+        np.savez(args.save, **saved)
+        out.write(f"saved     {args.save}\n")
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+
+def _human(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n} B"
+
+
+def cmd_cache(argv: list[str]) -> int:
+    p = _Parser(prog="tilec cache", description="The on-disk kernel cache "
+                "(TILELANG_CACHE_DIR, else ~/.cache/tilelang).")
+    p.add_argument("action", choices=("list", "size", "clear"))
+    p.add_argument("--dir", metavar="DIR", help="the cache folder (default: TILELANG_CACHE_DIR "
+                   "or ~/.cache/tilelang)")
+    args = p.parse_args(argv)
+    from .cache import DiskCache
+    cache = DiskCache(args.dir)
+    out = sys.stdout
+    if args.action == "list":
+        entries = cache.entries()
+        if not entries:
+            out.write(f"no cached kernels in {cache.root}\n")
+            return 0
+        out.write(f"{'key':<14}{'kernel':<16}{'target':<9}{'size':>10}  consts / facts / source\n")
+        for e in entries:
+            consts = ",".join(f"{k}={v}" for k, v in e["consts"].items()) or "-"
+            facts = ",".join(f"{k}={v}" for k, v in e["facts"].items()) or "-"
+            out.write(f"{e['key'][:12]:<14}{e['kernel']:<16}{e['target']:<9}"
+                      f"{_human(e['bytes']):>10}  {consts} / {facts} / {e['source']}\n")
+        out.write(f"{len(entries)} kernel{'s' if len(entries) != 1 else ''} in {cache.root}\n")
+    elif args.action == "size":
+        n = len(cache.entries())
+        out.write(f"{_human(cache.size())} in {n} kernel{'s' if n != 1 else ''} "
+                  f"({cache.root})\n")
+    else:
+        n = cache.clear()
+        out.write(f"removed {n} kernel{'s' if n != 1 else ''} from {cache.root}\n")
+    return 0
