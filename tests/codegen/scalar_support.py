@@ -168,7 +168,10 @@ class KernelBatch:
             elif mem != reg:
                 v = b.bitcast(v, reg)
             args.append(v)
-        r = se.emit(c.op, args, c.dts, c.result_dtype, c.params)
+        if c.op.startswith("combine:"):          # a reduction step instead of an op
+            r = se.combine(c.op[len("combine:"):], args[0], args[1], c.result_dtype)
+        else:
+            r = se.emit(c.op, args, c.dts, c.result_dtype, c.params)
         out_mem = _mem_type(c.result_dtype)
         if c.result_dtype.is_bool:
             r = se.builder.zext(r, out_mem)

@@ -195,3 +195,56 @@ def test_no_external_calls_and_links():
     ptx = kb.compile()
     assert ".extern" not in ptx and "call" not in ptx.replace("call.uni", "")
     link_all(ptx, ("sm_90a",))
+
+
+def test_interface_covers_the_registry():
+    from tilelang.codegen.scalar import ELEMENTWISE, ScalarEmitter
+    from tilelang.sema.builtins import OPERATORS, builtins_in_group
+    math = {b.name for b in builtins_in_group("math")}
+    assert math <= ELEMENTWISE
+    assert set(OPERATORS) - {"@", "//"} <= ELEMENTWISE
+    assert {"astype", "bitcast", "cdiv"} <= ELEMENTWISE
+    import llvmlite.ir as ir
+    se = ScalarEmitter(ir.IRBuilder(), ir.Module(), "sm_90a")
+    assert str(se.llvm_type(dtype("bf16"))) == "bfloat"
+    assert str(se.llvm_type(dtype("f8e4m3"))) == "i8"
+    assert str(se.llvm_type(dtype("tf32"))) == "float"
+    assert se.identity("max", dtype("f32")) == float("-inf")
+    assert se.identity("min", dtype("u8")) == 255
+    assert se.identity("sum", dtype("i32")) == 0 and se.identity("prod", dtype("f16")) == 1.0
+    assert str(se.constant(1.0, dtype("bf16"))) == "bfloat 0xR3F80"
+    assert str(se.constant(-1, dtype("u8"))) == "i8 -1"
+
+
+@pytest.mark.parametrize("target", ["sm_80"])
+def test_reduction_combine(target):
+    rng = np.random.default_rng(0)
+    kb = KernelBatch(target)
+    cases = []
+    for name in ("f32", "f16", "i32", "u32", "i8", "bool"):
+        d = dtype(name)
+        if d.is_float:
+            a, b = float_values(name, rng), np.roll(float_values(name, rng), 9)
+        elif d.is_bool:
+            a, b = rng.integers(0, 2, N).astype(bool), rng.integers(0, 2, N).astype(bool)
+        else:
+            a, b = int_values(name, rng), np.roll(int_values(name, rng), 9)
+        for kind in ("sum", "prod", "max", "min"):
+            cases.append((kind, a, b, kb.add("combine:" + kind, [a, b], [d, d],
+                                             result_dtype=d)))
+    kb.compile()
+    link_all(kb.ptx, (target,))
+    kb.run()
+    for kind, a, b, c in cases:
+        with np.errstate(all="ignore"):
+            if a.dtype == bool:
+                want = {"sum": a | b, "prod": a & b, "max": a | b, "min": a & b}[kind]
+            else:
+                want = {"sum": a + b, "prod": a * b, "max": np.maximum(a, b),
+                        "min": np.minimum(a, b)}[kind]
+        out = c.out
+        if kind in ("max", "min") and out.dtype.kind == "f":
+            out, want = np.where(out == 0, 0.0, out), np.where(want == 0, 0.0, want)
+        if c.result_dtype.name == "f16" and kind in ("sum", "prod"):
+            want = want.astype(np.float16)
+        assert_same(out, want, [a, b], f"{kind} {c.result_dtype}")
