@@ -75,6 +75,8 @@ CASES = [
     ("max", "i32", (32, 32), 1, False, 1024),
     ("min", "u8", (64,), 0, False, 32),
     ("sum", "i32", (1024,), None, False, 128),
+    ("sum", "f32", (16, 64), 1, False, 48),        # a partial last warp
+    ("max", "f32", (16, 64), None, False, 24),     # fewer threads than a warp, not 2^k
     ("argmax", "f32", (16, 64), 1, False, 128),
     ("argmin", "f32", (64, 16), 0, True, 128),
     ("argmax", "i32", (32, 32), None, False, 128),

@@ -123,14 +123,29 @@ def _int_of(kern: KernelEmitter, v: ir.Value) -> tuple[ir.Value, int]:
     return kern.builder.bitcast(v, ir.IntType(width)), width
 
 
+def _member_mask(kern: KernelEmitter) -> ir.Value:
+    """Every existing lane of this thread's warp: the last warp of a block whose thread count
+    is not a multiple of 32 is partial (threads past the layout's power of two replicate
+    others and own nothing, but they still take part in the warp's shuffles)."""
+    t = kern.declared_threads
+    full = ir.Constant(I32, -1)
+    if t % 32 == 0:
+        return full
+    partial = ir.Constant(I32, (1 << (t % 32)) - 1)
+    if t < 32:
+        return partial
+    b = kern.builder
+    last = b.icmp_unsigned(">=", kern.tid, ir.Constant(I32, t & ~31))
+    return b.select(last, partial, full)
+
+
 def shuffle_xor(kern: KernelEmitter, v: ir.Value, lane_mask: int) -> ir.Value:
     """The value of the lane `lane ^ lane_mask` (shfl.sync.bfly) for any scalar type."""
     kern.require_exact()
     kern.stats.shuffles += 1
     b = kern.builder
     fn = kern.se.declare("llvm.nvvm.shfl.sync.bfly.i32", I32, [I32, I32, I32, I32])
-    lanes = min(kern.threads, 32)
-    member = ir.Constant(I32, (1 << lanes) - 1 if lanes < 32 else -1)
+    member = _member_mask(kern)
     iv, width = _int_of(kern, v)
 
     def shfl32(x):
