@@ -25,5 +25,6 @@ __all__ = ["__version__", *_API]
 def __getattr__(name: str):
     if name in _API:
         from . import runtime
-        return getattr(runtime, name)
+        value = globals()[name] = getattr(runtime, name)    # later lookups skip this hook
+        return value
     raise AttributeError(f"module 'tilelang' has no attribute {name!r}")

@@ -26,7 +26,8 @@ def __getattr__(name: str):
     if mod is None:
         raise AttributeError(f"module 'tilelang.runtime' has no attribute {name!r}")
     import importlib
-    return getattr(importlib.import_module(f"{__name__}.{mod}"), name)
+    value = globals()[name] = getattr(importlib.import_module(f"{__name__}.{mod}"), name)
+    return value
 
 
 def to_device(array, backend=None):

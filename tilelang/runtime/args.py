@@ -184,3 +184,105 @@ def facts_key(ptr: int, shape: tuple, strides: tuple, itemsize: int) -> str:
 
 def itemsize(dtype: str) -> int:
     return ITEMSIZE[dtype]
+
+
+# ---------------------------------------------------------------------------------------------
+# Fast readers: one per (parameter, Python type), with the parameter's checks built in. They
+# return ((address, *shape, *strides), facts key, library) or None, in which case the launch
+# takes the general path (which stages host arrays or raises the diagnostic).
+
+def _no_reader(a):
+    return None
+
+
+def make_binder(params: tuple[ParamInfo, ...], convert: tuple, backend) -> Callable:
+    """Generate `bind(args) -> (values, facts, library) | None` for one kernel: the loop over
+    parameters unrolled, each array read by the reader cached for its Python type, each
+    scalar passed through its converter (bf16, f8, bool) or as is (struct checks the rest)."""
+    env: dict = {"fast_reader": fast_reader, "no_reader": _no_reader, "backend": backend}
+    names = [f"x{i}" for i in range(len(params))]
+    body, parts, facts, libs = [], [], [], []
+    if names:
+        body.append(f"    {', '.join(names)}, = args")
+    for i, p in enumerate(params):
+        x = names[i]
+        if p.kind == "array":
+            env[f"P{i}"], env[f"R{i}"] = p, {}
+            body += [f"    t = type({x})",
+                     f"    r = R{i}.get(t)",
+                     "    if r is None:",
+                     f"        r = R{i}[t] = fast_reader(t, P{i}, backend) or no_reader",
+                     f"    g{i} = r({x})",
+                     f"    if g{i} is None:",
+                     "        return None"]
+            parts.append(f"g{i}[0]")
+            facts.append(f"g{i}[1]")
+            libs.append(f"g{i}[2]")
+        else:
+            if convert[i] is not None:
+                env[f"C{i}"] = convert[i]
+                body.append(f"    {x} = C{i}({x})")
+            parts.append(f"({x},)")
+    lib = " or ".join(libs) or "None"
+    body.append(f"    return {' + '.join(parts) or '()'}, "
+                f"({', '.join(facts)}{',' if facts else ''}), {lib}")
+    code = "def bind(args):\n" + "\n".join(body) + "\n"
+    exec(compile(code, "<tilelang binder>", "exec"), env)
+    return env["bind"]
+
+
+def fast_reader(tp: type, p: ParamInfo, backend):
+    dtype, rank, size = p.dtype, p.rank, ITEMSIZE[p.dtype]
+    if issubclass(tp, DeviceArray):
+        sig = (dtype, rank)
+
+        def read_device_array(a):
+            if a.backend is not backend or a._sig != sig:
+                return None
+            return a._abi, a._facts, None
+        return read_device_array
+    mod = (tp.__module__ or "").split(".")[0]
+    if mod == "torch" and hasattr(tp, "data_ptr") and backend.name == "cuda":
+        ok_dtypes: list = []                  # the torch dtype objects seen to match
+        dev = getattr(backend, "device_id", 0)
+
+        def read_torch(t):
+            tdt = t.dtype
+            if tdt not in ok_dtypes:
+                if not _dtype_ok(dtype, TORCH_TO_TILE.get(str(tdt))):
+                    return None
+                ok_dtypes.append(tdt)
+            if not t.is_cuda or t.get_device() != dev:
+                return None
+            shape = t.shape
+            if len(shape) != rank:
+                return None
+            ptr, strides = t.data_ptr(), t.stride()
+            return (ptr, *shape, *strides), _facts(ptr, shape, strides, size), "torch"
+        return read_torch
+    if mod == "cupy" and hasattr(tp, "data") and backend.name == "cuda":
+        dev = getattr(backend, "device_id", 0)
+
+        def read_cupy(x):
+            if NUMPY_TO_TILE.get(x.dtype.name) != dtype and \
+                    not _dtype_ok(dtype, NUMPY_TO_TILE.get(x.dtype.name)):
+                return None
+            shape = x.shape
+            if len(shape) != rank or x.device.id != dev:
+                return None
+            bst = x.strides
+            if any(s % size for s in bst):
+                return None
+            strides = tuple(s // size for s in bst)
+            ptr = x.data.ptr
+            return (ptr, *shape, *strides), _facts(ptr, shape, strides, size), "cupy"
+        return read_cupy
+    return None
+
+
+def _facts(ptr: int, shape, strides, size: int) -> str:
+    if len(shape) == 1:                     # the common case, without the loop
+        if strides[0] == 1 or shape[0] <= 1:
+            return "ca" if ptr % 16 == 0 else "c-"
+        return "-a" if ptr % 16 == 0 else "--"
+    return facts_key(ptr, shape, strides, size)

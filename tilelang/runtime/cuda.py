@@ -166,16 +166,21 @@ class CudaBackend:
         raise AssertionError("the CUDA back end takes no host arrays")
 
     # -- streams ------------------------------------------------------------------------------
-    def stream_handle(self, stream, views=()) -> int:
-        """A raw CUstream from None (torch's / CuPy's current stream when the arguments come
-        from them, else the default stream), an int, a torch or CuPy stream, a CUstream or
+    def stream_handle(self, stream, lib=None) -> int:
+        """A raw CUstream from None (torch's or CuPy's current stream when the arrays come from
+        that library, else the default stream), an int, a torch or CuPy stream, a CUstream or
         anything with `__cuda_stream__`."""
         if stream is None:
-            for v in views:
-                if v.what == "torch.Tensor" and "torch" in sys.modules:
-                    return int(sys.modules["torch"].cuda.current_stream(v.device_id).cuda_stream)
-                if v.what.startswith("cupy") and "cupy" in sys.modules:
-                    return int(sys.modules["cupy"].cuda.get_current_stream().ptr)
+            if lib is None:
+                return 0
+            if lib == "torch" or lib == "torch.Tensor":
+                torch = sys.modules["torch"]
+                raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+                if raw is not None:
+                    return int(raw(self.device_id))
+                return int(torch.cuda.current_stream(self.device_id).cuda_stream)
+            if lib.startswith("cupy") and "cupy" in sys.modules:
+                return int(sys.modules["cupy"].cuda.get_current_stream().ptr)
             return 0
         if isinstance(stream, int) and not isinstance(stream, bool):
             return stream

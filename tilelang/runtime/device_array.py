@@ -23,7 +23,8 @@ class DeviceArray:
     """Device memory viewed as an array. `ptr` is the address of element (0, ..., 0);
     `strides` are in elements (docs/abi.md)."""
 
-    __slots__ = ("backend", "ptr", "shape", "strides", "dtype", "_owner", "__weakref__")
+    __slots__ = ("backend", "ptr", "shape", "strides", "dtype", "_owner", "_sig", "_abi",
+                 "_facts", "__weakref__")
 
     def __init__(self, backend, ptr: int, shape, dtype: str, strides=None, owner=None):
         self.backend = backend
@@ -33,6 +34,11 @@ class DeviceArray:
             c_strides(self.shape)
         self.dtype = dtype
         self._owner = owner        # the allocation this view keeps alive (itself if it owns)
+        # What a launch passes, computed once (a DeviceArray never changes): docs/abi.md
+        from .args import facts_key
+        self._sig = (dtype, len(self.shape))
+        self._abi = (self.ptr, *self.shape, *self.strides)
+        self._facts = facts_key(self.ptr, self.shape, self.strides, ITEMSIZE[dtype])
 
     # -- construction -------------------------------------------------------------------------
     @classmethod

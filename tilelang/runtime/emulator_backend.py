@@ -67,7 +67,7 @@ class EmulatorBackend:
     def synchronize(self) -> None:
         self.device.synchronize()
 
-    def stream_handle(self, stream, views=()) -> int:
+    def stream_handle(self, stream, lib=None) -> int:
         """Emulator launches complete before they return, in order: streams do not apply."""
         return 0
 

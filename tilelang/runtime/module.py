@@ -19,7 +19,7 @@ from tilelang.codegen.api import ArrayFacts
 from tilelang.diagnostics import InternalCompilerError
 
 from . import cache as cache_mod
-from .args import check_array, extract, facts_key
+from .args import check_array, extract, facts_key, make_binder
 from .compiler import Built, CompileOptions, Compiler, DriverCompiler
 from .dtypes import INT_RANGE, ITEMSIZE, SCALAR_CONVERT, accepts, scalar_problem
 from .errors import KernelNotFound, _diag, arg_error, usage_error
@@ -214,6 +214,9 @@ class Kernel:
         self.params = info.runtime_params
         self._arrays = tuple(i for i, p in enumerate(self.params) if p.kind == "array")
         self._convert = tuple(_scalar_converter(info.name, p) for p in self.params)
+        self._nparams = len(self.params)
+        self._bind = make_binder(self.params, self._convert, module.backend)
+        self._stream_handle = module.backend.stream_handle
         self._specs: dict[tuple[str, ...], Specialization] = {}
         self._variants: dict[tuple, Kernel] = {}
         self._layout = layout(self.params)
@@ -269,16 +272,52 @@ class Kernel:
         return self._launch(grid, tuple(args), stream, block)
 
     def _launch(self, grid, args: tuple, stream, block):
-        params = self.params
-        if len(args) != len(params):
+        """The per-call path: `_bind` (generated per kernel, see `make_binder`) reads each
+        array with a reader chosen once per (parameter, Python type) that also checks dtype,
+        rank and device, and converts the scalars; then the specialization is looked up by
+        the facts, the values packed and the kernel launched. Anything unusual (host arrays
+        to stage, an argument that fails a check, a type without a fast reader) takes
+        `_launch_slow`, which gives the same result or the diagnostic."""
+        if len(args) != self._nparams:
             raise self._count_error(len(args))
         if callable(grid):
             grid = grid(self._meta())
         if type(grid) is list:
             grid = tuple(grid)
+        got = self._bind(args)
+        if got is None:
+            return self._launch_slow(grid, args, stream, block)
+        values, facts, lib = got
+        spec = self._specs.get(facts)
+        if spec is None:
+            spec = self._build(facts)
+        shape = spec.shapes.get((grid, block))
+        if shape is None:
+            shape = spec.shape(grid, block)
+        try:
+            return spec.launcher.launch(values, shape,
+                                        self._stream_handle(stream, lib))
+        except (struct.error, OverflowError, TypeError) as e:
+            self._diagnose_scalars(args)
+            raise e
+
+    def _issue(self, values, facts, grid, block, stream, lib, args):
+        spec = self._specs.get(facts)
+        if spec is None:
+            spec = self._build(facts)
+        shape = spec.shapes.get((grid, block))
+        if shape is None:
+            shape = spec.shape(grid, block)
+        handle = self.module.backend.stream_handle(stream, lib)
+        try:
+            return spec.launcher.launch(values, shape, handle)
+        except (struct.error, OverflowError, TypeError) as e:
+            self._diagnose_scalars(args)
+            raise e
+
+    def _launch_slow(self, grid, args: tuple, stream, block):
+        params = self.params
         backend = self.module.backend
-        values: list = []
-        facts: list = []
         views = []
         staged = None
         for i in self._arrays:
@@ -303,6 +342,8 @@ class Kernel:
                 addrs, finish = backend.stage(staged)
                 views = [v._replace(ptr=addrs[i]) if i in addrs else v
                          for i, v in zip(self._arrays, views)]
+            values: list = []
+            facts: list = []
             it = iter(views)
             convert = self._convert
             for i, p in enumerate(params):
@@ -315,17 +356,8 @@ class Kernel:
                 else:
                     c = convert[i]
                     values.append(args[i] if c is None else c(args[i]))
-            facts_t = tuple(facts)
-            spec = self._specs.get(facts_t)
-            if spec is None:
-                spec = self._build(facts_t)
-            shape = spec.shape(grid, block)
-            handle = backend.stream_handle(stream, views)
-            try:
-                return spec.launcher.launch(values, shape, handle)
-            except (struct.error, OverflowError, TypeError) as e:
-                self._diagnose_scalars(args)
-                raise e
+            lib = next((v.what for v in views if v.what != "DeviceArray"), None)
+            return self._issue(values, tuple(facts), grid, block, stream, lib, args)
         finally:
             if finish is not None:
                 finish()
