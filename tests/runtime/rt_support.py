@@ -402,7 +402,12 @@ class FakeCompiler:
                     if p.kind != "const")
         art = KernelArtifact(kernel, abi, fk.block, fk.attrs, fk.cluster, fk.static_smem,
                              fk.dynamic_smem, dict(facts))
-        return Built(art, fk.ptx(consts, facts, options.target), None, options.target)
+        ptx = fk.ptx(consts, facts, options.target)
+        cubin = None
+        if link:                                # the CUDA back end loads a cubin
+            from tilelang.codegen.link import link_ptx
+            cubin = link_ptx(ptx, options.target).cubin
+        return Built(art, ptx, cubin, options.target)
 
 
 @pytest.fixture(autouse=True)
