@@ -19,6 +19,7 @@ import llvmlite.ir as ir
 # Importing a family registers its lowerings in lower_table.
 from tilelang.codegen import lower_creation, lower_elementwise, lower_grid  # noqa: F401
 from tilelang.codegen import lower_matmul, lower_memory, lower_reduce, lower_shape  # noqa: F401
+from tilelang.codegen import lower_atomic, lower_debug, lower_scan  # noqa: F401
 from tilelang.codegen.api import (AbiParam, ArrayFacts, CodegenResult, DEFAULT_FACTS,
                                   KernelArtifact)
 from tilelang.codegen.contract import CodegenFeatures, KernelContract, decide_contract
