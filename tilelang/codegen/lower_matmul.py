@@ -38,22 +38,48 @@ def _product(kern: KernelEmitter, a: TileVal, b: TileVal, acc: TileVal, out: DTy
 
     ta = kern.thread_linear(tuple(lin_a(bs) for bs in O.thread_bases))
     tb = kern.thread_linear(tuple(lin_b(bs) for bs in O.thread_bases))
-    regs = []
-    for r in range(O.num_regs):
-        rc = O.reg_coord(r)
-        s = acc.regs[r] if acc.dtype == comp else se.cast(acc.regs[r], acc.dtype, comp)
-        for k in range(K):
-            ia = _padded_ir(kern, bld.add(ta, ir.Constant(I32, lin_a(rc) + k)))
-            ib = _padded_ir(kern, bld.add(tb, ir.Constant(I32, lin_b(rc) + k * N)))
+    coords = [O.reg_coord(r) for r in range(O.num_regs)]
+    init = [acc.regs[r] if acc.dtype == comp else se.cast(acc.regs[r], acc.dtype, comp)
+            for r in range(O.num_regs)]
+    # One loop over K (not unrolled here: a 128x128x64 tile would be 8,192 FMAs per thread and
+    # minutes of LLVM time). Each step loads every distinct row of a and column of b this
+    # thread needs once, then does one FMA per accumulator register (an outer product).
+    fn = bld.function
+    pre, head = bld.block, fn.append_basic_block("mma.k")
+    done = fn.append_basic_block("mma.done")
+    bld.branch(head)
+    bld.position_at_end(head)
+    k = bld.phi(I32, "k")
+    k.add_incoming(ir.Constant(I32, 0), pre)
+    phis = []
+    for v in init:
+        p = bld.phi(v.type)
+        p.add_incoming(v, pre)
+        phis.append(p)
+    kn = bld.mul(k, ir.Constant(I32, N))
+    rows, cols = {}, {}
+    for rc in coords:
+        la, lb = lin_a(rc), lin_b(rc)
+        if la not in rows:
+            ia = _padded_ir(kern, bld.add(bld.add(ta, ir.Constant(I32, la)), k))
             x = kern.from_storage(bld.load(bld.gep(pa, [ia])), a.dtype)
+            rows[la] = x if a.dtype == comp else se.cast(x, a.dtype, comp)
+        if lb not in cols:
+            ib = _padded_ir(kern, bld.add(bld.add(tb, ir.Constant(I32, lb)), kn))
             y = kern.from_storage(bld.load(bld.gep(pb, [ib])), b.dtype)
-            x = x if a.dtype == comp else se.cast(x, a.dtype, comp)
-            y = y if b.dtype == comp else se.cast(y, b.dtype, comp)
-            if comp.is_float:
-                s = se.fma(x, y, s)
-            else:
-                s = bld.add(bld.mul(x, y), s)
-        regs.append(s if comp == out else se.cast(s, comp, out))
+            cols[lb] = y if b.dtype == comp else se.cast(y, b.dtype, comp)
+    new = []
+    for rc, s in zip(coords, phis):
+        x, y = rows[lin_a(rc)], cols[lin_b(rc)]
+        new.append(se.fma(x, y, s) if comp.is_float else bld.add(bld.mul(x, y), s))
+    k1 = bld.add(k, ir.Constant(I32, 1))
+    tail = bld.block
+    k.add_incoming(k1, tail)
+    for p, v in zip(phis, new):
+        p.add_incoming(v, tail)
+    bld.cbranch(bld.icmp_signed("<", k1, ir.Constant(I32, K)), head, done)
+    bld.position_at_end(done)
+    regs = [v if comp == out else se.cast(v, comp, out) for v in new]
     return TileVal(out, O, tuple(regs))
 
 
