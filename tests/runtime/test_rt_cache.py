@@ -163,3 +163,17 @@ def test_entry_contents(tmp_path):
         assert f.read() == spec.ptx
     loaded = DiskCache(str(tmp_path)).load(e["key"])
     assert loaded.artifact == spec.artifact
+
+
+def test_unwritable_cache_still_launches(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")          # the cache root is a file: nothing can be made
+    fc = FakeCompiler()
+    with pytest.warns(RuntimeWarning, match="cannot"):
+        m = tilelang.compile(source("vadd"), backend="emulator", compiler=fc,
+                             cache_dir=str(blocker / "cache"))
+        a = np.arange(100, dtype=np.float32)
+        c = np.zeros_like(a)
+        m.vadd[1](a, a, c)
+    np.testing.assert_array_equal(c, 2 * a)
+    assert len(fc.builds) == 1

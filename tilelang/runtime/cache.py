@@ -226,7 +226,7 @@ class DiskCache:
             if d.get("format") != FORMAT or d.get("sha256") != sha256_hex(d["info"]):
                 raise ValueError("damaged")
             info = ModuleInfo.from_json(d["info"])
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):
             return None
         except (OSError, ValueError, KeyError, TypeError):
             STATS["corrupt"] += 1

@@ -55,6 +55,9 @@ class DeviceArray:
         tile = dtype or tile_of_numpy(a.dtype)
         if tile is None:
             raise ValueError(f"NumPy dtype {a.dtype} has no Tile dtype")
+        if a.itemsize != ITEMSIZE[tile]:
+            raise ValueError(f"{a.dtype} elements are {a.itemsize} bytes; {tile} needs "
+                             f"{ITEMSIZE[tile]}")
         out = cls.empty(backend, a.shape, tile)
         if a.nbytes:
             backend.htod(out.ptr, a)

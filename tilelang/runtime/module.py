@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import struct
+import warnings
 from typing import Any, Callable, Mapping
 
 from tilelang.codegen.api import ArrayFacts
@@ -123,7 +124,11 @@ def compile(path_or_source, arch: str | None = None, defines: Mapping[str, Any] 
         info = comp.inspect(text, path, options)
         cache_mod.STATS["inspects"] += 1
         if disk is not None:
-            disk.store_module(mkey, info)
+            try:
+                disk.store_module(mkey, info)
+            except OSError as e:
+                warnings.warn(f"tilelang: cannot write the kernel cache in {disk.root} ({e})",
+                              RuntimeWarning, stacklevel=2)
     return Module(text, path, options, be, comp, info, disk)
 
 
@@ -433,14 +438,20 @@ class Kernel:
         built = disk.load(key)
         if built is not None:
             return built
-        with disk.lock(key):
-            built = disk.load(key)         # built by another process while we waited
+        info = {"kernel": self.name, "source": mod.path, "consts": consts,
+                "facts": {k: v.key() for k, v in fact_map.items()},
+                "compiler": str(mod.compiler.compiler_id)}
+        try:
+            with disk.lock(key):
+                built = disk.load(key)         # built by another process while we waited
+                if built is None:
+                    built = build()
+                    disk.store(key, built, info)
+        except OSError as e:                   # an unwritable cache must not stop a launch
+            warnings.warn(f"tilelang: cannot use the kernel cache in {disk.root} ({e}); "
+                          "compiling without it", RuntimeWarning, stacklevel=3)
             if built is None:
                 built = build()
-                disk.store(key, built, {
-                    "kernel": self.name, "source": mod.path, "consts": consts,
-                    "facts": {k: v.key() for k, v in fact_map.items()},
-                    "compiler": mod.compiler.compiler_id})
         return built
 
     def _check_abi(self, built: Built) -> None:
