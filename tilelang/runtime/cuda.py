@@ -265,13 +265,21 @@ class CudaLaunch:
     def launch(self, values, shape: LaunchShape, stream: int = 0):
         with self.lock:
             struct.pack_into(self.fmt, self.buf, 0, *values)
-            if shape.cluster is None:
-                g, b = shape.grid, shape.block
-                (err,) = self._launch(self.f, g[0], g[1], g[2], b[0], b[1], b[2],
-                                      shape.shared_mem, stream, self.params, 0)
-            else:
-                (err,) = self._launch_ex(self._config(shape, stream), self.f, self.params, 0)
+            err = self._issue(shape, stream)
+            if err == self.backend.drv.CUresult.CUDA_ERROR_INVALID_CONTEXT:
+                # a thread with no current context (each thread has its own): use the
+                # device's primary context there too, as the CUDA runtime does
+                self.backend._check(self.backend.drv.cuCtxSetCurrent(self.backend.ctx),
+                                    "cuCtxSetCurrent", self.name)
+                err = self._issue(shape, stream)
         if err != self._ok:
             self.backend._check((err,), "cuLaunchKernel" if shape.cluster is None
                                 else "cuLaunchKernelEx", self.name)
         return None
+
+    def _issue(self, shape: LaunchShape, stream: int):
+        if shape.cluster is None:
+            g, b = shape.grid, shape.block
+            return self._launch(self.f, g[0], g[1], g[2], b[0], b[1], b[2], shape.shared_mem,
+                                stream, self.params, 0)[0]
+        return self._launch_ex(self._config(shape, stream), self.f, self.params, 0)[0]
