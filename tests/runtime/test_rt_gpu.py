@@ -176,3 +176,23 @@ def test_tilec_run_on_cuda(capsys):
                "--backend", "cuda", "--shape", "4000", "--repeat", "10"])
     out = capsys.readouterr().out
     assert rc == 0 and "backend   cuda (" in out
+
+
+def test_launch_from_another_thread():
+    import threading
+    mod = example("vadd")
+    a = mod.to_device(np.arange(2048, dtype=np.float32))
+    c = mod.empty(2048, "f32")
+    errors = []
+
+    def work():
+        try:
+            mod.vadd[2](a, a, c)
+            mod.backend.synchronize()
+        except Exception as e:
+            errors.append(e)
+    t = threading.Thread(target=work)
+    t.start()
+    t.join()
+    assert not errors
+    np.testing.assert_array_equal(c.numpy(), 2 * np.arange(2048, dtype=np.float32))
