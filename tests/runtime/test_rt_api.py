@@ -215,7 +215,7 @@ def test_unknown_kernel_is_an_attribute_error(mod):
         mod.vsub
     assert isinstance(e.value, AttributeError)
     assert e.value.code == "E0922"
-    assert str(e.value) == "module `<string>` has no kernel `vsub`"
+    assert e.value.diagnostics[0].message == "module `<string>` has no kernel `vsub`"
     assert e.value.diagnostics[0].help == \
         "its kernels are: `vadd`, `copy2d`, `noop`, `scalars`"
     assert not hasattr(mod, "vsub")
@@ -225,14 +225,16 @@ def test_missing_file(comp):
     with pytest.raises(tilelang.runtime.errors.TileUsageError) as e:
         tilelang.compile("no/such/file.tile", backend="emulator", compiler=comp)
     assert e.value.code == "E0923"
-    assert str(e.value) == "cannot read `no/such/file.tile`: No such file or directory"
+    assert e.value.diagnostics[0].message == \
+        "cannot read `no/such/file.tile`: No such file or directory"
 
 
 def test_unknown_backend(comp):
     with pytest.raises(rterr.TileUsageError) as e:
         tilelang.compile(source("noop"), backend="rocm", compiler=comp)
     assert e.value.code == "E0921"
-    assert str(e.value) == "unknown back end `rocm`"
+    assert str(e.value) == "unknown back end `rocm`\nhelp: the back ends are `cuda` (a GPU " \
+        "through the CUDA driver) and `emulator` (the CPU PTX emulator)"
 
 
 def test_no_driver_names_the_emulator(comp, monkeypatch):
@@ -244,6 +246,8 @@ def test_no_driver_names_the_emulator(comp, monkeypatch):
         tilelang.compile(source("noop"), compiler=comp)        # default back end: cuda
     assert e.value.code == "E0920"
     assert str(e.value).startswith("no NVIDIA driver was found, so the CUDA back end cannot run")
+    assert str(e.value).endswith("\nhelp: run on the CPU emulator instead: pass "
+                                 "backend='emulator' or set TILELANG_BACKEND=emulator")
     assert e.value.diagnostics[0].help == (
         "run on the CPU emulator instead: pass backend='emulator' or set "
         "TILELANG_BACKEND=emulator")

@@ -316,7 +316,7 @@ def test_driver_error_names_the_kernel(mod, drv):
     with pytest.raises(tilelang.DeviceError) as e:
         mod.vadd[1](a, a, a)
     assert e.value.code == "E0930"
-    assert str(e.value) == "cuLaunchKernel for kernel `vadd` failed: " \
+    assert e.value.diagnostics[0].message == "cuLaunchKernel for kernel `vadd` failed: " \
         "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES: described"
 
 
@@ -336,13 +336,14 @@ def test_streams(mod, drv):
     assert [x["stream"] for x in drv.launches] == [99, 55, 7, 0]
     with pytest.raises(tilelang.KernelArgumentError) as e:
         mod.vadd[1](a, a, a, stream=2.5)
-    assert str(e.value) == "cannot use float as a CUDA stream"
+    assert e.value.diagnostics[0].message == "cannot use float as a CUDA stream"
 
 
 def test_host_arrays_are_refused(mod):
     with pytest.raises(tilelang.KernelArgumentError) as e:
         mod.vadd[1](np.zeros(4, np.float32), np.zeros(4, np.float32), np.zeros(4, np.float32))
-    assert str(e.value) == "argument `a` of kernel `vadd` (a: Array[f32, 1]) is in host " \
+    assert e.value.diagnostics[0].message == "argument `a` of kernel `vadd` " \
+        "(a: Array[f32, 1]) is in host " \
         "memory (numpy.ndarray), but the cuda back end needs GPU memory"
 
 

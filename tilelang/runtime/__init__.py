@@ -16,6 +16,7 @@ _EXPORTS = {
     "DiskCache": "cache", "cache_dir": "cache",
     "LaunchConfigError": "errors", "KernelArgumentError": "errors",
     "BackendUnavailable": "errors", "KernelNotFound": "errors", "DeviceError": "errors",
+    "RuntimeUsageError": "errors",
 }
 
 __all__ = sorted(_EXPORTS) + ["to_device", "empty"]

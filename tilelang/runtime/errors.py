@@ -42,23 +42,38 @@ def _diag(code: str, message: str, help: str | None, span: Span | None = None,
     return Diagnostic(Severity.ERROR, code, message, span, None, help, notes)
 
 
-class LaunchConfigError(TileLaunchError):
+class _WithHelp:
+    """`str(error)` is the message and the help line, so a Python traceback shows the fix
+    (the diagnostics renderer still gets the parts separately)."""
+
+    def __str__(self) -> str:
+        d = self.diagnostics[0] if self.diagnostics else None
+        if d is None:
+            return super().__str__()
+        return d.message + (f"\nhelp: {d.help}" if d.help else "")
+
+
+class LaunchConfigError(_WithHelp, TileLaunchError):
     """A launch the driver would refuse (block, grid, cluster, shared memory)."""
 
 
-class KernelArgumentError(TileUsageError, TypeError):
+class KernelArgumentError(_WithHelp, TileUsageError, TypeError):
     """An argument that does not match the kernel signature (a TypeError too, as in Python)."""
 
 
-class BackendUnavailable(TileUsageError):
+class RuntimeUsageError(_WithHelp, TileUsageError):
+    """The API was called wrongly (unknown back end, unreadable input)."""
+
+
+class BackendUnavailable(RuntimeUsageError):
     """The requested back end cannot run here (no CUDA driver or no GPU)."""
 
 
-class KernelNotFound(TileUsageError, AttributeError):
+class KernelNotFound(RuntimeUsageError, AttributeError):
     """`module.name` names no kernel (an AttributeError too, so `hasattr` works)."""
 
 
-class DeviceError(TileError):
+class DeviceError(_WithHelp, TileError):
     """The device reported a failure: a CUDA driver error or a fault in the emulator."""
 
 
@@ -73,8 +88,8 @@ def arg_error(code: str, message: str, help: str, span: Span | None = None
 
 
 def usage_error(code: str, message: str, help: str, span: Span | None = None
-                ) -> TileUsageError:
-    return TileUsageError(_diag(code, message, help, span))
+                ) -> RuntimeUsageError:
+    return RuntimeUsageError(_diag(code, message, help, span))
 
 
 def device_error(code: str, message: str, help: str, notes: tuple[str, ...] = ()
