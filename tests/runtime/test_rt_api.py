@@ -281,3 +281,11 @@ def test_compile_method_and_specialization_object(mod):
     assert spec.artifact.name == "vadd"
     assert "// facts: a=-a b=ca c=ca TILE=1024" in spec.ptx
     assert mod.vadd.compile({"a": "-a"}) is spec
+
+
+def test_grid_and_block_spellings(mod):
+    a = np.arange(256, dtype=np.float32)
+    for grid in (1, (1,), [1], (1, 1), [1, 1, 1], np.int64(1), np.array([1])):
+        c = np.zeros(256, np.float32)
+        mod.vadd.launch(grid, (a, a, c), block=[64])
+        np.testing.assert_array_equal(c[:256], 2 * a)

@@ -197,16 +197,21 @@ class Specialization:
         return self.built.artifact
 
     def shape(self, grid, block) -> LaunchShape:
+        """The checked launch shape, remembered per (grid, block) as the caller spelled them."""
         key = (grid, block)
-        s = self.shapes.get(key)
+        try:
+            s = self.shapes.get(key)
+        except TypeError:
+            key = s = None
         if s is None:
             name = self.kernel.info.name
             lim = self.kernel.module.backend.limits
             s = check_launch(name, self.built.artifact, lim, dims(grid, "grid", name),
                              None if block is None else dims(block, "block", name))
-            if len(self.shapes) > 1024:
-                self.shapes.clear()
-            self.shapes[key] = s
+            if key is not None:
+                if len(self.shapes) > 1024:
+                    self.shapes.clear()
+                self.shapes[key] = s
         return s
 
 
@@ -296,7 +301,10 @@ class Kernel:
         spec = self._specs.get(facts)
         if spec is None:
             spec = self._build(facts)
-        shape = spec.shapes.get((grid, block))
+        try:
+            shape = spec.shapes.get((grid, block))
+        except TypeError:                    # an unhashable grid or block: checked each time
+            shape = None
         if shape is None:
             shape = spec.shape(grid, block)
         try:
@@ -310,9 +318,7 @@ class Kernel:
         spec = self._specs.get(facts)
         if spec is None:
             spec = self._build(facts)
-        shape = spec.shapes.get((grid, block))
-        if shape is None:
-            shape = spec.shape(grid, block)
+        shape = spec.shape(grid, block)
         handle = self.module.backend.stream_handle(stream, lib)
         try:
             return spec.launcher.launch(values, shape, handle)

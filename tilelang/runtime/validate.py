@@ -4,6 +4,7 @@ cluster shape; seed 000: .reqntid is exact, .maxntid a bound; clusters need sm_9
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 from math import prod
 
@@ -40,13 +41,14 @@ class LaunchShape:
 
 def dims(value, what: str, kernel: str) -> Dims:
     """An int or a tuple of 1 to 3 ints, padded with 1s."""
-    if isinstance(value, bool):
-        value = None
-    if hasattr(value, "__index__") and not isinstance(value, (tuple, list)):
-        value = (value,)
     try:
-        t = tuple(int(v.__index__()) for v in value)
-    except (TypeError, AttributeError):
+        t = () if isinstance(value, bool) else (operator.index(value),)
+    except TypeError:
+        try:
+            t = tuple(operator.index(v) for v in value)
+        except TypeError:
+            t = ()
+    if any(isinstance(v, bool) for v in (value if isinstance(value, (tuple, list)) else ())):
         t = ()
     if not 1 <= len(t) <= 3:
         code = "E0903" if what == "grid" else "E0901"
