@@ -107,3 +107,18 @@ def test_extract_across_threads_uses_padded_shared_memory():
     assert r.ptx.count("bar.sync") >= 2 and ".shared" in r.ptx
     assert rep.shared_requests > 0
     assert rep.bank_conflicts <= rep.shared_requests
+
+
+def test_transposed_store_in_exact_mode_is_coalesced():
+    """With shared memory in use anyway (reqntid), a transposed tile is exchanged once so the
+    stores are warp-consecutive 16-byte vectors."""
+    kb = KernelBuilder("tstore", attributes={"reqntid": (128, 1, 1)})
+    x, y = kb.param("x", ArrayType(F32, 2)), kb.param("y", ArrayType(F32, 2))
+    t = kb.op("load", x, index=(0, 0), shape=(64, 64), padding=0.0)
+    kb.op("store", y, index=(0, 0), tile=kb.op("transpose", t, -2, -1))
+    k = kb.finish()
+    X = np.random.default_rng(7).standard_normal((64, 64)).astype(np.float32)
+    (_, ye), (_, yr), r, rep = run_both(k, [X, np.zeros_like(X)], (1, 1, 1))
+    same(yr, X.T)
+    same(ye, X.T)
+    assert rep.coalescing_efficiency >= 0.95 and r.ptx.count("st.global.v4") >= 1

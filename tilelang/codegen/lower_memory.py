@@ -17,11 +17,13 @@ so a replicated tile (a reduction result, a scalar) is written once.
 
 from __future__ import annotations
 
+from math import prod
+
 import llvmlite.ir as ir
 
 from tilelang.codegen.layouts import Layout, blocked, vector_width
 from tilelang.codegen.llvm_kernel import I1, I32, I64, ArrayVal, KernelEmitter, TileVal
-from tilelang.codegen.llvm_sync import broadcast
+from tilelang.codegen.llvm_sync import broadcast, convert
 from tilelang.codegen.lower_table import lowers
 from tilelang.ir.ops import BuiltinOp
 from tilelang.ir.values import Value
@@ -289,9 +291,25 @@ def store(kern: KernelEmitter, op: BuiltinOp) -> None:
     args = op.arg_map
     arr = kern.array(args["A"])
     t = kern.tile(args["tile"])
+    if kern.exact and _uncoalesced(t.layout, arr):
+        # Shared memory is in use anyway: one exchange turns a transposed or sliced layout
+        # into warp-consecutive (vector) stores.
+        want = access_layout(kern, arr, tuple(range(arr.rank)), tuple(t.shape), t.dtype)
+        t = convert(kern, t, want)
     acc = TileAccess(kern, arr, kern.tuple_items(args["index"]), tuple(t.shape), None,
                      t.layout)
     gated(kern, kern.owner(t.layout), lambda: acc.store(t.regs))
+
+
+def _uncoalesced(layout: Layout, arr: ArrayVal) -> bool:
+    """A warp's consecutive lanes do not write consecutive elements of the contiguous axis,
+    and the tile is big enough (a warp's worth of 16-byte vectors) for that to matter."""
+    if not layout.rank or not arr.facts.contiguous or not layout.lane:
+        return False
+    if prod(layout.shape) < 32 * max(16 // arr.dtype.itemsize, 1):
+        return False
+    first = layout.lane[0]
+    return not first[-1] or any(first[:-1])
 
 
 def _to_i32(kern: KernelEmitter, v: ir.Value) -> ir.Value:
