@@ -31,6 +31,18 @@ def compile_text(text: str, path: str = "<e2e>.tile", *, defines=None, target="s
     return res
 
 
+def facts_of(kernel: str, arrays: dict) -> dict:
+    """The specialization facts (docs/abi.md) of NumPy arrays as the emulator will hold them
+    (copied contiguous into 256-byte aligned allocations)."""
+    from tilelang.codegen.api import ArrayFacts
+    out = {}
+    for name, a in arrays.items():
+        a = np.ascontiguousarray(a)
+        rows = [s for s in a.strides[:-1]]
+        out[name] = ArrayFacts(contiguous=True, aligned16=all(s % 16 == 0 for s in rows))
+    return {kernel: out}
+
+
 def abi_args(dev: EmulatorDevice, artifact, args: dict):
     """Pack `args` (name -> NumPy array or scalar) per docs/abi.md; returns (values, copies)
     where copies maps each array name to its device pointer."""

@@ -13,6 +13,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 def tilec(*args, cwd=None):
     env = dict(os.environ, NO_COLOR="1")
+    # run from any folder even without `pip install -e .`
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     return subprocess.run([sys.executable, "-m", "tilelang.cli", *map(str, args)],
                           capture_output=True, text=True, env=env, cwd=cwd, timeout=120)
 
@@ -52,3 +54,36 @@ def test_bad_report_shapes_are_usage_errors():
     r = tilec("--report", ROOT / "examples/vadd.tile", "--grid", "0,1")
     assert r.returncode == 2
     assert "--grid expects 1 to 3 positive integers such as 128,1,1; got `0,1`" in r.stderr
+
+
+def test_readme_main_command_writes_a_cubin_in_the_current_folder(tmp_path):
+    r = tilec(ROOT / "examples/vadd.tile", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    data = (tmp_path / "vadd.cubin").read_bytes()
+    assert data[:4] == b"\x7fELF"
+    assert list(tmp_path.iterdir()) == [tmp_path / "vadd.cubin"]
+
+
+def test_emit_ptx_carries_the_directive_block_and_target():
+    r = tilec("--emit", "ptx", ROOT / "examples/vadd.tile", "--arch", "sm_80", "-O2")
+    assert r.returncode == 0, r.stderr
+    assert "\n.target sm_80\n" in r.stdout
+    assert ".visible .entry vadd(" in r.stdout and "\n.maxntid 128, 1, 1\n" in r.stdout
+
+
+def test_unknown_target_is_a_diagnostic_and_writes_nothing(tmp_path):
+    r = tilec(ROOT / "examples/vadd.tile", "--arch", "sm_75", cwd=tmp_path)
+    assert r.returncode == 1
+    assert "error[E" in r.stderr and "sm_75" in r.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_report_prints_resources_and_occupancy():
+    r = tilec("--report", ROOT / "examples/vadd.tile", "--grid", "977", "--sms", "132")
+    assert r.returncode == 0, r.stderr
+    head = r.stdout.splitlines()[0]
+    for col in ("kernel", "target", "threads", "regs", "spill st/ld", "smem static",
+                "occupancy", "limited by"):
+        assert col in head
+    assert "vadd" in r.stdout and "sm_90a" in r.stdout and ".maxntid 128, 1, 1" in r.stdout
+    assert "wave" in r.stdout
