@@ -59,6 +59,7 @@ def format_function(module: ir.Module, fmt: FloatFormat) -> ir.Function:
     fnty = ir.FunctionType(ir.VoidType(), [float_type(fmt), ir.PointerType(I8)])
     fn = ir.Function(module, fnty, name)
     fn.linkage = "internal"
+    fn.attributes.add("noinline")       # one copy however many elements a print formats
     _Writer(module, fn, fmt).emit()
     return fn
 

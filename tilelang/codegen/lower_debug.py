@@ -52,14 +52,19 @@ THRESHOLD, EDGE = 1000, 3      # NumPy's print options: summarize above 1000, 3 
 def split_format(fmt: str) -> list[str | None]:
     """Literal pieces and None for each `{}`."""
     out: list[str | None] = []
+
+    def add(p: str | None) -> None:
+        if p is not None and out and out[-1] is not None:
+            out[-1] += p
+        elif p != "":
+            out.append(p)
     last = 0
     for m in _PLACEHOLDER.finditer(fmt):
-        out.append(fmt[last:m.start()])
-        t = m.group()
-        out.append({"{{": "{", "}}": "}"}.get(t))
+        add(fmt[last:m.start()])
+        add({"{{": "{", "}}": "}"}.get(m.group()))
         last = m.end()
-    out.append(fmt[last:])
-    return [p for p in out if p != ""]
+    add(fmt[last:])
+    return out
 
 
 def tile_template(shape: tuple[int, ...]) -> list[str | int]:
