@@ -147,6 +147,7 @@ class ParamSig:
     dtype: Any                # sema.types.DType
     rank: int = 0
     default: Any = None       # a const parameter's value (default or -D), else None
+    span: Any = field(default=None, compare=False)   # the parameter in the source
 
 
 @dataclass(frozen=True)
@@ -154,6 +155,7 @@ class KernelSig:
     name: str
     params: tuple[ParamSig, ...]
     launch: Any = None        # sema.launch_attrs.LaunchSpec
+    span: Any = field(default=None, compare=False)   # the kernel's name in the source
 
 
 @dataclass(frozen=True)
@@ -223,16 +225,17 @@ def inspect_source(text: str, path: str, options: Options | None = None) -> Modu
     kernels = {}
     for k in result.typed.kernels:
         params = []
+        spans = {p.name: p.span for p in k.node.params}
         for name, t, is_const, val in k.params:
             if is_const:
                 default = val.value if isinstance(val, ConstValue) and not val.is_symbolic \
                     else None
-                params.append(ParamSig(name, "const", t.dtype, 0, default))
+                params.append(ParamSig(name, "const", t.dtype, 0, default, spans.get(name)))
             elif isinstance(t, ArrayType):
-                params.append(ParamSig(name, "array", t.dtype, t.rank))
+                params.append(ParamSig(name, "array", t.dtype, t.rank, span=spans.get(name)))
             else:
-                params.append(ParamSig(name, "scalar", t.dtype))
-        kernels[k.name] = KernelSig(k.name, tuple(params), k.launch)
+                params.append(ParamSig(name, "scalar", t.dtype, span=spans.get(name)))
+        kernels[k.name] = KernelSig(k.name, tuple(params), k.launch, k.node.name_span)
     return ModuleSig(path, kernels, _sources(text, path, result.typed.files))
 
 
