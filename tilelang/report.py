@@ -49,6 +49,7 @@ def build_report(res, target: str, *, grid: Sequence[int] | None = None,
             directives=entry_directives(res.ptx, k.name),
             grid_blocks=prod(grid) if grid else None, num_sms=num_sms if grid else None))
     text = format_report(rows)
+    text += "" if text.endswith("\n") else "\n"
     if grid and sms is None and num_sms is not None:
         text += f"(waves assume {num_sms} SMs, a full {target} part; pass --sms N for yours)\n"
     return text
