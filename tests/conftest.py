@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import pathlib
 
 import pytest
@@ -11,20 +10,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 SEEDS = ROOT.parent / "shared" / "seeds"
 
 
-@functools.lru_cache(maxsize=1)
-def gpu_available() -> bool:
-    try:
-        from cuda.bindings import driver
-    except Exception:
-        return False
-    try:
-        (err,) = driver.cuInit(0)
-        if err != driver.CUresult.CUDA_SUCCESS:
-            return False
-        err, count = driver.cuDeviceGetCount()
-        return err == driver.CUresult.CUDA_SUCCESS and count > 0
-    except Exception:
-        return False
+from gpu_probe import gpu_available  # noqa: E402,F401  (re-exported for older imports)
 
 
 def pytest_collection_modifyitems(config, items):

@@ -238,7 +238,7 @@ def test_unknown_backend(comp):
 
 
 def test_no_driver_names_the_emulator(comp, monkeypatch):
-    from conftest import gpu_available
+    from gpu_probe import gpu_available
     if gpu_available():
         pytest.skip("a GPU and driver are present")
     monkeypatch.delenv("TILELANG_BACKEND", raising=False)

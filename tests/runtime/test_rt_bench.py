@@ -18,7 +18,7 @@ def test_launch_overhead_benchmark_runs(tmp_path):
     lines = r.stdout.splitlines()
     assert any(ln.startswith("k0 (0 args)") for ln in lines)
     assert any(ln.startswith("k8 (8 args)") for ln in lines)
-    from conftest import gpu_available
+    from gpu_probe import gpu_available
     if not gpu_available():
         assert any(ln.startswith("no GPU: ") for ln in lines)
     else:

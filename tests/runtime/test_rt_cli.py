@@ -110,7 +110,7 @@ def test_run_launch_error_is_a_diagnostic(capsys):
 
 
 def test_run_without_driver_names_the_emulator(capsys):
-    from conftest import gpu_available
+    from gpu_probe import gpu_available
     if gpu_available():
         pytest.skip("a GPU and driver are present")
     rc, out, err = run(capsys, "run", VADD, "--kernel", "vadd", "--grid", "1", "--shape", "8")
