@@ -35,10 +35,15 @@ def test_no_local_memory_at_O3(name):
 
 
 @pytest.mark.parametrize("opt", [0, 1, 2, 3])
-def test_opt_levels_compile(opt):
-    r = compile_kernel(samples.softmax_rows(256), "sm_80", opt)
+def test_opt_levels_compile_and_run(opt):
+    k = samples.softmax_rows(256)
+    r = compile_kernel(k, "sm_80", opt, facts={"x": UNALIGNED, "y": UNALIGNED})
     link(r)
-    assert r.opt_level == opt
+    assert r.opt_level == opt and not has_local(r.ptx)
+    x = np.random.default_rng(opt).standard_normal((3, 200)).astype(np.float32)
+    y = np.zeros_like(x)
+    run_emulated(r, "softmax_rows", [x, y], (3, 1, 1))
+    np.testing.assert_allclose(y, softmax_ref(x), rtol=1e-5, atol=1e-7)
 
 
 def vadd_ref(n, seed=0):

@@ -266,15 +266,6 @@ class KernelEmitter:
         assert isinstance(v, ArrayVal), a
         return v
 
-    def operand(self, a) -> tuple[Any, DType | None, tuple[int, ...]]:
-        """(TileVal or Python constant, its dtype or None for loose, shape)."""
-        if isinstance(a, Value):
-            t = self.tile(a)
-            return t, t.dtype, t.shape
-        if isinstance(a, ConstValue):
-            return a.value, a.dtype, ()
-        raise InternalCompilerError.at("E0781", f"unexpected operand {a!r}", None)
-
     def scalar_value(self, a, dtype: DType) -> ir.Value:
         """A scalar argument (Value or constant) as an LLVM value of `dtype`."""
         if isinstance(a, Value):
