@@ -164,3 +164,18 @@ def test_argument_errors():
         run_kernel(k, [a, a.astype(np.float64), a], grid=(1,))
     with pytest.raises(InterpreterError, match="missing argument `c`"):
         run_kernel(k, {"a": a, "b": a}, grid=(1,))
+
+
+def test_optional_arguments_left_out_take_the_registry_default():
+    """Hand-built IR may leave out optional arguments (`arange(32)` has no dtype, `transpose`
+    no axes): the interpreter uses the registry's defaults, as the checker does."""
+    kb = KernelBuilder("defaults")
+    o, a = kb.param("o", ArrayType(I32, 2)), kb.param("a", ArrayType(I32, 2))
+    r = kb.op("arange", 32)
+    x = kb.op("load", a, index=(0, 0), shape=(4, 8))
+    t = kb.op("+", kb.op("transpose", x), kb.op("reshape", r, (8, 4)))
+    kb.op("store", o, index=(0, 0), tile=t)
+    out = np.zeros((8, 4), np.int32)
+    src = np.arange(32, dtype=np.int32).reshape(4, 8) * 3
+    run_kernel(kb.finish(), {"o": out, "a": src}, (1, 1, 1))
+    np.testing.assert_array_equal(out, src.T + np.arange(32).reshape(8, 4))

@@ -22,7 +22,7 @@ from typing import Any, Mapping, Sequence, TextIO
 import numpy as np
 
 from tilelang.sema.builtins import GridContext
-from tilelang.sema.builtins_core import BoundArgs, Builtin
+from tilelang.sema.builtins_core import BoundArgs, Builtin, DTypeType
 from tilelang.sema.builtins_debug import TileAssertionError
 from tilelang.sema.constants import ConstStr, ConstTuple, ConstValue
 from tilelang.sema.types import ArrayType, DType, TileType, round_to_dtype
@@ -55,6 +55,22 @@ def _wants_ctx(b: Builtin) -> bool:
         return "ctx" in inspect.signature(b.ref).parameters
     except (TypeError, ValueError):
         return False
+
+
+def _default_value(info) -> Any:
+    """A parameter's default as the reference takes it (None for an absent optional)."""
+    if info is None:
+        return None
+    if isinstance(info.type, DTypeType):
+        return info.type.dtype                     # a dtype parameter (`dtype=i32`)
+    c = info.const
+    if isinstance(c, ConstValue):
+        return _const_value(c)
+    if isinstance(c, ConstTuple):
+        return tuple(_const_value(i) if isinstance(i, ConstValue) else i for i in c.items)
+    if isinstance(c, ConstStr):
+        return c.value
+    return None
 
 
 class _Prepared:
@@ -206,8 +222,9 @@ class Interpreter:
     def builtin(self, op: BuiltinOp, env) -> None:
         p = self.prepared[id(op)]
         values = {name: self._arg(a, env) for name, a in op.args}
-        for param in p.builtin.params:     # absent optionals are None for the reference
-            values.setdefault(param.name, None)
+        for param in p.builtin.params:
+            if param.name not in values:   # left out of the op: the registry's default
+                values[param.name] = _default_value(p.bound.args.get(param.name))
         if p.ctx:
             values["ctx"] = self.grid_ctx
         varargs = [self._arg(a, env) for a in op.varargs]
