@@ -153,3 +153,20 @@ def test_stdlib_kernel_on_emulator_interpreter_and_numpy():
                      np.clip(xp, -1, 1), xp + np.repeat([0, 8, 8], 256)])
     np.testing.assert_allclose(y_ref, want, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(y_emu, y_ref, rtol=1e-5, atol=2e-6)
+
+
+def test_cluster_kernel_built_for_sm_80_launches_unclustered():
+    """Below SM90 the cluster directives are dropped (seed 000): the artifact asks for no
+    cluster, and the emulator runs the sm_80 build with any grid."""
+    rng = np.random.default_rng(15)
+    a = rng.standard_normal((32, 16)).astype(np.float16)
+    b = rng.standard_normal((16, 32)).astype(np.float16)
+    c = np.zeros((32, 32), np.float32)
+    res = compile_text(example_text("matmul.tile"), "matmul.tile", target="sm_80",
+                       defines={"BM": "32", "BN": "32", "BK": "16"},
+                       facts=facts_of("matmul", {"a": a, "b": b, "c": c}))
+    assert res.codegen.kernel("matmul").cluster is None
+    assert ".reqnctapercluster" not in res.ptx
+    run_emulator(res, "matmul", {"a": a, "b": b, "c": c}, (1, 1))
+    np.testing.assert_allclose(c, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-3,
+                               atol=1e-3)

@@ -12,6 +12,7 @@ the directive blocks. docs/codegen.md describes the layouts and each lowering.
 
 from __future__ import annotations
 
+import time
 from typing import Mapping
 
 import llvmlite.ir as ir
@@ -91,6 +92,7 @@ def emit_kernel(kernel: Kernel, target: Target, block, facts: Mapping[str, Array
 def generate(module: IRModule, target: str = "sm_90a", opt_level: int = 3,
              facts: Mapping[str, Mapping[str, ArrayFacts]] | None = None, *,
              fast_math: bool = False) -> CodegenResult:
+    t_start = time.perf_counter()
     tgt = get_target(target)
     if opt_level not in (0, 1, 2, 3):
         raise TileUsageError.at("E0782", f"optimization level {opt_level} is not 0-3", None,
@@ -123,15 +125,20 @@ def generate(module: IRModule, target: str = "sm_90a", opt_level: int = 3,
     plan = plan_module(tgt, contracts)
     if not texts:
         raise TileUsageError.at("E0782", "the module has no kernels to compile", None)
+    t_llvm = time.perf_counter()
     llvm_ir, ptx = compile_modules(texts, plan.llvm_cpu, plan.llvm_features, opt_level)
     ptx = rewrite_ptx(ptx, plan, contracts, sink)
+    t_ptx = time.perf_counter()
     artifacts = []
     for k, spec, block, kfacts in pending:
         c = contracts[k.name]
         artifacts.append(KernelArtifact(
             name=k.name, params=abi_params(k), block=tuple(c.threads) + (1,) * (3 - len(c.threads)),
-            attrs=c.attrs, cluster=spec.cluster, static_smem=stats[k.name].smem_bytes,
+            # below SM90 the cluster group is dropped from the PTX (E0720): launch unclustered
+            attrs=c.attrs, cluster=spec.cluster if tgt.clusters else None,
+            static_smem=stats[k.name].smem_bytes,
             dynamic_smem=0, facts=dict(kfacts), nonportable_cluster=c.nonportable_cluster))
     return CodegenResult(target=tgt.name, opt_level=opt_level, llvm_ir=llvm_ir, ptx=ptx,
-                         kernels=tuple(artifacts), diagnostics=tuple(sink.diagnostics))
+                         kernels=tuple(artifacts), diagnostics=tuple(sink.diagnostics),
+                         timings={"llvm": t_llvm - t_start, "ptx": t_ptx - t_llvm})
 
