@@ -38,7 +38,8 @@ GROUP_TITLE = {"grid": "grid", "memory": "memory", "creation": "creation", "shap
                "scan": "scan", "matmul": "matrix product", "debug": "debug"}
 
 # Packages whose modules register diagnostic codes at import time.
-CODE_PACKAGES = ["tilelang.frontend", "tilelang.sema", "tilelang.codegen"]
+CODE_PACKAGES = ["tilelang.frontend", "tilelang.sema", "tilelang.ir", "tilelang.codegen",
+                 "tilelang.runtime"]
 
 
 def _import_all(package: str, prefix: str = "") -> None:
