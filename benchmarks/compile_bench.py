@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-STAGES = ("parse", "sema", "ir", "llvm", "ptx", "codegen", "cubin")
+STAGES = ("parse", "sema", "ir", "llvm", "ptx", "cubin")
 
 CHILD = r"""
 import json, sys, time
