@@ -26,6 +26,7 @@ from tilelang.codegen.layouts import Layout
 from tilelang.codegen.llvm_kernel import I1, I32, I64, ArrayVal, KernelEmitter, TileVal
 from tilelang.codegen.llvm_sync import broadcast
 from tilelang.codegen.lower_table import lowers
+from tilelang.codegen.lower_memory import gated
 from tilelang.ir.ops import BuiltinOp, Kernel, walk
 from tilelang.ir.values import Value
 from tilelang.sema.constants import ConstValue
@@ -206,27 +207,13 @@ def _exchange_from_owners(kern: KernelEmitter, layout: Layout, owner: ir.Value |
         for r in owned:
             i = b.add(base, ir.Constant(I32, layout.reg_linear(r)))
             b.store(kern.to_storage(regs[r], dtype), b.gep(ptr, [i]))
-    _gated(kern, owner, write)
+    gated(kern, owner, write)
     kern.barrier()
     out = []
     for r in range(layout.num_regs):
         i = b.add(base, ir.Constant(I32, layout.reg_linear(r)))
         out.append(kern.from_storage(b.load(b.gep(ptr, [i])), dtype))
     return out
-
-
-def _gated(kern: KernelEmitter, cond: ir.Value | None, body) -> None:
-    if cond is None:
-        body()
-        return
-    b = kern.builder
-    then = kern.fn.append_basic_block("owned")
-    done = kern.fn.append_basic_block("owned.end")
-    b.cbranch(cond, then, done)
-    b.position_at_end(then)
-    body()
-    b.branch(done)
-    b.position_at_end(done)
 
 
 @lowers("atomic_add", "atomic_max", "atomic_min", "atomic_and", "atomic_or", "atomic_xor",

@@ -36,6 +36,7 @@ from tilelang.codegen.llvm_format import BUF_BYTES, FORMATS, format_function
 from tilelang.codegen.llvm_kernel import I1, I8, I32, I64, KernelEmitter, TileVal
 from tilelang.codegen.llvm_sync import padded, stage
 from tilelang.codegen.lower_table import lowers
+from tilelang.codegen.lower_memory import gated
 from tilelang.ir.ops import BuiltinOp
 from tilelang.ir.values import Value
 from tilelang.sema.builtins_debug import _PLACEHOLDER
@@ -203,20 +204,6 @@ def _text_buffers(kern: KernelEmitter, count: int):
     return at
 
 
-def _gated(kern: KernelEmitter, cond: ir.Value | None, body) -> None:
-    if cond is None:
-        body()
-        return
-    b = kern.builder
-    then = kern.fn.append_basic_block("print")
-    done = kern.fn.append_basic_block("print.end")
-    b.cbranch(cond, then, done)
-    b.position_at_end(then)
-    body()
-    b.branch(done)
-    b.position_at_end(done)
-
-
 def _in_thread(layout: Layout) -> bool:
     return not any(any(bs) for bs in layout.thread_bases)
 
@@ -288,7 +275,7 @@ def print_(kern: KernelEmitter, op: BuiltinOp) -> None:
                         pf.value(reader(x), t.dtype, bufs)
         pf.literal("\n")
         pf.call()
-    _gated(kern, kern.owner(kern.scalar_layout), body)
+    gated(kern, kern.owner(kern.scalar_layout), body)
 
 
 @lowers("assert")
