@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
 from .diagnostics import (Diagnostic, InternalCompilerError, Severity, TileError,
@@ -259,9 +259,8 @@ def compile_source(text: str, path: str, options: Options | None = None, *,
     back as diagnostics (never raised); an internal failure is an E9999 diagnostic."""
     options = options or Options()
     if consts:
-        options = Options(options.include_dirs, {**options.defines,
-                                                 **{k: _const_text(v) for k, v in consts.items()}},
-                          options.target, options.opt_level, options.ptxas, options.knobs_file)
+        options = replace(options, defines={**options.defines,
+                                            **{k: _const_text(v) for k, v in consts.items()}})
     res = CompileResult(path, [])
     t0 = time.perf_counter()
     try:

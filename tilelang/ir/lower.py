@@ -166,8 +166,9 @@ class Lowerer(Checker):
 
     def member(self, e: ast.Member, scope: Scope, ctx: Ctx) -> ArgInfo:
         v = super().member(e, scope, ctx)
-        if self.kb is None or is_error(v) or e.attr not in ("shape", "stride"):
-            return v
+        if self.kb is None or is_error(v) or e.attr not in ("shape", "stride") or \
+                v.const is not None:
+            return v  # a tile's shape is constant; only an array's is read at run time
         base = self.expr(e.value, scope, ctx)
         if not isinstance(base.type, ArrayType):
             return v
@@ -247,6 +248,7 @@ class Lowerer(Checker):
         return out
 
     def current(self, bindings) -> list[Value]:
+        """The IR values of `bindings` now (constants materialized), kept on the bindings."""
         vals = []
         for b in bindings:
             v = self.materialize(b.value)
@@ -270,8 +272,7 @@ class Lowerer(Checker):
                 self.block(s.then, scope, ctx)
                 if not self.terminated():
                     self.kb.yield_(*self.current(binds))
-            for b, v in zip(binds, before):
-                b.value = replace(b.value, ir=v)
+            _rebind(binds, before)
             with ifb.else_():
                 if s.orelse is not None:
                     self.else_part(s.orelse, scope, ctx)
@@ -281,11 +282,9 @@ class Lowerer(Checker):
             self.region_depth -= 1
         results = ifb.end()
         if len(results) == len(binds):
-            for b, r in zip(binds, results):
-                b.value = replace(b.value, ir=r)
+            _rebind(binds, results)
         else:  # both branches left the region: what follows is unreachable
-            for b, v in zip(binds, before):
-                b.value = replace(b.value, ir=v)
+            _rebind(binds, before)
 
     def else_part(self, e, scope, ctx) -> None:
         if self.kb is None or not isinstance(e, ast.If):
@@ -304,8 +303,7 @@ class Lowerer(Checker):
         self.loops.append(binds)
         try:
             with loop.body() as (iv, *args):
-                for b, v in zip(binds, args):
-                    b.value = replace(b.value, ir=v)
+                _rebind(binds, args)
                 with self.child(scope) as inner:
                     self.declare_local(inner, s.var, "loop",
                                        value(scalar(dt), None, s.var_span, ir=iv),
@@ -317,8 +315,7 @@ class Lowerer(Checker):
             ctx.loop_depth -= 1
             self.region_depth -= 1
             self.loops.pop()
-        for b, r in zip(binds, loop.end()):
-            b.value = replace(b.value, ir=r)
+        _rebind(binds, loop.end())
 
     def _bound(self, a: ArgInfo, dt) -> Value:
         """A loop bound as a value of the loop's integer type."""
@@ -338,14 +335,12 @@ class Lowerer(Checker):
         self.loops.append(binds)
         try:
             with w.cond() as args:
-                for b, v in zip(binds, args):
-                    b.value = replace(b.value, ir=v)
+                _rebind(binds, args)
                 c = self.condition(s.cond, scope, ctx, "`while`")
                 cond = c.ir if c.ir is not None else self.kb.constant(c.const, BOOL, c.span)
                 self.kb.condition(cond, span=s.cond.span)
             with w.body() as args:
-                for b, v in zip(binds, args):
-                    b.value = replace(b.value, ir=v)
+                _rebind(binds, args)
                 self.block(s.body, scope, ctx)
                 if not self.terminated():
                     self.kb.yield_(*self.current(binds))
@@ -353,8 +348,7 @@ class Lowerer(Checker):
             self.region_depth -= 1
             ctx.loop_depth -= 1
             self.loops.pop()
-        for b, r in zip(binds, w.end()):
-            b.value = replace(b.value, ir=r)
+        _rebind(binds, w.end())
 
     def stmt(self, s: ast.Stmt, scope: Scope, ctx: Ctx) -> None:
         if self.kb is not None and isinstance(s, (ast.Break, ast.Continue)) and self.loops:
@@ -364,6 +358,12 @@ class Lowerer(Checker):
                                                                                 span=s.span)
             return
         super().stmt(s, scope, ctx)
+
+
+def _rebind(bindings, values) -> None:
+    """Point each `var` binding at its IR value in the region being emitted."""
+    for b, v in zip(bindings, values):
+        b.value = replace(b.value, ir=v)
 
 
 class _Returned(Exception):
