@@ -11,8 +11,8 @@ import llvmlite.binding as llvm
 import llvmlite.ir as ir
 import numpy as np
 
-from tilelang.codegen.scalar import ScalarEmitter
-from tilelang.codegen.scalar_cast import llvm_type
+from tilelang.codegen.scalar.emitter import ScalarEmitter
+from tilelang.codegen.scalar.cast import llvm_type
 from tilelang.emulator import EmulatorDevice
 from tilelang.sema.builtins import OPERATORS, REGISTRY, ArgInfo, arg_of_dtype, bind_call
 from tilelang.sema.builtins_dtype import from_bits, to_bits

@@ -1,4 +1,4 @@
-"""layouts.py on its own: blocked layouts cover every element once with 16-byte vectors and
+"""layouts/distributed.py on its own: blocked layouts cover every element once with 16-byte vectors and
 coalesced lanes, relabellings stay valid, sliced layouts broadcast back without data
 movement, register_map finds renamings and refuses cross-thread needs; and the diagnostic for
 an op without code generation."""
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from gen_support import compile_kernel
-from tilelang.codegen import layouts as L
+from tilelang.codegen.layouts import distributed as L
 from tilelang.diagnostics import TileError
 from tilelang.ir.builder import KernelBuilder
 from tilelang.sema.types import F32, ArrayType
@@ -78,7 +78,7 @@ def test_register_map_refuses_cross_thread_needs():
 
 
 def test_op_without_codegen_is_a_diagnostic(monkeypatch):
-    from tilelang.codegen import lower_table
+    from tilelang.codegen.lower import table as lower_table
     monkeypatch.delitem(lower_table.LOWERINGS, "cumsum")
     kb = KernelBuilder("scan")
     x, y = kb.param("x", ArrayType(F32, 1)), kb.param("y", ArrayType(F32, 1))

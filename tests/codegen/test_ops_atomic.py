@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import tilelang.codegen.lower_atomic  # noqa: F401  (registers the lowering)
+import tilelang.codegen.lower.atomic  # noqa: F401  (registers the lowering)
 from ops_support import run_ops, rng_for
 from tilelang.driver import Options, compile_source
 from tilelang.ir.builder import KernelBuilder

@@ -11,9 +11,9 @@ import re
 import numpy as np
 import pytest
 
-import tilelang.codegen.lower_debug  # noqa: F401  (registers the lowering)
+import tilelang.codegen.lower.debug  # noqa: F401  (registers the lowering)
 from ops_support import run_ops, rng_for
-from tilelang.codegen.lower_debug import split_format, tile_template
+from tilelang.codegen.lower.debug import split_format, tile_template
 from tilelang.driver import Options, compile_source
 from tilelang.emulator.errors import DeviceAssertion
 from tilelang.interp import run_kernel

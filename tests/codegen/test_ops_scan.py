@@ -7,10 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import tilelang.codegen.lower_scan  # noqa: F401  (registers the lowering)
+import tilelang.codegen.lower.scan  # noqa: F401  (registers the lowering)
 from ops_support import run_ops, rng_for
-from tilelang.codegen.layouts import blocked
-from tilelang.codegen.lower_scan import scan_friendly, scan_layout
+from tilelang.codegen.layouts.distributed import blocked
+from tilelang.codegen.lower.scan import scan_friendly, scan_layout
 from tilelang.driver import Options, compile_source
 from tilelang.ir.builder import KernelBuilder
 from tilelang.sema.types import (BF16, BOOL, F16, F32, F64, I8, I16, I32, I64, U8, U16, U32,

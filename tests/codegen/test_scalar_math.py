@@ -171,7 +171,7 @@ def _exact_sincos(x: np.ndarray) -> dict:
     """sin/cos by exact reduction with 400-digit pi (NumPy's own f64 cos is 8 ulp off at the
     classic worst case 6381956970095103 * 2^797)."""
     from decimal import Decimal, localcontext
-    from tilelang.codegen.scalar_consts import _pi_at
+    from tilelang.codegen.scalar.consts import _pi_at
     out = {"sin": [], "cos": []}
     with localcontext() as ctx:
         ctx.prec = 400

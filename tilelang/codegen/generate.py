@@ -3,7 +3,7 @@
     result = generate(module, target="sm_90a", opt_level=3, facts=None)
 
 Per kernel: choose the thread shape (the user's reqntid/maxntid, else 128 threads), emit the
-LLVM function (llvm_kernel.py / llvm_control.py and the `lower_*` families) first in
+LLVM function (llvm/kernel.py / llvm/control.py and the `lower/` families) first in
 virtual-thread mode and, if an op needs threads to talk to each other, again in exact mode;
 decide the launch contract from what the code relies on (`.reqntid` for exact mode,
 `.maxntid` otherwise); then LLVM optimizes and emits PTX, and ptx_header writes the header and
@@ -17,16 +17,15 @@ from typing import Mapping
 
 import llvmlite.ir as ir
 
-# Importing a family registers its lowerings in lower_table.
-from tilelang.codegen import lower_creation, lower_elementwise, lower_grid  # noqa: F401
-from tilelang.codegen import lower_matmul, lower_memory, lower_reduce, lower_shape  # noqa: F401
-from tilelang.codegen import lower_atomic, lower_debug, lower_scan  # noqa: F401
+# Importing a family registers its lowerings in lower.table.
+from tilelang.codegen.lower import atomic, creation, debug, elementwise, grid  # noqa: F401
+from tilelang.codegen.lower import matmul, memory, reduce, scan, shape  # noqa: F401
 from tilelang.codegen.api import (AbiParam, ArrayFacts, CodegenResult, DEFAULT_FACTS,
                                   KernelArtifact)
 from tilelang.codegen.contract import CodegenFeatures, KernelContract, decide_contract
-from tilelang.codegen.llvm_compile import TRIPLE, compile_modules, data_layout
-from tilelang.codegen.llvm_control import emit_kernel_body
-from tilelang.codegen.llvm_kernel import KernelEmitter, KernelStats, NeedsExactThreads
+from tilelang.codegen.llvm.compile import TRIPLE, compile_modules, data_layout
+from tilelang.codegen.llvm.control import emit_kernel_body
+from tilelang.codegen.llvm.kernel import KernelEmitter, KernelStats, NeedsExactThreads
 from tilelang.codegen.ptx_header import plan_module, rewrite_ptx
 from tilelang.diagnostics import DiagnosticSink, TileUsageError, register_codes
 from tilelang.ir.ops import IRModule, Kernel

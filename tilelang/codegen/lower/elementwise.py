@@ -3,15 +3,15 @@
 
 The result takes the layout of the first operand that already has the result's shape (so a
 chain of element-wise ops never moves data); other operands are broadcast into it, which is a
-renaming of registers when they are scalars or reductions of it (llvm_sync.broadcast).
+renaming of registers when they are scalars or reductions of it (llvm.sync.broadcast).
 """
 
 from __future__ import annotations
 
-from tilelang.codegen.llvm_kernel import InternalCompilerError, KernelEmitter, TileVal
-from tilelang.codegen.llvm_sync import broadcast
-from tilelang.codegen.lower_table import lowers, lowers_group
-from tilelang.codegen.scalar import ELEMENTWISE
+from tilelang.codegen.llvm.kernel import InternalCompilerError, KernelEmitter, TileVal
+from tilelang.codegen.llvm.sync import broadcast
+from tilelang.codegen.lower.table import lowers, lowers_group
+from tilelang.codegen.scalar.emitter import ELEMENTWISE
 from tilelang.ir.ops import BuiltinOp
 from tilelang.ir.values import Value
 from tilelang.sema.constants import ConstValue, construct

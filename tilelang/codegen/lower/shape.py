@@ -1,16 +1,16 @@
-"""Shape ops. Most move no data: in a one-hot layout (layouts.py) `reshape`, `permute`,
+"""Shape ops. Most move no data: in a one-hot layout (layouts/distributed.py) `reshape`, `permute`,
 `transpose` and `expand_dims` relabel coordinate bits, `cat` appends the second tile's
 registers under a new register bit, and `extract` picks registers when the sub-tile's high
 coordinate bits are register bits. `broadcast_to` renames registers into the target's default
 layout; `extract` whose sub-tile spans other threads, and broadcasts that need elements of
-other threads, go through shared memory (llvm_sync.gather_elements)."""
+other threads, go through shared memory (llvm.sync.gather_elements)."""
 
 from __future__ import annotations
 
-from tilelang.codegen import layouts as L
-from tilelang.codegen.llvm_kernel import KernelEmitter, TileVal
-from tilelang.codegen.llvm_sync import broadcast, convert, gather_elements
-from tilelang.codegen.lower_table import lowers
+from tilelang.codegen.layouts import distributed as L
+from tilelang.codegen.llvm.kernel import KernelEmitter, TileVal
+from tilelang.codegen.llvm.sync import broadcast, convert, gather_elements
+from tilelang.codegen.lower.table import lowers
 from tilelang.ir.ops import BuiltinOp
 
 

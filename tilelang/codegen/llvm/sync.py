@@ -21,8 +21,8 @@ from math import prod
 import llvmlite.ir as ir
 import numpy as np
 
-from tilelang.codegen.layouts import Layout, reg_part, register_map, thread_part
-from tilelang.codegen.llvm_kernel import I32, KernelEmitter, TileVal
+from tilelang.codegen.layouts.distributed import Layout, reg_part, register_map, thread_part
+from tilelang.codegen.llvm.kernel import I32, KernelEmitter, TileVal
 
 PAD_EVERY = 32
 

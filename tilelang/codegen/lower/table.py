@@ -3,7 +3,7 @@
 An op family is one `lower_<family>.py` file whose functions are registered with `@lowers(...)`
 (by BuiltinOp name) or `@lowers_group(...)` (a registry group, used when no name matches);
 `generate.py` imports every family once. An emitter is called as `fn(kern, op)` with the
-`KernelEmitter` (llvm_kernel.py) and the `BuiltinOp`, and returns the result `TileVal` (None for
+`KernelEmitter` (llvm/kernel.py) and the `BuiltinOp`, and returns the result `TileVal` (None for
 void ops). An op with no entry is reported as unsupported (E0780) instead of a traceback.
 """
 

@@ -2,7 +2,7 @@
 of each op to the lowering table.
 
 Execution model (seed 001): every block of the grid runs the body once; a tile value is spread
-over the block's threads by its layout (layouts.py), one SSA value per element a thread holds;
+over the block's threads by its layout (layouts/distributed.py), one SSA value per element a thread holds;
 a scalar is a 0-d tile that every thread computes. Two thread modes:
 
 - *exact*: the code relies on the thread count (shuffles, shared-memory exchanges, barriers):
@@ -26,9 +26,9 @@ from typing import Any, Mapping
 import llvmlite.ir as ir
 
 from tilelang.codegen.api import ArrayFacts, DEFAULT_FACTS
-from tilelang.codegen.layouts import Layout, blocked, floor_pow2, scalar_layout
-from tilelang.codegen.lower_table import lookup
-from tilelang.codegen.scalar import ScalarEmitter
+from tilelang.codegen.layouts.distributed import Layout, blocked, floor_pow2, scalar_layout
+from tilelang.codegen.lower.table import lookup
+from tilelang.codegen.scalar.emitter import ScalarEmitter
 from tilelang.diagnostics import InternalCompilerError, register_codes
 from tilelang.ir.args import TupleArg
 from tilelang.ir.ops import BuiltinOp, ConstantOp, Kernel

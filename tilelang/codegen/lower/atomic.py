@@ -22,11 +22,11 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
-from tilelang.codegen.layouts import Layout
-from tilelang.codegen.llvm_kernel import I1, I32, I64, ArrayVal, KernelEmitter, TileVal
-from tilelang.codegen.llvm_sync import broadcast
-from tilelang.codegen.lower_table import lowers
-from tilelang.codegen.lower_memory import gated
+from tilelang.codegen.layouts.distributed import Layout
+from tilelang.codegen.llvm.kernel import I1, I32, I64, ArrayVal, KernelEmitter, TileVal
+from tilelang.codegen.llvm.sync import broadcast
+from tilelang.codegen.lower.table import lowers
+from tilelang.codegen.lower.memory import gated
 from tilelang.ir.ops import BuiltinOp, Kernel, walk
 from tilelang.ir.values import Value
 from tilelang.sema.constants import ConstValue
@@ -193,7 +193,7 @@ def _exchange_from_owners(kern: KernelEmitter, layout: Layout, owner: ir.Value |
     all read)."""
     from math import prod
 
-    from tilelang.codegen.llvm_sync import storage_bytes
+    from tilelang.codegen.llvm.sync import storage_bytes
     b = kern.builder
     stype = kern.storage_type(dtype)
     n = max(prod(layout.shape), 1)

@@ -21,10 +21,10 @@ from math import prod
 
 import llvmlite.ir as ir
 
-from tilelang.codegen.layouts import Layout, blocked, vector_width
-from tilelang.codegen.llvm_kernel import I1, I32, I64, ArrayVal, KernelEmitter, TileVal
-from tilelang.codegen.llvm_sync import broadcast, convert
-from tilelang.codegen.lower_table import lowers
+from tilelang.codegen.layouts.distributed import Layout, blocked, vector_width
+from tilelang.codegen.llvm.kernel import I1, I32, I64, ArrayVal, KernelEmitter, TileVal
+from tilelang.codegen.llvm.sync import broadcast, convert
+from tilelang.codegen.lower.table import lowers
 from tilelang.ir.ops import BuiltinOp
 from tilelang.ir.values import Value
 from tilelang.sema.constants import ConstValue

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 
 import llvmlite.ir as ir
 
-from tilelang.codegen.layouts import Layout
-from tilelang.codegen.llvm_kernel import KernelEmitter, TileVal
-from tilelang.codegen.llvm_sync import convert
+from tilelang.codegen.layouts.distributed import Layout
+from tilelang.codegen.llvm.kernel import KernelEmitter, TileVal
+from tilelang.codegen.llvm.sync import convert
 from tilelang.ir.ops import (Block, BreakOp, BuiltinOp, ConditionOp, ConstantOp, ContinueOp,
                              ForOp, IfOp, ReturnOp, WhileOp, YieldOp)
 from tilelang.sema.types import DType

@@ -3,7 +3,7 @@ multiplications, fused multiply-adds, integer bit operations and (fast paths) PT
 instructions. Nothing here becomes a call, so no libdevice is needed.
 
 Precise algorithms (the default): classical range reduction + polynomials whose
-coefficients are exact series terms (scalar_consts.py), evaluated with fma. The accuracy of
+coefficients are exact series terms (scalar/consts.py), evaluated with fma. The accuracy of
 each function is stated in docs/numerics.md and checked by tests/codegen/test_scalar_math.py.
 `fast_math=True` replaces some by the hardware approximations (`ex2.approx`, `lg2.approx`,
 `sin/cos.approx`, `tanh.approx`, `rsqrt.approx`), with the errors documented there.
@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
-from tilelang.codegen import scalar_consts as K
-from tilelang.codegen.scalar_ir import F32, F64, I32, I64, IRKit
+from tilelang.codegen.scalar import consts as K
+from tilelang.codegen.scalar.ir import F32, F64, I32, I64, IRKit
 
 
 class _Prec:
@@ -270,7 +270,7 @@ def exp2_dd(k: IRKit, hi, lo):
 
 def _special(name):
     def fn(k, *args):
-        from tilelang.codegen import scalar_special as S
+        from tilelang.codegen.scalar import special as S
         if name == "tanh":
             return S.tanh(k, args[0], exp)
         if name in ("pow", "**"):
@@ -285,7 +285,7 @@ def _special(name):
 
 def _trig(name):
     def fn(k, x):
-        from tilelang.codegen import scalar_trig
+        from tilelang.codegen.scalar import trig as scalar_trig
         return getattr(scalar_trig, name)(k, x)
     return fn
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
-from tilelang.codegen import scalar_consts as K
-from tilelang.codegen.scalar_ir import F32, F64, I32, I64, IRKit
+from tilelang.codegen.scalar import consts as K
+from tilelang.codegen.scalar.ir import F32, F64, I32, I64, IRKit
 
 I128 = ir.IntType(128)
 _PAD = 2

@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 import llvmlite.ir as ir
 
-from tilelang.codegen.scalar_ir import BF16, F16, F32, F64, I1, I8, I16, I32, I64, IRKit
+from tilelang.codegen.scalar.ir import BF16, F16, F32, F64, I1, I8, I16, I32, I64, IRKit
 from tilelang.sema.builtins_dtype import convert_value, to_bits
 from tilelang.sema.types import F8E4M3, F8E5M2, TF32, DType, round_to_dtype
 

@@ -13,8 +13,8 @@ accuracy and the fast paths (`fast_math=True`).
     v = se.emit("+", [x, 1], [F32, None], F32)     # a loose constant is materialized as f32
 
 Nothing emitted here becomes a call: transcendental functions are polynomials with explicit
-range reduction (scalar_math.py), conversions are instructions or integer code
-(scalar_cast.py), so the PTX always links without libdevice.
+range reduction (scalar/math.py), conversions are instructions or integer code
+(scalar/cast.py), so the PTX always links without libdevice.
 """
 
 from __future__ import annotations
@@ -23,8 +23,9 @@ from typing import Mapping, Sequence
 
 import llvmlite.ir as ir
 
-from tilelang.codegen import scalar_cast, scalar_math
-from tilelang.codegen.scalar_ir import IRKit
+from tilelang.codegen.scalar import cast as scalar_cast
+from tilelang.codegen.scalar import math as scalar_math
+from tilelang.codegen.scalar.ir import IRKit
 from tilelang.sema.constants import ConstValue, materialize
 from tilelang.sema.promotion import promote, promote_loose
 from tilelang.sema.types import BOOL, F32, F64, DType

@@ -21,10 +21,10 @@ from typing import Callable, Sequence
 
 import llvmlite.ir as ir
 
-from tilelang.codegen.layouts import Layout, drop_axes
-from tilelang.codegen.llvm_kernel import I32, KernelEmitter, TileVal
-from tilelang.codegen.llvm_sync import shuffle_xor, storage_bytes
-from tilelang.codegen.lower_table import lowers
+from tilelang.codegen.layouts.distributed import Layout, drop_axes
+from tilelang.codegen.llvm.kernel import I32, KernelEmitter, TileVal
+from tilelang.codegen.llvm.sync import shuffle_xor, storage_bytes
+from tilelang.codegen.lower.table import lowers
 from tilelang.ir.ops import BuiltinOp
 from tilelang.sema.types import F32, I32 as T_I32, DType
 

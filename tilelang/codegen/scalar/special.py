@@ -8,8 +8,8 @@ import math
 import llvmlite.ir as ir
 import numpy as np
 
-from tilelang.codegen import scalar_consts as K
-from tilelang.codegen.scalar_ir import F32, F64, I1, I32, I64, IRKit
+from tilelang.codegen.scalar import consts as K
+from tilelang.codegen.scalar.ir import F32, F64, I1, I32, I64, IRKit
 
 # ---------------------------------------------------------------------------------------------
 # tanh

@@ -1,7 +1,7 @@
 """Matrix products `mma(a, b, acc)` and `matmul(a, b)` (`@`) as plain FMAs: a simple, exact-
 enough lowering until a tensor-core path (mma.sync / wgmma) replaces it.
 
-a and b are staged in shared memory (llvm_sync.stage); each thread then computes the
+a and b are staged in shared memory (llvm.sync.stage); each thread then computes the
 accumulator elements its layout gives it, walking K with one fused multiply-add per step
 (floats: products of the operands converted to f32, accumulated in f32 and rounded once to the
 accumulator dtype; integers: i32 multiply-add, wrapping). Batched (B, M, K) @ (B, K, N) tiles
@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
-from tilelang.codegen.llvm_kernel import I32, KernelEmitter, TileVal
-from tilelang.codegen.llvm_sync import _padded_ir, stage
-from tilelang.codegen.lower_table import lowers
+from tilelang.codegen.llvm.kernel import I32, KernelEmitter, TileVal
+from tilelang.codegen.llvm.sync import _padded_ir, stage
+from tilelang.codegen.lower.table import lowers
 from tilelang.ir.ops import BuiltinOp
 from tilelang.sema.types import F32, DType
 

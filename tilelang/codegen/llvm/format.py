@@ -1,5 +1,5 @@
 """Device functions that write a float as NumPy prints a scalar of its type (`str` of a 0-d
-array: the interpreter's `print`) into a local char buffer, for `print` (lower_debug.py).
+array: the interpreter's `print`) into a local char buffer, for `print` (lower/debug.py).
 
     call void @__tile_format_f32(float %x, ptr %buf)      ; NUL-terminated text, <= 32 bytes
 

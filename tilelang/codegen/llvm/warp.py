@@ -1,4 +1,4 @@
-"""Warp shuffles other than the butterfly (llvm_sync.shuffle_xor): `shfl.sync.up` for scans
+"""Warp shuffles other than the butterfly (llvm.sync.shuffle_xor): `shfl.sync.up` for scans
 and `shfl.sync.idx` for broadcasts, on values of any scalar type (64-bit values as two 32-bit
 shuffles, narrower ones widened)."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
-from tilelang.codegen.llvm_kernel import I32, KernelEmitter
+from tilelang.codegen.llvm.kernel import I32, KernelEmitter
 
 I64 = ir.IntType(64)
 _WIDTH = {"half": 16, "bfloat": 16, "float": 32, "double": 64}

@@ -1,0 +1,1 @@
+"""Distributed layouts: which thread holds which element of a tile."""
