@@ -52,6 +52,9 @@ class AbiParam:
     kind: str                 # "array" | "scalar"
     dtype: DType
     rank: int = 0
+    # arrays: the kernel may store into it (store, scatter, atomics). The runtime refuses
+    # read-only and broadcast (zero-stride) arrays here, whose writes would be lost or racy.
+    written: bool = True
 
     def ptx_params(self) -> tuple[tuple[str, str], ...]:
         """(PTX parameter name suffix, NumPy dtype name) for each PTX parameter, in order."""
@@ -63,11 +66,12 @@ class AbiParam:
 
     def to_json(self) -> dict:
         return {"name": self.name, "kind": self.kind, "dtype": self.dtype.name,
-                "rank": self.rank}
+                "rank": self.rank, "written": self.written}
 
     @staticmethod
     def from_json(d: Mapping[str, Any]) -> "AbiParam":
-        return AbiParam(d["name"], d["kind"], DTYPES[d["dtype"]], int(d["rank"]))
+        return AbiParam(d["name"], d["kind"], DTYPES[d["dtype"]], int(d["rank"]),
+                        bool(d.get("written", True)))
 
 
 def scalar_storage(dtype: DType) -> str:

@@ -54,12 +54,29 @@ def block_shape(spec: LaunchSpec) -> tuple[int, int, int]:
     return tuple(dims) + (1,) * (3 - len(dims))  # type: ignore[return-value]
 
 
+def written_arrays(kernel: Kernel) -> set:
+    """The array parameters the kernel may write: the `A` of a store, scatter or atomic, and
+    (conservatively) any array that flows into control flow or another op's operands."""
+    from tilelang.ir.args import arg_values
+    from tilelang.ir.ops import BuiltinOp, walk
+    out = set()
+    for op in walk(kernel.body):
+        if isinstance(op, BuiltinOp):
+            b = op.builtin
+            if b.side_effects and b.group == "memory":
+                out.update(arg_values(dict(op.args).get("A")))
+        else:
+            out.update(v for v in getattr(op, "operands", ()) if isinstance(v.type, ArrayType))
+    return out
+
+
 def abi_params(kernel: Kernel) -> tuple[AbiParam, ...]:
     out = []
+    written = written_arrays(kernel)
     for p in kernel.params:
         t = p.type
         if isinstance(t, ArrayType):
-            out.append(AbiParam(p.hint, "array", t.dtype, t.rank))
+            out.append(AbiParam(p.hint, "array", t.dtype, t.rank, p in written))
         else:
             out.append(AbiParam(p.hint, "scalar", t.dtype))
     return tuple(out)
