@@ -99,9 +99,52 @@ def internal_error(where: str, exc: BaseException) -> InternalCompilerError:
 # Compilation (tilec FILE.tile, the runtime)
 
 
+def code_files() -> list[tuple[str, str]]:
+    """(label, path) of every file of the compiler whose change can change its output: the
+    package's Python code, the grammar and the standard library, wherever they are installed."""
+    pkg = os.path.dirname(os.path.abspath(__file__))
+    roots = [("tilelang", pkg)]
+    try:                                    # wherever the frontend finds them
+        from .frontend import resources
+        roots += [("grammar", resources.grammar_dir()), ("stdlib", resources.stdlib_dir())]
+    except (ImportError, AttributeError, OSError):
+        from .frontend import imports
+        roots.append(("stdlib", imports.stdlib_dir()))
+    out: dict[str, tuple[str, str]] = {}
+    for label, root in roots:
+        for d, dirs, names in os.walk(str(root)):
+            dirs[:] = sorted(x for x in dirs if x != "__pycache__")
+            for n in sorted(names):
+                if n.endswith((".py", ".lark", ".tile")):
+                    path = os.path.join(d, n)
+                    out.setdefault(os.path.normpath(path),
+                                   (f"{label}/{os.path.relpath(path, str(root))}", path))
+    return sorted(out.values())
+
+
+def code_digest(files: list[tuple[str, str]] | None = None) -> str:
+    """SHA-256 over the compiler's own files (and the grammar text the parser loads), so an
+    edited or upgraded compiler never reuses kernels cached by another one."""
+    h = hashlib.sha256()
+    for label, path in code_files() if files is None else files:
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except OSError:
+            data = b"<unreadable>"
+        h.update(f"{label}\0{len(data)}\0".encode())
+        h.update(data)
+    if files is None:
+        from .frontend import parser
+        grammar = getattr(parser, "grammar_text", None)
+        if grammar is not None:
+            h.update(b"grammar-text\0" + grammar().encode("utf-8"))
+    return h.hexdigest()
+
+
 def _version_id() -> str:
     from . import __version__
-    parts = [f"tilec {__version__}"]
+    parts = [f"tilec {__version__} (code {code_digest()[:16]})"]
     try:
         import llvmlite
         import llvmlite.binding as llvm

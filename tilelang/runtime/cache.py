@@ -2,27 +2,41 @@
 
 Layout under `cache_dir()` (`TILELANG_CACHE_DIR`, else `~/.cache/tilelang`):
 
+    seal.key                                                  this cache's secret (0600)
     kernels/<k[:2]>/<k>/meta.json, kernel.ptx, kernel.cubin   one specialization
     modules/<m[:2]>/<m>.json                                  one module's signature
     locks/<k>.lock                                            build locks (flock)
     tmp/                                                      entries being written
 
-A kernel key hashes everything the output depends on: the compiler's id (tilec, LLVM and
-nvJitLink versions), the (path, sha256) of the module and every file it imports, the kernel
-name, the const values, the array facts, the target and the options. An entry is written in a
-temporary folder and renamed into place, so readers see a whole entry or none; meta.json holds
-the sha256 of the PTX and cubin, so a damaged entry is detected, removed and rebuilt. Processes
-building the same key take a file lock, so one builds and the others load its entry.
+A kernel key hashes everything the output depends on: the compiler's id (tilec's own code,
+LLVM and nvJitLink versions), the (path, sha256) of the module and every file it imports, the
+kernel name, the const values, the array facts, the target and the options.
+
+What is loaded runs on the GPU, so nothing in the folder is trusted on its word:
+- every folder is created 0700 whatever the umask, and on each use the root and the folders
+  below it must be real folders (not links) owned by this user and not writable by others;
+  otherwise the cache is not used (one warning per folder and process) and kernels compile;
+- meta.json records the full key, the size and SHA-256 of every artifact and the SHA-256 of
+  its own body, sealed with an HMAC under `seal.key`, so an entry planted or edited by anyone
+  who cannot read that key, or moved under another key, fails the check;
+- a failed check is a miss: the entry is removed (only when it is ours, never through a link)
+  and rebuilt. Files are opened without following links and must be regular files.
+An entry is written in a temporary folder and renamed into place, so readers see a whole entry
+or none. Processes building the same key take a file lock, so one builds and the others load.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import hashlib
+import hmac
 import json
 import os
+import secrets
 import shutil
+import stat
 import tempfile
 import time
 import warnings
@@ -33,14 +47,22 @@ from tilelang.codegen.api import AbiParam, ArrayFacts, KernelArtifact
 from .compiler import Built
 from .signature import ModuleInfo
 
-FORMAT = 1
+FORMAT = 2
 STATS = {"compiles": 0, "memory_hits": 0, "disk_hits": 0, "disk_writes": 0, "corrupt": 0,
          "inspects": 0, "module_disk_hits": 0}
+ARTIFACTS = ("kernel.ptx", "kernel.cubin")
+SEAL_FILE = "seal.key"
+_META_LIMIT = 64 << 20           # bytes; a bigger meta.json is damage, not a kernel
+_FILE_LIMIT = 2 << 30
+_WARNED: set[str] = set()        # folders already warned about in this process
+_O_SAFE = os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0) \
+    if hasattr(os, "O_NOFOLLOW") else 0
 
 
 def reset_stats() -> None:
     for k in STATS:
         STATS[k] = 0
+    _WARNED.clear()
 
 
 def cache_dir() -> str:
@@ -59,6 +81,10 @@ def sha256_hex(data: bytes | str) -> str:
 def digest(obj) -> str:
     """A key from JSON-able data (sorted keys, so dict order never matters)."""
     return sha256_hex(json.dumps(obj, sort_keys=True, default=str))
+
+
+def _canonical(obj) -> bytes:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str).encode("utf-8")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -89,10 +115,260 @@ def artifact_from_json(d: dict) -> KernelArtifact:
 
 
 # ---------------------------------------------------------------------------------------------
+# Files and folders that must be ours
+
+class Damaged(Exception):
+    """An entry that fails a check: treated as a miss."""
+
+
+def _euid() -> int | None:
+    return os.geteuid() if hasattr(os, "geteuid") else None
+
+
+def folder_problem(st: os.stat_result) -> str | None:
+    """Why a folder (its lstat) cannot hold a private cache, or None."""
+    if stat.S_ISLNK(st.st_mode):
+        return "it is a symbolic link"
+    if not stat.S_ISDIR(st.st_mode):
+        return "it is not a folder"
+    uid = _euid()
+    if uid is not None and st.st_uid != uid:
+        return f"it is owned by uid {st.st_uid}, not by you (uid {uid})"
+    if st.st_mode & 0o022:
+        return f"other users can write to it (mode {stat.S_IMODE(st.st_mode):04o})"
+    return None
+
+
+def _ours(st: os.stat_result) -> bool:
+    uid = _euid()
+    return uid is None or st.st_uid == uid
+
+
+def _read_regular(path: str, limit: int, size: int | None = None) -> bytes:
+    """The bytes of `path`, which must be a regular file (never followed through a link)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | _O_SAFE)
+    except OSError as e:
+        if e.errno == errno.ENOENT:
+            raise Damaged(f"{os.path.basename(path)} is missing") from None
+        raise Damaged(f"cannot open {os.path.basename(path)} ({e.strerror})") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise Damaged(f"{os.path.basename(path)} is not a regular file")
+        if st.st_size > limit or (size is not None and st.st_size != size):
+            raise Damaged(f"{os.path.basename(path)} has the wrong size")
+        chunks = []
+        left = st.st_size
+        while left > 0:
+            b = os.read(fd, min(left, 1 << 24))
+            if not b:
+                break
+            chunks.append(b)
+            left -= len(b)
+        data = b"".join(chunks)
+        if size is not None and len(data) != size:
+            raise Damaged(f"{os.path.basename(path)} is truncated")
+        return data
+    except OSError as e:
+        raise Damaged(f"cannot read {os.path.basename(path)} ({e.strerror})") from None
+    finally:
+        os.close(fd)
+
+
+def _write_new(path: str, data: bytes) -> None:
+    """Create `path` (which must not exist) 0600 with `data`."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_SAFE, 0o600)
+    try:
+        view = memoryview(data)
+        while view:
+            n = os.write(fd, view)
+            view = view[n:]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _unlink_ours(path: str) -> bool:
+    """Remove `path` if it is ours: a link or file is unlinked (never followed), a folder is
+    removed with everything in it that is ours. True when it is gone."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    if not _ours(st):
+        return False
+    if stat.S_ISDIR(st.st_mode):
+        ok = True
+        try:
+            names = os.listdir(path)
+        except OSError:
+            return False
+        for n in names:
+            ok = _unlink_ours(os.path.join(path, n)) and ok
+        if ok:
+            with contextlib.suppress(OSError):
+                os.rmdir(path)
+                return True
+        return False
+    with contextlib.suppress(OSError):
+        os.unlink(path)
+        return True
+    return False
+
+
+def _tree_size(root: str) -> int:
+    """Bytes of the regular files under `root` (links are not followed)."""
+    total = 0
+    try:
+        st = os.lstat(root)
+    except OSError:
+        return 0
+    if stat.S_ISREG(st.st_mode):
+        return st.st_size
+    if not stat.S_ISDIR(st.st_mode):
+        return 0
+    try:
+        names = os.listdir(root)
+    except OSError:
+        return 0
+    for n in names:
+        total += _tree_size(os.path.join(root, n))
+    return total
+
+
+# ---------------------------------------------------------------------------------------------
 
 class DiskCache:
     def __init__(self, root: str | None = None):
-        self.root = root or cache_dir()
+        self.root = os.path.abspath(root or cache_dir())
+        self._secret: bytes | None = None
+
+    # -- the private folders ------------------------------------------------------------------
+    def _refuse(self, folder: str, why: str) -> None:
+        if folder in _WARNED:
+            return
+        _WARNED.add(folder)
+        warnings.warn(f"tilelang: not using the kernel cache in {self.root}: `{folder}` {why}; "
+                      "compiling without it (remove that folder, or point TILELANG_CACHE_DIR "
+                      "at a folder of your own)", RuntimeWarning, stacklevel=4)
+
+    def _cannot(self, folder: str, e: OSError) -> None:
+        if folder in _WARNED:
+            return
+        _WARNED.add(folder)
+        warnings.warn(f"tilelang: cannot use the kernel cache in {self.root} ({folder}: "
+                      f"{e.strerror or e}); compiling without it", RuntimeWarning, stacklevel=4)
+
+    def _mkdir(self, path: str) -> None:
+        os.mkdir(path, 0o700)
+        os.chmod(path, 0o700)        # mkdir's mode is masked by the umask
+
+    def root_ok(self, create: bool) -> bool:
+        """The root exists (made if `create`) and is private; warns once when it is not."""
+        try:
+            try:
+                st = os.lstat(self.root)
+            except FileNotFoundError:
+                if not create:
+                    return False
+                os.makedirs(os.path.dirname(self.root), exist_ok=True)
+                with contextlib.suppress(FileExistsError):
+                    self._mkdir(self.root)
+                st = os.lstat(self.root)
+        except OSError as e:
+            self._cannot(self.root, e)
+            return False
+        why = folder_problem(st)
+        if why:
+            self._refuse(self.root, why)
+            return False
+        if stat.S_IMODE(st.st_mode) & 0o077:       # readable by others: the key is in here
+            with contextlib.suppress(OSError):
+                os.chmod(self.root, 0o700)
+        return True
+
+    def _folder(self, *parts: str, create: bool) -> str | None:
+        """root/parts... as private folders (made if `create`), or None. A file or link of
+        ours where a folder belongs is removed and, when creating, replaced."""
+        if not self.root_ok(create):
+            return None
+        path = self.root
+        for part in parts:
+            path = os.path.join(path, part)
+            try:
+                try:
+                    st = os.lstat(path)
+                except FileNotFoundError:
+                    if not create:
+                        return None
+                    with contextlib.suppress(FileExistsError):
+                        self._mkdir(path)
+                    st = os.lstat(path)
+                if not stat.S_ISDIR(st.st_mode) and _ours(st):
+                    os.unlink(path)                 # our file or link: repair
+                    if not create:
+                        return None
+                    self._mkdir(path)
+                    st = os.lstat(path)
+            except OSError as e:
+                self._cannot(path, e)
+                return None
+            why = folder_problem(st)
+            if why:
+                self._refuse(path, why)
+                return None
+        return path
+
+    def _key(self, create: bool) -> bytes | None:
+        """This cache's secret (made on first use), or None."""
+        if self._secret is not None:
+            return self._secret
+        path = os.path.join(self.root, SEAL_FILE)
+        for _ in range(3):
+            try:
+                fd = os.open(path, os.O_RDONLY | _O_SAFE)
+            except FileNotFoundError:
+                if not create:
+                    return None
+                self._new_key(path)
+                continue
+            except OSError:
+                fd = None
+            if fd is not None:
+                try:
+                    st = os.fstat(fd)
+                    good = stat.S_ISREG(st.st_mode) and _ours(st) and \
+                        not stat.S_IMODE(st.st_mode) & 0o077 and st.st_size == 32
+                    data = os.read(fd, 32) if good else b""
+                finally:
+                    os.close(fd)
+                if len(data) == 32:
+                    self._secret = data
+                    return data
+            if not create or not _unlink_ours(path):   # a bad key: entries sealed with it go
+                return None
+        return None
+
+    def _new_key(self, path: str) -> None:
+        fd, tmp = tempfile.mkstemp(dir=self.root, prefix=".seal.")
+        try:
+            os.write(fd, secrets.token_bytes(32))
+            os.fsync(fd)
+            os.close(fd)
+            fd = -1
+            with contextlib.suppress(FileExistsError):   # another process made one first
+                os.link(tmp, path)
+        finally:
+            if fd >= 0:
+                os.close(fd)
+            os.unlink(tmp)
+
+    def _seal(self, secret: bytes, key: str, body_sha: str) -> str:
+        return hmac.new(secret, f"tilelang-cache-{FORMAT}\n{key}\n{body_sha}".encode(),
+                        hashlib.sha256).hexdigest()
 
     # -- paths ------------------------------------------------------------------------------
     def _kernel_dir(self, key: str) -> str:
@@ -101,36 +377,78 @@ class DiskCache:
     def _module_file(self, key: str) -> str:
         return os.path.join(self.root, "modules", key[:2], key + ".json")
 
-    def _tmp(self) -> str:
-        d = os.path.join(self.root, "tmp")
-        os.makedirs(d, exist_ok=True)
-        return d
+    @staticmethod
+    def _valid_key(key: str) -> bool:
+        return isinstance(key, str) and len(key) >= 8 and all(c in "0123456789abcdef"
+                                                              for c in key)
 
     # -- kernels ----------------------------------------------------------------------------
+    def _read_entry(self, key: str, d: str, secret: bytes | None) -> tuple[dict, dict]:
+        """(meta body, artifact bytes by name) of the entry folder `d`, fully verified."""
+        try:
+            st = os.lstat(d)
+        except FileNotFoundError:
+            raise Damaged("missing") from None
+        except OSError as e:
+            raise Damaged(e.strerror) from None
+        why = folder_problem(st)
+        if why:
+            raise Damaged(f"the entry {why}")
+        try:
+            meta = json.loads(_read_regular(os.path.join(d, "meta.json"), _META_LIMIT))
+        except (ValueError, RecursionError):
+            raise Damaged("meta.json is not valid JSON") from None
+        if not isinstance(meta, dict):
+            raise Damaged("meta.json is not an object")
+        if meta.get("format") != FORMAT:
+            raise Damaged("meta.json has another format")
+        if meta.get("key") != key:
+            raise Damaged("meta.json belongs to another key")
+        body = meta.get("body")
+        if not isinstance(body, dict):
+            raise Damaged("meta.json has no body")
+        body_sha = sha256_hex(_canonical(body))
+        if meta.get("body_sha256") != body_sha:
+            raise Damaged("meta.json's body does not match its checksum")
+        seal = meta.get("seal")
+        if secret is None or not isinstance(seal, str) or \
+                not hmac.compare_digest(seal, self._seal(secret, key, body_sha)):
+            raise Damaged("meta.json is not sealed by this cache")
+        files = body.get("files")
+        if not isinstance(files, dict) or "kernel.ptx" not in files or \
+                not set(files) <= set(ARTIFACTS):
+            raise Damaged("meta.json lists the wrong files")
+        data = {}
+        for name, rec in files.items():
+            if not isinstance(rec, dict) or not isinstance(rec.get("bytes"), int):
+                raise Damaged(f"meta.json's record of {name} is damaged")
+            blob = _read_regular(os.path.join(d, name), _FILE_LIMIT, rec["bytes"])
+            if sha256_hex(blob) != rec.get("sha256"):
+                raise Damaged(f"{name} does not match its checksum")
+            data[name] = blob
+        return body, data
+
     def load(self, key: str) -> Built | None:
-        """The entry for `key`, or None when there is none or it is damaged (then removed)."""
+        """The entry for `key`, or None when there is none or it fails a check (then it is
+        removed, if it is ours, and the caller rebuilds it)."""
+        if not self._valid_key(key) or self._folder("kernels", key[:2], create=False) is None:
+            return None
         d = self._kernel_dir(key)
-        meta_path = os.path.join(d, "meta.json")
-        if not os.path.exists(meta_path):
+        try:
+            os.lstat(d)
+        except OSError:
             return None
         try:
-            with open(meta_path, encoding="utf-8") as f:
-                meta = json.load(f)
-            if meta.get("format") != FORMAT or meta.get("key") != key:
-                raise ValueError("format or key mismatch")
-            with open(os.path.join(d, "kernel.ptx"), "rb") as f:
-                ptx = f.read()
-            if sha256_hex(ptx) != meta["ptx_sha256"]:
-                raise ValueError("PTX checksum mismatch")
-            cubin = None
-            if meta.get("cubin_sha256"):
-                with open(os.path.join(d, "kernel.cubin"), "rb") as f:
-                    cubin = f.read()
-                if sha256_hex(cubin) != meta["cubin_sha256"]:
-                    raise ValueError("cubin checksum mismatch")
-            built = Built(artifact_from_json(meta["artifact"]), ptx.decode("utf-8"), cubin,
-                          meta["target"])
-        except (OSError, ValueError, KeyError, TypeError, UnicodeDecodeError) as e:
+            body, data = self._read_entry(key, d, self._key(create=False))
+            try:
+                built = Built(artifact_from_json(body["artifact"]),
+                              data["kernel.ptx"].decode("utf-8"), data.get("kernel.cubin"),
+                              body["target"])
+            except Exception as e:     # any shape of bad JSON is damage, never a crash
+                raise Damaged(f"meta.json's artifact is damaged ({type(e).__name__})") from None
+            if not isinstance(built.target, str):
+                raise Damaged("meta.json's target is damaged")
+        except Damaged as e:
             STATS["corrupt"] += 1
             warnings.warn(f"tilelang: damaged cache entry {d} ({e}); rebuilding it",
                           RuntimeWarning, stacklevel=2)
@@ -141,68 +459,100 @@ class DiskCache:
 
     def store(self, key: str, built: Built, info: dict) -> None:
         """Write the entry atomically; if another process got there first, keep theirs."""
+        if not self._valid_key(key):
+            return
+        shard = self._folder("kernels", key[:2], create=True)
+        tmp_root = self._folder("tmp", create=True)
+        secret = self._key(create=True) if shard and tmp_root else None
+        if secret is None:
+            return
         final = self._kernel_dir(key)
-        os.makedirs(os.path.dirname(final), exist_ok=True)
-        tmp = tempfile.mkdtemp(prefix=key[:16] + ".", dir=self._tmp())
+        tmp = tempfile.mkdtemp(prefix=key[:16] + ".", dir=tmp_root)
         try:
-            ptx = built.ptx.encode("utf-8")
-            _write(os.path.join(tmp, "kernel.ptx"), ptx)
+            files = {"kernel.ptx": built.ptx.encode("utf-8")}
             if built.cubin is not None:
-                _write(os.path.join(tmp, "kernel.cubin"), built.cubin)
-            meta = {"format": FORMAT, "key": key, "target": built.target,
-                    "artifact": artifact_to_json(built.artifact),
-                    "ptx_sha256": sha256_hex(ptx),
-                    "cubin_sha256": sha256_hex(built.cubin) if built.cubin is not None else None,
-                    "created": time.time(), **info}
-            _write(os.path.join(tmp, "meta.json"),
-                   json.dumps(meta, indent=1, sort_keys=True).encode("utf-8"))
-            try:
-                os.rename(tmp, final)
-                tmp = None
-                STATS["disk_writes"] += 1
-            except OSError:
-                # An entry exists: a concurrent writer won (keep it) or it is stale (replace).
-                if not os.path.exists(os.path.join(final, "meta.json")) or \
-                        self._peek_broken(final):
-                    self._remove(final)
-                    with contextlib.suppress(OSError):
-                        os.rename(tmp, final)
-                        tmp = None
-                        STATS["disk_writes"] += 1
+                files["kernel.cubin"] = bytes(built.cubin)
+            for name, blob in files.items():
+                _write_new(os.path.join(tmp, name), blob)
+            body = json.loads(_canonical({
+                **info, "target": built.target, "artifact": artifact_to_json(built.artifact),
+                "files": {n: {"bytes": len(b), "sha256": sha256_hex(b)}
+                          for n, b in files.items()},
+                "created": time.time()}))
+            body_sha = sha256_hex(_canonical(body))
+            meta = {"format": FORMAT, "key": key, "body": body, "body_sha256": body_sha,
+                    "seal": self._seal(secret, key, body_sha)}
+            _write_new(os.path.join(tmp, "meta.json"),
+                       json.dumps(meta, indent=1, sort_keys=True).encode("utf-8"))
+            for attempt in range(2):
+                try:
+                    os.rename(tmp, final)
+                    tmp = None
+                    STATS["disk_writes"] += 1
+                    break
+                except OSError:
+                    # Something is there: a concurrent writer's entry (keep it) or a damaged
+                    # one, a file or a link (replace it, if it is ours).
+                    if attempt or self._entry_ok(key, final, secret) or \
+                            not self._remove(final):
+                        break
         finally:
             if tmp is not None:
                 shutil.rmtree(tmp, ignore_errors=True)
 
-    def _peek_broken(self, d: str) -> bool:
+    def _entry_ok(self, key: str, d: str, secret: bytes) -> bool:
         try:
-            with open(os.path.join(d, "meta.json"), encoding="utf-8") as f:
-                meta = json.load(f)
-            with open(os.path.join(d, "kernel.ptx"), "rb") as f:
-                return sha256_hex(f.read()) != meta["ptx_sha256"]
-        except (OSError, ValueError, KeyError):
+            self._read_entry(key, d, secret)
             return True
+        except Damaged:
+            return False
 
-    def _remove(self, d: str) -> None:
-        """Move aside then delete, so a reader never sees half a folder under the final name."""
-        trash = os.path.join(self._tmp(), "trash." + os.path.basename(d) + f".{os.getpid()}."
+    def _remove(self, d: str) -> bool:
+        """Move a folder of ours aside, then delete it, so a reader never sees half a folder
+        under the final name; a file or link of ours is unlinked. True when it is gone."""
+        try:
+            st = os.lstat(d)
+        except FileNotFoundError:
+            return True
+        except OSError:
+            return False
+        if not _ours(st):
+            return False
+        if not stat.S_ISDIR(st.st_mode):
+            return _unlink_ours(d)
+        tmp_root = self._folder("tmp", create=True)
+        if tmp_root is None:
+            return False
+        trash = os.path.join(tmp_root, f"trash.{os.path.basename(d)}.{os.getpid()}."
                              f"{time.monotonic_ns()}")
         try:
             os.rename(d, trash)
         except OSError:
-            return
-        shutil.rmtree(trash, ignore_errors=True)
+            return False
+        _unlink_ours(trash)
+        return True
 
     @contextlib.contextmanager
     def lock(self, key: str, timeout: float = 600.0) -> Iterator[None]:
-        """Hold the build lock of `key` (an flock; a no-op where flock does not exist)."""
+        """Hold the build lock of `key` (an flock). Without a usable lock file (no flock, an
+        unsafe folder, a lock that is not a regular file) the build goes ahead unlocked."""
         try:
             import fcntl
         except ImportError:          # pragma: no cover - not POSIX
             yield
             return
-        d = os.path.join(self.root, "locks")
-        os.makedirs(d, exist_ok=True)
-        fd = os.open(os.path.join(d, key + ".lock"), os.O_RDWR | os.O_CREAT, 0o644)
+        d = self._folder("locks", create=True) if self._valid_key(key) else None
+        fd = None
+        if d is not None:
+            with contextlib.suppress(OSError):
+                fd = os.open(os.path.join(d, key + ".lock"),
+                             os.O_RDWR | os.O_CREAT | _O_SAFE, 0o600)
+                if not stat.S_ISREG(os.fstat(fd).st_mode):
+                    os.close(fd)
+                    fd = None
+        if fd is None:
+            yield
+            return
         try:
             deadline = time.monotonic() + timeout
             while True:
@@ -213,25 +563,41 @@ class DiskCache:
                     if time.monotonic() > deadline:   # a stuck holder: build without the lock
                         break
                     time.sleep(0.01)
+                except OSError:
+                    break
             yield
         finally:
             os.close(fd)             # closing releases the lock
 
     # -- module signatures ------------------------------------------------------------------
     def load_module(self, key: str, main_path: str) -> ModuleInfo | None:
+        if not self._valid_key(key) or self._folder("modules", key[:2], create=False) is None:
+            return None
         path = self._module_file(key)
         try:
-            with open(path, encoding="utf-8") as f:
-                d = json.load(f)
-            if d.get("format") != FORMAT or d.get("sha256") != sha256_hex(d["info"]):
-                raise ValueError("damaged")
-            info = ModuleInfo.from_json(d["info"])
-        except (FileNotFoundError, NotADirectoryError):
+            os.lstat(path)
+        except OSError:
             return None
-        except (OSError, ValueError, KeyError, TypeError):
+        try:
+            try:
+                d = json.loads(_read_regular(path, _META_LIMIT))
+            except (ValueError, RecursionError):
+                raise Damaged("not valid JSON") from None
+            if not isinstance(d, dict) or d.get("format") != FORMAT or d.get("key") != key \
+                    or not isinstance(d.get("info"), str):
+                raise Damaged("not a module signature of this key")
+            sha = sha256_hex(d["info"])
+            secret = self._key(create=False)
+            if d.get("sha256") != sha or secret is None or not isinstance(d.get("seal"), str) \
+                    or not hmac.compare_digest(d["seal"], self._seal(secret, key, sha)):
+                raise Damaged("checksum or seal mismatch")
+            try:
+                info = ModuleInfo.from_json(d["info"])
+            except Exception as e:
+                raise Damaged(f"damaged signature ({type(e).__name__})") from None
+        except Damaged:
             STATS["corrupt"] += 1
-            with contextlib.suppress(OSError):
-                os.unlink(path)
+            _unlink_ours(path)
             return None
         for p, sha in info.sources:      # an imported file changed: the signature is stale
             if p == main_path:
@@ -246,60 +612,112 @@ class DiskCache:
         return info
 
     def store_module(self, key: str, info: ModuleInfo) -> None:
+        if not self._valid_key(key):
+            return
+        shard = self._folder("modules", key[:2], create=True)
+        tmp_root = self._folder("tmp", create=True)
+        secret = self._key(create=True) if shard and tmp_root else None
+        if secret is None:
+            return
         path = self._module_file(key)
-        os.makedirs(os.path.dirname(path), exist_ok=True)
         text = info.to_json()
-        data = json.dumps({"format": FORMAT, "sha256": sha256_hex(text), "info": text})
-        fd, tmp = tempfile.mkstemp(dir=self._tmp(), suffix=".json")
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(data)
-        os.replace(tmp, path)
+        sha = sha256_hex(text)
+        data = json.dumps({"format": FORMAT, "key": key, "sha256": sha,
+                           "seal": self._seal(secret, key, sha), "info": text})
+        fd, tmp = tempfile.mkstemp(dir=tmp_root, suffix=".json")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(data)
+            try:
+                st = os.lstat(path)
+                if stat.S_ISDIR(st.st_mode):        # a folder where the file belongs
+                    self._remove(path)
+            except OSError:
+                pass
+            os.replace(tmp, path)                   # replaces a file or link, never follows
+            tmp = None
+        finally:
+            if tmp is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
 
     # -- maintenance (tilec cache) ----------------------------------------------------------
+    def problem(self) -> str | None:
+        """Why the root cannot be used (None when it can, or does not exist)."""
+        try:
+            st = os.lstat(self.root)
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            return f"cannot be read ({e.strerror})"
+        return folder_problem(st)
+
     def entries(self) -> list[dict]:
-        out = []
+        """Every kernel entry, verified: each has `ok` and, when not ok, `problem`."""
+        out: list[dict] = []
         base = os.path.join(self.root, "kernels")
-        if not os.path.isdir(base):
+        if self.problem() is not None or not _is_dir(base):
             return out
-        for sub in sorted(os.listdir(base)):
-            for key in sorted(os.listdir(os.path.join(base, sub))):
-                d = os.path.join(base, sub, key)
-                size = _tree_size(d)
+        secret = self._key(create=False)
+        for sub in _listdir(base):
+            shard = os.path.join(base, sub)
+            if not _is_dir(shard):
+                out.append(_bad_entry(sub, shard, "not a folder"))
+                continue
+            for key in _listdir(shard):
+                d = os.path.join(shard, key)
                 try:
-                    with open(os.path.join(d, "meta.json"), encoding="utf-8") as f:
-                        meta = json.load(f)
-                except (OSError, ValueError):
-                    meta = {}
-                out.append({"key": key, "path": d, "bytes": size,
-                            "kernel": meta.get("kernel", "?"), "source": meta.get("source", "?"),
-                            "target": meta.get("target", "?"), "consts": meta.get("consts", {}),
-                            "facts": meta.get("facts", {}), "created": meta.get("created")})
+                    body, _ = self._read_entry(key, d, secret)
+                except Damaged as e:
+                    out.append(_bad_entry(key, d, str(e)))
+                    continue
+                consts, facts = body.get("consts"), body.get("facts")
+                out.append({"key": key, "path": d, "bytes": _tree_size(d), "ok": True,
+                            "problem": None, "kernel": str(body.get("kernel", "?")),
+                            "source": str(body.get("source", "?")),
+                            "target": str(body.get("target", "?")),
+                            "consts": consts if isinstance(consts, dict) else {},
+                            "facts": facts if isinstance(facts, dict) else {},
+                            "created": body.get("created")})
         return out
 
     def size(self) -> int:
-        return _tree_size(self.root) if os.path.isdir(self.root) else 0
+        return _tree_size(self.root) if self.problem() is None else 0
 
     def clear(self) -> int:
-        """Remove every entry; returns the number of kernel entries removed."""
-        n = len(self.entries())
+        """Remove every entry that is ours (links are removed, never followed); returns the
+        number of kernel entries removed."""
+        if self.problem() is not None:
+            return 0
+        n = 0
+        base = os.path.join(self.root, "kernels")
+        if _is_dir(base):
+            for sub in _listdir(base):
+                shard = os.path.join(base, sub)
+                if not _is_dir(shard):
+                    continue
+                for key in _listdir(shard):
+                    n += _unlink_ours(os.path.join(shard, key))
         for sub in ("kernels", "modules", "tmp", "locks"):
-            p = os.path.join(self.root, sub)
-            if os.path.isdir(p):
-                shutil.rmtree(p, ignore_errors=True)
+            _unlink_ours(os.path.join(self.root, sub))
         return n
 
 
-def _write(path: str, data: bytes) -> None:
-    with open(path, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
+def _is_dir(path: str) -> bool:
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return False
 
 
-def _tree_size(root: str) -> int:
-    total = 0
-    for d, _, files in os.walk(root):
-        for name in files:
-            with contextlib.suppress(OSError):
-                total += os.path.getsize(os.path.join(d, name))
-    return total
+def _listdir(path: str) -> list[str]:
+    try:
+        return sorted(os.listdir(path))
+    except OSError:
+        return []
+
+
+def _bad_entry(key: str, path: str, why: str) -> dict:
+    return {"key": key, "path": path, "bytes": _tree_size(path), "ok": False, "problem": why,
+            "kernel": "?", "source": "?", "target": "?", "consts": {}, "facts": {},
+            "created": None}

@@ -295,20 +295,34 @@ def cmd_cache(argv: list[str]) -> int:
     from .cache import DiskCache
     cache = DiskCache(args.dir)
     out = sys.stdout
+    why = cache.problem()
+    if why is not None:
+        sys.stderr.write(f"tilec cache: error: not using the cache folder {cache.root}: {why}\n")
+        return 1
     if args.action == "list":
         entries = cache.entries()
         if not entries:
             out.write(f"no cached kernels in {cache.root}\n")
             return 0
         out.write(f"{'key':<14}{'kernel':<16}{'target':<9}{'size':>10}  consts / facts / source\n")
+        good = [e for e in entries if e["ok"]]
         for e in entries:
+            if not e["ok"]:
+                out.write(f"{e['key'][:12]:<14}{'(damaged)':<16}{'?':<9}"
+                          f"{_human(e['bytes']):>10}  {e['problem']}\n")
+                continue
             consts = ",".join(f"{k}={v}" for k, v in e["consts"].items()) or "-"
             facts = ",".join(f"{k}={v}" for k, v in e["facts"].items()) or "-"
             out.write(f"{e['key'][:12]:<14}{e['kernel']:<16}{e['target']:<9}"
                       f"{_human(e['bytes']):>10}  {consts} / {facts} / {e['source']}\n")
-        out.write(f"{len(entries)} kernel{'s' if len(entries) != 1 else ''} in {cache.root}\n")
+        out.write(f"{len(good)} kernel{'s' if len(good) != 1 else ''} in {cache.root}")
+        bad = len(entries) - len(good)
+        if bad:
+            out.write(f", {bad} damaged (rebuilt when used; `tilec cache clear` removes "
+                      f"{'them' if bad != 1 else 'it'})")
+        out.write("\n")
     elif args.action == "size":
-        n = len(cache.entries())
+        n = sum(e["ok"] for e in cache.entries())
         out.write(f"{_human(cache.size())} in {n} kernel{'s' if n != 1 else ''} "
                   f"({cache.root})\n")
     else:
