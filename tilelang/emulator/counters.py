@@ -21,11 +21,19 @@ class Counters:
         self.shared_wavefronts = 0
         self.bank_conflicts = 0
         self.clock = 0
+        # per PTX line: [requests, sectors, bytes] / [requests, wavefronts, conflicts]
+        self.global_lines: dict[int, list] = {}
+        self.shared_lines: dict[int, list] = {}
+
+    @staticmethod
+    def _line(st):
+        return st.ins.line if st.ins is not None else 0
 
     def record_global(self, st, idx, off, size):
         """One request per warp that takes part; sectors = distinct 32-byte segments it
         touches. Threads arrive in batch order (warps ascending), so the usual coalesced case
-        is counted in linear time; anything else falls back to a sort."""
+        is counted in linear time; anything else falls back to a sort. `size` is one number
+        or one per thread (cp.async with a src-size reads only that many bytes)."""
         if idx.size == 0:
             return
         warps = st.warp_global[idx]
@@ -36,41 +44,77 @@ class Counters:
         s = first if spans == 0 else np.concatenate([first + k for k in range(spans + 1)])
         keep = s <= (last if spans == 0 else np.concatenate([last] * (spans + 1)))
         key = (w[keep] << 40) + s[keep]
-        self.global_sectors += _distinct(key)
-        self.global_requests += 1 + int(np.count_nonzero(warps[1:] != warps[:-1]))
-        self.global_bytes += idx.size * size
+        sectors = _distinct(key)
+        requests = 1 + int(np.count_nonzero(warps[1:] != warps[:-1]))
+        nbytes = int(np.sum(np.broadcast_to(size, idx.shape)))
+        self.global_sectors += sectors
+        self.global_requests += requests
+        self.global_bytes += nbytes
+        acc = self.global_lines.setdefault(self._line(st), [0, 0, 0])
+        acc[0] += requests
+        acc[1] += sectors
+        acc[2] += nbytes
 
     def record_shared(self, st, idx, off, size):
-        """Bank conflicts: per warp, the most distinct 4-byte words that fall in one bank.
+        """Bank conflicts of one ld/st/atom on shared memory (or the shared side of cp.async).
 
-        A request needing k wavefronts counts k - (minimum wavefronts) conflicts; accesses
-        wider than 4 bytes are split into their 4-byte words (the hardware serves 8/16-byte
-        accesses in 2/4 phases, which is the minimum used here).
+        The warp's request is served in phases: all 32 lanes for accesses of up to 4 bytes,
+        half-warps (lanes 0-15, 16-31) for 8 bytes, quarter-warps for 16 bytes, so that one
+        phase asks for at most 128 bytes. A phase needs as many wavefronts as the largest
+        number of distinct 4-byte words it touches in one of the 32 banks (equal words are
+        broadcast); each wavefront beyond one per phase is a bank conflict.
         """
         if idx.size == 0:
             return
         nwords = max(size // 4, 1)
+        lanes = 32 if size <= 4 else 128 // size
+        nph = 32 // lanes
         w0 = int(st.warp_global[idx[0]])
         nw = int(st.warp_global[idx[-1]]) - w0 + 1
-        # (warp, lane × word) matrix of the words touched; -1 where no access
-        mat = np.full((nw, 32 * nwords), -1, np.int64)
-        rows = st.warp_global[idx] - w0
+        lane = st.lane[idx]
+        rows = (st.warp_global[idx] - w0) * nph + lane // lanes
+        cols = (lane % lanes) * nwords
+        self._count_shared(st, nw, nw * nph, rows, cols, off // 4, nwords, lanes * nwords)
+
+    def record_ldmatrix(self, st, idx, addrs, nmat):
+        """ldmatrix / stmatrix .x1/.x2/.x4: lane 8i + r gives the 16-byte row r of matrix i,
+        and the hardware reads (writes) one matrix per phase: 8 rows of 16 bytes, at best
+        one 128-byte wavefront. `idx` are the lanes that give rows (lane < 8 * nmat)."""
+        if idx.size == 0:
+            return
+        w0 = int(st.warp_global[idx[0]])
+        nw = int(st.warp_global[idx[-1]]) - w0 + 1
+        lane = st.lane[idx]
+        rows = (st.warp_global[idx] - w0) * nmat + lane // 8
+        self._count_shared(st, nw, nw * nmat, rows, (lane % 8) * 4, addrs // 4, 4, 32)
+
+    def _count_shared(self, st, nwarps, nrows, rows, cols, word0, nwords, ncols):
+        """rows: the phase of each access, cols: its first column in the phase, word0: its
+        first 4-byte word; counts wavefronts per present phase."""
+        # (phase, lane x word) matrix of the words touched; -1 where no access
+        mat = np.full((nrows, ncols), -1, np.int64)
         for k in range(nwords):
-            mat[rows, st.lane[idx] * nwords + k] = off // 4 + k
+            mat[rows, cols + k] = word0 + k
         mat.sort(axis=1)                       # rows are short: cheap, no global sort
         new = np.ones(mat.shape, bool)
         new[:, 1:] = mat[:, 1:] != mat[:, :-1]
         new &= mat >= 0
         r, c = np.nonzero(new)
-        per_bank = np.bincount(r * 32 + mat[r, c] % 32, minlength=nw * 32).reshape(nw, 32)
-        present = np.zeros(nw, bool)
+        per_bank = np.bincount(r * 32 + mat[r, c] % 32, minlength=nrows * 32).reshape(nrows, 32)
+        present = np.zeros(nrows, bool)
         present[rows] = True
-        per_warp = per_bank.max(axis=1)[present]
-        phases = max(1, (size * 32) // 128)
-        waves = np.maximum(per_warp, phases)
-        self.shared_requests += int(per_warp.size)
-        self.shared_wavefronts += int(waves.sum())
-        self.bank_conflicts += int((waves - phases).sum())
+        waves = per_bank.max(axis=1)[present]
+        warps = np.zeros(nwarps, bool)
+        warps[rows // (nrows // nwarps)] = True
+        requests, wavefronts = int(warps.sum()), int(waves.sum())
+        conflicts = int((waves - 1).sum())
+        self.shared_requests += requests
+        self.shared_wavefronts += wavefronts
+        self.bank_conflicts += conflicts
+        acc = self.shared_lines.setdefault(self._line(st), [0, 0, 0])
+        acc[0] += requests
+        acc[1] += wavefronts
+        acc[2] += conflicts
 
 
 def _distinct(key):
@@ -100,6 +144,19 @@ class LaunchReport:
     bank_conflicts: int = 0
     seconds: float = 0.0
     output: str = ""                                     # text printed by vprintf
+    global_lines: dict = field(default_factory=dict)    # PTX line -> [requests, sectors, bytes]
+    shared_lines: dict = field(default_factory=dict)    # PTX line -> [requests, wavefronts,
+    #                                                     conflicts]
+
+    def bank_conflicts_in(self, lines) -> int:
+        """Bank conflicts of the shared-memory instructions on these PTX lines."""
+        return sum(self.shared_lines[n][2] for n in lines if n in self.shared_lines)
+
+    def coalescing_in(self, lines) -> float:
+        """Coalescing efficiency of the global accesses on these PTX lines (1.0 if none)."""
+        got = [self.global_lines[n] for n in lines if n in self.global_lines]
+        sectors = sum(g[1] for g in got)
+        return sum(g[2] for g in got) / (32 * sectors) if sectors else 1.0
 
     @property
     def total_instructions(self) -> int:
@@ -137,4 +194,5 @@ def make_report(prog, counters: Counters, geom, seconds: float, output: str) -> 
                         geom.nblocks * geom.tpb, dict(per_op), counters.global_requests,
                         counters.global_sectors, counters.global_bytes,
                         counters.shared_requests, counters.shared_wavefronts,
-                        counters.bank_conflicts, seconds, output)
+                        counters.bank_conflicts, seconds, output,
+                        dict(counters.global_lines), dict(counters.shared_lines))

@@ -30,8 +30,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import (ops_alu, ops_call, ops_ctrl, ops_mbarrier, ops_mem, ops_tensor,  # noqa: F401
-               ops_warp)  # (importing registers the builders)
+from . import (ops_alu, ops_async, ops_call, ops_ctrl, ops_mbarrier,  # noqa: F401
+               ops_mem, ops_tensor, ops_warp)  # (importing registers the builders)
 from .counters import Counters, LaunchReport, make_report
 from .errors import EmulatorError, LaunchRefused, PTXParseError
 from .executor import run_batch

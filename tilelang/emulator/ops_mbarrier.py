@@ -128,14 +128,16 @@ def build_mbarrier(ctx, ins, parts):
 
 
 def build_cp_async_arrive(ctx, ins, parts):
-    """cp.async.mbarrier.arrive[.noinc]: copies complete at issue, so the arrive happens now;
+    """cp.async.mbarrier.arrive[.noinc]: the thread's copies land now, then the arrive happens;
     without .noinc the pending count was raised by one first (net effect: none)."""
+    from .ops_async import complete
     if "noinc" not in parts:
-        return lambda st, m: None
+        return lambda st, m: complete(st, st.active_index(m))
     addr = _Addr(ctx, ins.operands[0], "shared")
 
     def run(st, m):
         idx = st.active_index(m)
+        complete(st, idx)
         view, elem = _locate(st, addr, idx)
         _, flipped = arrive(st, view, elem, np.ones(idx.size, np.int64))
         st.mbar_flipped |= flipped

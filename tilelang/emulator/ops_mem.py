@@ -1,4 +1,4 @@
-"""Loads, stores, atomics, cp.async, barriers, fences and the other memory-side instructions."""
+"""Loads, stores, atomics, barriers, fences and the other memory-side instructions."""
 
 from __future__ import annotations
 
@@ -301,61 +301,6 @@ def build_atom(ctx, ins, parts):
         if put is not None:
             put(st, _gather_full(st, m, olds, dt), m)
     return run
-
-
-# -- cp.async ------------------------------------------------------------------------------
-@op("cp")
-def build_cp(ctx, ins, parts):
-    if parts[1] != "async":
-        ctx.error(f"unsupported instruction {ins.opcode}")
-    rest = parts[2:]
-    if rest and rest[0] in ("commit_group", "wait_group", "wait_all"):
-        return lambda st, m: None          # copies complete at issue: groups are trivially done
-    if rest and rest[0] == "mbarrier":
-        from .ops_mbarrier import build_cp_async_arrive
-        return build_cp_async_arrive(ctx, ins, parts)
-    if "bulk" in rest:
-        ctx.error("cp.async.bulk (TMA) is not supported by the emulator")
-    ops = ins.operands
-    dst, src, csize = ops[0], ops[1], ops[2]
-    u32 = type_info("u32")
-    cp_size = int(ctx.src(csize, u32)(None))
-    if cp_size not in (4, 8, 16):
-        ctx.error("cp.async size must be 4, 8 or 16")
-    g_src_size = ctx.src(ops[3], u32) if len(ops) > 3 and not _is_pred(ctx, ops[3]) else None
-    dstA, srcA = _Addr(ctx, dst, "shared"), _Addr(ctx, src, "global")
-    n = cp_size // 4
-
-    def run(st, m):
-        idx = st.active_index(m)
-        if g_src_size is not None:
-            ss = np.broadcast_to(np.asarray(g_src_size(st)), (st.T,))[idx].astype(np.int64)
-        else:
-            ss = None
-        src_groups = srcA.groups(st, idx, cp_size, cp_size)
-        res = load(st, src_groups, np.uint32, n, 4)
-        vals = []
-        for k in range(n):
-            full = np.zeros(st.T, np.uint32)
-            for gi, v in res[k]:
-                full[gi] = v
-            if ss is not None:
-                keep = np.clip(ss - 4 * k, 0, 4)
-                word_mask = np.where(keep >= 4, 0xFFFFFFFF, (1 << (8 * keep)) - 1)
-                part = np.zeros(st.T, np.uint32)
-                part[idx] = full[idx] & word_mask.astype(np.uint32)
-                full = part
-            vals.append((lambda f: (lambda sel: f[sel]))(full))
-        store(st, dstA.groups(st, idx, cp_size, cp_size), np.uint32, vals, 4)
-    return run
-
-
-def _is_pred(ctx, o):
-    from .ptx_ast import Reg
-    if not isinstance(o, Reg):
-        return False
-    i = ctx.prog.reg_index.get((ctx.fn.name, o.name))
-    return i is not None and ctx.prog.reg_dtypes[i] == np.bool_
 
 
 @op("mapa", "getctarank")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .access import locate, record, region_view
+from .access import locate, region_view
 from .decode import op
 from .ops_warp import check_members
 from .ptx_ast import Vec
@@ -224,7 +224,10 @@ def build_ldmatrix(ctx, ins, parts):
         rowaddr = np.broadcast_to(np.asarray(addr.get(st), np.uint64), (st.T,))
         # each providing lane's row must be a valid, 16-byte aligned 16-byte row
         provider = st.lane[idx] < 8 * nmat
-        locate(st, addr.space, rowaddr[idx[provider]], idx[provider], 16, 16)
+        rows = locate(st, addr.space, rowaddr[idx[provider]], idx[provider], 16, 16)
+        if st.counters.detailed:
+            for region, gi, off, ad in rows:
+                st.counters.record_ldmatrix(st, gi, ad.astype(np.int64), nmat)
         for i in range(nmat):
             e0, e1 = element_addrs(st, idx, rowaddr, i)
             g0 = locate(st, addr.space, e0, idx, 2, 2)
@@ -234,14 +237,11 @@ def build_ldmatrix(ctx, ins, parts):
                 lo, hi = (word & np.uint32(0xFFFF)).astype(np.uint16), \
                     (word >> np.uint32(16)).astype(np.uint16)
                 for (region, gi, off, ad), vals in ((g0[0], lo), (g1[0], hi)):
-                    record(st, region, gi, off, ad, 2)
                     region_view(st, region, np.uint16)[off // 2] = vals
                 continue
             vals = []
             for (region, gi, off, ad) in (g0[0], g1[0]):
                 vals.append(region_view(st, region, np.uint16)[off // 2].astype(np.uint32))
-            if i == 0:
-                record(st, g0[0][0], idx, g0[0][2], g0[0][3], 4)
             full = np.zeros(st.T, np.uint32)
             full[idx] = vals[0] | (vals[1] << np.uint32(16))
             puts[i](st, full, m)

@@ -65,6 +65,8 @@ class State:
         self.named_arrived = np.zeros((nblk, 16), np.int64)   # named barriers: threads so far
         self.wait_bar = np.full(T, -1, np.int64)   # named barrier a thread waits on; -2: mbarrier
         self.mbar_flipped = False                  # an mbarrier phase completed this step
+        self.cp_pending = []                       # cp.async copies not landed (ops_async)
+        self.cp_commits = np.zeros(T, np.int64)    # cp.async.commit_group count per thread
         self.stack = np.zeros((16, T), np.int32)
         self.sp = np.zeros(T, np.int64)
         self.ins = None               # the instruction being executed (for error messages)
