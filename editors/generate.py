@@ -2,7 +2,7 @@
 """Rewrite the generated word lists of every Tile highlighter from the sources of truth.
 
 Sources of truth (read through ``tilelang.highlight``):
-  * keywords  -- the quoted word terminals of ``tilelang/grammar/tile.lark``;
+  * keywords  -- the quoted word terminals of ``grammar/tile.lark``;
   * built-ins -- ``tilelang.sema.builtins.builtin_names()``;
   * dtypes    -- ``tilelang.sema.types.DTYPES``.
 While the grammar or the registry does not exist, the fallback lists of ``tilelang/highlight.py``

@@ -2,7 +2,7 @@
 
 The word lists have one source of truth each:
 
-* keywords: the quoted word terminals of the grammar (``tilelang/grammar/tile.lark``);
+* keywords: the quoted word terminals of the grammar (``grammar/tile.lark``);
 * built-in operations: ``tilelang.sema.builtins.builtin_names()``;
 * dtypes: ``tilelang.sema.types.DTYPES`` (they double as strict-constant constructors,
   ``i16(5)``, but are highlighted as types everywhere).
@@ -44,7 +44,15 @@ __all__ = [
     "GRAMMAR_PATH",
 ]
 
-GRAMMAR_PATH = pathlib.Path(__file__).resolve().parent / "grammar" / "tile.lark"
+def _grammar_path() -> pathlib.Path:
+    from .frontend.resources import grammar_path
+    try:
+        return pathlib.Path(grammar_path())
+    except FileNotFoundError:  # an incomplete install: the fallback lists below apply
+        return pathlib.Path(__file__).resolve().parent / "grammar" / "tile.lark"
+
+
+GRAMMAR_PATH = _grammar_path()
 
 # BEGIN GENERATED fallback (editors/generate.py rewrites this region; do not edit by hand)
 FALLBACK_KEYWORDS = (

@@ -23,7 +23,7 @@ def tile_files() -> list[pathlib.Path]:
     """Every .tile file the highlighters must handle: the examples, the standard library and
     the fixture that covers every construct."""
     files = sorted((ROOT / "examples").glob("*.tile"))
-    files += sorted((ROOT / "tilelang" / "stdlib").rglob("*.tile"))
+    files += sorted((ROOT / "stdlib").rglob("*.tile"))
     files.append(SAMPLE)
     return files
 

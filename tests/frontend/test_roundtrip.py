@@ -11,7 +11,7 @@ from tilelang.frontend.parser import keywords, parse
 from tilelang.frontend.printer import print_module
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-SOURCES = sorted(ROOT.glob("examples/*.tile")) + sorted(ROOT.glob("tilelang/stdlib/**/*.tile"))
+SOURCES = sorted(ROOT.glob("examples/*.tile")) + sorted(ROOT.glob("stdlib/**/*.tile"))
 
 
 @pytest.mark.parametrize("path", SOURCES, ids=lambda p: p.name)

@@ -1,20 +1,20 @@
 """Module resolution: `import std.math;` and `from std.nn import x;`.
 
 A dotted path `a.b.c` names the file `a/b/c.tile`. Folders are searched in this order: the
-importing file's folder, each `-I` folder, then the standard library shipped in the package
-(`tilelang/stdlib`). A missing module lists every folder searched; an import cycle lists the
+importing file's folder, each `-I` folder, then the standard library (`stdlib/`, shipped
+inside the package). A missing module lists every folder searched; an import cycle lists the
 modules in it.
 """
 
 from __future__ import annotations
 
-import importlib.resources
 import os
 from dataclasses import dataclass, field
 
 from ..diagnostics import Label, Span, TileError, TileImportError, register_codes
 from . import ast
 from .parser import parse
+from .resources import stdlib_dir
 from .source import read_source
 
 register_codes({
@@ -22,10 +22,6 @@ register_codes({
     "E0602": "import cycle",
     "E0603": "a name imported with `from` does not exist in the module",
 })
-
-
-def stdlib_dir() -> str:
-    return str(importlib.resources.files("tilelang").joinpath("stdlib"))
 
 
 @dataclass

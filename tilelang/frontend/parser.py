@@ -1,8 +1,8 @@
 """Source text → AST.
 
-The grammar (`tilelang/grammar/tile.lark`) is loaded from the installed package and its LALR
-tables are cached on disk by Lark, so start-up stays small. A clean file takes the fast path
-(Lark's own loop). A file with errors is parsed again through Lark's interactive parser, which
+The grammar (`grammar/tile.lark`) ships with the package together with its LALR tables as
+plain JSON data (`grammar_tables`), so start-up stays small and no cache file is ever read.
+A clean file takes the fast path (Lark's own loop). A file with errors is parsed again through Lark's interactive parser, which
 lets us report each error in the language's terms ("expected `)` to close the `(` at 3:14") and
 resume at the next statement or item boundary to report the errors after it.
 """
@@ -10,9 +10,6 @@ resume at the next statement or item boundary to report the errors after it.
 from __future__ import annotations
 
 import functools
-import importlib.resources
-import os
-import tempfile
 from dataclasses import dataclass
 
 import lark
@@ -21,8 +18,9 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedTok
 
 from ..diagnostics import (Diagnostic, Label, Severity, Span, TileSyntaxError, register_codes,
                            remember_source)
-from . import ast
+from . import ast, grammar_tables
 from .lower_tree import TreeToAst
+from .resources import grammar_path
 
 CODES = {
     "E0101": "unexpected token",
@@ -64,35 +62,15 @@ _EXPR_START = {"NAME", "DEC_INT", "HEX_INT", "BIN_INT", "FLOAT", "STRING", "LPAR
 
 
 def grammar_text() -> str:
-    """The grammar as shipped inside the installed package."""
-    return importlib.resources.files("tilelang").joinpath("grammar/tile.lark").read_text("utf-8")
-
-
-def _cache_path() -> str | bool:
-    base = os.environ.get("TILELANG_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
-        "tilelang")
-    try:
-        os.makedirs(base, exist_ok=True)
-        if os.access(base, os.W_OK):
-            return os.path.join(base, f"grammar-lark{lark.__version__}")
-    except OSError:
-        pass
-    return os.path.join(tempfile.gettempdir(), f"tilelang-grammar-lark{lark.__version__}")
+    """The grammar as shipped with the installed package."""
+    with open(grammar_path(), encoding="utf-8") as f:
+        return f.read()
 
 
 @functools.lru_cache(maxsize=1)
 def _lark() -> lark.Lark:
-    text = grammar_text()
-    kw = dict(parser="lalr", lexer="basic", propagate_positions=True, maybe_placeholders=False)
-    # Lark keys its cache on the grammar text and options (the file name carries Lark's
-    # version), so a changed grammar never reads a stale table.
-    import hashlib
-    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
-    try:
-        return lark.Lark(text, cache=f"{_cache_path()}-{digest}.pickle", **kw)
-    except (OSError, EOFError, ValueError):
-        return lark.Lark(text, **kw)
+    # The shipped tables (plain JSON, never a pickle), or the grammar built in memory.
+    return grammar_tables.parser_for(grammar_text())
 
 
 @functools.lru_cache(maxsize=1)
