@@ -94,6 +94,10 @@ class TileError(Exception):
         if isinstance(diagnostics, Diagnostic):
             diagnostics = [diagnostics]
         self.diagnostics: list[Diagnostic] = list(diagnostics)
+        # the texts the spans point into, as they are now (a later `<string>` module replaces
+        # the registry's text, and str() of this error must still show its own lines)
+        self._texts = {sp.file: _SOURCES.get(sp.file) for d in self.diagnostics
+                       for sp in (d.span, *(r.span for r in d.related)) if sp is not None}
         first = self.diagnostics[0] if self.diagnostics else None
         super().__init__(first.message if first else "error")
 
@@ -107,6 +111,14 @@ class TileError(Exception):
     @property
     def code(self) -> str | None:
         return self.diagnostics[0].code if self.diagnostics else None
+
+    def __str__(self) -> str:
+        """Every diagnostic as `tilec` prints it, uncoloured (location, source line with
+        carets, notes, help), so a Python traceback shows what the CLI would. `args[0]` stays
+        the first message and `diagnostics` the structured list."""
+        if not self.diagnostics:
+            return super().__str__()
+        return render_all(self.diagnostics, texts=getattr(self, "_texts", None))
 
 
 class TileSyntaxError(TileError):
@@ -143,8 +155,11 @@ def remember_source(file: str, text: str) -> None:
     _SOURCES[file] = text
 
 
-def source_line(file: str, line: int) -> str | None:
-    text = _SOURCES.get(file)
+def source_line(file: str, line: int, texts: Mapping[str, str | None] | None = None
+                ) -> str | None:
+    text = texts.get(file) if texts else None
+    if text is None:
+        text = _SOURCES.get(file)
     if text is None:
         try:
             with open(file, encoding="utf-8") as f:
@@ -195,8 +210,8 @@ def _caret_line(src: str, col: int, end_col: int) -> tuple[int, int]:
     return len(prefix), max(len(body), 1)
 
 
-def _snippet(span: Span, label: str | None, gutter: int, paint) -> list[str]:
-    src = source_line(span.file, span.line)
+def _snippet(span: Span, label: str | None, gutter: int, paint, texts=None) -> list[str]:
+    src = source_line(span.file, span.line, texts)
     pad = " " * gutter
     if src is None:
         return []
@@ -214,7 +229,8 @@ def _snippet(span: Span, label: str | None, gutter: int, paint) -> list[str]:
     return out
 
 
-def render(diag: Diagnostic, color: bool = False) -> str:
+def render(diag: Diagnostic, color: bool = False,
+           texts: Mapping[str, str | None] | None = None) -> str:
     """Render one diagnostic in the rustc style:
 
         error[E0101]: expected `)` to close the `(` at 3:14, found `;`
@@ -240,10 +256,11 @@ def render(diag: Diagnostic, color: bool = False) -> str:
     pad = " " * gutter
     if diag.span is not None:
         lines.append(f"{pad}{paint(_BLUE, '-->')} {diag.span}")
-        lines += _snippet(diag.span, diag.label, gutter, paint)
+        lines += _snippet(diag.span, diag.label, gutter, paint, texts)
     for rel in diag.related:
         lines.append(f"{pad}{paint(_BLUE, ':::')} {rel.span}")
-        lines += _snippet(rel.span, rel.message, gutter, lambda c, t: paint(c or _BLUE, t))
+        lines += _snippet(rel.span, rel.message, gutter, lambda c, t: paint(c or _BLUE, t),
+                          texts)
     tail = [f"{pad} {paint(_BLUE, '=')} note: {n}" for n in diag.notes]
     if diag.help:
         tail.append(f"{pad} {paint(_BLUE, '=')} help: {diag.help}")
@@ -254,8 +271,9 @@ def render(diag: Diagnostic, color: bool = False) -> str:
     return "\n".join(lines)
 
 
-def render_all(diags: Iterable[Diagnostic], color: bool = False) -> str:
-    return "\n\n".join(render(d, color) for d in diags)
+def render_all(diags: Iterable[Diagnostic], color: bool = False,
+               texts: Mapping[str, str | None] | None = None) -> str:
+    return "\n\n".join(render(d, color, texts) for d in diags)
 
 
 def emit(diags: Iterable[Diagnostic], stream: TextIO | None = None) -> None:

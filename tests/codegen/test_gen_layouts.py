@@ -100,4 +100,5 @@ def test_unknown_target_and_bad_opt_level():
     assert e.value.code == "E0750"
     with pytest.raises(TileError) as e:
         compile_kernel(k, "sm_90a", 4)
-    assert (e.value.code, str(e.value)) == ("E0782", "optimization level 4 is not 0-3")
+    assert (e.value.code, e.value.diagnostics[0].message) == \
+        ("E0782", "optimization level 4 is not 0-3")

@@ -328,6 +328,7 @@ class FakeKernel:
     cluster: tuple | None = None
     dynamic_smem: int = 0
     static_smem: int = 0
+    reads_only: tuple = ()      # array parameters the kernel never stores into
 
 
 def P(name, kind, dtype, rank=0, default=None):
@@ -338,7 +339,7 @@ F32_1 = ("array", "f32", 1)
 LIBRARY = {
     "vadd": FakeKernel((P("a", *F32_1), P("b", *F32_1), P("c", *F32_1),
                         P("TILE", "const", "i32", 0, 1024)), vadd_ptx,
-                       NvvmAttrs(maxntid=(128, 1, 1))),
+                       NvvmAttrs(maxntid=(128, 1, 1)), reads_only=("a", "b")),
     "scalars": FakeKernel((P("out", "array", "u64", 1), P("a", "scalar", "i8"),
                            P("b", "scalar", "u16"), P("c", "scalar", "i32"),
                            P("d", "scalar", "i64"), P("e", "scalar", "f16"),
@@ -347,7 +348,7 @@ LIBRARY = {
                            P("m", "scalar", "u64")), scalars_ptx,
                           NvvmAttrs(reqntid=(1, 1, 1)), block=(1, 1, 1)),
     "copy2d": FakeKernel((P("src", "array", "f32", 2), P("dst", "array", "f32", 2)),
-                         copy2d_ptx, NvvmAttrs(maxntid=(128, 1, 1))),
+                         copy2d_ptx, NvvmAttrs(maxntid=(128, 1, 1)), reads_only=("src",)),
     "noop": FakeKernel((), noop_ptx, NvvmAttrs(maxntid=(128, 1, 1))),
     "clus": FakeKernel((P("out", "array", "i32", 1),), cluster_ptx,
                        NvvmAttrs(reqntid=(32, 1, 1), cluster_dim=(2, 1, 1)), block=(32, 1, 1),
@@ -398,8 +399,9 @@ class FakeCompiler:
             time.sleep(self.delay)
         self.builds.append((kernel, dict(consts), {k: v.key() for k, v in facts.items()}))
         fk = LIBRARY[kernel]
-        abi = tuple(AbiParam(p.name, p.kind, DTYPES[p.dtype], p.rank) for p in fk.params
-                    if p.kind != "const")
+        abi = tuple(AbiParam(p.name, p.kind, DTYPES[p.dtype], p.rank,
+                             p.kind == "array" and p.name not in fk.reads_only)
+                    for p in fk.params if p.kind != "const")
         art = KernelArtifact(kernel, abi, fk.block, fk.attrs, fk.cluster, fk.static_smem,
                              fk.dynamic_smem, dict(facts))
         ptx = fk.ptx(consts, facts, options.target)

@@ -233,8 +233,8 @@ def test_unknown_backend(comp):
     with pytest.raises(rterr.TileUsageError) as e:
         tilelang.compile(source("noop"), backend="rocm", compiler=comp)
     assert e.value.code == "E0921"
-    assert str(e.value) == "unknown back end `rocm`\nhelp: the back ends are `cuda` (a GPU " \
-        "through the CUDA driver) and `emulator` (the CPU PTX emulator)"
+    assert str(e.value) == "error[E0921]: unknown back end `rocm`\n  = help: the back ends are " \
+        "`cuda` (a GPU through the CUDA driver) and `emulator` (the CPU PTX emulator)"
 
 
 def test_no_driver_names_the_emulator(comp, monkeypatch):
@@ -245,8 +245,9 @@ def test_no_driver_names_the_emulator(comp, monkeypatch):
     with pytest.raises(rterr.BackendUnavailable) as e:
         tilelang.compile(source("noop"), compiler=comp)        # default back end: cuda
     assert e.value.code == "E0920"
-    assert str(e.value).startswith("no NVIDIA driver was found, so the CUDA back end cannot run")
-    assert str(e.value).endswith("\nhelp: run on the CPU emulator instead: pass "
+    assert str(e.value).startswith("error[E0920]: no NVIDIA driver was found, so the CUDA back "
+                                   "end cannot run")
+    assert str(e.value).endswith("\n  = help: run on the CPU emulator instead: pass "
                                  "backend='emulator' or set TILELANG_BACKEND=emulator")
     assert e.value.diagnostics[0].help == (
         "run on the CPU emulator instead: pass backend='emulator' or set "

@@ -8,6 +8,7 @@ read a type is chosen once per Python type and cached.
 
 from __future__ import annotations
 
+import operator
 from typing import Callable, NamedTuple
 
 import numpy as np
@@ -28,6 +29,7 @@ class ArrayView(NamedTuple):
     device_id: int
     keep: object             # what must stay alive until the launch is issued (or the array)
     what: str                # the library, for messages ("torch.Tensor", "numpy.ndarray", ...)
+    problem: tuple | None = None   # (code, message, help) when the array cannot be passed
 
 
 def _from_device_array(a: DeviceArray) -> ArrayView:
@@ -47,28 +49,61 @@ def _from_torch(t) -> ArrayView:
 
 def _from_numpy(a: np.ndarray) -> ArrayView:
     size = a.itemsize
-    strides = tuple(s // size for s in a.strides) if all(s % size == 0 for s in a.strides) \
-        else None
-    return ArrayView(a.ctypes.data, a.shape, strides, NUMPY_TO_TILE.get(a.dtype.name), "host",
-                     0, a, "numpy.ndarray")
+    strides = tuple(s // size for s in a.strides) if size and \
+        all(s % size == 0 for s in a.strides) else None
+    ptr = a.ctypes.data
+    return ArrayView(ptr, a.shape, strides, NUMPY_TO_TILE.get(a.dtype.name), "host", 0, a,
+                     "numpy.ndarray", numpy_problem(a.dtype, ptr))
+
+
+def numpy_problem(dt: np.dtype, ptr: int = 0) -> tuple | None:
+    """(code, message, help) for a NumPy dtype or address no kernel can read as it is: a
+    non-native byte order (its name is still `float32`: the bytes would be read swapped),
+    structured and object dtypes, an address that is not a multiple of the element size."""
+    if dt.fields is not None or dt.subdtype is not None:
+        return ("E0911", f"has the structured dtype {dt}, which is not a Tile dtype",
+                "pass each field as its own array, e.g. `np.ascontiguousarray(x['name'])`")
+    if dt.hasobject:
+        return ("E0911", "holds Python objects (dtype object), not numbers",
+                "convert it to a numeric dtype first, e.g. `x.astype(np.float32)`")
+    if not dt.isnative:
+        order = "big" if dt.byteorder == ">" else "little"
+        return ("E0911", f"has {order}-endian elements ({dt.str}); kernels read the device's "
+                "native (little-endian) byte order",
+                f"convert it first: `x.astype('{dt.newbyteorder('=').str}')` or "
+                "`np.ascontiguousarray(x, dtype=x.dtype.newbyteorder('='))`")
+    if dt.itemsize and ptr % dt.itemsize:
+        return ("E0914", f"starts at an address that is not a multiple of its element size "
+                f"({dt.itemsize} bytes)", "pass an aligned copy, e.g. `x.copy()`")
+    return None
 
 
 def _from_cai(x) -> ArrayView:
-    cai = x.__cuda_array_interface__
-    dt = np.dtype(cai["typestr"])
-    shape = tuple(cai["shape"])
-    if cai.get("strides") is None:
-        from .device_array import c_strides
-        strides = c_strides(shape)
-    else:
-        strides = tuple(s // dt.itemsize for s in cai["strides"]) \
-            if all(s % dt.itemsize == 0 for s in cai["strides"]) else None
+    what = f"{type(x).__module__}.{type(x).__qualname__}"
+    try:
+        cai = x.__cuda_array_interface__
+        dt = np.dtype(cai["typestr"])
+        shape = tuple(operator.index(n) for n in cai["shape"])
+        ptr = operator.index(cai["data"][0] or 0)
+        if cai.get("strides") is None:
+            from .device_array import c_strides
+            strides = c_strides(shape)
+        else:
+            bst = tuple(operator.index(s) for s in cai["strides"])
+            strides = tuple(s // dt.itemsize for s in bst) \
+                if dt.itemsize and all(s % dt.itemsize == 0 for s in bst) else None
+            if len(bst) != len(shape):
+                raise ValueError("strides and shape differ in length")
+    except Exception as e:     # a foreign object's malformed interface: say so, never crash
+        return ArrayView(0, (), (), None, "cuda", 0, x, what,
+                         ("E0914", f"has a malformed `__cuda_array_interface__` ({e})",
+                          "pass a torch tensor, a CuPy array or a DeviceArray"))
     dev = 0
     dev_attr = getattr(x, "device", None)
     if dev_attr is not None:
         dev = int(getattr(dev_attr, "id", 0) or 0)
-    return ArrayView(int(cai["data"][0] or 0), shape, strides, NUMPY_TO_TILE.get(dt.name),
-                     "cuda", dev, x, f"{type(x).__module__}.{type(x).__qualname__}")
+    return ArrayView(ptr, shape, strides, NUMPY_TO_TILE.get(dt.name), "cuda", dev, x, what,
+                     numpy_problem(dt, ptr))
 
 
 def _from_dlpack(x) -> ArrayView:
@@ -124,6 +159,9 @@ def check_array(kernel: str, p: ParamInfo, v: ArrayView | None, obj, backend,
         raise arg_error("E0914", f"{where} is {_a(obj)}, not an array",
                         "pass a torch tensor, a CuPy array, a DLPack array, a NumPy array (on "
                         "the emulator) or a tilelang DeviceArray", p.span)
+    if v.problem is not None:
+        code, message, helptext = v.problem
+        raise arg_error(code, f"{where} {message}", helptext, p.span)
     if v.dtype is None or not _dtype_ok(p.dtype, v.dtype):
         got = v.dtype or "a dtype Tile has no name for"
         raise arg_error("E0911", f"{where} has dtype {got}, expected {p.dtype}",
@@ -258,20 +296,21 @@ def fast_reader(tp: type, p: ParamInfo, backend):
             if len(shape) != rank:
                 return None
             ptr, strides = t.data_ptr(), t.stride()
+            if 0 in strides:                  # broadcast: the general path checks writes
+                return None
             return (ptr, *shape, *strides), _facts(ptr, shape, strides, size), "torch"
         return read_torch
     if mod == "cupy" and hasattr(tp, "data") and backend.name == "cuda":
         dev = getattr(backend, "device_id", 0)
 
         def read_cupy(x):
-            if NUMPY_TO_TILE.get(x.dtype.name) != dtype and \
-                    not _dtype_ok(dtype, NUMPY_TO_TILE.get(x.dtype.name)):
+            if not _dtype_ok(dtype, NUMPY_TO_TILE.get(x.dtype.name)) or not x.dtype.isnative:
                 return None
             shape = x.shape
             if len(shape) != rank or x.device.id != dev:
                 return None
             bst = x.strides
-            if any(s % size for s in bst):
+            if 0 in bst or any(s % size for s in bst):
                 return None
             strides = tuple(s // size for s in bst)
             ptr = x.data.ptr

@@ -6,9 +6,91 @@ the CUDA back end it is device memory for scripts that use neither torch nor CuP
 
 from __future__ import annotations
 
+import operator
+
 import numpy as np
 
 from .dtypes import ITEMSIZE, numpy_dtype, tile_of_numpy
+from .errors import value_error
+
+DTYPE_NAMES = ", ".join(ITEMSIZE)
+MAX_BYTES = 1 << 48          # more than any device has: a larger request is a mistake
+
+
+def tile_dtype(dtype) -> str:
+    """The Tile dtype name of `dtype`: a Tile name ("f32", "bf16"), or a NumPy dtype or type
+    that has one (np.float32, "float32", ml_dtypes.bfloat16)."""
+    if isinstance(dtype, str) and dtype in ITEMSIZE:
+        return dtype
+    tile = None
+    try:
+        dt = np.dtype(dtype)
+        if dt.isnative and dt.fields is None:
+            tile = tile_of_numpy(dt)
+    except Exception:       # anything NumPy cannot read as a dtype
+        pass
+    if tile is None:
+        raise value_error(f"unknown dtype {dtype!r}", f"use a Tile dtype: {DTYPE_NAMES}")
+    return tile
+
+
+def check_shape(shape, dtype: str) -> tuple[int, ...]:
+    """A shape as a tuple of non-negative ints (an int is a 1-d shape)."""
+    try:
+        if isinstance(shape, bool):
+            raise TypeError
+        dims = (operator.index(shape),)
+    except TypeError:
+        try:
+            if isinstance(shape, (str, bytes)) or any(isinstance(d, bool) for d in shape):
+                raise TypeError
+            dims = tuple(operator.index(d) for d in shape)
+        except TypeError:
+            raise value_error(f"a shape is an int or a tuple of ints, got {shape!r}",
+                              "e.g. `(1024,)` or `(64, 32)`") from None
+    bad = [d for d in dims if d < 0]
+    if bad:
+        raise value_error(f"shape {dims} has a negative extent ({bad[0]})",
+                          "every extent must be 0 or more")
+    if len(dims) > 32:
+        raise value_error(f"shape {dims} has {len(dims)} dimensions", "use at most 32")
+    n = 1
+    for d in dims:
+        n *= d
+    if n * ITEMSIZE[dtype] > MAX_BYTES:
+        raise value_error(f"an array of {dtype} with shape {dims} would take "
+                          f"{n * ITEMSIZE[dtype]} bytes, more than any device has",
+                          "use a smaller shape")
+    return dims
+
+
+def host_array(array) -> np.ndarray:
+    """`array` as a C-contiguous NumPy array in native byte order, or ArrayUsageError."""
+    if isinstance(array, DeviceArray):
+        raise value_error("this is already a DeviceArray", "use it as it is, or `.numpy()` "
+                          "for a host copy")
+    try:
+        a = np.ascontiguousarray(array)
+    except Exception as e:   # ragged lists and the like: NumPy's own reason
+        raise value_error(f"cannot make an array of {type(array).__name__}: {e}",
+                          "pass a NumPy array or a nested list of numbers") from None
+    from .args import numpy_problem
+    if not a.dtype.isnative and a.dtype.fields is None:
+        a = a.astype(a.dtype.newbyteorder("="))      # the same values, native bytes
+    problem = numpy_problem(a.dtype)
+    if problem is not None or tile_of_numpy(a.dtype) is None and a.dtype.kind not in "biuf":
+        why = problem[1] if problem else f"has dtype {a.dtype}, which is not a Tile dtype"
+        raise value_error(f"the host array {why}", f"convert it to one of: {DTYPE_NAMES}")
+    return a
+
+
+def _convert(a: np.ndarray, tile: str) -> np.ndarray:
+    """Values of `a` as `tile` elements (bf16 rounded to nearest even, f8 saturated)."""
+    try:
+        return np.ascontiguousarray(a.astype(numpy_dtype(tile)))
+    except (TypeError, ValueError, OverflowError) as e:
+        raise value_error(f"cannot convert {a.dtype} values to {tile}: {e}",
+                          f"pass an array of {tile} values") from None
 
 
 def c_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -36,28 +118,47 @@ class DeviceArray:
         self._owner = owner        # the allocation this view keeps alive (itself if it owns)
         # What a launch passes, computed once (a DeviceArray never changes): docs/abi.md
         from .args import facts_key
-        self._sig = (dtype, len(self.shape))
+        # a broadcast view (a zero stride) never matches, so launches take the general path,
+        # which refuses it where the kernel writes
+        self._sig = (dtype, len(self.shape)) if 0 not in self.strides else None
         self._abi = (self.ptr, *self.shape, *self.strides)
         self._facts = facts_key(self.ptr, self.shape, self.strides, ITEMSIZE[dtype])
 
     # -- construction -------------------------------------------------------------------------
     @classmethod
     def empty(cls, backend, shape, dtype: str) -> "DeviceArray":
-        shape = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(shape)
-        n = int(np.prod(shape, dtype=np.int64)) if shape else 1
+        dtype = tile_dtype(dtype)
+        shape = check_shape(shape, dtype)
+        n = int(np.prod(shape, dtype=object)) if shape else 1
         nbytes = max(n * ITEMSIZE[dtype], 1)
-        alloc = _Allocation(backend, backend.malloc(nbytes), nbytes)
+        try:
+            ptr = backend.malloc(nbytes)
+        except MemoryError:
+            from .errors import device_error
+            raise device_error("E0930", f"cannot allocate {nbytes} bytes on the "
+                               f"{backend.name} back end (an array of {dtype} with shape "
+                               f"{shape})",
+                               "use a smaller array") from None
+        alloc = _Allocation(backend, ptr, nbytes)
         return cls(backend, alloc.ptr, shape, dtype, owner=alloc)
 
     @classmethod
     def from_host(cls, backend, array, dtype: str | None = None) -> "DeviceArray":
-        a = np.ascontiguousarray(array)
-        tile = dtype or tile_of_numpy(a.dtype)
+        """A device copy of a host array. With `dtype`, values are converted to it; unsigned
+        integers of the dtype's width are taken as its raw bits (bf16, f8)."""
+        a = host_array(array)
+        tile = tile_of_numpy(a.dtype)
+        if dtype is not None:
+            want = tile_dtype(dtype)
+            if tile != want and not (want == "tf32" and tile == "f32"):
+                raw = a.dtype.kind == "u" and a.itemsize == ITEMSIZE[want] and \
+                    want in ("bf16", "f8e4m3", "f8e5m2")
+                if not raw:
+                    a = _convert(a, want)
+            tile = want
         if tile is None:
-            raise ValueError(f"NumPy dtype {a.dtype} has no Tile dtype")
-        if a.itemsize != ITEMSIZE[tile]:
-            raise ValueError(f"{a.dtype} elements are {a.itemsize} bytes; {tile} needs "
-                             f"{ITEMSIZE[tile]}")
+            raise value_error(f"NumPy dtype {a.dtype} has no Tile dtype",
+                              f"convert the array to one of: {DTYPE_NAMES}")
         out = cls.empty(backend, a.shape, tile)
         if a.nbytes:
             backend.htod(out.ptr, a)
@@ -99,12 +200,16 @@ class DeviceArray:
         return np.array(view)
 
     def copy_from(self, array) -> None:
-        """Fill from a host array of the same shape (contiguous arrays only)."""
-        a = np.ascontiguousarray(array)
+        """Fill from a host array of the same shape (contiguous device arrays only)."""
+        a = host_array(array)
+        if tile_of_numpy(a.dtype) != self.dtype:
+            a = _convert(a, self.dtype)
         if a.shape != self.shape:
-            raise ValueError(f"shape {a.shape} differs from the device array's {self.shape}")
+            raise value_error(f"copy_from: the host array's shape {a.shape} differs from the "
+                              f"device array's {self.shape}", "pass an array of the same shape")
         if not self.is_contiguous():
-            raise ValueError("copy_from needs a contiguous device array")
+            raise value_error("copy_from needs a contiguous device array, this one has strides "
+                              f"{self.strides}", "copy into the array it is a view of")
         if a.nbytes:
             self.backend.htod(self.ptr, a)
 
@@ -118,12 +223,19 @@ class DeviceArray:
         for i, (n, st) in enumerate(zip(self.shape, self.strides)):
             k = key[i] if i < len(key) else slice(None)
             if isinstance(k, slice):
-                start, stop, step = k.indices(n)
+                try:
+                    start, stop, step = k.indices(n)
+                except (TypeError, ValueError) as e:
+                    raise IndexError(f"bad slice {k} for axis {i}: {e}") from None
                 ptr += start * st * self.itemsize
                 shape.append(len(range(start, stop, step)))
                 strides.append(st * step)
             else:
-                k = int(k)
+                try:
+                    k = operator.index(k)
+                except TypeError:
+                    raise IndexError(f"DeviceArray indices are ints and slices, got "
+                                     f"{type(k).__name__} {k!r}") from None
                 if not -n <= k < n:
                     raise IndexError(f"index {k} out of range for axis {i} of size {n}")
                 ptr += (k % n) * st * self.itemsize

@@ -32,6 +32,7 @@ register_codes({
     "E0922": "the module has no kernel of that name",
     "E0923": "`tilelang.compile` input is neither a source text nor a readable .tile file",
     "E0924": "the compiler entry points are not available",
+    "E0925": "invalid value for a tilelang API call (dtype, shape, facts, option)",
     "E0930": "the device refused the launch or reported an error (CUDA driver, emulator)",
     "E0931": "the kernel faulted while running",
 })
@@ -43,14 +44,8 @@ def _diag(code: str, message: str, help: str | None, span: Span | None = None,
 
 
 class _WithHelp:
-    """`str(error)` is the message and the help line, so a Python traceback shows the fix
-    (the diagnostics renderer still gets the parts separately)."""
-
-    def __str__(self) -> str:
-        d = self.diagnostics[0] if self.diagnostics else None
-        if d is None:
-            return super().__str__()
-        return d.message + (f"\nhelp: {d.help}" if d.help else "")
+    """Runtime errors render like every TileError (`str(error)` is the diagnostic as tilec
+    prints it: code, message, the kernel parameter in the source when known, help)."""
 
 
 class LaunchConfigError(_WithHelp, TileLaunchError):
@@ -63,6 +58,11 @@ class KernelArgumentError(_WithHelp, TileUsageError, TypeError):
 
 class RuntimeUsageError(_WithHelp, TileUsageError):
     """The API was called wrongly (unknown back end, unreadable input)."""
+
+
+class ArrayUsageError(RuntimeUsageError, ValueError):
+    """A value given to the API is invalid: an unknown dtype, a negative extent, unknown facts
+    (a ValueError too, as NumPy raises for such mistakes)."""
 
 
 class BackendUnavailable(RuntimeUsageError):
@@ -90,6 +90,10 @@ def arg_error(code: str, message: str, help: str, span: Span | None = None
 def usage_error(code: str, message: str, help: str, span: Span | None = None
                 ) -> RuntimeUsageError:
     return RuntimeUsageError(_diag(code, message, help, span))
+
+
+def value_error(message: str, help: str, span: Span | None = None) -> ArrayUsageError:
+    return ArrayUsageError(_diag("E0925", message, help, span))
 
 
 def device_error(code: str, message: str, help: str, notes: tuple[str, ...] = ()

@@ -16,6 +16,8 @@ import struct
 import warnings
 from typing import Any, Callable, Mapping
 
+import numpy as np
+
 from tilelang.codegen.api import ArrayFacts
 from tilelang.diagnostics import InternalCompilerError
 
@@ -23,12 +25,13 @@ from . import cache as cache_mod
 from .args import check_array, extract, facts_key, make_binder
 from .compiler import Built, CompileOptions, Compiler, DriverCompiler
 from .dtypes import INT_RANGE, ITEMSIZE, SCALAR_CONVERT, accepts, scalar_problem
-from .errors import KernelNotFound, _diag, arg_error, usage_error
+from .errors import KernelNotFound, _diag, arg_error, usage_error, value_error
 from .packing import layout
 from .signature import KernelInfo, ModuleInfo, ParamInfo
 from .validate import LaunchShape, check_launch, dims
 
 BACKENDS = ("cuda", "emulator")
+FACT_KEYS = ("ca", "c-", "-a", "--")
 _BACKENDS: dict[str, Any] = {}
 _BUILT: dict[str, Built] = {}          # disk key -> build, for every module of the process
 _DEFAULT_COMPILER: Compiler | None = None
@@ -176,13 +179,16 @@ class Module:
 class Specialization:
     """One compiled and loaded specialization of a kernel."""
 
-    __slots__ = ("kernel", "facts", "built", "launcher", "shapes", "key")
+    __slots__ = ("kernel", "facts", "built", "launcher", "shapes", "key", "written")
 
     def __init__(self, kernel: "Kernel", facts: tuple[str, ...], built: Built, launcher,
                  key: str):
         self.kernel, self.facts, self.built, self.launcher, self.key = (
             kernel, facts, built, launcher, key)
         self.shapes: dict = {}        # (grid, block) as given -> checked LaunchShape
+        # indices (into the runtime parameters) of the arrays the kernel may store into
+        self.written = frozenset(i for i, p in enumerate(built.artifact.params)
+                                 if p.kind == "array" and getattr(p, "written", True))
 
     @property
     def ptx(self) -> str:
@@ -314,10 +320,12 @@ class Kernel:
             self._diagnose_scalars(args)
             raise e
 
-    def _issue(self, values, facts, grid, block, stream, lib, args):
+    def _issue(self, values, facts, grid, block, stream, lib, args, views=None):
         spec = self._specs.get(facts)
         if spec is None:
             spec = self._build(facts)
+        if views is not None and spec.written:
+            self._check_writes(spec, views, args)
         shape = spec.shape(grid, block)
         handle = self.module.backend.stream_handle(stream, lib)
         try:
@@ -325,6 +333,27 @@ class Kernel:
         except (struct.error, OverflowError, TypeError) as e:
             self._diagnose_scalars(args)
             raise e
+
+    def _check_writes(self, spec: "Specialization", views, args) -> None:
+        """Refuse arrays the kernel stores into whose stores would be lost (a read-only NumPy
+        array is not copied back) or racy (a broadcast view: many elements, one address)."""
+        for (i, v) in zip(self._arrays, views):
+            if i not in spec.written:
+                continue
+            p = self.params[i]
+            where = f"argument `{p.name}` of kernel `{self.name}` ({p.show()})"
+            keep = v.keep
+            if isinstance(keep, np.ndarray) and not keep.flags.writeable:
+                raise arg_error("E0914", f"{where} is a read-only array, but the kernel writes "
+                                "it", "pass a writable array (e.g. `x.copy()`); read-only "
+                                "arrays are fine for parameters the kernel only reads", p.span)
+            bad = [d for d, (n, st) in enumerate(zip(v.shape, v.strides)) if st == 0 and n > 1]
+            if bad:
+                raise arg_error("E0914", f"{where} is a broadcast view (stride 0 in dimension "
+                                f"{bad[0]}, shape {tuple(v.shape)}), but the kernel writes it: "
+                                "its elements share memory", "pass an array with memory of "
+                                "its own, e.g. `np.ascontiguousarray(x)` / `x.contiguous()`",
+                                p.span)
 
     def _launch_slow(self, grid, args: tuple, stream, block):
         params = self.params
@@ -335,11 +364,11 @@ class Kernel:
             a = args[i]
             p = params[i]
             v = extract(a)
-            if v is None or not accepts(p.dtype, v.dtype) or len(v.shape) != p.rank or \
-                    v.strides is None or v.where != backend.name or \
+            if v is None or v.problem is not None or not accepts(p.dtype, v.dtype) or \
+                    len(v.shape) != p.rank or v.strides is None or v.where != backend.name or \
                     (v.what == "DeviceArray" and v.keep.backend is not backend):
                 if v is not None and v.where == "host" and backend.host_arrays and \
-                        accepts(p.dtype, v.dtype) and len(v.shape) == p.rank and \
+                        v.problem is None and accepts(p.dtype, v.dtype) and len(v.shape) == p.rank and \
                         v.strides is not None:
                     if staged is None:
                         staged = []
@@ -348,6 +377,7 @@ class Kernel:
                     check_array(self.name, p, v, a, backend, backend.host_arrays)
             views.append(v)
         finish = None
+        originals = views
         try:
             if staged:
                 addrs, finish = backend.stage(staged)
@@ -368,7 +398,7 @@ class Kernel:
                     c = convert[i]
                     values.append(args[i] if c is None else c(args[i]))
             lib = next((v.what for v in views if v.what != "DeviceArray"), None)
-            return self._issue(values, tuple(facts), grid, block, stream, lib, args)
+            return self._issue(values, tuple(facts), grid, block, stream, lib, args, originals)
         finally:
             if finish is not None:
                 finish()
@@ -394,15 +424,31 @@ class Kernel:
     def compile(self, facts: Mapping[str, ArrayFacts | str] | None = None) -> Specialization:
         """Compile (or load from the caches) the specialization for the given array facts;
         arrays not named get both facts (contiguous, 16-byte aligned)."""
-        facts = dict(facts or {})
+        if facts is None:
+            facts = {}
+        if not isinstance(facts, Mapping):
+            raise value_error(f"`facts` of kernel `{self.name}` is {type(facts).__name__}; "
+                              "it maps array parameter names to facts",
+                              "e.g. `kernel.compile(facts={'a': '-a'})`")
+        facts = dict(facts)
         key = []
         for i in self._arrays:
-            f = facts.pop(self.params[i].name, "ca")
-            key.append(f.key() if isinstance(f, ArrayFacts) else str(f))
+            name = self.params[i].name
+            f = facts.pop(name, "ca")
+            if isinstance(f, ArrayFacts):
+                f = f.key()
+            if f not in FACT_KEYS:
+                raise value_error(f"facts of `{name}` for kernel `{self.name}`: {f!r} is not "
+                                  "a facts key", "use ArrayFacts(...) or one of "
+                                  + ", ".join(f"`{k}`" for k in FACT_KEYS) + " (c: contiguous, "
+                                  "a: 16-byte aligned, -: not)", self.params[i].span)
+            key.append(f)
         if facts:
+            bad = next(iter(facts))
+            arrays = ", ".join(f"`{self.params[i].name}`" for i in self._arrays) or "none"
             raise arg_error("E0910", f"kernel `{self.name}` has no array parameter "
-                            f"`{next(iter(facts))}`", "facts are given per array parameter",
-                            self.info.span)
+                            f"`{bad}`", f"facts are given per array parameter; its arrays "
+                            f"are: {arrays}", self.info.span)
         t = tuple(key)
         return self._specs.get(t) or self._build(t)
 
