@@ -180,23 +180,11 @@ def _write(text: str | bytes, path: str | None) -> int:
         else:
             sys.stdout.write(text)
         return 0
-    import os
-    import tempfile
-    # Write to a temporary file and rename, so a failure never leaves half a file.
-    d = os.path.dirname(os.path.abspath(path))
+    from .outfile import OutputError, write_output
     try:
-        fd, tmp = tempfile.mkstemp(dir=d, prefix=".tilec-")
-    except OSError as e:
-        sys.stderr.write(f"tilec: error: cannot write `{path}`: {e.strerror}\n")
-        return 1
-    try:
-        with os.fdopen(fd, "wb" if isinstance(text, bytes) else "w",
-                       **({} if isinstance(text, bytes) else {"encoding": "utf-8"})) as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except OSError as e:
-        os.unlink(tmp)
-        sys.stderr.write(f"tilec: error: cannot write `{path}`: {e.strerror}\n")
+        write_output(path, text)
+    except OutputError as e:
+        sys.stderr.write(f"tilec: error: {e}\n")
         return 1
     return 0
 

@@ -1,0 +1,115 @@
+"""Writing a product to a path the user named (`tilec -o PATH`, `tilec run --save PATH`).
+
+What is at PATH decides what happens (docs/cli.md):
+- nothing, or a regular file: the data goes to a new file in the same folder, created with mode
+  0666 less the umask (like cc), which is then renamed over PATH; a failure leaves PATH as it
+  was and no temporary file behind;
+- a FIFO or a character device (`/dev/null`, a terminal): it is opened and written into, never
+  replaced; so is one reached through symbolic links (`/dev/stdout`, `/dev/fd/N`);
+- a symbolic link to anything else: refused, since renaming over it would silently turn it into
+  a regular file and writing through it would write wherever it points;
+- a folder, a socket, a block device: refused.
+The data is complete before PATH is touched, so nothing is ever written half-way.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import stat
+
+
+class OutputError(Exception):
+    """PATH cannot take the output; the message says why (for `tilec: error: ...`)."""
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "is a folder"
+    if stat.S_ISSOCK(mode):
+        return "is a socket"
+    if stat.S_ISBLK(mode):
+        return "is a block device"
+    return "is not a regular file"
+
+
+def write_output(path: str, data: bytes | str) -> None:
+    """Write `data` to `path` as the module docstring says; raises OutputError."""
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    if not path or path.endswith(os.sep):
+        raise OutputError(f"cannot write `{path}`: not a file name")
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        st = None
+    except OSError as e:
+        raise OutputError(f"cannot write `{path}`: {e.strerror}") from None
+    if st is not None and stat.S_ISLNK(st.st_mode):
+        try:
+            target = os.stat(path)
+        except OSError:
+            target = None
+        if target is not None and (stat.S_ISFIFO(target.st_mode)
+                                   or stat.S_ISCHR(target.st_mode)):
+            return _into(path, data)
+        raise OutputError(f"`{path}` is a symbolic link; refusing to replace it (name its "
+                          f"target, `{os.path.realpath(path)}`, to write there)")
+    if st is None or stat.S_ISREG(st.st_mode):
+        return _replace(path, data)
+    if stat.S_ISFIFO(st.st_mode) or stat.S_ISCHR(st.st_mode):
+        return _into(path, data)
+    raise OutputError(f"cannot write `{path}`: it {_kind(st.st_mode)}")
+
+
+def _into(path: str, data: bytes) -> None:
+    """Write into an existing FIFO or character device, without creating or truncating."""
+    try:
+        fd = os.open(path, os.O_WRONLY | getattr(os, "O_CLOEXEC", 0))
+    except OSError as e:
+        raise OutputError(f"cannot write `{path}`: {e.strerror}") from None
+    try:
+        st = os.fstat(fd)
+        if not (stat.S_ISFIFO(st.st_mode) or stat.S_ISCHR(st.st_mode)):
+            raise OutputError(f"cannot write `{path}`: it changed while being opened")
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+    except OSError as e:
+        raise OutputError(f"cannot write `{path}`: {e.strerror}") from None
+    finally:
+        os.close(fd)
+
+
+def _replace(path: str, data: bytes) -> None:
+    folder = os.path.dirname(os.path.abspath(path))
+    base = os.path.basename(path)
+    fd = tmp = None
+    for _ in range(100):
+        tmp = os.path.join(folder, f".{base}.tilec-{secrets.token_hex(4)}")
+        try:   # 0666 here: the umask takes its bits away, as for any new file
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+                         | getattr(os, "O_CLOEXEC", 0), 0o666)
+            break
+        except FileExistsError:
+            continue
+        except OSError as e:
+            raise OutputError(f"cannot write `{path}`: {e.strerror}") from None
+    if fd is None:
+        raise OutputError(f"cannot write `{path}`: no free temporary name in `{folder}`")
+    try:
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)        # a link or file that appeared meanwhile is replaced,
+        tmp = None                   # never written through
+    except OSError as e:
+        raise OutputError(f"cannot write `{path}`: {e.strerror}") from None
+    finally:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
