@@ -1,4 +1,4 @@
-"""The language server (tilelang/lsp.py): position and diagnostic conversion, completion,
+"""The language server (tilelang/lsp/): position and diagnostic conversion, completion,
 hover, symbols, definitions, and a real JSON-RPC session over stdio with pygls' client."""
 
 from __future__ import annotations
@@ -75,17 +75,19 @@ def test_examples_check_clean(path):
 
 
 def test_completion():
-    labels = [c.label for c in tls.completions("let x = lo", "file:///t.tile", pos(0, 10))]
+    def complete(text, position):
+        return tls.completions(tls.analyze(text, "file:///t.tile"), position)
+
+    labels = [c.label for c in complete("let x = lo", pos(0, 10))]
     assert {"load", "log", "log2"} <= set(labels) and all(x.startswith("lo") for x in labels)
-    items = {c.label: c for c in tls.completions("", "file:///t.tile", pos(0, 0))}
+    items = {c.label: c for c in complete("", pos(0, 0))}
     assert {"kernel", "fn", "f16", "Tile", "load", "inf"} <= set(items)
     assert items["load"].detail.startswith("load(A, index, shape")
     assert items["load"].kind == lsp.CompletionItemKind.Function
     assert items["kernel"].kind == lsp.CompletionItemKind.Keyword
-    assert [c.label for c in tls.completions("@", "file:///t.tile", pos(0, 1))] == ["launch", "host"]
-    assert tls.completions("x.", "file:///t.tile", pos(0, 2)) == []
-    own = tls.completions("const WIDTH: i32 = 4;\nfn f() { return WI; }", "file:///t.tile",
-                          pos(1, 18))
+    assert [c.label for c in complete("@", pos(0, 1))] == ["launch", "host"]
+    assert complete("x.", pos(0, 2)) == []
+    own = complete("const WIDTH: i32 = 4;\nfn f() { return WI; }", pos(1, 18))
     assert [c.label for c in own] == ["WIDTH"]
     assert own[0].detail == "const WIDTH: i32 = 4"
 
@@ -94,19 +96,20 @@ def test_hover_symbols_definition():
     path = example("matmul.tile")
     text = path.read_text(encoding="utf-8") + "\nfn g() { return matmul; }\n"
     uri = from_fs_path(str(path))
-    h = tls.hover(text, uri, pos(17, 16))  # mma
+    a = tls.analyze(text, uri)
+    h = tls.hover(a, pos(17, 16))  # mma
     assert "mma(a, b, acc)" in h.contents.value and h.range.start == pos(17, 14)
-    h = tls.hover(text, uri, pos(9, 9))  # the kernel's own name
+    h = tls.hover(a, pos(9, 9))  # the kernel's own name
     assert "kernel matmul(a: Array[f16, 2]" in h.contents.value
-    assert "dtype `f16`" in tls.hover(text, uri, pos(9, 24)).contents.value
-    assert "launch contract" in tls.hover(text, uri, pos(8, 3)).contents.value
-    assert tls.hover(text, uri, pos(10, 0)) is None  # whitespace
-    syms = tls.document_symbols(text, uri)
+    assert "dtype `f16`" in tls.hover(a, pos(9, 24)).contents.value
+    assert "launch contract" in tls.hover(a, pos(8, 3)).contents.value
+    assert tls.hover(a, pos(10, 0)) is None  # whitespace
+    syms = tls.document_symbols(a)
     assert [(s.name, s.detail) for s in syms] == [("matmul", "kernel"), ("g", "fn")]
     assert syms[0].selection_range == lsp.Range(start=pos(9, 7), end=pos(9, 13))
-    loc = tls.definition(text, uri, pos(22, 18))
+    loc = tls.definition(a, pos(22, 18))
     assert loc.uri == uri and loc.range.start == pos(9, 7)
-    assert tls.definition(text, uri, pos(11, 8)) is None  # `let` is no item
+    assert tls.definition(a, pos(11, 8)) is None  # `let` is no item
 
 
 def test_stdio_session(tmp_path):
@@ -199,10 +202,11 @@ def test_command_line_help():
 def test_hover_shows_inferred_types_of_bindings():
     text = (ROOT / "examples" / "softmax.tile").read_text()
     uri = from_fs_path(str(ROOT / "examples" / "softmax.tile"))
-    t = tls.hover(text, uri, lsp.Position(line=8, character=8)).contents.value
+    a = tls.analyze(text, uri)
+    t = tls.hover(a, lsp.Position(line=8, character=8)).contents.value
     assert "let t: Tile[f32, 1, 1024]" in t and "kernel softmax_rows" in t
-    n = tls.hover(text, uri, lsp.Position(line=6, character=62)).contents.value
+    n = tls.hover(a, lsp.Position(line=6, character=62)).contents.value
     assert "const N: int literal" in n
     # a use resolves to the nearest declaration before it
-    e = tls.hover(text, uri, lsp.Position(line=10, character=36)).contents.value
+    e = tls.hover(a, lsp.Position(line=10, character=36)).contents.value
     assert "let e: Tile[f32, 1, 1024]" in e

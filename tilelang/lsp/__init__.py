@@ -1,0 +1,59 @@
+"""The Tile language server (``tilec lsp``, or ``python -m tilelang.lsp``), built on pygls 2.
+
+* diagnostics: every open document is checked by ``tilelang.driver.check_source`` -- the same
+  entry point as ``tilec check`` -- on open and save, and 0.2 s after the last change; the check
+  runs on a worker thread, so requests are answered meanwhile, and a result for a version that
+  has since changed is never published. At most 50 diagnostics per file (errors first; the
+  50th then says how many were left out); a document over 1 MiB characters is not checked;
+* completion, hover (with the checker's inferred types of bindings), document symbols and
+  go-to-definition of the document's top-level names, answered from the latest check;
+* every request gets a reply: an invalid position or a document that is neither open nor a
+  readable file is an InvalidParams error, a request before ``initialize`` is
+  ServerNotInitialized, after ``shutdown`` InvalidRequest, a body that is no JSON a ParseError.
+
+Modules: ``positions`` (compiler spans <-> LSP positions), ``diagnostics`` (conversion and cap),
+``analysis`` (one check of one version), ``features`` (the requests), ``scheduler`` (the
+worker thread and debouncing), ``protocol`` (JSON-RPC that answers everything), ``server``.
+Only ``main`` is imported eagerly, so that a missing pygls is a message, not a traceback.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from typing import Iterable
+
+_EXPORTS = {
+    "to_lsp_position": "positions", "from_lsp_position": "positions",
+    "span_to_range": "positions",
+    "to_lsp_diagnostic": "diagnostics", "MAX_DIAGNOSTICS": "diagnostics",
+    "Analysis": "analysis", "analyze": "analysis", "MAX_CHECKED_CHARS": "analysis",
+    "completions": "features", "hover": "features", "document_symbols": "features",
+    "definition": "features", "word_at": "features",
+    "create_server": "server", "serve": "server",
+}
+
+
+def __getattr__(name: str):
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
+
+
+def check_document(text: str, uri: str) -> list:
+    """The LSP diagnostics of `text` as the contents of `uri` (checked on this thread)."""
+    from .analysis import analyze
+
+    return analyze(text, uri).diagnostics
+
+
+def main(argv: Iterable[str] | None = None) -> int:
+    """Entry point of ``tilec lsp`` and ``python -m tilelang.lsp``."""
+    try:
+        from .server import serve
+    except ImportError as e:
+        sys.stderr.write(f"tilec lsp: the language server needs pygls 2: "
+                         f"pip install 'tilec[lsp]' ({e})\n")
+        return 1
+    return serve(argv)

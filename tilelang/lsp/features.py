@@ -1,0 +1,323 @@
+"""Completion, hover, document symbols and go-to-definition, answered from an `Analysis`.
+
+Nothing here runs the compiler: the parsed module and the checked program come from the
+worker's analysis of the document, so a request is answered in the time it takes to look at
+one line, however large the document. A document that was not checked (too large) gets the
+answers that need no parse: built-ins, dtypes, keywords and attributes.
+"""
+
+from __future__ import annotations
+
+import re
+
+from lsprotocol import types as lsp
+
+from tilelang import highlight as hl
+from tilelang.diagnostics import Span
+
+from .analysis import Analysis
+from .positions import UTF16, from_lsp_position, span_to_range, to_lsp_position
+
+KEYWORD_DOCS = {
+    "kernel": "`kernel name(params) { ... }` — a kernel: each block of the launch grid runs "
+              "the body. A kernel is launched, never called.",
+    "fn": "`fn name(params) { ... }` — a tile function: generic in unannotated parameters, "
+          "inlined at each call. `@host fn` is also callable from Python.",
+    "let": "`let name = value;` — binds an immutable name.",
+    "var": "`var name = value;` — a name that may be re-bound (`acc += t;`).",
+    "const": "`const NAME: i32 = 64;` — a module-level constant, or a constant-embedded kernel "
+             "parameter (one machine kernel per distinct value).",
+    "static": "`static for i in range(n) { }` — unrolled at compile time.",
+    "if": "`if c { } else if d { } else { }`; also the conditional expression `a if c else b`.",
+    "else": "The alternative of an `if` statement or expression.",
+    "for": "`for i in range(start, stop, step) { }` — a loop; the step must be positive.",
+    "in": "`for i in range(...)`.",
+    "while": "`while c { }`.",
+    "break": "Leaves the innermost loop.",
+    "continue": "Starts the next iteration of the innermost loop.",
+    "return": "`return value;` — returns from a function.",
+    "import": "`import std.math;` — imports a module (std.* from the standard library).",
+    "from": "`from std.nn import softmax_rows;` — imports single names.",
+    "as": "Renames an import: `import std.math as m;`.",
+    "and": "Logical and (short-circuit on scalars).",
+    "or": "Logical or (short-circuit on scalars).",
+    "not": "Logical negation.",
+    "true": "The boolean constant true.",
+    "false": "The boolean constant false.",
+}
+ATTRIBUTE_DOCS = {
+    "launch": "`@launch(key = value, ...)` — the kernel's launch contract: maxntid, reqntid, "
+              "minctasm/occupancy, maxnreg, cluster/num_ctas, maxclusterrank, "
+              "blocksareclusters, opt_level; any value may be `by_target(sm_90a = ..., "
+              "default = ...)`.",
+    "host": "`@host fn` — the function is also callable from Python on the host.",
+}
+TYPE_DOCS = {
+    "Tile": "`Tile[dtype, d0, d1, ...]` — an immutable tile value; every dimension is a power "
+            "of two.",
+    "Array": "`Array[dtype, rank]` — a strided view of global memory.",
+}
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_PREFIX = re.compile(r"[A-Za-z_][A-Za-z0-9_]*$")
+
+
+# --- the document's own items ----------------------------------------------------------------
+def _type_text(t) -> str:
+    if t is None:
+        return ""
+    try:
+        from tilelang.frontend.printer import type_expr
+
+        return type_expr(t)
+    except Exception:  # the printer is best effort here
+        return getattr(t, "name", "…")
+
+
+def _expr_text(e) -> str:
+    try:
+        from tilelang.frontend.printer import expr
+
+        return expr(e)
+    except Exception:  # the printer is best effort here
+        return "…"
+
+
+def item_signature(item) -> str:
+    from tilelang.frontend import ast
+
+    def params(ps) -> str:
+        out = []
+        for p in ps:
+            s = ("const " if p.is_const else "") + p.name
+            if p.type is not None:
+                s += f": {_type_text(p.type)}"
+            if p.default is not None:
+                s += f" = {_expr_text(p.default)}"
+            out.append(s)
+        return ", ".join(out)
+
+    attrs = "".join(f"@{a.name} " for a in getattr(item, "attrs", ()))
+    if isinstance(item, ast.KernelDef):
+        return f"{attrs}kernel {item.name}({params(item.params)})"
+    if isinstance(item, ast.FnDef):
+        ret = f" -> {_type_text(item.ret)}" if item.ret is not None else ""
+        return f"{attrs}fn {item.name}({params(item.params)}){ret}"
+    if isinstance(item, ast.ConstDef):
+        typ = f": {_type_text(item.type)}" if item.type is not None else ""
+        return f"const {item.name}{typ} = {_expr_text(item.value)}"
+    return type(item).__name__
+
+
+def _name_span(item) -> Span | None:
+    span = getattr(item, "name_span", None)
+    if span is None or getattr(span, "line", 0) < 1:
+        return getattr(item, "span", None)
+    return span
+
+
+def top_level_items(a: Analysis) -> dict:
+    from tilelang.frontend import ast
+
+    if a.module is None:
+        return {}
+    return {it.name: it for it in a.module.items
+            if isinstance(it, (ast.KernelDef, ast.FnDef, ast.ConstDef))}
+
+
+def document_symbols(a: Analysis, encoding: str = UTF16) -> list[lsp.DocumentSymbol]:
+    from tilelang.frontend import ast
+
+    if a.module is None:
+        return []
+    out = []
+    for item in a.module.items:
+        if isinstance(item, (ast.KernelDef, ast.FnDef, ast.ConstDef)):
+            kind = {ast.KernelDef: lsp.SymbolKind.Function, ast.FnDef: lsp.SymbolKind.Function,
+                    ast.ConstDef: lsp.SymbolKind.Constant}[type(item)]
+            detail = "kernel" if isinstance(item, ast.KernelDef) else (
+                "fn" if isinstance(item, ast.FnDef) else "const")
+            name = item.name
+        elif isinstance(item, (ast.Import, ast.FromImport)):
+            kind, detail = lsp.SymbolKind.Module, "import"
+            name = ".".join(item.path)
+        else:
+            continue
+        full = span_to_range(a.lines, item.span, encoding)
+        sel = span_to_range(a.lines, _name_span(item), encoding)
+        out.append(lsp.DocumentSymbol(name=name, kind=kind, range=full, selection_range=sel,
+                                      detail=detail))
+    return out
+
+
+# --- completion and hover --------------------------------------------------------------------
+def _registry():
+    try:
+        from tilelang.sema.builtins import BUILTINS
+    except ImportError:
+        return {}
+    return dict(BUILTINS)
+
+
+def builtin_signature(b) -> str:
+    params = [str(p) for p in b.params]
+    if getattr(b, "variadic", None):
+        params.append(f"*{b.variadic}")
+    return f"{b.name}({', '.join(params)})"
+
+
+def dtype_doc(name: str) -> str:
+    try:
+        from tilelang.sema.types import DTYPES
+
+        d = DTYPES[name]
+    except (ImportError, KeyError):
+        return f"dtype `{name}`"
+    parts = [f"dtype `{name}`"]
+    bits = getattr(d, "bits", None)
+    if bits:
+        parts.append(f"{bits} bits")
+    if getattr(d, "restricted", False):
+        parts.append("restricted float: no implicit promotion, convert with `astype`")
+    return " — ".join(parts) + f". `{name}(x)` is a strictly typed constant."
+
+
+def _md(text: str) -> lsp.MarkupContent | None:
+    if not text:
+        return None
+    return lsp.MarkupContent(kind=lsp.MarkupKind.Markdown, value=text)
+
+
+def completions(a: Analysis, position: lsp.Position,
+                encoding: str = UTF16) -> list[lsp.CompletionItem]:
+    lines = a.lines
+    ln, idx = from_lsp_position(lines, position, encoding)
+    line = lines[ln] if 0 <= ln < len(lines) else ""
+    before = line[:idx]
+    prefix = _PREFIX.search(before[-256:])
+    start = idx - (len(prefix.group(0)) if prefix else 0)
+    if before[:start].endswith("@"):
+        return [lsp.CompletionItem(label=n, kind=lsp.CompletionItemKind.Property,
+                                   documentation=_md(ATTRIBUTE_DOCS.get(n, "")))
+                for n in hl.ATTRIBUTES]
+    if before[:start].endswith("."):
+        return []  # members are not known without types
+    items: list[lsp.CompletionItem] = []
+    for kw in hl.keywords():
+        items.append(lsp.CompletionItem(label=kw, kind=lsp.CompletionItemKind.Keyword,
+                                        documentation=_md(KEYWORD_DOCS.get(kw, ""))))
+    for d in hl.dtypes():
+        items.append(lsp.CompletionItem(label=d, kind=lsp.CompletionItemKind.TypeParameter,
+                                        detail="dtype", documentation=_md(dtype_doc(d))))
+    for t in hl.TYPE_CONSTRUCTORS:
+        items.append(lsp.CompletionItem(label=t, kind=lsp.CompletionItemKind.Class,
+                                        detail=f"{t}[dtype, ...]"))
+    for w in hl.FLOAT_WORDS:
+        items.append(lsp.CompletionItem(label=w, kind=lsp.CompletionItemKind.Constant))
+    reg = _registry()
+    for name in hl.builtins():
+        b = reg.get(name)
+        items.append(lsp.CompletionItem(
+            label=name, kind=lsp.CompletionItemKind.Function,
+            detail=builtin_signature(b) if b else "built-in",
+            documentation=_md(getattr(b, "doc", "") or "") if b else None))
+    from tilelang.frontend import ast
+
+    for name, item in top_level_items(a).items():
+        kind = (lsp.CompletionItemKind.Constant if isinstance(item, ast.ConstDef)
+                else lsp.CompletionItemKind.Function)
+        items.append(lsp.CompletionItem(label=name, kind=kind, detail=item_signature(item)))
+    if prefix:
+        p = prefix.group(0)
+        items = [i for i in items if i.label.startswith(p)]
+    return items
+
+
+def word_at(lines: list[str], position: lsp.Position,
+            encoding: str = UTF16) -> tuple[str, int, int, int] | None:
+    """(word, line, start, end) of the identifier at `position` (code-point indices), or None
+    when there is none (also for a position past the end of the document)."""
+    ln, idx = from_lsp_position(lines, position, encoding)
+    if not 0 <= ln < len(lines):
+        return None
+    line = lines[ln]
+    # look at a window around the position only: a line may be megabytes long
+    lo = max(idx - 256, 0)
+    for m in _IDENT.finditer(line, lo, min(idx + 256, len(line))):
+        if m.start() <= idx <= m.end():
+            return m.group(0), ln, m.start(), m.end()
+    return None
+
+
+def binding_type(a: Analysis, word: str, line: int, col: int) -> str | None:
+    """The checker's inferred type of the binding `word` visible at (line, col), 1-based:
+    the nearest declaration of that name at or before the position."""
+    if a.typed is None:
+        return None
+    best = None
+    for r in a.typed.records:
+        if r.name != word or r.span is None or r.kind == "set":
+            continue
+        if (r.span.line, r.span.col) <= (line, col) and \
+                (best is None or (r.span.line, r.span.col) > (best.span.line, best.span.col)):
+            best = r
+    if best is None:
+        return None
+    const = f" = {best.const}" if best.const is not None and best.kind != "param" else ""
+    return f"```tile\n{best.kind} {word}: {best.type}{const}\n```\n\n*in {best.context}*"
+
+
+def hover(a: Analysis, position: lsp.Position, encoding: str = UTF16) -> lsp.Hover | None:
+    lines = a.lines
+    found = word_at(lines, position, encoding)
+    if found is None:
+        return None
+    word, ln, start, end = found
+    line = lines[ln]
+    before = line[start - 1] if start > 0 else ""
+    items = top_level_items(a)
+    value = None
+    if before not in ("@", ".") and word not in items:
+        value = binding_type(a, word, ln + 1, start + 1)
+    if value is not None:
+        pass  # a binding's inferred type is the most specific answer
+    elif before == "@" and word in ATTRIBUTE_DOCS:
+        value = ATTRIBUTE_DOCS[word]
+    elif before == ".":
+        return None
+    elif word in items:
+        value = f"```tile\n{item_signature(items[word])}\n```"
+    elif word in hl.builtins():
+        b = _registry().get(word)
+        if b is not None:
+            value = f"```tile\n{builtin_signature(b)}\n```\n\n{b.doc}".rstrip()
+            value += f"\n\n*built-in ({b.group})*"
+        else:
+            value = f"built-in `{word}`"
+    elif word in hl.dtypes():
+        value = dtype_doc(word)
+    elif word in hl.keywords():
+        value = KEYWORD_DOCS.get(word, f"keyword `{word}`")
+    elif word in TYPE_DOCS:
+        value = TYPE_DOCS[word]
+    elif word in hl.FLOAT_WORDS:
+        value = f"the float constant `{word}`"
+    if value is None:
+        return None
+    rng = lsp.Range(start=to_lsp_position(lines, ln + 1, start + 1, encoding),
+                    end=to_lsp_position(lines, ln + 1, end + 1, encoding))
+    return lsp.Hover(contents=lsp.MarkupContent(kind=lsp.MarkupKind.Markdown, value=value),
+                     range=rng)
+
+
+def definition(a: Analysis, position: lsp.Position,
+               encoding: str = UTF16) -> lsp.Location | None:
+    found = word_at(a.lines, position, encoding)
+    if found is None:
+        return None
+    word, ln, start, _ = found
+    if start > 0 and a.lines[ln][start - 1] in ".@":
+        return None
+    item = top_level_items(a).get(word)
+    if item is None:
+        return None
+    return lsp.Location(uri=a.uri, range=span_to_range(a.lines, _name_span(item), encoding))

@@ -1,0 +1,111 @@
+"""JSON-RPC that answers every request, whatever arrives.
+
+pygls drops a request whose parameters do not deserialize (an invalid position, a missing
+field) without a reply, drops requests after ``shutdown`` silently, runs requests before
+``initialize`` into an internal error that carries a Python traceback, and ignores a body that
+is not JSON. A client then waits forever. This protocol answers each of them with the JSON-RPC
+error the specifications name, and logs one line.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from lsprotocol import types as lsp
+from pygls.protocol import LanguageServerProtocol
+
+log = logging.getLogger(__name__)
+
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+INVALID_PARAMS = -32602
+SERVER_NOT_INITIALIZED = -32002
+
+
+class Malformed:
+    """A message pygls could not deserialize: answered with an error when it is a request."""
+
+    def __init__(self, data: dict, error: BaseException):
+        self.data = data
+        self.error = error
+
+    @property
+    def id(self):
+        return valid_id(self.data.get("id"))
+
+    @property
+    def is_request(self) -> bool:
+        return "id" in self.data and "method" in self.data
+
+
+def valid_id(msg_id: Any):
+    """The message id if JSON-RPC allows it (a string or an integer), else None."""
+    if isinstance(msg_id, str) or (isinstance(msg_id, int) and not isinstance(msg_id, bool)):
+        return msg_id
+    return None
+
+
+def _describe(error: BaseException) -> str:
+    cause = error.__cause__ or error
+    text = str(cause).splitlines()[0] if str(cause) else type(cause).__name__
+    return text[:200]
+
+
+class TileProtocol(LanguageServerProtocol):
+    def structure_message(self, data: dict[str, Any]):
+        try:
+            return super().structure_message(data)
+        except Exception as exc:  # pygls raises InvalidParams/InternalError from json.loads
+            return Malformed(data, exc)
+
+    def reply_error(self, msg_id, code: int, message: str) -> None:
+        """Send an error response; `msg_id` None is sent as ``"id": null`` as JSON-RPC asks."""
+        self._send_data({"jsonrpc": "2.0", "id": valid_id(msg_id),
+                         "error": {"code": code, "message": message}})
+
+    def handle_message(self, message) -> None:
+        if isinstance(message, Malformed):
+            method = message.data.get("method")
+            if message.is_request:
+                bad_method = not isinstance(method, str)
+                log.warning("malformed request %r: %s", method, _describe(message.error))
+                self.reply_error(message.data.get("id"),
+                                 INVALID_REQUEST if bad_method or message.id is None
+                                 else INVALID_PARAMS,
+                                 f"invalid {'request' if bad_method else 'parameters of ' + method}"
+                                 f": {_describe(message.error)}")
+            elif "method" not in message.data and "id" not in message.data:
+                self.reply_error(None, INVALID_REQUEST, "not a JSON-RPC message")
+            else:
+                log.warning("malformed notification %r ignored: %s", method,
+                            _describe(message.error))
+            return
+        if not hasattr(message, "jsonrpc"):
+            # valid JSON that is no JSON-RPC message: a number, a list, an object without
+            # "jsonrpc" (LSP has no batches)
+            msg_id = message.get("id") if isinstance(message, dict) else None
+            log.warning("not a JSON-RPC 2.0 message: %.80r", message)
+            self.reply_error(msg_id, INVALID_REQUEST, "not a JSON-RPC 2.0 message")
+            return
+        method = getattr(message, "method", None)
+        is_request = method is not None and hasattr(message, "id")
+        if message.jsonrpc != self.VERSION:
+            if is_request:
+                self.reply_error(message.id, INVALID_REQUEST,
+                                 f"unsupported JSON-RPC version {message.jsonrpc!r}")
+            return
+        if self._shutdown and method != lsp.EXIT:
+            if is_request:
+                self.reply_error(message.id, INVALID_REQUEST, "the server is shut down")
+            return
+        initialized = self._workspace is not None
+        if method == lsp.INITIALIZE and initialized:
+            self.reply_error(message.id, INVALID_REQUEST, "the server is already initialized")
+            return
+        if not initialized and method not in (lsp.INITIALIZE, lsp.EXIT, None):
+            if is_request:
+                self.reply_error(message.id, SERVER_NOT_INITIALIZED,
+                                 f"{method}: the server is not initialized yet")
+            return
+        super().handle_message(message)

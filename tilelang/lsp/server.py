@@ -1,0 +1,251 @@
+"""The pygls server: handlers, document lookup, logging, and the command line."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import functools
+import logging
+import os
+import stat
+import sys
+from typing import Iterable
+
+from lsprotocol import types as lsp
+from pygls.exceptions import JsonRpcException, JsonRpcInternalError, JsonRpcInvalidParams
+from pygls.lsp.server import LanguageServer
+from pygls.uris import to_fs_path
+
+from tilelang import __version__
+
+from . import features
+from .analysis import Analysis, MAX_CHECKED_CHARS
+from .positions import UTF16
+from .protocol import PARSE_ERROR, TileProtocol
+from .scheduler import DEBOUNCE_S, Checker
+
+log = logging.getLogger(__name__)
+
+#: How long a request waits for the check of the document's current version before it is
+#: answered from what needs no check (built-ins, keywords, dtypes).
+REQUEST_WAIT_S = 1.0
+#: The largest file a request about a document that is not open reads from disk.
+MAX_READ_BYTES = 4 * MAX_CHECKED_CHARS
+
+
+class TileServer(LanguageServer):
+    checker: Checker | None = None
+
+    def report_server_error(self, error: Exception, source) -> None:
+        if source is JsonRpcException:  # from the read loop: the body is not JSON
+            log.warning("unreadable message: %s: %s", type(error).__name__,
+                        str(error).splitlines()[0][:200] if str(error) else "")
+            self.protocol.reply_error(None, PARSE_ERROR, "parse error: the message body is "
+                                      "not a JSON object in UTF-8")
+            return
+        log.error("%s: %s", type(error).__name__, str(error)[:500])
+
+    def get_checker(self) -> Checker:
+        if self.checker is None:
+            self.checker = Checker(asyncio.get_running_loop(), self._publish,
+                                   lambda: position_encoding(self))
+        return self.checker
+
+    def _publish(self, uri: str, version: int | None, diags: list[lsp.Diagnostic]) -> None:
+        self.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(
+            uri=uri, version=version, diagnostics=diags))
+
+
+def position_encoding(ls: LanguageServer) -> str:
+    try:
+        enc = ls.workspace.position_encoding
+    except RuntimeError:  # not initialized
+        return UTF16
+    enc = getattr(enc, "value", enc)
+    return enc if enc in ("utf-8", "utf-16", "utf-32") else UTF16
+
+
+def read_unopened(uri: str) -> str:
+    """The text of a document the client did not open: a regular `file:` file, read without
+    blocking on a FIFO or a device; anything else is an InvalidParams error."""
+    if not isinstance(uri, str) or not uri.startswith("file:"):
+        raise JsonRpcInvalidParams(f"document {uri!r} is not open (and not a file: URI)")
+    try:
+        path = to_fs_path(uri)
+    except Exception:
+        path = None
+    if not path:
+        raise JsonRpcInvalidParams(f"document {uri!r} is not open (and not a file: URI)")
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except (OSError, ValueError) as e:
+        reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+        raise JsonRpcInvalidParams(f"document {uri!r} is not open and cannot be read: "
+                                   f"{reason}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise JsonRpcInvalidParams(f"document {uri!r} is not open and is not a regular file")
+        if st.st_size > MAX_READ_BYTES:
+            raise JsonRpcInvalidParams(f"document {uri!r} is not open and is too large to read "
+                                       f"({st.st_size:,} bytes)")
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            data = f.read(MAX_READ_BYTES + 1)
+    except OSError as e:
+        raise JsonRpcInvalidParams(f"document {uri!r} is not open and cannot be read: "
+                                   f"{e.strerror or e}") from None
+    finally:
+        os.close(fd)
+    return data.decode("utf-8", errors="replace")
+
+
+def _guard(handler):
+    """Any exception a handler raises becomes a one-line JSON-RPC error (pygls would attach a
+    Python traceback to the response)."""
+    @functools.wraps(handler)
+    async def wrapped(ls, params):
+        try:
+            return await handler(ls, params)
+        except (JsonRpcException, asyncio.CancelledError):
+            raise
+        except Exception as exc:
+            log.error("%s failed: %s: %s", handler.__name__, type(exc).__name__, exc)
+            raise JsonRpcInternalError(
+                f"tilec lsp: {type(exc).__name__}: {str(exc)[:300]}") from None
+    return wrapped
+
+
+def _notification(handler):
+    @functools.wraps(handler)
+    def wrapped(ls, params):
+        try:
+            handler(ls, params)
+        except Exception as exc:  # a notification has no reply: log one line
+            log.error("%s failed: %s: %s", handler.__name__, type(exc).__name__, exc)
+    return wrapped
+
+
+async def document(ls: TileServer, uri: str) -> Analysis:
+    """The analysis of the document `uri`: the open one, else the file on disk."""
+    a = await ls.get_checker().current(uri, REQUEST_WAIT_S)
+    if a is not None:
+        return a
+    text = read_unopened(uri)
+    return await ls.get_checker().once(uri, text, REQUEST_WAIT_S)
+
+
+def _open_text(ls: TileServer, uri: str) -> str:
+    return ls.workspace.get_text_document(uri).source
+
+
+def create_server() -> TileServer:
+    server = TileServer("tilec-lsp", __version__, protocol_cls=TileProtocol,
+                        text_document_sync_kind=lsp.TextDocumentSyncKind.Full)
+
+    @server.feature(lsp.TEXT_DOCUMENT_DID_OPEN)
+    @_notification
+    def did_open(ls: TileServer, params: lsp.DidOpenTextDocumentParams) -> None:
+        doc = params.text_document
+        ls.get_checker().update(doc.uri, _open_text(ls, doc.uri), doc.version, 0)
+
+    @server.feature(lsp.TEXT_DOCUMENT_DID_CHANGE)
+    @_notification
+    def did_change(ls: TileServer, params: lsp.DidChangeTextDocumentParams) -> None:
+        doc = params.text_document
+        ls.get_checker().update(doc.uri, _open_text(ls, doc.uri), doc.version, DEBOUNCE_S)
+
+    @server.feature(lsp.TEXT_DOCUMENT_DID_SAVE)
+    @_notification
+    def did_save(ls: TileServer, params: lsp.DidSaveTextDocumentParams) -> None:
+        uri = params.text_document.uri
+        if uri in ls.workspace.text_documents:  # imported files may have changed: check again
+            doc = ls.workspace.get_text_document(uri)
+            ls.get_checker().update(uri, doc.source, doc.version, 0)
+
+    @server.feature(lsp.TEXT_DOCUMENT_DID_CLOSE)
+    @_notification
+    def did_close(ls: TileServer, params: lsp.DidCloseTextDocumentParams) -> None:
+        ls.get_checker().close(params.text_document.uri)
+        ls.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(
+            uri=params.text_document.uri, diagnostics=[]))
+
+    @server.feature(lsp.TEXT_DOCUMENT_COMPLETION,
+                    lsp.CompletionOptions(trigger_characters=["@"]))
+    @_guard
+    async def completion(ls: TileServer, params: lsp.CompletionParams) -> lsp.CompletionList:
+        a = await document(ls, params.text_document.uri)
+        return lsp.CompletionList(is_incomplete=False, items=features.completions(
+            a, params.position, position_encoding(ls)))
+
+    @server.feature(lsp.TEXT_DOCUMENT_HOVER)
+    @_guard
+    async def hover(ls: TileServer, params: lsp.HoverParams) -> lsp.Hover | None:
+        a = await document(ls, params.text_document.uri)
+        return features.hover(a, params.position, position_encoding(ls))
+
+    @server.feature(lsp.TEXT_DOCUMENT_DOCUMENT_SYMBOL)
+    @_guard
+    async def symbols(ls: TileServer,
+                      params: lsp.DocumentSymbolParams) -> list[lsp.DocumentSymbol]:
+        a = await document(ls, params.text_document.uri)
+        return features.document_symbols(a, position_encoding(ls))
+
+    @server.feature(lsp.TEXT_DOCUMENT_DEFINITION)
+    @_guard
+    async def definition(ls: TileServer, params: lsp.DefinitionParams) -> lsp.Location | None:
+        a = await document(ls, params.text_document.uri)
+        return features.definition(a, params.position, position_encoding(ls))
+
+    return server
+
+
+class _OneLine(logging.Formatter):
+    """Log records without tracebacks: the client shows the server's stderr to the user."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        record = logging.makeLogRecord(record.__dict__)
+        record.exc_info = record.exc_text = record.stack_info = None
+        return super().format(record).replace("\n", " | ")
+
+
+def _configure_logging(log_file: str | None) -> None:
+    root = logging.getLogger()
+    for h in list(root.handlers):
+        root.removeHandler(h)
+    if log_file:
+        handler: logging.Handler = logging.FileHandler(log_file, encoding="utf-8")
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        root.setLevel(logging.DEBUG)
+    else:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(_OneLine("tilec lsp: %(levelname)s: %(message)s"))
+        handler.setLevel(logging.WARNING)
+        root.setLevel(logging.WARNING)
+    root.addHandler(handler)
+
+    def unraisable(u) -> None:  # e.g. a broken pipe while flushing at exit
+        logging.getLogger(__name__).warning("ignored: %s: %s", type(u.exc_value).__name__,
+                                            u.exc_value)
+    sys.unraisablehook = unraisable
+
+
+def serve(argv: Iterable[str] | None = None) -> int:
+    """``tilec lsp``: serve over stdio (default) or TCP."""
+    p = argparse.ArgumentParser(prog="tilec lsp", description="The Tile language server.")
+    p.add_argument("--stdio", action="store_true", help="serve over stdin/stdout (default)")
+    p.add_argument("--tcp", action="store_true", help="serve over TCP")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=2087)
+    p.add_argument("--log-file", help="write the server's log here (with tracebacks)")
+    args = p.parse_args(list(sys.argv[1:] if argv is None else argv))
+    _configure_logging(args.log_file)
+    server = create_server()
+    try:
+        if args.tcp:
+            server.start_tcp(args.host, args.port)
+        else:
+            server.start_io()
+    except OSError as exc:  # the port is taken, stdin is closed
+        sys.stderr.write(f"tilec lsp: {exc.strerror or exc}\n")
+        return 1
+    return 0
