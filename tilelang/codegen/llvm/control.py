@@ -164,11 +164,34 @@ def _loop_results(kern: KernelEmitter, frame: LoopFrame, normal_exit: ir.Block,
         kern.env[r.id] = t
 
 
+def carried_layouts(kern: KernelEmitter, body: Block, carried, init: list[TileVal]
+                    ) -> list[TileVal]:
+    """Choose the layout of loop-carried values before the loop: an accumulator that a
+    tensor-core `mma` in the body updates and yields back is carried in the instruction's
+    fragment layout (created there once, not converted on every iteration)."""
+    from tilelang.codegen.lower.matmul import tensor_core_plan, to_layout
+    term = body.terminator
+    if not isinstance(term, YieldOp) or not kern.exact:
+        return init
+    out = list(init)
+    producers = {o.result.id: o for o in body.ops
+                 if isinstance(o, BuiltinOp) and o.name == "mma" and o.result is not None}
+    for i, (arg, yv) in enumerate(zip(carried, term.values)):
+        o = producers.get(yv.id)
+        acc = o.arg_map.get("acc") if o is not None else None
+        if getattr(acc, "id", None) != arg.id:
+            continue
+        plan = tensor_core_plan(kern, o)
+        if plan is not None and init[i].shape == plan.acc.shape:
+            out[i] = to_layout(kern, init[i], plan.acc)
+    return out
+
+
 def emit_for(kern: KernelEmitter, op: ForOp) -> None:
     b = kern.builder
     start, stop, step = (kern.tile(v).value for v in (op.start, op.stop, op.step))
     ivt = kern.tile(op.start).dtype
-    init = [kern.tile(v) for v in op.init]
+    init = carried_layouts(kern, op.body, op.carried, [kern.tile(v) for v in op.init])
     pre = b.block
     header = kern.fn.append_basic_block("for.header")
     body = kern.fn.append_basic_block("for.body")

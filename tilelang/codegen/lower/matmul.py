@@ -1,5 +1,9 @@
-"""Matrix products `mma(a, b, acc)` and `matmul(a, b)` (`@`) as plain FMAs: a simple, exact-
-enough lowering until a tensor-core path (mma.sync / wgmma) replaces it.
+"""Matrix products `mma(a, b, acc)` and `matmul(a, b)` (`@`).
+
+On sm_80 and newer, operand dtypes with a tensor-core form (f16, bf16, tf32, i8/u8, f8 on
+sm_89+; layouts/mma.py) go through `mma.sync` (lower/mma_sync.py): operands in swizzled shared
+memory, ldmatrix fragments, the accumulator in the instruction's fragment layout. Everything
+else (f32/f64 products, older targets, tiles smaller than one warp tile) takes the FMA path:
 
 a and b are staged in shared memory (llvm.sync.stage); each thread then computes the
 accumulator elements its layout gives it, walking K with one fused multiply-add per step
@@ -10,10 +14,16 @@ work the same way with the batch coordinate in the addresses.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from math import prod
+
 import llvmlite.ir as ir
 
+from tilelang.codegen.layouts.distributed import Layout
+from tilelang.codegen.layouts.mma import MmaForm, WarpTiling, acc_layout, mma_form, warp_tiling
 from tilelang.codegen.llvm.kernel import I32, KernelEmitter, TileVal
-from tilelang.codegen.llvm.sync import _padded_ir, stage
+from tilelang.codegen.llvm.sync import _padded_ir, convert, stage
+from tilelang.codegen.lower import mma_sync
 from tilelang.codegen.lower.table import lowers
 from tilelang.ir.ops import BuiltinOp
 from tilelang.sema.types import F32, DType
@@ -83,10 +93,80 @@ def _product(kern: KernelEmitter, a: TileVal, b: TileVal, acc: TileVal, out: DTy
     return TileVal(out, O, tuple(regs))
 
 
+# ---------------------------------------------------------------------------------------------
+# Tensor cores
+
+@dataclass(frozen=True)
+class TensorCorePlan:
+    form: MmaForm
+    b_class: str
+    tiling: WarpTiling
+    acc: Layout
+
+
+def tensor_core_plan(kern: KernelEmitter, op: BuiltinOp) -> TensorCorePlan | None:
+    """How `op` (mma or matmul) runs on tensor cores, or None for the FMA path."""
+    args = op.arg_map
+    at, bt = (args[n].type for n in ("a", "b"))
+    out = op.result.type
+    sm = kern.target.sm
+    if sm < 80 or kern.threads < 32:
+        return None
+    got = mma_form(at.dtype.name, bt.dtype.name, out.dtype.name, sm)
+    if got is None:
+        return None
+    form, b_class = got
+    if at.shape[-1] % form.k:
+        return None
+    tiling = warp_tiling(tuple(out.shape), kern.threads)
+    if tiling is None:
+        return None
+    return TensorCorePlan(form, b_class, tiling,
+                          acc_layout(tuple(out.shape), kern.threads, tiling))
+
+
+def to_layout(kern: KernelEmitter, t: TileVal, lay: Layout) -> TileVal:
+    """`t` in `lay`: a splat of one constant is rebuilt for free, anything else converted."""
+    if t.layout == lay:
+        return t
+    first = t.regs[0] if t.regs else None
+    if isinstance(first, ir.Constant) and all(r is first or (isinstance(r, ir.Constant) and
+                                                              str(r) == str(first))
+                                              for r in t.regs):
+        return TileVal(t.dtype, lay, (first,) * lay.num_regs)
+    return convert(kern, t, lay)
+
+
+def _tensor_core(kern: KernelEmitter, plan: TensorCorePlan, a: TileVal, b: TileVal,
+                 acc: TileVal) -> TileVal:
+    kern.require_exact()
+    form = plan.form
+    acc = to_layout(kern, acc, plan.acc)
+    rank = a.layout.rank
+    k = a.shape[-1]
+    sixteen = form.itemsize == 2
+    ops, offset = [], 0
+    for t, k_axis in ((a, rank - 1), (b, rank - 2)):
+        cax = mma_sync.choose_cax(t, k_axis, sixteen)
+        nbytes = prod(t.shape) * form.itemsize
+        base = kern.smem(nbytes, ir.IntType(8), offset)
+        ops.append(mma_sync.SmemOperand(base, tuple(t.shape), cax, form.itemsize))
+        offset += -(-nbytes // 16) * 16
+    kern.barrier()
+    for t, sop in zip((a, b), ops):
+        mma_sync.fill_from_registers(kern, t, sop, kern.storage_type(t.dtype))
+    kern.barrier()
+    regs = mma_sync.product(kern, form, plan.b_class, plan.tiling, ops[0], ops[1], acc, k)
+    return TileVal(acc.dtype, plan.acc, tuple(regs))
+
+
 @lowers("mma")
 def mma(kern: KernelEmitter, op: BuiltinOp) -> TileVal:
     args = op.arg_map
     a, b, acc = (kern.tile(args[n]) for n in ("a", "b", "acc"))
+    plan = tensor_core_plan(kern, op)
+    if plan is not None:
+        return _tensor_core(kern, plan, a, b, acc)
     return _product(kern, a, b, acc, op.result.type.dtype)
 
 
@@ -95,6 +175,9 @@ def matmul(kern: KernelEmitter, op: BuiltinOp) -> TileVal:
     args = op.arg_map
     a, b = kern.tile(args["a"]), kern.tile(args["b"])
     rt = op.result.type
+    plan = tensor_core_plan(kern, op)
+    if plan is not None:
+        return _tensor_core(kern, plan, a, b, kern.splat(0, rt.dtype, plan.acc))
     zero = kern.splat(0, rt.dtype, kern.layout_for(rt))
     return _product(kern, a, b, zero, rt.dtype)
 
