@@ -511,7 +511,9 @@ def build_cvt(ctx, ins, parts):
             put(st, pack([lo, hi], dt, mode or "rn", sat), m)
         return run2
     if dt.name == "tf32":
-        return lambda st, m: put(st, f32_to_tf32(ga(st)), m)
+        if at.name != "f32" or mode not in ("rna", "rn", "rz"):
+            ctx.error(f"{ins.opcode}: tf32 is converted from .f32 with .rna, .rn or .rz")
+        return lambda st, m: put(st, f32_to_tf32(ga(st), mode), m)
     if at.is_float and dt.is_float:
         r = mode or "rn"
 

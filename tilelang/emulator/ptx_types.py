@@ -84,10 +84,17 @@ def f32_to_bf16(x: np.ndarray, mode: str = "rn") -> np.ndarray:
     return r.astype(np.uint16)
 
 
-def f32_to_tf32(x: np.ndarray) -> np.ndarray:
-    """cvt.rna.tf32.f32: round to nearest, ties away from zero, keep 10 mantissa bits."""
+def f32_to_tf32(x: np.ndarray, mode: str = "rna") -> np.ndarray:
+    """cvt.{rna,rn,rz}.tf32.f32: keep 10 mantissa bits, rounding to nearest with ties away
+    from zero (rna), to nearest even (rn, sm_90) or toward zero (rz)."""
     u = np.asarray(x, np.float32).view(np.uint32)
-    r = (u + np.uint32(0x1000)) & np.uint32(0xFFFFE000)
+    if mode == "rz":
+        bump = np.uint32(0)
+    elif mode == "rn":
+        bump = np.uint32(0xFFF) + ((u >> np.uint32(13)) & np.uint32(1))
+    else:
+        bump = np.uint32(0x1000)
+    r = (u + bump) & np.uint32(0xFFFFE000)
     return np.where(np.isnan(np.asarray(x, np.float32)), u, r).astype(np.uint32)
 
 

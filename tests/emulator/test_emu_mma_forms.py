@@ -1,0 +1,251 @@
+"""Every mma.sync form the tensor-core lowering may emit, against NumPy.
+
+Operands are packed into per-lane registers by the per-lane position functions of
+test_emu_tensor.py (the PTX ISA's fragment tables written out case by case). The inputs are
+small integers (or multiples of 1/4) that every input format represents exactly and whose
+products and sums are exact in the accumulator, so the results are compared bit for bit:
+a wrong fragment position cannot hide behind a tolerance. 8-bit floats are encoded by
+ml_dtypes, not by the emulator.
+"""
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from emu_support import kernel_ptx
+from test_emu_float import bf16_bits_ref
+from test_emu_tensor import (a_pos_f16, a_pos_s8, a_pos_tf32, b_pos_f16, b_pos_s8, b_pos_tf32,
+                             c_pos, fragments)
+
+BODY = """
+  mov.u32 %r1, %tid.x;
+  ld.param.u64 %rd1, [k_p0];
+  ld.param.u64 %rd2, [k_p1];
+  ld.param.u64 %rd3, [k_p2];
+  ld.param.u64 %rd4, [k_p3];
+{loads}
+{pre}
+  {mma}
+{stores}
+  ret;
+"""
+
+
+def a_pos_f16_k8(lane, i):      # m16n8k8 .f16/.bf16 A, element i of 4
+    g, t = lane >> 2, lane % 4
+    return (g if i < 2 else g + 8), t * 2 + (i & 1)
+
+
+def b_pos_f16_k8(lane, i):      # m16n8k8 .f16/.bf16 B, element i of 2
+    g, t = lane >> 2, lane % 4
+    return t * 2 + i, g
+
+
+def run(hw, mma, na, nb, nc, A_words, B_words, C_words, pre=""):
+    """One warp: loads na/nb/nc words per lane into %r10../%r20../%r30.., runs `mma` (with
+    {d} {a} {b} {c}; `pre` may rewrite the operand registers first), stores nc words."""
+    loads = []
+    for ptr, n, base in (("%rd2", na, 10), ("%rd3", nb, 20), ("%rd4", nc, 30)):
+        loads.append(f"  mul.wide.u32 %rd{base}, %r1, {4 * n};\n"
+                     f"  add.s64 %rd{base + 1}, {ptr}, %rd{base};")
+        loads += [f"  ld.global.b32 %r{base + i}, [%rd{base + 1}+{4 * i}];" for i in range(n)]
+    stores = [f"  mul.wide.u32 %rd40, %r1, {4 * nc};\n  add.s64 %rd41, %rd1, %rd40;"]
+    stores += [f"  st.global.b32 [%rd41+{4 * i}], %r{40 + i};" for i in range(nc)]
+    regs = lambda base, n: "{" + ",".join(f"%r{base + i}" for i in range(n)) + "}"
+    text = mma.format(d=regs(40, nc), a=regs(10, na), b=regs(20, nb), c=regs(30, nc))
+    body = BODY.format(loads="\n".join(loads), pre=pre, mma=text, stores="\n".join(stores))
+    d = hw.dev
+    pa, pb, pc = d.to_device(A_words), d.to_device(B_words), d.to_device(C_words)
+    po = d.malloc(4 * nc * 32)
+    hw.run(kernel_ptx(body, nparams=4), (1,), (32,), [po, pa, pb, pc])
+    return d.from_device(po, (32, nc), np.uint32)
+
+
+def unfrag(words, bits):
+    """16x8 accumulator from per-lane words of `bits`-wide elements."""
+    per = 32 // bits
+    out = np.zeros((16, 8), np.uint64)
+    for lane in range(32):
+        for i in range(4):
+            w = int(words[lane, i // per]) >> (bits * (i % per))
+            out[c_pos(lane, i)] = w & ((1 << bits) - 1)
+    return out
+
+
+def f16_bits(m):
+    return m.astype(np.float16).view(np.uint16)
+
+
+def bf16_bits(m):
+    return bf16_bits_ref(m.astype(np.float32).ravel()).reshape(m.shape)
+
+
+def quarters(rng, shape, lo=-8, hi=8):
+    return rng.integers(lo, hi, shape).astype(np.float64) / 4
+
+
+def test_m16n8k16_f16_with_f16_accumulator(hw, rng):
+    A, B, C = quarters(rng, (16, 16)), quarters(rng, (16, 8)), quarters(rng, (16, 8))
+    out = run(hw, "mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16 {d}, {a}, {b}, {c};",
+              4, 2, 2, fragments(f16_bits(A), a_pos_f16, 8, 16),
+              fragments(f16_bits(B), b_pos_f16, 4, 16), fragments(f16_bits(C), c_pos, 4, 16))
+    D = unfrag(out, 16).astype(np.uint16).view(np.float16)
+    assert np.array_equal(D, (A @ B + C).astype(np.float16))
+
+
+def test_m16n8k16_f16_accumulator_rounds_once(hw):
+    # 2049 is not an f16 (spacing 2 there): the exact sum 2048 + 1 rounds to even, 2048
+    A = np.zeros((16, 16))
+    A[:, 0], A[:, 1] = 32, 1
+    B = np.zeros((16, 8))
+    B[0, :], B[1, :] = 64, 1
+    C = np.zeros((16, 8))
+    out = run(hw, "mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16 {d}, {a}, {b}, {c};",
+              4, 2, 2, fragments(f16_bits(A), a_pos_f16, 8, 16),
+              fragments(f16_bits(B), b_pos_f16, 4, 16), fragments(f16_bits(C), c_pos, 4, 16))
+    D = unfrag(out, 16).astype(np.uint16).view(np.float16)
+    assert (D == 2048).all()
+
+
+def test_m16n8k16_bf16(hw, rng):      # bf16 inputs take only f32 accumulators (PTX ISA)
+    A, B = quarters(rng, (16, 16), -64, 64), quarters(rng, (16, 8), -64, 64)
+    C = rng.integers(-1000, 1000, (16, 8)).astype(np.float32)
+    out = run(hw, "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {d}, {a}, {b}, {c};",
+              4, 2, 4, fragments(bf16_bits(A), a_pos_f16, 8, 16),
+              fragments(bf16_bits(B), b_pos_f16, 4, 16), fragments(C.view(np.uint32), c_pos, 4, 32))
+    D = unfrag(out, 32).astype(np.uint32).view(np.float32)
+    assert np.array_equal(D, (A @ B + C).astype(np.float32))
+
+
+@pytest.mark.parametrize("kind", ["f16", "bf16"])
+def test_m16n8k8_half_inputs(hw, rng, kind):
+    A, B = quarters(rng, (16, 8)), quarters(rng, (8, 8))
+    enc = f16_bits if kind == "f16" else bf16_bits
+    C = np.zeros((16, 8), np.float32)
+    out = run(hw, f"mma.sync.aligned.m16n8k8.row.col.f32.{kind}.{kind}.f32 {{d}}, {{a}}, {{b}}, "
+              "{c};", 2, 1, 4, fragments(enc(A), a_pos_f16_k8, 4, 16),
+              fragments(enc(B), b_pos_f16_k8, 2, 16), fragments(C.view(np.uint32), c_pos, 4, 32))
+    D = unfrag(out, 32).astype(np.uint32).view(np.float32)
+    assert np.array_equal(D, (A @ B).astype(np.float32))
+
+
+def tf32_rna_ref(x):
+    """Round f32 to 10 mantissa bits, ties away from zero, by decimal-free integer steps on
+    the magnitude (independent of the emulator's bit trick)."""
+    x = x.astype(np.float32)
+    mant, exp = np.frexp(x.astype(np.float64))              # |mant| in [0.5, 1)
+    scaled = np.abs(mant) * 2 ** 11                           # 11 significant bits
+    r = np.floor(scaled + 0.5)                                # ties away from zero
+    return (np.sign(mant) * r * 2.0 ** (exp - 11)).astype(np.float32)
+
+
+@pytest.mark.parametrize("rounded", [True, False])
+def test_m16n8k8_tf32_with_and_without_cvt_rna(hw, rng, rounded):
+    # values with 20 significant bits: their low 13 bits matter
+    A = (rng.integers(-2**19, 2**19, (16, 8)) * 2.0 ** -18).astype(np.float32)
+    B = (rng.integers(-2**19, 2**19, (8, 8)) * 2.0 ** -18).astype(np.float32)
+    A[0, :4] = [1 + 2**-11, -(1 + 2**-11), 1 + 3 * 2**-11, 1 + 2**-12]   # ties and near-ties
+    pre = ""
+    if rounded:
+        pre = "\n".join(f"  cvt.rna.tf32.f32 %r{r}, %r{r};" for r in (10, 11, 12, 13, 20, 21))
+    out = run(hw, "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {d}, {a}, {b}, {c};",
+              4, 2, 4, fragments(A.view(np.uint32), a_pos_tf32, 4, 32),
+              fragments(B.view(np.uint32), b_pos_tf32, 2, 32),
+              fragments(np.zeros((16, 8), np.uint32), c_pos, 4, 32), pre=pre)
+    D = unfrag(out, 32).astype(np.uint32).view(np.float32)
+    if rounded:
+        a, b = tf32_rna_ref(A), tf32_rna_ref(B)
+    else:   # the tensor core ignores the low 13 bits of an unconverted f32
+        trunc = lambda m: (m.view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32)
+        a, b = trunc(A), trunc(B)
+    # 11-bit by 11-bit products summed over 8 terms are exact in float64; one rounding to f32
+    assert np.array_equal(D, (a.astype(np.float64) @ b).astype(np.float32))
+
+
+@pytest.mark.parametrize("mode", ["rna", "rn", "rz"])
+def test_cvt_tf32_rounding_modes(hw, mode):
+    base = np.float32(1.0).view(np.uint32)
+    low = np.array([0, 0x0FFF, 0x1000, 0x1001, 0x2FFF, 0x3000, 0x1FFF, 0x2000], np.uint32)
+    x = np.concatenate([(base + low).view(np.float32), -(base + low).view(np.float32)])
+    got = hw.elementwise(f"cvt.{mode}.tf32.f32 {{d}}, {{a}};", [np.tile(x, 4)], np.uint32)[:16]
+    step = 2.0 ** -10
+    ulps = (np.abs(x.astype(np.float64)) - 1) / step          # in units of the kept lsb
+    if mode == "rz":
+        r = np.floor(ulps)
+    elif mode == "rna":
+        r = np.floor(ulps + 0.5)
+    else:
+        r = np.round(ulps)                                    # NumPy rounds half to even
+    exp = (np.sign(x) * (1 + r * step)).astype(np.float32).view(np.uint32)
+    assert np.array_equal(got, exp), (mode, got, exp)
+
+
+INT8 = {"s8": (np.int8, -128, 128), "u8": (np.uint8, 0, 256)}
+
+
+@pytest.mark.parametrize("atype,btype", [("u8", "u8"), ("u8", "s8"), ("s8", "u8")])
+def test_m16n8k32_integer_signedness(hw, rng, atype, btype):
+    (adt, alo, ahi), (bdt, blo, bhi) = INT8[atype], INT8[btype]
+    A = rng.integers(alo, ahi, (16, 32)).astype(adt)
+    B = rng.integers(blo, bhi, (32, 8)).astype(bdt)
+    C = rng.integers(-10**6, 10**6, (16, 8)).astype(np.int32)
+    out = run(hw, f"mma.sync.aligned.m16n8k32.row.col.s32.{atype}.{btype}.s32 {{d}}, {{a}}, "
+              "{b}, {c};", 4, 2, 4, fragments(A.view(np.uint8), a_pos_s8, 16, 8),
+              fragments(B.view(np.uint8), b_pos_s8, 8, 8), fragments(C.view(np.uint32), c_pos, 4, 32))
+    D = unfrag(out, 32).astype(np.uint32).view(np.int32)
+    assert np.array_equal(D, A.astype(np.int64) @ B.astype(np.int64) + C)
+
+
+@pytest.mark.parametrize("sat", [True, False])
+def test_m16n8k32_s32_overflow_wraps_or_saturates(hw, rng, sat):
+    A = np.full((16, 32), 127, np.int8)
+    A[8:] = -128
+    B = np.full((32, 8), 127, np.int8)
+    C = np.zeros((16, 8), np.int32)
+    C[:8], C[8:] = 2**31 - 1000, -(2**31) + 1000          # the products push past the range
+    s = ".satfinite" if sat else ""
+    out = run(hw, f"mma.sync.aligned.m16n8k32.row.col{s}.s32.s8.s8.s32 {{d}}, {{a}}, {{b}}, {{c}};",
+              4, 2, 4, fragments(A.view(np.uint8), a_pos_s8, 16, 8),
+              fragments(B.view(np.uint8), b_pos_s8, 8, 8), fragments(C.view(np.uint32), c_pos, 4, 32))
+    D = unfrag(out, 32).astype(np.uint32)
+    exact = A.astype(np.int64) @ B.astype(np.int64) + C
+    assert (exact[:8] > 2**31 - 1).all() and (exact[8:] < -2**31).all()
+    exp = np.clip(exact, -2**31, 2**31 - 1) if sat else exact     # wrap: low 32 bits
+    assert np.array_equal(D, (exp & 0xFFFFFFFF).astype(np.uint32))
+
+
+F8 = {"e4m3": ml_dtypes.float8_e4m3fn, "e5m2": ml_dtypes.float8_e5m2}
+
+
+@pytest.mark.parametrize("atype,btype", [("e5m2", "e5m2"), ("e4m3", "e5m2"), ("e5m2", "e4m3")])
+def test_m16n8k32_fp8_to_f32(hw, rng, atype, btype):
+    A = rng.integers(-7, 8, (16, 32)).astype(np.float64) / 2     # exact in both formats
+    B = rng.integers(-7, 8, (32, 8)).astype(np.float64)
+    enc = lambda m, t: m.astype(F8[t]).view(np.uint8)
+    assert np.array_equal(enc(A, atype).view(F8[atype]).astype(np.float64), A)
+    C = rng.integers(-50, 50, (16, 8)).astype(np.float32)
+    out = run(hw, f"mma.sync.aligned.m16n8k32.row.col.f32.{atype}.{btype}.f32 {{d}}, {{a}}, "
+              "{b}, {c};", 4, 2, 4, fragments(enc(A, atype), a_pos_s8, 16, 8),
+              fragments(enc(B, btype), b_pos_s8, 8, 8), fragments(C.view(np.uint32), c_pos, 4, 32))
+    D = unfrag(out, 32).astype(np.uint32).view(np.float32)
+    assert np.array_equal(D, (A @ B + C).astype(np.float32))
+
+
+def test_m16n8k32_e4m3_with_f16_accumulator(hw, rng):
+    A = rng.integers(-7, 8, (16, 32)).astype(np.float64)
+    B = rng.integers(-7, 8, (32, 8)).astype(np.float64) / 4
+    C = quarters(rng, (16, 8))
+    out = run(hw, "mma.sync.aligned.m16n8k32.row.col.f16.e4m3.e4m3.f16 {d}, {a}, {b}, {c};",
+              4, 2, 2, fragments(A.astype(F8["e4m3"]).view(np.uint8), a_pos_s8, 16, 8),
+              fragments(B.astype(F8["e4m3"]).view(np.uint8), b_pos_s8, 8, 8),
+              fragments(f16_bits(C), c_pos, 4, 16))
+    D = unfrag(out, 16).astype(np.uint16).view(np.float16)
+    assert np.array_equal(D, (A @ B + C).astype(np.float16))
+
+
+def test_mma_refuses_wrong_register_counts(hw):
+    from tilelang.emulator.errors import PTXParseError
+    with pytest.raises(PTXParseError, match="expected 4, 4, 2, 4 registers"):
+        run(hw, "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {d}, {a}, {b}, {c};",
+            4, 3, 4, np.zeros((32, 4), np.uint32), np.zeros((32, 3), np.uint32),
+            np.zeros((32, 4), np.uint32))
