@@ -15,9 +15,9 @@ __version__ = "0.1.0"
 
 from .runtime import errors as _runtime_errors  # noqa: F401,E402  (registers E09xx codes)
 
-_API = ("compile", "launch", "to_device", "empty", "get_backend", "Module", "Kernel",
+_API = ("compile", "launch", "to_device", "empty", "get_backend", "cdiv", "Module", "Kernel",
         "DeviceArray", "LaunchConfigError", "KernelArgumentError", "BackendUnavailable",
-        "KernelNotFound", "DeviceError")
+        "KernelNotFound", "DeviceError", "RuntimeUsageError", "ArrayUsageError")
 
 __all__ = ["__version__", *_API]
 

@@ -16,10 +16,11 @@ _EXPORTS = {
     "DiskCache": "cache", "cache_dir": "cache",
     "LaunchConfigError": "errors", "KernelArgumentError": "errors",
     "BackendUnavailable": "errors", "KernelNotFound": "errors", "DeviceError": "errors",
-    "RuntimeUsageError": "errors",
+    "RuntimeUsageError": "errors", "ArrayUsageError": "errors",
+    "HostFunction": "host_fn",
 }
 
-__all__ = sorted(_EXPORTS) + ["to_device", "empty"]
+__all__ = sorted(_EXPORTS) + ["to_device", "empty", "cdiv"]
 
 
 def __getattr__(name: str):
@@ -43,3 +44,17 @@ def empty(shape, dtype: str, backend=None):
     from .device_array import DeviceArray
     from .module import get_backend
     return DeviceArray.empty(get_backend(backend), shape, dtype)
+
+
+def cdiv(a, b):
+    """Ceiling division of integers, `-(-a // b)`: the number of tiles of size `b` that cover
+    `a` elements (Triton's `cdiv`, the Tile built-in `cdiv`)."""
+    import operator
+    try:
+        a, b = operator.index(a), operator.index(b)
+    except TypeError:
+        raise TypeError(f"cdiv takes two integers, got {type(a).__name__} and "
+                        f"{type(b).__name__}") from None
+    if b == 0:
+        raise ZeroDivisionError("cdiv by zero")
+    return -(-a // b)

@@ -72,6 +72,10 @@ class DriverCompiler:
     def compiler_id(self) -> str:
         return str(self._get().COMPILER_ID)
 
+    def driver_options(self, options: CompileOptions):
+        """The driver's `Options` for these runtime options."""
+        return self._options(options)
+
     def _options(self, options: CompileOptions):
         driver = self._get()
         wanted = {"include_dirs": list(options.include_dirs), "defines": dict(options.defines),

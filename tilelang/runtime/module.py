@@ -30,7 +30,7 @@ from .packing import layout
 from .signature import KernelInfo, ModuleInfo, ParamInfo
 from .validate import LaunchShape, check_launch, dims
 
-BACKENDS = ("cuda", "emulator")
+BACKENDS = ("cuda", "emulator", "interp")
 FACT_KEYS = ("ca", "c-", "-a", "--")
 _BACKENDS: dict[str, Any] = {}
 _BUILT: dict[str, Built] = {}          # disk key -> build, for every module of the process
@@ -50,22 +50,38 @@ def get_backend(backend=None):
     if backend is None:
         backend = os.environ.get("TILELANG_BACKEND", "").strip() or "cuda"
     if not isinstance(backend, str):
+        if not all(hasattr(backend, a) for a in ("name", "malloc", "limits")):
+            raise usage_error("E0921", f"`backend` is {type(backend).__name__}, not a back end",
+                              "pass a back-end name (`cuda`, `emulator`, `interp`) or an "
+                              "object from `tilelang.get_backend`")
         return backend
     name = backend.strip().lower()
     if name not in BACKENDS:
         raise usage_error("E0921", f"unknown back end `{backend}`",
-                          "the back ends are `cuda` (a GPU through the CUDA driver) and "
-                          "`emulator` (the CPU PTX emulator)")
+                          "the back ends are `cuda` (a GPU through the CUDA driver), "
+                          "`emulator` (the CPU PTX emulator) and `interp` (the reference "
+                          "interpreter)")
+    if interpret_everything():
+        name = "interp"
     b = _BACKENDS.get(name)
     if b is None:
         if name == "cuda":
             from .cuda import CudaBackend
             b = CudaBackend()
+        elif name == "interp":
+            from .interp_backend import InterpBackend
+            b = InterpBackend()
         else:
             from .emulator_backend import EmulatorBackend
             b = EmulatorBackend()
         _BACKENDS[name] = b
     return b
+
+
+def interpret_everything() -> bool:
+    """`TILELANG_INTERPRET=1`: every launch runs on the reference interpreter, whatever back
+    end was asked for by name (as Triton's `TRITON_INTERPRET=1`)."""
+    return os.environ.get("TILELANG_INTERPRET", "").strip().lower() in ("1", "true", "yes", "on")
 
 
 def _default_compiler() -> Compiler:
@@ -104,6 +120,66 @@ def _define_text(v) -> str:
     return str(v)
 
 
+def _check_arch(arch):
+    if arch is None:
+        return None
+    if not isinstance(arch, str):
+        raise value_error(f"`arch` is {type(arch).__name__}, not a target name",
+                          "e.g. arch='sm_90a', or leave it out for the device's own")
+    from tilelang.targets import get_target
+    get_target(arch)             # E0750 with the supported targets
+    return arch
+
+
+def _check_defines(defines) -> tuple[tuple[str, str], ...]:
+    if defines is None:
+        return ()
+    if not isinstance(defines, Mapping):
+        raise value_error(f"`defines` is {type(defines).__name__}; it maps const names to "
+                          "values", "e.g. defines={'TILE': 256}")
+    out = []
+    for k, v in defines.items():
+        if not isinstance(k, str) or not k.isidentifier():
+            raise value_error(f"`defines` key {k!r} is not a const name",
+                              "keys are the names of `const` declarations or parameters")
+        if isinstance(v, np.generic) and v.shape == ():
+            v = v.item()
+        if not isinstance(v, (bool, int, float, str)):
+            raise value_error(f"`defines[{k!r}]` is {type(v).__name__}; a const value is a "
+                              "number, a bool or source text", f"e.g. defines={{'{k}': 256}}")
+        out.append((k, _define_text(v)))
+    return tuple(sorted(out))
+
+
+def _check_include_dirs(dirs) -> tuple[str, ...]:
+    if isinstance(dirs, (str, os.PathLike)):
+        dirs = (dirs,)                 # one folder, not its characters
+    try:
+        dirs = tuple(dirs)
+    except TypeError:
+        raise value_error(f"`include_dirs` is {type(dirs).__name__}, not a list of folders",
+                          "e.g. include_dirs=['lib']") from None
+    out = []
+    for d in dirs:
+        if not isinstance(d, (str, os.PathLike)):
+            raise value_error(f"`include_dirs` holds {type(d).__name__} {d!r}, not a folder",
+                              "e.g. include_dirs=['lib']")
+        full = os.path.abspath(os.fspath(d))
+        if not os.path.isdir(full):
+            raise value_error(f"include folder `{os.fspath(d)}` does not exist",
+                              "pass existing folders (like `tilec -I DIR`)")
+        out.append(full)
+    return tuple(out)
+
+
+def _check_opt_level(level) -> int:
+    if isinstance(level, bool) or not isinstance(level, (int, np.integer)) or \
+            not 0 <= int(level) <= 3:
+        raise value_error(f"`opt_level` is {level!r}; it is 0, 1, 2 or 3",
+                          "as `tilec -O0` .. `-O3`")
+    return int(level)
+
+
 def compile(path_or_source, arch: str | None = None, defines: Mapping[str, Any] | None = None,
             *, include_dirs=(), opt_level: int = 3, backend=None, cache: bool = True,
             cache_dir: str | None = None, compiler: Compiler | None = None) -> "Module":
@@ -112,9 +188,12 @@ def compile(path_or_source, arch: str | None = None, defines: Mapping[str, Any] 
     text, path = _read_input(path_or_source)
     be = get_backend(backend)
     options = CompileOptions(
-        target=arch or be.default_target(),
-        defines=tuple(sorted((str(k), _define_text(v)) for k, v in (defines or {}).items())),
-        include_dirs=tuple(os.path.abspath(d) for d in include_dirs), opt_level=int(opt_level))
+        target=_check_arch(arch) or be.default_target(), defines=_check_defines(defines),
+        include_dirs=_check_include_dirs(include_dirs), opt_level=_check_opt_level(opt_level))
+    if cache_dir is not None and not isinstance(cache_dir, (str, os.PathLike)):
+        raise value_error(f"`cache_dir` is {type(cache_dir).__name__}, not a folder name",
+                          "pass a path, or leave it out for TILELANG_CACHE_DIR / "
+                          "~/.cache/tilelang")
     comp = compiler or _default_compiler()
     disk = cache_mod.DiskCache(cache_dir) if cache else None
     info = None
@@ -154,13 +233,33 @@ class Module:
             raise AttributeError(name)
         k = kernels.get(name)
         if k is None:
+            fns = self.host_functions
+            if name in fns:
+                return fns[name]
             raise KernelNotFound(_diag(
                 "E0922", f"module `{self.path}` has no kernel `{name}`",
-                "its kernels are: " + (", ".join(f"`{n}`" for n in kernels) or "none")))
+                "its kernels are: " + (", ".join(f"`{n}`" for n in kernels) or "none")
+                + ("; its @host functions: " + ", ".join(f"`{n}`" for n in fns)
+                   if fns else "")))
         return k
 
+    @property
+    def host_functions(self) -> dict:
+        """The module's `@host fn`s by name, callable from Python (`mod.vadd_grid(n)`); they
+        run on the reference interpreter."""
+        fns = self.__dict__.get("_host_fns")
+        if fns is None:
+            from .host_fn import HostFunction, host_functions
+            try:
+                found = host_functions(self.text, self.path)
+            except Exception:          # the module checked; a stand-in compiler's text may not
+                found = {}
+            fns = self.__dict__["_host_fns"] = {n: HostFunction(self, f)
+                                                for n, f in found.items()}
+        return fns
+
     def __dir__(self):
-        return list(super().__dir__()) + list(self.kernels)
+        return list(super().__dir__()) + list(self.kernels) + list(self.host_functions)
 
     def __repr__(self) -> str:
         return (f"<tilelang.Module {self.path} target={self.target} backend={self.backend.name} "
@@ -236,6 +335,10 @@ class Kernel:
         self._specs: dict[tuple[str, ...], Specialization] = {}
         self._variants: dict[tuple, Kernel] = {}
         self._layout = layout(self.params)
+        if module.backend.name == "interp":
+            from .interp_backend import InterpKernelRunner
+            self._interp = InterpKernelRunner(self)
+            self._launch = self._launch_interp          # the instance's launch path
 
     @property
     def name(self) -> str:
@@ -297,7 +400,7 @@ class Kernel:
         if len(args) != self._nparams:
             raise self._count_error(len(args))
         if callable(grid):
-            grid = grid(self._meta())
+            grid = grid(self._meta(args))
         if type(grid) is list:
             grid = tuple(grid)
         got = self._bind(args)
@@ -320,12 +423,19 @@ class Kernel:
             self._diagnose_scalars(args)
             raise e
 
+    def _launch_interp(self, grid, args: tuple, stream, block):
+        if len(args) != self._nparams:
+            raise self._count_error(len(args))
+        if callable(grid):
+            grid = grid(self._meta(args))
+        return self._interp.launch(grid, args, block)
+
     def _issue(self, values, facts, grid, block, stream, lib, args, views=None):
         spec = self._specs.get(facts)
         if spec is None:
             spec = self._build(facts)
         if views is not None and spec.written:
-            self._check_writes(spec, views, args)
+            self._check_writes(spec.written, views, args)
         shape = spec.shape(grid, block)
         handle = self.module.backend.stream_handle(stream, lib)
         try:
@@ -334,11 +444,11 @@ class Kernel:
             self._diagnose_scalars(args)
             raise e
 
-    def _check_writes(self, spec: "Specialization", views, args) -> None:
+    def _check_writes(self, written, views, args) -> None:
         """Refuse arrays the kernel stores into whose stores would be lost (a read-only NumPy
         array is not copied back) or racy (a broadcast view: many elements, one address)."""
         for (i, v) in zip(self._arrays, views):
-            if i not in spec.written:
+            if i not in written:
                 continue
             p = self.params[i]
             where = f"argument `{p.name}` of kernel `{self.name}` ({p.show()})"
@@ -403,8 +513,12 @@ class Kernel:
             if finish is not None:
                 finish()
 
-    def _meta(self) -> dict[str, Any]:
-        return self._const_values()
+    def _meta(self, args=()) -> dict[str, Any]:
+        """What a grid function gets, as in Triton: every argument by parameter name (arrays
+        and scalars as passed) and every `const` value."""
+        meta = dict(zip((p.name for p in self.params), args))
+        meta.update(self._const_values())
+        return meta
 
     def _count_error(self, got: int):
         want = ", ".join(p.name for p in self.params) or "no arguments"
@@ -424,6 +538,10 @@ class Kernel:
     def compile(self, facts: Mapping[str, ArrayFacts | str] | None = None) -> Specialization:
         """Compile (or load from the caches) the specialization for the given array facts;
         arrays not named get both facts (contiguous, 16-byte aligned)."""
+        if self.module.backend.name == "interp":
+            raise usage_error("E0925", f"kernel `{self.name}` runs on the interpreter back end, "
+                              "which needs no compiled code", "compile PTX on the `emulator` or "
+                              "`cuda` back end, or `tilec --emit ptx`")
         if facts is None:
             facts = {}
         if not isinstance(facts, Mapping):

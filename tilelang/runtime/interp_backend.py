@@ -1,0 +1,166 @@
+"""The interpreter back end: launches run the Tile IR on the reference interpreter
+(`tilelang.interp`), block after block, with NumPy — no PTX, no GPU. It is the debugging back
+end (`backend="interp"`, or `TILELANG_INTERPRET=1` for every launch, as Triton's
+`TRITON_INTERPRET=1`): `print` writes to stdout, a failed `assert` names the block.
+
+Arguments are checked as on the other back ends (dtype, rank, read-only or broadcast arrays
+where the kernel writes, scalar ranges, grid limits). Arrays are used in place; bf16, f8 and
+tf32 data are handed to the interpreter as float32 copies (its representation of them) and
+converted back after the launch. `DeviceArray`s of this back end are ordinary host memory.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Any
+
+import numpy as np
+
+from tilelang.codegen.api import KernelArtifact
+
+from .args import ArrayView, check_array, extract
+from .dtypes import ITEMSIZE, accepts, numpy_dtype, scalar_problem
+from .errors import device_error
+from .validate import DeviceLimits, check_launch, dims
+
+
+class InterpBackend:
+    name = "interp"
+    device_id = 0
+    synchronous = True
+    host_arrays = True
+    cache_tag = "interp"
+
+    def __init__(self):
+        self.limits = DeviceLimits("the interpreter", (9, 0))
+        self.capability = (9, 0)
+        self._buffers: dict[int, np.ndarray] = {}
+
+    def __repr__(self) -> str:
+        return "InterpBackend()"
+
+    def default_target(self) -> str:
+        return "sm_90a"
+
+    # -- memory: plain host buffers, so views of them are NumPy arrays ------------------------
+    def malloc(self, nbytes: int) -> int:
+        buf = np.zeros(max(int(nbytes), 1) + 64, np.uint8)
+        ptr = buf.ctypes.data
+        ptr += -ptr % 64                     # as aligned as device allocations
+        self._buffers[ptr] = buf
+        return ptr
+
+    def free(self, ptr: int) -> None:
+        self._buffers.pop(int(ptr), None)
+
+    def htod(self, ptr: int, array) -> None:
+        a = np.ascontiguousarray(array)
+        ctypes.memmove(int(ptr), a.ctypes.data, a.nbytes)
+
+    def dtoh(self, array: np.ndarray, ptr: int, nbytes: int) -> None:
+        ctypes.memmove(array.ctypes.data, int(ptr), int(nbytes))
+
+    def synchronize(self) -> None:
+        pass
+
+    def stream_handle(self, stream, lib=None) -> int:
+        return 0
+
+    def prepare(self, built, layout):      # pragma: no cover - kernels never build PTX here
+        raise AssertionError("the interpreter back end runs Tile IR, not PTX")
+
+
+def host_view(v: ArrayView) -> np.ndarray:
+    """A NumPy view of host memory described by an ArrayView (no copy)."""
+    dt = numpy_dtype(v.dtype)
+    size = ITEMSIZE[v.dtype]
+    if any(n == 0 for n in v.shape):
+        return np.empty(v.shape, dt)
+    lo = sum((n - 1) * s for n, s in zip(v.shape, v.strides) if s < 0)
+    hi = sum((n - 1) * s for n, s in zip(v.shape, v.strides) if s > 0)
+    nbytes = (hi - lo + 1) * size
+    raw = (ctypes.c_char * nbytes).from_address(v.ptr + lo * size)
+    base = np.frombuffer(raw, dt)
+    return np.lib.stride_tricks.as_strided(base[-lo:] if lo else base, v.shape,
+                                           tuple(s * size for s in v.strides))
+
+
+class InterpKernelRunner:
+    """The interpreter's side of one bound kernel: its IR per const values, and launches."""
+
+    def __init__(self, kernel):
+        self.kernel = kernel
+        self._ir: dict = {}
+
+    def _lowered(self, consts: dict[str, Any]):
+        key = tuple(sorted((k, type(v).__name__, v) for k, v in consts.items()))
+        hit = self._ir.get(key)
+        if hit is not None:
+            return hit
+        from tilelang.codegen.generate import written_arrays
+        from tilelang.diagnostics import TileError
+        from tilelang.driver import compile_source
+        from .compiler import DriverCompiler
+        mod = self.kernel.module
+        res = compile_source(mod.text, mod.path, DriverCompiler().driver_options(mod.options),
+                             kernels=[self.kernel.name], consts=consts, until="tir")
+        if not res.ok:
+            raise TileError([d for d in res.diagnostics])
+        k = res.ir.kernel(self.kernel.name)
+        written = written_arrays(k)
+        idx = frozenset(i for i, p in enumerate(k.params) if p in written)
+        spec = getattr(k, "launch", None)
+        cluster = tuple(spec.cluster) if spec is not None and spec.cluster else None
+        hit = self._ir[key] = (k, idx, cluster)
+        return hit
+
+    def launch(self, grid, args: tuple, block):
+        kern = self.kernel
+        backend = kern.module.backend
+        k, written, cluster = self._lowered(kern._const_values())
+        name = kern.name
+        art = KernelArtifact(name, (), (1, 1, 1), None, cluster)
+        check_launch(name, art, backend.limits, dims(grid, "grid", name),
+                     None if block is None else dims(block, "block", name))
+        values, views, back = [], [], []
+        for i, (p, a) in enumerate(zip(kern.params, args)):
+            if p.kind != "array":
+                why = scalar_problem(p.dtype, a)
+                if why:
+                    from .module import scalar_error
+                    raise scalar_error(name, p, why)
+                values.append(a.item() if isinstance(a, np.generic) else a)
+                continue
+            v = extract(a)
+            if v is None or v.problem is not None or not accepts(p.dtype, v.dtype) or \
+                    len(v.shape) != p.rank or v.strides is None or v.where != "host" and \
+                    not (v.what == "DeviceArray" and v.keep.backend is backend):
+                check_array(name, p, v, a, backend, True)
+            views.append(v)
+            arr = a if isinstance(a, np.ndarray) else host_view(v)
+            want = np.dtype(k.params[i].type.dtype.storage_np_dtype)
+            if arr.dtype != want:
+                staged = arr.astype(want)
+                if i in written:
+                    back.append((arr, staged))
+                arr = staged
+            values.append(arr)
+        kern._check_writes(written, views, args)
+        from tilelang.interp import InterpreterAssertionError, InterpreterError
+        from tilelang.interp.interpreter import Interpreter
+        g = dims(grid, "grid", name)
+        try:
+            Interpreter(k).run(values, g, cluster or (1, 1, 1))
+        except InterpreterAssertionError as e:
+            raise device_error("E0931", f"kernel `{name}` failed an assert in the interpreter: "
+                               f"{e}", "the same launch fails the assert on a GPU") from None
+        except InterpreterError as e:
+            raise device_error("E0931", f"kernel `{name}` failed in the interpreter: {e}",
+                               "the interpreter checks each operation against its type; "
+                               "an out-of-range access or bad value here is one on the GPU "
+                               "too") from None
+        finally:
+            for dst, staged in back:
+                with np.errstate(all="ignore"):
+                    dst[...] = staged.astype(dst.dtype)
+        return None
