@@ -1,0 +1,1 @@
+"""Developer tools outside the compilation pipeline (SASS inspection for tests and benchmarks)."""

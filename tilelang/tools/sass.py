@@ -1,0 +1,266 @@
+"""SASS inspection: what ptxas made of a kernel.
+
+Disassembles a cubin with `cuobjdump` from NVIDIA's `nvidia-cuda-cuobjdump` wheel (the
+`nvidia-cuda-nvdisasm` wheel provides the disassembler it runs; either tool is also taken from
+PATH when the wheels are absent) and parses the listing into instructions, so tests and
+benchmarks can ask: are there tensor-core instructions (HMMA), local memory (LDL/STL), how
+wide are the global loads, and how many instructions does the main loop run per K-step.
+
+The main loop is found from the branches: a branch to a lower address closes a loop, and the
+loop with the most multiply-adds is the main loop. `ptx_loop_lines` does the same on PTX text
+(label ... backward `bra`) for the emulator's per-line counters.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from collections import Counter
+from dataclasses import dataclass, field
+
+
+class ToolUnavailable(RuntimeError):
+    """cuobjdump / nvdisasm are not installed (pip install nvidia-cuda-cuobjdump
+    nvidia-cuda-nvdisasm)."""
+
+
+def find_tool(name: str) -> str | None:
+    """The path of `name` from NVIDIA's pip wheels (nvidia/<pkg>/bin/), else from PATH."""
+    try:
+        import nvidia                                  # a namespace package of the wheels
+        roots = list(nvidia.__path__)
+    except ImportError:
+        roots = []
+    for root in roots:
+        try:
+            subdirs = sorted(os.listdir(root))
+        except OSError:
+            continue
+        for sub in subdirs:
+            path = os.path.join(root, sub, "bin", name)
+            if os.path.isfile(path) and os.access(path, os.X_OK):
+                return path
+    return shutil.which(name)
+
+
+def tools_available() -> bool:
+    return find_tool("cuobjdump") is not None and find_tool("nvdisasm") is not None
+
+
+def _run_on_cubin(args: list[str], cubin: bytes) -> str:
+    tool = find_tool(args[0])
+    if tool is None:
+        raise ToolUnavailable(f"{args[0]} not found: pip install nvidia-cuda-cuobjdump "
+                              "nvidia-cuda-nvdisasm")
+    env = dict(os.environ)
+    # cuobjdump -sass runs nvdisasm: let it find the wheel's copy
+    nvd = find_tool("nvdisasm")
+    if nvd:
+        env["PATH"] = os.path.dirname(nvd) + os.pathsep + env.get("PATH", "")
+    with tempfile.TemporaryDirectory(prefix="tile-sass-") as d:
+        path = os.path.join(d, "kernel.cubin")
+        with open(path, "wb") as f:
+            f.write(cubin)
+        proc = subprocess.run([tool, *args[1:], path], capture_output=True, text=True,
+                              timeout=120, env=env)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{args[0]} failed ({proc.returncode}): {proc.stderr.strip()}")
+    return proc.stdout
+
+
+@dataclass(frozen=True)
+class Instr:
+    addr: int
+    opcode: str                  # with modifiers: "HMMA.16816.F32", "LDG.E.128.CONSTANT"
+    operands: str
+    pred: str = ""               # "@P0", "@!P1" or ""
+    target: int | None = None    # branch target address
+
+    @property
+    def op(self) -> str:
+        """The opcode without modifiers: "HMMA", "LDG"."""
+        return self.opcode.split(".", 1)[0]
+
+    @property
+    def mods(self) -> tuple[str, ...]:
+        return tuple(self.opcode.split(".")[1:])
+
+
+_LINE = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)\s*([^;]*);")
+_FUNC = re.compile(r"Function : (\S+)")
+_TARGET = re.compile(r"(?:^|\s)(?:`\()?(0x[0-9a-f]+)")
+
+
+def parse_sass(text: str) -> dict[str, list[Instr]]:
+    """Instructions per function of a `cuobjdump -sass` listing."""
+    out: dict[str, list[Instr]] = {}
+    cur: list[Instr] | None = None
+    for line in text.splitlines():
+        m = _FUNC.search(line)
+        if m:
+            cur = out.setdefault(m.group(1), [])
+            continue
+        m = _LINE.search(line)
+        if m is None or cur is None:
+            continue
+        addr, pred, opcode, ops = int(m.group(1), 16), (m.group(2) or "").strip(), \
+            m.group(3), m.group(4).strip()
+        target = None
+        if opcode.split(".")[0] in ("BRA", "BRX", "JMP", "CALL", "BSSY", "SSY", "PBK"):
+            t = _TARGET.search(ops)
+            target = int(t.group(1), 16) if t else None
+        cur.append(Instr(addr, opcode, ops, pred, target))
+    return out
+
+
+def disassemble(cubin: bytes) -> dict[str, list[Instr]]:
+    """The SASS of every function of a cubin."""
+    return parse_sass(_run_on_cubin(["cuobjdump", "-sass"], cubin))
+
+
+_RES = re.compile(r"Function (\S+):\s*\n\s*(.*)")
+
+
+def resource_usage(cubin: bytes) -> dict[str, dict[str, int]]:
+    """cuobjdump -res-usage: per function REG, STACK, SHARED, LOCAL (bytes) and the rest."""
+    text = _run_on_cubin(["cuobjdump", "-res-usage"], cubin)
+    out = {}
+    for m in _RES.finditer(text):
+        out[m.group(1)] = {k: int(v) for k, v in re.findall(r"(\w+(?:\[\d+\])?):(\d+)",
+                                                            m.group(2))}
+    return out
+
+
+# Multiply-adds per warp instruction, to find the main loop and count its K-steps.
+def macs(ins: Instr) -> int:
+    op, mods = ins.op, ins.mods
+    if op in ("HMMA", "IMMA", "QMMA", "DMMA", "HGMMA", "IGMMA", "QGMMA"):
+        shape = next((m for m in mods if m.isdigit() and len(m) >= 3), None)
+        if shape is None:
+            return 0
+        # 16816 -> m16 n8 k16; 1688 -> m16 n8 k8; 16832 -> m16 n8 k32; 884 -> m8 n8 k4
+        for mlen in (2, 1):
+            for nlen in (1, 2):
+                m_, n_, k_ = shape[:mlen], shape[mlen:mlen + nlen], shape[mlen + nlen:]
+                if k_ and int(m_) in (8, 16) and int(n_) in (8, 16) and \
+                        int(k_) in (4, 8, 16, 32, 64):
+                    return int(m_) * int(n_) * int(k_)
+        return 0
+    if op in ("FFMA", "DFMA", "IMAD") and op != "IMAD":
+        return 32
+    if op == "HFMA2":
+        return 64
+    return 0
+
+
+@dataclass
+class Loop:
+    start: int                   # index of the first instruction (the branch target)
+    end: int                     # index of the backward branch
+    instrs: list[Instr] = field(default_factory=list)
+
+    @property
+    def macs(self) -> int:
+        return sum(macs(i) for i in self.instrs)
+
+
+def loops(instrs: list[Instr]) -> list[Loop]:
+    """Every backward branch's range, outermost included."""
+    index = {i.addr: k for k, i in enumerate(instrs)}
+    out = []
+    for k, i in enumerate(instrs):
+        if i.op == "BRA" and i.target is not None and i.target <= i.addr and i.target in index:
+            s = index[i.target]
+            if s == k:                      # `BRA self` after EXIT: padding, not a loop
+                continue
+            out.append(Loop(s, k, instrs[s:k + 1]))
+    return out
+
+
+def main_loop(instrs: list[Instr]) -> Loop | None:
+    """The loop with the most multiply-adds (ties: the innermost, i.e. the shortest)."""
+    cands = [lp for lp in loops(instrs) if lp.macs > 0]
+    if not cands:
+        return None
+    return max(cands, key=lambda lp: (lp.macs, -len(lp.instrs)))
+
+
+def access_width(ins: Instr) -> int:
+    """Bits moved per thread by a load/store (LDG, STG, LDS, STS, LDL, STL, LDGSTS, ...)."""
+    for m in ins.mods:
+        if m in ("128", "64", "32", "16", "8"):
+            return int(m)
+        if m in ("U8", "S8"):
+            return 8
+        if m in ("U16", "S16"):
+            return 16
+    return 32
+
+
+@dataclass
+class SassSummary:
+    """What the checks and the static benchmark read from a kernel's SASS."""
+    total: int
+    ops: Counter
+    hmma: int
+    local: int                       # LDL + STL instructions
+    ldg_widths: Counter              # bits -> count of LDG (and LDGSTS, cp.async) instructions
+    stg_widths: Counter
+    loop_instrs: int | None = None   # instructions in the main loop body
+    loop_macs: int = 0
+    loop_ops: Counter = field(default_factory=Counter)
+
+    def per_k_step(self, k_step_macs: int) -> tuple[float, float] | None:
+        """(instructions, HMMA) per K-step of the main loop, where one K-step is
+        `k_step_macs` multiply-adds per warp (BM * BN * BK / warps)."""
+        if not self.loop_instrs or not self.loop_macs:
+            return None
+        steps = self.loop_macs / k_step_macs
+        return self.loop_instrs / steps, self.loop_ops.get("HMMA", 0) / steps
+
+
+def summarize(instrs: list[Instr]) -> SassSummary:
+    ops = Counter(i.op for i in instrs)
+    ldg, stg = Counter(), Counter()
+    for i in instrs:
+        if i.op in ("LDG", "LDGSTS"):
+            ldg[access_width(i)] += 1
+        elif i.op == "STG":
+            stg[access_width(i)] += 1
+    s = SassSummary(len(instrs), ops, ops.get("HMMA", 0), ops.get("LDL", 0) + ops.get("STL", 0),
+                    ldg, stg)
+    lp = main_loop(instrs)
+    if lp is not None:
+        s.loop_instrs = len(lp.instrs)
+        s.loop_macs = lp.macs
+        s.loop_ops = Counter(i.op for i in lp.instrs)
+    return s
+
+
+# -- PTX ---------------------------------------------------------------------------------------
+_PTX_LABEL = re.compile(r"^\s*([$%\w]+):")
+_PTX_BRA = re.compile(r"^\s*(?:@!?%\w+\s+)?bra(?:\.uni)?\s+([$%\w]+)\s*;")
+_PTX_MATH = re.compile(r"^\s*(?:@!?%\w+\s+)?(?:mma|wgmma|fma|mad)\b")
+
+
+def ptx_loop_lines(ptx: str) -> list[int]:
+    """1-based line numbers of the PTX loop (a label up to a `bra` back to it) with the most
+    mma/fma/mad instructions; [] when there is none."""
+    lines = ptx.splitlines()
+    labels = {}
+    best: tuple[int, int, int] | None = None
+    for n, text in enumerate(lines, 1):
+        m = _PTX_LABEL.match(text)
+        if m:
+            labels[m.group(1)] = n
+            continue
+        m = _PTX_BRA.match(text)
+        if m and m.group(1) in labels:
+            start = labels[m.group(1)]
+            math = sum(1 for t in lines[start - 1:n] if _PTX_MATH.match(t))
+            if math and (best is None or (math, start - n) > (best[0], best[1] - best[2])):
+                best = (math, start, n)
+    return list(range(best[1], best[2] + 1)) if best else []
