@@ -41,10 +41,30 @@ def _defines(items: list[str], parser: argparse.ArgumentParser) -> dict[str, str
     out = {}
     for item in items:
         name, eq, value = item.partition("=")
-        if not eq or not name.isidentifier() or not value:
+        if not eq or not name.isidentifier() or not value.strip():
             parser.error(f"-D expects NAME=VALUE, got `{item}`")
+        if name in out:
+            parser.error(f"-D {name} is given twice (`{name}={out[name]}` and `{item}`)")
         out[name] = value
     return out
+
+
+def _includes(items: list[str], parser: argparse.ArgumentParser) -> list[str]:
+    import os
+    for d in items:
+        if not os.path.isdir(d):
+            why = "does not exist" if not os.path.exists(d) else "is not a folder"
+            parser.error(f"-I {d}: the folder {why}")
+    return items
+
+
+def _status(diags: list[Diagnostic]) -> int:
+    """0, or 1 for errors in the input, or 2 when every error is in the options (-D, -I)."""
+    from .driver import USAGE_CODES
+    errors = [d for d in diags if d.severity is Severity.ERROR]
+    if not errors:
+        return 0
+    return 2 if all(d.code in USAGE_CODES for d in errors) else 1
 
 
 def _check_parser() -> argparse.ArgumentParser:
@@ -91,14 +111,25 @@ def _report(results, stream=None) -> int:
     for r in results:
         diags += r.diagnostics
     emit(diags, stream or sys.stderr)
-    return 1 if any(d.severity is Severity.ERROR for d in diags) else 0
+    return _status(diags)
 
 
 def cmd_check(argv: list[str]) -> int:
     p = _check_parser()
     args = p.parse_args(argv)
-    options = Options(args.include, _defines(args.defines, p))
-    return _report([check_file(f, options) for f in args.files])
+    options = Options(_includes(args.include, p), _defines(args.defines, p))
+    results = [check_file(f, options) for f in args.files]
+    if len(results) > 1:        # a -D is unknown only when no file takes it: say so once
+        def name(d):
+            return d.message.split(":", 1)[0]
+        def unknown(r):
+            return {name(d) for d in r.diagnostics if d.code == "E0272"}
+        checked = [r for r in results if r.module is not None]
+        common = set.intersection(*map(unknown, checked)) if checked else set()
+        for r in results:
+            r.diagnostics = [d for d in r.diagnostics if d.code != "E0272"
+                             or (name(d) in common and r is checked[0])]
+    return _report(results)
 
 
 def cmd_lsp(argv: list[str]) -> int:
@@ -124,6 +155,13 @@ def cmd_cache(argv: list[str]) -> int:
     return cache(argv)
 
 
+def _target(arch: str, parser) -> None:
+    from .targets import TARGETS
+    if arch not in TARGETS:
+        parser.error(f"--arch {arch}: not a supported target; use one of "
+                     f"{', '.join(TARGETS)}")
+
+
 def _dims(text: str | None, what: str, parser) -> tuple[int, ...] | None:
     if text is None:
         return None
@@ -141,9 +179,20 @@ def cmd_compile(argv: list[str]) -> int:
     args = p.parse_args(argv)
     if args.sms is not None and args.sms <= 0:
         p.error(f"--sms expects a positive number of SMs, got {args.sms}")
+    _target(args.arch, p)
     grid, block = _dims(args.grid, "--grid", p), _dims(args.block, "--block", p)
-    options = Options(args.include, _defines(args.defines, p), args.arch, args.opt, args.ptxas,
-                      args.ptxas_knobs)
+    if grid is not None and (grid[0] > 2**31 - 1 or any(g > 65535 for g in grid[1:])):
+        p.error(f"--grid {args.grid}: a grid has at most 2147483647 blocks along x and 65535 "
+                "along y and z")
+    if block is not None:
+        from math import prod
+        from .codegen.occupancy import ARCH_LIMITS
+        most = ARCH_LIMITS[args.arch].max_threads_per_block
+        if prod(block) > most or block[2:3] > (64,):
+            p.error(f"--block {args.block}: a block has at most {most} threads and at most "
+                    f"64 along z; got {prod(block)} threads")
+    options = Options(_includes(args.include, p), _defines(args.defines, p), args.arch,
+                      args.opt, args.ptxas, args.ptxas_knobs)
     if args.emit in ("ast", "typed-ast"):
         result = check_file(args.file, options)
         status = _report([result])
@@ -159,7 +208,7 @@ def cmd_compile(argv: list[str]) -> int:
     res = compile_source(text, args.file, options, kernels=args.kernel, until=until)
     emit(res.diagnostics)
     if not res.ok:
-        return 1
+        return _status(res.diagnostics)
     if args.report:
         from .report import build_report
         sys.stdout.write(build_report(res, args.arch, grid=grid, block=block, sms=args.sms))
@@ -198,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
         return cmd_compile(argv)
     except TileError as e:
         emit(e.diagnostics)
-        return 1
+        return _status(e.diagnostics) or 1
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:

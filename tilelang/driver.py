@@ -21,7 +21,12 @@ from .sema import checker
 
 
 register_codes({"E9999": "internal compiler error",
-                "E0270": "the module has no kernel of that name"})
+                "E0270": "the module has no kernel of that name",
+                "E0271": "an include folder (`-I`, `include_dirs=`) does not exist",
+                "E0272": "a define (`-D`, `defines=`) names no `const` parameter of the module"})
+
+# Mistakes in the options rather than in the source: `tilec` exits 2 when these are all.
+USAGE_CODES = frozenset({"E0271", "E0272"})
 
 
 @dataclass
@@ -51,11 +56,73 @@ class CheckResult:
         return not any(d.severity is Severity.ERROR for d in self.diagnostics)
 
 
+def include_diagnostics(options: Options) -> list[Diagnostic]:
+    """E0271 for each include folder that is not a folder."""
+    out = []
+    for d in options.include_dirs:
+        if not os.path.isdir(d):
+            why = "does not exist" if not os.path.exists(d) else "is not a folder"
+            out.append(Diagnostic(Severity.ERROR, "E0271", f"include folder `{d}` {why}",
+                                  help="-I (include_dirs=) names folders to search for "
+                                       "imported modules"))
+    return out
+
+
+def define_diagnostics(module: ast.Module | None, options: Options) -> list[Diagnostic]:
+    """E0272 for each define that no kernel of `module` takes as a `const` parameter (a define
+    nobody reads is a typo that would otherwise change nothing, silently)."""
+    if module is None or not options.defines:
+        return []
+    consts: dict[str, list[str]] = {}
+    for item in module.items:
+        if isinstance(item, ast.KernelDef):
+            for p in item.params:
+                if p.is_const:
+                    consts.setdefault(p.name, []).append(item.name)
+    out = []
+    for name in options.defines:
+        if name in consts:
+            continue
+        import difflib
+        near = [c for c in consts if c.lower() == str(name).lower()] or \
+            difflib.get_close_matches(str(name), list(consts), n=1)
+        hint = f"did you mean `{near[0]}`? " if near else ""
+        known = ", ".join(f"`{n}`" for n in sorted(consts))
+        out.append(Diagnostic(
+            Severity.ERROR, "E0272",
+            f"-D {name}: no kernel of `{module.file}` has a `const` parameter `{name}`",
+            help=hint + (f"its `const` parameters are {known}" if known else
+                         "its kernels have no `const` parameters")))
+    return out
+
+
+def _define_spans(diags: list[Diagnostic], module: ast.Module,
+                  options: Options) -> list[Diagnostic]:
+    """A -D value is parsed as `const __expr__ = VALUE;` in a file `<-D NAME>`: show a mistake
+    in it as one in the -D value, at the parameter it gives a value to."""
+    spans = {}
+    for item in module.items:
+        if isinstance(item, ast.KernelDef):
+            for p in item.params:
+                spans.setdefault(p.name, p.span)
+    out = []
+    for d in diags:
+        f = d.span.file if d.span is not None else ""
+        if isinstance(f, str) and f.startswith("<-D ") and f.endswith(">"):
+            name = f[4:-1]
+            value = options.defines.get(name, "")
+            d = replace(d, message=f"-D {name}={value}: {d.message}", span=spans.get(name),
+                        label=f"the value of `{name}` comes from the command line",
+                        related=tuple(r for r in d.related if r.span.file != f))
+        out.append(d)
+    return out
+
+
 def check_source(text: str, path: str, options: Options | None = None) -> CheckResult:
     """Parse and check `text` as the contents of `path`; never raises for user mistakes."""
     options = options or Options()
     remember_source(path, text)
-    diags: list[Diagnostic] = []
+    diags: list[Diagnostic] = include_diagnostics(options)
     if not text.strip():
         diags.append(Diagnostic(Severity.WARNING, "W0001", f"`{path}` is empty: nothing to check"))
         return CheckResult(path, ast.Module((), path), diags)
@@ -73,6 +140,7 @@ def check_source(text: str, path: str, options: Options | None = None) -> CheckR
         diags += e.diagnostics
     except RecursionError:
         diags.append(_too_deep(path))
+    diags = _define_spans(diags, module, options) + define_diagnostics(module, options)
     return CheckResult(path, module, diags, typed)
 
 
@@ -331,8 +399,13 @@ def _compile(text, path, options, kernels, facts, until, res: CompileResult, t0)
         return
     t1 = time.perf_counter()
     res.timings["parse"] = t1 - t0
-    typed, diags = checker.check_module(module, options)
-    res.diagnostics += diags
+    res.diagnostics += include_diagnostics(options)
+    try:
+        typed, diags = checker.check_module(module, options)
+    except TileError as e:
+        typed, diags = None, e.diagnostics
+    res.diagnostics += _define_spans(list(diags), module, options)
+    res.diagnostics += define_diagnostics(module, options)
     t2 = time.perf_counter()
     res.timings["sema"] = t2 - t1
     if not res.ok:

@@ -71,10 +71,12 @@ def test_emit_ptx_carries_the_directive_block_and_target():
     assert ".visible .entry vadd(" in r.stdout and "\n.maxntid 128, 1, 1\n" in r.stdout
 
 
-def test_unknown_target_is_a_diagnostic_and_writes_nothing(tmp_path):
+def test_unknown_target_is_a_usage_error_and_writes_nothing(tmp_path):
     r = tilec(ROOT / "examples/vadd.tile", "--arch", "sm_75", cwd=tmp_path)
-    assert r.returncode == 1
-    assert "error[E" in r.stderr and "sm_75" in r.stderr
+    assert r.returncode == 2
+    assert r.stderr.splitlines()[-1] == "tilec: error: --arch sm_75: not a supported target; " \
+        "use one of sm_80, sm_86, sm_89, sm_90, sm_90a, sm_100a, sm_120"
+    assert "@launch" not in r.stderr
     assert list(tmp_path.iterdir()) == []
 
 
