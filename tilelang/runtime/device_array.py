@@ -84,6 +84,11 @@ def host_array(array) -> np.ndarray:
     return a
 
 
+def _raw(a: np.ndarray) -> np.ndarray:
+    """The bytes of a C-contiguous array (ml_dtypes' bf16/f8 have no buffer format)."""
+    return a.reshape(-1).view(np.uint8)
+
+
 def _convert(a: np.ndarray, tile: str) -> np.ndarray:
     """Values of `a` as `tile` elements (bf16 rounded to nearest even, f8 saturated)."""
     try:
@@ -161,7 +166,7 @@ class DeviceArray:
                               f"convert the array to one of: {DTYPE_NAMES}")
         out = cls.empty(backend, a.shape, tile)
         if a.nbytes:
-            backend.htod(out.ptr, a)
+            backend.htod(out.ptr, _raw(a))
         return out
 
     # -- properties ---------------------------------------------------------------------------
@@ -193,11 +198,13 @@ class DeviceArray:
         lo, hi = _span(self.shape, self.strides)
         raw = np.empty((hi - lo) * self.itemsize, np.uint8)
         self.backend.dtoh(raw, self.ptr + lo * self.itemsize, raw.size)
-        base = raw.view(dt)
+        # strided through unsigned ints of the element size (as_strided cannot take
+        # ml_dtypes' dtypes), then the copy is viewed as the real dtype
+        base = raw.view(f"u{self.itemsize}")
         view = np.lib.stride_tricks.as_strided(
             base[-lo:] if lo else base, self.shape,
             tuple(s * self.itemsize for s in self.strides))
-        return np.array(view)
+        return np.array(view).view(dt)
 
     def copy_from(self, array) -> None:
         """Fill from a host array of the same shape (contiguous device arrays only)."""
@@ -211,7 +218,7 @@ class DeviceArray:
             raise value_error("copy_from needs a contiguous device array, this one has strides "
                               f"{self.strides}", "copy into the array it is a view of")
         if a.nbytes:
-            self.backend.htod(self.ptr, a)
+            self.backend.htod(self.ptr, _raw(a))
 
     def __getitem__(self, key) -> "DeviceArray":
         """Basic slicing (ints and slices with steps, negative steps included): a view."""
@@ -246,6 +253,66 @@ class DeviceArray:
     def T(self) -> "DeviceArray":
         return DeviceArray(self.backend, self.ptr, self.shape[::-1], self.dtype,
                            self.strides[::-1], self._owner)
+
+    # -- exporting: NumPy, DLPack, CUDA array interface -----------------------------------------
+    def __array__(self, dtype=None, copy=None):
+        """`np.asarray(d)`: a host copy (device memory is never a NumPy buffer)."""
+        if copy is False:
+            raise ValueError("a DeviceArray becomes a NumPy array only by a copy "
+                             "(np.asarray(d) or d.numpy())")
+        a = self.numpy()
+        return a if dtype is None else a.astype(dtype)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        """(kDLCUDA, device) on the CUDA back end, else (kDLCPU, 0): the emulator's and the
+        interpreter's arrays are exported as host memory."""
+        from .dlpack import KDL_CPU, KDL_CUDA
+        if self.backend.name == "cuda":
+            return (KDL_CUDA, int(getattr(self.backend, "device_id", 0)))
+        return (KDL_CPU, 0)
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        """A DLPack capsule: the device memory itself on CUDA and on the interpreter (host
+        memory); on the emulator, whose memory is not in this process's address space, a
+        host copy (`copy=False` is refused there)."""
+        from .dlpack import export
+        from .dtypes import DLPACK_TO_TILE
+        code = {v: k for k, v in DLPACK_TO_TILE.items()}
+        code["tf32"] = (2, 32)
+        device = self.__dlpack_device__()
+        if dl_device is not None and tuple(dl_device) != device:
+            raise BufferError(f"this DeviceArray lives on DLPack device {device}, not "
+                              f"{tuple(dl_device)}")
+        versioned = max_version is not None and tuple(max_version)[:1] >= (1,)
+        if self.backend.name == "emulator":
+            if copy is False:
+                raise BufferError("the emulator's memory can only be exported as a copy")
+            host = self.numpy()
+            strides = tuple(s // self.itemsize for s in host.strides)
+            return export(host.ctypes.data, host.shape, strides, code[self.dtype], device,
+                          host, versioned=versioned, copied=True)
+        if copy:
+            raise BufferError("DeviceArray exports its memory without copying; copy it "
+                              "with the consumer")
+        if stream is not None and stream != -1 and self.backend.name == "cuda":
+            self.backend.synchronize()      # launches so far are done before the consumer
+        return export(self.ptr, self.shape, self.strides, code[self.dtype], device,
+                      self._owner if self._owner is not None else self, versioned=versioned)
+
+    @property
+    def __cuda_array_interface__(self) -> dict:
+        """Version 3 of Numba's CUDA array interface (CuPy, Numba, torch.as_tensor), on the
+        CUDA back end and for dtypes NumPy names (not bf16/f8)."""
+        if self.backend.name != "cuda":
+            raise AttributeError("only DeviceArrays of the CUDA back end are CUDA arrays")
+        if self.dtype in ("bf16", "f8e4m3", "f8e5m2"):
+            raise AttributeError(f"the CUDA array interface has no {self.dtype} type string; "
+                                 "use DLPack (`torch.from_dlpack(d)`)")
+        size = self.itemsize
+        return {"shape": self.shape, "typestr": numpy_dtype(self.dtype).str,
+                "data": (self.ptr, False), "version": 3,
+                "strides": None if self.is_contiguous() else
+                tuple(s * size for s in self.strides)}
 
     def __repr__(self) -> str:
         return (f"DeviceArray(shape={self.shape}, dtype={self.dtype}, strides={self.strides}, "
