@@ -73,6 +73,7 @@ class Feature:
 
 FEATURES: dict[str, Feature] = {f.name: f for f in (
     Feature("mma_sync", 80, (7, 0)),
+    Feature("mma_f8", 89, (8, 4)),      # mma.sync with .e4m3/.e5m2 operands
     Feature("cp_async", 80, (7, 0)),
     Feature("cluster", 90, (7, 8)),
     Feature("griddepcontrol", 90, (7, 8)),

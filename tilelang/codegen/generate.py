@@ -138,7 +138,7 @@ def generate(module: IRModule, target: str = "sm_90a", opt_level: int = 3,
             sink.add(d)
         texts.append(str(m))
         stats[k.name] = st
-    plan = plan_module(tgt, contracts)
+    plan = plan_module(tgt, contracts, set().union(*(s.features for s in stats.values())))
     if not texts:
         raise TileUsageError.at("E0782", "the module has no kernels to compile", None)
     t_llvm = time.perf_counter()

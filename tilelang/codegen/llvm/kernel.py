@@ -19,7 +19,7 @@ generate.py then emits the kernel again in exact mode.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from math import prod
 from typing import Any, Mapping
 
@@ -89,6 +89,7 @@ class KernelStats:
     barriers: int = 0
     smem_bytes: int = 0
     exchanges: int = 0           # layout conversions through shared memory
+    features: set = field(default_factory=set)   # targets.FEATURES names the code uses
 
 
 class KernelEmitter:

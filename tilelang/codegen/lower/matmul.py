@@ -141,6 +141,7 @@ def _tensor_core(kern: KernelEmitter, plan: TensorCorePlan, a: TileVal, b: TileV
                  acc: TileVal) -> TileVal:
     kern.require_exact()
     form = plan.form
+    kern.stats.features.add("mma_f8" if form.ab in ("e4m3", "e5m2") else "mma_sync")
     acc = to_layout(kern, acc, plan.acc)
     rank = a.layout.rank
     k = a.shape[-1]

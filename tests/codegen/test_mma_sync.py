@@ -1,0 +1,241 @@
+"""Matrix products on tensor cores (lower/mma_sync.py) on the emulator, against NumPy.
+
+Tolerances. Every tensor-core input dtype (f16, bf16, tf32, f8) has at most 11 significant
+bits, so a product of two inputs (at most 22 bits) is exact in f32 and the only error of an f32
+accumulation is the rounding of the running sums: at most K additions, each off by at most
+2^-24 of a partial sum bounded by sum_k |a_ik| |b_kj|. The bound checked is therefore
+K * 2^-24 * (|a| @ |b|) against an exact float64 reference (the order of the additions is the
+hardware's and is not specified). An f16 accumulator rounds to f16 after every instruction
+(K / 16 roundings of 2^-11 relative error each), plus the final rounding. Integer products are
+exact (i32, wrapping).
+"""
+
+from __future__ import annotations
+
+import re
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from gen_support import run_emulated
+from tilelang.codegen.api import ArrayFacts
+from tilelang.diagnostics import render_all
+from tilelang.driver import Options, compile_source
+from tilelang.emulator import EmulatorDevice
+
+NP = {"f16": np.float16, "bf16": ml_dtypes.bfloat16, "f8e4m3": ml_dtypes.float8_e4m3fn,
+      "f8e5m2": ml_dtypes.float8_e5m2, "tf32": np.float32, "i8": np.int8, "u8": np.uint8,
+      "f32": np.float32, "i32": np.int32}
+
+
+def source(a: str, b: str, c: str, *, a_t=False, b_t=False, BM=64, BN=64, BK=32,
+           threads=128, use_matmul=False) -> str:
+    """A tiled product kernel; a_t / b_t: the operand array is stored transposed and loaded
+    with order = (1, 0)."""
+    la = (f"load(a, index = (m, k), shape = (BM, BK), padding = 0, order = (1, 0))" if a_t
+          else f"load(a, index = (m, k), shape = (BM, BK), padding = 0)")
+    lb = (f"load(b, index = (k, n), shape = (BK, BN), padding = 0, order = (1, 0))" if b_t
+          else f"load(b, index = (k, n), shape = (BK, BN), padding = 0)")
+    ktiles = ("num_tiles(a, axis = 0, shape = (BK, BM))" if a_t
+              else "num_tiles(a, axis = 1, shape = (BM, BK))")
+    step = "acc = acc + ta @ tb;" if use_matmul else "acc = mma(ta, tb, acc);"
+    return f"""
+@launch(reqntid = ({threads}, 1, 1))
+kernel mm(a: Array[{a}, 2], b: Array[{b}, 2], c: Array[{c}, 2],
+          const BM: i32 = {BM}, const BN: i32 = {BN}, const BK: i32 = {BK}) {{
+    let m = bid(0);
+    let n = bid(1);
+    var acc = zeros((BM, BN), {c});
+    for k in range({ktiles}) {{
+        let ta = {la};
+        let tb = {lb};
+        {step}
+    }}
+    store(c, index = (m, n), tile = acc);
+}}
+"""
+
+
+def compile_text(text: str, path: str, *, target: str, facts: dict):
+    res = compile_source(text, path, Options(target=target), facts=facts, until="ptx")
+    assert res.ok, render_all(res.diagnostics)
+    return res
+
+
+def facts_of(kernel: str, arrays: dict) -> dict:
+    """Contiguous arrays; 16-byte aligned rows where the row pitch allows it (the emulator's
+    allocations are 256-byte aligned)."""
+    return {kernel: {n: ArrayFacts(contiguous=True,
+                                   aligned16=all(s % 16 == 0 for s in a.strides[:-1]))
+                     for n, a in arrays.items()}}
+
+
+def run_emulator(res, name: str, args: dict, grid, counters=False):
+    art = res.codegen.kernel(name)
+    dev = EmulatorDevice(counters=counters)
+    grid = tuple(grid) + (1,) * (3 - len(grid))
+    return run_emulated(res.codegen, name, [_raw(args[p.name]) for p in art.params], grid,
+                        dev=dev)
+
+
+def _raw(a):
+    """ml_dtypes arrays go to the device as their bits (same memory)."""
+    if isinstance(a, np.ndarray) and a.dtype.kind == "V" or a.dtype in (
+            np.dtype(ml_dtypes.bfloat16), np.dtype(ml_dtypes.float8_e4m3fn),
+            np.dtype(ml_dtypes.float8_e5m2)):
+        return a.view(np.uint16 if a.itemsize == 2 else np.uint8)
+    return a
+
+
+def operands(rng, dt: str, shape):
+    if dt in ("i8",):
+        return rng.integers(-128, 128, shape).astype(np.int8)
+    if dt == "u8":
+        return rng.integers(0, 256, shape).astype(np.uint8)
+    x = rng.standard_normal(shape).astype(np.float32)
+    if dt == "tf32":
+        from tilelang.sema.types import round_to_tf32
+        return round_to_tf32(x).astype(np.float32)
+    return x.astype(NP[dt])
+
+
+def reference(a, b, c_dt: str):
+    if c_dt == "i32":
+        r = a.astype(np.int64) @ b.astype(np.int64)
+        return ((r + 2**31) % 2**32 - 2**31).astype(np.int32), None
+    af, bf = a.astype(np.float64), b.astype(np.float64)
+    return af @ bf, np.abs(af) @ np.abs(bf)
+
+
+def check(c, ref, mag, c_dt: str, K: int):
+    if c_dt == "i32":
+        np.testing.assert_array_equal(c, ref)
+        return
+    if c_dt == "f16":
+        bound = ((K // 16 + 2) * 2.0**-11) * mag + 2.0**-24
+    else:
+        bound = K * 2.0**-24 * mag + 1e-30
+    err = np.abs(c.astype(np.float64) - ref)
+    assert np.all(err <= bound), float(np.max(err / np.maximum(bound, 1e-300)))
+
+
+def run(a_dt, b_dt, c_dt, M, N, K, *, target="sm_80", a_t=False, b_t=False, seed=0, **kw):
+    rng = np.random.default_rng(seed)
+    a = operands(rng, a_dt, (M, K))
+    b = operands(rng, b_dt, (K, N))
+    ha = np.ascontiguousarray(a.T) if a_t else a
+    hb = np.ascontiguousarray(b.T) if b_t else b
+    c = np.zeros((M, N), NP[c_dt])
+    src = source(a_dt, b_dt, c_dt, a_t=a_t, b_t=b_t, **kw)
+    res = compile_text(src, "mm.tile", target=target,
+                       facts=facts_of("mm", {"a": ha, "b": hb, "c": c}))
+    BM, BN = kw.get("BM", 64), kw.get("BN", 64)
+    rep = run_emulator(res, "mm", {"a": ha, "b": hb, "c": c}, (-(-M // BM), -(-N // BN)))
+    ref, mag = reference(a, b, c_dt)
+    check(c, ref, mag, c_dt, K)
+    return res, rep
+
+
+def mma_lines(ptx: str) -> list[str]:
+    return re.findall(r"mma\.sync\.aligned\.\S+", ptx)
+
+
+SIXTEEN = [("f16", "f32"), ("bf16", "f32"), ("f16", "f16")]
+
+
+@pytest.mark.parametrize("dt,acc", SIXTEEN)
+@pytest.mark.parametrize("a_t,b_t", [(False, False), (True, True)])
+def test_sixteen_bit_square_both_orders(dt, acc, a_t, b_t):
+    res, _ = run(dt, dt, acc, 128, 128, 64, a_t=a_t, b_t=b_t)
+    want = {"f16": f"m16n8k16.row.col.{acc}.f16.f16.{acc}",
+            "bf16": "m16n8k16.row.col.f32.bf16.bf16.f32"}[dt]
+    assert mma_lines(res.ptx) and all(want in m for m in mma_lines(res.ptx))
+    assert ".extern" not in res.ptx
+    assert "ldmatrix" in res.ptx
+
+
+@pytest.mark.parametrize("a_t,b_t", [(False, True), (True, False)])
+def test_f16_mixed_orders_ragged(a_t, b_t):
+    run("f16", "f16", "f32", 127, 129, 65, a_t=a_t, b_t=b_t)
+
+
+def test_f16_ragged_row_major():
+    res, _ = run("f16", "f16", "f32", 127, 129, 65)
+    assert mma_lines(res.ptx)
+
+
+def test_matmul_operator_uses_tensor_cores():
+    res, _ = run("bf16", "bf16", "f32", 64, 64, 64, use_matmul=True)
+    assert mma_lines(res.ptx)
+
+
+@pytest.mark.parametrize("a_dt,b_dt", [("i8", "i8"), ("u8", "u8"), ("i8", "u8"), ("u8", "i8")])
+def test_int8_exact(a_dt, b_dt):
+    res, _ = run(a_dt, b_dt, "i32", 128, 64, 128, BK=64)
+    assert all("m16n8k32" in m for m in mma_lines(res.ptx)) and mma_lines(res.ptx)
+
+
+def test_int8_ragged_and_transposed():
+    run("i8", "i8", "i32", 127, 129, 65, BK=64, a_t=True, b_t=True)
+
+
+@pytest.mark.parametrize("a_t,b_t", [(False, False), (True, True)])
+def test_tf32(a_t, b_t):
+    res, _ = run("tf32", "tf32", "f32", 128, 64, 64, a_t=a_t, b_t=b_t)
+    assert all("m16n8k8.row.col.f32.tf32.tf32.f32" in m for m in mma_lines(res.ptx))
+
+
+def test_exact_f32_keeps_the_fma_path():
+    """f32 operands are not rounded to tf32 behind the user's back."""
+    res, _ = run("f32", "f32", "f32", 64, 64, 32)
+    assert not mma_lines(res.ptx)
+
+
+@pytest.mark.parametrize("a_dt,b_dt", [("f8e4m3", "f8e4m3"), ("f8e5m2", "f8e4m3")])
+def test_f8_on_sm89(a_dt, b_dt):
+    res, _ = run(a_dt, b_dt, "f32", 128, 64, 64, BK=64, target="sm_89")
+    pa, pb = (x[2:] for x in (a_dt, b_dt))
+    assert all(f"m16n8k32.row.col.f32.{pa}.{pb}.f32" in m for m in mma_lines(res.ptx))
+
+
+def test_f8_ragged_transposed():
+    run("f8e4m3", "f8e4m3", "f32", 127, 129, 65, BK=64, target="sm_90a", a_t=True, b_t=True)
+
+
+def test_f8_below_sm89_uses_fma():
+    res, _ = run("f8e4m3", "f8e4m3", "f32", 64, 64, 64, BK=64, target="sm_86")
+    assert not mma_lines(res.ptx)
+
+
+BATCHED = """
+@launch(reqntid = (128, 1, 1))
+kernel bmm(a: Array[f16, 3], b: Array[f16, 3], c: Array[f32, 3],
+           const BB: i32 = 2, const BM: i32 = 32, const BN: i32 = 32, const BK: i32 = 32) {
+    let z = bid(2);
+    let m = bid(0);
+    let n = bid(1);
+    var acc = zeros((BB, BM, BN), f32);
+    for k in range(num_tiles(a, axis = 2, shape = (BB, BM, BK))) {
+        let ta = load(a, index = (z, m, k), shape = (BB, BM, BK), padding = 0);
+        let tb = load(b, index = (z, k, n), shape = (BB, BK, BN), padding = 0);
+        acc = mma(ta, tb, acc);
+    }
+    store(c, index = (z, m, n), tile = acc);
+}
+"""
+
+
+@pytest.mark.parametrize("shape", [(4, 64, 64, 64), (3, 33, 47, 40)])
+def test_batched(shape):
+    B, M, N, K = shape
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((B, M, K)).astype(np.float16)
+    b = rng.standard_normal((B, K, N)).astype(np.float16)
+    c = np.zeros((B, M, N), np.float32)
+    res = compile_text(BATCHED, "bmm.tile", target="sm_80",
+                       facts=facts_of("bmm", {"a": a, "b": b, "c": c}))
+    assert mma_lines(res.ptx)
+    run_emulator(res, "bmm", {"a": a, "b": b, "c": c}, (-(-M // 32), -(-N // 32), -(-B // 2)))
+    af, bf = a.astype(np.float64), b.astype(np.float64)
+    check(c, af @ bf, np.abs(af) @ np.abs(bf), "f32", K)
