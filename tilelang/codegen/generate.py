@@ -13,6 +13,7 @@ the directive blocks. docs/codegen.md describes the layouts and each lowering.
 from __future__ import annotations
 
 import time
+from math import prod
 from typing import Mapping
 
 import llvmlite.ir as ir
@@ -22,19 +23,27 @@ from tilelang.codegen.lower import atomic, creation, debug, elementwise, grid  #
 from tilelang.codegen.lower import matmul, memory, reduce, scan, shape  # noqa: F401
 from tilelang.codegen.api import (AbiParam, ArrayFacts, CodegenResult, DEFAULT_FACTS,
                                   KernelArtifact)
+from tilelang.codegen.layouts.distributed import floor_pow2
 from tilelang.codegen.contract import CodegenFeatures, KernelContract, decide_contract
 from tilelang.codegen.llvm.compile import TRIPLE, compile_modules, data_layout
 from tilelang.codegen.llvm.control import emit_kernel_body
 from tilelang.codegen.llvm.kernel import KernelEmitter, KernelStats, NeedsExactThreads
 from tilelang.codegen.ptx_header import plan_module, rewrite_ptx
 from tilelang.diagnostics import DiagnosticSink, TileUsageError, register_codes
-from tilelang.ir.ops import IRModule, Kernel
+from tilelang.ir.ops import BuiltinOp, IRModule, Kernel, walk
 from tilelang.sema.launch_attrs import LaunchSpec
 from tilelang.sema.launch_verify import DEFAULT_THREADS
-from tilelang.sema.types import ArrayType
+from tilelang.sema.types import ArrayType, TileType
 from tilelang.targets import Target, get_target
 
-register_codes({"E0782": "code generation option out of range"})
+register_codes({"E0782": "code generation option out of range",
+                "E0783": "a tile needs more elements per thread than code generation allows"})
+
+# Every element a thread holds is its own SSA value (tiles are fully unrolled), so a tile's
+# elements per thread drive both the registers (255 at most; past them everything spills)
+# and LLVM's time, which grows faster than linearly: 256 f32 per thread take ~2 s to PTX,
+# 512 ~6 s, 8192 minutes and gigabytes. Refuse before emitting anything.
+MAX_ELEMENTS_PER_THREAD = 256
 
 
 def launch_spec(kernel: Kernel) -> LaunchSpec:
@@ -68,6 +77,27 @@ def written_arrays(kernel: Kernel) -> set:
         else:
             out.update(v for v in getattr(op, "operands", ()) if isinstance(v.type, ArrayType))
     return out
+
+
+def check_elements_per_thread(kernel: Kernel, block) -> None:
+    """E0783 for the first value whose tile gives a thread more than MAX_ELEMENTS_PER_THREAD
+    elements (layouts spread a tile over the largest power of two of threads in the block)."""
+    threads = floor_pow2(prod(block))
+    for op in walk(kernel.body):
+        for v in op.results:
+            t = v.type
+            if not (isinstance(t, TileType) and t.shape):
+                continue
+            per_thread = -(-prod(t.shape) // threads)
+            if per_thread > MAX_ELEMENTS_PER_THREAD:
+                what = f"`{op.name}`" if isinstance(op, BuiltinOp) else "this value"
+                raise TileUsageError.at(
+                    "E0783", f"{what} makes a {t}: {per_thread} elements for each of the "
+                             f"{threads} threads of kernel `{kernel.name}`, more than the "
+                             f"{MAX_ELEMENTS_PER_THREAD} a thread can hold",
+                    op.span or kernel.span,
+                    help="use smaller tiles (and more blocks in the grid), or more threads "
+                         "(`@launch(maxntid = ...)`, up to 1024)")
 
 
 def abi_params(kernel: Kernel) -> tuple[AbiParam, ...]:
@@ -120,6 +150,7 @@ def generate(module: IRModule, target: str = "sm_90a", opt_level: int = 3,
     for k in module.kernels:
         spec = launch_spec(k)
         block = block_shape(spec)
+        check_elements_per_thread(k, block)
         kfacts = {p.hint: facts.get(k.name, {}).get(p.hint, DEFAULT_FACTS)
                   for p in k.params if isinstance(p.type, ArrayType)}
         pending.append((k, spec, block, kfacts))

@@ -23,7 +23,8 @@ from tilelang.diagnostics import Span, TileSemanticError, register_codes, source
 from tilelang.sema.constants import (Const, ConstStr, ConstTuple, ConstValue, materialize)
 from tilelang.sema.promotion import broadcast_all, operand_dtype, promote
 from tilelang.sema.types import (STRING, ArrayType, Dim, DType, DTypeType, LooseType, Sym,
-                                 TileType, TupleType, Type, check_shape, scalar)
+                                 TileType, TupleType, Type, check_shape, check_tile_size,
+                                 scalar)
 
 register_codes({
     "E0311": "an operator is not defined for these operand types",
@@ -132,8 +133,11 @@ class Builtin:
     extra: Mapping[str, Any] = field(default_factory=dict)  # per-entry data (dtype tables)
 
     def result_type(self, bound: BoundArgs, span: Span | None = None) -> Type:
+        where = span if span is not None else bound.span
         try:
-            return self.typing(bound, span if span is not None else bound.span)
+            t = self.typing(bound, where)
+            _check_sizes(t, where)  # broadcasting can multiply shapes past the limit
+            return t
         except TileSemanticError as e:
             # promotion/constant errors do not know the call they come from: say it
             d = e.diagnostics[0]
@@ -185,6 +189,14 @@ def _has_sym(c: Const) -> bool:
 
 # ---------------------------------------------------------------------------------------------
 # Binding
+
+def _check_sizes(t: Type, span: Span | None) -> None:
+    if isinstance(t, TileType):
+        check_tile_size(t, span)
+    elif isinstance(t, TupleType):
+        for e in t.elements:
+            _check_sizes(e, span)
+
 
 def bind_call(builtin: Builtin, positional: list[ArgInfo], keywords: Mapping[str, ArgInfo],
               span: Span | None) -> BoundArgs:

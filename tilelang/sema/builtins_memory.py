@@ -29,7 +29,7 @@ from tilelang.sema.builtins_core import (ABSENT, CONST, Builtin, BoundArgs, Para
                                          tile_of, tuple_elements)
 from tilelang.sema.constants import ConstValue, materialize
 from tilelang.sema.promotion import broadcast_all, promote
-from tilelang.sema.types import (BOOL, DTYPES, I32, VOID, ArrayType, DType, TileType, Type,
+from tilelang.sema.types import (BOOL, DTYPES, I32, I64, VOID, ArrayType, DType, TileType, Type,
                                  format_shape, round_to_dtype, scalar)
 
 
@@ -46,6 +46,8 @@ def _check_index(bound: BoundArgs, A: ArrayType, span) -> None:
                         f"({', '.join(['0'] * A.rank)}{',' if A.rank == 1 else ''})`")
     for k, e in enumerate(elems):
         int_scalar(bound, "index", e, span, what=f"entry {k} of `index`")
+        if isinstance(e.const, ConstValue) and e.const.is_loose:
+            materialize(e.const, I64, e.span or span)  # the device computes offsets in i64
 
 
 def _check_element_value(bound: BoundArgs, name: str, dtype: DType, span,
@@ -213,6 +215,8 @@ def _index_tiles(bound: BoundArgs, A: ArrayType, span) -> list[tuple]:
             raise TileSemanticError.at(
                 "E0506", f"`{bound.builtin.name}`: index {k} in `indices` must be an integer "
                          f"tile or scalar, found {found_typed(e)}", e.span or span)
+        if isinstance(e.const, ConstValue) and e.const.is_loose:
+            materialize(e.const, I64, e.span or span)  # the device computes offsets in i64
         shapes.append(t.shape if isinstance(t, TileType) else ())
     return shapes
 

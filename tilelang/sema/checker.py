@@ -38,8 +38,8 @@ from .builtins import BUILTINS, OPERATORS, bind_call
 from .builtins_core import ArgInfo, Builtin
 from .launch_attrs import AttrValue, ByTarget, resolve_launch
 from .launch_verify import check_spec
-from .constants import (ConstStr, ConstTuple, ConstValue, as_int, construct, loose,
-                        materialize, truth)
+from .constants import (ConstStr, ConstTuple, ConstValue, as_int, check_loose_size, construct,
+                        loose, materialize, truth)
 from .promotion import promote_loose
 from .types import (BOOL, DEFAULT_FLOAT, DEFAULT_INT, DTYPES, I32, STRING, VOID, ArrayType,
                     DTypeType, LooseType, Sym, TileType, TupleType, check_shape, scalar)
@@ -59,6 +59,7 @@ register_codes({
     "E0213": "`range` step is not strictly positive",
     "E0214": "`static for` is not bounded by constants or has too many iterations",
     "E0215": "returns of one function disagree in type",
+    "E0216": "a kernel or function is too large once `static for` is unrolled and calls inlined",
     "E0220": "a kernel is called",
     "E0221": "unknown member",
     "E0222": "indexing a value that cannot be indexed",
@@ -80,10 +81,21 @@ register_codes({
 })
 
 MAX_STATIC_ITERATIONS = 1024
+# Statements one kernel (or a function checked alone) may take once every `static for` is
+# unrolled and every call inlined: nested loops and calls multiply, and lowering costs about
+# half a millisecond per statement, so this keeps any accepted program compiling in seconds.
+MAX_UNROLLED_STATEMENTS = 16384
 MAX_ERRORS = 50
 # Built-ins that read the block's position or global memory exist only in tile code.
 TILE_ONLY_GROUPS = ("memory",)
 TILE_ONLY_NAMES = ("bid", "num_blocks", "cluster_rank", "cluster_size")
+
+
+class _TooLarge(Exception):
+    """The statement budget (MAX_UNROLLED_STATEMENTS) ran out: stop walking this body."""
+
+    def __init__(self, span: Span | None):
+        self.span = span
 
 
 class _NeedsValue(Exception):
@@ -200,6 +212,7 @@ class Checker:
         self.call_stack: list[tuple[ast.FnDef, Span | None]] = []
         self.instances: dict = {}
         self.modules: dict[str, ModuleInfo] = {}
+        self.statements = 0  # walked in the current kernel or standalone function
 
     # ---- diagnostics ----
     def report(self, diags) -> None:
@@ -394,8 +407,11 @@ class Checker:
             launch = self.launch_spec(k, scope, ctx)
         except TileError as e:
             self.report(e.diagnostics)
+        self.statements = 0
         try:
             self.block(k.body, scope, ctx)
+        except _TooLarge as tl:
+            self.report([_too_large(f"kernel `{k.name}`", tl.span)])
         except _NeedsValue as nv:
             names = ", ".join(f"`{s}`" for s in symbolic) or "a const parameter"
             self.report([Diagnostic(
@@ -500,10 +516,13 @@ class Checker:
         except TileError as e:
             self.report(e.diagnostics)
             return
+        self.statements = 0
         try:
             self.instantiate(f, info, args, {}, f.name_span, standalone=True)
         except TileError as e:
             self.report(e.diagnostics)
+        except _TooLarge as tl:
+            self.report([_too_large(f"function `{f.name}`", tl.span)])
 
     def instantiate(self, f: ast.FnDef, info: ModuleInfo, pos: list[ArgInfo],
                     kw: dict[str, ArgInfo], span: Span | None, standalone=False) -> ArgInfo:
@@ -766,6 +785,9 @@ class Checker:
                             else e.diagnostics)
 
     def stmt(self, s: ast.Stmt, scope: Scope, ctx: Ctx) -> None:
+        self.statements += 1
+        if self.statements > MAX_UNROLLED_STATEMENTS:
+            raise _TooLarge(getattr(s, "span", None))
         if isinstance(s, ast.Let):
             self.let(s, scope, ctx)
         elif isinstance(s, ast.Assign):
@@ -875,8 +897,11 @@ class Checker:
                 raise TileSemanticError.at(
                     "E0203", f"cannot assign to the module-level {b2.kind} `{target.id}`",
                     target.span)
-            self.lookup(target.id, scope, ctx, target.span)  # E0201 with a suggestion
-            return
+            found = self.lookup(target.id, scope, ctx, target.span)  # E0201 with a suggestion
+            what = "the dtype" if isinstance(found.type, DTypeType) else "the built-in"
+            raise TileSemanticError.at(
+                "E0203", f"cannot assign to {what} `{target.id}`", target.span,
+                help=f"`{target.id}` cannot be re-bound; declare a `var` with another name")
         if b.kind != "var":
             what = {"let": "immutable", "param": "the parameter", "const": "the constant",
                     "loop": "the loop variable"}.get(b.kind, b.kind)
@@ -979,6 +1004,9 @@ class Checker:
                 if a != dt:
                     from .promotion import promote
                     dt = promote(dt, a, it.span)
+            for a in (start, stop, step):  # constant bounds take the loop's dtype
+                if isinstance(a.const, ConstValue) and a.const.is_loose:
+                    materialize(a.const, dt, a.span or it.span)
         self.for_body(s, scope, ctx, dt, (start, stop, step) if bounds is not None else None)
 
     def for_body(self, s: ast.For, scope: Scope, ctx: Ctx, dt, bounds) -> None:
@@ -1005,9 +1033,10 @@ class Checker:
                 raise _NeedsValue(a.span, "the bounds of a `static for` depend on it")
             vals.append(as_int(a.const, a.span, "a `static for` bound"))
         r = range(*vals)
-        if len(r) > MAX_STATIC_ITERATIONS:
+        count = max(0, -((vals[0] - vals[1]) // vals[2]))  # len(r) overflows past 2**63
+        if count > MAX_STATIC_ITERATIONS:
             raise TileSemanticError.at(
-                "E0214", f"`static for` would unroll {len(r)} iterations; the limit is "
+                "E0214", f"`static for` would unroll {count} iterations; the limit is "
                          f"{MAX_STATIC_ITERATIONS}", s.iter.span,
                 help="use a plain `for` loop")
         ctx.loop_depth += 1
@@ -1039,6 +1068,7 @@ class Checker:
     # ---- expressions ----
     def expr(self, e: ast.Expr, scope: Scope, ctx: Ctx) -> ArgInfo:
         if isinstance(e, ast.IntLit):
+            check_loose_size(e.value, e.span, "this integer literal")
             return value(LooseType("int"), loose(e.value), e.span)
         if isinstance(e, ast.FloatLit):
             return value(LooseType("float"), loose(e.value), e.span)
@@ -1299,6 +1329,14 @@ def _pure_expr(e: ast.Expr) -> bool:
 def _fn_sig(f: ast.FnDef) -> str:
     from ..frontend.printer import _param
     return f"fn {f.name}({', '.join(_param(p) for p in f.params)})"
+
+
+def _too_large(what: str, span: Span | None) -> Diagnostic:
+    return Diagnostic(
+        Severity.ERROR, "E0216",
+        f"{what} has more than {MAX_UNROLLED_STATEMENTS} statements once `static for` loops "
+        f"are unrolled and function calls inlined", span, "the limit is reached here",
+        help="use a run-time `for` loop for long repetitions, and unroll only short inner loops")
 
 
 def _with_note(d: Diagnostic, note: str) -> Diagnostic:

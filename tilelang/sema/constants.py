@@ -61,7 +61,9 @@ register_codes({
     "E0408": "a constant's value is not known until specialization",
 })
 
-MAX_LOOSE_BITS = 65536
+# Loose integers are exact, but bounded: 4096 bits (1,234 decimal digits) is far past every
+# dtype and keeps every number printable (Python refuses str() of ints over 4,300 digits).
+MAX_LOOSE_BITS = 4096
 
 Number = Union[int, float, bool]
 
@@ -163,7 +165,30 @@ def _fmt(v) -> str:
         if math.isinf(v):
             return "inf" if v > 0 else "-inf"
         return repr(v)
-    return str(v)
+    return format_int(v) if isinstance(v, int) else str(v)
+
+
+def format_int(v: int) -> str:
+    """An integer for a message: in full up to 30 digits, else its ends and its length."""
+    a = abs(v)
+    if a < 10 ** 30:
+        return str(v)
+    d = int(math.log10(a)) + 1   # the float log can be one off at powers of ten
+    if 10 ** (d - 1) > a:
+        d -= 1
+    elif 10 ** d <= a:
+        d += 1
+    head, tail = a // 10 ** (d - 6), a % 10 ** 4
+    return f"{'-' if v < 0 else ''}{head}...{tail:04d} ({d} digits)"
+
+
+def check_loose_size(v: int, span: Span | None, what: str = "integer constant") -> int:
+    """A loose integer within MAX_LOOSE_BITS, else E0406."""
+    if v.bit_length() > MAX_LOOSE_BITS:
+        raise TileSemanticError.at(
+            "E0406", f"{what} with {v.bit_length()} bits is too large", span,
+            help=f"loose integers are limited to {MAX_LOOSE_BITS} bits")
+    return v
 
 
 def _kind_word(v) -> str:
@@ -314,50 +339,45 @@ def _as(c: ConstValue, dt: DType, span: Span | None) -> Number:
     return (materialize(c, dt, span) if c.dtype is None else convert(c, dt)).value
 
 
-def _check_loose_size(v: int, span: Span | None) -> int:
-    if v.bit_length() > MAX_LOOSE_BITS:
-        raise TileSemanticError.at(
-            "E0406", f"integer constant with {v.bit_length()} bits is too large", span,
-            help=f"loose integers are limited to {MAX_LOOSE_BITS} bits")
-    return v
+_check_loose_size = check_loose_size
 
 
 def _int_op(op: str, x: int, y: int, span: Span | None, dt: DType | None) -> int:
     if op in ("//", "%") and y == 0:
         raise TileSemanticError.at(
             "E0403", f"integer {'division' if op == '//' else 'remainder'} by zero in a "
-                     f"constant expression: {x} {op} 0", span)
+                     f"constant expression: {_fmt(x)} {op} 0", span)
     if op == "**":
         if y < 0:
             raise TileSemanticError.at(
-                "E0404", f"negative exponent in integer power {x} ** {y}", span,
-                help=f"use a float base: `{x}.0 ** {y}`")
+                "E0404", f"negative exponent in integer power {_fmt(x)} ** {_fmt(y)}", span,
+                help=f"use a float base: `{_fmt(x)}.0 ** {_fmt(y)}`")
         if abs(x) > 1 and y * (abs(x).bit_length() - 1) > MAX_LOOSE_BITS:
             if dt is not None:
                 raise _overflow(op, x, y, None, dt, span)
             raise TileSemanticError.at(
-                "E0406", f"integer constant {x} ** {y} is too large", span,
+                "E0406", f"integer constant {_fmt(x)} ** {_fmt(y)} is too large", span,
                 help=f"loose integers are limited to {MAX_LOOSE_BITS} bits")
         return x ** y
     if op in SHIFT_OPS:
         if y < 0:
             raise TileSemanticError.at(
-                "E0404", f"negative shift count in {x} {op} {y}", span)
+                "E0404", f"negative shift count in {_fmt(x)} {op} {_fmt(y)}", span)
         if dt is not None and y >= dt.bits:
             raise TileSemanticError.at(
-                "E0404", f"shift count {y} is not less than the width of {dt}", span,
+                "E0404", f"shift count {_fmt(y)} is not less than the width of {dt}", span,
                 help=f"shift counts of {dt} must be in 0..{dt.bits - 1}")
         if op == "<<" and y > MAX_LOOSE_BITS:
             raise TileSemanticError.at(
-                "E0406", f"integer constant {x} << {y} is too large", span)
+                "E0406", f"integer constant {_fmt(x)} << {_fmt(y)} is too large", span)
         return x << y if op == "<<" else x >> y
     return {"+": x + y, "-": x - y, "*": x * y, "//": x // y if y else 0,
             "%": x % y if y else 0, "&": x & y, "|": x | y, "^": x ^ y}[op]
 
 
 def _overflow(op: str, x, y, r, dt: DType, span: Span | None) -> TileSemanticError:
-    expr = f"{x} {op} {y}" if y is not None else f"{op}{x}"
-    shown = f" = {r}" if r is not None else ""
+    expr = f"{_fmt(x)} {op} {_fmt(y)}" if y is not None else f"{op}{_fmt(x)}"
+    shown = f" = {_fmt(r)}" if r is not None else ""
     return TileSemanticError.at(
         "E0402", f"{dt} arithmetic overflows: {expr}{shown} does not fit in {dt}", span,
         help=_range_help(dt) + "; widen the operands with a strict constructor, e.g. "
@@ -401,11 +421,13 @@ def binary(op: str, a: ConstValue, b: ConstValue, span: Span | None) -> ConstVal
                 if y == 0:
                     raise TileSemanticError.at(
                         "E0403", f"integer division by zero in a constant expression: "
-                                 f"{x} / 0", span)
+                                 f"{_fmt(x)} / 0", span)
                 try:
-                    return loose(x / y)
+                    return loose(x / y)   # exact, correctly rounded even for huge operands
                 except OverflowError:
-                    return loose(_float_op("/", float(x), float(y)))
+                    raise TileSemanticError.at(
+                        "E0401", f"integer constant {_fmt(x)} / {_fmt(y)} does not fit in f64",
+                        span) from None
             return loose(_check_loose_size(_int_op(op, x, y, span, None), span))
         if op in BITWISE_OPS + SHIFT_OPS:
             raise _not_defined(op, a, b, span)
@@ -413,7 +435,7 @@ def binary(op: str, a: ConstValue, b: ConstValue, span: Span | None) -> ConstVal
             fx, fy = float(x), float(y)
         except OverflowError:
             raise TileSemanticError.at(
-                "E0401", f"integer constant {max(x, y, key=abs)} does not fit in f64",
+                "E0401", f"integer constant {_fmt(max(x, y, key=abs))} does not fit in f64",
                 span) from None
         return loose(_float_op(op, fx, fy))
 

@@ -27,7 +27,14 @@ register_codes({
     "E0301": "a tile dimension is not a power of two",
     "E0309": "unknown dtype name",
     "E0310": "a tile shape is malformed (negative, non-integer or unknown dimension)",
+    "E0312": "a tile has more elements than the compiler allows",
 })
+
+# Elements in one tile, whatever the back end. Code generation holds every element in a
+# register of some thread, so at most 1024 threads x 256 elements per thread (codegen's
+# per-thread limit, E0783) can ever run; this static bound is the same one Triton uses
+# (2^20) and keeps the reference interpreter's arrays small.
+MAX_TILE_ELEMENTS = 1 << 20
 
 
 # ---------------------------------------------------------------------------------------------
@@ -327,7 +334,22 @@ def check_shape(dtype: DType, shape: tuple, span: Span | None) -> tuple[Dim, ...
                 f"dimension {i} of {written} is {d}, which is not a power of two", span,
                 help=f"use {hint} and pad: load with `padding=` fills the extra elements and "
                      f"store drops the out-of-bounds part")
+    check_tile_size(TileType(dtype, shape), span)
     return shape
+
+
+def check_tile_size(t: "TileType", span: Span | None) -> None:
+    """E0312 when the known dimensions of `t` already hold more than MAX_TILE_ELEMENTS."""
+    n = 1
+    for d in t.shape:
+        if isinstance(d, int) and not isinstance(d, bool) and d > 0:
+            n *= d
+    if n > MAX_TILE_ELEMENTS:
+        raise TileSemanticError.at(
+            "E0312", f"{t} has {n if n < 10 ** 30 else 'more than 10^30'} elements; a tile "
+                     f"holds at most {MAX_TILE_ELEMENTS} (2^20)",
+            span, help="split the work into smaller tiles: more blocks in the grid, or a "
+                       "loop over parts of the data")
 
 
 def tile_type(dtype: DType, shape: tuple, span: Span | None = None) -> TileType:
