@@ -140,3 +140,44 @@ def test_cache_list_size_clear(capsys, tmp_path):
     assert out.startswith("no cached kernels")
     rc, _, err = run(capsys, "cache", "purge")
     assert rc == 2
+
+
+def test_run_rejects_bad_shapes_files_and_options(capsys, tmp_path):
+    base = ("run", VADD, "--kernel", "vadd", "--grid", "1", "--backend", "emulator")
+
+    def last(*extra):
+        rc, out, err = run(capsys, *base, *map(str, extra))
+        assert "Traceback" not in err
+        return rc, err.splitlines()[-1] if err else ""
+
+    assert last("--shape", "-5") == (2, "tilec run: error: --shape expects non-negative sizes, "
+                                        "got `-5`")
+    assert last("--shape", "8", "--arg", "a=rand:4x-2") == (
+        2, "tilec run: error: --arg a expects non-negative sizes, got `4x-2`")
+    missing = tmp_path / "none.npy"
+    assert last("--shape", "8", "--arg", f"a={missing}") == (
+        2, f"tilec run: error: --arg a: no file `{missing}`")
+    pickled = tmp_path / "p.npy"
+    np.save(pickled, np.array([{"x": 1}], dtype=object), allow_pickle=True)
+    assert last("--shape", "8", "--arg", f"a={pickled}") == (
+        2, f"tilec run: error: --arg a: cannot load `{pickled}`: it holds Python objects "
+           "(pickled data), which are never loaded")
+    junk = tmp_path / "junk.npy"
+    junk.write_bytes(b"\x00garbage")
+    rc, line = last("--shape", "8", "--arg", f"a={junk}")
+    assert rc == 2 and line.startswith(f"tilec run: error: --arg a: cannot load `{junk}`: it "
+                                       "is not a .npy array file (no NUMPY header)")
+    save = tmp_path / "no" / "o.npz"
+    assert last("--shape", "8", "--save", save) == (
+        2, f"tilec run: error: --save {save}: the folder `{save.parent}` does not exist")
+    assert last("--shape", "8", "-D", "TILE=8", "-D", "TILE=16") == (
+        2, "tilec run: error: -D TILE is given twice (`TILE=8` and `TILE=16`)")
+    assert last("--shape", "8", "-I", tmp_path / "nope") == (
+        2, f"tilec run: error: -I {tmp_path / 'nope'}: the folder does not exist")
+    assert last("--shape", "8", "--arch", "sm_75")[1].startswith(
+        "tilec run: error: --arch sm_75: not a supported target; use one of sm_80")
+    rc, out, err = run(capsys, *base, "--shape", "8", "-D", "TYLE=8")
+    assert rc == 2 and err.startswith("error[E0272]: -D TYLE: no kernel of ")
+    rc, line = last("--shape", "8", "--save", tmp_path)
+    assert rc == 1 and line == f"tilec run: error: cannot write `{tmp_path}`: it is a folder"
+    assert last("--shape", "100000000000000000")[0] == 2

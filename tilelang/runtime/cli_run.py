@@ -13,6 +13,7 @@ Scalar arguments: `NAME=VALUE` (`3`, `-1.5`, `true`).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 
@@ -21,6 +22,7 @@ import numpy as np
 from tilelang.diagnostics import Severity, TileError, emit
 
 KINDS = ("rand", "randn", "zeros", "ones", "arange")
+MAX_ELEMENTS = 2**31 - 1        # generated arrays are made as float64 first: 16 GiB
 
 
 class _Parser(argparse.ArgumentParser):
@@ -63,7 +65,7 @@ def _run_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _dims(text: str, what: str) -> tuple[int, ...]:
+def _dims(text: str, what: str, minimum: int = 1) -> tuple[int, ...]:
     parts = text.replace("x", ",").split(",")
     try:
         out = tuple(int(x) for x in parts if x.strip())
@@ -71,7 +73,34 @@ def _dims(text: str, what: str) -> tuple[int, ...]:
         raise _Usage(f"{what} expects integers like `8` or `8,4`, got `{text}`") from None
     if not 1 <= len(out) <= 3:
         raise _Usage(f"{what} takes 1 to 3 dimensions, got `{text}`")
+    if any(d < minimum for d in out):
+        least = "positive" if minimum == 1 else "non-negative"
+        raise _Usage(f"{what} expects {least} sizes, got `{text}`")
     return out
+
+
+def _load_npy(path: str, name: str) -> np.ndarray:
+    """A `.npy` file's array; never unpickles (a file can hold code)."""
+    try:
+        with open(path, "rb") as f:
+            magic = f.read(6)
+        if magic != b"\x93NUMPY":
+            raise _Usage(f"--arg {name}: cannot load `{path}`: it is not a .npy array file "
+                         "(no NUMPY header)")
+        host = np.load(path, allow_pickle=False)
+    except FileNotFoundError:
+        raise _Usage(f"--arg {name}: no file `{path}`") from None
+    except IsADirectoryError:
+        raise _Usage(f"--arg {name}: `{path}` is a folder, not a .npy file") from None
+    except OSError as e:
+        raise _Usage(f"--arg {name}: cannot read `{path}`: {e.strerror or e}") from None
+    except (ValueError, EOFError) as e:
+        why = "it holds Python objects (pickled data), which are never loaded" \
+            if "allow_pickle" in str(e) else f"it is not a .npy array file ({e})"
+        raise _Usage(f"--arg {name}: cannot load `{path}`: {why}") from None
+    if not isinstance(host, np.ndarray):
+        raise _Usage(f"--arg {name}: `{path}` holds several arrays; give a .npy file")
+    return host
 
 
 def _host_data(kind: str, shape, dtype: str, rng) -> np.ndarray:
@@ -143,7 +172,7 @@ def _make_args(kernel, specs: dict[str, str], default_shape, backend, rng):
                              f"{p.rank}]`: add --arg {p.name}=rand:SHAPE or --shape SHAPE")
             kind, shape = "rand", default_shape
         elif text.endswith(".npy"):
-            host = np.load(text)
+            host = _load_npy(text, p.name)
             out.append(DeviceArray.from_host(backend, host))
             continue
         else:
@@ -151,8 +180,14 @@ def _make_args(kernel, specs: dict[str, str], default_shape, backend, rng):
             kind = kind or "rand"
             if kind not in KINDS:
                 raise _Usage(f"--arg {p.name}: unknown kind `{kind}` (use {', '.join(KINDS)})")
-            shape = _dims(shape_text, f"--arg {p.name}") if shape_text else ()
-        values = _host_data(kind, shape, p.dtype, rng)
+            shape = _dims(shape_text, f"--arg {p.name}", 0) if shape_text else ()
+        try:
+            if int(np.prod(shape, dtype=object)) > MAX_ELEMENTS:
+                raise MemoryError
+            values = _host_data(kind, shape, p.dtype, rng)
+        except (MemoryError, ValueError, OverflowError):
+            raise _Usage(f"--arg {p.name}: shape {'x'.join(map(str, shape))} is too large "
+                         "for this machine's memory") from None
         out.append(DeviceArray.from_host(backend, _to_bits(values, p.dtype), p.dtype))
     if specs:
         raise _Usage(f"kernel `{kernel.name}` has no parameter `{next(iter(specs))}`")
@@ -188,7 +223,7 @@ def cmd_run(argv: list[str]) -> int:
     try:
         grid = _dims(args.grid, "--grid")
         block = _dims(args.block, "--block") if args.block else None
-        default_shape = _dims(args.shape, "--shape") if args.shape else None
+        default_shape = _dims(args.shape, "--shape", 0) if args.shape else None
         specs = {}
         for item in args.arg:
             name, eq, value = item.partition("=")
@@ -198,11 +233,26 @@ def cmd_run(argv: list[str]) -> int:
         defines = {}
         for item in args.defines:
             name, eq, value = item.partition("=")
-            if not eq or not name.isidentifier() or not value:
+            if not eq or not name.isidentifier() or not value.strip():
                 raise _Usage(f"-D expects NAME=VALUE, got `{item}`")
+            if name in defines:
+                raise _Usage(f"-D {name} is given twice (`{name}={defines[name]}` and "
+                             f"`{item}`)")
             defines[name] = value
+        for d in args.include:
+            if not os.path.isdir(d):
+                why = "does not exist" if not os.path.exists(d) else "is not a folder"
+                raise _Usage(f"-I {d}: the folder {why}")
         if args.repeat < 1:
             raise _Usage("--repeat must be at least 1")
+        from tilelang.targets import TARGETS
+        if args.arch is not None and args.arch not in TARGETS:
+            raise _Usage(f"--arch {args.arch}: not a supported target; use one of "
+                         f"{', '.join(TARGETS)}")
+        if args.save:
+            folder = os.path.dirname(os.path.abspath(args.save))
+            if not os.path.isdir(folder):
+                raise _Usage(f"--save {args.save}: the folder `{folder}` does not exist")
     except _Usage as e:
         p.error(str(e))
     out = sys.stdout
@@ -235,7 +285,9 @@ def cmd_run(argv: list[str]) -> int:
             facts = dict(zip(names, spec.facts))
     except TileError as e:
         emit(e.diagnostics, sys.stderr)
-        return 1 if any(d.severity is Severity.ERROR for d in e.diagnostics) else 0
+        errors = [d for d in e.diagnostics if d.severity is Severity.ERROR]
+        from tilelang.driver import USAGE_CODES
+        return (2 if all(d.code in USAGE_CODES for d in errors) else 1) if errors else 0
 
     shape = spec.shape(grid, block) if spec else None
     out.write(f"kernel    {kernel.info.show()}\n")
@@ -270,7 +322,15 @@ def cmd_run(argv: list[str]) -> int:
         if args.show:
             out.write(np.array2string(host, threshold=64, prefix="    ") + "\n")
     if args.save:
-        np.savez(args.save, **saved)
+        import io
+        from tilelang.outfile import OutputError, write_output
+        buf = io.BytesIO()
+        np.savez(buf, **saved)
+        try:
+            write_output(args.save, buf.getvalue())
+        except OutputError as e:
+            sys.stderr.write(f"tilec run: error: {e}\n")
+            return 1
         out.write(f"saved     {args.save}\n")
     return 0
 
