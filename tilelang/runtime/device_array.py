@@ -24,6 +24,8 @@ def tile_dtype(dtype) -> str:
         return dtype
     tile = None
     try:
+        if dtype is None:                 # NumPy reads None as float64: not what was meant
+            raise TypeError
         dt = np.dtype(dtype)
         if dt.isnative and dt.fields is None:
             tile = tile_of_numpy(dt)
