@@ -1,11 +1,21 @@
 """Distributed layouts: which thread holds which element of a tile, in which register.
 
-Every tile dimension is a power of two, so an element coordinate is a bit vector and a layout
-is a map from the bits of (register index, lane, warp) to coordinate bits. Each input bit has a
-*basis*: the coordinate it contributes, either one coordinate bit (`(0, 4)`: bit 2 of axis 1)
-or zero (the bit replicates: threads that differ only there hold the same elements). The
-coordinate of (register r, lane l, warp w) is the sum of the bases of the set bits of r, l, w.
-(This is the one-hot case of the linear layouts Triton describes; bases never overlap.)
+Every tile dimension is a power of two, so an element coordinate is a bit vector, and so is
+its row-major linear index (the coordinates' bits side by side). A layout is a *linear map
+over GF(2)* (Triton's linear layouts, arXiv 2505.23819) from the bits of (register index,
+lane, warp) to coordinate bits: each input bit has a *basis*, the coordinate it contributes
+(`(0, 4)`: bit 2 of axis 1; `(1, 4)`: bits of two axes; zero: the bit replicates, threads that
+differ only there hold the same elements), and the coordinate of (register r, lane l, warp w)
+is the XOR of the bases of the set bits of r, l, w. The linear index of an XOR of coordinates
+is the XOR of their linear indices, so `matrix` views the layout as a `gf2.LinearMap` onto
+linear-index bits, which is what composition, inversion and the conversion planner
+(convert.py) work on.
+
+Most layouts are *one-hot*: every basis is one coordinate bit or zero and no two nonzero bases
+are equal, so XOR is the same as addition and an address is a sum (tensor-core fragments are
+one-hot too). XOR layouts (swizzles) need XOR in emitted index arithmetic: the kernel's
+`thread_linear` XORs overlapping parts, and paths that add register offsets to a thread's base
+coordinate (global loads/stores) assert `is_one_hot`.
 
 - A *blocked* layout (`blocked`) gives each thread a vector of 16 bytes along the last axis
   (4 x f32, 8 x f16), then spreads lanes and warps over the axes from the last one outwards so
@@ -16,8 +26,8 @@ coordinate of (register r, lane l, warp w) is the sum of the bases of the set bi
 - reshape, permute/transpose and expand_dims are relabellings of coordinate bits: free.
 - `register_map` finds, for a wanted per-thread coordinate table, the source register holding
   each wanted element in the same thread, if there is one for every thread (no data movement:
-  broadcasting a reduced value, a free conversion). Otherwise the codegen goes through shared
-  memory (llvm_convert.py).
+  broadcasting a reduced value, a free conversion). Otherwise the conversion planner
+  (convert.py) picks shuffles or a shared-memory round trip (llvm/sync.py emits them).
 
 The tables here are computed with NumPy at compile time; nothing in this module emits code.
 """
@@ -26,9 +36,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
-from math import prod
-
 import numpy as np
+
+from tilelang.codegen.layouts.gf2 import LinearMap, popcount
 
 Basis = tuple[int, ...]
 WARP = 32
@@ -84,19 +94,68 @@ class Layout:
         return self.linear(self.reg_coord(r))
 
     def thread_weights(self) -> tuple[int, ...]:
-        """Linear-index weight of each thread-index bit (0 for replicating bits)."""
+        """Linear-index weight of each thread-index bit (0 for replicating bits); a thread's
+        part of the linear index is the XOR of the weights of its set bits."""
         return tuple(self.linear(b) for b in self.thread_bases)
 
     @cached_property
     def table(self) -> np.ndarray:
         """[threads, regs] array of the row-major linear index each register holds."""
         regs = np.array([self.reg_linear(r) for r in range(self.num_regs)], dtype=np.int64)
-        w = self.thread_weights()
-        t = np.arange(self.threads, dtype=np.int64)
-        thr = np.zeros(self.threads, dtype=np.int64)
-        for b, wb in enumerate(w):
-            thr += ((t >> b) & 1) * wb
-        return thr[:, None] + regs[None, :]
+        thr = LinearMap(self.thread_weights(), self.n_bits).apply_all(
+            np.arange(self.threads, dtype=np.int64))
+        return thr[:, None] ^ regs[None, :]
+
+    # ------------------------------------------------------------------ the GF(2) view
+    @property
+    def n_bits(self) -> int:
+        """Bits of the linear index (log2 of the element count)."""
+        return sum(log2(s) for s in self.shape)
+
+    @property
+    def bases(self) -> tuple[Basis, ...]:
+        """All input bases in matrix order: registers, lanes, warps."""
+        return self.reg + self.lane + self.warp
+
+    @cached_property
+    def matrix(self) -> LinearMap:
+        """The layout as a map from input bits (register bits, then lane bits, then warp bits)
+        to linear-index bits."""
+        return LinearMap(tuple(self.linear(b) for b in self.bases), self.n_bits)
+
+    def split_input(self, x: int) -> tuple[int, int]:
+        """(register index, thread index) of a matrix input."""
+        nr = len(self.reg)
+        return x & ((1 << nr) - 1), x >> nr
+
+    def holder(self, idx: int) -> tuple[int, int] | None:
+        """One (register, thread) that holds linear index idx, or None."""
+        x = self.matrix.solve(idx)
+        return None if x is None else self.split_input(x)
+
+    def is_one_hot(self) -> bool:
+        """Every basis is one coordinate bit or zero, and no two nonzero bases are equal: the
+        case where XOR of bases is their sum."""
+        cols = [c for c in self.matrix.cols if c]
+        return all(popcount(c) == 1 for c in cols) and len(set(cols)) == len(cols)
+
+    def is_injective(self) -> bool:
+        """No two (register, thread) inputs hold the same element (no replication)."""
+        return self.matrix.is_injective()
+
+    def is_surjective(self) -> bool:
+        return self.matrix.is_surjective()
+
+    def is_invertible(self) -> bool:
+        return self.matrix.is_invertible()
+
+    def compose(self, inner: LinearMap) -> LinearMap:
+        """This layout after a map into its input bits (e.g. a permutation of registers)."""
+        return self.matrix.compose(inner)
+
+    def inverse(self) -> LinearMap:
+        """Linear index bits -> input bits, for an invertible layout."""
+        return self.matrix.inverse()
 
     # ------------------------------------------------------------------ ownership
     def replicated_thread_mask(self) -> int:
@@ -109,24 +168,33 @@ class Layout:
         return m
 
     def owned_regs(self) -> list[int]:
-        """Registers that are not copies of a lower register (zero register bases)."""
-        zero = [i for i, b in enumerate(self.reg) if not any(b)]
-        return [r for r in range(self.num_regs) if not any(r >> i & 1 for i in zero)]
+        """Registers that are not copies of a lower register of the same thread (in a
+        one-hot layout: the registers with no zero-basis bit set)."""
+        seen, out = set(), []
+        for r in range(self.num_regs):
+            v = self.reg_linear(r)
+            if v not in seen:
+                seen.add(v)
+                out.append(r)
+        return out
 
     def is_valid(self) -> bool:
-        """Every element is held somewhere and the bases are one-hot or zero."""
-        n = prod(self.shape)
-        if len(self.table.reshape(-1)) and len(np.unique(self.table)) != n:
+        """Every element is held somewhere, and the nonzero bases are linearly independent (so
+        the zero bases are exactly the replicating bits: what `owned_regs` and
+        `replicated_thread_mask` assume)."""
+        if not self.matrix.is_surjective():
             return False
-        return all(sum(1 for c in b if c) <= 1 for b in self.reg + self.lane + self.warp)
+        nonzero = [c for c in self.matrix.cols if c]
+        return LinearMap(tuple(nonzero), self.n_bits).is_injective()
 
 
 def _combine(bases: tuple[Basis, ...], bits: int, rank: int) -> Basis:
+    """XOR of the bases of the set bits (for one-hot bases, their sum)."""
     out = [0] * rank
     for i, b in enumerate(bases):
         if bits >> i & 1:
             for d in range(rank):
-                out[d] |= b[d]
+                out[d] ^= b[d]
     return tuple(out)
 
 
@@ -135,6 +203,13 @@ def linear_index(shape: tuple[int, ...], coord: Basis) -> int:
     for s, c in zip(shape, coord):
         idx = idx * s + c
     return idx
+
+
+def from_columns(shape: tuple[int, ...], reg, lane, warp) -> Layout:
+    """A layout from linear-index bit vectors per input bit (the inverse of `matrix`)."""
+    def c(cols):
+        return tuple(unlinear(shape, int(v)) for v in cols)
+    return Layout(tuple(shape), c(reg), c(lane), c(warp))
 
 
 def _unit(rank: int, axis: int, value: int) -> Basis:
@@ -247,6 +322,10 @@ def drop_axes(layout: Layout, axes: tuple[int, ...], keepdims: bool) -> Layout:
 
     def along(b: Basis) -> bool:
         return any(b[d] for d in axes)
+
+    # A basis mixing reduced and kept axes (an XOR layout) has no sliced counterpart.
+    assert all(not along(b) or not any(b[d] for d in keep) for b in layout.bases), \
+        f"drop_axes{axes}: a basis mixes reduced and kept axes in {layout}"
 
     def cut(b: Basis) -> Basis:
         if keepdims:

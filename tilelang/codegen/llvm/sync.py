@@ -1,17 +1,24 @@
-"""Moving tile elements between threads: layout conversions (free register renaming, or an
-exchange through shared memory), warp shuffles and barriers.
+"""Moving tile elements between threads: layout conversions (planned by layouts/convert.py:
+renaming, warp shuffles or a shared-memory round trip), warp shuffles and barriers.
 
-A conversion first asks `layouts.register_map` whether every thread already holds what it
-needs (broadcasting a reduced value, a relabelled layout): then it is a renaming of SSA values
-and emits nothing. Otherwise the source is written to the kernel's shared scratch buffer and
-read back in the destination layout:
+`broadcast`, `convert` and `gather_elements` describe what the destination needs (a
+`convert.Need`) and emit the planner's answer:
 
-    barrier; every thread stores its registers at pad(linear index); barrier; loads
+- rename: the destination's registers are source registers of the same thread (no code);
+- shuffle: one `shfl.sync.idx` per destination register; the source lane is the XOR of masked
+  thread-index bits (`thread_linear`) XOR a per-register constant;
+- shared: `barrier; every thread stores its registers; barrier; loads` through the kernel's
+  shared scratch buffer in the planner's (usually swizzled) `SharedLayout`, vector accesses
+  where both sides hold consecutive elements. A register's offset is the thread's base XOR a
+  constant: the constant's bits that the base can have cost one `xor` (shared by registers
+  with the same such bits), the others are an immediate address offset.
 
-`pad(i) = i + i / 32` puts one spare element after every 32, so a column walk of a row-major
-tile (a transpose, a reduction along axis 0) hits 32 different banks instead of one. The
-leading barrier protects the previous user of the buffer; the compiler inserts both, the
+The leading barrier protects the previous user of the buffer; the compiler inserts both, the
 language has none.
+
+`stage` (tiles written whole for the FMA product and `print`) keeps the older padded layout,
+`pad(i) = i + i / 32`: one spare element after every 32, so a column walk of a row-major tile
+hits 32 different banks.
 """
 
 from __future__ import annotations
@@ -19,10 +26,11 @@ from __future__ import annotations
 from math import prod
 
 import llvmlite.ir as ir
-import numpy as np
 
-from tilelang.codegen.layouts.distributed import Layout, reg_part, register_map, thread_part
+from tilelang.codegen.layouts import convert as C
+from tilelang.codegen.layouts.distributed import Layout
 from tilelang.codegen.llvm.kernel import I32, KernelEmitter, TileVal
+from tilelang.codegen.llvm.warp import shuffle_idx
 
 PAD_EVERY = 32
 
@@ -47,23 +55,14 @@ def broadcast(kern: KernelEmitter, src: TileVal, dst: Layout) -> tuple[ir.Value,
     """Registers of `dst` holding the elements of `src` that broadcast to dst.shape."""
     if src.layout == dst:
         return src.regs
-    return gather_elements(kern, src, thread_part(dst, src.shape), reg_part(dst, src.shape))
+    return apply_need(kern, src, C.need_of(dst, src.shape))
 
 
 def gather_elements(kern: KernelEmitter, src: TileVal, thread_w: tuple[int, ...],
                     reg_lin: list[int]) -> tuple[ir.Value, ...]:
-    """Register r of every thread gets the element `sum(bit_b(tid) * thread_w[b]) +
-    reg_lin[r]` (row-major in src.shape): renamed registers when each thread already holds
-    what it needs, else an exchange through shared memory."""
-    t = np.arange(src.layout.threads, dtype=np.int64)
-    need = np.zeros(src.layout.threads, dtype=np.int64)
-    for bit, w in enumerate(thread_w):
-        need += ((t >> bit) & 1) * w
-    need = need[:, None] + np.array(reg_lin, dtype=np.int64)[None, :]
-    m = register_map(src.layout, need)
-    if m is not None:
-        return tuple(src.regs[i] for i in m)
-    return exchange(kern, src, thread_w, reg_lin)
+    """Register r of every thread gets the element `XOR(thread_w[b] for set bits b of tid) ^
+    reg_lin[r]` (row-major in src.shape; for one-hot weights and offsets, their sum)."""
+    return apply_need(kern, src, C.Need(tuple(thread_w), tuple(reg_lin)))
 
 
 def convert(kern: KernelEmitter, src: TileVal, dst: Layout) -> TileVal:
@@ -73,13 +72,123 @@ def convert(kern: KernelEmitter, src: TileVal, dst: Layout) -> TileVal:
     return TileVal(src.dtype, dst, broadcast(kern, src, dst))
 
 
+def shuffles_allowed(kern: KernelEmitter) -> bool:
+    """Every source lane a shuffle names exists: whole warps, or a single warp (a partial last
+    warp of a larger block would miss lanes its replica threads name)."""
+    n = kern.declared_threads
+    return n % 32 == 0 or n < 32
+
+
+def plan_for(kern: KernelEmitter, src: TileVal, need: C.Need) -> C.Plan:
+    kern.require_exact()
+    return C.plan(src.layout, need, storage_bytes(kern, src.dtype), shuffles_allowed(kern))
+
+
+def apply_need(kern: KernelEmitter, src: TileVal, need: C.Need) -> tuple[ir.Value, ...]:
+    """Emit the planned movement (module docstring)."""
+    m = C.register_map(src.layout, need.table(src.layout.threads))
+    if m is not None:               # before plan_for: renaming needs no exact thread count
+        return tuple(src.regs[i] for i in m)
+    p = plan_for(kern, src, need)
+    if isinstance(p, C.Shuffle):
+        return emit_shuffle(kern, src, p)
+    assert isinstance(p, C.SharedTrip), p
+    return emit_round_trip(kern, src, need, p)
+
+
 def exchange(kern: KernelEmitter, src: TileVal, thread_w: tuple[int, ...],
              reg_lin: list[int]) -> tuple[ir.Value, ...]:
-    """Through shared memory: read element `thread_linear(thread_w) + reg_lin[r]` (row-major
-    in src.shape) into register r."""
+    """Through shared memory, whatever else would work: `gather_elements`' contract."""
+    kern.require_exact()
+    need = C.Need(tuple(thread_w), tuple(reg_lin))
+    trip = C.shared_trip(src.layout, need, storage_bytes(kern, src.dtype))
+    return emit_round_trip(kern, src, need, trip)
+
+
+def emit_shuffle(kern: KernelEmitter, src: TileVal, p: C.Shuffle) -> tuple[ir.Value, ...]:
+    lay = src.layout
+    nl = len(lay.lane)
+    own = all(w == 1 << j for j, w in enumerate(p.lane[:nl])) and not any(p.lane[nl:])
+    base = None if own else kern.thread_linear(p.lane)
+    lanes: dict[int, ir.Value] = {}
+    out = []
+    for r, c in p.steps:
+        if own and c == 0:          # this lane's own value
+            out.append(src.regs[r])
+            continue
+        if c not in lanes:
+            x = base if base is not None else kern.lane()
+            lanes[c] = kern.builder.xor(x, ir.Constant(I32, c)) if c else x
+        out.append(shuffle_idx(kern, src.regs[r], lanes[c]))
+    return tuple(out)
+
+
+class _Addresses:
+    """Element offsets `base ^ const` of one access pattern (module docstring)."""
+
+    def __init__(self, kern: KernelEmitter, inv, thread_w):
+        weights = tuple(inv(int(w)) for w in thread_w)
+        self.kern, self.inv = kern, inv
+        self.base = kern.thread_linear(weights)
+        self.mask = 0
+        for w in weights:
+            self.mask |= w
+        self.bases: dict[int, ir.Value] = {0: self.base}
+
+    def __call__(self, elem: int) -> ir.Value:
+        off = self.inv(int(elem))
+        hi, lo = off & self.mask, off & ~self.mask
+        b = self.kern.builder
+        if hi not in self.bases:
+            self.bases[hi] = b.xor(self.base, ir.Constant(I32, hi))
+        v = self.bases[hi]
+        return b.add(v, ir.Constant(I32, lo)) if lo else v
+
+
+def emit_round_trip(kern: KernelEmitter, src: TileVal, need: C.Need,
+                    p: C.SharedTrip) -> tuple[ir.Value, ...]:
     kern.stats.exchanges += 1
-    (ptr,) = stage(kern, [src])
-    return read_staged(kern, ptr, src.dtype, thread_w, reg_lin)
+    b = kern.builder
+    lay, dt = src.layout, src.dtype
+    st = kern.storage_type(dt)
+    size = storage_bytes(kern, dt)
+    ptr = kern.smem(p.shared.size * size, st)
+    inv = p.shared.inverse
+    kern.barrier()
+    wa = _Addresses(kern, inv, lay.thread_weights())
+    for r0 in p.write_regs:
+        vals = [kern.to_storage(src.regs[r0 + i], dt) for i in range(p.write_vec)]
+        _store(kern, ptr, wa(lay.reg_linear(r0)), vals, st, size)
+    kern.barrier()
+    ra = _Addresses(kern, inv, need.thread)
+    out = []
+    for g in range(0, len(need.regs), p.read_vec):
+        for v in _load(kern, ptr, ra(need.regs[g]), p.read_vec, st, size):
+            out.append(kern.from_storage(v, dt))
+    return tuple(out)
+
+
+def _store(kern: KernelEmitter, ptr, idx, vals, st, size) -> None:
+    b = kern.builder
+    p = b.gep(ptr, [idx])
+    if len(vals) == 1:
+        b.store(vals[0], p, align=size)
+        return
+    vt = ir.VectorType(st, len(vals))
+    v = ir.Constant(vt, ir.Undefined)
+    for i, x in enumerate(vals):
+        v = b.insert_element(v, x, ir.Constant(I32, i))
+    b.store(v, b.bitcast(p, ir.PointerType(vt, addrspace=3)), align=size * len(vals))
+
+
+def _load(kern: KernelEmitter, ptr, idx, n, st, size) -> list[ir.Value]:
+    b = kern.builder
+    p = b.gep(ptr, [idx])
+    if n == 1:
+        return [b.load(p, align=size)]
+    vt = ir.VectorType(st, n)
+    v = b.load(b.bitcast(p, ir.PointerType(vt, addrspace=3)), align=size * n)
+    return [b.extract_element(v, ir.Constant(I32, i)) for i in range(n)]
 
 
 def stage(kern: KernelEmitter, tiles: list[TileVal]) -> list[ir.Value]:
@@ -95,6 +204,7 @@ def stage(kern: KernelEmitter, tiles: list[TileVal]) -> list[ir.Value]:
     kern.barrier()
     for t, base in zip(tiles, ptrs):
         lay = t.layout
+        assert lay.is_one_hot(), "stage adds register offsets to the thread's base"
         wbase = kern.thread_linear(lay.thread_weights())
         for r in lay.owned_regs():
             i = _padded_ir(kern, b.add(wbase, ir.Constant(I32, lay.reg_linear(r))))

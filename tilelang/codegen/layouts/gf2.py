@@ -1,0 +1,236 @@
+"""Linear maps over GF(2) on bit vectors: the algebra behind linear layouts.
+
+A map from `n_in` input bits to `n_out` output bits is stored by its columns: column i is the
+output (an integer bit vector) of input bit i alone, and the image of an input x is the XOR of
+the columns of x's set bits. Layouts (distributed.py) map register/lane/warp bits to the bits of
+a tile's row-major linear index; shared layouts (shared.py) map offset bits to it; the planner
+(convert.py) composes, inverts and solves them.
+
+Elimination runs on NumPy uint64 arrays (each row one vector, XORed into every other row that
+has the pivot bit in one vectorized step), so vectors have at most 64 bits; tiles are far
+smaller than 2^64 elements.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+
+def popcount(x: int) -> int:
+    return bin(x).count("1")
+
+
+def bits_of(x: int) -> list[int]:
+    """Positions of the set bits of x, lowest first."""
+    out, i = [], 0
+    while x:
+        if x & 1:
+            out.append(i)
+        x >>= 1
+        i += 1
+    return out
+
+
+@dataclass(frozen=True)
+class Echelon:
+    """A reduced basis of the span of some vectors: `basis[i]` has its highest set bit at
+    `pivots[i]`, a bit no other basis vector has; `combo[i]` says which input vectors XOR to
+    it. `kernel` holds the combinations of input vectors that give 0."""
+    basis: tuple[int, ...]
+    pivots: tuple[int, ...]
+    combo: tuple[int, ...]
+    kernel: tuple[int, ...]
+
+    @property
+    def rank(self) -> int:
+        return len(self.basis)
+
+    def reduce(self, y: int) -> tuple[int, int]:
+        """(remainder, combination): y XOR the combination's vectors = remainder, which has
+        no pivot bit; y is in the span iff the remainder is 0."""
+        x = 0
+        for v, p, c in zip(self.basis, self.pivots, self.combo):
+            if y >> p & 1:
+                y ^= v
+                x ^= c
+        return y, x
+
+
+def echelon(vectors) -> Echelon:
+    """Gauss-Jordan elimination of the given bit vectors (at most 64 of them, 64 bits each)."""
+    vecs = [int(v) for v in vectors]
+    n = len(vecs)
+    if n > 64:
+        raise ValueError("at most 64 vectors")
+    arr = np.array(vecs, dtype=np.uint64)
+    comb = np.array([1 << i for i in range(n)], dtype=np.uint64) if n else arr.copy()
+    row, pivots = 0, []
+    top = max(vecs, default=0).bit_length()
+    for p in range(top - 1, -1, -1):
+        if row == n:
+            break
+        has = ((arr >> np.uint64(p)) & np.uint64(1)).astype(bool)
+        cand = np.nonzero(has[row:])[0]
+        if not cand.size:
+            continue
+        k = row + int(cand[0])
+        if k != row:
+            arr[[row, k]] = arr[[k, row]]
+            comb[[row, k]] = comb[[k, row]]
+            has[[row, k]] = has[[k, row]]
+        has[row] = False
+        arr[has] ^= arr[row]
+        comb[has] ^= comb[row]
+        pivots.append(p)
+        row += 1
+    return Echelon(tuple(int(v) for v in arr[:row]), tuple(pivots),
+                   tuple(int(c) for c in comb[:row]), tuple(int(c) for c in comb[row:]))
+
+
+def rank(vectors) -> int:
+    return echelon(vectors).rank
+
+
+def in_span(vectors, y: int) -> bool:
+    return echelon(vectors).reduce(y)[0] == 0
+
+
+@dataclass(frozen=True)
+class LinearMap:
+    """x (n_in bits) -> XOR of cols[i] over the set bits i of x (n_out bits)."""
+    cols: tuple[int, ...]
+    n_out: int
+
+    def __post_init__(self):
+        if any(c < 0 or c >> self.n_out for c in self.cols):
+            raise ValueError(f"columns {self.cols} do not fit in {self.n_out} bits")
+
+    @property
+    def n_in(self) -> int:
+        return len(self.cols)
+
+    def __call__(self, x: int) -> int:
+        y = 0
+        for i, c in enumerate(self.cols):
+            if x >> i & 1:
+                y ^= c
+        return y
+
+    def apply_all(self, xs: np.ndarray) -> np.ndarray:
+        """The image of every entry of an integer array (vectorized)."""
+        xs = np.asarray(xs, dtype=np.int64)
+        out = np.zeros(xs.shape, dtype=np.int64)
+        for i, c in enumerate(self.cols):
+            if c:
+                out ^= ((xs >> i) & 1) * c
+        return out
+
+    def table(self) -> np.ndarray:
+        """The image of every input 0 .. 2^n_in - 1."""
+        return self.apply_all(np.arange(1 << self.n_in, dtype=np.int64))
+
+    @cached_property
+    def _ech(self) -> Echelon:
+        return echelon(self.cols)
+
+    @property
+    def rank(self) -> int:
+        return self._ech.rank
+
+    def is_injective(self) -> bool:
+        return self.rank == self.n_in
+
+    def is_surjective(self) -> bool:
+        return self.rank == self.n_out
+
+    def is_invertible(self) -> bool:
+        return self.n_in == self.n_out and self.is_injective()
+
+    def solve(self, y: int) -> int | None:
+        """Some x with self(x) == y, or None when y is not in the image."""
+        rem, x = self._ech.reduce(y)
+        return x if rem == 0 else None
+
+    def kernel(self) -> tuple[int, ...]:
+        """A basis of the inputs that map to 0."""
+        return self._ech.kernel
+
+    def compose(self, inner: "LinearMap") -> "LinearMap":
+        """self after inner: x -> self(inner(x))."""
+        if inner.n_out != self.n_in:
+            raise ValueError(f"cannot compose: {inner.n_out} output bits into {self.n_in} inputs")
+        return LinearMap(tuple(self(c) for c in inner.cols), self.n_out)
+
+    def inverse(self) -> "LinearMap":
+        if not self.is_invertible():
+            raise ValueError("the map is not invertible")
+        return LinearMap(tuple(self.solve(1 << j) for j in range(self.n_out)), self.n_in)
+
+    def right_inverse(self) -> "LinearMap":
+        """A map g with self(g(y)) == y for every y (needs a surjective map): for a layout,
+        one (register, thread) that holds each element."""
+        if not self.is_surjective():
+            raise ValueError("the map is not surjective")
+        return LinearMap(tuple(self.solve(1 << j) for j in range(self.n_out)), self.n_in)
+
+    def restrict(self, mask: int) -> "LinearMap":
+        """The map on the input bits of `mask` only (in order)."""
+        return LinearMap(tuple(c for i, c in enumerate(self.cols) if mask >> i & 1), self.n_out)
+
+    def sources(self, out_mask: int) -> int:
+        """The input bits whose column touches some bit of out_mask."""
+        m = 0
+        for i, c in enumerate(self.cols):
+            if c & out_mask:
+                m |= 1 << i
+        return m
+
+    def matrix(self) -> np.ndarray:
+        """[n_out, n_in] 0/1 matrix (row j = output bit j)."""
+        m = np.zeros((self.n_out, self.n_in), dtype=np.uint8)
+        for i, c in enumerate(self.cols):
+            for j in bits_of(c):
+                m[j, i] = 1
+        return m
+
+
+def identity(n: int) -> LinearMap:
+    return LinearMap(tuple(1 << i for i in range(n)), n)
+
+
+def random_invertible(n: int, rng: np.random.Generator) -> LinearMap:
+    """A uniformly random invertible n x n matrix (rejection: about 29% of random matrices
+    are invertible for any n, so this takes a few tries)."""
+    while True:
+        cols = tuple(int(rng.integers(0, 1 << n)) if n else 0 for _ in range(n))
+        m = LinearMap(cols, n)
+        if m.is_invertible():
+            return m
+
+
+def avoiding_vector(n: int, spans: list[Echelon], prefer: list[int]) -> int | None:
+    """A vector of n bits outside every given span (each a proper subspace, at most two of
+    them guaranteed to work: GF(2)^n is never the union of two proper subspaces). Tries the
+    preferred vectors first, then combines one outside the first span with one outside the
+    second."""
+    def outside(v, e):
+        return e.reduce(v)[0] != 0
+
+    for v in prefer:
+        if all(outside(v, e) for e in spans):
+            return v
+    units = [1 << i for i in range(n)]
+    if len(spans) == 1:
+        return next((v for v in units if outside(v, spans[0])), None)
+    if len(spans) == 2:
+        a = next((v for v in units if outside(v, spans[0])), None)
+        b = next((v for v in units if outside(v, spans[1])), None)
+        if a is None or b is None:
+            return None
+        for v in (a, b, a ^ b):
+            if all(outside(v, e) for e in spans):
+                return v
+    return None

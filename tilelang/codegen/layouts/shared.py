@@ -1,0 +1,177 @@
+"""Shared-memory layouts (where each element of a tile lives in a shared buffer) and the bank
+model that judges an access pattern.
+
+A `SharedLayout` is a linear map over GF(2) from the bits of an element *offset* (in elements
+from the buffer's start) to the bits of the tile's row-major linear index; it is invertible, so
+`offset_of` is its inverse. The identity is a plain row-major buffer. XOR swizzles move the
+16-byte vectors of a row to different banks depending on the row:
+
+- `swizzle(shape, itemsize, vec, per_phase, max_phase)`: the `ldmatrix` / `mma.sync` style
+  (the parameters Triton's shared encodings use): in a row-major 2-d tile, the vector index
+  `col // vec` of row `row` is XORed with `(row // per_phase) % max_phase`;
+- `tma_swizzle(shape, itemsize, span)`: the 32/64/128-byte modes of Hopper's TMA and wgmma:
+  within every `span` bytes, the 16-byte chunk index (address bits 4 up) is XORed with address
+  bits 7 up (CUTLASS's Swizzle<B, 4, 3>);
+- `xor_swizzle(shape, bits, base, shift)` is the common form: offset bits [base, base + bits)
+  XOR linear-index bits [base + shift, base + shift + bits).
+
+Banks: shared memory has 32 banks of 4-byte words. A warp's request is served in *phases* of
+128 bytes of accesses: 32 lanes of 1..4-byte accesses, 16 lanes of 8 bytes, 8 lanes of 16 bytes
+(an `ldmatrix` serves its 8 row addresses per matrix the same way). A phase takes as many
+wavefronts as the most distinct words any one bank holds among its lanes' accesses (lanes that
+read the same word share it). `wavefronts` counts them; the ideal is one per phase in use.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+from tilelang.codegen.layouts.distributed import Layout, log2
+from tilelang.codegen.layouts.gf2 import LinearMap, identity
+
+BANKS = 32
+WORD = 4
+PHASE_BYTES = BANKS * WORD
+
+
+@dataclass(frozen=True)
+class SharedLayout:
+    """Element offset bits -> linear-index bits of a tile of `shape` (invertible)."""
+    shape: tuple[int, ...]
+    map: LinearMap
+
+    def __post_init__(self):
+        n = sum(log2(s) for s in self.shape)
+        if self.map.n_in != n or self.map.n_out != n or not self.map.is_invertible():
+            raise ValueError(f"a shared layout of {self.shape} is an invertible map on {n} bits")
+
+    @property
+    def size(self) -> int:
+        return 1 << self.map.n_in
+
+    @cached_property
+    def inverse(self) -> LinearMap:
+        return self.map.inverse()
+
+    def element(self, offset: int) -> int:
+        """Linear index of the element at `offset`."""
+        return self.map(offset)
+
+    def offset_of(self, idx: int) -> int:
+        return self.inverse(idx)
+
+    def offsets(self, idx: np.ndarray) -> np.ndarray:
+        """Offsets of an array of linear indices."""
+        return self.inverse.apply_all(idx)
+
+    def is_identity(self) -> bool:
+        return self.map == identity(self.map.n_in)
+
+
+def identity_shared(shape: tuple[int, ...]) -> SharedLayout:
+    """A row-major buffer."""
+    return SharedLayout(tuple(shape), identity(sum(log2(s) for s in shape)))
+
+
+def xor_swizzle(shape: tuple[int, ...], bits: int, base: int, shift: int) -> SharedLayout:
+    """Element at linear index y lives at offset y ^ (((y >> (base + shift)) & (2^bits - 1))
+    << base): bits [base, base+bits) of the offset are XORed with the `bits` bits `shift`
+    above them. The map is its own inverse."""
+    n = sum(log2(s) for s in shape)
+    if bits < 0 or base < 0 or shift < bits or base + shift + bits > n:
+        raise ValueError(f"swizzle ({bits}, {base}, {shift}) does not fit {n} index bits")
+    cols = []
+    for i in range(n):
+        c = 1 << i
+        if base + shift <= i < base + shift + bits:
+            c |= 1 << (i - shift)
+        cols.append(c)
+    return SharedLayout(tuple(shape), LinearMap(tuple(cols), n))
+
+
+def swizzle(shape: tuple[int, ...], itemsize: int, vec: int, per_phase: int,
+            max_phase: int) -> SharedLayout:
+    """The mma/ldmatrix-style swizzle of a row-major tile whose last axis is the row: vector
+    `col // vec` of row `row` is stored at vector `(col // vec) ^ ((row // per_phase) %
+    max_phase)`. `itemsize` only checks that a vector is at most 16 bytes."""
+    if vec * itemsize > 16:
+        raise ValueError(f"a vector of {vec} x {itemsize} bytes is wider than 16 bytes")
+    cols = shape[-1]
+    if max_phase == 1:
+        return identity_shared(shape)
+    if cols // vec < max_phase:
+        raise ValueError(f"{cols} columns hold {cols // vec} vectors, fewer than {max_phase}")
+    b = log2(max_phase)
+    return xor_swizzle(shape, b, log2(vec), log2(cols) + log2(per_phase) - log2(vec))
+
+
+def tma_swizzle(shape: tuple[int, ...], itemsize: int, span: int) -> SharedLayout:
+    """Hopper's `span`-byte swizzle (32, 64 or 128; 16 is none) of a tile stored row-major
+    from a 1024-byte-aligned address."""
+    if span not in (16, 32, 64, 128):
+        raise ValueError(f"no {span}-byte swizzle mode")
+    chunk = log2(16 // itemsize) if itemsize <= 16 else 0
+    return xor_swizzle(shape, log2(span // 16), chunk, 3) if span > 16 else identity_shared(shape)
+
+
+# ---------------------------------------------------------------------------------------------
+# Banks
+
+def lanes_per_phase(size: int) -> int:
+    return 32 if size <= WORD else PHASE_BYTES // size
+
+
+def wavefronts(addresses: np.ndarray, size: int) -> tuple[int, int]:
+    """(wavefronts, ideal) of warp requests. `addresses` is [requests, 32] byte addresses (-1
+    for a lane that does not take part), each lane accessing `size` bytes (1..16, aligned)."""
+    a = np.asarray(addresses, dtype=np.int64).reshape(-1, 32)
+    per = lanes_per_phase(size)
+    nph = 32 // per
+    nwords = max(size // WORD, 1)
+    # [requests, phases, lanes-in-phase * words]
+    words = np.repeat(a // WORD, nwords, axis=1) + np.tile(np.arange(nwords), 32)
+    active = np.repeat(a >= 0, nwords, axis=1)
+    words = np.where(active, words, -1).reshape(a.shape[0], nph, per * nwords)
+    words = np.sort(words, axis=2)
+    new = np.ones(words.shape, bool)
+    new[..., 1:] = words[..., 1:] != words[..., :-1]
+    new &= words >= 0
+    req, ph, k = np.nonzero(new)
+    key = (req * nph + ph) * BANKS + words[req, ph, k] % BANKS
+    per_bank = np.bincount(key, minlength=a.shape[0] * nph * BANKS).reshape(-1, BANKS)
+    waves = per_bank.max(axis=1)
+    return int(waves.sum()), int(np.count_nonzero(waves))
+
+
+def ldmatrix_wavefronts(rows: np.ndarray) -> tuple[int, int]:
+    """(wavefronts, ideal) of `ldmatrix` requests: [requests, 8 * matrices] byte addresses of
+    the 16-byte rows (lanes 0-7 give matrix 0's rows, 8-15 matrix 1's, ...)."""
+    r = np.asarray(rows, dtype=np.int64)
+    r = r.reshape(r.shape[0] if r.ndim > 1 else 1, -1)
+    full = np.full((r.shape[0], 32), -1, np.int64)
+    full[:, :r.shape[1]] = r
+    return wavefronts(full, 16)
+
+
+def access_addresses(layout: Layout, shared: SharedLayout, itemsize: int, vec: int = 1,
+                     regs: list[int] | None = None) -> np.ndarray:
+    """[warps * groups, 32] byte addresses of the requests that access `layout`'s registers in
+    `shared`, `vec` consecutive registers per request (their first register's element is the
+    vector's address). `regs`: the first registers of the requests (default every `vec`-th)."""
+    starts = list(range(0, layout.num_regs, vec)) if regs is None else regs
+    tab = layout.table                                   # [threads, regs]
+    threads = layout.threads
+    out = np.full((max(threads // 32, 1), len(starts), 32), -1, np.int64)
+    off = shared.offsets(tab[:, starts]) * itemsize      # [threads, groups]
+    for t in range(threads):
+        out[t // 32, :, t % 32] = off[t]
+    return out.reshape(-1, 32)
+
+
+def access_wavefronts(layout: Layout, shared: SharedLayout, itemsize: int, vec: int = 1,
+                      regs: list[int] | None = None) -> tuple[int, int]:
+    """(wavefronts, ideal) over every warp request of an access of `layout` to `shared`."""
+    return wavefronts(access_addresses(layout, shared, itemsize, vec, regs), vec * itemsize)
