@@ -210,28 +210,40 @@ class KernelEmitter:
         return self.builder.and_(self.vtid, ir.Constant(I32, 31))
 
     def thread_linear(self, weights: tuple[int, ...]) -> ir.Value:
-        """sum over thread-index bits b of bit_b(v) * weights[b], as i32 (i64-safe for tiles
-        below 2^31 elements)."""
+        """XOR over thread-index bits b of bit_b(v) * weights[b], as i32 (i64-safe for tiles
+        below 2^31 elements). One-hot weights never overlap, so this is their sum; the weights
+        of an XOR layout may have several bits and overlap (layouts/distributed.py)."""
         b = self.builder
-        acc = None
-        # Runs of consecutive bits with consecutive power-of-two weights become one mask+shift.
-        i, n = 0, len(weights)
-        while i < n:
-            w = weights[i]
-            if w == 0:
-                i += 1
-                continue
-            j = i + 1
-            while j < n and weights[j] == w << (j - i):
-                j += 1
-            part = b.and_(self.vtid, ir.Constant(I32, ((1 << (j - i)) - 1) << i))
-            shift = w.bit_length() - 1 - i
+        # (input bit, output bit) pairs; a run of consecutive input bits moving by the same
+        # shift becomes one mask+shift, runs in order of their first input bit.
+        runs: list[tuple[int, int, int]] = []          # (first input bit, count, shift)
+        open_run: dict[int, int] = {}                  # shift -> index of its last run
+        for i, w in enumerate(weights):
+            p = 0
+            while w >> p:
+                if w >> p & 1:
+                    d = p - i
+                    k = open_run.get(d)
+                    if k is not None and runs[k][0] + runs[k][1] == i:
+                        runs[k] = (runs[k][0], runs[k][1] + 1, d)
+                    else:
+                        open_run[d] = len(runs)
+                        runs.append((i, 1, d))
+                p += 1
+        runs.sort()
+        acc, covered = None, 0
+        for i, n, shift in runs:
+            part = b.and_(self.vtid, ir.Constant(I32, ((1 << n) - 1) << i))
             if shift > 0:
                 part = b.shl(part, ir.Constant(I32, shift))
             elif shift < 0:
                 part = b.lshr(part, ir.Constant(I32, -shift))
-            acc = part if acc is None else b.or_(acc, part)
-            i = j
+            bits = ((1 << n) - 1) << (i + shift)
+            if acc is None:
+                acc = part
+            else:
+                acc = b.xor(acc, part) if covered & bits else b.or_(acc, part)
+            covered |= bits
         return acc if acc is not None else ir.Constant(I32, 0)
 
     def thread_coord(self, layout: Layout, axis: int) -> ir.Value:
