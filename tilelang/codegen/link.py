@@ -139,7 +139,10 @@ def _link_nvjitlink(ptx, arch, knobs, opt_level, verbose, extra, save_dir) -> Li
         raise TileUsageError.at("E0762", f"nvJitLink is not available ({e})", None,
                                 help="pip install cuda-python nvidia-nvjitlink, or pass "
                                 "`--ptxas PATH`") from None
-    opts = [f"-arch={arch}", f"-O{opt_level}"]
+    # nvJitLink itself takes only -O0 and -O3 (ERROR_UNRECOGNIZED_OPTION otherwise); ptxas
+    # takes every level, so -O1/-O2 go to it
+    opts = [f"-arch={arch}", f"-O{opt_level}" if opt_level in (0, 3) else
+            f"-Xptxas=-O{opt_level}"]
     if verbose:
         opts.append("-Xptxas=-v")
     if knobs:
