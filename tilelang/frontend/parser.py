@@ -365,7 +365,7 @@ def _parse_with_recovery(text: str, file: str, tokens: list[Token]) -> list[Diag
     diags: list[Diagnostic] = []
     ip = _lark().parse_interactive("")
     brackets: list[Token] = []
-    snap = _Snapshot(ip.copy(), [], 0)
+    snap = _Snapshot(ip.copy(deepcopy_values=False), [], 0)
     prev: Token | None = None
     last_error_at = -1
     i = 0
@@ -383,7 +383,7 @@ def _parse_with_recovery(text: str, file: str, tokens: list[Token]) -> list[Diag
             diags.append(diag)
             # A mismatched closer stands in for the missing one: skip it and go on.
             i = _resync(tokens, i + 1 if diag.code == "E0103" and brackets else i)
-            ip = snap.parser.copy()
+            ip = snap.parser.copy(deepcopy_values=False)
             brackets = list(snap.brackets)
             prev = tokens[i - 1] if i > 0 else None
             continue
@@ -394,7 +394,7 @@ def _parse_with_recovery(text: str, file: str, tokens: list[Token]) -> list[Diag
         prev = tok
         i += 1
         if tok.type in ("SEMICOLON", "LBRACE", "RBRACE"):
-            snap = _Snapshot(ip.copy(), list(brackets), i)
+            snap = _Snapshot(ip.copy(deepcopy_values=False), list(brackets), i)
     if len(diags) >= MAX_ERRORS:
         diags.append(Diagnostic(Severity.NOTE, None,
                                 f"stopped after {MAX_ERRORS} syntax errors; fix these first"))
@@ -420,7 +420,7 @@ def _exact_expected(snap: _Snapshot, tokens: list[Token], i: int, e: UnexpectedT
     """The terminals really acceptable before token `i`. LALR's table after default reductions
     over-approximates; replaying from the last snapshot and asking each terminal is exact."""
     try:
-        ip = snap.parser.copy()
+        ip = snap.parser.copy(deepcopy_values=False)
         for t in tokens[snap.index:i]:
             ip.feed_token(t)
         return set(ip.accepts())
