@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 
 #: How long a request waits for the check of the document's current version before it is
 #: answered from what needs no check (built-ins, keywords, dtypes).
-REQUEST_WAIT_S = 1.0
+REQUEST_WAIT_S = 0.5
 #: The largest file a request about a document that is not open reads from disk.
 MAX_READ_BYTES = 4 * MAX_CHECKED_CHARS
 
@@ -204,8 +204,10 @@ class _OneLine(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         record = logging.makeLogRecord(record.__dict__)
+        # pygls puts tracebacks into some messages themselves: keep their first line
+        record.msg, record.args = record.getMessage().split("\n", 1)[0], None
         record.exc_info = record.exc_text = record.stack_info = None
-        return super().format(record).replace("\n", " | ")
+        return super().format(record)
 
 
 def _configure_logging(log_file: str | None) -> None:
