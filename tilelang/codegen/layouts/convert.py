@@ -225,15 +225,14 @@ def _swizzle(n: int, itemsize: int, low: int, sides) -> LinearMap:
         base = fixed + high
         proper = [echelon(base + sp) for sp in spans]
         proper = [e for e in proper if e.rank < n]
-        must = echelon(base)
-        x = avoiding_vector(n, proper + [must], prefer) if proper else None
-        if x is None and proper:
-            for e in proper:          # cannot avoid both: keep one side conflict-free
-                x = avoiding_vector(n, [e, must], prefer)
-                if x is not None:
-                    break
+        # Each span holds `base`, so a vector outside them keeps the columns independent.
+        x = avoiding_vector(n, proper, prefer) if proper else None
+        for e in proper if x is None else []:   # not both: keep one side conflict-free
+            x = avoiding_vector(n, [e], prefer)
+            if x is not None:
+                break
         if x is None:
-            x = avoiding_vector(n, [must], prefer)
+            x = avoiding_vector(n, [echelon(base)], prefer)
         # Every span holds the fixed bits, so clearing them keeps x outside; it keeps the map
         # block-diagonal, so aligned vectors stay aligned and contiguous.
         high.append(x & ~((1 << low) - 1))
@@ -244,7 +243,7 @@ def _swizzle(n: int, itemsize: int, low: int, sides) -> LinearMap:
         e = echelon(fixed + mid + high)
         if e.reduce(1 << i)[0]:
             mid.append(1 << i)
-    return LinearMap(tuple(fixed + mid + high), n)
+    return LinearMap(tuple(fixed + mid + sorted(high)), n)
 
 
 def shared_trip(src: Layout, need: Need, itemsize: int) -> SharedTrip:
