@@ -23,7 +23,7 @@ from tilelang.codegen.layouts.distributed import Layout
 from tilelang.codegen.layouts.mma import MmaForm, WarpTiling, acc_layout, mma_form, warp_tiling
 from tilelang.codegen.llvm.kernel import I32, KernelEmitter, TileVal
 from tilelang.codegen.llvm.sync import _padded_ir, convert, stage
-from tilelang.codegen.lower import mma_sync
+from tilelang.codegen.lower import mma_operands, mma_sync
 from tilelang.codegen.lower.table import lowers
 from tilelang.ir.ops import BuiltinOp
 from tilelang.sema.types import F32, DType
@@ -137,48 +137,72 @@ def to_layout(kern: KernelEmitter, t: TileVal, lay: Layout) -> TileVal:
     return convert(kern, t, lay)
 
 
-def _tensor_core(kern: KernelEmitter, plan: TensorCorePlan, a: TileVal, b: TileVal,
-                 acc: TileVal) -> TileVal:
+def _tensor_core(kern: KernelEmitter, plan: TensorCorePlan, a, b, acc: TileVal) -> TileVal:
+    """`a`, `b`: TileVals or DeferredLoads (lower/mma_operands.py)."""
     kern.require_exact()
     form = plan.form
     kern.stats.features.add("mma_f8" if form.ab in ("e4m3", "e5m2") else "mma_sync")
     acc = to_layout(kern, acc, plan.acc)
-    rank = a.layout.rank
-    k = a.shape[-1]
+    rank = acc.layout.rank
+    shapes = [tuple(x.op.result.type.shape) if isinstance(x, mma_operands.DeferredLoad)
+              else x.shape for x in (a, b)]
+    k = shapes[0][-1]
     sixteen = form.itemsize == 2
-    ops, offset = [], 0
-    for t, k_axis in ((a, rank - 1), (b, rank - 2)):
-        cax = mma_sync.choose_cax(t, k_axis, sixteen)
-        nbytes = prod(t.shape) * form.itemsize
+    ops, sources, offset = [], [], 0
+    for x, shape, k_axis in ((a, shapes[0], rank - 1), (b, shapes[1], rank - 2)):
+        cax = None
+        if isinstance(x, mma_operands.DeferredLoad):
+            cax = mma_operands.async_axis(kern, x, k_axis, form.itemsize)
+            if cax is None:
+                x = mma_operands.materialize(kern, x)
+        if cax is None:
+            cax = mma_sync.choose_cax(x, k_axis, sixteen)
+        nbytes = prod(shape) * form.itemsize
         base = kern.smem(nbytes, ir.IntType(8), offset)
-        ops.append(mma_sync.SmemOperand(base, tuple(t.shape), cax, form.itemsize))
+        ops.append(mma_sync.SmemOperand(base, shape, cax, form.itemsize))
+        sources.append(x)
         offset += -(-nbytes // 16) * 16
     kern.barrier()
-    for t, sop in zip((a, b), ops):
-        mma_sync.fill_from_registers(kern, t, sop, kern.storage_type(t.dtype))
+    copies = False
+    for x, sop in zip(sources, ops):
+        if isinstance(x, mma_operands.DeferredLoad):
+            mma_operands.fill_async(kern, x, sop)
+            copies = True
+        else:
+            mma_sync.fill_from_registers(kern, x, sop, kern.storage_type(x.dtype))
+    if copies:
+        kern.stats.features.add("cp_async")
+        mma_operands.commit_group(kern)
+        mma_operands.wait_group(kern, 0)
     kern.barrier()
     regs = mma_sync.product(kern, form, plan.b_class, plan.tiling, ops[0], ops[1], acc, k)
     return TileVal(acc.dtype, plan.acc, tuple(regs))
 
 
+def _operands(kern: KernelEmitter, op: BuiltinOp):
+    args = op.arg_map
+    return [kern.env[args[n].id] for n in ("a", "b")]
+
+
 @lowers("mma")
 def mma(kern: KernelEmitter, op: BuiltinOp) -> TileVal:
-    args = op.arg_map
-    a, b, acc = (kern.tile(args[n]) for n in ("a", "b", "acc"))
+    a, b = _operands(kern, op)
+    acc = kern.tile(op.arg_map["acc"])
     plan = tensor_core_plan(kern, op)
     if plan is not None:
         return _tensor_core(kern, plan, a, b, acc)
+    a, b = (mma_operands.materialize(kern, x) for x in (a, b))
     return _product(kern, a, b, acc, op.result.type.dtype)
 
 
 @lowers("matmul", "@")
 def matmul(kern: KernelEmitter, op: BuiltinOp) -> TileVal:
-    args = op.arg_map
-    a, b = kern.tile(args["a"]), kern.tile(args["b"])
+    a, b = _operands(kern, op)
     rt = op.result.type
     plan = tensor_core_plan(kern, op)
     if plan is not None:
         return _tensor_core(kern, plan, a, b, kern.splat(0, rt.dtype, plan.acc))
+    a, b = (mma_operands.materialize(kern, x) for x in (a, b))
     zero = kern.splat(0, rt.dtype, kern.layout_for(rt))
     return _product(kern, a, b, zero, rt.dtype)
 
