@@ -89,7 +89,7 @@ class Instr:
         return tuple(self.opcode.split(".")[1:])
 
 
-_LINE = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)\s*([^;]*);")
+_LINE = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(@!?U?P\w+\s+)?([A-Z][\w.]*)\s*([^;]*);")
 _FUNC = re.compile(r"Function : (\S+)")
 _TARGET = re.compile(r"(?:^|\s)(?:`\()?(0x[0-9a-f]+)")
 
@@ -134,10 +134,20 @@ def resource_usage(cubin: bytes) -> dict[str, dict[str, int]]:
     return out
 
 
+TENSOR_OPS = ("HMMA", "IMMA", "QMMA", "DMMA", "HGMMA", "IGMMA", "QGMMA")
+
+
 # Multiply-adds per warp instruction, to find the main loop and count its K-steps.
 def macs(ins: Instr) -> int:
+    """Multiply-adds one warp's instruction performs (a warpgroup's HGMMA: a quarter)."""
     op, mods = ins.op, ins.mods
-    if op in ("HMMA", "IMMA", "QMMA", "DMMA", "HGMMA", "IGMMA", "QGMMA"):
+    if op in ("HGMMA", "IGMMA", "QGMMA"):
+        for m in mods:
+            dims = m.split("x")
+            if len(dims) == 3 and all(d.isdigit() for d in dims):
+                return int(dims[0]) * int(dims[1]) * int(dims[2]) // 4
+        return 0
+    if op in ("HMMA", "IMMA", "QMMA", "DMMA"):
         shape = next((m for m in mods if m.isdigit() and len(m) >= 3), None)
         if shape is None:
             return 0
@@ -149,7 +159,7 @@ def macs(ins: Instr) -> int:
                         int(k_) in (4, 8, 16, 32, 64):
                     return int(m_) * int(n_) * int(k_)
         return 0
-    if op in ("FFMA", "DFMA", "IMAD") and op != "IMAD":
+    if op in ("FFMA", "DFMA"):
         return 32
     if op == "HFMA2":
         return 64
@@ -214,12 +224,13 @@ class SassSummary:
     loop_ops: Counter = field(default_factory=Counter)
 
     def per_k_step(self, k_step_macs: int) -> tuple[float, float] | None:
-        """(instructions, HMMA) per K-step of the main loop, where one K-step is
-        `k_step_macs` multiply-adds per warp (BM * BN * BK / warps)."""
+        """(instructions, tensor-core instructions) per K-step of the main loop, where one
+        K-step is `k_step_macs` multiply-adds per warp (BM * BN * BK / warps)."""
         if not self.loop_instrs or not self.loop_macs:
             return None
         steps = self.loop_macs / k_step_macs
-        return self.loop_instrs / steps, self.loop_ops.get("HMMA", 0) / steps
+        mma = sum(self.loop_ops.get(op, 0) for op in TENSOR_OPS)
+        return self.loop_instrs / steps, mma / steps
 
 
 def summarize(instrs: list[Instr]) -> SassSummary:

@@ -1,0 +1,88 @@
+"""tilelang.tools.sass: parsing cuobjdump listings, finding the main loop, and the PTX loop
+finder; on a real cubin (Triton's sm_80 matmul fixture, assembled by nvJitLink) when the
+cuobjdump/nvdisasm wheels are installed."""
+
+from __future__ import annotations
+
+import pathlib
+
+import pytest
+
+from tilelang.tools import sass
+
+LISTING = """
+	code for sm_80
+		Function : k
+	.headerflags	@"EF_CUDA_SM80"
+        /*0000*/                   MOV R1, c[0x0][0x28] ;                 /* 0x00000a0000017a02 */
+        /*0010*/                   LDG.E.128.CONSTANT R4, [R2.64] ;       /* 0x0000000000000000 */
+        /*0020*/                   HMMA.16816.F32 R8, R12, R16, R8 ;      /* 0x0000000000000000 */
+        /*0030*/                   LDGSTS.E.BYPASS.LTC128B.128 [R5], [R2.64] ;   /* 0x0 */
+        /*0040*/                   FFMA R3, R4, R5, R3 ;                  /* 0x0000000000000000 */
+        /*0050*/               @P0 BRA 0x20 ;                             /* 0x0000000000000000 */
+        /*0060*/                   LDG.E.U16 R7, [R2.64] ;                /* 0x0000000000000000 */
+        /*0070*/                   STL [R1], R7 ;                         /* 0x0000000000000000 */
+        /*0080*/                   HGMMA.64x128x16.F32 R24, gdesc[UR4], R24 ;   /* 0x0 */
+        /*0090*/              @!P1 BRA 0x80 ;                             /* 0x0000000000000000 */
+        /*00a0*/                   EXIT ;                                 /* 0x000000000000794d */
+        /*00b0*/                   BRA 0xb0;                              /* 0xfffffff000007947 */
+"""
+
+
+def test_parse_listing():
+    (name, ins), = sass.parse_sass(LISTING).items()
+    assert name == "k" and len(ins) == 12
+    assert ins[2].op == "HMMA" and ins[2].mods == ("16816", "F32")
+    assert ins[5].pred == "@P0" and ins[5].target == 0x20
+    assert ins[8].opcode == "HGMMA.64x128x16.F32"
+    assert [sass.access_width(i) for i in ins if i.op in ("LDG", "LDGSTS")] == [128, 128, 16]
+
+
+def test_macs_per_warp_instruction():
+    ins = sass.parse_sass(LISTING)["k"]
+    assert [sass.macs(i) for i in ins if sass.macs(i)] == [16 * 8 * 16, 32, 64 * 128 * 16 // 4]
+
+
+def test_loops_and_main_loop():
+    ins = sass.parse_sass(LISTING)["k"]
+    lps = sass.loops(ins)                       # `BRA self` after EXIT is no loop
+    assert [(lp.start, lp.end) for lp in lps] == [(2, 5), (8, 9)]
+    main = sass.main_loop(ins)                  # the HGMMA loop has the most multiply-adds
+    assert (main.start, main.end) == (8, 9)
+    s = sass.summarize(ins)
+    assert (s.total, s.hmma, s.local, s.loop_instrs) == (12, 1, 1, 2)
+    assert dict(s.ldg_widths) == {128: 2, 16: 1}
+    # one K-step = 64 x 128 x 16 / 4 multiply-adds per warp: the loop is one K-step
+    assert s.per_k_step(64 * 128 * 16 // 4) == (2.0, 1.0)
+
+
+def test_ptx_loop_lines():
+    ptx = "\n".join([
+        ".entry k() {",                 # 1
+        "$L__BB0_1:",                   # 2  a loop without math
+        "  add.s32 %r1, %r1, 1;",       # 3
+        "  @%p1 bra $L__BB0_1;",        # 4
+        "$L__BB0_2:",                   # 5  the main loop
+        "  mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%f1}, {%r1}, {%r2}, {%f1};",
+        "  @%p2 bra $L__BB0_2;",        # 7
+        "  bra.uni $L__BB0_3;",         # 8  forward: no loop
+        "$L__BB0_3:",                   # 9
+        "  ret;", "}"])
+    assert sass.ptx_loop_lines(ptx) == [5, 6, 7]
+    assert sass.ptx_loop_lines(".entry k() {\n ret;\n}") == []
+
+
+@pytest.mark.skipif(not sass.tools_available(), reason="cuobjdump/nvdisasm wheels not installed")
+def test_triton_fixture_sass():
+    from tilelang.codegen.link import link_ptx
+    ptx = (pathlib.Path(__file__).parents[1] / "emulator" / "fixtures" /
+           "triton_matmul_sm80.ptx").read_text()
+    link = link_ptx(ptx, "sm_80")
+    ins = sass.disassemble(link.cubin)["tiled_matmul"]
+    s = sass.summarize(ins)
+    assert s.hmma > 0 and s.local == 0
+    assert sass.resource_usage(link.cubin)["tiled_matmul"]["LOCAL"] == 0
+    # 128 x 128 x 64 tile, 4 warps: 128 HMMA.16816 per warp per K-step, copies 16 bytes wide
+    per = s.per_k_step(128 * 128 * 64 // 4)
+    assert per is not None and per[1] == 128
+    assert set(s.ldg_widths) == {128} and s.loop_ops["LDGSTS"] > 0
