@@ -18,15 +18,18 @@ MAX_BYTES = 1 << 48          # more than any device has: a larger request is a m
 
 
 def tile_dtype(dtype) -> str:
-    """The Tile dtype name of `dtype`: a Tile name ("f32", "bf16"), or a NumPy dtype or type
-    that has one (np.float32, "float32", ml_dtypes.bfloat16)."""
+    """The Tile dtype name of `dtype`: a Tile name ("f32", "bf16"), or a NumPy dtype, type or
+    full name that has one (np.float32, "float32", ml_dtypes.bfloat16)."""
     if isinstance(dtype, str) and dtype in ITEMSIZE:
         return dtype
     tile = None
     try:
-        if dtype is None:                 # NumPy reads None as float64: not what was meant
+        # NumPy reads None, "float", int... as 64-bit types: too easy to get by accident
+        if dtype is None or dtype in (int, float, complex, bool):
             raise TypeError
         dt = np.dtype(dtype)
+        if isinstance(dtype, str) and dt.name != dtype:
+            raise TypeError
         if dt.isnative and dt.fields is None:
             tile = tile_of_numpy(dt)
     except Exception:       # anything NumPy cannot read as a dtype

@@ -21,7 +21,7 @@ from .compiler import Built
 from .dtypes import ITEMSIZE
 from .errors import device_error
 from .packing import ParamLayout
-from .validate import DeviceLimits, LaunchShape
+from .validate import DeviceLimits, LaunchShape, check_stream
 
 
 class EmulatorBackend:
@@ -68,7 +68,10 @@ class EmulatorBackend:
         self.device.synchronize()
 
     def stream_handle(self, stream, lib=None) -> int:
-        """Emulator launches complete before they return, in order: streams do not apply."""
+        """Emulator launches complete before they return, in order: streams do not apply (but
+        what is no stream anywhere is refused)."""
+        if stream is not None:
+            check_stream(stream)
         return 0
 
     # -- kernels ------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ from tilelang.codegen.api import KernelArtifact
 from .args import ArrayView, check_array, extract
 from .dtypes import ITEMSIZE, accepts, numpy_dtype, scalar_problem
 from .errors import device_error
-from .validate import DeviceLimits, check_launch, dims
+from .validate import DeviceLimits, check_launch, check_stream, dims
 
 
 class InterpBackend:
@@ -64,6 +64,8 @@ class InterpBackend:
         pass
 
     def stream_handle(self, stream, lib=None) -> int:
+        if stream is not None:
+            check_stream(stream)
         return 0
 
     def prepare(self, built, layout):      # pragma: no cover - kernels never build PTX here
@@ -111,15 +113,20 @@ class InterpKernelRunner:
         idx = frozenset(i for i, p in enumerate(k.params) if p in written)
         spec = getattr(k, "launch", None)
         cluster = tuple(spec.cluster) if spec is not None and spec.cluster else None
-        hit = self._ir[key] = (k, idx, cluster)
+        # the launch checks need only the @launch attributes (.reqntid/.maxntid, cluster)
+        dims3 = (spec.reqntid or spec.maxntid) if spec is not None else None
+        block = tuple(dims3) + (1,) * (3 - len(dims3)) if dims3 else (128, 1, 1)
+        art = KernelArtifact(self.kernel.name, (), block, spec, cluster)
+        hit = self._ir[key] = (k, idx, cluster, art)
         return hit
 
-    def launch(self, grid, args: tuple, block):
+    def launch(self, grid, args: tuple, block, stream=None):
         kern = self.kernel
+        if stream is not None:
+            check_stream(stream)
         backend = kern.module.backend
-        k, written, cluster = self._lowered(kern._const_values())
+        k, written, cluster, art = self._lowered(kern._const_values())
         name = kern.name
-        art = KernelArtifact(name, (), (1, 1, 1), None, cluster)
         check_launch(name, art, backend.limits, dims(grid, "grid", name),
                      None if block is None else dims(block, "block", name))
         values, views, back = [], [], []

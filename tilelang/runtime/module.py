@@ -303,11 +303,11 @@ class Specialization:
 
     def shape(self, grid, block) -> LaunchShape:
         """The checked launch shape, remembered per (grid, block) as the caller spelled them."""
-        key = (grid, block)
-        try:
-            s = self.shapes.get(key)
-        except TypeError:
-            key = s = None
+        # only exact ints are remembered: True == 1 and 1.0 == 1 as dict keys, and those
+        # spellings must be refused, not served the shape of grid 1
+        key = (grid, block) if _exact_dims(grid) and (block is None or _exact_dims(block)) \
+            else None
+        s = self.shapes.get(key) if key is not None else None
         if s is None:
             name = self.kernel.info.name
             lim = self.kernel.module.backend.limits
@@ -410,11 +410,9 @@ class Kernel:
         spec = self._specs.get(facts)
         if spec is None:
             spec = self._build(facts)
-        try:
-            shape = spec.shapes.get((grid, block))
-        except TypeError:                    # an unhashable grid or block: checked each time
-            shape = None
-        if shape is None:
+        shape = spec.shapes.get((grid, None)) if type(grid) is int and block is None \
+            else None
+        if shape is None:                    # other spellings: checked (and remembered if exact)
             shape = spec.shape(grid, block)
         try:
             return spec.launcher.launch(values, shape,
@@ -428,7 +426,7 @@ class Kernel:
             raise self._count_error(len(args))
         if callable(grid):
             grid = grid(self._meta(args))
-        return self._interp.launch(grid, args, block)
+        return self._interp.launch(grid, args, block, stream)
 
     def _issue(self, values, facts, grid, block, stream, lib, args, views=None):
         spec = self._specs.get(facts)
@@ -660,6 +658,18 @@ def launch(stream, grid, kernel: Kernel, args=(), *, block=None):
 
 
 # ---------------------------------------------------------------------------------------------
+
+def _exact_dims(d) -> bool:
+    """An int or a tuple of ints, exactly (no bools, floats or NumPy scalars)."""
+    if type(d) is int:
+        return True
+    if type(d) is not tuple:
+        return False
+    for x in d:
+        if type(x) is not int:
+            return False
+    return True
+
 
 def _scalar_converter(kernel: str, p: ParamInfo) -> Callable | None:
     """None when struct packs the value as given (its checks then reject bad values)."""

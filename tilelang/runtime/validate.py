@@ -10,7 +10,7 @@ from math import prod
 
 from tilelang.codegen.api import KernelArtifact
 
-from .errors import launch_error
+from .errors import arg_error, launch_error
 
 Dims = tuple[int, int, int]
 PORTABLE_CLUSTER = 8
@@ -145,3 +145,19 @@ def _pad(d) -> Dims | None:
         return None
     d = tuple(int(x) for x in d)
     return d + (1,) * (3 - len(d))
+
+
+def check_stream(stream) -> None:
+    """Back ends without streams (the emulator, the interpreter) still refuse what is no
+    stream on any back end, so a script that runs there runs on a GPU too."""
+    if stream is None or (isinstance(stream, int) and not isinstance(stream, bool)
+                          and stream >= 0):
+        return
+    if hasattr(stream, "__cuda_stream__") or any(
+            isinstance(getattr(stream, a, None), int) for a in ("cuda_stream", "ptr", "handle")):
+        return
+    if type(stream).__name__ == "CUstream":
+        return
+    raise arg_error("E0917", f"cannot use {type(stream).__name__} {stream!r} as a CUDA stream",
+                    "pass a torch.cuda.Stream, a cupy.cuda.Stream, a CUstream, an int handle "
+                    "or None (the current stream)")
