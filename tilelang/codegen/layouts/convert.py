@@ -34,7 +34,7 @@ wavefronts; a barrier counts `BARRIER`).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 import numpy as np
 
@@ -134,6 +134,7 @@ def plan_conversion(src: Layout, dst: Layout, itemsize: int, shuffles: bool = Tr
     return plan(src, need_of(dst, src.shape), itemsize, shuffles)
 
 
+@lru_cache(maxsize=4096)
 def plan(src: Layout, need: Need, itemsize: int, shuffles: bool = True) -> Plan:
     """The cheapest way to give every destination register what `need` says (see the module
     docstring). `shuffles=False` where lanes of a warp may be missing."""
@@ -253,6 +254,7 @@ def shared_trip(src: Layout, need: Need, itemsize: int) -> SharedTrip:
     src_tab, need_tab = src.table, need.table(src.threads)
     nl = len(src.lane)
     src_lanes = src.matrix.cols[len(src.reg):len(src.reg) + nl]
+    warps = max(src.threads // 32, 1)
     best = None
     for v in range(max(kw, kr) + 1):
         wv, rv = 1 << min(kw, v), 1 << min(kr, v)
@@ -267,26 +269,27 @@ def shared_trip(src: Layout, need: Need, itemsize: int) -> SharedTrip:
                 continue
             sh = SharedLayout(src.shape, mp)
             inv = sh.inverse
-            w = _waves(inv.apply_all(src_tab[:, list(wregs)]), wv * itemsize, itemsize)
-            r = _waves(inv.apply_all(need_tab[:, ::rv]), rv * itemsize, itemsize)
+            w = _waves(inv.apply_all(src_tab[:32, wregs[0]]), len(wregs) * warps,
+                       wv * itemsize, itemsize)
+            r = _waves(inv.apply_all(need_tab[:32, 0]), len(need.regs) // rv * warps,
+                       rv * itemsize, itemsize)
             xors = _xor_count(inv, src.thread_weights(), [src_tab[0, i] for i in wregs]) + \
                 _xor_count(inv, need.thread, list(need.regs[::rv]))
-            trip = SharedTrip(sh, wv, wregs, rv, len(need.regs), w, r, xors,
-                              max(src.threads // 32, 1))
+            trip = SharedTrip(sh, wv, wregs, rv, len(need.regs), w, r, xors, warps)
             if best is None or trip.cost < best.cost:
                 best = trip
     assert best is not None
     return best
 
 
-def _waves(offsets: np.ndarray, size: int, itemsize: int) -> tuple[int, int]:
-    """Wavefronts of the requests whose per-thread element offsets are the columns of a
-    [threads, requests] array."""
-    threads, reqs = offsets.shape
-    addr = np.full((max(threads // 32, 1), reqs, 32), -1, np.int64)
-    t = np.arange(threads)
-    addr[t // 32, :, t % 32] = offsets * itemsize
-    return wavefronts(addr.reshape(-1, 32), size)
+def _waves(offsets: np.ndarray, count: int, size: int, itemsize: int) -> tuple[int, int]:
+    """Wavefronts of `count` requests like the one whose lanes access these element offsets.
+    Every request of a linear access pattern is the first one's addresses XOR a constant,
+    which permutes banks and keeps distinct words distinct: they all cost the same."""
+    addr = np.full(32, -1, np.int64)
+    addr[:len(offsets)] = offsets * itemsize
+    w, ideal = wavefronts(addr[None, :], size)
+    return w * count, ideal * count
 
 
 def _xor_count(inv: LinearMap, thread_w, consts) -> int:

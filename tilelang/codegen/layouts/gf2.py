@@ -6,9 +6,8 @@ the columns of x's set bits. Layouts (distributed.py) map register/lane/warp bit
 a tile's row-major linear index; shared layouts (shared.py) map offset bits to it; the planner
 (convert.py) composes, inverts and solves them.
 
-Elimination runs on NumPy uint64 arrays (each row one vector, XORed into every other row that
-has the pivot bit in one vectorized step), so vectors have at most 64 bits; tiles are far
-smaller than 2^64 elements.
+Elimination works on Python integers (any width); tables of images (`apply_all`, `table`) and
+the 0/1 `matrix` view are NumPy arrays (int64: indices below 2^63).
 """
 
 from __future__ import annotations
@@ -60,34 +59,30 @@ class Echelon:
 
 
 def echelon(vectors) -> Echelon:
-    """Gauss-Jordan elimination of the given bit vectors (at most 64 of them, 64 bits each)."""
-    vecs = [int(v) for v in vectors]
-    n = len(vecs)
-    if n > 64:
-        raise ValueError("at most 64 vectors")
-    arr = np.array(vecs, dtype=np.uint64)
-    comb = np.array([1 << i for i in range(n)], dtype=np.uint64) if n else arr.copy()
-    row, pivots = 0, []
-    top = max(vecs, default=0).bit_length()
-    for p in range(top - 1, -1, -1):
-        if row == n:
-            break
-        has = ((arr >> np.uint64(p)) & np.uint64(1)).astype(bool)
-        cand = np.nonzero(has[row:])[0]
-        if not cand.size:
+    """Gauss-Jordan elimination of the given bit vectors (Python integers: the matrices of
+    layouts are a few dozen bits, where NumPy's per-call cost would dominate)."""
+    basis: list[int] = []
+    pivots: list[int] = []
+    combo: list[int] = []
+    kernel: list[int] = []
+    for i, v in enumerate(vectors):
+        v, c = int(v), 1 << i
+        for b, p, k in zip(basis, pivots, combo):
+            if v >> p & 1:
+                v ^= b
+                c ^= k
+        if not v:
+            kernel.append(c)
             continue
-        k = row + int(cand[0])
-        if k != row:
-            arr[[row, k]] = arr[[k, row]]
-            comb[[row, k]] = comb[[k, row]]
-            has[[row, k]] = has[[k, row]]
-        has[row] = False
-        arr[has] ^= arr[row]
-        comb[has] ^= comb[row]
+        p = v.bit_length() - 1
+        for j, b in enumerate(basis):       # keep the basis fully reduced
+            if b >> p & 1:
+                basis[j] ^= v
+                combo[j] ^= c
+        basis.append(v)
         pivots.append(p)
-        row += 1
-    return Echelon(tuple(int(v) for v in arr[:row]), tuple(pivots),
-                   tuple(int(c) for c in comb[:row]), tuple(int(c) for c in comb[row:]))
+        combo.append(c)
+    return Echelon(tuple(basis), tuple(pivots), tuple(combo), tuple(kernel))
 
 
 def rank(vectors) -> int:
