@@ -249,3 +249,57 @@ def test_mma_refuses_wrong_register_counts(hw):
         run(hw, "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {d}, {a}, {b}, {c};",
             4, 3, 4, np.zeros((32, 4), np.uint32), np.zeros((32, 3), np.uint32),
             np.zeros((32, 4), np.uint32))
+
+
+STM = """
+  mov.u32 %r1, %tid.x;
+  ld.param.u64 %rd1, [k_p0];
+  ld.param.u64 %rd3, [k_p1];
+  mov.u32 %r2, smem;
+  mul.wide.u32 %rd6, %r1, 4;
+  add.s64 %rd7, %rd3, %rd6;
+  ld.global.u32 %r9, [%rd7];          // this lane's row offset
+  add.s32 %r10, %r2, %r9;
+  mad.lo.s32 %r20, %r1, 4, 0x10000;   // register i of lane l holds 0x10000 + 4 l + i
+  add.s32 %r21, %r20, 1;
+  add.s32 %r22, %r20, 2;
+  add.s32 %r23, %r20, 3;
+  {stm}
+  bar.sync 0;
+  // copy the 512 bytes of shared memory out: 16 per thread
+  shl.b32 %r11, %r1, 4;
+  add.s32 %r12, %r2, %r11;
+  ld.shared.v4.u32 {%r30, %r31, %r32, %r33}, [%r12];
+  mul.wide.u32 %rd8, %r1, 16;
+  add.s64 %rd9, %rd1, %rd8;
+  st.global.v4.u32 [%rd9], {%r30, %r31, %r32, %r33};
+  ret;
+"""
+
+
+@pytest.mark.parametrize("num", [1, 2, 4])
+@pytest.mark.parametrize("trans", [False, True])
+def test_stmatrix(hw, rng, num, trans):
+    # PTX ISA: lane l holds, in register i, the two 16-bit elements (row l / 4, columns
+    # 2 (l % 4) and + 1) of matrix i (with .trans: of its transpose); lane 8 i + r gives the
+    # address of row r of matrix i
+    slot = rng.permutation(32)
+    regs = ", ".join(f"%r{20 + i}" for i in range(num))
+    t = ".trans" if trans else ""
+    ptx = kernel_ptx(STM.replace("{stm}", f"stmatrix.sync.aligned.m8n8.x{num}{t}.shared.b16 "
+                                 f"[%r10], {{{regs}}};"), nparams=2,
+                     prelude=".shared .align 16 .b8 smem[512];\n")
+    d = hw.dev
+    po, pa = d.malloc(512), d.to_device((slot * 16).astype(np.uint32))
+    hw.run(ptx, (1,), (32,), [po, pa])
+    mem = d.from_device(po, (32, 8), np.uint16)
+    for i in range(num):
+        m = np.zeros((8, 8), np.uint32)
+        for lane in range(32):
+            word = 0x10000 + 4 * lane + i
+            r, c = lane // 4, 2 * (lane % 4)
+            m[r, c], m[r, c + 1] = word & 0xFFFF, word >> 16
+        if trans:
+            m = m.T
+        for r in range(8):
+            assert np.array_equal(mem[slot[8 * i + r]], m[r]), (i, r)
