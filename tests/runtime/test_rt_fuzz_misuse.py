@@ -250,9 +250,15 @@ def family_compile(env, rng):
     bad = [{"opt_level": 9}, {"opt_level": "3"}, {"defines": [("TILE", 4)]},
            {"defines": {"TILE": [4]}}, {"defines": {"2x": 1}}, {"include_dirs": 5},
            {"include_dirs": ["/no/such/folder/anywhere"]}, {"arch": 90},
-           {"backend": "rocm"}, {"backend": 3.5}, {"cache_dir": 12}][rng.integers(11)]
+           {"backend": "rocm"}, {"backend": 3.5}, {"cache_dir": 12},
+           {"defines": {"TILES": 4}}][rng.integers(12)]
     code = "E0921" if "backend" in bad else "E0925"
     kw = {"backend": "emulator", "compiler": comp, "cache": False}
+    if bad in ({"include_dirs": ["/no/such/folder/anywhere"]}, {"defines": {"TILES": 4}}):
+        # the driver's own checks (as for tilec -I / -D): the real compiler, a real module
+        code = "E0271" if "include_dirs" in bad else "E0272"
+        src = "kernel k(a: Array[f32, 1], const TILE: i32 = 4) { }\n"
+        del kw["compiler"]
     kw.update(bad)
     return code, lambda: tilelang.compile(src, **kw)
 

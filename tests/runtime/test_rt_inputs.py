@@ -118,8 +118,14 @@ def test_compile_options(tmp_path):
     assert usage(lambda: c(defines={"TILE": [4]}))[0] == \
         "`defines['TILE']` is list; a const value is a number, a bool or source text"
     assert usage(lambda: c(defines={"1x": 4}))[0] == "`defines` key '1x' is not a const name"
-    assert usage(lambda: c(include_dirs=[str(tmp_path / "nope")]))[0] == \
-        f"include folder `{tmp_path / 'nope'}` does not exist"
+    with pytest.raises(TileError) as e:            # the driver's check, as for `tilec -I`
+        tilelang.compile("kernel k(a: Array[f32, 1]) { }\n", backend="emulator",
+                         include_dirs=[str(tmp_path / "nope")], cache_dir=str(tmp_path))
+    assert e.value.code == "E0271"
+    with pytest.raises(TileError) as e:            # the driver's check, as for `tilec -D`
+        tilelang.compile("kernel k(a: Array[f32, 1], const T: i32 = 1) { }\n",
+                         backend="emulator", defines={"TT": 2}, cache_dir=str(tmp_path))
+    assert e.value.code == "E0272"
     assert usage(lambda: c(include_dirs=5))[0] == \
         "`include_dirs` is int, not a list of folders"
     assert usage(lambda: c(arch=90))[0] == "`arch` is int, not a target name"
