@@ -128,8 +128,10 @@ class Interpreter:
 
     # -- execution -----------------------------------------------------------------------------
     def run(self, args, grid: Sequence[int], cluster: Sequence[int] = (1, 1, 1)) -> None:
-        g = tuple(grid) + (1,) * (3 - len(grid))
-        c = tuple(cluster) + (1,) * (3 - len(cluster))
+        g = _dims("grid", grid)
+        c = _dims("cluster", cluster)
+        if 0 in c:
+            raise InterpreterError(f"the cluster shape {c} has a zero dimension")
         env0 = self.bind_params(args)
         for z in range(g[2]):
             for y in range(g[1]):
@@ -259,6 +261,20 @@ class Interpreter:
             raise InterpreterError(self._where(op) + f"the reference gave shape {shape} and "
                                    f"dtype {dt}, but the op's type is {t}")
         return r
+
+
+def _dims(what: str, dims: Any) -> tuple[int, int, int]:
+    """A grid or cluster shape padded to 3 dimensions; anything else is an InterpreterError
+    (not a TypeError from deep inside the loop)."""
+    try:
+        d = tuple(dims)
+    except TypeError:
+        d = None
+    if d is None or not 1 <= len(d) <= 3 or any(
+            isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, np.integer)) or x < 0
+            for x in d):
+        raise InterpreterError(f"the {what} must be 1 to 3 non-negative integers, got {dims!r}")
+    return tuple(int(x) for x in d) + (1,) * (3 - len(d))  # type: ignore[return-value]
 
 
 def run_kernel(kernel: Kernel | IRModule, args: Sequence[Any] | Mapping[str, Any],
