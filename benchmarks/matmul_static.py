@@ -13,7 +13,10 @@ cuobjdump (tilelang.tools.sass) to count:
 * SASS instructions in all and in the main loop (the loop closed by a backward branch with
   the most multiply-adds), per K-step of BK = 64 (one K-step: BM * BN * BK / warps
   multiply-adds per warp), and the HMMA instructions among them;
-* global loads by width (LDG and LDGSTS, i.e. cp.async): how many move 128 bits.
+* global loads by width (LDG and LDGSTS, i.e. cp.async): how many move 128 bits;
+* on the emulator (a 256 x 256 x 192 product, checked against NumPy): bank conflicts and
+  global-load coalescing (bytes used / bytes in 32-byte sectors) of the PTX main loop
+  (`wgmma` kernels are not run: the emulator has no wgmma).
 
 Triton runs in its own Python (`--triton-python`, else $TRITON_PYTHON, else this Python when it
 can import triton); without one the Triton rows are left out with a note. The results go to
@@ -34,7 +37,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+import numpy as np                                               # noqa: E402
+
 from tilelang.codegen.link import link_ptx                      # noqa: E402
+from tilelang.emulator import EmulatorDevice                    # noqa: E402
 from tilelang.driver import Options, compile_source              # noqa: E402
 from tilelang.tools import sass                                  # noqa: E402
 
@@ -43,7 +49,50 @@ GEN = ROOT / "benchmarks" / "triton_ref" / "gen_matmul_ptx.py"
 BM, BN, BK = 128, 128, 64
 
 
-def analyze(label: str, arch: str, ptx: str, warps: int, dyn_smem: int = 0) -> dict:
+EMU_M, EMU_N, EMU_K = 256, 256, 192
+
+
+def emulate(ptx: str, kernel: str, grid, block, args, cluster=None, shared=0, out=None):
+    """Run on the emulator; returns (main-loop bank conflicts, main-loop coalescing)."""
+    dev = EmulatorDevice()
+    fn = dev.load_module(ptx).get_function(kernel)
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((EMU_M, EMU_K)).astype(np.float16)
+    b = rng.standard_normal((EMU_K, EMU_N)).astype(np.float16)
+    pa, pb, pc = dev.to_device(a), dev.to_device(b), dev.malloc(4 * EMU_M * EMU_N)
+    dev.memset(pc, 0xFF, 4 * EMU_M * EMU_N)
+    rep = dev.launch(fn, grid, block, args(pa, pb, pc), cluster=cluster, shared_mem=shared)
+    c = dev.from_device(pc, (EMU_M, EMU_N), np.float32)
+    ref = a.astype(np.float64) @ b
+    bound = (EMU_K / 16 + 1) * 2.0 ** -23 * (np.abs(a.astype(np.float64)) @ np.abs(b))
+    if not np.all(np.abs(c - ref) <= bound):
+        return "WRONG", "WRONG"
+    loop = sass.ptx_loop_lines(ptx)
+    return rep.bank_conflicts_in(loop), f"{rep.coalescing_in(loop):.0%}"
+
+
+def ours_args(art):
+    """Parameters per docs/abi.md for contiguous a, b, c: address, extents, strides."""
+    shapes = {"a": (EMU_M, EMU_K), "b": (EMU_K, EMU_N), "c": (EMU_M, EMU_N)}
+
+    def pack(pa, pb, pc):
+        ptr = {"a": pa, "b": pb, "c": pc}
+        vals = []
+        for p in art.params:
+            r, c = shapes[p.name]
+            vals += [np.uint64(int(ptr[p.name])), np.int64(r), np.int64(c), np.int64(c),
+                     np.int64(1)]
+        return vals
+    return pack
+
+
+def triton_args(pa, pb, pc):
+    return [pa, pb, pc] + [np.int32(v) for v in (EMU_M, EMU_N, EMU_K, EMU_K, EMU_N, EMU_N)] + \
+        [0, 0]
+
+
+def analyze(label: str, arch: str, ptx: str, warps: int, dyn_smem: int = 0,
+            emu=None) -> dict:
     link = link_ptx(ptx, arch)
     (kname, res), = link.resources.items()
     instrs = sass.disassemble(link.cubin)[kname]
@@ -60,6 +109,7 @@ def analyze(label: str, arch: str, ptx: str, warps: int, dyn_smem: int = 0) -> d
         "hmma_per_k_step": round(per[1], 1) if per else None,
         "hmma": s.hmma, "ldg128": f"{s.ldg_widths.get(128, 0)}/{ldg}",
         "mma_sync_in_ptx": "mma.sync" in ptx, "wgmma_in_ptx": "wgmma" in ptx,
+        "emu_conflicts": emu[0] if emu else None, "emu_coalescing": emu[1] if emu else None,
     }
 
 
@@ -71,8 +121,10 @@ def ours(arch: str) -> dict:
                          f"{[d.message for d in res.diagnostics]}")
     art = res.codegen.kernel("matmul")
     threads = art.block[0] * art.block[1] * art.block[2]
-    return analyze("tile matmul.tile", arch, res.ptx, threads // 32,
-                   art.dynamic_smem)
+    grid = (EMU_M // BM, EMU_N // BN, 1)
+    emu = emulate(res.ptx, "matmul", grid, tuple(art.block), ours_args(art), art.cluster,
+                  art.dynamic_smem)
+    return analyze("tile matmul.tile", arch, res.ptx, threads // 32, art.dynamic_smem, emu)
 
 
 def find_triton_python(given: str | None) -> str | None:
@@ -102,7 +154,8 @@ COLS = [("kernel", "kernel"), ("arch", "arch"), ("registers", "regs"),
         ("sass", "SASS instrs"), ("loop", "main-loop instrs"),
         ("k_steps_per_iter", "K-steps/iter"), ("per_k_step", "instrs/K-step"),
         ("hmma_per_k_step", "MMA instrs/K-step"), ("ldg128", "128-bit LDG/all LDG"),
-        ("mma_sync_in_ptx", "mma.sync"), ("wgmma_in_ptx", "wgmma")]
+        ("mma_sync_in_ptx", "mma.sync"), ("wgmma_in_ptx", "wgmma"),
+        ("emu_conflicts", "emu loop bank conflicts"), ("emu_coalescing", "emu loop coalescing")]
 
 
 def fmt(v) -> str:
@@ -145,11 +198,16 @@ def main(argv=None) -> int:
         with tempfile.TemporaryDirectory(prefix="tile-triton-") as d:
             for cc, arch in ((80, "sm_80"), (90, "sm_90a")):
                 ptx, info = triton(py, cc, d)
+                emu = None
+                if "wgmma" not in ptx:
+                    grid = ((EMU_M // BM) * (EMU_N // BN), 1, 1)
+                    emu = emulate(ptx, info["kernel"], grid, tuple(info["block"]),
+                                  triton_args, shared=info["shared_bytes"])
                 rows.append(analyze(f"triton {ver} cc{cc}", arch, ptx, info["num_warps"],
-                                    info["shared_bytes"]))
+                                    info["shared_bytes"], emu))
                 if cc == 80:      # its mma.sync kernel assembled for Hopper, like ours
                     rows.append(analyze(f"triton {ver} cc80 PTX", "sm_90a", ptx,
-                                        info["num_warps"], info["shared_bytes"]))
+                                        info["num_warps"], info["shared_bytes"], emu))
         notes.append(f"Triton {ver}: 4 warps, 3 stages, tt.divisibility=16 on pointers, M, N, "
                      "K and strides (its JIT's specialization for aligned 4096^3 operands); "
                      "its shared memory is dynamic and counted in `smem B`.")
