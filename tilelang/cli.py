@@ -201,7 +201,7 @@ def cmd_compile(argv: list[str]) -> int:
         if args.emit == "ast":
             from .frontend.printer import print_module
             return _write(print_module(result.module), args.output)
-        return _write(result.typed.format(), args.output)
+        return _write(result.typed.format() if result.typed is not None else "", args.output)
     from .driver import compile_source, read_module_source
     text = read_module_source(args.file)
     until = "cubin" if args.report else args.emit
@@ -252,6 +252,13 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except RecursionError:
+        sys.stderr.write("tilec: error: the input nests too deeply for the compiler\n")
+        return 1
+    except Exception as e:   # a bug: say so in one diagnostic, never with a traceback
+        from .driver import internal_error
+        emit(internal_error("tilec", e).diagnostics)
+        return 1
 
 
 if __name__ == "__main__":  # pragma: no cover
