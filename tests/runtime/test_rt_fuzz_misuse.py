@@ -263,6 +263,14 @@ def family_compile(env, rng):
     return code, lambda: tilelang.compile(src, **kw)
 
 
+def family_args_container(env, rng):
+    k = env.emu.vadd if rng.random() < 0.5 else env.interp.vadd
+    bad = [env.a, 5, None, "abc", {"a": env.a}, iter([env.a])][rng.integers(6)]
+    if rng.random() < 0.5:
+        return "E0910", lambda: tilelang.launch(None, 1, k, bad)
+    return "E0910", lambda: k.launch(1, bad)
+
+
 def family_names(env, rng):
     case = int(rng.integers(4))
     if case == 0:
@@ -277,7 +285,7 @@ def family_names(env, rng):
 FAMILIES = [family_count, family_not_array, family_dtype, family_rank, family_layout,
             family_unwritable, family_grid, family_grid_function, family_block, family_stream,
             family_scalar, family_const, family_arrays_api, family_facts, family_compile,
-            family_names]
+            family_args_container, family_names]
 
 LEAKS = (KeyError, IndexError, AttributeError, TypeError, ValueError, OverflowError,
          ZeroDivisionError, struct.error)

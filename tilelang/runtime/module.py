@@ -384,7 +384,7 @@ class Kernel:
     def launch(self, grid, args=(), *, stream=None, block=None):
         """Launch over `grid` (an int, a tuple of up to 3 ints, or a function of the const
         values). Returns the emulator's LaunchReport on the emulator, None on CUDA."""
-        return self._launch(grid, tuple(args), stream, block)
+        return self._launch(grid, _arg_tuple(self, args), stream, block)
 
     def _launch(self, grid, args: tuple, stream, block):
         """The per-call path: `_bind` (generated per kernel, see `make_binder`) reads each
@@ -650,7 +650,18 @@ def launch(stream, grid, kernel: Kernel, args=(), *, block=None):
                           f"{type(kernel).__name__}",
                           "e.g. `mod = tilelang.compile(path)` then "
                           "`tilelang.launch(stream, grid, mod.vadd, args)`")
-    return kernel._launch(grid, tuple(args), stream, block)
+    return kernel._launch(grid, _arg_tuple(kernel, args), stream, block)
+
+
+def _arg_tuple(kernel: Kernel, args) -> tuple:
+    """The arguments of `launch(...)` as a tuple: a tuple or list of them, not one of them."""
+    if type(args) is tuple:
+        return args
+    if isinstance(args, (list, tuple)):
+        return tuple(args)
+    raise arg_error("E0910", f"the arguments of kernel `{kernel.name}` are a tuple or list, "
+                    f"got {type(args).__name__}", "e.g. `launch(stream, grid, kernel, (a, b, c))`"
+                    " — a single argument is `(a,)`", kernel.info.span)
 
 
 # ---------------------------------------------------------------------------------------------
