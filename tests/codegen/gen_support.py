@@ -67,7 +67,7 @@ def run_emulated(result, name: str, args: list, grid, block=None, dev=None):
             packed += [np.int64(st // item) for st in s.view.strides]
         else:
             packed.append(np.dtype(scalar_np(p.dtype)).type(a))
-    rep = dev.launch(fn, grid, block or art.block, packed)
+    rep = dev.launch(fn, grid, block or art.block, packed, shared_mem=art.dynamic_smem)
     for host, ptr in back:
         out = dev.from_device(ptr, host.shape, host.dtype)
         host[...] = out

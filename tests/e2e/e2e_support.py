@@ -71,7 +71,8 @@ def run_emulator(res, name: str, args: dict, grid, *, block=None, counters=False
     fn = dev.load_module(res.ptx).get_function(name)
     values, ptrs = abi_args(dev, art, args)
     grid = tuple(grid) + (1,) * (3 - len(grid))
-    report = dev.launch(fn, grid, block or art.block, values, cluster=art.cluster)
+    report = dev.launch(fn, grid, block or art.block, values, cluster=art.cluster,
+                        shared_mem=art.dynamic_smem)
     for pname, ptr in ptrs.items():
         a = args[pname]
         a[...] = dev.from_device(ptr, a.shape, a.dtype)

@@ -183,8 +183,9 @@ def generate(module: IRModule, target: str = "sm_90a", opt_level: int = 3,
             name=k.name, params=abi_params(k), block=tuple(c.threads) + (1,) * (3 - len(c.threads)),
             # below SM90 the cluster group is dropped from the PTX (E0720): launch unclustered
             attrs=c.attrs, cluster=spec.cluster if tgt.clusters else None,
-            static_smem=stats[k.name].smem_bytes,
-            dynamic_smem=0, facts=dict(kfacts), nonportable_cluster=c.nonportable_cluster))
+            static_smem=stats[k.name].smem_bytes - stats[k.name].dynamic_smem,
+            dynamic_smem=stats[k.name].dynamic_smem, facts=dict(kfacts),
+            nonportable_cluster=c.nonportable_cluster))
     return CodegenResult(target=tgt.name, opt_level=opt_level, llvm_ir=llvm_ir, ptx=ptx,
                          kernels=tuple(artifacts), diagnostics=tuple(sink.diagnostics),
                          timings={"llvm": t_llvm - t_start, "ptx": t_ptx - t_llvm})

@@ -193,6 +193,11 @@ def carried_layouts(kern: KernelEmitter, body: Block, carried, init: list[TileVa
 
 
 def emit_for(kern: KernelEmitter, op: ForOp) -> None:
+    from tilelang.codegen.lower.mma_pipeline import emit_pipelined, loop_plan
+    lp = loop_plan(kern, op)
+    if lp is not None:      # loads -> mma: a cp.async ring, software-pipelined
+        emit_pipelined(kern, op, lp)
+        return
     b = kern.builder
     start, stop, step = (kern.tile(v).value for v in (op.start, op.stop, op.step))
     ivt = kern.tile(op.start).dtype

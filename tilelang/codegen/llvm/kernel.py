@@ -42,6 +42,7 @@ register_codes({
 })
 
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
+STATIC_SMEM_LIMIT = 48 * 1024      # bytes of static shared memory a block may declare
 
 
 class NeedsExactThreads(Exception):
@@ -90,6 +91,7 @@ class KernelStats:
     smem_bytes: int = 0
     exchanges: int = 0           # layout conversions through shared memory
     features: set = field(default_factory=set)   # targets.FEATURES names the code uses
+    dynamic_smem: int = 0        # of smem_bytes: the part launched as dynamic shared memory
 
 
 class KernelEmitter:
@@ -356,6 +358,15 @@ class KernelEmitter:
         if self._smem is None:
             return
         self.stats.smem_bytes = -(-self.stats.smem_bytes // 16) * 16   # whole 16-byte units
+        if self.stats.smem_bytes > STATIC_SMEM_LIMIT:
+            # More than a block may declare statically (a pipelined ring): the buffer becomes
+            # the dynamic shared memory the launch provides (`.extern .shared ... []`).
+            self.stats.dynamic_smem = self.stats.smem_bytes
+            ty = ir.ArrayType(I8, 0)
+            self._smem.linkage = "external"
+            self._smem.value_type = ty
+            self._smem.type = ir.PointerType(ty, addrspace=3)
+            return
         ty = ir.ArrayType(I8, max(self.stats.smem_bytes, 16))
         self._smem.value_type = ty
         self._smem.type = ir.PointerType(ty, addrspace=3)

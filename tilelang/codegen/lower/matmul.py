@@ -24,6 +24,7 @@ from tilelang.codegen.layouts.mma import MmaForm, WarpTiling, acc_layout, mma_fo
 from tilelang.codegen.llvm.kernel import I32, KernelEmitter, TileVal
 from tilelang.codegen.llvm.sync import _padded_ir, convert, stage
 from tilelang.codegen.lower import mma_operands, mma_sync
+from tilelang.codegen.lower.mma_pipeline import Stream
 from tilelang.codegen.lower.table import lowers
 from tilelang.ir.ops import BuiltinOp
 from tilelang.sema.types import F32, DType
@@ -148,7 +149,7 @@ def _tensor_core(kern: KernelEmitter, plan: TensorCorePlan, a, b, acc: TileVal) 
               else x.shape for x in (a, b)]
     k = shapes[0][-1]
     sixteen = form.itemsize == 2
-    ops, sources, offset = [], [], 0
+    ops, sources, offsets, offset = [], [], [], 0
     for x, shape, k_axis in ((a, shapes[0], rank - 1), (b, shapes[1], rank - 2)):
         cax = None
         if isinstance(x, mma_operands.DeferredLoad):
@@ -161,12 +162,14 @@ def _tensor_core(kern: KernelEmitter, plan: TensorCorePlan, a, b, acc: TileVal) 
         base = kern.smem(nbytes, ir.IntType(8), offset)
         ops.append(mma_sync.SmemOperand(base, shape, cax, form.itemsize))
         sources.append(x)
+        offsets.append(offset)
         offset += -(-nbytes // 16) * 16
     kern.barrier()
     copies = False
-    for x, sop in zip(sources, ops):
+    smem32 = mma_sync.shared_address(kern, ops[0].base)
+    for x, sop, off in zip(sources, ops, (0, offsets[1])):
         if isinstance(x, mma_operands.DeferredLoad):
-            mma_operands.fill_async(kern, x, sop)
+            Stream(kern, x, sop.cax, sop.itemsize, off).issue(None, smem32, None)
             copies = True
         else:
             mma_sync.fill_from_registers(kern, x, sop, kern.storage_type(x.dtype))

@@ -160,10 +160,15 @@ def _bits(kern: KernelEmitter, v: ir.Value, storage: ir.Type) -> ir.Value:
 # Fragments and the instruction
 
 class FragmentLoader:
-    """Per-lane parts of the ldmatrix addresses of one operand (computed once), and the
-    fragment loads themselves."""
+    """The ldmatrix fragments of one operand. Addresses are 32-bit shared-window offsets: a
+    per-lane part computed once (one register per distinct low swizzle term, at most four),
+    plus the stage's base, plus a compile-time offset written into the instruction; so the
+    main loop keeps a handful of address registers instead of one per fragment."""
 
-    def __init__(self, kern: KernelEmitter, op: SmemOperand, is_a: bool, warp_off: dict):
+    def __init__(self, kern: KernelEmitter, op: SmemOperand, is_a: bool, warp_off: dict,
+                 warp_chunks_aligned: bool):
+        """`warp_chunks_aligned`: every warp's offset along the non-K axis is a multiple of 8
+        chunks (or 0), so it commutes with the swizzle."""
         b = kern.builder
         self.kern, self.op, self.is_a = kern, op, is_a
         self.k_axis = op.rank - 1 if is_a else op.rank - 2
@@ -176,33 +181,49 @@ class FragmentLoader:
         nk_bit, kc_bit = (bit3, bit4) if is_a else (bit4, bit3)
         e = 16 // op.itemsize
         self.e = e
-        self.nk_off = warp_off["m" if is_a else "n"]     # runtime, multiple of 16
-        self.batch_off = warp_off["b"]
+        nk_off = warp_off["m" if is_a else "n"]          # runtime, multiple of 16
+        batch_off = warp_off["b"]
         if not self.trans:
             # rows along M/N: row = nk + j + 8*nk_bit; chunk = k0/E + kc_bit
-            self.row_lane = b.add(j, b.shl(nk_bit, _c(3)))
-            self.chunk_lane = kc_bit
+            row_lane = b.add(j, b.shl(nk_bit, _c(3)))
+            chunk_lane = kc_bit
         else:
             # rows along K: row = k0 + 8*kc_bit + j; chunk = nk/E + nk_bit
-            self.row_lane = b.add(j, b.shl(kc_bit, _c(3)))
-            self.chunk_lane = nk_bit
+            row_lane = b.add(j, b.shl(kc_bit, _c(3)))
+            chunk_lane = nk_bit
         sh, mask = op.swizzle_bits()
         # every other row term is a multiple of 8, so the swizzle depends on j only
-        f = b.and_(b.lshr(j, _c(sh)), _c(mask)) if mask else _c(0)
-        self.lane_xor = b.xor(self.chunk_lane, f)
-        rows = self.row_lane
+        self.f = b.and_(b.lshr(j, _c(sh)), _c(mask)) if mask else _c(0)
+        self.chunk_lane = chunk_lane
+        rows = row_lane
         if op.rank == 3:
-            rows = b.add(rows, b.mul(self.batch_off, _c(op.rows_per_batch)))
+            rows = b.add(rows, b.mul(batch_off, _c(op.rows_per_batch)))
+        self.chunk_rt = None
         if not self.trans:
-            rows = b.add(rows, self.nk_off)
-            self.chunk_rt = None
+            rows = b.add(rows, nk_off)
         else:
-            self.chunk_rt = b.lshr(self.nk_off, _c(log2(e)))   # warp part of the chunk
+            self.chunk_rt = b.lshr(nk_off, _c(log2(e)))   # the warp's first chunk
         self.row_base = b.mul(rows, _c(op.row_bytes))
+        self.wide = self.chunk_rt is None or warp_chunks_aligned
+        if self.chunk_rt is not None and self.wide:
+            self.row_base = b.add(self.row_base, b.shl(self.chunk_rt, _c(4)))
+        self.lane_xor = b.xor(chunk_lane, self.f)
+        self._lo: dict[int, ir.Value] = {}
 
-    def load(self, bi: int, nk0: int, k0: int) -> list[ir.Value]:
+    def lane_part(self, lo: int) -> ir.Value:
+        """row_base + ((lane_xor ^ lo) << 4): invariant, one per distinct lo."""
+        got = self._lo.get(lo)
+        if got is None:
+            b = self.kern.builder
+            x = b.xor(self.lane_xor, _c(lo)) if lo else self.lane_xor
+            got = b.add(self.row_base, b.shl(x, _c(4)))
+            self._lo[lo] = got
+        return got
+
+    def load(self, base: ir.Value, bi: int, nk0: int, k0: int) -> list[ir.Value]:
         """Four i32 registers: the x4 fragment at non-K offset nk0 (within the warp tile),
-        K offset k0, batch bi (within the warp)."""
+        K offset k0, batch bi (within the warp), from the operand image at 32-bit shared
+        address `base`."""
         kern, op, b = self.kern, self.op, self.kern.builder
         if not self.trans:
             row_c = nk0 + bi * op.rows_per_batch
@@ -210,27 +231,33 @@ class FragmentLoader:
         else:
             row_c = k0 + bi * op.rows_per_batch
             chunk_c = nk0 // self.e
-        if self.chunk_rt is None:
-            lo = chunk_c & 7
-            phys = b.xor(self.lane_xor, _c(lo)) if lo else self.lane_xor
-            off = b.add(self.row_base, b.shl(phys, _c(4)))
+        if self.wide:
+            addr = b.add(base, self.lane_part(chunk_c & 7))
             const = row_c * op.row_bytes + (chunk_c & ~7) * 16
         else:
-            sh, mask = op.swizzle_bits()
             chunk = b.add(b.add(self.chunk_rt, self.chunk_lane), _c(chunk_c))
-            j = b.and_(self.row_lane, _c(7))
-            f = b.and_(b.lshr(j, _c(sh)), _c(mask)) if mask else _c(0)
-            off = b.add(self.row_base, b.shl(b.xor(chunk, f), _c(4)))
+            addr = b.add(base, b.add(self.row_base, b.shl(b.xor(chunk, self.f), _c(4))))
             const = row_c * op.row_bytes
-        if const:
-            off = b.add(off, _c(const))
-        ptr = b.gep(op.base, [off])
-        name = "llvm.nvvm.ldmatrix.sync.aligned.m8n8.x4" + (".trans" if self.trans else "") \
-            + ".b16.p3"
-        ret = ir.LiteralStructType([I32] * 4)
-        fn = kern.se.declare(name, ret, [ptr.type])
-        r = b.call(fn, [ptr])
-        return [b.extract_value(r, i) for i in range(4)]
+        return ldmatrix_x4(kern, addr, const, self.trans)
+
+
+def ldmatrix_x4(kern: KernelEmitter, addr: ir.Value, offset: int, trans: bool
+                ) -> list[ir.Value]:
+    """`ldmatrix.sync.aligned.m8n8.x4[.trans].shared.b16` at 32-bit shared address
+    addr + offset (the offset is an immediate of the instruction)."""
+    b = kern.builder
+    ret = ir.LiteralStructType([I32] * 4)
+    text = ("ldmatrix.sync.aligned.m8n8.x4" + (".trans" if trans else "") +
+            f".shared.b16 {{$0, $1, $2, $3}}, [$4+{offset}];")
+    asm = ir.InlineAsm(ir.FunctionType(ret, [I32]), text, "=r,=r,=r,=r,r", side_effect=True)
+    r = b.call(asm, [addr])
+    return [b.extract_value(r, i) for i in range(4)]
+
+
+def shared_address(kern: KernelEmitter, ptr: ir.Value) -> ir.Value:
+    """A shared-memory pointer as the 32-bit shared-window address PTX instructions take."""
+    b = kern.builder
+    return b.trunc(b.ptrtoint(ptr, ir.IntType(64)), I32)
 
 
 def mma_intrinsic(form: MmaForm, b_class: str) -> tuple[str, ir.Type, ir.Type]:
@@ -266,12 +293,29 @@ def product(kern: KernelEmitter, form: MmaForm, b_class: str, tiling: WarpTiling
             sa: SmemOperand, sb: SmemOperand, acc: TileVal, k: int) -> list[ir.Value]:
     """acc + A @ B over K = k from the two smem operands; `acc` is in the accumulator layout
     with registers in the accumulator's compute type. Returns the new registers."""
+    loaders = fragment_loaders(kern, tiling, sa, sb, acc.layout)
+    return product_from(kern, form, b_class, tiling, loaders,
+                        (shared_address(kern, sa.base), shared_address(kern, sb.base)), acc.regs, k)
+
+
+def fragment_loaders(kern: KernelEmitter, tiling: WarpTiling, sa: SmemOperand,
+                     sb: SmemOperand, acc: Layout) -> tuple[FragmentLoader, FragmentLoader]:
+    """The per-lane address parts of both operands (emit before the main loop)."""
+    offs = warp_offsets(kern, acc)
+    e = 16 // sa.itemsize
+    la = FragmentLoader(kern, sa, True, offs, tiling.warps_m == 1 or (tiling.wm // e) % 8 == 0)
+    lb = FragmentLoader(kern, sb, False, offs, tiling.warps_n == 1 or (tiling.wn // e) % 8 == 0)
+    return la, lb
+
+
+def product_from(kern: KernelEmitter, form: MmaForm, b_class: str, tiling: WarpTiling,
+                 loaders, bases, acc_regs, k: int) -> list[ir.Value]:
+    """acc + A @ B with fragments read through `loaders` from the operand images at 32-bit
+    shared addresses `bases`. Returns the new accumulator registers."""
     b = kern.builder
     name, opty, accty = mma_intrinsic(form, b_class)
-    offs = warp_offsets(kern, acc.layout)
-    la = FragmentLoader(kern, sa, True, offs)
-    lb = FragmentLoader(kern, sb, False, offs)
-    regs = list(acc.regs)
+    la, lb = loaders
+    regs = list(acc_regs)
     t = tiling
     half_acc = form.acc == "f16"
     ret = ir.LiteralStructType([accty] * (2 if half_acc else 4))
@@ -282,9 +326,10 @@ def product(kern: KernelEmitter, form: MmaForm, b_class: str, tiling: WarpTiling
 
     for bi in range(t.batch_per_warp):
         for k0 in range(0, k, form.k):
-            afr = [[cast_op(v) for v in la.load(bi, mi * MT, k0)] for mi in range(t.m_tiles)]
+            afr = [[cast_op(v) for v in la.load(bases[0], bi, mi * MT, k0)]
+                   for mi in range(t.m_tiles)]
             for pair in range(t.n_tiles // 2):
-                bfr = [cast_op(v) for v in lb.load(bi, pair * 2 * NT, k0)]
+                bfr = [cast_op(v) for v in lb.load(bases[1], bi, pair * 2 * NT, k0)]
                 for mi in range(t.m_tiles):
                     for h in range(2):
                         ni = 2 * pair + h

@@ -1,0 +1,377 @@
+"""Global -> shared copies of product operands (`cp.async`), and software pipelining of a
+`for` loop whose body is loads -> `mma`.
+
+A `Stream` copies one deferred load (lower/mma_operands.py) for any value of the loop
+variable: each thread moves 16-byte chunks in the blocked order (a warp's lanes take
+consecutive chunks: coalesced), to its swizzled place in the operand's shared image, with
+src-size zero-fill for what lies outside the array (and for iterations past the end of the
+loop, so no branch is needed). The address arithmetic is arranged for the main loop's
+register budget: one 64-bit pointer per thread per iteration, the others chained from it by
+one add each (in asm, so LLVM does not hoist a separate invariant offset per chunk); the
+shared destinations are one per-thread offset plus immediates.
+
+The pipelined loop (S stages, a ring of S operand images):
+
+    prologue: copy iterations 0 .. S-2 into slots 0 .. S-2, one commit group each
+    loop j:   wait until at most S-2 groups are pending (iteration j has landed); barrier
+              (everyone's copies are visible and everyone is done with slot (j-1) mod S);
+              copy iteration j+S-1 into slot (j+S-1) mod S; commit; mma from slot j mod S
+    exit:     wait for all groups; barrier (the shared buffer is free again)
+
+S comes from the shared-memory budget: the largest S <= 4 whose ring fits the SM's shared
+memory divided by the blocks per SM the registers allow (at most 2), and one block's limit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import llvmlite.ir as ir
+
+from tilelang.codegen.layouts.distributed import Layout, blocked, log2
+from tilelang.codegen.llvm.kernel import I1, I32, I64, KernelEmitter, TileVal
+from tilelang.codegen.lower.mma_operands import (DeferredLoad, async_axis, commit_group,
+                                                 deferrable, is_pure_scalar, wait_group)
+from tilelang.codegen.lower.mma_sync import (SmemOperand, element_row_col, fragment_loaders,
+                                             product_from, shared_address)
+from tilelang.codegen.occupancy import ARCH_LIMITS
+from tilelang.ir.ops import BuiltinOp, ConstantOp, ForOp, YieldOp
+from tilelang.ir.values import Value
+
+MAX_STAGES = 4
+STATIC_SMEM_LIMIT = 48 * 1024
+
+
+def _c(v: int) -> ir.Constant:
+    return ir.Constant(I32, v)
+
+
+def _c64(v: int) -> ir.Constant:
+    return ir.Constant(I64, v)
+
+
+def _add64(kern: KernelEmitter, x: ir.Value, y: ir.Value) -> ir.Value:
+    """x + y (i64) that LLVM cannot re-associate (see the module docstring)."""
+    asm = ir.InlineAsm(ir.FunctionType(I64, [I64, I64]), "add.s64 $0, $1, $2;", "=l,l,l")
+    return kern.builder.call(asm, [x, y])
+
+
+class Stream:
+    """Copies of one deferred load into a shared operand image (see the module docstring).
+    Construct before the loop: it computes the per-thread invariants there."""
+
+    def __init__(self, kern: KernelEmitter, d: DeferredLoad, cax: int, itemsize: int,
+                 image_offset: int):
+        b = kern.builder
+        self.kern, self.d = kern, d
+        args = d.op.arg_map
+        self.arr = kern.array(args["A"])
+        shape = tuple(d.op.result.type.shape)
+        self.shape = shape
+        order = kern.const_ints(args["order"]) if "order" in args else None
+        self.axes = order if order is not None else tuple(range(self.arr.rank))
+        self.cax, self.itemsize, self.image_offset = cax, itemsize, image_offset
+        self.e = 16 // itemsize
+        self.lay = lay = blocked(shape, itemsize, kern.threads, 16, fast_axis=cax)
+        # shared destination: this thread's first chunk + an immediate per chunk
+        self.sop = SmemOperand(None, shape, cax, itemsize)
+        tc = [kern.thread_coord(lay, ax) for ax in range(lay.rank)]
+        self.tc = tc
+        self.chunks = list(range(0, lay.num_regs, self.e))
+        self.dst_const: dict[int, int] = {}
+        self.dst_rt: dict[int, ir.Value] = {}
+        row0, col0 = element_row_col(self.sop, tc, kern)
+        first = self._dst(row0, col0)
+        sh, mask = self.sop.swizzle_bits()
+        period = (mask + 1) << sh
+        for g in self.chunks:
+            rc = lay.reg_coord(g)
+            rrow, rcol = self._row_col_const(rc)
+            if rrow % period == 0 and (rcol // self.e) % 8 == 0:
+                self.dst_const[g] = rrow * self.sop.row_bytes + (rcol // self.e) * 16
+            else:
+                coord = [b.add(tc[ax], _c(rc[ax])) if rc[ax] else tc[ax]
+                         for ax in range(lay.rank)]
+                self.dst_rt[g] = self._dst(*element_row_col(self.sop, coord, kern))
+        self.dst_first = first
+        # source: bytes per register bit of the chunk index (the chain's increments)
+        strides = [self.arr.strides[a] for a in self.axes]
+        self.strides = strides
+        self.thread_off = self._dot(tc, strides, extend=True)
+        self.bit_step: dict[int, ir.Value] = {}
+        for bit, basis in enumerate(lay.reg):
+            if (1 << bit) < self.e:
+                continue
+            self.bit_step[1 << bit] = b.mul(self._dot([_c(v) for v in basis], strides,
+                                                      extend=True), _c64(itemsize))
+
+    def _row_col_const(self, rc) -> tuple[int, int]:
+        r = self.sop.rank
+        other = r - 1 if self.cax == r - 2 else r - 2
+        row = rc[other] + (rc[0] * self.sop.rows_per_batch if r == 3 else 0)
+        return row, rc[self.cax]
+
+    def _dst(self, row: ir.Value, col: ir.Value) -> ir.Value:
+        """Byte offset of (row, column) in the swizzled image (i32)."""
+        b = self.kern.builder
+        sh, mask = self.sop.swizzle_bits()
+        chunk = b.lshr(col, _c(log2(self.e)))
+        f = b.and_(b.lshr(row, _c(sh)), _c(mask)) if mask else _c(0)
+        return b.add(b.mul(row, _c(self.sop.row_bytes)), b.shl(b.xor(chunk, f), _c(4)))
+
+    def _dot(self, coords, strides, extend: bool) -> ir.Value:
+        b = self.kern.builder
+        acc = _c64(0)
+        for c, s in zip(coords, strides):
+            if isinstance(c, ir.Constant) and c.constant == 0:
+                continue
+            cc = b.zext(c, I64) if extend else c
+            acc = b.add(acc, b.mul(cc, s))
+        return acc
+
+    def issue(self, env_iv: tuple | None, image: ir.Value, valid: ir.Value | None) -> None:
+        """Copy the tile the load names when the loop variable is `env_iv` = (iv value, its
+        Value, the scalar ops to re-evaluate) (None: the current bindings) into the image at
+        32-bit shared address `image`; nothing is read (zero-fill) where `valid` is false."""
+        kern, b = self.kern, self.kern.builder
+        saved = {}
+        if env_iv is not None:
+            iv_val, iv_var, ops = env_iv
+            for o in [None] + list(ops):
+                rid = iv_var.id if o is None else o.results[0].id
+                saved[rid] = kern.env.get(rid)
+            kern.env[iv_var.id] = TileVal(kern.env[iv_var.id].dtype, kern.scalar_layout,
+                                          (iv_val,))
+            for o in ops:
+                if isinstance(o, ConstantOp):
+                    kern.emit_constant(o)
+                else:
+                    kern.emit_builtin(o)
+        index = [kern.index_i64(i) for i in kern.tuple_items(self.d.op.arg_map["index"])]
+        for rid, v in saved.items():
+            if v is None:
+                kern.env.pop(rid, None)
+            else:
+                kern.env[rid] = v
+        g0 = [b.mul(i, _c64(s)) for i, s in zip(index, self.shape)]
+        # first chunk's element offset and pointer
+        off = self.thread_off
+        for g, s in zip(g0, self.strides):
+            off = b.add(off, b.mul(g, s))
+        p1 = ir.PointerType(ir.IntType(8), addrspace=1)
+        p0 = b.add(self.arr.address, b.mul(off, _c64(self.itemsize)))
+        # bounds: elements left per axis from this thread's first chunk
+        left = []
+        for ax in range(len(self.shape)):
+            start = b.add(g0[ax], b.zext(self.tc[ax], I64))
+            left.append(b.sub(self.arr.extents[self.axes[ax]], start))
+        ptrs = {0: p0}
+        # the tile starts inside the array (coordinates only grow from g0)
+        inside = valid if valid is not None else ir.Constant(I1, 1)
+        for g in g0:
+            inside = b.and_(inside, b.icmp_signed(">=", g, _c64(0)))
+        dst0 = b.add(image, self.dst_first)
+        for g in self.chunks:
+            j = g // self.e
+            if j:
+                low = j & -j
+                ptrs[j] = _add64(kern, ptrs[j - low], self.bit_step[low * self.e])
+            rc = self.lay.reg_coord(g)
+            ok, n = inside, None
+            for ax in range(len(self.shape)):
+                lim = left[ax]
+                if ax == self.cax:
+                    m = b.sub(lim, _c64(rc[ax])) if rc[ax] else lim
+                    m = b.select(b.icmp_signed("<", m, _c64(0)), _c64(0), m)
+                    n = b.select(b.icmp_signed(">", m, _c64(self.e)), _c64(self.e), m)
+                else:
+                    ok = b.and_(ok, b.icmp_signed("<", _c64(rc[ax]), lim))
+            nbytes = b.select(ok, b.mul(b.trunc(n, I32), _c(self.itemsize)), _c(0))
+            if g in self.dst_const:
+                dst, imm = dst0, self.dst_const[g] + self.image_offset
+            else:
+                dst, imm = b.add(image, self.dst_rt[g]), self.image_offset
+            b.call(_cp_async_asm(imm), [dst, ptrs[j], nbytes])
+
+
+def _cp_async_asm(offset: int) -> ir.InlineAsm:
+    return ir.InlineAsm(ir.FunctionType(ir.VoidType(), [I32, I64, I32]),
+                        f"cp.async.cg.shared.global [$0+{offset}], [$1], 16, $2;",
+                        "r,l,r,~{memory}", side_effect=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# The pipelined loop
+
+@dataclass
+class LoopPlan:
+    mma: BuiltinOp
+    operands: tuple[DeferredLoad, DeferredLoad]
+    axes: tuple[int, int]          # each operand's contiguous tile axis (its image rows)
+    scalars: list                  # the body's pure scalar ops (re-evaluated per copy)
+    plan: object                   # matmul.TensorCorePlan
+    stages: int
+    image_bytes: tuple[int, int]
+
+
+def _round(n: int, unit: int = 128) -> int:
+    return -(-n // unit) * unit
+
+
+def choose_stages(kern: KernelEmitter, stage_bytes: int, acc_regs: int) -> int:
+    """See the module docstring: the ring depth for one stage of `stage_bytes`."""
+    lim = ARCH_LIMITS.get(kern.target.name)
+    if lim is None:
+        return 1
+    regs = min(lim.max_regs_per_thread, acc_regs + 40)
+    by_regs = lim.regs_per_sm // max(regs * kern.threads, 1)
+    for blocks in sorted({max(1, min(2, by_regs)), 1}, reverse=True):
+        budget = min(lim.smem_per_block,
+                     lim.smem_per_sm // blocks - lim.smem_reserved_per_block)
+        s = min(MAX_STAGES, budget // stage_bytes)
+        if s >= 2:
+            return s
+    return 1
+
+
+def loop_plan(kern: KernelEmitter, op: ForOp) -> LoopPlan | None:
+    """The plan for pipelining `op`, or None when its body is not (pure scalar ops,) two
+    deferred operand loads and one tensor-core `mma` that updates the only carried value."""
+    from tilelang.codegen.lower.matmul import tensor_core_plan
+    if not kern.exact or len(op.carried) != 1:
+        return None
+    body = op.body
+    term = body.terminator
+    if not isinstance(term, YieldOp) or len(term.values) != 1:
+        return None
+    deferred = deferrable(kern, body)
+    mma = None
+    loads, scalars = {}, []
+    for o in body.ops[:-1]:
+        if isinstance(o, BuiltinOp) and o.name == "mma" and mma is None:
+            mma = o
+        elif isinstance(o, BuiltinOp) and o.name == "load" and o.result.id in deferred:
+            loads[o.result.id] = o
+        elif is_pure_scalar(o):
+            scalars.append(o)
+        else:
+            return None
+    if mma is None or mma.result.id != term.values[0].id:
+        return None
+    args = mma.arg_map
+    acc, a, b = args.get("acc"), args.get("a"), args.get("b")
+    if not (isinstance(acc, Value) and acc.id == op.carried[0].id and isinstance(a, Value)
+            and isinstance(b, Value) and a.id in loads and b.id in loads and a.id != b.id
+            and len(loads) == 2):
+        return None
+    plan = tensor_core_plan(kern, mma)
+    if plan is None:
+        return None
+    rank = plan.acc.rank
+    ops = (DeferredLoad(loads[a.id]), DeferredLoad(loads[b.id]))
+    axes = tuple(async_axis(kern, d, k_axis, plan.form.itemsize)
+                 for d, k_axis in zip(ops, (rank - 1, rank - 2)))
+    if None in axes:
+        return None
+    sizes = tuple(_round(_elems(d) * plan.form.itemsize) for d in ops)
+    stages = choose_stages(kern, sum(sizes), plan.acc.num_regs)
+    if stages < 2:
+        return None
+    return LoopPlan(mma, ops, axes, scalars, plan, stages, sizes)
+
+
+def _elems(d: DeferredLoad) -> int:
+    n = 1
+    for s in d.op.result.type.shape:
+        n *= s
+    return n
+
+
+def emit_pipelined(kern: KernelEmitter, op: ForOp, lp: LoopPlan) -> None:
+    from tilelang.codegen.lower.matmul import to_layout
+    b = kern.builder
+    plan, S = lp.plan, lp.stages
+    form = plan.form
+    kern.stats.features.add("mma_f8" if form.ab in ("e4m3", "e5m2") else "mma_sync")
+    kern.stats.features.add("cp_async")
+    start, stop, step = (kern.tile(v).value for v in (op.start, op.stop, op.step))
+    ivt = kern.tile(op.start).dtype
+    init = to_layout(kern, kern.tile(op.init[0]), plan.acc)
+    stage_bytes = sum(lp.image_bytes)
+    ring = kern.smem(S * stage_bytes, ir.IntType(8), 0)
+    base = shared_address(kern, ring)
+    offs = (0, lp.image_bytes[0])
+    streams = [Stream(kern, d, cax, form.itemsize, o)
+               for d, cax, o in zip(lp.operands, lp.axes, offs)]
+    sops = [SmemOperand(None, s.shape, s.cax, form.itemsize) for s in streams]
+    loaders = fragment_loaders(kern, plan.tiling, sops[0], sops[1], plan.acc)
+    k = sops[0].shape[-1]
+    iv_var = op.iv
+
+    def wide(v):
+        return b.sext(v, I64) if ivt.signed else b.zext(v, I64)
+
+    positive = b.icmp_signed(">", step, ir.Constant(step.type, 0)) if ivt.signed else \
+        b.icmp_unsigned(">", step, ir.Constant(step.type, 0))
+
+    def valid_ahead(iv, s):
+        """Iteration `iv + s * step` exists (no overflow: compared in i64)."""
+        ahead = b.mul(wide(step), _c64(s))
+        left = b.sub(wide(stop), wide(iv))
+        return b.and_(positive, b.icmp_signed("<", ahead, left))
+
+    def iv_ahead(iv, s):
+        return b.add(iv, b.mul(step, ir.Constant(step.type, s))) if s else iv
+
+    def issue(iv, s, image):
+        kern.env[iv_var.id] = TileVal(ivt, kern.scalar_layout, (iv,))
+        for st in streams:
+            st.issue((iv_ahead(iv, s), iv_var, lp.scalars), image, valid_ahead(iv, s))
+        commit_group(kern)
+
+    kern.barrier()                       # earlier users of the shared buffer are done
+    for s in range(S - 1):
+        issue(start, s, b.add(base, _c(s * stage_bytes)))
+    pre = b.block
+    header = kern.fn.append_basic_block("mma.pipe")
+    body = kern.fn.append_basic_block("mma.pipe.body")
+    exit_ = kern.fn.append_basic_block("mma.pipe.exit")
+    b.branch(header)
+    b.position_at_end(header)
+    iv = b.phi(start.type, "iv")
+    iv.add_incoming(start, pre)
+    slot = b.phi(I32, "slot")              # byte offset of this iteration's stage
+    slot.add_incoming(_c(0), pre)
+    accs = []
+    for r in init.regs:
+        p = b.phi(r.type)
+        p.add_incoming(r, pre)
+        accs.append(p)
+    if ivt.signed:
+        go = b.and_(positive, b.icmp_signed("<", iv, stop))
+    else:
+        go = b.and_(positive, b.icmp_unsigned("<", iv, stop))
+    b.cbranch(go, body, exit_)
+
+    b.position_at_end(body)
+    wait_group(kern, S - 2)
+    kern.barrier()
+    last = _c((S - 1) * stage_bytes)
+    wslot = b.select(b.icmp_unsigned("==", slot, _c(0)), last, b.sub(slot, _c(stage_bytes)))
+    issue(iv, S - 1, b.add(base, wslot))
+    image = b.add(base, slot)
+    regs = product_from(kern, form, plan.b_class, plan.tiling, loaders,
+                        (image, b.add(image, _c(offs[1]))), accs, k)
+    nxt = b.add(slot, _c(stage_bytes))
+    nxt = b.select(b.icmp_unsigned("==", nxt, _c(S * stage_bytes)), _c(0), nxt)
+    tail = b.block
+    iv.add_incoming(b.add(iv, step), tail)
+    slot.add_incoming(nxt, tail)
+    for p, r in zip(accs, regs):
+        p.add_incoming(r, tail)
+    b.branch(header)
+
+    b.position_at_end(exit_)
+    wait_group(kern, 0)
+    kern.barrier()                       # the ring is free for the next user
+    kern.env[op.results[0].id] = TileVal(init.dtype, plan.acc, tuple(accs))
