@@ -158,3 +158,38 @@ def test_torch_from_dlpack_on_a_gpu():
     b = tilelang.to_device(np.float32([1.5, -2]).astype(ml_dtypes.bfloat16), backend="cuda")
     assert torch.from_dlpack(b).dtype == torch.bfloat16
     assert torch.as_tensor(d, device="cuda").data_ptr() == d.ptr     # via the CAI
+
+
+class Producer:
+    """An object that only speaks DLPack (like a foreign library's array)."""
+
+    def __init__(self, inner, fail=False):
+        self.inner, self.fail = inner, fail
+
+    def __dlpack__(self, stream=None):
+        if self.fail:
+            raise RuntimeError("producer broke")
+        return self.inner.__dlpack__()
+
+    def __dlpack_device__(self):
+        return self.inner.__dlpack_device__()
+
+
+@pytest.mark.parametrize("backend", HOST_BACKENDS)
+def test_dlpack_producers_of_narrow_types_and_broken_ones(backend, tmp_path):
+    """NumPy cannot import bf16 through DLPack; the runtime reads the capsule itself."""
+    mod = tilelang.compile(
+        "kernel cp(x: Array[bf16, 1], y: Array[bf16, 1]) {\n"
+        "    store(y, index = (bid(0),), tile = load(x, index = (bid(0),), shape = (8,),\n"
+        "                                                padding = 0.0));\n}\n",
+        backend=backend, cache_dir=str(tmp_path))
+    x = (RNG.standard_normal(8).astype(np.float32)).astype(ml_dtypes.bfloat16)
+    src = tilelang.to_device(x, backend="interp")          # host memory behind the capsule
+    out = np.zeros(8, ml_dtypes.bfloat16)
+    mod.cp[1](Producer(src), out)
+    assert out.tobytes() == x.tobytes()
+    with pytest.raises(tilelang.KernelArgumentError) as e:
+        mod.cp[1](Producer(src, fail=True), out)
+    assert (e.value.code, e.value.diagnostics[0].message) == (
+        "E0914", "argument `x` of kernel `cp` (x: Array[bf16, 1]) could not be read through "
+        "DLPack (RuntimeError: producer broke)")

@@ -107,16 +107,26 @@ def _from_cai(x) -> ArrayView:
 
 
 def _from_dlpack(x) -> ArrayView:
-    dev_type, dev_id = x.__dlpack_device__()
-    if int(dev_type) == KDL_CPU:
-        a = np.from_dlpack(x)     # a view: NumPy may mark it read-only, the memory is not
-        v = _from_numpy(a)
-        return v._replace(keep=(x, a), what=f"{type(x).__module__}.{type(x).__qualname__}")
-    capsule, data, shape, strides, (code, bits, lanes), (dt, did) = read_dlpack(x)
-    where = "cuda" if dt in (KDL_CUDA, KDL_CUDA_HOST, KDL_CUDA_MANAGED) else f"dlpack:{dt}"
+    what = f"{type(x).__module__}.{type(x).__qualname__}"
+    try:
+        dev_type, dev_id = x.__dlpack_device__()
+        if int(dev_type) == KDL_CPU:
+            try:
+                a = np.from_dlpack(x)   # a view: NumPy may mark it read-only, the memory is not
+            except Exception:           # a dtype NumPy lacks (bf16, f8): read the capsule
+                a = None
+            if a is not None:
+                v = _from_numpy(a)
+                return v._replace(keep=(x, a), what=what)
+        capsule, data, shape, strides, (code, bits, lanes), (dt, did) = read_dlpack(x)
+    except Exception as e:     # a foreign producer that fails: say so, never crash
+        return ArrayView(0, (), (), None, "host", 0, x, what,
+                         ("E0914", f"could not be read through DLPack ({type(e).__name__}: "
+                          f"{e})", "pass a NumPy array, a torch tensor or a DeviceArray"))
+    where = "cuda" if dt in (KDL_CUDA, KDL_CUDA_HOST, KDL_CUDA_MANAGED) else \
+        "host" if dt == KDL_CPU else f"dlpack:{dt}"
     tile = DLPACK_TO_TILE.get((code, bits)) if lanes == 1 else None
-    return ArrayView(data, shape, strides, tile, where, did, (x, capsule),
-                     f"{type(x).__module__}.{type(x).__qualname__}")
+    return ArrayView(data, shape, strides, tile, where, did, (x, capsule), what)
 
 
 _READERS: dict[type, Callable | None] = {DeviceArray: _from_device_array,

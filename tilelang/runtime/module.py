@@ -406,8 +406,18 @@ class Kernel:
         spec = self._specs.get(facts)
         if spec is None:
             spec = self._build(facts)
-        shape = spec.shapes.get((grid, None)) if type(grid) is int and block is None \
-            else None
+        shape = None
+        if block is None:
+            tg = type(grid)
+            if tg is int:
+                shape = spec.shapes.get((grid, None))
+            elif tg is tuple:
+                shape = spec.shapes.get((grid, None))
+                if shape is not None:        # (True,) == (1,): only exact ints may hit
+                    for x in grid:
+                        if type(x) is not int:
+                            shape = None
+                            break
         if shape is None:                    # other spellings: checked (and remembered if exact)
             shape = spec.shape(grid, block)
         try:
