@@ -22,6 +22,7 @@ class Wire:
         self.replies: dict = {}              # id -> reply (the first one for that id)
         self.null_replies: list[dict] = []   # error replies with "id": null
         self.notifications: list[dict] = []
+        self.bad_output: list = []           # frames that are not a JSON object
         self.stderr = bytearray()
         self._cond = threading.Condition()
         self._next_id = 0
@@ -42,15 +43,21 @@ class Wire:
                 name, _, value = line.decode("ascii").partition(":")
                 if name.strip().lower() == "content-length":
                     length = int(value.strip())
-            body = out.read(length)
-            msg = json.loads(body)
+            body = out.read(length or 0)
+            try:
+                msg = json.loads(body)
+                if not isinstance(msg, dict):
+                    raise ValueError("not an object")
+            except ValueError as e:
+                self.bad_output.append((body[:200], str(e)))
+                continue
             with self._cond:
                 if "method" in msg and "id" in msg:
                     self.notifications.append(msg)  # a request of the server (none expected)
                 elif "method" in msg:
                     self.notifications.append(msg)
-                elif msg.get("id") is None:
-                    self.null_replies.append(msg)
+                elif msg.get("id") is None or not isinstance(msg["id"], (str, int)):
+                    self.null_replies.append(msg)  # (a server that echoes an odd id fails here)
                 else:
                     self.replies.setdefault(msg["id"], msg)
                 self._cond.notify_all()

@@ -26,9 +26,10 @@ SERVER_NOT_INITIALIZED = -32002
 class Malformed:
     """A message pygls could not deserialize: answered with an error when it is a request."""
 
-    def __init__(self, data: dict, error: BaseException):
+    def __init__(self, data: dict, error: BaseException, code: int | None = None):
         self.data = data
         self.error = error
+        self.code = code  # the error code of the reply, when not the usual one
 
     @property
     def id(self):
@@ -55,9 +56,16 @@ def _describe(error: BaseException) -> str:
 class TileProtocol(LanguageServerProtocol):
     def structure_message(self, data: dict[str, Any]):
         try:
-            return super().structure_message(data)
+            message = super().structure_message(data)
         except Exception as exc:  # pygls raises InvalidParams/InternalError from json.loads
             return Malformed(data, exc)
+        if "jsonrpc" in data and "id" in data and "method" in data and \
+                not hasattr(message, "id"):
+            # a notification's method sent as a request: pygls would drop the id, and the
+            # client would wait for a reply forever
+            return Malformed(data, ValueError(f"{data['method']} is a notification, not a "
+                                              f"request"), INVALID_REQUEST)
+        return message
 
     def reply_error(self, msg_id, code: int, message: str) -> None:
         """Send an error response; `msg_id` None is sent as ``"id": null`` as JSON-RPC asks."""
@@ -65,11 +73,25 @@ class TileProtocol(LanguageServerProtocol):
                          "error": {"code": code, "message": message}})
 
     def handle_message(self, message) -> None:
+        if isinstance(message, Malformed) and message.is_request:
+            method = message.data.get("method")
+            if self._shutdown:
+                self.reply_error(message.data.get("id"), INVALID_REQUEST,
+                                 "the server is shut down")
+                return
+            if self._workspace is None and method != lsp.INITIALIZE:
+                self.reply_error(message.data.get("id"), SERVER_NOT_INITIALIZED,
+                                 f"{method}: the server is not initialized yet")
+                return
         if isinstance(message, Malformed):
             method = message.data.get("method")
             if message.is_request:
                 bad_method = not isinstance(method, str)
                 log.warning("malformed request %r: %s", method, _describe(message.error))
+                if message.code is not None:
+                    self.reply_error(message.data.get("id"), message.code,
+                                     _describe(message.error))
+                    return
                 self.reply_error(message.data.get("id"),
                                  INVALID_REQUEST if bad_method or message.id is None
                                  else INVALID_PARAMS,
@@ -90,6 +112,10 @@ class TileProtocol(LanguageServerProtocol):
             return
         method = getattr(message, "method", None)
         is_request = method is not None and hasattr(message, "id")
+        if is_request and valid_id(message.id) is None:
+            # an id that is no string or integer cannot be echoed back
+            self.reply_error(None, INVALID_REQUEST, f"invalid request id {message.id!r:.40}")
+            return
         if message.jsonrpc != self.VERSION:
             if is_request:
                 self.reply_error(message.id, INVALID_REQUEST,
