@@ -114,3 +114,15 @@ def test_example_script_runs():
                        env={**os.environ, "PYTHONPATH": ROOT})
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines()[-1] == "all results match NumPy"
+
+
+def test_launch_script_unchanged_on_the_interpreter():
+    """TILELANG_INTERPRET=1 runs the same script on the reference interpreter (Triton's
+    TRITON_INTERPRET=1): no PTX is generated, the results still match NumPy."""
+    r = subprocess.run([sys.executable, os.path.join(EX, "launch_kernels.py"), "--backend",
+                        "emulator"], capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "PYTHONPATH": ROOT, "TILELANG_INTERPRET": "1"})
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0] == "back end: interp, target sm_90a"
+    assert lines[-1] == "all results match NumPy"
