@@ -276,7 +276,7 @@ class DeviceArray:
             return (KDL_CUDA, int(getattr(self.backend, "device_id", 0)))
         return (KDL_CPU, 0)
 
-    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+    def __dlpack__(self, stream=None, *, max_version=None, dl_device=None, copy=None):
         """A DLPack capsule: the device memory itself on CUDA and on the interpreter (host
         memory); on the emulator, whose memory is not in this process's address space, a
         host copy (`copy=False` is refused there)."""
