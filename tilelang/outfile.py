@@ -5,7 +5,9 @@ What is at PATH decides what happens (docs/cli.md):
   0666 less the umask (like cc), which is then renamed over PATH; a failure leaves PATH as it
   was and no temporary file behind;
 - a FIFO or a character device (`/dev/null`, a terminal): it is opened and written into, never
-  replaced; so is one reached through symbolic links (`/dev/stdout`, `/dev/fd/N`);
+  replaced; so is one reached through symbolic links;
+- `/dev/stdout`, `/dev/stderr`, `/dev/fd/N`: that descriptor of this process, as it is open
+  (a terminal, a pipe, or a file the shell opened);
 - a symbolic link to anything else: refused, since renaming over it would silently turn it into
   a regular file and writing through it would write wherever it points;
 - a folder, a socket, a block device: refused.
@@ -40,6 +42,9 @@ def write_output(path: str, data: bytes | str) -> None:
         data = data.encode("utf-8")
     if not path or path.endswith(os.sep):
         raise OutputError(f"cannot write `{path}`: not a file name")
+    fd = _std_fd(path)
+    if fd is not None:
+        return _into_fd(fd, path, data)
     try:
         st = os.lstat(path)
     except FileNotFoundError:
@@ -61,6 +66,34 @@ def write_output(path: str, data: bytes | str) -> None:
     if stat.S_ISFIFO(st.st_mode) or stat.S_ISCHR(st.st_mode):
         return _into(path, data)
     raise OutputError(f"cannot write `{path}`: it {_kind(st.st_mode)}")
+
+
+def _std_fd(path: str) -> int | None:
+    """The descriptor `/dev/stdout`, `/dev/stderr`, `/dev/fd/N` or `/proc/self/fd/N` names:
+    written as it is open (whatever it is: a terminal, a pipe, a file the shell opened)."""
+    p = os.path.normpath(path)
+    named = {"/dev/stdout": 1, "/dev/stderr": 2}
+    if p in named:
+        return named[p]
+    for prefix in ("/dev/fd/", "/proc/self/fd/"):
+        if p.startswith(prefix) and p[len(prefix):].isdigit():
+            return int(p[len(prefix):])
+    return None
+
+
+def _into_fd(fd: int, path: str, data: bytes) -> None:
+    import sys
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError, AttributeError):
+            pass
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+    except OSError as e:
+        raise OutputError(f"cannot write `{path}`: {e.strerror}") from None
 
 
 def _into(path: str, data: bytes) -> None:

@@ -152,3 +152,19 @@ def test_missing_folder_and_failed_compile_write_nothing(capsys, tmp_path):
     assert rc == 1 and "error[E" in err
     assert existing.read_text() == "previous\n"
     assert only(tmp_path, "bad.tile", "o.tir")
+
+
+def test_dev_stdout_is_the_descriptor_as_open(tmp_path, tir):
+    """`-o /dev/stdout` with stdout redirected to a file (a link to a regular file, which
+    tilec would otherwise refuse) writes into that file, not over it."""
+    import subprocess
+    import sys
+    target = tmp_path / "redirected.tir"
+    with open(target, "wb") as f:
+        r = subprocess.run([sys.executable, "-m", "tilelang.cli", "--emit", "tir", VADD, "-o",
+                            "/dev/stdout"], stdout=f, stderr=subprocess.PIPE, text=False,
+                           cwd=tmp_path, timeout=120,
+                           env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert r.returncode == 0, r.stderr
+    assert target.read_text() == tir
+    assert only(tmp_path, "redirected.tir")
