@@ -5,8 +5,9 @@ subpackages (frontend → sema → ir → codegen → runtime), with the emulato
 interpreter as back ends.
 
     import tilelang
-    mod = tilelang.compile("examples/vadd.tile", backend="emulator")
-    mod.vadd[(n + 1023) // 1024](a, b, c)
+    mod = tilelang.compile("examples/vadd.tile", backend="emulator")   # or "cuda", "interp"
+    mod.vadd[tilelang.cdiv(n, 1024)](a, b, c)
+    mod.vadd_grid(n)                                # a @host fn, evaluated from Python
 
 The API names are loaded on first use, so `import tilelang` needs neither NumPy nor a driver.
 """
