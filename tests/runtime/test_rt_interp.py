@@ -207,3 +207,13 @@ def test_grid_function_sees_every_argument(backend, tmp_path):
     assert sorted(seen) == ["T", "s", "x", "y"]
     assert seen["x"] is x and seen["y"] is y and seen["s"] == 2.0 and seen["T"] == 32
     np.testing.assert_array_equal(y, np.full(70, 2.0, np.float32))
+
+
+def test_cuda_arrays_are_refused_on_the_interpreter(dbg):
+    from test_rt_args import FakeCudaArray
+    with pytest.raises(KernelArgumentError) as e:
+        dbg.widen[1](FakeCudaArray((32,), "<f4"), np.zeros(32, np.float32), 1.0)
+    d = e.value.diagnostics[0]
+    assert (d.code, d.help) == (
+        "E0913", "the interpreter runs on host memory: pass a NumPy array, or a DeviceArray made "
+        "with `tilelang.to_device(..., backend='interp')`")

@@ -191,8 +191,9 @@ def check_array(kernel: str, p: ParamInfo, v: ArrayView | None, obj, backend,
                         "end for NumPy arrays", p.span)
     if v.where != "host" and v.where != backend_name:
         if v.where == "cuda":
-            helptext = "the emulator runs on host memory: pass a NumPy array, or a " \
-                "DeviceArray made with `tilelang.to_device(..., backend='emulator')`"
+            runs = "interpreter" if backend_name == "interp" else backend_name
+            helptext = f"the {runs} runs on host memory: pass a NumPy array, or a " \
+                f"DeviceArray made with `tilelang.to_device(..., backend='{backend_name}')`"
             place = "CUDA device memory"
         else:
             helptext = f"copy it to {backend_name} memory first"
