@@ -130,6 +130,8 @@ def load(st, groups, dt, nelem, esize):
     out = [[] for _ in range(nelem)]
     for region, idx, off, addrs in groups:
         record(st, region, idx, off, addrs, esize, nelem)
+        if region == "shared" and st.races is not None:
+            st.races.access(st, idx, off, esize * nelem, False)
         v = region_view(st, region, dt)
         base = off // esize
         for k in range(nelem):
@@ -144,6 +146,8 @@ def store(st, groups, dt, values_per_elem, esize):
             raise st.error(MemoryFault, "store to a kernel parameter (read-only)", idx[0],
                            int(addrs[0]))
         record(st, region, idx, off, addrs, esize, len(values_per_elem))
+        if region == "shared" and st.races is not None:
+            st.races.access(st, idx, off, esize * len(values_per_elem), True)
         v = region_view(st, region, dt)
         base = off // esize
         for k, vals in enumerate(values_per_elem):

@@ -144,6 +144,7 @@ class LaunchReport:
     bank_conflicts: int = 0
     seconds: float = 0.0
     output: str = ""                                     # text printed by vprintf
+    race_check: str = ""                                 # what the race check found
     global_lines: dict = field(default_factory=dict)    # PTX line -> [requests, sectors, bytes]
     shared_lines: dict = field(default_factory=dict)    # PTX line -> [requests, wavefronts,
     #                                                     conflicts]
@@ -195,4 +196,5 @@ def make_report(prog, counters: Counters, geom, seconds: float, output: str) -> 
                         counters.global_sectors, counters.global_bytes,
                         counters.shared_requests, counters.shared_wavefronts,
                         counters.bank_conflicts, seconds, output,
-                        dict(counters.global_lines), dict(counters.shared_lines))
+                        global_lines=dict(counters.global_lines),
+                        shared_lines=dict(counters.shared_lines))

@@ -38,6 +38,7 @@ from .executor import run_batch
 from .memory import GlobalMemory
 from .parser import parse_int, parse_ptx
 from .program import Program
+from .races import RaceChecker, unchecked_reason
 from .ptx_types import f32_to_bf16, type_info
 from .state import LaunchGeometry, State
 
@@ -152,9 +153,10 @@ class EmulatorDevice:
 
     name = "Tile PTX emulator (CPU)"
 
-    def __init__(self, *, counters: bool = True, printf_stream=None):
+    def __init__(self, *, counters: bool = True, printf_stream=None, race_check: bool = False):
         self.mem = GlobalMemory()
         self.detailed_counters = counters
+        self.race_check = race_check
         self.printf_stream = printf_stream if printf_stream is not None else sys.stdout
         self._launches = 0
 
@@ -245,6 +247,7 @@ class EmulatorDevice:
         if csize > 1:                      # batches hold whole clusters
             nb = max(nb - nb % csize, csize)
         out, printed = [], []
+        unchecked = unchecked_reason(prog) if self.race_check else "race_check is off"
         t0 = time.perf_counter()
         with np.errstate(all="ignore"):
             order = geom.cluster_order() if csize > 1 else np.arange(geom.nblocks)
@@ -252,6 +255,8 @@ class EmulatorDevice:
                 n = min(nb, geom.nblocks - b0)
                 st = State(prog, geom, order[b0:b0 + n], n, self.mem, kparams, counters,
                            shared_size, out)
+                if unchecked is None:
+                    st.races = RaceChecker(st)
                 try:
                     run_batch(st) if max_steps is None else run_batch(st, max_steps)
                 finally:
@@ -261,7 +266,10 @@ class EmulatorDevice:
                         self.printf_stream.write(text)
                         printed.append(text)
         seconds = time.perf_counter() - t0
-        return make_report(prog, counters, geom, seconds, "".join(printed))
+        rep = make_report(prog, counters, geom, seconds, "".join(printed))
+        rep.race_check = "checked: no shared-memory race" if unchecked is None else \
+            f"not checked: {unchecked}"
+        return rep
 
     def _check_launch(self, fn, prog, grid, block, cluster, explicit, shared_mem):
         name = fn.name

@@ -63,3 +63,8 @@ class UnsupportedInstruction(ExecutionError):
 
 class DeviceAssertion(ExecutionError):
     """A thread called `__assertfail` (a failed device-side assert) or executed `trap`."""
+
+
+class SharedMemoryRace(ExecutionError):
+    """Two warps of a block access the same shared word, at least one writing, with no
+    barrier of the whole block between them (only with `EmulatorDevice(race_check=True)`)."""

@@ -30,6 +30,8 @@ def _land(st, pending: Pending, done):
     if not done.any():
         return
     n = pending.data.shape[1]
+    if st.races is not None:
+        st.races.access(st, pending.idx[done], pending.dst[done], n, True)
     offs = pending.dst[done, None] + np.arange(n)[None, :]
     st.shared[offs] = pending.data[done]
 
@@ -137,6 +139,8 @@ def build_cp_async(ctx, ins, parts):
             if st.counters.detailed:
                 st.counters.record_shared(st, gi, ad.astype(np.int64), cp_size)
             rows = np.searchsorted(idx, gi)
+            if st.races is not None:           # the copy may land at once: a write now
+                st.races.access(st, gi, off, cp_size, True)
             st.cp_pending.append(Pending(gi, st.cp_commits[gi].copy(), off, data[rows]))
     return run
 

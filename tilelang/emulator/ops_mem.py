@@ -374,7 +374,7 @@ def build_bar(ctx, ins, parts):
         # barrier.cluster.arrive is a no-op; .wait waits for every live thread of the cluster
         # (the blocks of a cluster always run in the same batch)
         if "wait" in parts:
-            return {"run": lambda st, m: None, "sync": "cluster"}
+            return {"run": _barrier_done, "sync": "cluster"}
         return lambda st, m: None
     ops = ins.operands
     if sub == "red":
@@ -387,7 +387,16 @@ def build_bar(ctx, ins, parts):
         u32 = type_info("u32")
         return {"run": None, "sync": "named",
                 "extra": (ctx.src(ops[0], u32), ctx.src(ops[1], u32), sub == "arrive")}
-    return {"run": lambda st, m: check_barrier(st, m, ins.opcode), "sync": "block"}
+    def run(st, m):
+        check_barrier(st, m, ins.opcode)
+        _barrier_done(st, m)
+    return {"run": run, "sync": "block"}
+
+
+def _barrier_done(st, m):
+    """A barrier of the whole block completed for the threads `m`: the race check's epoch."""
+    if st.races is not None:
+        st.races.barrier(st, m)
 
 
 def _build_bar_red(ctx, ins, parts):
@@ -398,6 +407,7 @@ def _build_bar_red(ctx, ins, parts):
 
     def run(st, m):
         check_barrier(st, m, ins.opcode)
+        _barrier_done(st, m)
         p = np.broadcast_to(np.asarray(gp(st)), (st.T,))
         act = np.ones(st.T, bool) if m is None else m
         blk = st.block_in_batch

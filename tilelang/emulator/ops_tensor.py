@@ -225,9 +225,11 @@ def build_ldmatrix(ctx, ins, parts):
         # each providing lane's row must be a valid, 16-byte aligned 16-byte row
         provider = st.lane[idx] < 8 * nmat
         rows = locate(st, addr.space, rowaddr[idx[provider]], idx[provider], 16, 16)
-        if st.counters.detailed:
-            for region, gi, off, ad in rows:
+        for region, gi, off, ad in rows:
+            if st.counters.detailed:
                 st.counters.record_ldmatrix(st, gi, ad.astype(np.int64), nmat)
+            if st.races is not None:
+                st.races.access(st, gi, off, 16, store_form)
         for i in range(nmat):
             e0, e1 = element_addrs(st, idx, rowaddr, i)
             g0 = locate(st, addr.space, e0, idx, 2, 2)
