@@ -102,9 +102,10 @@ class Wire:
             while msg_id not in self.replies:
                 left = deadline - time.monotonic()
                 if left <= 0 or self.proc.poll() is not None:
+                    state = "exited" if self.proc.poll() is not None else "alive"
                     raise AssertionError(f"no reply to request {msg_id!r} within {timeout} s "
-                                         f"(server {'exited' if self.proc.poll() is not None else 'alive'}"
-                                         f"); stderr: {self.stderr.decode(errors='replace')[-2000:]}")
+                                         f"(server {state}); stderr: "
+                                         f"{self.stderr.decode(errors='replace')[-2000:]}")
                 self._cond.wait(min(left, 0.5))
             return self.replies[msg_id]
 

@@ -76,7 +76,8 @@ class Garbage:
         if kind == 5:
             return [self.junk(depth + 1) for _ in range(r.randint(0, 4))]
         if kind == 6:
-            return {self.text(r.randint(1, 8)): self.junk(depth + 1) for _ in range(r.randint(0, 4))}
+            return {self.text(r.randint(1, 8)): self.junk(depth + 1)
+                    for _ in range(r.randint(0, 4))}
         return {"textDocument": self.junk(depth + 1), "position": self.junk(depth + 1)}
 
     def text(self, n: int) -> str:

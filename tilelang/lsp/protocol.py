@@ -134,4 +134,13 @@ class TileProtocol(LanguageServerProtocol):
                 self.reply_error(message.id, SERVER_NOT_INITIALIZED,
                                  f"{method}: the server is not initialized yet")
             return
-        super().handle_message(message)
+        if method in (lsp.TEXT_DOCUMENT_DID_CHANGE, lsp.TEXT_DOCUMENT_DID_CLOSE):
+            uri = message.params.text_document.uri
+            if uri not in self._workspace.text_documents:
+                log.warning("%s of a document that is not open ignored: %s", method, uri)
+                return
+        try:
+            super().handle_message(message)
+        except Exception as exc:  # pygls failed on a notification (requests are answered)
+            log.warning("%s not handled: %s: %s", method or "message", type(exc).__name__,
+                        _describe(exc))

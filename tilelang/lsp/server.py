@@ -12,7 +12,8 @@ import sys
 from typing import Iterable
 
 from lsprotocol import types as lsp
-from pygls.exceptions import JsonRpcException, JsonRpcInternalError, JsonRpcInvalidParams
+from pygls.exceptions import (FeatureNotificationError, FeatureRequestError, JsonRpcException,
+                              JsonRpcInternalError, JsonRpcInvalidParams)
 from pygls.lsp.server import LanguageServer
 from pygls.uris import to_fs_path
 
@@ -43,7 +44,12 @@ class TileServer(LanguageServer):
             self.protocol.reply_error(None, PARSE_ERROR, "parse error: the message body is "
                                       "not a JSON object in UTF-8")
             return
-        log.error("%s: %s", type(error).__name__, str(error)[:500])
+        if source is FeatureRequestError:  # the reply carries the error already
+            return
+        if source is FeatureNotificationError:  # e.g. didChange of a document not open
+            log.warning("notification not applied: %s", str(error)[:300])
+            return
+        log.error("%s: %s", type(error).__name__, str(error)[:300])
 
     def get_checker(self) -> Checker:
         if self.checker is None:
@@ -210,6 +216,17 @@ class _OneLine(logging.Formatter):
         return super().format(record)
 
 
+#: pygls' own records of what this server logs one clear line about already (the reply to a
+#: request it answered with an error, a body it could not read).
+_REPEATS = ("Exception occurred for message", "Unable to deserialize message",
+            "Unable to handle message")
+
+
+def _not_a_repeat(record: logging.LogRecord) -> bool:
+    return not (record.name.startswith("pygls") and isinstance(record.msg, str)
+                and record.msg.startswith(_REPEATS))
+
+
 def _configure_logging(log_file: str | None) -> None:
     root = logging.getLogger()
     for h in list(root.handlers):
@@ -222,6 +239,7 @@ def _configure_logging(log_file: str | None) -> None:
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(_OneLine("tilec lsp: %(levelname)s: %(message)s"))
         handler.setLevel(logging.WARNING)
+        handler.addFilter(_not_a_repeat)
         root.setLevel(logging.WARNING)
     root.addHandler(handler)
 
