@@ -212,7 +212,7 @@ def test_grid_function_sees_every_argument(backend, tmp_path):
 def test_cuda_arrays_are_refused_on_the_interpreter(dbg):
     from test_rt_args import FakeCudaArray
     with pytest.raises(KernelArgumentError) as e:
-        dbg.widen[1](FakeCudaArray((32,), "<f4"), np.zeros(32, np.float32), 1.0)
+        dbg.narrow[1](FakeCudaArray((32,), "<f4"), np.zeros(32, ml_dtypes.bfloat16))
     d = e.value.diagnostics[0]
     assert (d.code, d.help) == (
         "E0913", "the interpreter runs on host memory: pass a NumPy array, or a DeviceArray made "
