@@ -97,3 +97,31 @@ def test_every_optimization_level_links(opt):
     assert res.ok, render_all(res.diagnostics)
     assert res.cubin[:4] == b"\x7fELF"
     assert (f"-O{opt}" if opt in (0, 3) else f"-Xptxas=-O{opt}") in res.link.options
+
+
+F8_SRC = """\
+kernel k(a: Array[f32, 1], d: Array[f8e5m2, 1], e: Array[f8e4m3, 1]) {
+    let x = load(a, index = (0,), shape = (64,), padding = 0.0);
+    store(d, index = (0,), tile = x.astype(f8e5m2));
+    store(e, index = (0,), tile = (load(e, index = (0,), shape = (64,)).astype(f32) + x)
+                                 .astype(f8e4m3));
+}
+"""
+
+
+@pytest.mark.parametrize("target, cvts", [("sm_89", 0), ("sm_90", 3), ("sm_80", 0)])
+def test_f8_conversions_compile_on_every_target(target, cvts):
+    """sm_89 has the f8 `cvt`s only from PTX 8.1, its kernels are PTX 7.8, and LLVM aborted
+    the whole process ("Cannot select: intrinsic llvm.nvvm.ff.to.e4m3x2.rn"): sm_89 uses the
+    integer code. Compiled in a child so that an abort fails this test, not pytest."""
+    import subprocess
+    import sys
+    code = ("import sys\nfrom tilelang.driver import Options, compile_source\n"
+            f"r = compile_source({F8_SRC!r}, 'f8.tile', Options(target={target!r}), "
+            "until='ptx')\nassert r.ok, r.diagnostics\n"
+            "print(sum(l.lstrip().startswith('cvt.rn') and 'x2' in l "
+            "for l in r.ptx.splitlines() if 'e4m3x2' in l or 'e5m2x2' in l))")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert (int(p.stdout.split()[-1]) > 0) == (cvts > 0)

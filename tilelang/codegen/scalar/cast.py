@@ -10,7 +10,7 @@ Conversions (all round to nearest even, one rounding from the exact source value
   which is exact for up to 32 bits and is what the reference does for 64-bit integers;
 - f64 → tf32/f8: rounded to f32 *to odd* first, so the final rounding is still single;
 - f32 → tf32: integer round-half-even on the bit pattern (PTX's cvt.rna.tf32 rounds ties away);
-- f8: `cvt.rn.satfinite.{e4m3x2,e5m2x2}.f32` and `cvt.rn.f16x2.{e4m3x2,e5m2x2}` on sm_89+,
+- f8: `cvt.rn.satfinite.{e4m3x2,e5m2x2}.f32` and `cvt.rn.f16x2.{e4m3x2,e5m2x2}` on sm_90+,
   the same conversion in integer code elsewhere (NaN → 0x7F, overflow and ±inf saturate).
 """
 
@@ -176,11 +176,18 @@ def round_tf32(k: IRKit, x):
     return b.select(k.isnan(x), x, b.bitcast(r, F32))
 
 
+def _hw_f8(target) -> bool:
+    """Whether the f8 `cvt` instructions are used. sm_89 has them only from PTX 8.1 (sm_90
+    from 7.8), and LLVM aborts the process ("Cannot select") below that, while sm_89 kernels
+    are written at PTX 7.8: sm_89 takes the integer code, which gives the same values."""
+    return target is not None and target.sm >= 90
+
+
 def f8_decode(k: IRKit, code, name: str):
     """An f8 code (i8) → its exact f32 value."""
     b = k.builder
     target = getattr(k, "target", None)
-    if target is not None and target.sm >= 89:
+    if _hw_f8(target):
         fmt = "e4m3x2" if name == "f8e4m3" else "e5m2x2"
         fn = k.declare(f"llvm.nvvm.{fmt}.to.f16x2.rn", ir.VectorType(F16, 2), [I16])
         pair = b.call(fn, [b.zext(code, I16)])
@@ -204,7 +211,7 @@ def f8_encode(k: IRKit, x, name: str):
     finite value, NaN → 0x7F (PTX cvt.rn.satfinite)."""
     b = k.builder
     target = getattr(k, "target", None)
-    if target is not None and target.sm >= 89:
+    if _hw_f8(target):
         fmt = "e4m3x2" if name == "f8e4m3" else "e5m2x2"
         fn = k.declare(f"llvm.nvvm.ff.to.{fmt}.rn", I16, [F32, F32])
         return b.trunc(b.call(fn, [k.c(F32, 0.0), x]), I8)
