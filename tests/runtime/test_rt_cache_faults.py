@@ -21,7 +21,6 @@ import pytest
 import tilelang
 from rt_support import FakeCompiler, fresh_runtime, source  # noqa: F401 (autouse fixture)
 from tilelang.cli import main
-from tilelang.runtime import cache as cache_mod
 from tilelang.runtime import module as rt_module
 from tilelang.runtime.cache import DiskCache
 
