@@ -155,3 +155,25 @@ def test_real_kernel_records_what_it_writes(backend, tmp_path):
         art = mod.vadd.compile().artifact
         assert [(p.name, p.written) for p in art.params] == \
             [("a", False), ("b", False), ("c", True)]
+
+
+WRITERS = """
+kernel writers(src: Array[i32, 1], idx: Array[i32, 1], out: Array[i32, 1],
+               cnt: Array[i32, 1], spare: Array[f32, 2], n: i32) {
+    let i = arange(16) + bid(0) * 16;
+    let j = gather(idx, (i,), padding = 0);
+    let v = gather(src, (j,), padding = 0);
+    scatter(out, (i,), v);
+    atomic_add(cnt, (i * 0,), v);
+    store(out, index = (bid(0),), tile = full((16,), dim(spare, 0) + n, i32));
+}
+"""
+
+
+def test_written_flags_follow_stores_scatters_and_atomics():
+    """Only `out` (scatter, store) and `cnt` (atomic) are written; gathered arrays and an
+    array only measured with `dim` are not."""
+    from tilelang.driver import compile_kernel
+    ck = compile_kernel(WRITERS, "<writers>", "writers", link=False)
+    assert [(p.name, p.written) for p in ck.artifact.params if p.kind == "array"] == [
+        ("src", False), ("idx", False), ("out", True), ("cnt", True), ("spare", False)]
