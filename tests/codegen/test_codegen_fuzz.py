@@ -202,6 +202,7 @@ def _launch_value(rng: random.Random, key: str) -> str:
                            -1, 2 ** 31, 2 ** 40]))
 
 
+TARGETS = ["sm_80", "sm_86", "sm_89", "sm_90", "sm_90a", "sm_90a", "sm_100a", "sm_120"]
 SANE_THREADS = [1, 2, 32, 33, 64, 96, 128, 256, 512, 1024]
 
 
@@ -253,7 +254,7 @@ def make_jobs(seed: int, count: int) -> list[dict]:
                 launch[key] = _launch_value(rng, key)
         jobs.append({"id": i, "kernel": name, "defines": defines, "launch": launch,
                      "opt": rng.choice([0, 1, 2, 3]),
-                     "target": rng.choice(["sm_90a", "sm_90a", "sm_80", "sm_89", "sm_100a"]),
+                     "target": rng.choice(TARGETS),
                      "until": "cubin" if rng.random() < 0.15 else "ptx"})
     return jobs
 
@@ -297,24 +298,33 @@ CHILD = textwrap.dedent(r"""
 
 def run_jobs(jobs: list[dict], workers: int = 1) -> list[str]:
     """Run the jobs in `workers` children; returns a description of every failure. A job's
-    time is the CPU time of its child, so machines shared with other work do not fail it."""
-    chunks = [jobs[i::workers] for i in range(workers)]
+    time is the CPU time of its child, so machines shared with other work do not fail it. A
+    child that dies (an LLVM abort) or hangs fails its current job; the rest go on in a new
+    child."""
     code = CHILD % {"here": str(pathlib.Path(__file__).parent)}
-    procs = [subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
-             for _ in chunks]
-    failures = []
-    for proc, chunk in zip(procs, chunks):
-        try:
-            out, err = proc.communicate(json.dumps(chunk), timeout=120 + 3 * LIMIT_S * len(chunk))
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            out, err = proc.communicate()
-        failures += _check_results(chunk, out, err, proc.returncode)
+    pending = [jobs[i::workers] for i in range(workers)]
+    failures: list[str] = []
+    while any(pending):
+        procs = [(chunk, subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE,
+                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                          text=True, cwd=ROOT)) for chunk in pending if chunk]
+        pending = []
+        for chunk, proc in procs:
+            try:
+                out, err = proc.communicate(json.dumps(chunk),
+                                            timeout=120 + 3 * LIMIT_S * len(chunk))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                out, err = proc.communicate()
+            more, rest = _check_results(chunk, out, err, proc.returncode)
+            failures += more
+            pending.append(rest)
     return failures
 
 
-def _check_results(jobs: list[dict], stdout: str, stderr: str, returncode: int) -> list[str]:
+def _check_results(jobs: list[dict], stdout: str, stderr: str, returncode: int
+                   ) -> tuple[list[str], list[dict]]:
+    """(failures, the jobs after the one a dead child was running)."""
     by_id = {j["id"]: j for j in jobs}
     failures, started, done = [], None, set()
     for line in stdout.splitlines():
@@ -337,10 +347,14 @@ def _check_results(jobs: list[dict], stdout: str, stderr: str, returncode: int) 
             failures.append(f"{what}: no error and no cubin")
         if r["seconds"] >= LIMIT_S:
             failures.append(f"{what}: took {r['seconds']:.1f} s of CPU ({r['wall']:.1f} s)")
+    rest: list[dict] = []
     if returncode != 0 or len(done) != len(jobs):
-        failures.append(f"child exited with {returncode} after starting job "
+        failures.append(f"child exited with {returncode} while running job "
                         f"{by_id.get(started)}; stderr: {stderr[-2000:]}")
-    return failures
+        ids = [j["id"] for j in jobs]
+        if started in ids and started not in done:
+            rest = jobs[ids.index(started) + 1:]
+    return failures, rest
 
 
 def _nvjitlink() -> bool:
