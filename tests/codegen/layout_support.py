@@ -67,6 +67,27 @@ def random_layout(shape, threads: int, rng: np.random.Generator, kind: str,
     return L.from_columns(tuple(shape), reg, thread_cols[:nl], thread_cols[nl:])
 
 
+def shuffled_lanes(lay: L.Layout, rng: np.random.Generator) -> L.Layout:
+    """A layout holding what `lay` holds, moved between the lanes of each warp: lane bases
+    are an invertible mix of lay's lane bases, and register and warp bases pick up lane
+    bases (a shuffle conversion exists, a renaming does not)."""
+    nr, nl = len(lay.reg), len(lay.lane)
+    cols = lay.matrix.cols
+    lanes = cols[nr:nr + nl]
+    mix = random_invertible(nl, rng)
+
+    def combo(x):
+        v = 0
+        for i, c in enumerate(lanes):
+            if x >> i & 1:
+                v ^= c
+        return v
+    new_lanes = [combo(mix(1 << j)) for j in range(nl)]
+    reg = [c ^ combo(int(rng.integers(0, 1 << nl))) for c in cols[:nr]]
+    warp = [c ^ combo(int(rng.integers(0, 1 << nl))) for c in cols[nr + nl:]]
+    return L.from_columns(lay.shape, reg, new_lanes, warp)
+
+
 def mma_accumulator(shape, threads: int) -> L.Layout:
     """The m16n8 accumulator fragment (c0..c3: column 2t + i%2, row g + 8 (i/2)), repeated
     over the tile by registers, warps along rows first: the one-hot layout helper F's
@@ -118,21 +139,23 @@ def simulate(src: L.Layout, need: C.Need, p, values: np.ndarray) -> np.ndarray:
     inv = p.shared.inverse
     smem = np.full(p.shared.size, -1, np.int64)
     wbase = LinearMap(tuple(inv(w) for w in src.thread_weights()), 64).apply_all(t)
-    for r0 in p.write_regs:
-        off = wbase ^ inv(src.reg_linear(r0))
-        assert (off % p.write_vec == 0).all(), "misaligned vector store"
-        for i in range(p.write_vec):
-            v = values[:, r0 + i]
-            prev = smem[off + i]
-            assert ((prev == -1) | (prev == v)).all(), "a store clobbers another element"
-            smem[off + i] = v
+    starts = np.array(p.write_regs, np.int64)
+    off = wbase[:, None] ^ inv.apply_all(src.reg_table[starts])[None, :]
+    assert (off % p.write_vec == 0).all(), "misaligned vector store"
+    pos = np.concatenate([(off + i).reshape(-1) for i in range(p.write_vec)])
+    val = np.concatenate([values[:, starts + i].reshape(-1) for i in range(p.write_vec)])
+    order = np.argsort(pos, kind="stable")
+    pos, val = pos[order], val[order]
+    dup = pos[1:] == pos[:-1]
+    assert (val[1:][dup] == val[:-1][dup]).all(), "a store clobbers another element"
+    smem[pos] = val
     rbase = LinearMap(tuple(inv(w) for w in need.thread), 64).apply_all(t)
+    firsts = np.arange(0, len(need.regs), p.read_vec)
+    off = rbase[:, None] ^ inv.apply_all(np.array(need.regs, np.int64)[firsts])[None, :]
+    assert (off % p.read_vec == 0).all(), "misaligned vector load"
     out = np.empty((threads, len(need.regs)), np.int64)
-    for g in range(0, len(need.regs), p.read_vec):
-        off = rbase ^ inv(need.regs[g])
-        assert (off % p.read_vec == 0).all(), "misaligned vector load"
-        for i in range(p.read_vec):
-            got = smem[off + i]
-            assert (got >= 0).all(), "a load reads an element nobody wrote"
-            out[:, g + i] = got
+    for i in range(p.read_vec):
+        got = smem[off + i]
+        assert (got >= 0).all(), "a load reads an element nobody wrote"
+        out[:, firsts + i] = got
     return out

@@ -178,11 +178,13 @@ def shuffle_plan(src: Layout, need: Need) -> Shuffle | None:
 # Shared-memory round trips
 
 def write_vector_bits(src: Layout, itemsize: int) -> int:
-    """How many low register bits of `src` are the low linear-index bits, in order (a vector
-    of 2^k consecutive elements per access), within 16 bytes."""
+    """How many low register bits of `src` are the low linear-index bits, in order, with no
+    other input bit touching them (a vector of 2^k consecutive elements per access, aligned),
+    within 16 bytes."""
     k = 0
     cols = src.matrix.cols
-    while k < len(src.reg) and cols[k] == 1 << k and (2 << k) * itemsize <= MAX_VECTOR:
+    while k < len(src.reg) and cols[k] == 1 << k and (2 << k) * itemsize <= MAX_VECTOR \
+            and not any(c >> k & 1 for i, c in enumerate(cols) if i != k):
         k += 1
     return k
 
@@ -213,20 +215,48 @@ def _phase_span(lane_cols, size: int, itemsize: int) -> tuple[list[int], int]:
     return imgs, inside
 
 
+def phase_top(n: int, itemsize: int, low: int) -> int:
+    """The first offset bit above one 128-byte phase (at least `low`, at most n)."""
+    return min(max(log2(PHASE_BYTES // itemsize) if itemsize <= PHASE_BYTES else 0, low), n)
+
+
+def high_spans(n: int, low: int, sides) -> list[list[int]]:
+    """Per side, a basis of the elements its phase lanes (and the bits inside one access)
+    reach that have no bit below `low`: the offset columns above the banks, which never have
+    such bits (vectors stay aligned), must avoid exactly these."""
+    mask = (1 << low) - 1
+    out = []
+    for imgs, inside in sides:
+        vecs = list(imgs) + [1 << i for i in range(inside)]
+        combos = LinearMap(tuple(v & mask for v in vecs), max(low, 1)).kernel()
+        out.append([_xor_of(vecs, c) for c in combos])
+    return out
+
+
+def _xor_of(vecs, combo: int) -> int:
+    x = 0
+    for i in bits_of(combo):
+        x ^= vecs[i]
+    return x
+
+
 def _swizzle(n: int, itemsize: int, low: int, sides) -> LinearMap:
     """Offset bits -> element bits: bits [0, low) fixed, bits above one phase (`top` up) chosen
     to avoid both sides' phase spans (module docstring), the bank bits in between completing
-    the basis. `sides`: [(phase lane images, bits inside an access)]."""
-    top = min(max(log2(PHASE_BYTES // itemsize), low), n) if itemsize <= PHASE_BYTES else low
+    the basis. `sides`: [(phase lane images, bits inside an access)]. Every column above `low`
+    has no bit below it (the map is block-diagonal), so aligned vectors stay aligned and
+    contiguous; the spans to avoid are therefore the parts of the sides' spans above `low`."""
+    top = phase_top(n, itemsize, low)
     fixed = [1 << i for i in range(low)]
-    spans = [list(imgs) + [1 << i for i in range(inside)] for imgs, inside in sides]
+    spans = high_spans(n, low, sides)
     high: list[int] = []
-    prefer = [1 << h for h in range(n - 1, -1, -1)]
+    prefer = [1 << h for h in range(n - 1, low - 1, -1)]
     for _ in range(n - top):
         base = fixed + high
+        # Each span holds `base`, so a vector outside them keeps the columns independent,
+        # and clearing its bits below `low` keeps it outside.
         proper = [echelon(base + sp) for sp in spans]
         proper = [e for e in proper if e.rank < n]
-        # Each span holds `base`, so a vector outside them keeps the columns independent.
         x = avoiding_vector(n, proper, prefer) if proper else None
         for e in proper if x is None else []:   # not both: keep one side conflict-free
             x = avoiding_vector(n, [e], prefer)
@@ -234,8 +264,6 @@ def _swizzle(n: int, itemsize: int, low: int, sides) -> LinearMap:
                 break
         if x is None:
             x = avoiding_vector(n, [echelon(base)], prefer)
-        # Every span holds the fixed bits, so clearing them keeps x outside; it keeps the map
-        # block-diagonal, so aligned vectors stay aligned and contiguous.
         high.append(x & ~((1 << low) - 1))
     mid: list[int] = []
     for i in list(range(low, top)) + list(range(n)):
@@ -298,7 +326,8 @@ def _xor_count(inv: LinearMap, thread_w, consts) -> int:
     tmask = 0
     for w in thread_w:
         tmask |= inv(int(w))
-    return len({inv(int(c)) & tmask for c in consts} - {0})
+    offs = inv.apply_all(np.asarray(consts, np.int64)) & tmask
+    return len(set(offs.tolist()) - {0})
 
 
 def describe(p: Plan) -> str:

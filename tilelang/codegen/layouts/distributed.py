@@ -91,7 +91,12 @@ class Layout:
         return _combine(self.thread_bases, t, self.rank)
 
     def reg_linear(self, r: int) -> int:
-        return self.linear(self.reg_coord(r))
+        return int(self.reg_table[r])
+
+    @cached_property
+    def reg_table(self) -> np.ndarray:
+        """The linear index each register holds in thread 0."""
+        return LinearMap(tuple(self.linear(b) for b in self.reg), self.n_bits).table()
 
     def thread_weights(self) -> tuple[int, ...]:
         """Linear-index weight of each thread-index bit (0 for replicating bits); a thread's
@@ -101,7 +106,7 @@ class Layout:
     @cached_property
     def table(self) -> np.ndarray:
         """[threads, regs] array of the row-major linear index each register holds."""
-        regs = np.array([self.reg_linear(r) for r in range(self.num_regs)], dtype=np.int64)
+        regs = self.reg_table
         thr = LinearMap(self.thread_weights(), self.n_bits).apply_all(
             np.arange(self.threads, dtype=np.int64))
         return thr[:, None] ^ regs[None, :]
@@ -387,11 +392,12 @@ def thread_part(dst: Layout, src_shape: tuple[int, ...]) -> tuple[int, ...]:
 
 
 def reg_part(dst: Layout, src_shape: tuple[int, ...]) -> list[int]:
-    """The compile-time part of a `broadcast_table` row, per register of dst."""
+    """The compile-time part of a `broadcast_table` row, per register of dst (linear in the
+    register index: the XOR of its bits' parts)."""
     off = dst.rank - len(src_shape)
-    out = []
-    for r in range(dst.num_regs):
-        rc = dst.reg_coord(r)
+    cols = []
+    for rc in dst.reg:
         c = tuple(0 if s == 1 else rc[i + off] for i, s in enumerate(src_shape))
-        out.append(linear_index(src_shape, c))
-    return out
+        cols.append(linear_index(src_shape, c))
+    n = sum(log2(s) for s in src_shape)
+    return LinearMap(tuple(cols), n).table().tolist()
