@@ -193,10 +193,11 @@ def test_stdio_session(tmp_path):
 def test_command_line_help():
     import subprocess
 
-    proc = subprocess.run([sys.executable, "-m", "tilelang.cli", "lsp", "--help"], cwd=ROOT,
-                          capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 0
-    assert "The Tile language server" in proc.stdout and "--tcp" in proc.stdout
+    for argv in (["-m", "tilelang.cli", "lsp", "--help"], ["-m", "tilelang.lsp", "--help"]):
+        proc = subprocess.run([sys.executable, *argv], cwd=ROOT, capture_output=True, text=True,
+                              timeout=60)
+        assert proc.returncode == 0
+        assert "The Tile language server" in proc.stdout and "--tcp" in proc.stdout
 
 
 def test_hover_shows_inferred_types_of_bindings():

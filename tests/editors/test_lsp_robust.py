@@ -284,3 +284,20 @@ def test_without_pygls_a_message_and_status_1():
         assert proc.stderr.startswith("tilec lsp: the language server needs pygls 2: "
                                       "pip install 'tilec[lsp]'")
         assert "Traceback" not in proc.stderr and proc.stdout == ""
+
+
+def test_shutdown_and_exit_during_a_long_check(wire, tmp_path):
+    """`shutdown` is answered and `exit` ends the process while a check is still running."""
+    wire.initialize()
+    uri = from_fs_path(str(tmp_path / "slow.tile"))
+    open_doc(wire, uri, slow_document(300))
+    time.sleep(0.2)  # the check has started
+    t0 = time.monotonic()
+    assert wire.call("shutdown")["result"] is None
+    shutdown_s = time.monotonic() - t0
+    wire.notify("exit")
+    assert wire.proc.wait(20) == 0
+    exit_s = time.monotonic() - t0
+    print(f"shutdown answered in {shutdown_s * 1e3:.0f} ms, exited after {exit_s:.1f} s")
+    assert shutdown_s < 2
+    no_traceback(wire)
