@@ -98,12 +98,19 @@ class Stream:
         strides = [self.arr.strides[a] for a in self.axes]
         self.strides = strides
         self.thread_off = self._dot(tc, strides, extend=True)
-        self.bit_step: dict[int, ir.Value] = {}
-        for bit, basis in enumerate(lay.reg):
-            if (1 << bit) < self.e:
-                continue
-            self.bit_step[1 << bit] = b.mul(self._dot([_c(v) for v in basis], strides,
-                                                      extend=True), _c64(itemsize))
+        # chunk j's pointer is chunk j-1's plus a step: one register per distinct step (one
+        # for the blocked layouts, whose chunks are evenly spaced)
+        self.delta: dict[int, tuple[int, ...]] = {}
+        self.steps: dict[tuple[int, ...], ir.Value] = {}
+        prev = lay.reg_coord(0)
+        for g in self.chunks[1:]:
+            rc = lay.reg_coord(g)
+            d = tuple(x - y for x, y in zip(rc, prev))
+            self.delta[g] = d
+            if d not in self.steps:
+                self.steps[d] = b.mul(self._dot([ir.Constant(I64, v) for v in d], strides,
+                                                extend=False), _c64(itemsize))
+            prev = rc
 
     def _row_col_const(self, rc) -> tuple[int, int]:
         r = self.sop.rank
@@ -160,38 +167,44 @@ class Stream:
             off = b.add(off, b.mul(g, s))
         p1 = ir.PointerType(ir.IntType(8), addrspace=1)
         p0 = b.add(self.arr.address, b.mul(off, _c64(self.itemsize)))
-        # bounds: elements left per axis from this thread's first chunk
-        left = []
-        for ax in range(len(self.shape)):
-            start = b.add(g0[ax], b.zext(self.tc[ax], I64))
-            left.append(b.sub(self.arr.extents[self.axes[ax]], start))
-        ptrs = {0: p0}
-        # the tile starts inside the array (coordinates only grow from g0)
+        # The tile starts inside the array (coordinates only grow from g0) and the iteration
+        # exists; otherwise every axis counts as empty. Elements left per axis from this
+        # thread's first chunk, clamped to [0, tile extent] so that i32 holds them: computed
+        # per copy, so no per-chunk test is loop-invariant (hoisted into registers).
         inside = valid if valid is not None else ir.Constant(I1, 1)
         for g in g0:
             inside = b.and_(inside, b.icmp_signed(">=", g, _c64(0)))
+        left = []
+        for ax in range(len(self.shape)):
+            start = b.add(g0[ax], b.zext(self.tc[ax], I64))
+            m = b.sub(self.arr.extents[self.axes[ax]], start)
+            m = b.select(b.icmp_signed("<", m, _c64(0)), _c64(0), m)
+            m = b.select(b.icmp_signed(">", m, _c64(self.shape[ax])), _c64(self.shape[ax]), m)
+            left.append(b.select(inside, b.trunc(m, I32), _c(0)))
+        ptr = p0
         dst0 = b.add(image, self.dst_first)
         for g in self.chunks:
-            j = g // self.e
-            if j:
-                low = j & -j
-                ptrs[j] = _add64(kern, ptrs[j - low], self.bit_step[low * self.e])
+            if g:
+                ptr = _add64(kern, ptr, self.steps[self.delta[g]])
             rc = self.lay.reg_coord(g)
-            ok, n = inside, None
+            ok, n = None, None
             for ax in range(len(self.shape)):
                 lim = left[ax]
                 if ax == self.cax:
-                    m = b.sub(lim, _c64(rc[ax])) if rc[ax] else lim
-                    m = b.select(b.icmp_signed("<", m, _c64(0)), _c64(0), m)
-                    n = b.select(b.icmp_signed(">", m, _c64(self.e)), _c64(self.e), m)
+                    m = b.sub(lim, _c(rc[ax])) if rc[ax] else lim
+                    m = b.select(b.icmp_signed("<", m, _c(0)), _c(0), m)
+                    n = b.select(b.icmp_signed(">", m, _c(self.e)), _c(self.e), m)
                 else:
-                    ok = b.and_(ok, b.icmp_signed("<", _c64(rc[ax]), lim))
-            nbytes = b.select(ok, b.mul(b.trunc(n, I32), _c(self.itemsize)), _c(0))
+                    t = b.icmp_signed("<", _c(rc[ax]), lim)
+                    ok = t if ok is None else b.and_(ok, t)
+            nbytes = b.mul(n, _c(self.itemsize))
+            if ok is not None:
+                nbytes = b.select(ok, nbytes, _c(0))
             if g in self.dst_const:
                 dst, imm = dst0, self.dst_const[g] + self.image_offset
             else:
                 dst, imm = b.add(image, self.dst_rt[g]), self.image_offset
-            b.call(_cp_async_asm(imm), [dst, ptrs[j], nbytes])
+            b.call(_cp_async_asm(imm), [dst, ptr, nbytes])
 
 
 def _cp_async_asm(offset: int) -> ir.InlineAsm:

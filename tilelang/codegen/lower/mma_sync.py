@@ -324,30 +324,39 @@ def product_from(kern: KernelEmitter, form: MmaForm, b_class: str, tiling: WarpT
     def cast_op(v):
         return b.bitcast(v, opty) if opty != I32 else v
 
+    # A fragments of `group` m-tiles at a time (B is then read once per group): with a large
+    # accumulator, holding four m-tiles' A fragments plus ptxas's prefetch of the next ones
+    # spills at 168 registers. warp_tiling keeps such warps at two m-tiles.
+    group = t.m_tiles if len(acc_regs) <= 64 else min(2, t.m_tiles)
     for bi in range(t.batch_per_warp):
         for k0 in range(0, k, form.k):
-            afr = [[cast_op(v) for v in la.load(bases[0], bi, mi * MT, k0)]
-                   for mi in range(t.m_tiles)]
-            for pair in range(t.n_tiles // 2):
-                bfr = [cast_op(v) for v in lb.load(bases[1], bi, pair * 2 * NT, k0)]
-                for mi in range(t.m_tiles):
-                    for h in range(2):
-                        ni = 2 * pair + h
-                        idx = [acc_register(t, bi, mi, ni, i) for i in range(4)]
-                        c = [regs[i] for i in idx]
-                        if half_acc:
-                            c = [_pack_half2(b, c[0], c[1]), _pack_half2(b, c[2], c[3])]
-                        d = b.call(fn, afr[mi] + bfr[2 * h:2 * h + 2] + c)
-                        if half_acc:
-                            outs = []
-                            for q in range(2):
-                                v = b.extract_value(d, q)
-                                outs += [b.extract_element(v, _c(0)), b.extract_element(v, _c(1))]
-                        else:
-                            outs = [b.extract_value(d, q) for q in range(4)]
-                        for i, v in zip(idx, outs):
-                            regs[i] = v
+            for mg in range(0, t.m_tiles, group):
+                mis = range(mg, min(mg + group, t.m_tiles))
+                _k_step(b, fn, t, la, lb, bases, bi, k0, mis, regs, cast_op, half_acc)
     return regs
+
+
+def _k_step(b, fn, t, la, lb, bases, bi, k0, mis, regs, cast_op, half_acc) -> None:
+    """One k-step of the m-tiles `mis` against every n-tile (regs updated in place)."""
+    afr = {mi: [cast_op(v) for v in la.load(bases[0], bi, mi * MT, k0)] for mi in mis}
+    for pair in range(t.n_tiles // 2):
+        bfr = [cast_op(v) for v in lb.load(bases[1], bi, pair * 2 * NT, k0)]
+        for mi in mis:
+            for h in range(2):
+                idx = [acc_register(t, bi, mi, 2 * pair + h, i) for i in range(4)]
+                c = [regs[i] for i in idx]
+                if half_acc:
+                    c = [_pack_half2(b, c[0], c[1]), _pack_half2(b, c[2], c[3])]
+                d = b.call(fn, afr[mi] + bfr[2 * h:2 * h + 2] + c)
+                if half_acc:
+                    outs = []
+                    for q in range(2):
+                        v = b.extract_value(d, q)
+                        outs += [b.extract_element(v, _c(0)), b.extract_element(v, _c(1))]
+                else:
+                    outs = [b.extract_value(d, q) for q in range(4)]
+                for i, v in zip(idx, outs):
+                    regs[i] = v
 
 
 def _pack_half2(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
