@@ -117,6 +117,7 @@ class FakeDriver:
         return CUresult.CUDA_SUCCESS, b"described"
 
     def cuCtxSynchronize(self):
+        self.calls.append(("cuCtxSynchronize",))
         return (CUresult.CUDA_SUCCESS,)
 
     # -- memory (host memory standing in for the device) --------------------------------------
@@ -357,3 +358,39 @@ def test_cuda_array_interface_arrays(mod, drv):
     vals = read_params(drv.launches[0]["params"], mod.copy2d._layout)
     assert vals[:5] == (buf.ptr, 4, 3, 6, 2)
     assert mod.copy2d._specs.keys() == {("--", "c-")}       # 24-byte rows: not aligned16
+
+
+def test_device_array_exports_on_cuda(mod, drv):
+    """A CUDA DeviceArray describes its device memory (DLPack kDLCUDA, CAI v3), and what it
+    exports launches like any CUDA array; a broadcast view is refused where the kernel writes."""
+    from tilelang.runtime.dlpack import KDL_CUDA, read_dlpack
+    from tilelang.runtime.device_array import DeviceArray
+    a = mod.to_device(np.arange(24, dtype=np.float32).reshape(4, 6))
+    assert a.__dlpack_device__() == (KDL_CUDA, 0)
+    _, data, shape, strides, dtype, device = read_dlpack(a.T)
+    assert (data, shape, strides, dtype, device) == (a.ptr, (6, 4), (1, 6), (2, 32, 1),
+                                                    (KDL_CUDA, 0))
+    syncs = sum(1 for c in drv.calls if c[0] == "cuCtxSynchronize")
+    a.__dlpack__(stream=5)
+    assert sum(1 for c in drv.calls if c[0] == "cuCtxSynchronize") == syncs + 1
+
+    class Foreign:                            # what CuPy would build from the interface
+        def __init__(self, cai):
+            self.cai = cai
+
+        @property
+        def __cuda_array_interface__(self):
+            return self.cai
+    out = mod.empty((4, 3), "f32")
+    mod.copy2d[4](Foreign(a[:, ::2].__cuda_array_interface__), out)
+    vals = read_params(drv.launches[-1]["params"], mod.copy2d._layout)
+    assert vals[:5] == (a.ptr, 4, 3, 6, 2)
+    np.testing.assert_array_equal(np.asarray(a), np.arange(24).reshape(4, 6))
+    wide = DeviceArray(mod.backend, out.ptr, (4, 3), "f32", (0, 1), out)
+    launches = len(drv.launches)
+    with pytest.raises(tilelang.KernelArgumentError) as e:
+        mod.copy2d[4](a, wide)
+    assert e.value.diagnostics[0].message.startswith(
+        "argument `dst` of kernel `copy2d` (dst: Array[f32, 2]) is a broadcast view")
+    assert len(drv.launches) == launches                  # nothing reached the driver
+    mod.copy2d[4](wide, mod.empty((4, 3), "f32"))         # as an input it is fine
