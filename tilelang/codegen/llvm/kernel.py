@@ -249,7 +249,9 @@ class KernelEmitter:
         return acc if acc is not None else ir.Constant(I32, 0)
 
     def thread_coord(self, layout: Layout, axis: int) -> ir.Value:
-        """This thread's coordinate offset along `axis` (i32)."""
+        """This thread's coordinate offset along `axis` (i32). Callers add register offsets to
+        it, which is right for one-hot layouts only (an XOR layout is converted first)."""
+        assert layout.is_one_hot(), f"thread_coord: an XOR layout needs XOR addressing: {layout}"
         weights = tuple(basis[axis] for basis in layout.thread_bases)
         return self.thread_linear(weights)
 
