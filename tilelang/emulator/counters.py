@@ -69,12 +69,20 @@ class Counters:
         nwords = max(size // 4, 1)
         lanes = 32 if size <= 4 else 128 // size
         nph = 32 // lanes
+        word0 = np.asarray(off, np.int64) // 4
+        if idx.size == st.T and st.tpb % 32 == 0:
+            # every thread of the batch, warps complete and in order: the matrix of words
+            # is a reshape (the common case; no scatter)
+            nrows = st.T // lanes
+            mat = (word0.reshape(nrows, lanes, 1) + np.arange(nwords)).reshape(nrows, -1)
+            self._waves(st, st.T // 32, mat, None)
+            return
         w0 = int(st.warp_global[idx[0]])
         nw = int(st.warp_global[idx[-1]]) - w0 + 1
         lane = st.lane[idx]
         rows = (st.warp_global[idx] - w0) * nph + lane // lanes
         cols = (lane % lanes) * nwords
-        self._count_shared(st, nw, nw * nph, rows, cols, off // 4, nwords, lanes * nwords)
+        self._count_shared(st, nw, nw * nph, rows, cols, word0, nwords, lanes * nwords)
 
     def record_ldmatrix(self, st, idx, addrs, nmat):
         """ldmatrix / stmatrix .x1/.x2/.x4: lane 8i + r gives the 16-byte row r of matrix i,
@@ -95,19 +103,28 @@ class Counters:
         mat = np.full((nrows, ncols), -1, np.int64)
         for k in range(nwords):
             mat[rows, cols + k] = word0 + k
+        present = np.zeros(nrows, bool)
+        present[rows] = True
+        warps = np.zeros(nwarps, bool)
+        warps[rows // (nrows // nwarps)] = True
+        self._waves(st, int(warps.sum()), mat, present)
+
+    def _waves(self, st, requests, mat, present):
+        """Wavefronts of each phase (row of `mat`: its 4-byte words, -1 for none) and the
+        totals; `present` selects the phases that took part (None: all)."""
+        nrows = mat.shape[0]
         mat.sort(axis=1)                       # rows are short: cheap, no global sort
         new = np.ones(mat.shape, bool)
         new[:, 1:] = mat[:, 1:] != mat[:, :-1]
         new &= mat >= 0
-        r, c = np.nonzero(new)
-        per_bank = np.bincount(r * 32 + mat[r, c] % 32, minlength=nrows * 32).reshape(nrows, 32)
-        present = np.zeros(nrows, bool)
-        present[rows] = True
-        waves = per_bank.max(axis=1)[present]
-        warps = np.zeros(nwarps, bool)
-        warps[rows // (nrows // nwarps)] = True
-        requests, wavefronts = int(warps.sum()), int(waves.sum())
-        conflicts = int((waves - 1).sum())
+        bank = (mat % 32) + 32 * np.arange(nrows)[:, None]
+        per_bank = np.bincount(bank.ravel(), weights=new.ravel(),
+                               minlength=nrows * 32).reshape(nrows, 32)
+        waves = per_bank.max(axis=1).astype(np.int64)
+        if present is not None:
+            waves = waves[present]
+        wavefronts = int(waves.sum())
+        conflicts = wavefronts - int(waves.size)
         self.shared_requests += requests
         self.shared_wavefronts += wavefronts
         self.bank_conflicts += conflicts
