@@ -102,6 +102,7 @@ class InterpKernelRunner:
         from tilelang.codegen.generate import written_arrays
         from tilelang.diagnostics import TileError
         from tilelang.driver import compile_source
+        from tilelang.interp.interpreter import Interpreter
         from .compiler import DriverCompiler
         mod = self.kernel.module
         res = compile_source(mod.text, mod.path, DriverCompiler().driver_options(mod.options),
@@ -117,7 +118,7 @@ class InterpKernelRunner:
         dims3 = (spec.reqntid or spec.maxntid) if spec is not None else None
         block = tuple(dims3) + (1,) * (3 - len(dims3)) if dims3 else (128, 1, 1)
         art = KernelArtifact(self.kernel.name, (), block, spec, cluster)
-        hit = self._ir[key] = (k, idx, cluster, art)
+        hit = self._ir[key] = (Interpreter(k), k, idx, cluster, art)
         return hit
 
     def launch(self, grid, args: tuple, block, stream=None):
@@ -125,7 +126,7 @@ class InterpKernelRunner:
         if stream is not None:
             check_stream(stream)
         backend = kern.module.backend
-        k, written, cluster, art = self._lowered(kern._const_values())
+        interp, k, written, cluster, art = self._lowered(kern._const_values())
         name = kern.name
         check_launch(name, art, backend.limits, dims(grid, "grid", name),
                      None if block is None else dims(block, "block", name))
@@ -139,9 +140,10 @@ class InterpKernelRunner:
                 values.append(a.item() if isinstance(a, np.generic) else a)
                 continue
             v = extract(a)
-            if v is None or v.problem is not None or not accepts(p.dtype, v.dtype) or \
-                    len(v.shape) != p.rank or v.strides is None or v.where != "host" and \
-                    not (v.what == "DeviceArray" and v.keep.backend is backend):
+            ours = v is not None and (v.where == "host" or (
+                v.what == "DeviceArray" and v.keep.backend is backend))
+            if not ours or v.problem is not None or not accepts(p.dtype, v.dtype) or \
+                    len(v.shape) != p.rank or v.strides is None:
                 check_array(name, p, v, a, backend, True)
             views.append(v)
             arr = a if isinstance(a, np.ndarray) else host_view(v)
@@ -154,10 +156,9 @@ class InterpKernelRunner:
             values.append(arr)
         kern._check_writes(written, views, args)
         from tilelang.interp import InterpreterAssertionError, InterpreterError
-        from tilelang.interp.interpreter import Interpreter
         g = dims(grid, "grid", name)
         try:
-            Interpreter(k).run(values, g, cluster or (1, 1, 1))
+            interp.run(values, g, cluster or (1, 1, 1))
         except InterpreterAssertionError as e:
             raise device_error("E0931", f"kernel `{name}` failed an assert in the interpreter: "
                                f"{e}", "the same launch fails the assert on a GPU") from None
