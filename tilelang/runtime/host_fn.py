@@ -61,7 +61,9 @@ class HostFunction:
                              kernels=[wrapper], until="tir")
         if not res.ok:
             raise TileError([d for d in res.diagnostics])
+        from tilelang.interp.interpreter import Interpreter
         self._kernel = res.ir.kernel(wrapper)
+        self._interp = Interpreter(self._kernel)
         return self._kernel
 
     def __call__(self, *args, **kwargs):
@@ -100,9 +102,8 @@ class HostFunction:
             values.append(v.item() if isinstance(v, np.generic) else v)
         out = np.zeros(1, out_param.type.dtype.storage_np_dtype)
         from tilelang.interp import InterpreterError
-        from tilelang.interp.interpreter import Interpreter
         try:
-            Interpreter(k).run([out, *values], (1, 1, 1))
+            self._interp.run([out, *values], (1, 1, 1))
         except InterpreterError as e:
             raise device_error("E0931", f"host function `{self.name}` failed in the "
                                f"interpreter: {e}", "the same call fails in tile code") from None
