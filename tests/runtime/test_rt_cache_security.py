@@ -183,7 +183,7 @@ def test_world_writable_root_is_refused(tmp_path):
     root = tmp_path / "c"
     root.mkdir()
     os.chmod(root, 0o777)
-    _refused(root, "other users can write to it (mode 0777)")
+    _refused(root, "is writable by other users (mode 0777)")
     assert os.listdir(root) == []
 
 

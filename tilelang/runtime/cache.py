@@ -155,16 +155,16 @@ def _euid() -> int | None:
 
 
 def folder_problem(st: os.stat_result) -> str | None:
-    """Why a folder (its lstat) cannot hold a private cache, or None."""
+    """Why a folder (its lstat) cannot hold a private cache (`is ...`), or None."""
     if stat.S_ISLNK(st.st_mode):
-        return "it is a symbolic link"
+        return "is a symbolic link"
     if not stat.S_ISDIR(st.st_mode):
-        return "it is not a folder"
+        return "is not a folder"
     uid = _euid()
     if uid is not None and st.st_uid != uid:
-        return f"it is owned by uid {st.st_uid}, not by you (uid {uid})"
+        return f"is owned by uid {st.st_uid}, not by you (uid {uid})"
     if st.st_mode & 0o022:
-        return f"other users can write to it (mode {stat.S_IMODE(st.st_mode):04o})"
+        return f"is writable by other users (mode {stat.S_IMODE(st.st_mode):04o})"
     return None
 
 
@@ -424,7 +424,7 @@ class DiskCache:
             raise Damaged(e.strerror) from None
         why = folder_problem(st)
         if why:
-            raise Damaged(f"the entry {why}")
+            raise Damaged(f"the entry folder {why}")
         try:
             meta = json.loads(_read_regular(os.path.join(d, "meta.json"), _META_LIMIT))
         except (ValueError, RecursionError):
@@ -683,7 +683,7 @@ class DiskCache:
         except FileNotFoundError:
             return None
         except OSError as e:
-            return f"cannot be read ({e.strerror})"
+            return f"cannot be examined ({e.strerror})"
         return folder_problem(st)
 
     def entries(self) -> list[dict]:

@@ -357,7 +357,8 @@ def cmd_cache(argv: list[str]) -> int:
     out = sys.stdout
     why = cache.problem()
     if why is not None:
-        sys.stderr.write(f"tilec cache: error: not using the cache folder {cache.root}: {why}\n")
+        sys.stderr.write(f"tilec cache: error: not using the cache folder {cache.root}: it "
+                         f"{why}\n")
         return 1
     if args.action == "list":
         entries = cache.entries()
