@@ -243,6 +243,41 @@ def test_m16n8k32_e4m3_with_f16_accumulator(hw, rng):
     assert np.array_equal(D, (A @ B + C).astype(np.float16))
 
 
+def test_m16n8k16_f16_accumulator_in_f32_out(hw, rng):
+    # .dtype and .ctype are independent for f16 inputs: f32 D from an f16 C (2 registers)
+    A, B, C = quarters(rng, (16, 16)), quarters(rng, (16, 8)), quarters(rng, (16, 8))
+    d = hw.dev
+    words = [fragments(f16_bits(A), a_pos_f16, 8, 16), fragments(f16_bits(B), b_pos_f16, 4, 16),
+             fragments(f16_bits(C), c_pos, 4, 16)]
+    body = BODY.format(loads="\n".join(
+        [f"  mul.wide.u32 %rd{b}, %r1, {4 * n};\n  add.s64 %rd{b + 1}, {p}, %rd{b};\n" +
+         "\n".join(f"  ld.global.b32 %r{b + i}, [%rd{b + 1}+{4 * i}];" for i in range(n))
+         for p, n, b in (("%rd2", 4, 10), ("%rd3", 2, 20), ("%rd4", 2, 30))]), pre="",
+        mma="mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f16 {%r40,%r41,%r42,%r43}, "
+            "{%r10,%r11,%r12,%r13}, {%r20,%r21}, {%r30,%r31};",
+        stores="  mul.wide.u32 %rd40, %r1, 16;\n  add.s64 %rd41, %rd1, %rd40;\n" +
+               "\n".join(f"  st.global.b32 [%rd41+{4 * i}], %r{40 + i};" for i in range(4)))
+    ptrs = [d.to_device(w) for w in words]
+    po = d.malloc(16 * 32)
+    hw.run(kernel_ptx(body, nparams=4), (1,), (32,), [po] + ptrs)
+    D = unfrag(d.from_device(po, (32, 4), np.uint32), 32).astype(np.uint32).view(np.float32)
+    assert np.array_equal(D, (A @ B + C).astype(np.float32))
+
+
+@pytest.mark.parametrize("form,msg", [
+    ("m16n8k16.row.col.f16.bf16.bf16.f16", r"\.bf16 inputs take \.f32 accumulators"),
+    ("m16n8k16.row.col.f32.f16.bf16.f32", r"\.f16 A takes a \.f16 B"),
+    ("m16n8k8.row.col.f16.tf32.tf32.f32", r"\.tf32 inputs take \.f32 accumulators"),
+    ("m16n8k32.row.col.f32.s8.s8.s32", r"\.s8 inputs take \.s32 accumulators"),
+])
+def test_mma_refuses_forms_the_isa_does_not_have(hw, form, msg):
+    from tilelang.emulator.errors import PTXParseError
+    with pytest.raises(PTXParseError, match=msg):
+        run(hw, f"mma.sync.aligned.{form} {{d}}, {{a}}, {{b}}, {{c}};", 4, 2, 4,
+            np.zeros((32, 4), np.uint32), np.zeros((32, 2), np.uint32),
+            np.zeros((32, 4), np.uint32))
+
+
 def test_mma_refuses_wrong_register_counts(hw):
     from tilelang.emulator.errors import PTXParseError
     with pytest.raises(PTXParseError, match="expected 4, 4, 2, 4 registers"):

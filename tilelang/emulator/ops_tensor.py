@@ -106,6 +106,16 @@ def build_mma(ctx, ins, parts):
         dtype_, atype, btype, ctype = types[0], types[1], types[1], types[0]
     if "row" not in parts or "col" not in parts:
         ctx.error("mma.sync needs .row.col for these shapes")
+    # accumulator types the PTX ISA allows per input type (ptxas refuses the others)
+    allowed = {"f16": ("f16", "f32"), "bf16": ("f32",), "tf32": ("f32",), "s8": ("s32",),
+               "u8": ("s32",), "e4m3": ("f16", "f32"), "e5m2": ("f16", "f32")}.get(atype)
+    if allowed is not None and (dtype_ not in allowed or ctype not in allowed):
+        ctx.error(f"{ins.opcode}: .{atype} inputs take {' or '.join('.' + t for t in allowed)}"
+                  f" accumulators")
+    if atype in ("f16", "bf16", "tf32") and btype != atype:
+        ctx.error(f"{ins.opcode}: .{atype} A takes a .{atype} B")
+    if atype in ("e4m3", "e5m2") and dtype_ != ctype:
+        ctx.error(f"{ins.opcode}: 8-bit float products need equal .dtype and .ctype")
     elem = {"f16": "16", "bf16": "16", "tf32": "32", "s8": "8", "u8": "8", "e4m3": "8",
             "e5m2": "8"}.get(atype)
     key = (shape, elem)
@@ -118,10 +128,10 @@ def build_mma(ctx, ins, parts):
     da, db, dc, dd = (_regs_of(ctx, o) for o in (a, b, c, d))
     na = ar.shape[1] * bits // 32
     nb = br.shape[1] * bits // 32
-    acc_bits = 16 if dtype_ == "f16" else 32
-    nc = 4 * acc_bits // 32
-    if (len(da), len(db), len(dc), len(dd)) != (na, nb, nc, nc):
-        ctx.error(f"{ins.opcode}: expected {nc}, {na}, {nb}, {nc} registers for d, a, b, c")
+    nd = 2 if dtype_ == "f16" else 4         # 4 accumulator elements: f16x2 pairs or words
+    nc = 2 if ctype == "f16" else 4
+    if (len(da), len(db), len(dc), len(dd)) != (na, nb, nc, nd):
+        ctx.error(f"{ins.opcode}: expected {nd}, {na}, {nb}, {nc} registers for d, a, b, c")
     ga = [ctx.src(o, b32) for o in da]
     gb = [ctx.src(o, b32) for o in db]
     gc = [ctx.src(o, b32) for o in dc]
@@ -147,7 +157,7 @@ def build_mma(ctx, ins, parts):
         A[wi, ar[None], ac[None]] = Ae
         B[wi, br[None], bc[None]] = Be
         Cw = fetch(gc)
-        if dtype_ == "f16":
+        if ctype == "f16":
             Ce = _unpack(Cw, 16, "f16")
         else:
             Ce = _unpack(Cw, 32, "s32" if integer else "f32")
