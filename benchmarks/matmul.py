@@ -86,7 +86,24 @@ def close(got, ref) -> bool:
     return bool((got.float() - ref.float()).abs().amax().item() <= rel * scale)
 
 
-def run(sizes, dtypes, warmup, reps) -> list[dict]:
+def measure(row, key, launch, c, ref, flops, warmup, reps, flush):
+    """Check one kernel's result, then time it; failures become notes, not crashes (our
+    kernels compile lazily, at the first launch: an unsupported type shows up here)."""
+    import torch
+    try:
+        c.fill_(float("nan"))
+        launch()
+        torch.cuda.synchronize()
+    except Exception as e:                      # a compile or launch error of this kernel
+        row["notes"].append(f"{key}: {type(e).__name__}: {str(e).splitlines()[0][:120]}")
+        return
+    if not close(c, ref):
+        row["notes"].append(f"{key}: WRONG RESULT, not timed")
+        return
+    row[key] = flops / time_ms(launch, warmup, reps, flush) / 1e9
+
+
+def run(sizes, dtypes, warmup, reps) -> tuple[list[dict], str]:
     import torch
     import tilelang
     rows = []
@@ -117,13 +134,7 @@ def run(sizes, dtypes, warmup, reps) -> list[dict]:
             if ours_kernel is not None:
                 grid = (-(-n // BM), -(-n // BN))
                 launch = lambda grid=grid: ours_kernel[grid](a, b, c)
-                c.fill_(float("nan"))
-                launch()
-                torch.cuda.synchronize()
-                if close(c, ref):
-                    row["tile"] = flops / time_ms(launch, warmup, reps, flush) / 1e9
-                else:
-                    row["notes"].append("tile: WRONG RESULT, not timed")
+                measure(row, "tile", launch, c, ref, flops, warmup, reps, flush)
             else:
                 row["notes"].append(ours_note)
             if tiled_matmul is not None:
@@ -131,13 +142,7 @@ def run(sizes, dtypes, warmup, reps) -> list[dict]:
                 launch = lambda grid=grid: tiled_matmul[grid](
                     a, b, c, n, n, n, a.stride(0), b.stride(0), c.stride(0), BM=BM, BN=BN,
                     BK=BK, GROUP=8, num_warps=4, num_stages=3)
-                c.fill_(float("nan"))
-                launch()
-                torch.cuda.synchronize()
-                if close(c, ref):
-                    row["triton"] = flops / time_ms(launch, warmup, reps, flush) / 1e9
-                else:
-                    row["notes"].append("triton: WRONG RESULT, not timed")
+                measure(row, "triton", launch, c, ref, flops, warmup, reps, flush)
             rows.append(row)
             print(fmt_row(row), flush=True)
     return rows, triton_note
