@@ -62,10 +62,12 @@ def test_import_cycle_lists_the_modules(tmp_path):
 
 def test_missing_module_lists_folders(tmp_path):
     write(tmp_path, {"a.tile": "import nope.mod;\nkernel k() { }\n"})
-    r = check_file(str(tmp_path / "a.tile"), Options(include_dirs=["/some/where"]))
+    inc = tmp_path / "some" / "where"  # an -I folder must exist (E0271 otherwise)
+    inc.mkdir(parents=True)
+    r = check_file(str(tmp_path / "a.tile"), Options(include_dirs=[str(inc)]))
     (e,) = errors(r)
     assert e.code == "E0601" and "looked for `nope/mod.tile` in:" in e.notes[0]
-    assert str(tmp_path) in e.notes[0] and "/some/where" in e.notes[0]
+    assert str(tmp_path) in e.notes[0] and str(inc) in e.notes[0]
     assert "stdlib" in e.notes[0]
 
 

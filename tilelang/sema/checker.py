@@ -211,6 +211,7 @@ class Checker:
         self._record_keys: set = set()
         self.call_stack: list[tuple[ast.FnDef, Span | None]] = []
         self.instances: dict = {}
+        self.instance_cost: dict = {}  # statements one check of each instance walked
         self.modules: dict[str, ModuleInfo] = {}
         self.statements = 0  # walked in the current kernel or standalone function
 
@@ -541,7 +542,12 @@ class Checker:
         bound = self.bind_fn_args(f, pos, kw, span)
         key = (id(f), tuple((n, _type_key(a)) for n, a in bound))
         if key in self.instances:
+            # the lowering inlines this call again: count its statements as it will
+            self.statements += self.instance_cost.get(key, 0)
+            if self.statements > MAX_UNROLLED_STATEMENTS:
+                raise _TooLarge(span)
             return self.instances[key]
+        before = self.statements
         is_host = any(a.name == "host" for a in f.attrs)
         sig = ", ".join(f"{n}: {a.type}" for n, a in bound)
         ctx = Ctx("host" if is_host else "fn", f.name, info, f"fn {f.name}({sig})",
@@ -567,6 +573,7 @@ class Checker:
             self.call_stack.pop()
         result = self.return_value(f, ctx, scope)
         self.instances[key] = result
+        self.instance_cost[key] = self.statements - before
         return result
 
     def bind_fn_args(self, f: ast.FnDef, pos, kw, span) -> list[tuple[str, ArgInfo]]:
@@ -1332,11 +1339,13 @@ def _fn_sig(f: ast.FnDef) -> str:
 
 
 def _too_large(what: str, span: Span | None) -> Diagnostic:
+    # the message names no kernel, so one place reached from several roots is reported once
     return Diagnostic(
         Severity.ERROR, "E0216",
-        f"{what} has more than {MAX_UNROLLED_STATEMENTS} statements once `static for` loops "
-        f"are unrolled and function calls inlined", span, "the limit is reached here",
-        help="use a run-time `for` loop for long repetitions, and unroll only short inner loops")
+        f"more than {MAX_UNROLLED_STATEMENTS} statements once `static for` loops are unrolled "
+        f"and function calls inlined", span, "the limit is reached here",
+        help="use a run-time `for` loop for long repetitions, and unroll only short inner loops",
+        notes=(f"while checking {what}",))
 
 
 def _with_note(d: Diagnostic, note: str) -> Diagnostic:
