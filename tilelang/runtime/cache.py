@@ -59,6 +59,18 @@ _O_SAFE = os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0) \
     if hasattr(os, "O_NOFOLLOW") else 0
 
 
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _warn(message: str) -> None:
+    """A RuntimeWarning attributed to the first caller outside tilelang (the user's line)."""
+    import sys
+    level, f = 1, sys._getframe(0)
+    while f is not None and f.f_code.co_filename.startswith(_PACKAGE + os.sep):
+        f, level = f.f_back, level + 1
+    warnings.warn(message, RuntimeWarning, stacklevel=level)
+
+
 def reset_stats() -> None:
     for k in STATS:
         STATS[k] = 0
@@ -282,16 +294,16 @@ class DiskCache:
         if folder in _WARNED:
             return
         _WARNED.add(folder)
-        warnings.warn(f"tilelang: not using the kernel cache in {self.root}: `{folder}` {why}; "
-                      "compiling without it (remove that folder, or point TILELANG_CACHE_DIR "
-                      "at a folder of your own)", RuntimeWarning, stacklevel=4)
+        _warn(f"tilelang: not using the kernel cache in {self.root}: `{folder}` {why}; "
+              "compiling without it (remove that folder, or point TILELANG_CACHE_DIR at a "
+              "folder of your own)")
 
     def _cannot(self, folder: str, e: OSError) -> None:
         if folder in _WARNED:
             return
         _WARNED.add(folder)
-        warnings.warn(f"tilelang: cannot use the kernel cache in {self.root} ({folder}: "
-                      f"{e.strerror or e}); compiling without it", RuntimeWarning, stacklevel=4)
+        _warn(f"tilelang: cannot use the kernel cache in {self.root} ({folder}: "
+              f"{e.strerror or e}); compiling without it")
 
     def _mkdir(self, path: str) -> None:
         os.mkdir(path, 0o700)
@@ -484,8 +496,7 @@ class DiskCache:
                 raise Damaged(f"meta.json's artifact has a bad {why}")
         except Damaged as e:
             STATS["corrupt"] += 1
-            warnings.warn(f"tilelang: damaged cache entry {d} ({e}); rebuilding it",
-                          RuntimeWarning, stacklevel=2)
+            _warn(f"tilelang: damaged cache entry {d} ({e}); rebuilding it")
             self._remove(d)
             return None
         STATS["disk_hits"] += 1
