@@ -15,9 +15,9 @@ from editor_helpers import ROOT
 
 
 class Wire:
-    def __init__(self, *args: str):
+    def __init__(self, *args: str, command: list[str] | None = None):
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tilelang.cli", "lsp", *args], cwd=ROOT,
+            command or [sys.executable, "-m", "tilelang.cli", "lsp", *args], cwd=ROOT,
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         self.replies: dict = {}              # id -> reply (the first one for that id)
         self.null_replies: list[dict] = []   # error replies with "id": null

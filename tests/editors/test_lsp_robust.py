@@ -301,3 +301,26 @@ def test_shutdown_and_exit_during_a_long_check(wire, tmp_path):
     print(f"shutdown answered in {shutdown_s * 1e3:.0f} ms, exited after {exit_s:.1f} s")
     assert shutdown_s < 2
     no_traceback(wire)
+
+
+def test_works_without_llvmlite_and_cuda(tmp_path):
+    """The server needs only the `lsp` extra: with llvmlite and the CUDA bindings unimportable
+    (a platform without their wheels), a whole session works."""
+    blocked = ("llvmlite", "llvmlite.binding", "cuda", "cuda.bindings", "cuda.bindings.driver",
+               "cuda.bindings.nvjitlink")
+    code = (f"import sys\nfor m in {blocked!r}: sys.modules[m] = None\n"
+            "from tilelang.cli import main\nsys.exit(main(['lsp']))")
+    w = Wire(command=[sys.executable, "-c", code])
+    try:
+        w.initialize()
+        uri = from_fs_path(str(tmp_path / "k.tile"))
+        open_doc(w, uri, BROKEN)
+        assert [d["code"] for d in w.diagnostics(uri)["diagnostics"]] == ["E0101"]
+        change(w, uri, GOOD, 2)
+        assert w.diagnostics(uri, where=lambda p: p["version"] == 2)["diagnostics"] == []
+        r = w.call("textDocument/hover", hover_params(uri, 1, 8))
+        assert "let i: i32" in r["result"]["contents"]["value"]
+        assert w.close() == 0
+        no_traceback(w)
+    finally:
+        w.kill()

@@ -10,6 +10,7 @@ check of an older generation is discarded: the client never sees stale diagnosti
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import queue
 import threading
@@ -98,12 +99,15 @@ class Checker:
         self._encoding = encoding
         self.worker = Worker(loop)
         self.docs: dict[str, _Doc] = {}
+        self._generations = itertools.count(1)
 
     def update(self, uri: str, text: str, version: int | None, delay: float) -> None:
         """The document's new contents: check them after `delay` seconds."""
         d = self.docs.setdefault(uri, _Doc())
         d.text, d.version = text, version
-        d.gen += 1
+        # one counter for all documents: a check of a document closed and opened again meanwhile
+        # cannot pass for a check of the new one
+        d.gen = next(self._generations)
         if d.timer is not None:
             d.timer.cancel()
             d.timer = None
