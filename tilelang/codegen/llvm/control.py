@@ -40,12 +40,15 @@ class LoopFrame:
 def emit_region(kern: KernelEmitter, block: Block) -> tuple[str, list]:
     """Emit a region's ops. Returns (YIELD, tiles) or (CONDITION, [cond]) with the builder at
     the region's end, or (ESCAPED, []) when it ended in break/continue/return (branch done)."""
+    from tilelang.codegen.lower import mma_epilogue
     from tilelang.codegen.lower.mma_operands import PRODUCTS, DeferredLoad, deferrable
     deferred = deferrable(kern, block) if any(
         isinstance(o, BuiltinOp) and o.name in PRODUCTS for o in block.ops) else ()
     for op in block.ops:
         if isinstance(op, BuiltinOp) and op.result is not None and op.result.id in deferred:
             kern.env[op.result.id] = DeferredLoad(op)   # the product copies it (cp.async)
+        elif isinstance(op, BuiltinOp) and op.name == "store" and mma_epilogue.applies(kern, op):
+            mma_epilogue.store(kern, op)                # an accumulator: 16-byte stores
         elif isinstance(op, BuiltinOp):
             kern.emit_builtin(op)
         elif isinstance(op, ConstantOp):

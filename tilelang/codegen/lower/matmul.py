@@ -24,6 +24,7 @@ from tilelang.codegen.layouts.mma import MmaForm, WarpTiling, acc_layout, mma_fo
 from tilelang.codegen.llvm.kernel import I32, KernelEmitter, TileVal
 from tilelang.codegen.llvm.sync import _padded_ir, convert, stage
 from tilelang.codegen.lower import mma_operands, mma_sync
+from tilelang.codegen.lower.mma_epilogue import remember_acc_layout
 from tilelang.codegen.lower.mma_pipeline import Stream
 from tilelang.codegen.lower.table import lowers
 from tilelang.ir.ops import BuiltinOp
@@ -179,6 +180,7 @@ def _tensor_core(kern: KernelEmitter, plan: TensorCorePlan, a, b, acc: TileVal) 
         mma_operands.wait_group(kern, 0)
     kern.barrier()
     regs = mma_sync.product(kern, form, plan.b_class, plan.tiling, ops[0], ops[1], acc, k)
+    remember_acc_layout(kern, plan.acc)
     return TileVal(acc.dtype, plan.acc, tuple(regs))
 
 

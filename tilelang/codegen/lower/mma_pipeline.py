@@ -30,6 +30,7 @@ import llvmlite.ir as ir
 
 from tilelang.codegen.layouts.distributed import Layout, blocked, log2
 from tilelang.codegen.llvm.kernel import I1, I32, I64, KernelEmitter, TileVal
+from tilelang.codegen.lower.mma_epilogue import remember_acc_layout
 from tilelang.codegen.lower.mma_operands import (DeferredLoad, async_axis, commit_group,
                                                  deferrable, is_pure_scalar, wait_group)
 from tilelang.codegen.lower.mma_sync import (SmemOperand, element_row_col, fragment_loaders,
@@ -388,3 +389,4 @@ def emit_pipelined(kern: KernelEmitter, op: ForOp, lp: LoopPlan) -> None:
     wait_group(kern, 0)
     kern.barrier()                       # the ring is free for the next user
     kern.env[op.results[0].id] = TileVal(init.dtype, plan.acc, tuple(accs))
+    remember_acc_layout(kern, plan.acc)
