@@ -59,7 +59,6 @@ def test_sass_has_hmma(arch):
 
 
 @needs_sass
-@pytest.mark.xfail(strict=False, reason="tensor-core path in progress")
 @pytest.mark.parametrize("arch", ARCHS)
 def test_no_spills_no_local_memory(arch):
     res = compiled(arch)
