@@ -18,6 +18,14 @@ masked loads, `tl.dot` with an f32 accumulator) for the tile of `examples/matmul
 * `jit4096` (the static comparison): what the JIT gives a 4096^3 product of contiguous,
   aligned tensors: every pointer, size and stride divisible by 16.
 
+`--dtype` picks the input type (f16; bf16; tf32: f32 data multiplied on tf32; i8 with an
+int32 accumulator and output; e4m3 for cc 8.9+), `--tile` and `--stages` the tile and pipeline
+depth. The emulator fixtures in tests/emulator/fixtures/ were made by
+
+    gen_matmul_ptx.py --arch 80 --out F
+    gen_matmul_ptx.py --arch 80 --dtype {bf16,tf32,i8} --tile 64x64x32 --name triton_matmul_<dtype>_sm80 --out F
+    gen_matmul_ptx.py --arch 89 --dtype e4m3 --tile 64x64x64 --name triton_matmul_e4m3_sm89 --out F
+
 Writes `triton_matmul_sm<arch>.ptx`, `.cubin` and `.json` (signature, constexprs, warps,
 stages, shared memory, grid rule) into --out. The parameters Triton appends to every kernel
 (global and profile scratch pointers) are listed in the JSON: pass 0 for them.
@@ -42,7 +50,8 @@ NUM_WARPS, NUM_STAGES = 4, 3
 
 @triton.jit
 def tiled_matmul(a, b, c, M, N, K, lda, ldb, ldc,
-                 BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP: tl.constexpr):
+                 BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP: tl.constexpr,
+                 ACC: tl.constexpr = tl.float32, PREC: tl.constexpr = "tf32"):
     # c[M, N] = a[M, K] @ b[K, N], rows contiguous; lda/ldb/ldc are row strides in elements.
     pid = tl.program_id(0)
     tiles_m = tl.cdiv(M, BM)
@@ -59,12 +68,12 @@ def tiled_matmul(a, b, c, M, N, K, lda, ldb, ldc,
     rk = tl.arange(0, BK)
     pa = a + rm[:, None] * lda + rk[None, :]
     pb = b + rk[:, None] * ldb + rn[None, :]
-    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    acc = tl.zeros((BM, BN), dtype=ACC)
     for k0 in range(0, tl.cdiv(K, BK)):
         k_left = K - k0 * BK
         x = tl.load(pa, mask=(rm[:, None] < M) & (rk[None, :] < k_left), other=0.0)
         y = tl.load(pb, mask=(rk[:, None] < k_left) & (rn[None, :] < N), other=0.0)
-        acc = tl.dot(x, y, acc)
+        acc = tl.dot(x, y, acc, input_precision=PREC)
         pa += BK
         pb += BK * ldb
     pc = c + rm[:, None] * ldc + rn[None, :]
@@ -73,21 +82,33 @@ def tiled_matmul(a, b, c, M, N, K, lda, ldb, ldc,
 
 SIGNATURE = {"a": "*fp16", "b": "*fp16", "c": "*fp32", "M": "i32", "N": "i32", "K": "i32",
              "lda": "i32", "ldb": "i32", "ldc": "i32",
-             "BM": "constexpr", "BN": "constexpr", "BK": "constexpr", "GROUP": "constexpr"}
+             "BM": "constexpr", "BN": "constexpr", "BK": "constexpr", "GROUP": "constexpr",
+             "ACC": "constexpr", "PREC": "constexpr"}
 ARGS = list(SIGNATURE)
+# input type -> (pointer types of a/b and c, accumulator, dot precision)
+DTYPES = {
+    "f16": ("*fp16", "*fp32", tl.float32, "tf32"),
+    "bf16": ("*bf16", "*fp32", tl.float32, "tf32"),
+    "tf32": ("*fp32", "*fp32", tl.float32, "tf32"),      # f32 data, products on tf32
+    "i8": ("*i8", "*i32", tl.int32, "tf32"),
+    "e4m3": ("*fp8e4nv", "*fp32", tl.float32, "tf32"),   # sm_89 and newer
+}
 SPECS = {
     "aligned": ["a", "b", "c", "N", "K", "lda", "ldb", "ldc"],
     "jit4096": ["a", "b", "c", "M", "N", "K", "lda", "ldb", "ldc"],
 }
 
 
-def compile_kernel(arch: int, spec: str):
+def compile_kernel(arch: int, spec: str, dtype: str = "f16", tile=None, stages=NUM_STAGES):
     # The JIT turns a "D" specialization into this attribute (backends/compiler.py parse_attr)
     attrs = {(ARGS.index(n),): [["tt.divisibility", 16]] for n in SPECS[spec]}
-    src = ASTSource(tiled_matmul, dict(SIGNATURE), dict(TILE), attrs)
+    ab, c, acc, prec = DTYPES[dtype]
+    sig = dict(SIGNATURE, a=ab, b=ab, c=c)
+    consts = dict(TILE, **(tile or {}), ACC=acc, PREC=prec)
+    src = ASTSource(tiled_matmul, sig, consts, attrs)
     target = GPUTarget("cuda", arch, 32)
     return triton.compile(src, target=target,
-                          options={"num_warps": NUM_WARPS, "num_stages": NUM_STAGES})
+                          options={"num_warps": NUM_WARPS, "num_stages": stages})
 
 
 def main(argv=None) -> int:
@@ -96,13 +117,20 @@ def main(argv=None) -> int:
     ap.add_argument("--spec", choices=sorted(SPECS), default="aligned")
     ap.add_argument("--out", required=True, help="output folder")
     ap.add_argument("--name", default=None, help="file stem (default triton_matmul_sm<arch>)")
+    ap.add_argument("--dtype", choices=sorted(DTYPES), default="f16", help="input type")
+    ap.add_argument("--tile", default=None, help="BMxBNxBK (default 128x128x64)")
+    ap.add_argument("--stages", type=int, default=NUM_STAGES)
     args = ap.parse_args(argv)
+    tile = None
+    if args.tile:
+        bm, bn, bk = (int(v) for v in args.tile.split("x"))
+        tile = {"BM": bm, "BN": bn, "BK": bk}
     # Triton's cache stays private to this run
     os.environ.setdefault("TRITON_CACHE_DIR", tempfile.mkdtemp(prefix="triton-cache-"))
     # no DWARF sections in the PTX (keeps the fixture small); fusion stated, not defaulted
     os.environ.setdefault("TRITON_DISABLE_LINE_INFO", "1")
     os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
-    k = compile_kernel(args.arch, args.spec)
+    k = compile_kernel(args.arch, args.spec, args.dtype, tile, args.stages)
     stem = os.path.join(args.out, args.name or f"triton_matmul_sm{args.arch}")
     os.makedirs(args.out, exist_ok=True)
     with open(stem + ".ptx", "w") as f:
@@ -111,17 +139,21 @@ def main(argv=None) -> int:
         f.write(k.asm["cubin"])
     md = k.metadata
     params = [n for n in ARGS if SIGNATURE[n] != "constexpr"]
+    ab, c, _, prec = DTYPES[args.dtype]
+    sig = dict(SIGNATURE, a=ab, b=ab, c=c)
     info = {
         "generator": "benchmarks/triton_ref/gen_matmul_ptx.py",
         "triton": triton.__version__,
         "target": f"sm_{args.arch}",
         "kernel": md.name,
-        "signature": {n: SIGNATURE[n] for n in params},
+        "dtype": args.dtype,
+        "signature": {n: sig[n] for n in params},
         "divisible_by_16": SPECS[args.spec],
         "spec": args.spec,
-        "constexprs": TILE,
+        "constexprs": dict(TILE, **(tile or {})),
+        "input_precision": prec if args.dtype == "tf32" else None,
         "num_warps": md.num_warps,
-        "num_stages": NUM_STAGES,
+        "num_stages": args.stages,
         "shared_bytes": md.shared,
         "block": [32 * md.num_warps, 1, 1],
         "grid": "(cdiv(M, BM) * cdiv(N, BN), 1, 1)",
