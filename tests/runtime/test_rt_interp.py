@@ -54,6 +54,10 @@ fn wrap(a: i8, b: i8) -> i8 {
 fn less(a: i32, b: i32) -> bool {
     return a < b;
 }
+
+fn device_only(a: i32) -> i32 {
+    return a * 2;
+}
 """
 
 
@@ -177,6 +181,11 @@ def test_host_functions(dbg, tmp_path):
     assert bad(lambda: dbg.blocks(1.5, 2)) == (
         "E0915", "argument `n` of host function `blocks(n, tile)` (n: i64): expected an "
         "integer, got float 1.5")
+    with pytest.raises(tilelang.KernelNotFound) as e:
+        dbg.device_only(3)
+    assert e.value.diagnostics[0].message == (
+        "`device_only` in `<string>` is a `fn` without `@host`: only kernels and @host "
+        "functions can be used from Python")
     with pytest.raises(tilelang.KernelNotFound) as e:
         dbg.report_grid
     assert e.value.diagnostics[0].help == (

@@ -17,13 +17,13 @@ from .errors import arg_error, device_error
 _PREFIX = "__tilelang_host_"
 
 
-def host_functions(text: str, path: str) -> dict[str, Any]:
-    """The module's own `@host fn`s by name (their AST nodes)."""
+def functions(text: str, path: str) -> tuple[dict[str, Any], set[str]]:
+    """The module's own `@host fn`s by name (their AST nodes), and its other `fn`s' names."""
     from tilelang.frontend import ast
     from tilelang.frontend.parser import parse
-    module = parse(text, path)
-    return {item.name: item for item in module.items
-            if isinstance(item, ast.FnDef) and any(a.name == "host" for a in item.attrs)}
+    fns = [item for item in parse(text, path).items if isinstance(item, ast.FnDef)]
+    host = {f.name: f for f in fns if any(a.name == "host" for a in f.attrs)}
+    return host, {f.name for f in fns} - set(host)
 
 
 class HostFunction:

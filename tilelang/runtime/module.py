@@ -232,6 +232,12 @@ class Module:
             fns = self.host_functions
             if name in fns:
                 return fns[name]
+            if name in self.__dict__.get("_plain_fns", ()):
+                raise KernelNotFound(_diag(
+                    "E0922", f"`{name}` in `{self.path}` is a `fn` without `@host`: only "
+                    "kernels and @host functions can be used from Python",
+                    f"mark it `@host` to call it from Python (docs/language.md §9.2), or "
+                    f"launch a kernel that calls it"))
             raise KernelNotFound(_diag(
                 "E0922", f"module `{self.path}` has no kernel `{name}`",
                 "its kernels are: " + (", ".join(f"`{n}`" for n in kernels) or "none")
@@ -245,11 +251,12 @@ class Module:
         run on the reference interpreter."""
         fns = self.__dict__.get("_host_fns")
         if fns is None:
-            from .host_fn import HostFunction, host_functions
+            from .host_fn import HostFunction, functions
             try:
-                found = host_functions(self.text, self.path)
+                found, plain = functions(self.text, self.path)
             except Exception:          # the module checked; a stand-in compiler's text may not
-                found = {}
+                found, plain = {}, set()
+            self.__dict__["_plain_fns"] = plain
             fns = self.__dict__["_host_fns"] = {n: HostFunction(self, f)
                                                 for n, f in found.items()}
         return fns
