@@ -489,8 +489,8 @@ class Kernel:
                     len(v.shape) != p.rank or v.strides is None or v.where != backend.name or \
                     (v.what == "DeviceArray" and v.keep.backend is not backend):
                 if v is not None and v.where == "host" and backend.host_arrays and \
-                        v.problem is None and accepts(p.dtype, v.dtype) and len(v.shape) == p.rank and \
-                        v.strides is not None:
+                        v.problem is None and accepts(p.dtype, v.dtype) and \
+                        len(v.shape) == p.rank and v.strides is not None:
                     if staged is None:
                         staged = []
                     staged.append((i, v))
