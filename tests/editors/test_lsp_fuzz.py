@@ -54,6 +54,7 @@ class Garbage:
         (tmp_path / "ondisk.tile").write_text(self.texts[0], encoding="utf-8")
         self.uris.append(from_fs_path(str(tmp_path / "ondisk.tile")))
         self.versions = {u: 0 for u in self.uris}
+        self.open_texts: dict[str, str] = {}  # what the server has open, as far as we know
         self.n = 0
 
     # --- values ------------------------------------------------------------------------------
@@ -114,8 +115,12 @@ class Garbage:
             return "\n".join([base] * r.randint(2, 6))
         return base
 
-    def position(self):
+    def position(self, uri: str | None = None):
         r = self.r
+        lines = self.open_texts.get(uri, "").split("\n")
+        if uri in self.open_texts and r.random() < 0.7:  # somewhere in the document
+            line = r.randrange(len(lines))
+            return {"line": line, "character": r.randint(0, len(lines[line]) + 1)}
         if r.random() < 0.7:
             return {"line": r.randint(0, 60), "character": r.randint(0, 90)}
         return {"line": self.junk_or_number(), "character": self.junk_or_number()}
@@ -138,27 +143,36 @@ class Garbage:
         kind = r.choice(["feature", "feature", "feature", "open", "change", "change", "close",
                          "malformed", "method", "odd_id", "response", "cancel", "params"])
         uri = r.choice(self.uris)
+        if kind == "close" and r.random() < 0.5:
+            kind = "feature"  # fewer closes: most requests should meet open documents
+        if kind in ("feature", "change") and self.open_texts and r.random() < 0.7:
+            uri = r.choice(sorted(self.open_texts))
         if kind == "feature":
             method = r.choice(FEATURES)
-            params = {"textDocument": {"uri": uri}, "position": self.position()}
+            params = {"textDocument": {"uri": uri}, "position": self.position(uri)}
             msg, msg_id = self.request(method, params)
             return kind, msg, msg_id
         if kind == "open":
             self.versions[uri] = v = self.versions[uri] + 1
+            text = self.document()
+            self.open_texts.setdefault(uri, text)  # a second open of an open document: ignored
             return kind, {"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {
                 "textDocument": {"uri": uri, "languageId": "tile", "version": v,
-                                 "text": self.document()}}}, None
+                                 "text": text}}}, None
         if kind == "change":
             v = r.choice([self.versions[uri] + 1, self.versions[uri] - 3, 0, -1, 2**31 - 1])
             self.versions[uri] = max(self.versions[uri], v)
             if r.random() < 0.7:
                 changes = [{"text": self.document()}]
+                if uri in self.open_texts:
+                    self.open_texts[uri] = changes[0]["text"]
             else:  # incremental changes with any range (the server asked for full ones)
                 changes = [{"range": {"start": self.position(), "end": self.position()},
                             "text": self.text(r.randint(0, 20))}]
             return kind, {"jsonrpc": "2.0", "method": "textDocument/didChange", "params": {
                 "textDocument": {"uri": uri, "version": v}, "contentChanges": changes}}, None
         if kind == "close":
+            self.open_texts.pop(uri, None)
             return kind, {"jsonrpc": "2.0", "method": "textDocument/didClose",
                           "params": {"textDocument": {"uri": uri}}}, None
         if kind == "malformed":
@@ -267,7 +281,10 @@ def test_language_server_garbage(seed, count, tmp_path):
         assert internal == [], internal[0]["params"]["diagnostics"]
         assert w.bad_output == []
         assert all("id" in m and m["id"] is None and "error" in m for m in w.null_replies)
-        print(f"seed {seed}: {count} messages ({kinds}), {len(expected)} requests answered, "
+        useful = sum(1 for i in expected if w.replies[i].get("result"))
+        assert useful > 0  # the garbage also reached the features with real documents
+        print(f"seed {seed}: {count} messages ({kinds}), {len(expected)} requests answered "
+              f"({useful} with a non-empty result), "
               f"{len(w.null_replies)} null-id errors, {time.monotonic() - t0:.1f} s")
     finally:
         w.kill()
