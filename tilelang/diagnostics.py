@@ -90,7 +90,9 @@ def known_codes() -> dict[str, str]:
 class TileError(Exception):
     """A user-facing compile error. Carries every diagnostic that was found."""
 
-    def __init__(self, diagnostics: Diagnostic | Sequence[Diagnostic]):
+    def __init__(self, diagnostics: Diagnostic | Sequence[Diagnostic] | str):
+        if isinstance(diagnostics, str):          # a bare message (no code, no span)
+            diagnostics = Diagnostic(Severity.ERROR, None, diagnostics)
         if isinstance(diagnostics, Diagnostic):
             diagnostics = [diagnostics]
         self.diagnostics: list[Diagnostic] = list(diagnostics)
@@ -111,6 +113,10 @@ class TileError(Exception):
     @property
     def code(self) -> str | None:
         return self.diagnostics[0].code if self.diagnostics else None
+
+    def __reduce__(self):
+        # pickled (multiprocessing, pytest-xdist) with its diagnostics, not just a message
+        return (type(self), (self.diagnostics,))
 
     def __str__(self) -> str:
         """Every diagnostic as `tilec` prints it, uncoloured (location, source line with

@@ -94,3 +94,18 @@ def test_errors_without_a_span():
         "through the CUDA driver), `emulator` (the CPU PTX emulator) and `interp` (the "
         "reference interpreter)")
     assert str(TileError([])) == "error"
+
+
+def test_errors_survive_pickling(tmp_path):
+    """multiprocessing and pytest-xdist pickle exceptions: the diagnostics come along."""
+    import pickle
+    with pytest.raises(TileError) as e:
+        tilelang.compile(TWO_ERRORS, backend="emulator", cache_dir=str(tmp_path))
+    back = pickle.loads(pickle.dumps(e.value))
+    assert type(back) is type(e.value) and back.diagnostics == e.value.diagnostics
+    with pytest.raises(tilelang.KernelArgumentError) as k:
+        tilelang.compile("examples/vadd.tile", backend="interp",
+                         cache_dir=str(tmp_path)).vadd[1](1, 2, 3)
+    back = pickle.loads(pickle.dumps(k.value))
+    assert isinstance(back, TypeError) and str(back).startswith("error[E0914]: argument `a`")
+    assert str(TileError("plain words")) == "error: plain words"
