@@ -239,3 +239,62 @@ def test_batched(shape):
     run_emulator(res, "bmm", {"a": a, "b": b, "c": c}, (-(-M // 32), -(-N // 32), -(-B // 2)))
     af, bf = a.astype(np.float64), b.astype(np.float64)
     check(c, af @ bf, np.abs(af) @ np.abs(bf), "f32", K)
+
+
+# ---------------------------------------------------------------------------------------------
+# The pipelined loop (lower/mma_pipeline.py) and the epilogue (lower/mma_epilogue.py)
+
+def padded(x, cols_multiple=8):
+    """`x` as a view of a wider array whose rows are 16-byte aligned (row pitch a multiple of
+    `cols_multiple` elements), so a ragged shape still gets the 16-byte facts."""
+    rows, cols = x.shape
+    pitch = -(-cols // cols_multiple) * cols_multiple
+    base = np.zeros((rows, pitch), x.dtype)
+    base[:, :cols] = x
+    return base[:, :cols]
+
+
+@pytest.mark.parametrize("target", ["sm_80", "sm_90a"])
+@pytest.mark.parametrize("a_t,b_t", [(False, False), (True, True)])
+def test_pipelined_ragged_with_aligned_rows(target, a_t, b_t):
+    """M, N, K not multiples of the tile, rows 16-byte aligned: the cp.async ring with
+    zero-fill at every edge, several K iterations (more than the stages), both orders."""
+    from gen_support import Strided
+    M, N, K = 100, 72, 200
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((M, K)).astype(np.float16)
+    b = rng.standard_normal((K, N)).astype(np.float16)
+    ha = padded(np.ascontiguousarray(a.T) if a_t else a)
+    hb = padded(np.ascontiguousarray(b.T) if b_t else b)
+    c = padded(np.zeros((M, N), np.float32), 4)
+    facts = {"mm": {n: ArrayFacts(contiguous=True, aligned16=True) for n in "abc"}}
+    res = compile_text(source("f16", "f16", "f32", a_t=a_t, b_t=b_t, BK=32), "mm.tile",
+                       target=target, facts=facts)
+    # 4 chunks of 16 bytes per thread and stage: a prologue stage or more, and the loop's
+    assert res.ptx.count("cp.async.cg.shared.global") >= 8
+    args = [Strided(x.base, x) for x in (ha, hb, c)]
+    rep = run_emulated(res.codegen, "mm", args, (2, 2, 1), dev=EmulatorDevice(race_check=True))
+    assert rep.race_check == "checked: no shared-memory race"
+    af, bf = a.astype(np.float64), b.astype(np.float64)
+    check(c, af @ bf, np.abs(af) @ np.abs(bf), "f32", K)
+    assert np.all(c.base[:, N:] == 0)          # nothing written past the edge
+
+
+def test_epilogue_stores_16_bytes():
+    res, rep = run("f16", "f16", "f32", 128, 128, 64, BM=128, BN=128, BK=32)
+    assert re.search(r"st\.global\.v4\.(b32|f32)", res.ptx)
+    assert not re.search(r"st\.global\.v2\.(b32|f32)", res.ptx)
+
+
+def test_f16_accumulator_epilogue():
+    res, _ = run("f16", "f16", "f16", 128, 64, 64, BM=64, BN=64, BK=32)
+    assert re.search(r"st\.global\.v4\.b32", res.ptx)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dt,acc,target", [("bf16", "f32", "sm_80"), ("i8", "i32", "sm_80"),
+                                           ("tf32", "f32", "sm_90a"),
+                                           ("f8e4m3", "f32", "sm_89")])
+def test_big_tiles_many_iterations(dt, acc, target):
+    run(dt, dt, acc, 256, 256, 512, BM=128, BN=128, BK=64 if dt not in ("tf32",) else 32,
+        target=target)

@@ -17,10 +17,8 @@ from dataclasses import dataclass
 
 import llvmlite.ir as ir
 
-from tilelang.codegen.layouts.distributed import blocked, log2
-from tilelang.codegen.llvm.kernel import I1, I32, I64, KernelEmitter, TileVal
-from tilelang.codegen.lower.memory import TileAccess, vectorizable
-from tilelang.codegen.lower.mma_sync import SmemOperand, element_row_col, smem_address
+from tilelang.codegen.llvm.kernel import I32, KernelEmitter, TileVal
+from tilelang.codegen.lower.memory import vectorizable
 from tilelang.codegen.lower.table import lookup
 from tilelang.ir.ops import Block, BuiltinOp, ConstantOp, walk
 from tilelang.ir.values import Value
@@ -123,70 +121,6 @@ def async_axis(kern: KernelEmitter, d: DeferredLoad, k_axis: int, itemsize: int)
     return cax
 
 
-def _c(v: int) -> ir.Constant:
-    return ir.Constant(I32, v)
-
-
-def fill_async(kern: KernelEmitter, d: DeferredLoad, sop: SmemOperand) -> None:
-    """Issue the cp.async copies of one tile into `sop` (not committed or waited for). Each
-    thread copies 16-byte chunks in the blocked order (consecutive lanes, consecutive
-    chunks: coalesced); a uniform test takes the unmasked path for tiles inside the array."""
-    b = kern.builder
-    args = d.op.arg_map
-    arr = kern.array(args["A"])
-    rt = d.op.result.type
-    shape = tuple(rt.shape)
-    order = kern.const_ints(args["order"]) if "order" in args else None
-    lay = blocked(shape, sop.itemsize, kern.threads, 16, fast_axis=sop.cax)
-    acc = TileAccess(kern, arr, kern.tuple_items(args["index"]), shape, order, lay)
-    e = 16 // sop.itemsize
-    tc = [kern.thread_coord(lay, ax) for ax in range(lay.rank)]
-    dst = []
-    for g in range(0, lay.num_regs, e):
-        rc = lay.reg_coord(g)
-        coord = [b.add(tc[ax], _c(rc[ax])) if rc[ax] else tc[ax] for ax in range(lay.rank)]
-        row, col = element_row_col(sop, coord, kern)
-        dst.append((g, smem_address(kern, sop, row, b.lshr(col, _c(log2(e))))))
-    p1 = ir.PointerType(ir.IntType(8), addrspace=1)
-    full = kern.fn.append_basic_block("cp.full")
-    edge = kern.fn.append_basic_block("cp.edge")
-    done = kern.fn.append_basic_block("cp.done")
-    b.cbranch(acc.inside(), full, edge)
-    b.position_at_end(full)
-    cp16 = kern.se.declare("llvm.nvvm.cp.async.cg.shared.global.16", ir.VoidType(),
-                           [dst[0][1].type, p1])
-    for g, s in dst:
-        src, _ = acc.element(g)
-        b.call(cp16, [s, b.bitcast(src, p1)])
-    b.branch(done)
-    b.position_at_end(edge)
-    cps = kern.se.declare("llvm.nvvm.cp.async.cg.shared.global.16.s", ir.VoidType(),
-                          [dst[0][1].type, p1, I32])
-    base = b.inttoptr(arr.address, p1)
-    for g, s in dst:
-        src, _ = acc.element(g)
-        rc = lay.reg_coord(g)
-        ok = ir.Constant(I1, 1)
-        n = None
-        for ax in range(lay.rank):
-            coord = b.add(acc.base[ax], ir.Constant(I64, rc[ax])) if rc[ax] else acc.base[ax]
-            if ax == sop.cax:
-                left = b.sub(acc.ext[ax], coord)          # elements left in the row (i64)
-                lo = b.select(b.icmp_signed("<", left, ir.Constant(I64, 0)),
-                              ir.Constant(I64, 0), left)
-                n = b.select(b.icmp_signed(">", lo, ir.Constant(I64, e)),
-                             ir.Constant(I64, e), lo)
-            else:
-                ok = b.and_(ok, b.icmp_unsigned("<", coord, acc.ext[ax]))
-        nbytes = b.mul(b.trunc(n, I32), _c(sop.itemsize))
-        nbytes = b.select(ok, nbytes, _c(0))
-        # nothing is read when src-size is 0; point at the array itself all the same
-        srcp = b.select(b.icmp_unsigned("==", nbytes, _c(0)), base, b.bitcast(src, p1))
-        b.call(cps, [s, srcp, nbytes])
-    b.branch(done)
-    b.position_at_end(done)
-
-
 def commit_group(kern: KernelEmitter) -> None:
     fn = kern.se.declare("llvm.nvvm.cp.async.commit.group", ir.VoidType(), [])
     kern.builder.call(fn, [])
@@ -194,4 +128,4 @@ def commit_group(kern: KernelEmitter) -> None:
 
 def wait_group(kern: KernelEmitter, n: int) -> None:
     fn = kern.se.declare("llvm.nvvm.cp.async.wait.group", ir.VoidType(), [I32])
-    kern.builder.call(fn, [_c(n)])
+    kern.builder.call(fn, [ir.Constant(I32, n)])

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import llvmlite.ir as ir
 
-from tilelang.codegen.layouts.distributed import Layout, blocked, log2
+from tilelang.codegen.layouts.distributed import blocked, log2
 from tilelang.codegen.llvm.kernel import I1, I32, I64, KernelEmitter, TileVal
 from tilelang.codegen.lower.mma_epilogue import remember_acc_layout
 from tilelang.codegen.lower.mma_operands import (DeferredLoad, async_axis, commit_group,
