@@ -5,7 +5,6 @@ server's stderr. pygls' own client cannot send malformed messages, hence this on
 from __future__ import annotations
 
 import json
-import queue
 import subprocess
 import sys
 import threading

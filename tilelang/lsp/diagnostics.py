@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import logging
 import os
+import stat
 
 from lsprotocol import types as lsp
 from pygls.uris import from_fs_path
@@ -11,8 +11,6 @@ from pygls.uris import from_fs_path
 from tilelang.diagnostics import Diagnostic, Severity
 
 from .positions import UTF16, span_to_range, split_lines
-
-log = logging.getLogger(__name__)
 
 SOURCE = "tilec"
 #: Diagnostics published per document; the compiler's own caps (20 syntax errors, 50 checker
@@ -42,8 +40,6 @@ def _read_lines(path: str) -> list[str]:
     except (OSError, ValueError):
         return []
     try:
-        import stat
-
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return []
         with os.fdopen(fd, "rb", closefd=False) as f:
