@@ -75,6 +75,9 @@ def test_at_most_50_diagnostics_errors_first_and_a_note():
     # 121 diagnostics in all, 49 shown
     assert note.message.startswith("72 more diagnostics are not shown (the language server "
                                    "sends at most 50 per file)")
+    # thousands of unused variables were thousands of diagnostics (5,998 in the issue)
+    flood = tls.check_document(many_warnings(2000, error=False), "file:///tmp/many.tile")
+    assert len(flood) == 50 and flood[-1].message.startswith("1951 more diagnostics")
     # exactly 50 are all shown, without a note
     exact = tls.check_document(many_warnings(50, error=False), "file:///tmp/many.tile")
     assert len(exact) == 50 and all(d.code == "W0201" for d in exact)
