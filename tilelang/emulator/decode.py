@@ -13,6 +13,7 @@ from typing import Callable
 
 import numpy as np
 
+from . import targets
 from .errors import PTXParseError
 from .ptx_ast import Addr, Imm, Not, Reg, Sink, Sym, Vec
 from .ptx_types import TYPE_NAMES, TypeInfo, parse_imm, type_info, uint_dtype
@@ -224,6 +225,9 @@ def decode_instr(prog, fn, ins) -> Decoded:
     if builder is None:
         raise PTXParseError(f"unknown or unsupported instruction {ins.opcode!r}", ins.line)
     ctx = DecodeCtx(prog, fn, ins)
+    too_new = targets.check(prog.module.target, ins.opcode)
+    if too_new:
+        raise PTXParseError(too_new, ins.line)
     res = builder(ctx, ins, parts)
     kw = res if isinstance(res, dict) else {"run": res}
     guard, neg = None, False

@@ -1,0 +1,69 @@
+"""The oldest architecture each tensor-core, async-copy and cluster instruction needs.
+
+A GPU's ptxas refuses an instruction newer than the module's `.target`; the emulator would
+run it anyway, so a lowering that emits, say, an e4m3 `mma` into an sm_80 module would pass
+every emulator test. Decoding checks the instruction against this table instead. Only the
+families below are checked (the rest of the PTX the compiler emits is sm_80 or older).
+"""
+
+from __future__ import annotations
+
+import re
+
+
+def _mma(parts) -> int:
+    types = set(parts)
+    if types & {"e4m3", "e5m2"}:
+        return 89
+    if "m16n8k16" in types and "f16" in types and not types & {"s8", "u8", "bf16"}:
+        return 80
+    if "m16n8k8" in types and "f16" in types and "bf16" not in types:
+        return 75
+    return 80                                  # bf16, tf32, m16n8k32 integers, m16n8k16 s8
+
+
+def required_sm(parts: list) -> tuple[int, bool]:
+    """(minimum sm, needs the arch-specific `a` target) of an instruction, or (0, False)."""
+    root = parts[0]
+    if root == "cp" and len(parts) > 1 and parts[1] == "async":
+        return (90, False) if "bulk" in parts else (80, False)
+    if root == "ldmatrix":
+        return 75, False
+    if root == "stmatrix":
+        return 90, False
+    if root == "mma":
+        return _mma(parts), False
+    if root == "wgmma":
+        return 90, True
+    if root == "setmaxnreg":
+        return 90, True
+    if root == "cvt" and any(p in ("e4m3x2", "e5m2x2") for p in parts):
+        return 89, False
+    if root == "cvt" and "tf32" in parts and ("rn" in parts or "rz" in parts):
+        return 90, False
+    if root == "mbarrier" and ("try_wait" in parts or "expect_tx" in parts):
+        return 90, False
+    if root in ("elect", "mapa", "getctarank") or (root == "barrier" and "cluster" in parts):
+        return 90, False
+    if root == "redux":
+        return 80, False
+    return 0, False
+
+
+_TARGET = re.compile(r"sm_(\d+)([a-z]?)$")
+
+
+def check(target: tuple, opcode: str) -> str | None:
+    """Why `opcode` cannot appear in a module with this `.target`, or None."""
+    arch = next((t for t in target if _TARGET.match(t)), None)
+    if arch is None:
+        return None
+    m = _TARGET.match(arch)
+    have, suffix = int(m.group(1)), m.group(2)
+    need, arch_specific = required_sm(opcode.split("."))
+    if have < need:
+        return f"{opcode} needs sm_{need} or newer; the module's .target is {arch}"
+    if arch_specific and not suffix:
+        return f"{opcode} needs the arch-specific target sm_{need}a; the module's .target " \
+               f"is {arch}"
+    return None
