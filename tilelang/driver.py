@@ -169,7 +169,8 @@ def internal_error(where: str, exc: BaseException) -> InternalCompilerError:
 
 def code_files() -> list[tuple[str, str]]:
     """(label, path) of every file of the compiler whose change can change its output: the
-    package's Python code, the grammar and the standard library, wherever they are installed."""
+    package's Python code, the grammar (and its parser tables) and the standard library,
+    wherever they are installed."""
     pkg = os.path.dirname(os.path.abspath(__file__))
     roots = [("tilelang", pkg)]
     try:                                    # wherever the frontend finds them
@@ -183,7 +184,7 @@ def code_files() -> list[tuple[str, str]]:
         for d, dirs, names in os.walk(str(root)):
             dirs[:] = sorted(x for x in dirs if x != "__pycache__")
             for n in sorted(names):
-                if n.endswith((".py", ".lark", ".tile")):
+                if n.endswith((".py", ".lark", ".tile", ".json")):
                     path = os.path.join(d, n)
                     out.setdefault(os.path.normpath(path),
                                    (f"{label}/{os.path.relpath(path, str(root))}", path))
