@@ -138,3 +138,17 @@ def test_a_request_gets_the_check_of_the_current_text(fake):
 
     a, published = run(main)
     assert a.checked and a.text == "text 1" and published == [(URI, 1, ["diag of text 1"])]
+
+
+def test_a_file_that_is_not_open_is_checked_once_per_contents(fake):
+    async def main():
+        c = make_checker([])
+        first = await asyncio.gather(*(c.once(URI, "on disk", wait=5) for _ in range(5)))
+        again = await c.once(URI, "on disk", wait=5)
+        changed = await c.once(URI, "on disk, edited", wait=5)
+        return first, again, changed
+
+    first, again, changed = run(main)
+    assert all(a.checked and a.text == "on disk" for a in first + [again])
+    assert changed.text == "on disk, edited"
+    assert fake.checked == ["on disk", "on disk, edited"]

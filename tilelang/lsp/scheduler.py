@@ -25,6 +25,8 @@ log = logging.getLogger(__name__)
 
 #: The pause after a change before it is checked: typing does not queue one check per key.
 DEBOUNCE_S = 0.2
+#: Checks of files that are not open (requests about them) kept, by URI.
+ONCE_CACHE = 8
 
 
 class Worker:
@@ -100,6 +102,7 @@ class Checker:
         self.worker = Worker(loop)
         self.docs: dict[str, _Doc] = {}
         self._generations = itertools.count(1)
+        self._once: dict[str, tuple[str, asyncio.Future]] = {}  # unopened files' checks
 
     def update(self, uri: str, text: str, version: int | None, delay: float) -> None:
         """The document's new contents: check them after `delay` seconds."""
@@ -197,7 +200,17 @@ class Checker:
         """An analysis of a document that is not open (read from disk), within `wait`."""
         if too_large(text):
             return analyze(text, uri, self._encoding())
-        fut = self.worker.submit(analyze, text, uri, self._encoding())
+        # one check per file contents, however many requests ask: a client hovering over a
+        # large closed file must not queue a check per request ahead of the open documents
+        cached = self._once.get(uri)
+        if cached is not None and cached[0] == text:
+            fut = cached[1]
+        else:
+            fut = self.worker.submit(analyze, text, uri, self._encoding())
+            self._once.pop(uri, None)
+            self._once[uri] = (text, fut)
+            while len(self._once) > ONCE_CACHE:
+                self._once.pop(next(iter(self._once)))
         try:
             a = await asyncio.wait_for(asyncio.shield(fut), wait)
         except asyncio.TimeoutError:
