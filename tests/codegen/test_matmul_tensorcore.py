@@ -138,3 +138,18 @@ def test_emulator_ragged_without_races(arch):
     a, b, c, rep, _ = run_on_emulator(arch, 127, 129, 65, 14)
     check_product(a, b, c)
     assert rep.race_check == "checked: no shared-memory race"
+
+
+@needs_sass
+@pytest.mark.xfail(strict=False, reason="tensor-core path in progress")
+@pytest.mark.parametrize("arch", ARCHS)
+def test_no_more_instructions_per_k_step_than_triton(arch):
+    # Triton 3.9's mma.sync kernel for the same tile (the emulator fixture, assembled by the
+    # same nvJitLink for the same arch): 336 SASS instructions per K-step on sm_80
+    from tilelang.codegen.link import link_ptx
+    ptx = (ROOT / "tests" / "emulator" / "fixtures" / "triton_matmul_sm80.ptx").read_text()
+    theirs = sass.summarize(sass.disassemble(link_ptx(ptx, arch).cubin)["tiled_matmul"])
+    k_step = 128 * 128 * 64 // 4
+    ours = sass_of(arch).per_k_step(k_step)
+    assert ours is not None, "no main loop with multiply-adds in our SASS"
+    assert ours[0] <= theirs.per_k_step(k_step)[0], (ours, theirs.per_k_step(k_step))
