@@ -24,6 +24,28 @@ def _is_type(x) -> bool:
     return isinstance(x, (ast.TypeExpr, ast.TupleTypeExpr))
 
 
+# Beyond any use (no dtype holds more than 64 bits) and beyond what converts quickly; the
+# checker reports the too-large literals below this bound in its own terms.
+MAX_INT_DIGITS = 100_000
+
+
+def _abbrev(text: str) -> str:
+    """A literal as a message quotes it: a very long one is shortened (the caret shows it all)."""
+    return text if len(text) <= 40 else f"{text[:20]}…{text[-10:]}"
+
+
+def _int_value(digits: str, kind: str) -> int:
+    """The value of an integer literal's digits. Decimal text converts in pieces: Python refuses
+    to convert more than 4,300 digits at once (hexadecimal and binary have no such limit)."""
+    if kind != "DEC_INT":
+        return int(digits, 0)
+    value = 0
+    for i in range(0, len(digits), 4000):
+        piece = digits[i:i + 4000]
+        value = value * 10 ** len(piece) + int(piece)
+    return value
+
+
 @v_args(meta=True)
 class TreeToAst(Transformer):
     def __init__(self, file: str):
@@ -266,19 +288,23 @@ class TreeToAst(Transformer):
         text = str(tok)
         digits = text.replace("_", "")
         span = self._span(meta)
+        if len(digits) > MAX_INT_DIGITS:
+            self._error("E0108", f"this integer literal has {len(digits)} digits, too many for "
+                        "any integer type", span, help="no integer type holds more than 64 bits")
+            return ast.IntLit(0, text, span)
         if tok.type == "DEC_INT" and len(digits) > 1 and digits[0] == "0":
-            self._error("E0108", f"leading zeros are not allowed in the integer `{text}`", span,
-                        help=f"write `{int(digits)}`; hexadecimal is `0x…`, binary `0b…`")
-            return ast.IntLit(int(digits), text, span)
-        return ast.IntLit(int(digits, 0), text, span)
+            shown = _abbrev(digits.lstrip("0") or "0")
+            self._error("E0108", f"leading zeros are not allowed in the integer `{_abbrev(text)}`",
+                        span, help=f"write `{shown}`; hexadecimal is `0x…`, binary `0b…`")
+        return ast.IntLit(_int_value(digits, tok.type), text, span)
 
     def float_lit(self, meta, ch):
         text = str(ch[0])
         value = float(text.replace("_", ""))
         span = self._span(meta)
         if math.isinf(value):
-            self._error("E0108", f"the float literal `{text}` is too large for a double", span,
-                        help="write `inf` for infinity")
+            self._error("E0108", f"the float literal `{_abbrev(text)}` is too large for a double",
+                        span, help="write `inf` for infinity")
         return ast.FloatLit(value, text, span)
 
     def inf_lit(self, meta, ch):
