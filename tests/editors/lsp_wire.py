@@ -39,9 +39,11 @@ class Wire:
                     return
                 if line in (b"\r\n", b"\n"):
                     break
-                name, _, value = line.decode("ascii").partition(":")
+                name, colon, value = line.decode("ascii", errors="replace").partition(":")
                 if name.strip().lower() == "content-length":
                     length = int(value.strip())
+                elif not colon or name.strip().lower() != "content-type":
+                    self.bad_output.append((line, "not a header"))  # a client would give up
             body = out.read(length or 0)
             try:
                 msg = json.loads(body)

@@ -334,3 +334,22 @@ def test_works_without_llvmlite_and_cuda(tmp_path):
         no_traceback(w)
     finally:
         w.kill()
+
+
+def test_a_stray_print_does_not_corrupt_the_protocol(tmp_path):
+    """Anything the compiler prints goes to stderr, never into the JSON-RPC stream."""
+    code = ("import sys\nfrom tilelang.lsp import scheduler\noriginal = scheduler.analyze\n"
+            "def noisy(*a, **k):\n    print('stray output from a check')\n"
+            "    return original(*a, **k)\nscheduler.analyze = noisy\n"
+            "from tilelang.cli import main\nsys.exit(main(['lsp']))")
+    w = Wire(command=[sys.executable, "-c", code])
+    try:
+        w.initialize()
+        uri = from_fs_path(str(tmp_path / "k.tile"))
+        open_doc(w, uri, BROKEN)
+        assert [d["code"] for d in w.diagnostics(uri)["diagnostics"]] == ["E0101"]
+        assert w.close() == 0
+        assert w.bad_output == []
+        assert "stray output from a check" in w.stderr.decode()
+    finally:
+        w.kill()

@@ -264,7 +264,9 @@ def serve(argv: Iterable[str] | None = None) -> int:
         if args.tcp:
             server.start_tcp(args.host, args.port)
         else:
-            server.start_io()
+            protocol_out = sys.stdout.buffer
+            sys.stdout = sys.stderr  # a stray print() must not corrupt the protocol stream
+            server.start_io(sys.stdin.buffer, protocol_out)
     except OSError as exc:  # the port is taken, stdin is closed
         sys.stderr.write(f"tilec lsp: {exc.strerror or exc}\n")
         return 1
