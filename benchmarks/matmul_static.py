@@ -108,9 +108,19 @@ def analyze(label: str, arch: str, ptx: str, warps: int, dyn_smem: int = 0,
         "per_k_step": round(per[0], 1) if per else None,
         "hmma_per_k_step": round(per[1], 1) if per else None,
         "hmma": s.hmma, "ldg128": f"{s.ldg_widths.get(128, 0)}/{ldg}",
+        "lds_per_k_step": per_step(s, ("LDSM", "LDS"), warps),
+        "bar_per_k_step": per_step(s, ("BAR",), warps),
         "mma_sync_in_ptx": "mma.sync" in ptx, "wgmma_in_ptx": "wgmma" in ptx,
         "emu_conflicts": emu[0] if emu else None, "emu_coalescing": emu[1] if emu else None,
     }
+
+
+def per_step(s, ops, warps):
+    """Main-loop instructions of these kinds per K-step."""
+    if not s.loop_macs:
+        return None
+    steps = s.loop_macs / (BM * BN * BK // warps)
+    return round(sum(s.loop_ops.get(o, 0) for o in ops) / steps, 1)
 
 
 def ours(arch: str) -> dict:
@@ -153,7 +163,9 @@ COLS = [("kernel", "kernel"), ("arch", "arch"), ("registers", "regs"),
         ("spill", "spill st/ld B"), ("local_instrs", "LDL+STL"), ("smem", "smem B"),
         ("sass", "SASS instrs"), ("loop", "main-loop instrs"),
         ("k_steps_per_iter", "K-steps/iter"), ("per_k_step", "instrs/K-step"),
-        ("hmma_per_k_step", "MMA instrs/K-step"), ("ldg128", "128-bit LDG/all LDG"),
+        ("hmma_per_k_step", "MMA instrs/K-step"),
+        ("lds_per_k_step", "LDSM+LDS/K-step"), ("bar_per_k_step", "BAR/K-step"),
+        ("ldg128", "128-bit LDG/all LDG"),
         ("mma_sync_in_ptx", "mma.sync"), ("wgmma_in_ptx", "wgmma"),
         ("emu_conflicts", "emu loop bank conflicts"), ("emu_coalescing", "emu loop coalescing")]
 
