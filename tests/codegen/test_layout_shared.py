@@ -9,8 +9,8 @@ import pytest
 from tilelang.codegen.layouts import distributed as L
 from tilelang.codegen.layouts.gf2 import LinearMap
 from tilelang.codegen.layouts.shared import (SharedLayout, access_wavefronts, identity_shared,
-                                             ldmatrix_wavefronts, swizzle, tma_swizzle,
-                                             wavefronts, xor_swizzle)
+                                             ldmatrix_swizzle, ldmatrix_wavefronts, swizzle,
+                                             tma_swizzle, wavefronts, xor_swizzle)
 
 
 def lanes(f) -> np.ndarray:
@@ -108,3 +108,27 @@ def test_shared_layout_checks():
     with pytest.raises(ValueError, match="no 256-byte"):
         tma_swizzle((8, 64), 2, 256)
     assert xor_swizzle((8, 8), 3, 0, 3).map == xor_swizzle((8, 8), 3, 0, 3).inverse
+
+
+@pytest.mark.parametrize("itemsize", [1, 2, 4])
+@pytest.mark.parametrize("row_bytes", [16, 32, 64, 128, 256, 512])
+def test_ldmatrix_swizzle_reads_and_writes_without_conflicts(itemsize, row_bytes):
+    """Operand tiles of every row width: ldmatrix.x4 reads of 8 consecutive rows at one chunk
+    (any first row, any chunk) and 16-byte chunk writes of a warp walking rows in order take
+    the ideal number of wavefronts; an unswizzled tile with rows of 32 bytes or more does not."""
+    cols = row_bytes // itemsize
+    shape = (64, cols)
+    sh, plain = ldmatrix_swizzle(shape, itemsize), identity_shared(shape)
+    chunks, per_chunk = row_bytes // 16, 16 // itemsize
+    for r0 in (0, 8, 24):
+        for c in range(chunks):
+            rows = [(r0 + i) * cols + c * per_chunk for i in range(32)]
+            addr = np.array([[itemsize * sh.offset_of(y) for y in rows]])
+            assert ldmatrix_wavefronts(addr) == (4, 4), (r0, c)
+            bad = np.array([[itemsize * plain.offset_of(y) for y in rows]])
+            assert (ldmatrix_wavefronts(bad)[0] > 4) == (row_bytes >= 32)
+    # a warp writes 32 consecutive 16-byte chunks of the row-major tile
+    for first in range(0, 64 * chunks, 32):
+        elems = [(first + i) * per_chunk for i in range(32)]
+        addr = np.array([[itemsize * sh.offset_of(y) for y in elems]])
+        assert wavefronts(addr, 16) == (4, 4)

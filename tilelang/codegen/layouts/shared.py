@@ -9,6 +9,8 @@ from the buffer's start) to the bits of the tile's row-major linear index; it is
 - `swizzle(shape, itemsize, vec, per_phase, max_phase)`: the `ldmatrix` / `mma.sync` style
   (the parameters Triton's shared encodings use): in a row-major 2-d tile, the vector index
   `col // vec` of row `row` is XORed with `(row // per_phase) % max_phase`;
+- `ldmatrix_swizzle(shape, itemsize)` picks those parameters for an operand tile read by
+  `ldmatrix` and written in 16-byte chunks;
 - `tma_swizzle(shape, itemsize, span)`: the 32/64/128-byte modes of Hopper's TMA and wgmma:
   within every `span` bytes, the 16-byte chunk index (address bits 4 up) is XORed with address
   bits 7 up (CUTLASS's Swizzle<B, 4, 3>);
@@ -106,6 +108,16 @@ def swizzle(shape: tuple[int, ...], itemsize: int, vec: int, per_phase: int,
         raise ValueError(f"{cols} columns hold {cols // vec} vectors, fewer than {max_phase}")
     b = log2(max_phase)
     return xor_swizzle(shape, b, log2(vec), log2(cols) + log2(per_phase) - log2(vec))
+
+
+def ldmatrix_swizzle(shape: tuple[int, ...], itemsize: int) -> SharedLayout:
+    """The swizzle of an operand tile whose rows (last axis) are read by `ldmatrix` and written
+    in 16-byte chunks (`cp.async`): S = min(chunks per row, 8) chunks are permuted by the row
+    index divided by `per` = max(8 / chunks, 1), so 8 consecutive rows at one chunk and 8
+    consecutive chunks fill the 8 bank groups of a wavefront."""
+    vec = max(16 // itemsize, 1)
+    chunks = max(shape[-1] * itemsize // 16, 1)
+    return swizzle(shape, itemsize, vec, max(8 // chunks, 1), min(chunks, 8))
 
 
 def tma_swizzle(shape: tuple[int, ...], itemsize: int, span: int) -> SharedLayout:
