@@ -1,6 +1,6 @@
 """Front-end speed: parse throughput on a generated 5,000-line file, and the whole-process
-time of `tilec check` on each example (start-up, parsing and semantic analysis; the grammar
-tables are cached on disk).
+time of `tilec check` on each example (start-up, parsing and semantic analysis; the grammar's
+parse tables ship with the package as JSON).
 
     python3 benchmarks/frontend_bench.py
 """
@@ -33,7 +33,7 @@ def generated_source(lines: int) -> str:
 def main() -> None:
     src = generated_source(5000)
     nlines = src.count("\n")
-    parse(src)  # warm the grammar cache
+    parse(src)  # load the parse tables and warm Python's caches
     times = []
     for _ in range(5):
         t = time.perf_counter()
@@ -46,7 +46,7 @@ def main() -> None:
          f"best of 5: {best * 1e3:.0f} ms for {nlines:,} lines"),
     ]
     # Whole-process `tilec check` (parse + semantic analysis) on every example, start-up
-    # included; the first run warms the on-disk grammar cache and is not counted.
+    # included; the first run warms the OS file cache and is not counted.
     for example in sorted((ROOT / "examples").glob("*.tile")):
         cmd = [sys.executable, "-m", "tilelang.cli", "check", str(example)]
         subprocess.run(cmd, check=True)
