@@ -23,7 +23,8 @@ int32 accumulator and output; e4m3 for cc 8.9+), `--tile` and `--stages` the til
 depth. The emulator fixtures in tests/emulator/fixtures/ were made by
 
     gen_matmul_ptx.py --arch 80 --out F
-    gen_matmul_ptx.py --arch 80 --dtype {bf16,tf32,i8} --tile 64x64x32 --name triton_matmul_<dtype>_sm80 --out F
+    gen_matmul_ptx.py --arch 80 --dtype {bf16,tf32,i8} --tile 64x64x32 \
+        --name triton_matmul_<dtype>_sm80 --out F
     gen_matmul_ptx.py --arch 89 --dtype e4m3 --tile 64x64x64 --name triton_matmul_e4m3_sm89 --out F
 
 Writes `triton_matmul_sm<arch>.ptx`, `.cubin` and `.json` (signature, constexprs, warps,

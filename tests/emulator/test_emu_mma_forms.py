@@ -191,7 +191,8 @@ def test_m16n8k32_integer_signedness(hw, rng, atype, btype):
     C = rng.integers(-10**6, 10**6, (16, 8)).astype(np.int32)
     out = run(hw, f"mma.sync.aligned.m16n8k32.row.col.s32.{atype}.{btype}.s32 {{d}}, {{a}}, "
               "{b}, {c};", 4, 2, 4, fragments(A.view(np.uint8), a_pos_s8, 16, 8),
-              fragments(B.view(np.uint8), b_pos_s8, 8, 8), fragments(C.view(np.uint32), c_pos, 4, 32))
+              fragments(B.view(np.uint8), b_pos_s8, 8, 8),
+              fragments(C.view(np.uint32), c_pos, 4, 32))
     D = unfrag(out, 32).astype(np.uint32).view(np.int32)
     assert np.array_equal(D, A.astype(np.int64) @ B.astype(np.int64) + C)
 
@@ -206,7 +207,8 @@ def test_m16n8k32_s32_overflow_wraps_or_saturates(hw, rng, sat):
     s = ".satfinite" if sat else ""
     out = run(hw, f"mma.sync.aligned.m16n8k32.row.col{s}.s32.s8.s8.s32 {{d}}, {{a}}, {{b}}, {{c}};",
               4, 2, 4, fragments(A.view(np.uint8), a_pos_s8, 16, 8),
-              fragments(B.view(np.uint8), b_pos_s8, 8, 8), fragments(C.view(np.uint32), c_pos, 4, 32))
+              fragments(B.view(np.uint8), b_pos_s8, 8, 8),
+              fragments(C.view(np.uint32), c_pos, 4, 32))
     D = unfrag(out, 32).astype(np.uint32)
     exact = A.astype(np.int64) @ B.astype(np.int64) + C
     assert (exact[:8] > 2**31 - 1).all() and (exact[8:] < -2**31).all()
