@@ -125,3 +125,30 @@ def test_f8_conversions_compile_on_every_target(target, cvts):
                        timeout=120)
     assert p.returncode == 0, p.stderr[-2000:]
     assert (int(p.stdout.split()[-1]) > 0) == (cvts > 0)
+
+
+def test_too_much_unrolled_work_is_refused_before_llvm():
+    """100 unrolled iterations of three 256-per-thread operations (`x - f32(i)` differs per
+    iteration, so nothing is shared): 77,312 element operations per thread, past
+    MAX_ELEMENT_OPS_PER_THREAD; LLVM would take well over a minute on it."""
+    from tilelang.codegen.generate import MAX_ELEMENT_OPS_PER_THREAD
+    src = """\
+kernel k(a: Array[f32, 1], b: Array[f32, 1]) {
+    let x = load(a, index = (0,), shape = (32768,), padding = 0.0);
+    var acc = zeros((32768,), f32);
+    static for i in range(100) {
+        acc = acc * 0.5 + (x - f32(i));
+    }
+    store(b, index = (0,), tile = acc);
+}
+"""
+    t0 = time.process_time()
+    res = compile_source(src, "unrolled.tile", until="ptx")
+    assert time.process_time() - t0 < 10
+    assert [d.code for d in res.diagnostics] == ["E0784"]
+    d = res.diagnostics[0]
+    total = 32768 // 128 * (2 + 3 * 100)   # load and zeros, then `*`, `-`, `+` per iteration
+    assert d.message == (f"kernel `k` computes {total} tile elements per thread in all (every "
+                         f"operation, `static for` unrolled and calls inlined), more than the "
+                         f"{MAX_ELEMENT_OPS_PER_THREAD} code generation takes")
+    assert (d.span.line, d.span.col) == (1, 8) and res.ptx == ""

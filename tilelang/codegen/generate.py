@@ -37,13 +37,19 @@ from tilelang.sema.types import ArrayType, TileType
 from tilelang.targets import Target, get_target
 
 register_codes({"E0782": "code generation option out of range",
-                "E0783": "a tile needs more elements per thread than code generation allows"})
+                "E0783": "a tile needs more elements per thread than code generation allows",
+                "E0784": "a kernel has more element operations per thread than code generation "
+                         "allows"})
 
 # Every element a thread holds is its own SSA value (tiles are fully unrolled), so a tile's
 # elements per thread drive both the registers (255 at most; past them everything spills)
 # and LLVM's time, which grows faster than linearly: 256 f32 per thread take ~2 s to PTX,
 # 512 ~6 s, 8192 minutes and gigabytes. Refuse before emitting anything.
 MAX_ELEMENTS_PER_THREAD = 256
+# The same over the whole kernel (every op's elements per thread, after `static for` unrolling
+# and inlining; a run-time loop's body counts once): about 5 s of CPU per 2^15 f32 operations,
+# so this keeps any kernel near 10 s.
+MAX_ELEMENT_OPS_PER_THREAD = 1 << 16
 
 
 def launch_spec(kernel: Kernel) -> LaunchSpec:
@@ -81,14 +87,18 @@ def written_arrays(kernel: Kernel) -> set:
 
 def check_elements_per_thread(kernel: Kernel, block) -> None:
     """E0783 for the first value whose tile gives a thread more than MAX_ELEMENTS_PER_THREAD
-    elements (layouts spread a tile over the largest power of two of threads in the block)."""
+    elements (layouts spread a tile over the largest power of two of threads in the block);
+    E0784 when all values together give it more than MAX_ELEMENT_OPS_PER_THREAD."""
     threads = floor_pow2(prod(block))
+    total = 0
     for op in walk(kernel.body):
         for v in op.results:
             t = v.type
             if not (isinstance(t, TileType) and t.shape):
+                total += 1
                 continue
             per_thread = -(-prod(t.shape) // threads)
+            total += per_thread
             if per_thread > MAX_ELEMENTS_PER_THREAD:
                 what = f"`{op.name}`" if isinstance(op, BuiltinOp) else "this value"
                 raise TileUsageError.at(
@@ -98,6 +108,13 @@ def check_elements_per_thread(kernel: Kernel, block) -> None:
                     op.span or kernel.span,
                     help="use smaller tiles (and more blocks in the grid), or more threads "
                          "(`@launch(maxntid = ...)`, up to 1024)")
+    if total > MAX_ELEMENT_OPS_PER_THREAD:
+        raise TileUsageError.at(
+            "E0784", f"kernel `{kernel.name}` computes {total} tile elements per thread in all "
+                     f"(every operation, `static for` unrolled and calls inlined), more than "
+                     f"the {MAX_ELEMENT_OPS_PER_THREAD} code generation takes",
+            kernel.span, help="unroll less (a run-time `for` loop is emitted once), or use "
+                              "smaller tiles or more threads")
 
 
 def abi_params(kernel: Kernel) -> tuple[AbiParam, ...]:
