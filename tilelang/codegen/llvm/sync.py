@@ -30,7 +30,7 @@ import llvmlite.ir as ir
 from tilelang.codegen.layouts import convert as C
 from tilelang.codegen.layouts.distributed import Layout
 from tilelang.codegen.llvm.kernel import I32, KernelEmitter, TileVal
-from tilelang.codegen.llvm.warp import shuffle_idx
+from tilelang.codegen.llvm.warp import shuffle_bfly, shuffle_idx
 
 PAD_EVERY = 32
 
@@ -224,53 +224,6 @@ def read_staged(kern: KernelEmitter, ptr: ir.Value, dtype, thread_w: tuple[int, 
     return tuple(out)
 
 
-def _int_of(kern: KernelEmitter, v: ir.Value) -> tuple[ir.Value, int]:
-    """v as an integer of its width (floats bitcast)."""
-    t = v.type
-    if isinstance(t, ir.IntType):
-        return v, t.width
-    width = {"half": 16, "bfloat": 16, "float": 32, "double": 64}[str(t)]
-    return kern.builder.bitcast(v, ir.IntType(width)), width
-
-
-def _member_mask(kern: KernelEmitter) -> ir.Value:
-    """Every existing lane of this thread's warp: the last warp of a block whose thread count
-    is not a multiple of 32 is partial (threads past the layout's power of two replicate
-    others and own nothing, but they still take part in the warp's shuffles)."""
-    t = kern.declared_threads
-    full = ir.Constant(I32, -1)
-    if t % 32 == 0:
-        return full
-    partial = ir.Constant(I32, (1 << (t % 32)) - 1)
-    if t < 32:
-        return partial
-    b = kern.builder
-    last = b.icmp_unsigned(">=", kern.tid, ir.Constant(I32, t & ~31))
-    return b.select(last, partial, full)
-
-
 def shuffle_xor(kern: KernelEmitter, v: ir.Value, lane_mask: int) -> ir.Value:
     """The value of the lane `lane ^ lane_mask` (shfl.sync.bfly) for any scalar type."""
-    kern.require_exact()
-    kern.stats.shuffles += 1
-    b = kern.builder
-    fn = kern.se.declare("llvm.nvvm.shfl.sync.bfly.i32", I32, [I32, I32, I32, I32])
-    member = _member_mask(kern)
-    iv, width = _int_of(kern, v)
-
-    def shfl32(x):
-        return b.call(fn, [member, x, ir.Constant(I32, lane_mask), ir.Constant(I32, 31)])
-
-    if width == 64:
-        lo = shfl32(b.trunc(iv, I32))
-        hi = shfl32(b.trunc(b.lshr(iv, ir.Constant(ir.IntType(64), 32)), I32))
-        w = ir.IntType(64)
-        r = b.or_(b.zext(lo, w), b.shl(b.zext(hi, w), ir.Constant(w, 32)))
-    elif width == 32:
-        r = shfl32(iv)
-    else:
-        r = b.trunc(shfl32(b.zext(iv, I32)), ir.IntType(width))
-    if r.type != v.type:
-        r = b.bitcast(r, v.type)
-    return r
-
+    return shuffle_bfly(kern, v, lane_mask)

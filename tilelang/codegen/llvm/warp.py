@@ -1,6 +1,6 @@
-"""Warp shuffles other than the butterfly (llvm.sync.shuffle_xor): `shfl.sync.up` for scans
-and `shfl.sync.idx` for broadcasts, on values of any scalar type (64-bit values as two 32-bit
-shuffles, narrower ones widened)."""
+"""Warp shuffles on values of any scalar type (64-bit values as two 32-bit shuffles, narrower
+ones widened): `shfl.sync.bfly` for reductions (`llvm.sync.shuffle_xor`), `shfl.sync.up` for
+scans and `shfl.sync.idx` for broadcasts and layout conversions."""
 
 from __future__ import annotations
 
@@ -65,3 +65,8 @@ def shuffle_idx(kern: KernelEmitter, v: ir.Value, lane: ir.Value | int) -> ir.Va
     """The value of lane `lane` (i32, may differ per thread) of the same warp."""
     src = lane if isinstance(lane, ir.Value) else ir.Constant(I32, lane)
     return _shuffle(kern, "idx", v, src, 31)
+
+
+def shuffle_bfly(kern: KernelEmitter, v: ir.Value, lane_mask: int) -> ir.Value:
+    """The value of lane `lane ^ lane_mask`."""
+    return _shuffle(kern, "bfly", v, ir.Constant(I32, lane_mask), 31)
