@@ -89,9 +89,13 @@ class Garbage:
     def document(self) -> str:
         r = self.r
         base = r.choice(self.texts)
-        kind = r.randrange(10)
+        kind = r.randrange(11)
         if kind == 0:
             return ""
+        if kind == 10:  # nesting deeper than the compiler recurses
+            n = r.choice([50, 3000, 20000])
+            return ("kernel k(a: Array[f32, 1]) {\n    let x = " + "(" * n + "1" + ")" * n
+                    + ";\n}\n")
         if kind == 1:
             return "\ufeff" + base
         if kind == 2:
