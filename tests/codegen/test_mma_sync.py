@@ -298,3 +298,35 @@ def test_f16_accumulator_epilogue():
 def test_big_tiles_many_iterations(dt, acc, target):
     run(dt, dt, acc, 256, 256, 512, BM=128, BN=128, BK=64 if dt not in ("tf32",) else 32,
         target=target)
+
+
+@pytest.mark.parametrize("stages,waits", [(1, None), (3, "cp.async.wait_group 1"),
+                                          (4, "cp.async.wait_group 2")])
+def test_num_stages_overrides_the_ring_depth(stages, waits):
+    src = source("f16", "f16", "f32").replace(
+        "@launch(reqntid = (128, 1, 1))", f"@launch(reqntid = (128, 1, 1), num_stages = {stages})")
+    M = N = 64
+    K = 160
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((M, K)).astype(np.float16)
+    b = rng.standard_normal((K, N)).astype(np.float16)
+    c = np.zeros((M, N), np.float32)
+    res = compile_text(src, "mm.tile", target="sm_80",
+                       facts=facts_of("mm", {"a": a, "b": b, "c": c}))
+    ptx = re.sub(r"\s+", " ", res.ptx)
+    if waits is None:       # one stage: copies of each iteration waited for at once
+        assert "cp.async.wait_group 1" not in ptx and "cp.async.wait_group 2" not in ptx
+    else:
+        assert waits in ptx
+    run_emulated(res.codegen, "mm", [a, b, c], (1, 1, 1), dev=EmulatorDevice(race_check=True))
+    af, bf = a.astype(np.float64), b.astype(np.float64)
+    check(c, af @ bf, np.abs(af) @ np.abs(bf), "f32", K)
+
+
+def test_num_stages_out_of_range_is_e0726():
+    src = source("f16", "f16", "f32").replace(
+        "@launch(reqntid = (128, 1, 1))", "@launch(reqntid = (128, 1, 1), num_stages = 9)")
+    res = compile_source(src, "mm.tile", Options(target="sm_80"), until="ptx")
+    assert not res.ok
+    assert [d.code for d in res.diagnostics] == ["E0726"]
+    assert "`num_stages` must be between 1 and 8, found 9" in render_all(res.diagnostics)

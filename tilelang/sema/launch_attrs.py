@@ -32,6 +32,7 @@ register_codes({
     "E0714": "by_target has no value for the target",
     "E0715": "opt_level is out of range 0-3",
     "E0725": "by_target names an unknown target",
+    "E0726": "num_stages is out of range 1-8",
 })
 
 
@@ -56,6 +57,7 @@ KINDS: dict[str, str] = {
     "maxntid": "dims", "reqntid": "dims", "minctasm": "int", "maxnreg": "int",
     "cluster": "dims3", "num_ctas": "int", "maxclusterrank": "int",
     "blocksareclusters": "flag", "nonportable_cluster": "flag", "opt_level": "int",
+    "num_stages": "int",
 }
 ALIASES = {"occupancy": "minctasm"}
 
@@ -77,6 +79,7 @@ class LaunchSpec:
     blocksareclusters: bool = False
     nonportable_cluster: bool = False
     opt_level: int | None = None
+    num_stages: int | None = None        # depth of the pipelined cp.async ring (codegen)
     spans: Mapping[str, Span] = field(default_factory=dict, hash=False, compare=False)
 
     def span(self, key: str) -> Span | None:
@@ -175,7 +178,7 @@ def resolve_launch(attrs: Mapping[str, AttrValue], target: str | Target, *,
         maxclusterrank=vals.get("maxclusterrank"),
         blocksareclusters=bool(vals.get("blocksareclusters")),
         nonportable_cluster=bool(vals.get("nonportable_cluster")),
-        opt_level=vals.get("opt_level"), spans=spans)
+        opt_level=vals.get("opt_level"), num_stages=vals.get("num_stages"), spans=spans)
 
 
 def _check_kind(key: str, shown: str, value: object, span: Span | None, diags: list):
@@ -218,6 +221,7 @@ _RANGES = {
     "minctasm": (1, 32, "E0710", "at least 1 and at most 32 CTAs per SM"),
     "maxnreg": (24, 255, "E0711", "ptxas accepts 24 to 255 registers per thread"),
     "opt_level": (0, 3, "E0715", "choose 0, 1, 2 or 3"),
+    "num_stages": (1, 8, "E0726", "1 turns pipelining off; 2-4 are the usual depths"),
     "maxclusterrank": (1, 16, "E0709", "a cluster holds 1 to 16 CTAs (over 8 is non-portable)"),
 }
 

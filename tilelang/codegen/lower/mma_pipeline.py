@@ -233,10 +233,16 @@ def _round(n: int, unit: int = 128) -> int:
 
 
 def choose_stages(kern: KernelEmitter, stage_bytes: int, acc_regs: int) -> int:
-    """See the module docstring: the ring depth for one stage of `stage_bytes`."""
+    """See the module docstring: the ring depth for one stage of `stage_bytes`; the user's
+    `@launch(num_stages = n)` wins, as far as one block's shared memory allows."""
     lim = ARCH_LIMITS.get(kern.target.name)
     if lim is None:
         return 1
+    spec = kern.kernel.launch
+    user = getattr(spec, "num_stages", None) if spec is not None else \
+        kern.kernel.attributes.get("num_stages")
+    if user is not None:
+        return max(1, min(int(user), lim.smem_per_block // stage_bytes))
     regs = min(lim.max_regs_per_thread, acc_regs + 40)
     by_regs = lim.regs_per_sm // max(regs * kern.threads, 1)
     for blocks in sorted({max(1, min(2, by_regs)), 1}, reverse=True):
