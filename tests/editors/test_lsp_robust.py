@@ -179,7 +179,7 @@ def test_newer_version_discards_an_older_check(wire, tmp_path):
     assert 1 not in published
     assert published[-1] == 22
     print(f"published versions: {published}")
-    assert len(published) <= 4  # 2, 22 (and at most a stray one when the machine stalls)
+    assert len(published) <= 6  # 2 and 22 (and a few more if the machine stalls > 0.2 s)
     assert wire.close() == 0
     no_traceback(wire)
 

@@ -63,7 +63,7 @@ def test_rapid_changes_are_checked_once_after_the_pause(fake):
         published = []
         c = make_checker(published)
         for v in range(1, 11):
-            c.update(URI, f"text {v}", v, delay=0.05)
+            c.update(URI, f"text {v}", v, delay=0.5)  # (a 0.5 s stall here breaks the test)
             await asyncio.sleep(0.005)
         await until(lambda: published)
         await asyncio.sleep(0.1)
