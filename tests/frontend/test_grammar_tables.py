@@ -19,7 +19,7 @@ import lark
 import pytest
 
 from tilelang.frontend import grammar_tables as gt
-from tilelang.frontend.parser import _lark, grammar_text, parse_tree
+from tilelang.frontend.parser import _lark, grammar_text
 from tilelang.frontend.resources import grammar_dir, grammar_path, stdlib_dir
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
