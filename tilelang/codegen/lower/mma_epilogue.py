@@ -87,15 +87,37 @@ def store(kern: KernelEmitter, op: BuiltinOp) -> None:
     # 1. fragments -> image: register pairs (columns 2t, 2t+1) as one 2-element store
     kern.barrier()
     tc = [kern.thread_coord(lay, d) for d in range(rank)]
+    row_t = tc[-2] if rank == 2 else b.add(b.mul(tc[0], _c(shape[1])), tc[-2])
+    # A register's constant row offset that is a multiple of the swizzle's row period keeps
+    # the thread's swizzle key, and a constant chunk offset whose bits the thread's own chunk
+    # never has XORs (low bits) or adds (high bits): then its address is the thread's base
+    # plus a constant, with one XOR per distinct low chunk offset.
+    period = max((sw + 1) >> shift, 1)
+    thread_chunk_bits = 0
+    for basis in lay.thread_bases:
+        thread_chunk_bits |= basis[-1] // e
+    key = b.shl(row_t, _c(shift)) if shift else row_t
+    cx = b.xor(b.lshr(tc[-1], _c(log2(e))), b.and_(key, _c(sw))) if sw else \
+        b.lshr(tc[-1], _c(log2(e)))
+    base_t = b.add(base, b.add(b.mul(row_t, _c(row_bytes)),
+                               b.mul(b.and_(tc[-1], _c(e - 1)), _c(itemsize))))
+    lows: dict[int, ir.Value] = {}
     for r in lay.owned_regs():
         rc = lay.reg_coord(r)
         if rc[-1] % 2:
             continue
-        row = tc[-2] if not rc[-2] else b.add(tc[-2], _c(rc[-2]))
-        if rank == 3:
-            row = b.add(b.mul(b.add(tc[0], _c(rc[0])), _c(shape[1])), row)
-        col = tc[-1] if not rc[-1] else b.add(tc[-1], _c(rc[-1]))
-        _store_pair(kern, image_addr(row, col), t.regs[r], t.regs[r + 1], itemsize)
+        rrow = rc[-2] + (rc[0] * shape[1] if rank == 3 else 0)
+        cc = rc[-1] // e
+        if rrow % period == 0 and rc[-1] % e == 0 and not cc & thread_chunk_bits:
+            lo = cc & sw
+            if lo not in lows:
+                lows[lo] = b.add(base_t, b.shl(b.xor(cx, _c(lo)) if lo else cx, _c(4)))
+            addr = b.add(lows[lo], _c(rrow * row_bytes + (cc & ~sw) * 16))
+        else:
+            row = b.add(row_t, _c(rrow)) if rrow else row_t
+            col = tc[-1] if not rc[-1] else b.add(tc[-1], _c(rc[-1]))
+            addr = image_addr(row, col)
+        _store_pair(kern, addr, t.regs[r], t.regs[r + 1], itemsize)
     kern.barrier()
 
     # 2. image -> global, one 16-byte chunk per thread per round (a run-time loop)
