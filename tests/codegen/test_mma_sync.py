@@ -330,3 +330,40 @@ def test_num_stages_out_of_range_is_e0726():
     assert not res.ok
     assert [d.code for d in res.diagnostics] == ["E0726"]
     assert "`num_stages` must be between 1 and 8, found 9" in render_all(res.diagnostics)
+
+
+OTHER_USES = """
+@launch(maxntid = (96, 1, 1))
+kernel k(a: Array[f16, 2], b: Array[f16, 2], c: Array[f32, 2], s: Array[f32, 1]) {
+    let ta = load(a, index = (0, 0), shape = (32, 32));
+    let tb = load(b, index = (0, 0), shape = (32, 32));
+    let p = ta @ tb;                              // no loop; ta is used again below
+    let q = mma(ta, tb, p + 1.0);                 // an accumulator that is not a splat
+    store(c, index = (0, 0), tile = q);
+    store(s, index = (0,), tile = reshape(sum(q, axis = 1), (32,)) + sum(astype(ta, f32)));
+}
+"""
+
+
+def test_products_outside_loops_with_other_uses_and_odd_blocks():
+    """A block of 96 threads (64 in the layouts), operands also used elsewhere (not
+    deferred), `@` then `mma` with a computed accumulator, and a reduction of the result."""
+    rng = np.random.default_rng(9)
+    a = rng.standard_normal((32, 32)).astype(np.float16)
+    b = rng.standard_normal((32, 32)).astype(np.float16)
+    c = np.zeros((32, 32), np.float32)
+    s = np.zeros(32, np.float32)
+    res = compile_text(OTHER_USES, "k.tile", target="sm_86",
+                       facts=facts_of("k", {"a": a, "b": b, "c": c, "s": s}))
+    assert mma_lines(res.ptx)
+    run_emulator(res, "k", {"a": a, "b": b, "c": c, "s": s}, (1, 1))
+    af, bf = a.astype(np.float64), b.astype(np.float64)
+    q = 2 * (af @ bf) + 1.0
+    mag = 2 * (np.abs(af) @ np.abs(bf)) + 1.0
+    check(c, q, mag, "f32", 64)
+    np.testing.assert_allclose(s, q.sum(axis=1) + af.sum(), rtol=1e-4, atol=1e-3)
+
+
+def test_tiles_below_one_warp_tile_use_fma():
+    res, _ = run("f16", "f16", "f32", 16, 8, 16, BM=16, BN=8, BK=16)
+    assert not mma_lines(res.ptx)
