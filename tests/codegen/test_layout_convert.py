@@ -303,3 +303,41 @@ def test_pairs_are_exhaustive_for_tiny_layouts():
         p = C.plan_conversion(a, b, 4)
         if not isinstance(p, C.Same):
             check_plan(a, C.need_of(b, a.shape), p)
+
+
+def random_e2e(seed):
+    rng = np.random.default_rng(seed)
+    declared = int(rng.choice([24, 32, 48, 64, 96, 128, 256]))
+    threads = 1 << (declared.bit_length() - 1)
+    shape = [(64,), (16, 32), (8, 4, 16), (32, 64)][int(rng.integers(4))]
+    dt = ["f32", "f16", "i8", "f64"][int(rng.integers(4))]
+    kind = ["lanes", "swizzled", "invertible", "replicated", "one_hot"][int(rng.integers(5))]
+    return declared, threads, shape, dt, kind, rng
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3] + [pytest.param(s, marks=pytest.mark.slow)
+                                                 for s in range(4, 40)])
+def test_random_conversions_on_the_emulator(monkeypatch, seed):
+    """Random layouts, dtypes and block sizes, including blocks that are not a power of two
+    (replica threads) and a partial last warp (no shuffles there)."""
+    from tilelang.sema.types import F16, F32, F64, I8
+    declared, threads, shape, dt, kind, rng = random_e2e(seed)
+    dtype = {"f32": F32, "f16": F16, "i8": I8, "f64": F64}[dt]
+    npdt = {"f32": np.float32, "f16": np.float16, "i8": np.int8, "f64": np.float64}[dt]
+    item = np.dtype(npdt).itemsize
+    mid = middle(shape, item, threads, kind, rng)
+    k, z = roundtrip_kernel(shape, dtype, declared)
+    through(monkeypatch, mid, z)
+    r = compile_kernel(k, "sm_80")
+    link(r)
+    x = (np.arange(np.prod(shape)) % 251 - 100).astype(npdt).reshape(shape)
+    y, zz = np.zeros_like(x), np.zeros(x.size, npdt)
+    rep = run_emulated(r, "conv", [x, y, zz], (1, 1, 1))
+    np.testing.assert_array_equal(zz, x.reshape(-1))
+    np.testing.assert_array_equal(y, x)
+    src = L.blocked(shape, item, threads)
+    whole = declared % 32 == 0 or declared < 32
+    plans = [C.plan_conversion(src, mid, item, whole), C.plan_conversion(mid, src, item, whole)]
+    assert ("shfl.sync.idx" in r.ptx) == any(p.kind == "shuffle" for p in plans)
+    if all(p.conflicts == 0 for p in plans if isinstance(p, C.SharedTrip)):
+        assert rep.bank_conflicts == 0
