@@ -211,3 +211,18 @@ def test_hover_shows_inferred_types_of_bindings():
     # a use resolves to the nearest declaration before it
     e = tls.hover(a, lsp.Position(line=10, character=36)).contents.value
     assert "let e: Tile[f32, 1, 1024]" in e
+
+
+def test_items_of_the_last_parse_while_the_text_does_not_parse():
+    """While a statement is half typed the document does not parse; completion and hover still
+    know its items from the last check that parsed (positions from it are not used)."""
+    good = tls.analyze("const WIDTH: i32 = 4;\nfn f() { return 1; }\n", "file:///t.tile")
+    typing = "const WIDTH: i32 = 4;\nfn f() { return WI }\n"
+    a = tls.analyze(typing, "file:///t.tile")
+    assert a.module is None and [d.code for d in a.diagnostics] == ["E0101"]
+    assert tls.completions(a, pos(1, 18)) == []
+    a.earlier_module = good.module
+    (c,) = tls.completions(a, pos(1, 18))
+    assert c.label == "WIDTH" and c.detail == "const WIDTH: i32 = 4"
+    assert "const WIDTH: i32 = 4" in tls.hover(a, pos(0, 8)).contents.value
+    assert tls.document_symbols(a) == [] and tls.definition(a, pos(0, 8)) is None

@@ -152,3 +152,35 @@ def test_a_file_that_is_not_open_is_checked_once_per_contents(fake):
     assert all(a.checked and a.text == "on disk" for a in first + [again])
     assert changed.text == "on disk, edited"
     assert fake.checked == ["on disk", "on disk, edited"]
+
+
+def test_the_last_parsed_module_outlives_syntax_errors_and_running_checks(monkeypatch):
+    parsed = object()
+
+    def check(text, uri, encoding="utf-16"):
+        if text.startswith("slow"):
+            gate.wait(10)
+        return Analysis(uri, text, module=parsed if text == "parses" else None)
+
+    gate = threading.Event()
+    monkeypatch.setattr(scheduler, "analyze", check)
+
+    async def main():
+        c = make_checker([])
+        c.update(URI, "parses", 1, delay=0)
+        first = await c.current(URI, wait=5)
+        c.update(URI, "does not", 2, delay=0)
+        broken = await c.current(URI, wait=5)
+        c.update(URI, "slow check", 3, delay=0)
+        running = await c.current(URI, wait=0.1)
+        gate.set()
+        return first, broken, running
+
+    try:
+        first, broken, running = run(main)
+    finally:
+        gate.set()
+    assert first.module is parsed
+    assert broken.module is None and broken.checked and broken.earlier_module is parsed
+    assert not running.checked and running.text == "slow check"
+    assert running.earlier_module is parsed

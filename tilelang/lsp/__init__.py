@@ -6,7 +6,8 @@
   has since changed is never published. At most 50 diagnostics per file (errors first; the
   50th then says how many were left out); a document over 1 MiB characters is not checked;
 * completion, hover (with the checker's inferred types of bindings), document symbols and
-  go-to-definition of the document's top-level names, answered from the latest check;
+  go-to-definition of the document's top-level names, answered from the check of the current
+  text, or while it runs from what needs no check and the items of the last check that parsed;
 * every request gets a reply: an invalid position or a document that is neither open nor a
   readable file is an InvalidParams error, a request before ``initialize`` is
   ServerNotInitialized, after ``shutdown`` InvalidRequest, a body that is no JSON a ParseError.

@@ -34,7 +34,10 @@ class Analysis:
     module: object | None = None
     typed: object | None = None
     diagnostics: list[lsp.Diagnostic] = field(default_factory=list)
-    checked: bool = True  # False: too large, only lexical answers
+    checked: bool = True  # False: not checked (too large, or its check is still running)
+    #: While the check of the current text runs: the module of the last check of the document,
+    #: whose items still name the right signatures (hover, completion), not positions.
+    earlier_module: object | None = None
     _lines: list[str] | None = None
 
     @property

@@ -115,12 +115,16 @@ def _name_span(item) -> Span | None:
     return span
 
 
-def top_level_items(a: Analysis) -> dict:
+def top_level_items(a: Analysis, earlier: bool = False) -> dict:
+    """The document's kernels, functions and constants by name; with `earlier`, those of the
+    document's last check while the current text is not checked yet (their signatures are
+    still worth showing, their positions are not)."""
     from tilelang.frontend import ast
 
-    if a.module is None:
+    module = a.module if a.module is not None or not earlier else a.earlier_module
+    if module is None:
         return {}
-    return {it.name: it for it in a.module.items
+    return {it.name: it for it in module.items
             if isinstance(it, (ast.KernelDef, ast.FnDef, ast.ConstDef))}
 
 
@@ -222,7 +226,7 @@ def completions(a: Analysis, position: lsp.Position,
             documentation=_md(getattr(b, "doc", "") or "") if b else None))
     from tilelang.frontend import ast
 
-    for name, item in top_level_items(a).items():
+    for name, item in top_level_items(a, earlier=True).items():
         kind = (lsp.CompletionItemKind.Constant if isinstance(item, ast.ConstDef)
                 else lsp.CompletionItemKind.Function)
         items.append(lsp.CompletionItem(label=name, kind=kind, detail=item_signature(item)))
@@ -274,7 +278,7 @@ def hover(a: Analysis, position: lsp.Position, encoding: str = UTF16) -> lsp.Hov
     word, ln, start, end = found
     line = lines[ln]
     before = line[start - 1] if start > 0 else ""
-    items = top_level_items(a)
+    items = top_level_items(a, earlier=True)
     value = None
     if before not in ("@", ".") and word not in items:
         value = binding_type(a, word, ln + 1, start + 1)

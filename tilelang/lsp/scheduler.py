@@ -25,6 +25,9 @@ log = logging.getLogger(__name__)
 
 #: The pause after a change before it is checked: typing does not queue one check per key.
 DEBOUNCE_S = 0.2
+#: A request waits for the check of the current text only in a document up to this long
+#: (characters): checking takes some microseconds per character.
+QUICK_CHARS = 32 * 1024
 #: Checks of files that are not open (requests about them) kept, by URI.
 ONCE_CACHE = 8
 
@@ -83,6 +86,7 @@ class _Doc:
     queued: int = -1  # the generation whose check is queued or running
     analysis: Analysis | None = None
     analysis_gen: int = -1
+    parsed: object | None = None  # the module of the last check that parsed
     waiters: list[asyncio.Future] = field(default_factory=list)
 
 
@@ -159,15 +163,15 @@ class Checker:
         if d is None or d.gen != gen:
             return  # a newer version arrived meanwhile: never publish a stale result
         d.analysis, d.analysis_gen = a, gen
+        if a.module is not None:
+            d.parsed = a.module
+        else:  # a syntax error while typing: completion still knows the document's items
+            a.earlier_module = d.parsed
         waiters, d.waiters = d.waiters, []
         for w in waiters:
             if not w.done():
                 w.set_result(a)
         self._publish(uri, d.version, a.diagnostics)
-
-    def latest_text(self, uri: str) -> str | None:
-        d = self.docs.get(uri)
-        return None if d is None else d.text
 
     async def current(self, uri: str, wait: float) -> Analysis | None:
         """The analysis of the document's current contents, waiting at most `wait` seconds for
@@ -183,18 +187,20 @@ class Checker:
                 d.timer.cancel()
                 d.timer = None
             self._start(uri, d.gen)
-        w = self._loop.create_future()
-        d.waiters.append(w)
-        try:
-            a = await asyncio.wait_for(w, wait)
-        except asyncio.TimeoutError:
-            a = None
+        a = None
+        if len(d.text) <= QUICK_CHARS:  # a longer document's check takes seconds: no wait
+            w = self._loop.create_future()
+            d.waiters.append(w)
+            try:
+                a = await asyncio.wait_for(w, wait)
+            except asyncio.TimeoutError:
+                pass
         cur = self.docs.get(uri)
         if cur is None:
             return None
         if a is not None and a.text == cur.text:
             return a
-        return Analysis(uri, cur.text, checked=False)
+        return Analysis(uri, cur.text, checked=False, earlier_module=cur.parsed)
 
     async def once(self, uri: str, text: str, wait: float) -> Analysis:
         """An analysis of a document that is not open (read from disk), within `wait`."""
