@@ -335,13 +335,18 @@ def emit_pipelined(kern: KernelEmitter, op: ForOp, lp: LoopPlan) -> None:
         b.icmp_unsigned(">", step, ir.Constant(step.type, 0))
 
     def valid_ahead(iv, s):
-        """Iteration `iv + s * step` exists (no overflow: compared in i64)."""
-        ahead = b.mul(wide(step), _c64(s))
+        """Iteration `iv + s * step` exists (no overflow: compared in i64); s: int or i32."""
+        s64 = _c64(s) if isinstance(s, int) else b.zext(s, I64)
+        ahead = b.mul(wide(step), s64)
         left = b.sub(wide(stop), wide(iv))
         return b.and_(positive, b.icmp_signed("<", ahead, left))
 
     def iv_ahead(iv, s):
-        return b.add(iv, b.mul(step, ir.Constant(step.type, s))) if s else iv
+        if isinstance(s, int):
+            return b.add(iv, b.mul(step, ir.Constant(step.type, s))) if s else iv
+        sv = s if step.type == I32 else (b.zext(s, step.type) if step.type.width > 32
+                                         else b.trunc(s, step.type))
+        return b.add(iv, b.mul(step, sv))
 
     def issue(iv, s, image):
         kern.env[iv_var.id] = TileVal(ivt, kern.scalar_layout, (iv,))
@@ -350,8 +355,21 @@ def emit_pipelined(kern: KernelEmitter, op: ForOp, lp: LoopPlan) -> None:
         commit_group(kern)
 
     kern.barrier()                       # earlier users of the shared buffer are done
-    for s in range(S - 1):
-        issue(start, s, b.add(base, _c(s * stage_bytes)))
+    if S == 2:
+        issue(start, 0, base)
+    else:                                # the prologue as a loop: its copy code once
+        entry = b.block
+        ploop = kern.fn.append_basic_block("mma.prologue")
+        pdone = kern.fn.append_basic_block("mma.prologue.end")
+        b.branch(ploop)
+        b.position_at_end(ploop)
+        s = b.phi(I32, "stage")
+        s.add_incoming(_c(0), entry)
+        issue(start, s, b.add(base, b.mul(s, _c(stage_bytes))))
+        s1 = b.add(s, _c(1))
+        s.add_incoming(s1, b.block)
+        b.cbranch(b.icmp_unsigned("<", s1, _c(S - 1)), ploop, pdone)
+        b.position_at_end(pdone)
     pre = b.block
     header = kern.fn.append_basic_block("mma.pipe")
     body = kern.fn.append_basic_block("mma.pipe.body")
