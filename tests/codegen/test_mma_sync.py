@@ -367,3 +367,24 @@ def test_products_outside_loops_with_other_uses_and_odd_blocks():
 def test_tiles_below_one_warp_tile_use_fma():
     res, _ = run("f16", "f16", "f32", 16, 8, 16, BM=16, BN=8, BK=16)
     assert not mma_lines(res.ptx)
+
+
+@pytest.mark.parametrize("tile", [(32, 32, 16), (16, 16, 16), (64, 32, 16)])
+def test_small_tiles_copied_once_without_races(tile):
+    """Tiles with fewer 16-byte chunks than the block has threads: the threads (and warps)
+    that replicate another's chunks or accumulator copy and store nothing, so the emulator's
+    race check finds no two warps writing the same shared words."""
+    BM, BN, BK = tile
+    M = N = K = 64
+    rng = np.random.default_rng(11)
+    a = rng.standard_normal((M, K)).astype(np.float16)
+    b = rng.standard_normal((K, N)).astype(np.float16)
+    c = np.zeros((M, N), np.float32)
+    res = compile_text(source("f16", "f16", "f32", BM=BM, BN=BN, BK=BK), "mm.tile",
+                       target="sm_80", facts=facts_of("mm", {"a": a, "b": b, "c": c}))
+    assert mma_lines(res.ptx)
+    rep = run_emulated(res.codegen, "mm", [a, b, c], (M // BM, N // BN, 1),
+                       dev=EmulatorDevice(race_check=True))
+    assert rep.race_check == "checked: no shared-memory race"
+    af, bf = a.astype(np.float64), b.astype(np.float64)
+    check(c, af @ bf, np.abs(af) @ np.abs(bf), "f32", K)

@@ -20,7 +20,7 @@ import llvmlite.ir as ir
 
 from tilelang.codegen.layouts.distributed import log2
 from tilelang.codegen.llvm.kernel import I1, I32, I64, KernelEmitter, TileVal
-from tilelang.codegen.lower.memory import vectorizable
+from tilelang.codegen.lower.memory import gated, vectorizable
 from tilelang.ir.ops import BuiltinOp
 from tilelang.ir.values import Value
 
@@ -101,23 +101,29 @@ def store(kern: KernelEmitter, op: BuiltinOp) -> None:
         b.lshr(tc[-1], _c(log2(e)))
     base_t = b.add(base, b.add(b.mul(row_t, _c(row_bytes)),
                                b.mul(b.and_(tc[-1], _c(e - 1)), _c(itemsize))))
-    lows: dict[int, ir.Value] = {}
-    for r in lay.owned_regs():
-        rc = lay.reg_coord(r)
-        if rc[-1] % 2:
-            continue
-        rrow = rc[-2] + (rc[0] * shape[1] if rank == 3 else 0)
-        cc = rc[-1] // e
-        if rrow % period == 0 and rc[-1] % e == 0 and not cc & thread_chunk_bits:
-            lo = cc & sw
-            if lo not in lows:
-                lows[lo] = b.add(base_t, b.shl(b.xor(cx, _c(lo)) if lo else cx, _c(4)))
-            addr = b.add(lows[lo], _c(rrow * row_bytes + (cc & ~sw) * 16))
-        else:
-            row = b.add(row_t, _c(rrow)) if rrow else row_t
-            col = tc[-1] if not rc[-1] else b.add(tc[-1], _c(rc[-1]))
-            addr = image_addr(row, col)
-        _store_pair(kern, addr, t.regs[r], t.regs[r + 1], itemsize)
+
+    def fragments():
+        """Every owned register pair (columns c, c+1) into the image: one store each, by the
+        owning warps only (replicated warps writing the same words would race)."""
+        lows: dict[int, ir.Value] = {}
+        for r in lay.owned_regs():
+            rc = lay.reg_coord(r)
+            if rc[-1] % 2:
+                continue
+            rrow = rc[-2] + (rc[0] * shape[1] if rank == 3 else 0)
+            cc = rc[-1] // e
+            if rrow % period == 0 and rc[-1] % e == 0 and not cc & thread_chunk_bits:
+                lo = cc & sw
+                if lo not in lows:
+                    lows[lo] = b.add(base_t, b.shl(b.xor(cx, _c(lo)) if lo else cx, _c(4)))
+                addr = b.add(lows[lo], _c(rrow * row_bytes + (cc & ~sw) * 16))
+            else:
+                row = b.add(row_t, _c(rrow)) if rrow else row_t
+                col = tc[-1] if not rc[-1] else b.add(tc[-1], _c(rc[-1]))
+                addr = image_addr(row, col)
+            _store_pair(kern, addr, t.regs[r], t.regs[r + 1], itemsize)
+
+    gated(kern, kern.owner(lay), fragments)
     kern.barrier()
 
     # 2. image -> global, one 16-byte chunk per thread per round (a run-time loop)
@@ -146,7 +152,7 @@ def store(kern: KernelEmitter, op: BuiltinOp) -> None:
         coord.insert(0, b.and_(rem, _c(s - 1)))
         rem = b.lshr(rem, _c(log2(s)))
     in_tile = b.icmp_unsigned("<", q, _c(total)) if total % kern.threads else ir.Constant(I1, 1)
-    ok = in_tile
+    ok = in_tile if kern.primary is None else b.and_(in_tile, kern.primary)
     off = ir.Constant(I64, 0)
     for d in range(rank):
         cd = b.zext(coord[d], I64)

@@ -31,6 +31,7 @@ import llvmlite.ir as ir
 from tilelang.codegen.layouts.distributed import blocked, log2
 from tilelang.codegen.llvm.kernel import I1, I32, I64, KernelEmitter, TileVal
 from tilelang.codegen.lower.mma_epilogue import remember_acc_layout
+from tilelang.codegen.lower.memory import gated
 from tilelang.codegen.lower.mma_operands import (DeferredLoad, async_axis, commit_group,
                                                  deferrable, is_pure_scalar, wait_group)
 from tilelang.codegen.lower.mma_sync import (SmemOperand, element_row_col, fragment_loaders,
@@ -166,7 +167,6 @@ class Stream:
         off = self.thread_off
         for g, s in zip(g0, self.strides):
             off = b.add(off, b.mul(g, s))
-        p1 = ir.PointerType(ir.IntType(8), addrspace=1)
         p0 = b.add(self.arr.address, b.mul(off, _c64(self.itemsize)))
         # The tile starts inside the array (coordinates only grow from g0) and the iteration
         # exists; otherwise every axis counts as empty. Elements left per axis from this
@@ -182,6 +182,12 @@ class Stream:
             m = b.select(b.icmp_signed("<", m, _c64(0)), _c64(0), m)
             m = b.select(b.icmp_signed(">", m, _c64(self.shape[ax])), _c64(self.shape[ax]), m)
             left.append(b.select(inside, b.trunc(m, I32), _c(0)))
+        # threads that replicate another's chunks (a tile smaller than the block's 16-byte
+        # slots) copy nothing: two warps writing the same words would race
+        gated(kern, kern.owner(self.lay), lambda: self._copies(p0, image, left))
+
+    def _copies(self, p0: ir.Value, image: ir.Value, left: list) -> None:
+        kern, b = self.kern, self.kern.builder
         ptr = p0
         dst0 = b.add(image, self.dst_first)
         for g in self.chunks:

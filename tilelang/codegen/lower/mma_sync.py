@@ -26,6 +26,7 @@ import llvmlite.ir as ir
 from tilelang.codegen.layouts.distributed import Layout, log2, vector_width
 from tilelang.codegen.layouts.mma import MT, NT, MmaForm, WarpTiling, acc_register
 from tilelang.codegen.llvm.kernel import I32, KernelEmitter, TileVal
+from tilelang.codegen.lower.memory import gated
 
 I8 = ir.IntType(8)
 HALF2 = ir.VectorType(ir.HalfType(), 2)
@@ -119,7 +120,12 @@ def choose_cax(t: TileVal, k_axis: int, sixteen_bit: bool) -> int:
 def fill_from_registers(kern: KernelEmitter, t: TileVal, op: SmemOperand,
                         storage: ir.Type) -> None:
     """Store a register tile into its smem image (16-byte vector stores where the layout
-    holds whole chunks, else element stores). The caller brackets it with barriers."""
+    holds whole chunks, else element stores) by the threads that own the elements (copies
+    held by other warps too would race). The caller brackets it with barriers."""
+    gated(kern, kern.owner(t.layout), lambda: _fill(kern, t, op, storage))
+
+
+def _fill(kern: KernelEmitter, t: TileVal, op: SmemOperand, storage: ir.Type) -> None:
     b = kern.builder
     lay = t.layout
     e = 16 // op.itemsize
