@@ -72,10 +72,6 @@ class SmemOperand:
         per = max(8 // self.chunks, 1)
         return log2(per), s - 1
 
-    def row_of(self, coord_axis: int) -> bool:
-        """Whether tile axis `coord_axis` indexes rows (else it runs along a row)."""
-        return coord_axis != self.cax
-
 
 def _c(v: int) -> ir.Constant:
     return ir.Constant(I32, v)
