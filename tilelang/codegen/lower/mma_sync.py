@@ -19,7 +19,6 @@ the contiguous axis is not K (a 16-bit operand stored along M or N), the rows ar
 from __future__ import annotations
 
 from dataclasses import dataclass
-from math import prod
 
 import llvmlite.ir as ir
 
@@ -61,10 +60,6 @@ class SmemOperand:
     @property
     def chunks(self) -> int:
         return self.row_bytes // 16
-
-    @property
-    def nbytes(self) -> int:
-        return prod(self.shape) * self.itemsize
 
     def swizzle_bits(self) -> tuple[int, int]:
         """(log2 per, S - 1): f(r) = (r >> log2 per) & (S - 1)."""
