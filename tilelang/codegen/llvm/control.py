@@ -18,6 +18,10 @@ import llvmlite.ir as ir
 from tilelang.codegen.layouts.distributed import Layout
 from tilelang.codegen.llvm.kernel import KernelEmitter, TileVal
 from tilelang.codegen.llvm.sync import convert
+from tilelang.codegen.lower import mma_epilogue
+from tilelang.codegen.lower.mma_operands import PRODUCTS, DeferredLoad, deferrable
+from tilelang.codegen.lower.mma_pipeline import emit_pipelined, loop_plan
+from tilelang.codegen.lower.mma_plan import tensor_core_plan, to_layout
 from tilelang.ir.ops import (Block, BreakOp, BuiltinOp, ConditionOp, ConstantOp, ContinueOp,
                              ForOp, IfOp, ReturnOp, WhileOp, YieldOp)
 from tilelang.sema.types import DType
@@ -40,8 +44,6 @@ class LoopFrame:
 def emit_region(kern: KernelEmitter, block: Block) -> tuple[str, list]:
     """Emit a region's ops. Returns (YIELD, tiles) or (CONDITION, [cond]) with the builder at
     the region's end, or (ESCAPED, []) when it ended in break/continue/return (branch done)."""
-    from tilelang.codegen.lower import mma_epilogue
-    from tilelang.codegen.lower.mma_operands import PRODUCTS, DeferredLoad, deferrable
     deferred = deferrable(kern, block) if any(
         isinstance(o, BuiltinOp) and o.name in PRODUCTS for o in block.ops) else ()
     for op in block.ops:
@@ -177,7 +179,6 @@ def carried_layouts(kern: KernelEmitter, body: Block, carried, init: list[TileVa
     """Choose the layout of loop-carried values before the loop: an accumulator that a
     tensor-core `mma` in the body updates and yields back is carried in the instruction's
     fragment layout (created there once, not converted on every iteration)."""
-    from tilelang.codegen.lower.matmul import tensor_core_plan, to_layout
     term = body.terminator
     if not isinstance(term, YieldOp) or not kern.exact:
         return init
@@ -196,7 +197,6 @@ def carried_layouts(kern: KernelEmitter, body: Block, carried, init: list[TileVa
 
 
 def emit_for(kern: KernelEmitter, op: ForOp) -> None:
-    from tilelang.codegen.lower.mma_pipeline import emit_pipelined, loop_plan
     lp = loop_plan(kern, op)
     if lp is not None:      # loads -> mma: a cp.async ring, software-pipelined
         emit_pipelined(kern, op, lp)

@@ -30,10 +30,11 @@ import llvmlite.ir as ir
 
 from tilelang.codegen.layouts.distributed import blocked, log2
 from tilelang.codegen.llvm.kernel import I1, I32, I64, KernelEmitter, TileVal
-from tilelang.codegen.lower.mma_epilogue import remember_acc_layout
 from tilelang.codegen.lower.memory import gated
+from tilelang.codegen.lower.mma_epilogue import remember_acc_layout
 from tilelang.codegen.lower.mma_operands import (DeferredLoad, async_axis, commit_group,
                                                  deferrable, is_pure_scalar, wait_group)
+from tilelang.codegen.lower.mma_plan import tensor_core_plan, to_layout
 from tilelang.codegen.lower.mma_sync import (SmemOperand, element_row_col, fragment_loaders,
                                              product_from, shared_address)
 from tilelang.codegen.occupancy import ARCH_LIMITS
@@ -41,7 +42,6 @@ from tilelang.ir.ops import BuiltinOp, ConstantOp, ForOp, YieldOp
 from tilelang.ir.values import Value
 
 MAX_STAGES = 4
-STATIC_SMEM_LIMIT = 48 * 1024
 
 
 def _c(v: int) -> ir.Constant:
@@ -263,7 +263,6 @@ def choose_stages(kern: KernelEmitter, stage_bytes: int, acc_regs: int) -> int:
 def loop_plan(kern: KernelEmitter, op: ForOp) -> LoopPlan | None:
     """The plan for pipelining `op`, or None when its body is not (pure scalar ops,) two
     deferred operand loads and one tensor-core `mma` that updates the only carried value."""
-    from tilelang.codegen.lower.matmul import tensor_core_plan
     if not kern.exact or len(op.carried) != 1:
         return None
     body = op.body
@@ -314,7 +313,6 @@ def _elems(d: DeferredLoad) -> int:
 
 
 def emit_pipelined(kern: KernelEmitter, op: ForOp, lp: LoopPlan) -> None:
-    from tilelang.codegen.lower.matmul import to_layout
     b = kern.builder
     plan, S = lp.plan, lp.stages
     form = plan.form
