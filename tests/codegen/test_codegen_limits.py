@@ -31,7 +31,7 @@ def test_a_million_element_load_is_refused_at_once():
     took = time.perf_counter() - t0
     assert render_all(res.diagnostics) == """\
 error[E0783]: `load` makes a Tile[f32, 1048576]: 8192 elements for each of the 128 threads \
-of kernel `k`, more than the 256 a thread can hold
+of kernel `k`, more than the 128 a thread can hold
  --> big.tile:3:13
   |
 3 |     let t = load(a, index = (0,), shape = (1048576,), padding = 0.0);
@@ -59,7 +59,8 @@ def test_the_limit_counts_the_threads_layouts_use(threads):
 
 
 def test_matmul_accumulator_of_128_per_thread_is_accepted():
-    """The example's 128 x 128 f32 accumulator over 128 threads (128 per thread) stays."""
+    """The example's 128 x 128 f32 accumulator over 128 threads (128 per thread, exactly the
+    limit) stays."""
     src = """\
 @launch(reqntid = (128, 1, 1))
 kernel mm(a: Array[f16, 2], b: Array[f16, 2], c: Array[f32, 2]) {
@@ -128,14 +129,14 @@ def test_f8_conversions_compile_on_every_target(target, cvts):
 
 
 def test_too_much_unrolled_work_is_refused_before_llvm():
-    """100 unrolled iterations of three 256-per-thread operations (`x - f32(i)` differs per
-    iteration, so nothing is shared): 77,312 element operations per thread, past
-    MAX_ELEMENT_OPS_PER_THREAD; LLVM would take well over a minute on it."""
+    """100 unrolled iterations of three 128-per-thread operations (`x - f32(i)` differs per
+    iteration, so nothing is shared): 38,656 element operations per thread, past
+    MAX_ELEMENT_OPS_PER_THREAD; LLVM would take most of a minute on it."""
     from tilelang.codegen.generate import MAX_ELEMENT_OPS_PER_THREAD
     src = """\
 kernel k(a: Array[f32, 1], b: Array[f32, 1]) {
-    let x = load(a, index = (0,), shape = (32768,), padding = 0.0);
-    var acc = zeros((32768,), f32);
+    let x = load(a, index = (0,), shape = (16384,), padding = 0.0);
+    var acc = zeros((16384,), f32);
     static for i in range(100) {
         acc = acc * 0.5 + (x - f32(i));
     }
@@ -147,7 +148,7 @@ kernel k(a: Array[f32, 1], b: Array[f32, 1]) {
     assert time.process_time() - t0 < 10
     assert [d.code for d in res.diagnostics] == ["E0784"]
     d = res.diagnostics[0]
-    total = 32768 // 128 * (2 + 3 * 100)   # load and zeros, then `*`, `-`, `+` per iteration
+    total = 16384 // 128 * (2 + 3 * 100)   # load and zeros, then `*`, `-`, `+` per iteration
     assert d.message == (f"kernel `k` computes {total} tile elements per thread in all (every "
                          f"operation, `static for` unrolled and calls inlined), more than the "
                          f"{MAX_ELEMENT_OPS_PER_THREAD} code generation takes")

@@ -42,14 +42,15 @@ register_codes({"E0782": "code generation option out of range",
                          "allows"})
 
 # Every element a thread holds is its own SSA value (tiles are fully unrolled), so a tile's
-# elements per thread drive both the registers (255 at most; past them everything spills)
-# and LLVM's time, which grows faster than linearly: 256 f32 per thread take ~2 s to PTX,
-# 512 ~6 s, 8192 minutes and gigabytes. Refuse before emitting anything.
-MAX_ELEMENTS_PER_THREAD = 256
+# elements per thread drive both the registers (255 at most) and LLVM's time, which grows
+# faster than linearly with the size of the straight-line code: at 128 elements per thread the
+# examples and fuzzed kernels take at most ~7 s of CPU to a cubin, at 256 a softmax takes 10 s,
+# at 8192 (a 2^20-element tile) minutes and gigabytes. Refuse before emitting anything. The
+# matmul example's 128 x 128 f32 accumulator over 128 threads is exactly 128 per thread.
+MAX_ELEMENTS_PER_THREAD = 128
 # The same over the whole kernel (every op's elements per thread, after `static for` unrolling
-# and inlining; a run-time loop's body counts once): about 5 s of CPU per 2^15 f32 operations,
-# so this keeps any kernel near 10 s.
-MAX_ELEMENT_OPS_PER_THREAD = 1 << 16
+# and inlining; a run-time loop's body counts once): 2^15 simple f32 operations take ~6 s.
+MAX_ELEMENT_OPS_PER_THREAD = 1 << 15
 
 
 def launch_spec(kernel: Kernel) -> LaunchSpec:

@@ -31,7 +31,7 @@ register_codes({
 })
 
 # Elements in one tile, whatever the back end. Code generation holds every element in a
-# register of some thread, so at most 1024 threads x 256 elements per thread (codegen's
+# register of some thread, so at most 1024 threads x 128 elements per thread (codegen's
 # per-thread limit, E0783) can ever run; this static bound is the same one Triton uses
 # (2^20) and keeps the reference interpreter's arrays small.
 MAX_TILE_ELEMENTS = 1 << 20
