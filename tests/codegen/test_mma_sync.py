@@ -255,12 +255,16 @@ def padded(x, cols_multiple=8):
 
 
 @pytest.mark.parametrize("target", ["sm_80", "sm_90a"])
-@pytest.mark.parametrize("a_t,b_t", [(False, False), (True, True)])
-def test_pipelined_ragged_with_aligned_rows(target, a_t, b_t):
+@pytest.mark.parametrize("a_t,b_t,shape", [(False, False, (100, 72, 200)),
+                                           (True, True, (100, 72, 200)),
+                                           (False, False, (100, 70, 195)),
+                                           (True, False, (97, 70, 195))])
+def test_pipelined_ragged_with_aligned_rows(target, a_t, b_t, shape):
     """M, N, K not multiples of the tile, rows 16-byte aligned: the cp.async ring with
-    zero-fill at every edge, several K iterations (more than the stages), both orders."""
+    zero-fill at every edge, several K iterations (more than the stages), both orders; with
+    N = 70 and K = 195 a 16-byte chunk straddles the contiguous edge (partial src-size)."""
     from gen_support import Strided
-    M, N, K = 100, 72, 200
+    M, N, K = shape
     rng = np.random.default_rng(3)
     a = rng.standard_normal((M, K)).astype(np.float16)
     b = rng.standard_normal((K, N)).astype(np.float16)
