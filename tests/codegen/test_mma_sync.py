@@ -23,6 +23,7 @@ from tilelang.codegen.api import ArrayFacts
 from tilelang.diagnostics import render_all
 from tilelang.driver import Options, compile_source
 from tilelang.emulator import EmulatorDevice
+from tilelang.runtime.args import facts_key
 
 NP = {"f16": np.float16, "bf16": ml_dtypes.bfloat16, "f8e4m3": ml_dtypes.float8_e4m3fn,
       "f8e5m2": ml_dtypes.float8_e5m2, "tf32": np.float32, "i8": np.int8, "u8": np.uint8,
@@ -64,11 +65,17 @@ def compile_text(text: str, path: str, *, target: str, facts: dict):
 
 
 def facts_of(kernel: str, arrays: dict) -> dict:
-    """Contiguous arrays; 16-byte aligned rows where the row pitch allows it (the emulator's
-    allocations are 256-byte aligned)."""
-    return {kernel: {n: ArrayFacts(contiguous=True,
-                                   aligned16=all(s % 16 == 0 for s in a.strides[:-1]))
-                     for n, a in arrays.items()}}
+    """The facts the runtime computes for these arrays (views included) as the emulator holds
+    them: their base copied into a 256-byte aligned allocation."""
+    return {kernel: {n: array_facts(a) for n, a in arrays.items()}}
+
+
+def array_facts(a: np.ndarray, address: int = 0) -> ArrayFacts:
+    base = a.base if isinstance(a.base, np.ndarray) else a
+    offset = a.__array_interface__["data"][0] - base.__array_interface__["data"][0]
+    return ArrayFacts.from_key(facts_key(address + offset, a.shape,
+                                         tuple(st // a.itemsize for st in a.strides),
+                                         a.itemsize))
 
 
 def run_emulator(res, name: str, args: dict, grid, counters=False):
@@ -271,7 +278,8 @@ def test_pipelined_ragged_with_aligned_rows(target, a_t, b_t, shape):
     ha = padded(np.ascontiguousarray(a.T) if a_t else a)
     hb = padded(np.ascontiguousarray(b.T) if b_t else b)
     c = padded(np.zeros((M, N), np.float32), 4)
-    facts = {"mm": {n: ArrayFacts(contiguous=True, aligned16=True) for n in "abc"}}
+    facts = facts_of("mm", {"a": ha, "b": hb, "c": c})
+    assert all(f.aligned16 for f in facts["mm"].values())
     res = compile_text(source("f16", "f16", "f32", a_t=a_t, b_t=b_t, BK=32), "mm.tile",
                        target=target, facts=facts)
     # 4 chunks of 16 bytes per thread and stage: a prologue stage or more, and the loop's

@@ -35,11 +35,12 @@ def facts_of(kernel: str, arrays: dict) -> dict:
     """The specialization facts (docs/abi.md) of NumPy arrays as the emulator will hold them
     (copied contiguous into 256-byte aligned allocations)."""
     from tilelang.codegen.api import ArrayFacts
+    from tilelang.runtime.args import facts_key
     out = {}
     for name, a in arrays.items():
         a = np.ascontiguousarray(a)
-        rows = [s for s in a.strides[:-1]]
-        out[name] = ArrayFacts(contiguous=True, aligned16=all(s % 16 == 0 for s in rows))
+        out[name] = ArrayFacts.from_key(facts_key(
+            0, a.shape, tuple(s // a.itemsize for s in a.strides), a.itemsize))
     return {kernel: out}
 
 

@@ -10,6 +10,7 @@ import pytest
 
 import tilelang
 from rt_support import FakeCompiler, fresh_runtime, source  # noqa: F401 (autouse fixture)
+from tilelang.codegen.api import ArrayFacts
 from tilelang.emulator import LaunchReport
 from tilelang.runtime import errors as rterr
 from tilelang.runtime.device_array import DeviceArray
@@ -89,7 +90,7 @@ def test_specializations_memory_cache(mod, comp):
         c = np.zeros(512, np.float32)
         mod.vadd[1](a, b, c)
     assert len(comp.builds) == 1
-    assert set(mod.vadd._specs) == {("ca", "ca", "ca")}
+    assert set(mod.vadd._specs) == {("cae", "cae", "cae")}
 
 
 @pytest.mark.parametrize("case", ["strided", "negative", "offset", "broadcast"])
@@ -98,16 +99,16 @@ def test_facts_choose_the_right_specialization(mod, comp, case):
     base = RNG.standard_normal(4 * n).astype(np.float32)
     b = RNG.standard_normal(n).astype(np.float32)
     if case == "strided":
-        a, want = base[::3][:n], "-a"
+        a, want = base[::3][:n], "-ae"      # 700 x 4 bytes: whole 16-byte chunks
     elif case == "negative":
-        a, want = base[::-2][:n], "--"
+        a, want = base[::-2][:n], "--e"
     elif case == "offset":
         # a host array is copied to a fresh (aligned) buffer; a device view 4 bytes past a
         # 16-byte boundary keeps its address: contiguous, unaligned
-        a, want = mod.to_device(base)[1:n + 1], "c-"
+        a, want = mod.to_device(base)[1:n + 1], "c-e"
     else:                           # stride 0: every element is base[5]
-        a, want = np.broadcast_to(base[5], (n,)), "-a"
-        want = "-" + ("a" if a.ctypes.data % 16 == 0 else "-")
+        a = np.broadcast_to(base[5], (n,))
+        want = "-" + ("a" if a.ctypes.data % 16 == 0 else "-") + "e"
     c = np.zeros(n, np.float32)
     mod.vadd[1](a, b, c)
     host_a = a.numpy() if isinstance(a, DeviceArray) else np.asarray(a)
@@ -120,8 +121,8 @@ def test_two_dimensional_views(mod, comp):
     dst = np.zeros((40, 6), np.float32)
     mod.copy2d[40](src.T, dst)                  # transposed source: strides (1, 40)
     np.testing.assert_array_equal(dst, src.T)
-    # dst rows are 24 bytes apart: contiguous but not 16-byte aligned rows
-    assert comp.builds[-1][2] == {"src": "--", "dst": "c-"}
+    # dst rows are 24 bytes apart: contiguous but not 16-byte aligned rows (nor extents)
+    assert comp.builds[-1][2] == {"src": "---", "dst": "c--"}
     dst2 = np.zeros((6, 40), np.float32)
     mod.copy2d[6](src[:, ::-1], dst2)           # negative last stride
     np.testing.assert_array_equal(dst2, src[:, ::-1])
@@ -278,11 +279,14 @@ def test_arch_and_defines_reach_the_compiler(comp, tmp_path):
 
 
 def test_compile_method_and_specialization_object(mod):
-    spec = mod.vadd.compile({"a": "-a"})
-    assert spec.facts == ("-a", "ca", "ca")
+    spec = mod.vadd.compile({"a": "-ae"})
+    assert spec.facts == ("-ae", "cae", "cae")
     assert spec.artifact.name == "vadd"
-    assert "// facts: a=-a b=ca c=ca TILE=1024" in spec.ptx
-    assert mod.vadd.compile({"a": "-a"}) is spec
+    assert "// facts: a=-ae b=cae c=cae TILE=1024" in spec.ptx
+    assert mod.vadd.compile({"a": "-ae"}) is spec
+    # a two-character key (before the `e` fact) claims no `e`
+    assert mod.vadd.compile({"a": "ca"}).facts == ("ca-", "cae", "cae")
+    assert mod.vadd.compile({"a": ArrayFacts(extent16=False)}).facts == ("ca-", "cae", "cae")
 
 
 def test_grid_and_block_spellings(mod):

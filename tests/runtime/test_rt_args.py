@@ -229,10 +229,41 @@ def test_dlpack_reader_matches_numpy():
 
 
 def test_facts_key():
-    assert facts_key(256, (8, 8), (8, 1), 4) == "ca"        # 32-byte rows
-    assert facts_key(256, (8, 8), (6, 1), 4) == "c-"        # 24-byte rows
-    assert facts_key(256, (8, 8), (1, 8), 4) == "--"
-    assert facts_key(260, (8,), (1,), 4) == "c-"
-    assert facts_key(256, (8, 1), (3, 7), 4) == "c-"        # last extent 1: stride unused
-    assert facts_key(256, (1, 8), (3, 1), 4) == "ca"        # first extent 1: stride unused
-    assert facts_key(256, (), (), 4) == "ca"
+    assert facts_key(256, (8, 8), (8, 1), 4) == "cae"       # 32-byte rows
+    assert facts_key(256, (8, 8), (6, 1), 4) == "c-e"       # 24-byte rows
+    assert facts_key(256, (8, 8), (1, 8), 4) == "--e"
+    assert facts_key(260, (8,), (1,), 4) == "c-e"
+    assert facts_key(256, (8, 1), (3, 7), 4) == "c--"       # last extent 1: stride unused
+    assert facts_key(256, (1, 8), (3, 1), 4) == "cae"       # first extent 1: stride unused
+    assert facts_key(256, (), (), 4) == "cae"
+    assert facts_key(256, (8, 6), (8, 1), 4) == "ca-"       # 24-byte last extent
+
+
+def _key(a: np.ndarray, address: int = 256) -> str:
+    """facts_key of a NumPy array (or view) placed at `address`."""
+    return facts_key(address, a.shape, tuple(s // a.itemsize for s in a.strides), a.itemsize)
+
+
+@pytest.mark.parametrize("dtype,cols,extent16", [
+    (np.float16, 64, True), (np.float16, 65, False), (np.float16, 8, True),
+    (np.float16, 4, False), (np.float32, 4, True), (np.float32, 6, False),
+    (np.float64, 2, True), (np.float64, 3, False), (np.int8, 16, True), (np.int8, 48, True),
+    (np.int8, 15, False), (np.int8, 24, False)])
+def test_extent16_from_numpy_arrays(dtype, cols, extent16):
+    """`e`: the last extent in bytes is a multiple of 16 (rank 1 and 2, views of wider rows
+    too), whatever the other facts."""
+    e = "e" if extent16 else "-"
+    assert _key(np.zeros((5, cols), dtype)) == "c" + ("a" if extent16 else "-") + e
+    assert _key(np.zeros(cols, dtype)) == "ca" + e
+    wide = np.zeros((5, 128), dtype)                 # 16-byte aligned rows
+    assert _key(wide[:, :cols]) == "ca" + e
+    assert _key(wide[:, ::-1][:, :cols]) == "-a" + e    # not contiguous: e still measured
+
+
+def test_extent16_of_a_view_of_aligned_rows():
+    """The issue's case: a (M, 65) view of a (M, 72) f16 buffer is contiguous and aligned,
+    and its chunks of 16 bytes do not tile its rows."""
+    buf = np.zeros((100, 72), np.float16)
+    assert _key(buf) == "cae"
+    assert _key(buf[:, :65]) == "ca-"
+    assert _key(buf[:, :64]) == "cae"

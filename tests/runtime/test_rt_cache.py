@@ -155,10 +155,10 @@ def test_entry_contents(tmp_path):
     fc = FakeCompiler()
     m = tilelang.compile(source("vadd"), backend="emulator", compiler=fc,
                          cache_dir=str(tmp_path))
-    spec = m.vadd.specialize(TILE=256).compile({"a": "-a"})
+    spec = m.vadd.specialize(TILE=256).compile({"a": "-ae"})
     [e] = kernel_entries(tmp_path)
     assert e["kernel"] == "vadd" and e["consts"] == {"TILE": 256} and e["target"] == "sm_90a"
-    assert e["facts"] == {"a": "-a", "b": "ca", "c": "ca"}
+    assert e["facts"] == {"a": "-ae", "b": "cae", "c": "cae"}
     with open(os.path.join(e["path"], "kernel.ptx")) as f:
         assert f.read() == spec.ptx
     loaded = DiskCache(str(tmp_path)).load(e["key"])

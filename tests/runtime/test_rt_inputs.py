@@ -86,8 +86,9 @@ def test_to_device_inputs():
 def test_compile_facts(mod):
     assert usage(lambda: mod.vadd.compile(facts={"a": "zz"})) == (
         "facts of `a` for kernel `vadd`: 'zz' is not a facts key",
-        "use ArrayFacts(...) or one of `ca`, `c-`, `-a`, `--` (c: contiguous, a: 16-byte "
-        "aligned, -: not)")
+        "use ArrayFacts(...) or a key of three characters, `c` or `-`, `a` or `-`, `e` or `-` "
+        "(c: contiguous, a: 16-byte aligned, e: last extent a multiple of 16 bytes, -: not), "
+        "e.g. `cae`")
     assert usage(lambda: mod.vadd.compile(facts={"a": 3}))[0] == \
         "facts of `a` for kernel `vadd`: 3 is not a facts key"
     assert usage(lambda: mod.vadd.compile(facts=["a"]))[0] == (
@@ -100,7 +101,7 @@ def test_compile_facts(mod):
     with pytest.raises(KernelArgumentError) as e:
         mod.scalars.compile(facts={"a": "ca"})          # a scalar, not an array
     assert e.value.code == "E0910"
-    assert mod.vadd.compile(facts={"a": "-a"}).facts == ("-a", "ca", "ca")
+    assert mod.vadd.compile(facts={"a": "-a"}).facts == ("-a-", "cae", "cae")
 
 
 def test_compile_options(tmp_path):

@@ -27,16 +27,23 @@ class ArrayFacts:
     contiguous: bool = True   # the last stride is 1 (element units)
     aligned16: bool = True    # the base address and every stride but the last, in bytes, are
     #                           multiples of 16
+    extent16: bool = True     # the last axis's extent, in bytes, is a multiple of 16: with
+    #                           `contiguous`, a 16-byte chunk that starts at a multiple of 16
+    #                           bytes along that axis lies wholly inside or wholly outside
 
     def key(self) -> str:
-        return ("c" if self.contiguous else "-") + ("a" if self.aligned16 else "-")
+        return ("c" if self.contiguous else "-") + ("a" if self.aligned16 else "-") + \
+            ("e" if self.extent16 else "-")
 
     @staticmethod
     def from_key(text: str) -> "ArrayFacts":
-        return ArrayFacts(contiguous=text[0] == "c", aligned16=text[1] == "a")
+        """The facts of a key; a two-character key (before `extent16` existed) claims no
+        extent16."""
+        return ArrayFacts(contiguous=text[0] == "c", aligned16=text[1] == "a",
+                          extent16=text[2:3] == "e")
 
 
-GENERIC = ArrayFacts(contiguous=False, aligned16=False)
+GENERIC = ArrayFacts(contiguous=False, aligned16=False, extent16=False)
 DEFAULT_FACTS = ArrayFacts()
 
 

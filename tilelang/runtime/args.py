@@ -219,7 +219,8 @@ def _a(obj) -> str:
 def facts_key(ptr: int, shape: tuple, strides: tuple, itemsize: int) -> str:
     """ArrayFacts.key() of one argument: 'c' when the last stride is 1 (or the last extent is
     at most 1, so the stride is never used), 'a' when the address and every other stride with
-    an extent above 1 are multiples of 16 bytes."""
+    an extent above 1 are multiples of 16 bytes, 'e' when the last extent in bytes is a
+    multiple of 16 (a 0-d array has no last axis: 'e')."""
     n = len(shape)
     contiguous = n == 0 or strides[-1] == 1 or shape[-1] <= 1
     aligned = ptr % 16 == 0
@@ -228,7 +229,8 @@ def facts_key(ptr: int, shape: tuple, strides: tuple, itemsize: int) -> str:
             if shape[i] > 1 and (strides[i] * itemsize) % 16:
                 aligned = False
                 break
-    return ("c" if contiguous else "-") + ("a" if aligned else "-")
+    extent = n == 0 or (shape[-1] * itemsize) % 16 == 0
+    return ("c" if contiguous else "-") + ("a" if aligned else "-") + ("e" if extent else "-")
 
 
 def itemsize(dtype: str) -> int:
@@ -332,7 +334,6 @@ def fast_reader(tp: type, p: ParamInfo, backend):
 
 def _facts(ptr: int, shape, strides, size: int) -> str:
     if len(shape) == 1:                     # the common case, without the loop
-        if strides[0] == 1 or shape[0] <= 1:
-            return "ca" if ptr % 16 == 0 else "c-"
-        return "-a" if ptr % 16 == 0 else "--"
+        return ("c" if strides[0] == 1 or shape[0] <= 1 else "-") + \
+            ("a" if ptr % 16 == 0 else "-") + ("e" if (shape[0] * size) % 16 == 0 else "-")
     return facts_key(ptr, shape, strides, size)

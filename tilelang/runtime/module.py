@@ -31,7 +31,10 @@ from .signature import KernelInfo, ModuleInfo, ParamInfo
 from .validate import LaunchShape, check_launch, dims
 
 BACKENDS = ("cuda", "emulator", "interp")
-FACT_KEYS = ("ca", "c-", "-a", "--")
+# three characters (c: contiguous, a: 16-byte aligned, e: last extent a multiple of 16 bytes);
+# the two-character keys from before `e` existed are accepted and claim no `e`
+FACT_KEYS = tuple(c + a + e for c in "c-" for a in "a-" for e in "e-") + \
+    ("ca", "c-", "-a", "--")
 _BACKENDS: dict[str, Any] = {}
 _BUILT: dict[str, Built] = {}          # disk key -> build, for every module of the process
 _DEFAULT_COMPILER: Compiler | None = None
@@ -548,7 +551,8 @@ class Kernel:
     # -- compiling ----------------------------------------------------------------------------
     def compile(self, facts: Mapping[str, ArrayFacts | str] | None = None) -> Specialization:
         """Compile (or load from the caches) the specialization for the given array facts;
-        arrays not named get both facts (contiguous, 16-byte aligned)."""
+        arrays not named get all three (contiguous, 16-byte aligned, last extent a multiple
+        of 16 bytes)."""
         if self.module.backend.name == "interp":
             raise usage_error("E0925", f"kernel `{self.name}` runs on the interpreter back end, "
                               "which needs no compiled code", "compile PTX on the `emulator` or "
@@ -563,15 +567,16 @@ class Kernel:
         key = []
         for i in self._arrays:
             name = self.params[i].name
-            f = facts.pop(name, "ca")
+            f = facts.pop(name, "cae")
             if isinstance(f, ArrayFacts):
                 f = f.key()
             if f not in FACT_KEYS:
                 raise value_error(f"facts of `{name}` for kernel `{self.name}`: {f!r} is not "
-                                  "a facts key", "use ArrayFacts(...) or one of "
-                                  + ", ".join(f"`{k}`" for k in FACT_KEYS) + " (c: contiguous, "
-                                  "a: 16-byte aligned, -: not)", self.params[i].span)
-            key.append(f)
+                                  "a facts key", "use ArrayFacts(...) or a key of three "
+                                  "characters, `c` or `-`, `a` or `-`, `e` or `-` (c: "
+                                  "contiguous, a: 16-byte aligned, e: last extent a multiple "
+                                  "of 16 bytes, -: not), e.g. `cae`", self.params[i].span)
+            key.append(ArrayFacts.from_key(f).key())
         if facts:
             bad = next(iter(facts))
             arrays = ", ".join(f"`{self.params[i].name}`" for i in self._arrays) or "none"
