@@ -292,6 +292,54 @@ def test_pipelined_ragged_with_aligned_rows(target, a_t, b_t, shape):
     assert np.all(c.base[:, N:] == 0)          # nothing written past the edge
 
 
+WHOLE = re.compile(r"selp\.b32 n, 16, 0, %p\d+; cp\.async\.cg\.shared\.global "
+                   r"\[%r\d+\+\d+\], \[%rd\d+\], 16, n;")
+
+
+def copies(ptx: str) -> tuple[int, int]:
+    """(cp.async copies, those of a whole chunk or zeros by a predicate)."""
+    return ptx.count("cp.async.cg.shared.global"), len(WHOLE.findall(ptx))
+
+
+@pytest.mark.parametrize("dt,acc,M,N,K,a_t,b_t", [
+    ("f16", "f32", 100, 72, 200, False, False), ("bf16", "f32", 104, 136, 264, True, True),
+    ("i8", "i32", 100, 80, 208, False, True), ("tf32", "f32", 60, 68, 100, False, True)])
+def test_whole_chunk_copies_with_extent16(dt, acc, M, N, K, a_t, b_t):
+    """Contiguous extents of whole 16-byte chunks (the `e` fact) with ragged M, N and K (not
+    multiples of the tile): every copy is a whole chunk or zeros by one predicate, and the
+    product is right (zero-fill at every edge, both orders)."""
+    res, _ = run(dt, dt, acc, M, N, K, a_t=a_t, b_t=b_t, BK=64 if dt == "i8" else 32,
+                 seed=M)
+    total, whole = copies(res.ptx)
+    assert total >= 8 and whole == total
+
+
+def test_without_extent16_chunks_straddling_the_edge_take_a_byte_count():
+    """The (M, 65) view of a (M, 72) f16 buffer: contiguous, aligned, no `e`: copies along
+    its contiguous axis take a clamped src-size (the chunk at column 64 holds 1 element of
+    the array and 7 zeros), the other operand keeps whole chunks; the product is exact to the
+    f32 bound."""
+    from gen_support import Strided
+    M, N, K = 64, 64, 65
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal((M, K)).astype(np.float16)
+    b = rng.standard_normal((K, N)).astype(np.float16)
+    ha, hb, c = padded(a), padded(b), padded(np.zeros((M, N), np.float32), 4)
+    hb = hb.base[:, :N]
+    facts = facts_of("mm", {"a": ha, "b": hb, "c": c})["mm"]
+    assert facts["a"] == ArrayFacts(contiguous=True, aligned16=True, extent16=False)
+    assert facts["b"] == ArrayFacts()
+    res = compile_text(source("f16", "f16", "f32", BK=32), "mm.tile", target="sm_80",
+                       facts={"mm": facts})
+    total, whole = copies(res.ptx)
+    assert 0 < whole < total
+    ha.base[:, K:] = np.float16(np.nan)        # past the edge: must never be read
+    args = [Strided(x.base, x) for x in (ha, hb, c)]
+    run_emulated(res.codegen, "mm", args, (1, 1, 1))
+    af, bf = a.astype(np.float64), b.astype(np.float64)
+    check(c, af @ bf, np.abs(af) @ np.abs(bf), "f32", K)
+
+
 def test_epilogue_stores_16_bytes():
     res, rep = run("f16", "f16", "f32", 128, 128, 64, BM=128, BN=128, BK=32)
     assert re.search(r"st\.global\.v4\.(b32|f32)", res.ptx)

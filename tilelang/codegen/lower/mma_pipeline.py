@@ -5,10 +5,14 @@ A `Stream` copies one deferred load (lower/mma_operands.py) for any value of the
 variable: each thread moves 16-byte chunks in the blocked order (a warp's lanes take
 consecutive chunks: coalesced), to its swizzled place in the operand's shared image, with
 src-size zero-fill for what lies outside the array (and for iterations past the end of the
-loop, so no branch is needed). The address arithmetic is arranged for the main loop's
-register budget: one 64-bit pointer per thread per iteration, the others chained from it by
-one add each (in asm, so LLVM does not hoist a separate invariant offset per chunk); the
-shared destinations are one per-thread offset plus immediates.
+loop, so no branch is needed). When the array's facts say its contiguous extent is whole
+16-byte chunks (`extent16`), every chunk is wholly inside or outside: its src-size is 16 or 0
+by one predicate (one compare per chunk, which ptxas folds into the predicated LDGSTS);
+otherwise the contiguous axis takes a clamped byte count per chunk (about 5 more
+instructions each). The address arithmetic is arranged for the main loop's register budget:
+one 64-bit pointer per thread per iteration, the others chained from it by one add each (in
+asm, so LLVM does not hoist a separate invariant offset per chunk); the shared destinations
+are one per-thread offset plus immediates.
 
 The pipelined loop (S stages, a ring of S operand images):
 
@@ -74,6 +78,11 @@ class Stream:
         self.axes = order if order is not None else tuple(range(self.arr.rank))
         self.cax, self.itemsize, self.image_offset = cax, itemsize, image_offset
         self.e = 16 // itemsize
+        # With a contiguous last axis whose extent is whole 16-byte chunks, and a tile (so each
+        # thread's chunks) starting on a chunk boundary, a chunk lies wholly inside or wholly
+        # outside the array: one compare per axis, no partial src-size.
+        facts = self.arr.facts
+        self.whole = facts.contiguous and facts.extent16 and shape[cax] % self.e == 0
         self.lay = lay = blocked(shape, itemsize, kern.threads, 16, fast_axis=cax)
         # shared destination: this thread's first chunk + an immediate per chunk
         self.sop = SmemOperand(None, shape, cax, itemsize)
@@ -197,20 +206,23 @@ class Stream:
             ok, n = None, None
             for ax in range(len(self.shape)):
                 lim = left[ax]
-                if ax == self.cax:
+                if ax == self.cax and not self.whole:
                     m = b.sub(lim, _c(rc[ax])) if rc[ax] else lim
                     m = b.select(b.icmp_signed("<", m, _c(0)), _c(0), m)
                     n = b.select(b.icmp_signed(">", m, _c(self.e)), _c(self.e), m)
                 else:
                     t = b.icmp_signed("<", _c(rc[ax]), lim)
                     ok = t if ok is None else b.and_(ok, t)
-            nbytes = b.mul(n, _c(self.itemsize))
-            if ok is not None:
-                nbytes = b.select(ok, nbytes, _c(0))
             if g in self.dst_const:
                 dst, imm = dst0, self.dst_const[g] + self.image_offset
             else:
                 dst, imm = b.add(image, self.dst_rt[g]), self.image_offset
+            if n is None:
+                b.call(_cp_async_pred_asm(imm), [dst, ptr, ok])
+                continue
+            nbytes = b.mul(n, _c(self.itemsize))
+            if ok is not None:
+                nbytes = b.select(ok, nbytes, _c(0))
             b.call(_cp_async_asm(imm), [dst, ptr, nbytes])
 
 
@@ -218,6 +230,15 @@ def _cp_async_asm(offset: int) -> ir.InlineAsm:
     return ir.InlineAsm(ir.FunctionType(ir.VoidType(), [I32, I64, I32]),
                         f"cp.async.cg.shared.global [$0+{offset}], [$1], 16, $2;",
                         "r,l,r,~{memory}", side_effect=True)
+
+
+def _cp_async_pred_asm(offset: int) -> ir.InlineAsm:
+    """A whole chunk or zeros: the src-size is 16 or 0 by a predicate (PTX 7.0's form, which
+    ptxas turns into one predicated zero-fill copy)."""
+    return ir.InlineAsm(ir.FunctionType(ir.VoidType(), [I32, I64, I1]),
+                        "{ .reg .b32 n; selp.b32 n, 16, 0, $2; "
+                        f"cp.async.cg.shared.global [$0+{offset}], [$1], 16, n; }}",
+                        "r,l,b,~{memory}", side_effect=True)
 
 
 # ---------------------------------------------------------------------------------------------
