@@ -199,7 +199,10 @@ def main(argv=None) -> int:
               "nvidia-cuda-nvdisasm", file=sys.stderr)
         return 1
     rows = [ours("sm_80"), ours("sm_90a")]
-    notes = []
+    notes = ["Ours: the default facts of `tilec` (contiguous, 16-byte aligned, last extent a "
+             "multiple of 16 bytes: `cae`, docs/abi.md), the counterpart of Triton's "
+             "divisibility-by-16 specialization; each cp.async chunk is whole or zeros by one "
+             "predicate."]
     py = find_triton_python(args.triton_python)
     if py is None:
         notes.append("Triton is not installed here (no --triton-python, $TRITON_PYTHON or "
