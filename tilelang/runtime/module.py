@@ -562,7 +562,7 @@ class Kernel:
         if not isinstance(facts, Mapping):
             raise value_error(f"`facts` of kernel `{self.name}` is {type(facts).__name__}; "
                               "it maps array parameter names to facts",
-                              "e.g. `kernel.compile(facts={'a': '-a'})`")
+                              "e.g. `kernel.compile(facts={'a': '-ae'})`")
         facts = dict(facts)
         key = []
         for i in self._arrays:
