@@ -62,9 +62,12 @@ def run_emulated(result, name: str, args: list, grid, block=None, dev=None):
             ptr = dev.to_device(base)
             back.append((s.base, ptr))
             item = s.view.itemsize
+            strides = tuple(st // item for st in s.view.strides)
+            check_facts(art, p.name, int(ptr) + s.offset, s.view.shape, strides, item,
+                        "cp.async" in result.ptx)
             packed.append(ptr + s.offset)
             packed += [np.int64(n) for n in s.view.shape]
-            packed += [np.int64(st // item) for st in s.view.strides]
+            packed += [np.int64(st) for st in strides]
         else:
             packed.append(np.dtype(scalar_np(p.dtype)).type(a))
     rep = dev.launch(fn, grid, block or art.block, packed, shared_mem=art.dynamic_smem)
@@ -72,6 +75,23 @@ def run_emulated(result, name: str, args: list, grid, block=None, dev=None):
         out = dev.from_device(ptr, host.shape, host.dtype)
         host[...] = out
     return rep
+
+
+def check_facts(art, name: str, address: int, shape, strides, itemsize: int,
+                copies: bool) -> None:
+    """A kernel whose operands go to shared memory by 16-byte cp.async (`copies`) relies on
+    the facts it was compiled with (docs/abi.md): a test that breaks one would test undefined
+    behaviour, so it fails here instead. (Other kernels are launched by the IR-level tests on
+    the default facts with ragged or narrow-row arrays they access element-wise.)"""
+    from tilelang.codegen.api import ArrayFacts
+    from tilelang.runtime.args import facts_key
+    claimed = art.facts.get(name)
+    if claimed is None or not copies:
+        return
+    got = ArrayFacts.from_key(facts_key(address, tuple(shape), strides, itemsize))
+    broken = [f for f in ("contiguous", "aligned16", "extent16")
+              if getattr(claimed, f) and not getattr(got, f)]
+    assert not broken, f"array `{name}` {tuple(shape)} breaks the kernel's facts {broken}"
 
 
 def scalar_np(dtype) -> str:
