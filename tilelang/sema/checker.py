@@ -85,6 +85,10 @@ MAX_STATIC_ITERATIONS = 1024
 # unrolled and every call inlined: nested loops and calls multiply, and lowering costs about
 # half a millisecond per statement, so this keeps any accepted program compiling in seconds.
 MAX_UNROLLED_STATEMENTS = 16384
+# The budget is kept in eighths of a statement: a statement or an unrolled iteration (also of an
+# empty body) costs EIGHTHS, each expression node one, so long expressions count as several
+# statements and nested empty loops cannot run unbounded.
+EIGHTHS = 8
 MAX_ERRORS = 50
 # Built-ins that read the block's position or global memory exist only in tile code.
 TILE_ONLY_GROUPS = ("memory",)
@@ -213,7 +217,8 @@ class Checker:
         self.instances: dict = {}
         self.instance_cost: dict = {}  # statements one check of each instance walked
         self.modules: dict[str, ModuleInfo] = {}
-        self.statements = 0  # walked in the current kernel or standalone function
+        self.statements = 0  # eighths of statements walked in the current kernel or function
+        self.in_body = False  # expressions are charged only inside a body being walked
 
     # ---- diagnostics ----
     def report(self, diags) -> None:
@@ -408,7 +413,7 @@ class Checker:
             launch = self.launch_spec(k, scope, ctx)
         except TileError as e:
             self.report(e.diagnostics)
-        self.statements = 0
+        self.statements, self.in_body = 0, True
         try:
             self.block(k.body, scope, ctx)
         except _TooLarge as tl:
@@ -420,6 +425,8 @@ class Checker:
                 f"the rest of `{k.name}` is checked once {names} "
                 f"{'has a value' if len(symbolic) == 1 else 'have values'}: {nv.message}",
                 nv.span, help="give a value with `-D NAME=VALUE`, a default, or at launch")])
+        finally:
+            self.in_body = False
         self.finish_scope(scope)
         return KernelInfo(k.name, k, params, launch) if ok else None
 
@@ -517,13 +524,15 @@ class Checker:
         except TileError as e:
             self.report(e.diagnostics)
             return
-        self.statements = 0
+        self.statements, self.in_body = 0, True
         try:
             self.instantiate(f, info, args, {}, f.name_span, standalone=True)
         except TileError as e:
             self.report(e.diagnostics)
         except _TooLarge as tl:
             self.report([_too_large(f"function `{f.name}`", tl.span)])
+        finally:
+            self.in_body = False
 
     def instantiate(self, f: ast.FnDef, info: ModuleInfo, pos: list[ArgInfo],
                     kw: dict[str, ArgInfo], span: Span | None, standalone=False) -> ArgInfo:
@@ -543,9 +552,7 @@ class Checker:
         key = (id(f), tuple((n, _type_key(a)) for n, a in bound))
         if key in self.instances:
             # the lowering inlines this call again: count its statements as it will
-            self.statements += self.instance_cost.get(key, 0)
-            if self.statements > MAX_UNROLLED_STATEMENTS:
-                raise _TooLarge(span)
+            self.charge(self.instance_cost.get(key, 0), span)
             return self.instances[key]
         before = self.statements
         is_host = any(a.name == "host" for a in f.attrs)
@@ -791,10 +798,14 @@ class Checker:
                 self.report([_with_note(d, ctx.note) for d in e.diagnostics] if ctx.note
                             else e.diagnostics)
 
+    def charge(self, cost: int, span: Span | None) -> None:
+        """Spend `cost` eighths of a statement of the unrolling budget (E0216)."""
+        self.statements += cost
+        if self.statements > MAX_UNROLLED_STATEMENTS * EIGHTHS:
+            raise _TooLarge(span)
+
     def stmt(self, s: ast.Stmt, scope: Scope, ctx: Ctx) -> None:
-        self.statements += 1
-        if self.statements > MAX_UNROLLED_STATEMENTS:
-            raise _TooLarge(getattr(s, "span", None))
+        self.charge(EIGHTHS, getattr(s, "span", None))
         if isinstance(s, ast.Let):
             self.let(s, scope, ctx)
         elif isinstance(s, ast.Assign):
@@ -1049,6 +1060,7 @@ class Checker:
         ctx.loop_depth += 1
         try:
             for i in r:
+                self.charge(EIGHTHS, s.span)
                 with self.child(scope) as inner:
                     self.declare_local(inner, s.var, "loop", value(LooseType("int"), loose(i),
                                                                    s.var_span),
@@ -1074,6 +1086,8 @@ class Checker:
 
     # ---- expressions ----
     def expr(self, e: ast.Expr, scope: Scope, ctx: Ctx) -> ArgInfo:
+        if self.in_body:
+            self.charge(1, e.span)
         if isinstance(e, ast.IntLit):
             check_loose_size(e.value, e.span, "this integer literal")
             return value(LooseType("int"), loose(e.value), e.span)
