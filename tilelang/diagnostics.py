@@ -216,6 +216,23 @@ def _caret_line(src: str, col: int, end_col: int) -> tuple[int, int]:
     return len(prefix), max(len(body), 1)
 
 
+# A source line wider than this is shown as a window around the carets (a 5,000-digit literal
+# should not flood the terminal).
+SNIPPET_WIDTH = 120
+
+
+def _window(text: str, start: int, width: int) -> tuple[str, int, int]:
+    """Cut a long display line to SNIPPET_WIDTH columns around the carets at (start, width);
+    '…' marks each cut. Returns the text shown and the carets' new start and width."""
+    if len(text) <= SNIPPET_WIDTH:
+        return text, start, width
+    lo = max(0, min(start - 16, len(text) - SNIPPET_WIDTH))
+    hi = min(len(text), lo + SNIPPET_WIDTH)
+    shown = ("…" if lo else "") + text[lo:hi] + ("…" if hi < len(text) else "")
+    new_start = start - lo + (1 if lo else 0)
+    return shown, new_start, max(1, min(width, hi - start))
+
+
 def _snippet(span: Span, label: str | None, gutter: int, paint, texts=None) -> list[str]:
     src = source_line(span.file, span.line, texts)
     pad = " " * gutter
@@ -223,12 +240,13 @@ def _snippet(span: Span, label: str | None, gutter: int, paint, texts=None) -> l
         return []
     end_col = span.end_col if span.end_line == span.line else len(src) + 1
     start, width = _caret_line(src, span.col, end_col)
+    shown, start, width = _window(_expand_tabs(src), start, width)
     carets = "^" * width
     if span.end_line > span.line:
         label = (label + " " if label else "") + f"(continues to line {span.end_line})"
     out = [
         f"{pad} {paint(_BLUE, '|')}",
-        f"{paint(_BLUE, str(span.line).rjust(gutter))} {paint(_BLUE, '|')} {_expand_tabs(src)}",
+        f"{paint(_BLUE, str(span.line).rjust(gutter))} {paint(_BLUE, '|')} {shown}",
         f"{pad} {paint(_BLUE, '|')} {' ' * start}{paint(None, carets)}"
         + (f" {label}" if label else ""),
     ]
