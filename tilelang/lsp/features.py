@@ -14,6 +14,7 @@ from lsprotocol import types as lsp
 
 from tilelang import highlight as hl
 from tilelang.diagnostics import Span
+from tilelang.sema.launch_attrs import ALIASES, KINDS as LAUNCH_KEYS
 
 from .analysis import Analysis
 from .positions import UTF16, from_lsp_position, span_to_range, to_lsp_position
@@ -46,10 +47,10 @@ KEYWORD_DOCS = {
     "false": "The boolean constant false.",
 }
 ATTRIBUTE_DOCS = {
-    "launch": "`@launch(key = value, ...)` — the kernel's launch contract: maxntid, reqntid, "
-              "minctasm/occupancy, maxnreg, cluster/num_ctas, maxclusterrank, "
-              "blocksareclusters, opt_level; any value may be `by_target(sm_90a = ..., "
-              "default = ...)`.",
+    "launch": "`@launch(key = value, ...)` — the kernel's launch contract: "
+              + ", ".join("/".join([k, *(a for a, t in ALIASES.items() if t == k)])
+                          for k in LAUNCH_KEYS)
+              + "; any value may be `by_target(sm_90a = ..., default = ...)`.",
     "host": "`@host fn` — the function is also callable from Python on the host.",
 }
 TYPE_DOCS = {
