@@ -1,8 +1,9 @@
 """Compile a tutorial-style Triton matmul to PTX (and SASS-ready cubin) without a GPU.
 
-Run with a Python that has Triton (3.9 was used for the committed fixture):
+Run with a Python that has Triton (3.9 was used for the committed fixture), e.g. a separate
+virtual environment made with `python3 -m venv tvenv && tvenv/bin/pip install triton==3.9.0`:
 
-    /work/tvenv/bin/python benchmarks/triton_ref/gen_matmul_ptx.py --arch 80 --out DIR
+    tvenv/bin/python benchmarks/triton_ref/gen_matmul_ptx.py --arch 80 --out DIR
 
 The kernel is written here in the style of Triton's matmul tutorial (grouped tile order,
 masked loads, `tl.dot` with an f32 accumulator) for the tile of `examples/matmul.tile`:
