@@ -171,14 +171,10 @@ def code_files() -> list[tuple[str, str]]:
     """(label, path) of every file of the compiler whose change can change its output: the
     package's Python code, the grammar (and its parser tables) and the standard library,
     wherever they are installed."""
+    from .frontend import resources         # wherever the frontend finds them
     pkg = os.path.dirname(os.path.abspath(__file__))
-    roots = [("tilelang", pkg)]
-    try:                                    # wherever the frontend finds them
-        from .frontend import resources
-        roots += [("grammar", resources.grammar_dir()), ("stdlib", resources.stdlib_dir())]
-    except (ImportError, AttributeError, OSError):
-        from .frontend import imports
-        roots.append(("stdlib", imports.stdlib_dir()))
+    roots = [("tilelang", pkg), ("grammar", resources.grammar_dir()),
+             ("stdlib", resources.stdlib_dir())]
     out: dict[str, tuple[str, str]] = {}
     for label, root in roots:
         for d, dirs, names in os.walk(str(root)):

@@ -20,7 +20,7 @@ import lark
 from lark.grammar import Rule
 from lark.lexer import TerminalDef
 
-from .resources import grammar_dir
+from .resources import grammar_dir, grammar_path
 
 TABLES_FILE = "tile.tables.json"
 FORMAT = 1
@@ -148,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
         env = {**os.environ, "PYTHONHASHSEED": "0"}
         return subprocess.call([sys.executable, "-m", "tilelang.frontend.grammar_tables", *args],
                                env=env)
-    with open(os.path.join(grammar_dir(), "tile.lark"), encoding="utf-8") as f:
+    with open(grammar_path(), encoding="utf-8") as f:
         grammar = f.read()
     built = build(grammar)
     path = tables_path()
