@@ -29,6 +29,9 @@ class EmulatorBackend:
     device_id = 0
     synchronous = True
     host_arrays = True         # NumPy arguments are copied in and out around a launch
+    # callables given every LaunchReport of every emulator back end (tilelang.testing.do_bench
+    # collects counters this way); while any is registered, memory counters are recorded too
+    observers: list = []
 
     def __init__(self, capability: tuple[int, int] = (9, 0), *, counters: bool = False,
                  printf_stream=None):
@@ -140,10 +143,17 @@ class EmulatorLaunch:
 
     def launch(self, values, shape: LaunchShape, stream=None):
         packed = struct.pack(self.fmt, *values)
+        device = self.backend.device
+        observers = EmulatorBackend.observers
+        detailed = device.detailed_counters
         try:
-            return self.backend.device.launch(self.fn, shape.grid, shape.block, packed,
-                                              cluster=shape.cluster,
-                                              shared_mem=shape.shared_mem)
+            if observers:
+                device.detailed_counters = True
+            rep = device.launch(self.fn, shape.grid, shape.block, packed,
+                                cluster=shape.cluster, shared_mem=shape.shared_mem)
+            for f in observers:
+                f(rep)
+            return rep
         except LaunchRefused as e:
             raise device_error("E0930", f"the emulator refused the launch of `{self.name}`: {e}",
                                "the launch breaks a rule the CUDA driver enforces") from e
@@ -151,6 +161,8 @@ class EmulatorLaunch:
             raise device_error("E0931", f"kernel `{self.name}` faulted on the emulator: {e}",
                                "the emulator checks every access; a fault here is a fault "
                                "on the GPU (or undefined behaviour there)") from e
+        finally:
+            device.detailed_counters = detailed
 
 
 def _byte_span(v: ArrayView) -> tuple[int, int]:
