@@ -9,7 +9,7 @@ used (a loose int gives i32, a loose float f32).
 
 from __future__ import annotations
 
-import numpy as np
+from tilelang.lazy import lazy_module
 
 from tilelang.sema.builtins_core import (ABSENT, CONST, DTYPE, Builtin, BoundArgs, Param, arg,
                                          dtype_arg, fail, register, shape_param, tile_of)
@@ -17,6 +17,8 @@ from tilelang.sema.builtins_math import restricted_help
 from tilelang.sema.constants import ConstValue, materialize
 from tilelang.sema.promotion import promote_loose
 from tilelang.sema.types import BOOL, F32, I32, DType, Sym, TileType, Type, round_to_dtype
+
+np = lazy_module("numpy")
 
 
 def _numeric_dtype(bound: BoundArgs, name: str, span) -> DType:

@@ -11,13 +11,15 @@ from __future__ import annotations
 import re
 import sys
 
-import numpy as np
+from tilelang.lazy import lazy_module
 
 from tilelang.diagnostics import TileSemanticError
 from tilelang.sema.builtins_core import (CONST, STRING_KIND, Builtin, BoundArgs, Param, arg,
                                          fail, found, found_typed, register, tile_of)
 from tilelang.sema.constants import ConstStr, ConstValue
 from tilelang.sema.types import BOOL, VOID, LooseType, TileType, Type
+
+np = lazy_module("numpy")
 
 _PLACEHOLDER = re.compile(r"\{\{|\}\}|\{\}|\{|\}")
 

@@ -16,14 +16,17 @@ On constants it folds with the same rules (so `astype(300, i8)` is `i8(44)`).
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
-import numpy as np
+from tilelang.lazy import lazy_module
 
 from tilelang.sema.builtins_core import (DTYPE, Builtin, BoundArgs, Param, arg, dtype_arg,
                                          fail, found, register, tile_of)
 from tilelang.sema.constants import ConstValue, construct, round_float
 from tilelang.sema.types import (ALL_DTYPES, BF16, F8E4M3, F8E5M2, TF32, DType,
                                  TileType, Type, round_to_dtype, scalar)
+
+np = lazy_module("numpy")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -112,7 +115,30 @@ def _f8_decode_table(exp_bits: int, mant_bits: int, fn: bool) -> np.ndarray:
     return vals
 
 
-F8_DECODE = {F8E4M3.name: _f8_decode_table(4, 3, True), F8E5M2.name: _f8_decode_table(5, 2, False)}
+class _F8Tables(Mapping):
+    """dtype name → its 256 decoded values; each table is built on first use (needs NumPy)."""
+
+    _FORMATS = {F8E4M3.name: (4, 3, True), F8E5M2.name: (5, 2, False)}
+
+    def __init__(self):
+        self._built: dict = {}
+
+    def __getitem__(self, name: str):
+        if name not in self._built:
+            self._built[name] = _f8_decode_table(*self._FORMATS[name])
+        return self._built[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._FORMATS
+
+    def __iter__(self):
+        return iter(self._FORMATS)
+
+    def __len__(self) -> int:
+        return len(self._FORMATS)
+
+
+F8_DECODE = _F8Tables()
 
 
 def to_bits(x, dtype: DType) -> np.ndarray:

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
+from tilelang.lazy import lazy_module
 
 from tilelang.diagnostics import TileSemanticError
 from tilelang.sema.builtins_core import (CONST, Builtin, BoundArgs, Param, arg, common_dtype,
                                          const_int, fail, int_scalar, register)
 from tilelang.sema.constants import ConstValue, materialize
 from tilelang.sema.types import I32, LOOSE_INT, Type, round_to_dtype, scalar
+
+np = lazy_module("numpy")
 
 
 @dataclass(frozen=True)

@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
+from tilelang.lazy import deferred, lazy_module
 
 from tilelang.sema.builtins_core import (Builtin, BoundArgs, Param, common_dtype,
                                          common_shape, fail, register, tile_of)
 from tilelang.sema.constants import ConstValue
 from tilelang.sema.types import BOOL, DEFAULT_INT, F32, DType, TileType, round_to_dtype
+
+np = lazy_module("numpy")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -93,20 +95,24 @@ def _unary_ref(fn):
     return ref
 
 
-_erf = np.frompyfunc(math.erf, 1, 1)
+def _erf(v):
+    return np.frompyfunc(math.erf, 1, 1)(v.astype(np.float64)).astype(np.float64)
 
+
+# NumPy functions are named through lambdas so that NumPy is imported only when a constant is
+# folded, not when the registry is built.
 FLOAT_UNARY = {
-    "exp": (np.exp, "e to the power x"),
-    "exp2": (np.exp2, "2 to the power x"),
-    "log": (np.log, "natural logarithm"),
-    "log2": (np.log2, "base-2 logarithm"),
-    "sqrt": (np.sqrt, "square root"),
+    "exp": (lambda v: np.exp(v), "e to the power x"),
+    "exp2": (lambda v: np.exp2(v), "2 to the power x"),
+    "log": (lambda v: np.log(v), "natural logarithm"),
+    "log2": (lambda v: np.log2(v), "base-2 logarithm"),
+    "sqrt": (lambda v: np.sqrt(v), "square root"),
     "rsqrt": (lambda v: 1.0 / np.sqrt(v), "1 / sqrt(x)"),
-    "sin": (np.sin, "sine (radians)"),
-    "cos": (np.cos, "cosine (radians)"),
-    "tanh": (np.tanh, "hyperbolic tangent"),
+    "sin": (lambda v: np.sin(v), "sine (radians)"),
+    "cos": (lambda v: np.cos(v), "cosine (radians)"),
+    "tanh": (lambda v: np.tanh(v), "hyperbolic tangent"),
     "sigmoid": (lambda v: 1.0 / (1.0 + np.exp(-v)), "1 / (1 + exp(-x))"),
-    "erf": (lambda v: _erf(v.astype(np.float64)).astype(np.float64), "the error function"),
+    "erf": (_erf, "the error function"),
 }
 
 for _name, (_fn, _doc) in FLOAT_UNARY.items():
@@ -144,9 +150,9 @@ def _abs_ref(x, dtype: DType | None = None):
 
 
 register(Builtin("floor", "math", (Param("x"),), _numeric_unary_typing,
-                 _identity_on_ints(np.floor), doc="round toward -inf", ref_hints=dtype_hint))
+                 _identity_on_ints(deferred(np, "floor")), doc="round toward -inf", ref_hints=dtype_hint))
 register(Builtin("ceil", "math", (Param("x"),), _numeric_unary_typing,
-                 _identity_on_ints(np.ceil), doc="round toward +inf", ref_hints=dtype_hint))
+                 _identity_on_ints(deferred(np, "ceil")), doc="round toward +inf", ref_hints=dtype_hint))
 register(Builtin("abs", "math", (Param("x"),), _numeric_unary_typing, _abs_ref,
                  doc="absolute value (two's complement: abs of the minimum integer wraps)",
                  ref_hints=dtype_hint))
@@ -196,18 +202,18 @@ def _named(fn, *names):
 
 
 register(Builtin("minimum", "math", (Param("a"), Param("b")),
-                 elementwise_typing(["a", "b"]), _named(_nary_ref(np.minimum), "a", "b"),
+                 elementwise_typing(["a", "b"]), _named(_nary_ref(deferred(np, "minimum")), "a", "b"),
                  doc="element-wise minimum (NaN propagates)", ref_hints=dtype_hint))
 register(Builtin("maximum", "math", (Param("a"), Param("b")),
-                 elementwise_typing(["a", "b"]), _named(_nary_ref(np.maximum), "a", "b"),
+                 elementwise_typing(["a", "b"]), _named(_nary_ref(deferred(np, "maximum")), "a", "b"),
                  doc="element-wise maximum (NaN propagates)", ref_hints=dtype_hint))
 register(Builtin("pow", "math", (Param("a"), Param("b")),
                  elementwise_typing(["a", "b"], float_only=True),
-                 _named(_nary_ref(np.power, True), "a", "b"),
+                 _named(_nary_ref(deferred(np, "power"), True), "a", "b"),
                  doc="a ** b on floats", ref_hints=dtype_hint))
 register(Builtin("atan2", "math", (Param("y"), Param("x")),
                  elementwise_typing(["y", "x"], float_only=True),
-                 _named(_nary_ref(np.arctan2, True), "y", "x"),
+                 _named(_nary_ref(deferred(np, "arctan2"), True), "y", "x"),
                  doc="the angle of (x, y), in radians", ref_hints=dtype_hint))
 
 

@@ -13,11 +13,13 @@ once to the accumulator dtype; integer accumulators wrap.
 
 from __future__ import annotations
 
-import numpy as np
+from tilelang.lazy import lazy_module
 
 from tilelang.sema.builtins_core import (Builtin, BoundArgs, Param, fail, register,
                                          register_operator, tile_arg)
 from tilelang.sema.types import DTYPES, DType, TileType, Type, round_to_dtype
+
+np = lazy_module("numpy")
 
 MMA_ACC: dict[str, tuple[str, ...]] = {
     "f16": ("f32", "f16"), "bf16": ("f32",), "tf32": ("f32",), "f8e4m3": ("f32",),

@@ -20,7 +20,7 @@ i32 u32 i64 u64; xchg and cas take i32 u32 i64 u64 f32 f64 (what PTX `atom` offe
 
 from __future__ import annotations
 
-import numpy as np
+from tilelang.lazy import lazy_module
 
 from tilelang.diagnostics import TileSemanticError
 from tilelang.sema.builtins_core import (ABSENT, CONST, Builtin, BoundArgs, Param, arg,
@@ -31,6 +31,8 @@ from tilelang.sema.constants import ConstValue, materialize
 from tilelang.sema.promotion import broadcast_all, promote
 from tilelang.sema.types import (BOOL, DTYPES, I32, I64, VOID, ArrayType, DType, TileType, Type,
                                  format_shape, round_to_dtype, scalar)
+
+np = lazy_module("numpy")
 
 
 # ---------------------------------------------------------------------------------------------

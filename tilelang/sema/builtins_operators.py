@@ -18,7 +18,7 @@ base is ±1; shift counts outside 0..bits-1 give 0 (`<<`, unsigned `>>`) or the 
 
 from __future__ import annotations
 
-import numpy as np
+from tilelang.lazy import lazy_module
 
 from tilelang.sema.builtins_core import (Builtin, BoundArgs, Param, common_dtype, common_shape,
                                          fail, register_operator, tile_of)
@@ -26,6 +26,8 @@ from tilelang.sema.builtins_math import finish, restricted_help, to_compute
 from tilelang.sema.constants import ConstValue, binary, unary
 from tilelang.sema.types import (BOOL, F32, LOOSE_FLOAT, LOOSE_INT, DType, TileType, Type,
                                  scalar)
+
+np = lazy_module("numpy")
 
 ARITH = {"+": "add", "-": "sub", "*": "mul", "/": "truediv", "//": "floordiv", "%": "mod",
          "**": "pow"}

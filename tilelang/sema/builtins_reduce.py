@@ -10,7 +10,7 @@ of f16/bf16 accumulate in f32 and round once at the end; f32 accumulates in f32.
 
 from __future__ import annotations
 
-import numpy as np
+from tilelang.lazy import deferred, lazy_module
 
 from tilelang.sema.builtins_core import (ABSENT, CONST, Builtin, BoundArgs, Param, const_bool,
                                          const_int, fail, norm_axis, register, tile_arg)
@@ -18,6 +18,8 @@ from tilelang.sema.builtins_math import restricted_help
 from tilelang.sema.constants import const_bool as cbool, loose
 from tilelang.sema.types import (BOOL, I8, I16, I32, U8, U16, U32, DType, TileType, Type,
                                  round_to_dtype)
+
+np = lazy_module("numpy")
 
 WIDEN = {BOOL: I32, I8: I32, I16: I32, U8: U32, U16: U32}
 
@@ -86,12 +88,12 @@ def _hints(bound: BoundArgs, span) -> dict:
 
 _REDUCE_PARAMS = (Param("x"), Param("axis", CONST, ABSENT), Param("keepdims", CONST, cbool(False)))
 for _name, _ref, _doc in (
-        ("sum", _fold_ref(np.sum), "sum of the elements"),
-        ("prod", _fold_ref(np.prod), "product of the elements"),
-        ("max", _extreme_ref(np.max), "largest element (NaN propagates)"),
-        ("min", _extreme_ref(np.min), "smallest element (NaN propagates)"),
-        ("argmax", _arg_ref(np.argmax), "index of the first largest element"),
-        ("argmin", _arg_ref(np.argmin), "index of the first smallest element")):
+        ("sum", _fold_ref(deferred(np, "sum")), "sum of the elements"),
+        ("prod", _fold_ref(deferred(np, "prod")), "product of the elements"),
+        ("max", _extreme_ref(deferred(np, "max")), "largest element (NaN propagates)"),
+        ("min", _extreme_ref(deferred(np, "min")), "smallest element (NaN propagates)"),
+        ("argmax", _arg_ref(deferred(np, "argmax")), "index of the first largest element"),
+        ("argmin", _arg_ref(deferred(np, "argmin")), "index of the first smallest element")):
     register(Builtin(_name, "reduce", _REDUCE_PARAMS, _reduce_typing(_name), _ref,
                      doc=f"{_doc} along `axis` (all axes when omitted)", ref_hints=_hints))
 
@@ -113,7 +115,7 @@ def _scan_ref(np_fn):
     return ref
 
 
-for _name, _fn in (("cumsum", np.cumsum), ("cumprod", np.cumprod)):
+for _name, _fn in (("cumsum", deferred(np, "cumsum")), ("cumprod", deferred(np, "cumprod"))):
     register(Builtin(_name, "scan", (Param("x"), Param("axis", CONST, loose(0))), _scan_typing,
                      _scan_ref(_fn), doc=f"inclusive running {_name[3:]} along `axis`",
                      ref_hints=_hints))

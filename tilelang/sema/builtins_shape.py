@@ -9,7 +9,7 @@ dimension dividing x's), the register-level analogue of `load`. Indices and axes
 
 from __future__ import annotations
 
-import numpy as np
+from tilelang.lazy import lazy_module
 
 from tilelang.sema.builtins_core import (CONST, Builtin, BoundArgs, Param, const_dims,
                                          const_int, fail, norm_axis, register, shape_param,
@@ -17,6 +17,8 @@ from tilelang.sema.builtins_core import (CONST, Builtin, BoundArgs, Param, const
 from tilelang.sema.constants import loose
 from tilelang.sema.promotion import broadcast_shapes
 from tilelang.sema.types import Sym, TileType, Type, format_shape
+
+np = lazy_module("numpy")
 
 
 def _concrete_size(shape) -> int | None:

@@ -38,15 +38,18 @@ Decisions:
 from __future__ import annotations
 
 import math
+import struct
 from dataclasses import dataclass
 from typing import Union
 
-import numpy as np
+from tilelang.lazy import lazy_module
 
 from tilelang.diagnostics import Span, TileSemanticError, register_codes
 from tilelang.sema.promotion import promote, promote_loose
 from tilelang.sema.types import (BOOL, DEFAULT_FLOAT, DType, LOOSE_FLOAT, LOOSE_INT,
-                                 LooseType, Sym, TileType, round_to_dtype, scalar)
+                                 LooseType, Sym, TileType, round_scalar, round_to_dtype, scalar)
+
+np = lazy_module("numpy")
 
 register_codes({
     "E0305": "arithmetic on bool operands",
@@ -211,9 +214,21 @@ def _no_sym(c: ConstValue, span: Span | None) -> None:
             help="this use needs the value itself; keep the shape symbolic or specialize first")
 
 
+_STRUCT_FORMATS = {"f64": "d", "f32": "f", "f16": "e"}
+_QUANTIZED_NAMES = ("bf16", "tf32", "f8e4m3", "f8e5m2")
+
+
 def round_float(value: float, dtype: DType) -> float:
     """A double rounded to the nearest value of float `dtype` (overflow gives ±inf, or the
     saturated maximum for the f8 formats)."""
+    fmt = _STRUCT_FORMATS.get(dtype.name)
+    if fmt is not None:     # IEEE round-to-nearest-even without importing NumPy
+        try:
+            return struct.unpack(fmt, struct.pack(fmt, value))[0]
+        except OverflowError:
+            return math.copysign(math.inf, value)
+    if dtype.name in _QUANTIZED_NAMES:
+        return round_scalar(value, dtype)
     with np.errstate(all="ignore"):
         return float(round_to_dtype(np.array([value], dtype=np.float64), dtype)[0])
 

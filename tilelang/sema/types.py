@@ -16,12 +16,15 @@ Decisions (also in docs/language.md §3 once the reference is written):
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Union
 
-import numpy as np
+from tilelang.lazy import lazy_module
 
 from tilelang.diagnostics import Span, TileSemanticError, register_codes
+
+np = lazy_module("numpy")
 
 register_codes({
     "E0301": "a tile dimension is not a power of two",
@@ -100,7 +103,7 @@ class DType:
     @property
     def np_dtype(self) -> np.dtype | None:
         """The exact NumPy dtype, or None where NumPy has none (bf16, tf32, f8*)."""
-        return _NP_EXACT.get(self.name)
+        return _np_exact().get(self.name)
 
     @property
     def storage_np_dtype(self) -> np.dtype:
@@ -147,12 +150,17 @@ DTYPES: dict[str, DType] = {d.name: d for d in ALL_DTYPES}
 DEFAULT_INT = I32    # a loose int that must take a width on its own
 DEFAULT_FLOAT = F32  # a loose float that must take a width on its own (like Triton/cuTile)
 
-_NP_EXACT = {
-    "bool": np.dtype(np.bool_), "i8": np.dtype(np.int8), "i16": np.dtype(np.int16),
-    "i32": np.dtype(np.int32), "i64": np.dtype(np.int64), "u8": np.dtype(np.uint8),
-    "u16": np.dtype(np.uint16), "u32": np.dtype(np.uint32), "u64": np.dtype(np.uint64),
-    "f16": np.dtype(np.float16), "f32": np.dtype(np.float32), "f64": np.dtype(np.float64),
-}
+_NP_NAMES = {"bool": "bool_", "i8": "int8", "i16": "int16", "i32": "int32", "i64": "int64",
+             "u8": "uint8", "u16": "uint16", "u32": "uint32", "u64": "uint64",
+             "f16": "float16", "f32": "float32", "f64": "float64"}
+_NP_EXACT_CACHE: dict = {}
+
+
+def _np_exact() -> dict:
+    """Tile dtype name → NumPy dtype, built on first use (NumPy is imported lazily)."""
+    if not _NP_EXACT_CACHE:
+        _NP_EXACT_CACHE.update({k: np.dtype(getattr(np, v)) for k, v in _NP_NAMES.items()})
+    return _NP_EXACT_CACHE
 
 
 def dtype_from_name(name: str, span: Span | None = None) -> DType:
@@ -167,7 +175,7 @@ def dtype_from_name(name: str, span: Span | None = None) -> DType:
 def dtype_from_numpy(dt: np.dtype) -> DType:
     """The Tile dtype of a NumPy dtype (float32 maps to f32, never to an emulated format)."""
     dt = np.dtype(dt)
-    for name, exact in _NP_EXACT.items():
+    for name, exact in _np_exact().items():
         if exact == dt:
             return DTYPES[name]
     raise ValueError(f"NumPy dtype {dt} has no Tile dtype")
@@ -196,26 +204,52 @@ def _quantize(x: np.ndarray, mant: int, min_exp: int, max_finite: float,
     return out.astype(np.float32)
 
 
+# Fraction bits, smallest normal exponent and saturation of the formats NumPy lacks.
+_QUANTIZED = {"bf16": (7, -126, False), "tf32": (10, -126, False),
+              "f8e4m3": (3, -6, True), "f8e5m2": (2, -14, True)}
+
+
+def _quantize_scalar(x: float, mant: int, min_exp: int, max_finite: float,
+                     saturate: bool) -> float:
+    """`_quantize` of one double, in plain Python (checking a file need not import NumPy)."""
+    if math.isnan(x) or x == 0:
+        return x
+    if math.isinf(x):
+        return math.copysign(max_finite, x) if saturate else x
+    _, e = math.frexp(x)
+    step = math.ldexp(1.0, max(e - 1, min_exp) - mant)
+    r = math.copysign(float(round(x / step)) * step, x)   # round() is round-half-to-even
+    if abs(r) > max_finite:
+        r = math.copysign(max_finite if saturate else math.inf, r)
+    return r
+
+
+def round_scalar(x: float, dtype: DType) -> float:
+    """One double rounded like `round_to_dtype` for bf16, tf32 and the f8 formats."""
+    mant, min_exp, saturate = _QUANTIZED[dtype.name]
+    return _quantize_scalar(x, mant, min_exp, dtype.max_finite, saturate)
+
+
 def round_to_bf16(x: np.ndarray) -> np.ndarray:
     """bf16 values (as float32) nearest to `x`; overflow gives ±inf like a hardware cvt.rn."""
-    return _quantize(x, 7, -126, BF16.max_finite, saturate=False)
+    return _quantize(x, *_QUANTIZED["bf16"][:2], BF16.max_finite, saturate=False)
 
 
 def round_to_tf32(x: np.ndarray) -> np.ndarray:
     """tf32 values (as float32): f32 range, 10 fraction bits."""
-    return _quantize(x, 10, -126, TF32.max_finite, saturate=False)
+    return _quantize(x, *_QUANTIZED["tf32"][:2], TF32.max_finite, saturate=False)
 
 
 def round_to_f8e4m3(x: np.ndarray) -> np.ndarray:
     """f8e4m3 values (as float32). Like PTX `cvt.rn.satfinite`, finite overflow and ±inf
     saturate to ±448 (the format has no infinity); NaN stays NaN."""
-    return _quantize(x, 3, -6, F8E4M3.max_finite, saturate=True)
+    return _quantize(x, *_QUANTIZED["f8e4m3"][:2], F8E4M3.max_finite, saturate=True)
 
 
 def round_to_f8e5m2(x: np.ndarray) -> np.ndarray:
     """f8e5m2 values (as float32). Like PTX `cvt.rn.satfinite`, overflow and ±inf saturate
     to ±57344; NaN stays NaN."""
-    return _quantize(x, 2, -14, F8E5M2.max_finite, saturate=True)
+    return _quantize(x, *_QUANTIZED["f8e5m2"][:2], F8E5M2.max_finite, saturate=True)
 
 
 def round_to_dtype(x, dtype: DType) -> np.ndarray:
