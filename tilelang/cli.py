@@ -2,6 +2,7 @@
 
     tilec check FILE...            parse and check, report diagnostics
     tilec lsp                      the language server (stdio)
+    tilec fmt [--check|--diff] FILE...   rewrite files in the canonical layout (tilelang/fmt)
     tilec run / tilec cache        the runtime (tilelang/runtime/cli_run.py)
     tilec FILE.tile                compile every kernel to FILE.cubin
     tilec --emit ast|typed-ast|tir|llvm|ptx|cubin FILE    print or write one stage's product
@@ -20,7 +21,7 @@ from .diagnostics import Diagnostic, Severity, TileError, emit
 from .driver import Options, check_file
 
 EMIT_KINDS = ("ast", "typed-ast", "tir", "llvm", "ptx", "cubin")
-SUBCOMMANDS = ("check", "lsp", "run", "cache")
+SUBCOMMANDS = ("check", "lsp", "run", "cache", "fmt")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -79,7 +80,8 @@ def _main_parser() -> argparse.ArgumentParser:
         prog="tilec",
         description="The Tile compiler. `tilec FILE.tile` compiles every kernel of FILE to "
                     "FILE.cubin; `tilec check FILE...` only checks.",
-        epilog="Subcommands: check, run, cache, lsp. Run `tilec SUBCOMMAND --help` for theirs.")
+        epilog="Subcommands: check, run, cache, lsp, fmt. "
+               "Run `tilec SUBCOMMAND --help` for theirs.")
     p.add_argument("--version", action="version", version=f"tilec {__version__}")
     p.add_argument("file", metavar="FILE")
     p.add_argument("--emit", choices=EMIT_KINDS, default="cubin",
@@ -130,6 +132,11 @@ def cmd_check(argv: list[str]) -> int:
             r.diagnostics = [d for d in r.diagnostics if d.code != "E0272"
                              or (name(d) in common and r is checked[0])]
     return _report(results)
+
+
+def cmd_fmt(argv: list[str]) -> int:
+    from .fmt.cli import main as fmt_main
+    return fmt_main(argv)
 
 
 def cmd_lsp(argv: list[str]) -> int:
@@ -243,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if argv and argv[0] in SUBCOMMANDS:
             return {"check": cmd_check, "lsp": cmd_lsp, "run": cmd_run,
-                    "cache": cmd_cache}[argv[0]](argv[1:])
+                    "cache": cmd_cache, "fmt": cmd_fmt}[argv[0]](argv[1:])
         return cmd_compile(argv)
     except TileError as e:
         emit(e.diagnostics)
