@@ -46,6 +46,7 @@ class Decoded:
     targets: tuple | None = None    # brx.idx: jump table (instruction indices)
     index: Callable | None = None   # brx.idx: getter of the per-thread table index
     func: str = ""
+    reads: frozenset = frozenset()  # registers read (checked against pending wgmma results)
 
 
 SPECIAL_PREFIXES = ("%tid", "%ntid", "%ctaid", "%nctaid", "%laneid", "%warpid", "%nwarpid",
@@ -80,6 +81,7 @@ class DecodeCtx:
 
     def __init__(self, prog, fn, ins):
         self.prog, self.fn, self.ins = prog, fn, ins
+        self.reads = set()
 
     def error(self, msg: str):
         raise PTXParseError(msg, self.ins.line)
@@ -130,6 +132,7 @@ class DecodeCtx:
             g = self.src(op.reg, ti)
             return lambda st: np.logical_not(g(st))
         i = self.reg(op)
+        self.reads.add(i)
         have = self.prog.reg_dtypes[i]
         if have == want:
             return lambda st: st.regs[i]
@@ -209,6 +212,7 @@ class DecodeCtx:
             a = parse_imm(b.text, type_info("u64")) + np.uint64(op.offset % (1 << 64))
             return "reg", (lambda st: a)
         i = self.reg(b)
+        self.reads.add(i)
         off = np.uint64(op.offset % (1 << 64))
         have = self.prog.reg_dtypes[i]
         if have == np.uint64:
@@ -234,7 +238,8 @@ def decode_instr(prog, fn, ins) -> Decoded:
     if ins.guard is not None:
         g, neg = ins.guard
         guard = ctx.reg(g)
+        ctx.reads.add(guard)
         if prog.reg_dtypes[guard] != np.bool_:
             ctx.error(f"guard {g.name} is not a predicate")
     return Decoded(opcode=ins.opcode, root=root, line=ins.line, guard=guard, guard_neg=neg,
-                   func=fn.name, **kw)
+                   func=fn.name, reads=frozenset(ctx.reads), **kw)

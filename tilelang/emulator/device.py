@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import (ops_alu, ops_async, ops_call, ops_ctrl, ops_mbarrier,  # noqa: F401
-               ops_mem, ops_tensor, ops_warp)  # (importing registers the builders)
+               ops_mem, ops_tensor, ops_warp, ops_wgmma)  # (importing registers the builders)
 from .counters import Counters, LaunchReport, make_report
 from .errors import EmulatorError, LaunchRefused, PTXParseError
 from .executor import run_batch

@@ -20,6 +20,7 @@ import numpy as np
 
 from .errors import (BarrierDivergence, DeviceAssertion, EmulatorError, ExecutionError,
                      WarpDivergence)
+from .ops_wgmma import _wg_index, check_pending_reads
 
 # Per-thread PCs are int32 (half the memory traffic of the per-step passes over them).
 EXITED = np.iinfo(np.int32).max
@@ -78,6 +79,8 @@ def run_batch(st, max_steps: int = MAX_STEPS) -> None:
         else:
             em, n = mask, nact
         counts[pc] += n
+        if st.wg_regs and ins.reads and ins.root != "wgmma":
+            check_pending_reads(st, ins, em)
         ctrl = ins.ctrl
         if ins.sync == "mbar_wait":
             act = mask if mask is not None else np.ones(T, bool)
@@ -237,6 +240,9 @@ def _sync_complete(st, ins, group):
         arrived = np.bincount(blk[group], minlength=st.nblk)
         live = np.bincount(blk[st.live], minlength=st.nblk)
         return (arrived == live)[blk]
+    if ins.sync == "warpgroup":          # all 128 threads of the warp group, none exited
+        wg = _wg_index(st)
+        return (np.bincount(wg[group], minlength=int(wg[-1]) + 1) == 128)[wg]
     from .ops_warp import FULL, _exist_bits, warp_bits
     mm = FULL if ins.members is None else ins.members(st)
     w = st.warp_global
@@ -322,6 +328,11 @@ def _release_or_fail(st, pcs):
         raise st.error(BarrierDivergence, f"{ins.opcode}: deadlock — named barrier {a} has "
                        f"{int(st.named_arrived[b, a])} arrivals and nothing else can arrive",
                        first)
+    if ins.sync == "warpgroup":
+        same = _wg_index(st) == _wg_index(st)[first]
+        n = int(np.count_nonzero(same & group))
+        raise st.error(WarpDivergence, f"{ins.opcode}: warp group not converged: {n} of its 128 "
+                       f"threads arrived (the rest diverged or exited)", first)
     if ins.sync in ("block", "cluster"):
         same = st.block_in_batch == st.block_in_batch[first]
         cls, unit = BarrierDivergence, "block"

@@ -67,6 +67,9 @@ class State:
         self.mbar_flipped = False                  # an mbarrier phase completed this step
         self.cp_pending = []                       # cp.async copies not landed (ops_async)
         self.cp_commits = np.zeros(T, np.int64)    # cp.async.commit_group count per thread
+        self.wg_pending = []                       # wgmma.mma_async not waited for (ops_wgmma)
+        self.wg_commits = np.zeros(T, np.int64)    # wgmma.commit_group count per thread
+        self.wg_regs = {}                          # register -> threads whose value is pending
         self.races = None                          # races.RaceChecker when race_check is on
         self.stack = np.zeros((16, T), np.int32)
         self.sp = np.zeros(T, np.int64)
