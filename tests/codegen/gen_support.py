@@ -125,12 +125,26 @@ def _copy(a):
     return a
 
 
+def observed_facts(kernel: Kernel, args: list) -> dict | None:
+    """The default facts, but `extent16` as each array has it (what the runtime computes per
+    launch): edge tiles rely on it to decide whether a 16-byte vector can straddle the end."""
+    from tilelang.codegen.api import ArrayFacts
+    out = {}
+    for p, a in zip(kernel.params, args):
+        if isinstance(a, (np.ndarray, Strided)):
+            v = a.view if isinstance(a, Strided) else a
+            if v.ndim and (v.shape[-1] * v.itemsize) % 16:
+                out[p.hint] = ArrayFacts(extent16=False)
+    return out or None
+
+
 def run_both(kernel: Kernel, args: list, grid, *, target: str = "sm_90a", facts=None,
              block=None, opt_level: int = 3):
     """Compile and run `kernel` on the emulator and in the interpreter, each on its own copy
     of `args`. Returns (emulator args, interpreter args, CodegenResult, LaunchReport); array
-    arguments come back as the arrays (views for Strided)."""
-    r = compile_kernel(kernel, target, opt_level, facts)
+    arguments come back as the arrays (views for Strided). Without `facts`, the default facts
+    with each array's own extent16."""
+    r = compile_kernel(kernel, target, opt_level, facts or observed_facts(kernel, args))
     link(r)
     emu, ref = [_copy(a) for a in args], [_copy(a) for a in args]
     rep = run_emulated(r, kernel.name, emu, grid, block)

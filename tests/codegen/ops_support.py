@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gen_support import _copy, compile_kernel, link, run_emulated
+from gen_support import _copy, compile_kernel, link, observed_facts, run_emulated
 from tilelang.interp import run_kernel
 from tilelang.ir.ops import Kernel
 
@@ -26,11 +26,11 @@ class OpsRun:
     ref_output: str      # what the interpreter printed
 
 
-def compile_linked(kernel: Kernel, targets=LINK_TARGETS, opt_level: int = 3):
+def compile_linked(kernel: Kernel, targets=LINK_TARGETS, opt_level: int = 3, facts=None):
     """CodegenResult per target, each PTX linked for its target."""
     out = []
     for t in targets:
-        r = compile_kernel(kernel, t, opt_level)
+        r = compile_kernel(kernel, t, opt_level, facts)
         link(r)
         out.append(r)
     return out
@@ -41,7 +41,7 @@ def run_ops(kernel: Kernel, args: list, grid=(1, 1, 1), *, block=None,
             bf16: tuple[int, ...] = ()) -> OpsRun:
     """`bf16`: positions of bf16 arrays (float32 holding bf16 values, as the interpreter
     takes them); the emulator gets their bits and they come back as float32."""
-    results = compile_linked(kernel, targets, opt_level)
+    results = compile_linked(kernel, targets, opt_level, observed_facts(kernel, args))
     emu = [to_bf16_bits(a) if i in bf16 else _copy(a) for i, a in enumerate(args)]
     rep = run_emulated(results[0], kernel.name, emu, grid, block)
     emu = [from_bf16_bits(a) if i in bf16 else a for i, a in enumerate(emu)]

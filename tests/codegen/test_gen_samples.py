@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from gen_support import (TARGETS, Strided, compile_kernel, has_local, interpret, link,
-                         run_emulated, vector_accesses)
+                         observed_facts, run_emulated, vector_accesses)
 from tilelang.codegen.api import ArrayFacts
 from tilelang.ir import samples
 from tilelang.ir.ops import IRModule
@@ -56,9 +56,9 @@ def vadd_ref(n, seed=0):
 @pytest.mark.parametrize("n", [1024, 5000, 3, 4097])
 def test_vadd_emulated(n):
     k = samples.vadd()
-    r = compile_kernel(k)
     a, b, want = vadd_ref(n)
     c, ci = np.zeros(n, np.float32), np.zeros(n, np.float32)
+    r = compile_kernel(k, facts=observed_facts(k, [a, b, c]))
     grid = (-(-n // 1024), 1, 1)
     run_emulated(r, "vadd", [a, b, c], grid)
     interpret(k, [a, b, ci], grid)
@@ -69,9 +69,9 @@ def test_vadd_emulated(n):
 def test_vadd_million_coalesced_and_vectorized():
     n = 1_000_003
     k = samples.vadd()
-    r = compile_kernel(k)
     a, b, want = vadd_ref(n, 1)
     c = np.zeros(n, np.float32)
+    r = compile_kernel(k, facts=observed_facts(k, [a, b, c]))
     rep = run_emulated(r, "vadd", [a, b, c], (-(-n // 1024), 1, 1))
     assert np.array_equal(c, want)
     assert rep.coalescing_efficiency >= 0.95
@@ -97,9 +97,11 @@ def test_softmax_emulated_unaligned(rows, cols):
 
 
 def test_softmax_1000x777_padded_pitch():
-    """A 16-byte multiple row pitch keeps the default facts: vector accesses, shuffles."""
+    """A 16-byte multiple row pitch keeps contiguous and aligned16 (777 columns break
+    extent16): vector accesses, shuffles."""
     k = samples.softmax_rows(1024)
-    r = compile_kernel(k)
+    ragged = ArrayFacts(extent16=False)
+    r = compile_kernel(k, facts={"x": ragged, "y": ragged})
     assert r.ptx.count("shfl.sync.bfly") >= 5 and ".reqntid 128, 1, 1" in r.ptx
     assert vector_accesses(r.ptx, "ld")
     x = np.random.default_rng(3).standard_normal((1000, 777)).astype(np.float32)

@@ -24,6 +24,7 @@ import llvmlite.ir as ir
 from tilelang.codegen.layouts.distributed import Layout, blocked, vector_width
 from tilelang.codegen.llvm.kernel import I1, I32, I64, ArrayVal, KernelEmitter, TileVal
 from tilelang.codegen.llvm.sync import broadcast, convert
+from tilelang.codegen.lower.predicated import predicated_load, predicated_store
 from tilelang.codegen.lower.table import lowers
 from tilelang.ir.ops import BuiltinOp
 from tilelang.ir.values import Value
@@ -106,49 +107,51 @@ class TileAccess:
         fast_end = b.block
         b.branch(join)
 
-        # Edge tile: whole vectors where they are inside, element by element where not.
+        # Edge tile: straight-line predicated accesses (`@p ld.global.v4`), the padding
+        # already in the destination registers where the predicate is false.
         b.position_at_end(edge_bb)
+        spad = kern.to_storage(pad, self.arr.dtype)
         edge = []
         for g in range(0, n, vw):
-            if vw == 1:
-                edge += self._masked_loads([g], pad)
-                continue
-            ok = b.and_(self.element(g)[1], self.element(g + vw - 1)[1])
-            vec_bb = kern.fn.append_basic_block("load.vec")
-            one_bb = kern.fn.append_basic_block("load.part")
-            merge = kern.fn.append_basic_block("load.vec.end")
-            b.cbranch(ok, vec_bb, one_bb)
-            b.position_at_end(vec_bb)
-            whole = self._load_vector(g, vw)
-            vec_end = b.block
-            b.branch(merge)
-            b.position_at_end(one_bb)
-            part = self._masked_loads(range(g, g + vw), pad)
-            part_end = b.block
-            b.branch(merge)
-            b.position_at_end(merge)
-            edge += [_phi2(b, x, vec_end, y, part_end) for x, y in zip(whole, part)]
+            edge += [kern.from_storage(v, self.arr.dtype)
+                     for v in self._edge_group(list(range(g, g + vw)), None, spad)]
         edge_end = b.block
         b.branch(join)
 
         b.position_at_end(join)
         return tuple(_phi2(b, f, fast_end, e, edge_end) for f, e in zip(fast, edge))
 
-    def _masked_loads(self, regs, pad: ir.Value) -> list[ir.Value]:
-        kern, b = self.kern, self.kern.builder
-        out = []
-        for r in regs:
-            ptr, ok = self.element(r)
-            before = b.block
-            ld_bb = kern.fn.append_basic_block("load.elem")
-            after = kern.fn.append_basic_block("load.elem.end")
-            b.cbranch(ok, ld_bb, after)
-            b.position_at_end(ld_bb)
-            v = kern.from_storage(b.load(ptr, align=self.itemsize), self.arr.dtype)
-            b.branch(after)
-            b.position_at_end(after)
-            out.append(_phi2(b, v, ld_bb, pad, before))
-        return out
+    def _uniform(self, vw: int) -> bool:
+        """A vector of `vw` elements lies wholly inside or wholly outside the array: it starts
+        on a multiple of vw along the contiguous last axis, whose extent (extent16) is a
+        multiple of 16 bytes."""
+        return vw == 1 or (self.arr.facts.extent16 and vw * self.itemsize <= 16)
+
+    def _edge_group(self, grp: list[int], vals, spad) -> list[ir.Value] | None:
+        """Load (vals None; padding spad) or store one vector group of registers under
+        predicates: one vector access when the group is uniformly in or out, else the vector
+        where all of it is inside and one element access per element where only part is."""
+        b = self.kern.builder
+        ptr, ok0 = self.element(grp[0])
+        size = self.itemsize
+        if self._uniform(len(grp)):
+            if vals is None:
+                return predicated_load(b, ptr, ok0, [spad] * len(grp), size)
+            predicated_store(b, ptr, ok0, vals, size)
+            return None
+        whole = b.and_(ok0, self.element(grp[-1])[1])
+        part = b.not_(whole)
+        if vals is None:
+            out = predicated_load(b, ptr, whole, [spad] * len(grp), size)
+            for k, r in enumerate(grp):
+                p, ok = self.element(r)
+                out[k] = predicated_load(b, p, b.and_(ok, part), [out[k]], size)[0]
+            return out
+        predicated_store(b, ptr, whole, vals, size)
+        for k, r in enumerate(grp):
+            p, ok = self.element(r)
+            predicated_store(b, p, b.and_(ok, part), [vals[k]], size)
+        return None
 
     def _load_vector(self, g: int, vw: int) -> list[ir.Value]:
         b = self.kern.builder
@@ -178,22 +181,9 @@ class TileAccess:
         b.branch(done)
 
         b.position_at_end(edge_bb)
+        dt = self.arr.dtype
         for grp in groups:
-            if len(grp) == 1:
-                self._masked_stores(grp, regs)
-                continue
-            ok = b.and_(self.element(grp[0])[1], self.element(grp[-1])[1])
-            vec_bb = kern.fn.append_basic_block("store.vec")
-            one_bb = kern.fn.append_basic_block("store.part")
-            merge = kern.fn.append_basic_block("store.vec.end")
-            b.cbranch(ok, vec_bb, one_bb)
-            b.position_at_end(vec_bb)
-            self._store_vector(grp, regs)
-            b.branch(merge)
-            b.position_at_end(one_bb)
-            self._masked_stores(grp, regs)
-            b.branch(merge)
-            b.position_at_end(merge)
+            self._edge_group(grp, [kern.to_storage(regs[r], dt) for r in grp], None)
         b.branch(done)
         b.position_at_end(done)
 
@@ -210,18 +200,6 @@ class TileAccess:
             vec = b.insert_element(vec, kern.to_storage(regs[r], dt), ir.Constant(I32, k))
         b.store(vec, b.bitcast(ptr, ir.PointerType(vty, addrspace=1)),
                 align=len(grp) * self.itemsize)
-
-    def _masked_stores(self, grp, regs) -> None:
-        kern, b = self.kern, self.kern.builder
-        for r in grp:
-            ptr, ok = self.element(r)
-            st_bb = kern.fn.append_basic_block("store.elem")
-            after = kern.fn.append_basic_block("store.elem.end")
-            b.cbranch(ok, st_bb, after)
-            b.position_at_end(st_bb)
-            b.store(kern.to_storage(regs[r], self.arr.dtype), ptr, align=self.itemsize)
-            b.branch(after)
-            b.position_at_end(after)
 
 
 def _phi2(b: ir.IRBuilder, x: ir.Value, bx: ir.Block, y: ir.Value, by: ir.Block) -> ir.Value:
