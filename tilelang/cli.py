@@ -4,6 +4,7 @@
     tilec lsp                      the language server (stdio)
     tilec fmt [--check|--diff] FILE...   rewrite files in the canonical layout (tilelang/fmt)
     tilec run / tilec cache        the runtime (tilelang/runtime/cli_run.py)
+    tilec tune FILE --kernel K     autotune const parameters (tilelang/tune/cli.py)
     tilec FILE.tile                compile every kernel to FILE.cubin
     tilec --emit ast|typed-ast|tir|llvm|ptx|cubin FILE    print or write one stage's product
     tilec --report FILE.tile       registers, spills, shared memory and occupancy per kernel
@@ -21,7 +22,7 @@ from .diagnostics import Diagnostic, Severity, TileError, emit
 from .driver import Options, check_file
 
 EMIT_KINDS = ("ast", "typed-ast", "tir", "llvm", "ptx", "cubin")
-SUBCOMMANDS = ("check", "lsp", "run", "cache", "fmt")
+SUBCOMMANDS = ("check", "lsp", "run", "cache", "fmt", "tune")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -162,6 +163,12 @@ def cmd_cache(argv: list[str]) -> int:
     return cache(argv)
 
 
+def cmd_tune(argv: list[str]) -> int:
+    """`tilec tune FILE.tile --kernel K --grid ... --space NAME=V,...`: autotuning."""
+    from .tune.cli import main as tune
+    return tune(argv)
+
+
 def _target(arch: str, parser) -> None:
     from .targets import TARGETS
     if arch not in TARGETS:
@@ -250,7 +257,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if argv and argv[0] in SUBCOMMANDS:
             return {"check": cmd_check, "lsp": cmd_lsp, "run": cmd_run,
-                    "cache": cmd_cache, "fmt": cmd_fmt}[argv[0]](argv[1:])
+                    "cache": cmd_cache, "fmt": cmd_fmt,
+                    "tune": cmd_tune}[argv[0]](argv[1:])
         return cmd_compile(argv)
     except TileError as e:
         emit(e.diagnostics)
