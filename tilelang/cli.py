@@ -96,6 +96,9 @@ def _main_parser() -> argparse.ArgumentParser:
                    help="compile only this kernel (repeatable)")
     p.add_argument("-O", dest="opt", type=int, choices=range(4), default=3, metavar="LEVEL",
                    help="optimization level 0-3 (default 3)")
+    p.add_argument("--precision", choices=("ieee", "fast", "approx"), default=None,
+                   help="math precision of kernels without @launch(precision=): ieee, fast "
+                        "(the default) or approx (docs/numerics.md)")
     p.add_argument("--ptxas", metavar="PATH", help="assemble with this ptxas instead of nvJitLink")
     p.add_argument("--ptxas-knobs", metavar="FILE", help="forward --knobs-file=FILE to ptxas")
     p.add_argument("--report", action="store_true",
@@ -206,7 +209,7 @@ def cmd_compile(argv: list[str]) -> int:
             p.error(f"--block {args.block}: a block has at most {most} threads and at most "
                     f"64 along z; got {prod(block)} threads")
     options = Options(_includes(args.include, p), _defines(args.defines, p), args.arch,
-                      args.opt, args.ptxas, args.ptxas_knobs)
+                      args.opt, args.ptxas, args.ptxas_knobs, args.precision)
     if args.emit in ("ast", "typed-ast"):
         result = check_file(args.file, options)
         status = _report([result])

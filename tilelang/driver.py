@@ -37,11 +37,13 @@ class Options:
     opt_level: int = 3
     ptxas: str | None = None         # assemble with this ptxas binary instead of nvJitLink
     knobs_file: str | None = None    # --ptxas-knobs FILE (seed 002)
+    precision: str | None = None     # --precision: the module's math mode (docs/numerics.md)
 
     def key(self) -> str:
         """The options that change generated code, for cache keys."""
         return f"target={self.target};O{self.opt_level};ptxas={self.ptxas or ''};" \
-               f"knobs={self.knobs_file or ''};I={os.pathsep.join(self.include_dirs)}"
+               f"knobs={self.knobs_file or ''};I={os.pathsep.join(self.include_dirs)};" \
+               f"precision={self.precision or ''}"
 
 
 @dataclass
@@ -427,7 +429,7 @@ def _compile(text, path, options, kernels, facts, until, res: CompileResult, t0)
     if until == "tir":
         return
     from .codegen.generate import generate
-    cg = generate(ir, options.target, options.opt_level, facts)
+    cg = generate(ir, options.target, options.opt_level, facts, precision=options.precision)
     t4 = time.perf_counter()
     res.codegen = cg
     res.llvm_ir, res.ptx = cg.llvm_ir, cg.ptx

@@ -63,7 +63,7 @@ error[E0701]: unknown @launch attribute `maxthreads`
   |         ^^^^^^^^^^^^^^^^ unknown key
   |
   = help: known keys: maxntid, reqntid, minctasm, maxnreg, cluster, num_ctas, maxclusterrank, \
-blocksareclusters, nonportable_cluster, opt_level, num_stages, occupancy"""
+blocksareclusters, nonportable_cluster, opt_level, num_stages, precision, occupancy"""
 
 
 @pytest.mark.parametrize("line,code", [

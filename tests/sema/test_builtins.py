@@ -154,6 +154,20 @@ CASES: dict[str, tuple] = {
             (T("f32", 4), T("f32", 8), T("f32", 4)), {}, "E0306"),
     "where": ((T("bool", 4), T("f32", 4), C(0.0)), {}, "Tile[f32, 4]",
               (T("i32", 4), T("f32", 4), C(0.0)), {}, "E0508"),
+    "trunc": ((T("f32", 4),), {}, "Tile[f32, 4]", (T("bool", 4),), {}, "E0508"),
+    "rint": ((T("i8", 4),), {}, "Tile[i8, 4]", (T("tf32", 4),), {}, "E0508"),
+    "round": ((C(2.5),), {}, "f32", (T("bool"),), {}, "E0508"),
+    "sign": ((T("i16", 4),), {}, "Tile[i16, 4]", (T("bool", 4),), {}, "E0508"),
+    "isnan": ((T("f16", 4),), {}, "Tile[bool, 4]", (T("bool", 4),), {}, "E0508"),
+    "isinf": ((T("i32", 4),), {}, "Tile[bool, 4]", (T("f8e5m2", 4),), {}, "E0508"),
+    "isfinite": ((T("f64"),), {}, "bool", (T("bool"),), {}, "E0508"),
+    "copysign": ((T("f32", 4), C(-1.0)), {}, "Tile[f32, 4]",
+                 (T("i32", 4), T("i32", 4)), {}, "E0508"),
+    "fmod": ((T("f16", 4), T("f16", 4)), {}, "Tile[f16, 4]", (T("i32", 4), C(2)), {}, "E0508"),
+    "hypot": ((T("f32", 4, 1), T("f32", 1, 8)), {}, "Tile[f32, 4, 8]",
+              (T("f32", 4), T("f32", 8)), {}, "E0306"),
+    "div": ((T("i32", 4), C(2)), {"precision": STR("ieee")}, "Tile[f32, 4]",
+            (T("f32", 4), C(2.0)), {"precision": STR("exact")}, "E0507"),
     # reduce / scan
     "sum": ((T("f16", 4, 8),), {"axis": C(1), "keepdims": C(True)}, "Tile[f16, 4, 1]",
             (T("f16", 4, 8),), {"axis": C(2)}, "E0507"),
@@ -182,7 +196,7 @@ CASES: dict[str, tuple] = {
 }
 
 FLOAT_UNARY = ("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid",
-               "erf")
+               "erf", "log10", "log1p", "expm1", "cbrt")
 for _n in FLOAT_UNARY:
     CASES[_n] = ((T("f16", 4),), {}, "Tile[f16, 4]", (T("i32", 4),), {}, "E0508")
 for _dt, _ok in (("bool", C(True)), ("i8", C(-128)), ("i16", C(5)), ("i32", C(2.0)),

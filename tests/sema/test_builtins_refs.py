@@ -334,6 +334,41 @@ def test_numeric_unary_refs():
     assert ev("floor", (T("i8", 4),), {"x": i}).tolist() == i.tolist()
 
 
+def test_rounding_and_classification_refs():
+    x = np.array([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, -0.7, np.nan], np.float32)
+    for name in ("round", "rint"):     # half to even, as NumPy
+        got = ev(name, (T("f32", 8),), {"x": x})
+        np.testing.assert_array_equal(got, [-2, -2, -0.0, 0, 2, 2, -1, np.nan])
+    np.testing.assert_array_equal(ev("trunc", (T("f32", 8),), {"x": x}),
+                                  [-2, -1, -0.0, 0, 1, 2, -0.0, np.nan])
+    assert ev("sign", (T("i8", 3),), {"x": np.array([-7, 0, 9], np.int8)}).tolist() == [-1, 0, 1]
+    s = ev("sign", (T("f32", 8),), {"x": x})
+    assert s[:7].tolist() == [-1, -1, -1, 1, 1, 1, -1] and np.isnan(s[7])
+    assert ev("isnan", (T("f32", 8),), {"x": x}).tolist() == [False] * 7 + [True]
+    y = np.array([np.inf, -np.inf, 1.0, np.nan], np.float32)
+    assert ev("isinf", (T("f32", 4),), {"x": y}).tolist() == [True, True, False, False]
+    assert ev("isfinite", (T("f32", 4),), {"x": y}).tolist() == [False, False, True, False]
+    assert ev("isfinite", (T("i32", 2),), {"x": np.array([1, 2], np.int32)}).tolist() == [True] * 2
+    c = ev("copysign", (T("f32", 2), T("f32", 2)), {"a": np.float32([1, -2]),
+                                                    "b": np.float32([-0.0, 3])})
+    assert c.tolist() == [-1.0, 2.0]
+    f = ev("fmod", (T("f32", 2), C(3.0)), {"a": np.float32([-7, 7.5]), "b": 3.0})
+    assert f.tolist() == [-1.0, 1.5]        # the sign of a, not of b as `%`
+    h = ev("hypot", (T("f32", 2), T("f32", 2)), {"a": np.float32([3, 1e30]),
+                                                 "b": np.float32([4, 1e30])})
+    np.testing.assert_allclose(h, [5.0, math.hypot(1e30, 1e30)], rtol=1e-7)
+    d = ev("div", (T("i32", 2), C(4)), {"a": np.int32([1, 3]), "b": 4, "precision": "ieee"})
+    assert d.dtype == np.float32 and d.tolist() == [0.25, 0.75]
+    v = np.float32([1e-8, 0.5, 3.0])
+    np.testing.assert_allclose(ev("log1p", (T("f32", 3),), {"x": v}), np.log1p(v.astype(float)),
+                               rtol=1e-7)
+    np.testing.assert_allclose(ev("expm1", (T("f32", 3),), {"x": v}), np.expm1(v.astype(float)),
+                               rtol=1e-7)
+    np.testing.assert_allclose(ev("log10", (T("f32", 3),), {"x": v}),
+                               np.log(v.astype(float)) / math.log(10), rtol=1e-6)
+    np.testing.assert_allclose(ev("cbrt", (T("f32", 2),), {"x": np.float32([-27, 8])}), [-3, 2])
+
+
 def test_binary_math_refs():
     a = rng.standard_normal(64).astype(np.float32)
     b = rng.standard_normal(64).astype(np.float32)

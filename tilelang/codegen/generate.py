@@ -155,7 +155,7 @@ def emit_kernel(kernel: Kernel, target: Target, block, facts: Mapping[str, Array
 
 def generate(module: IRModule, target: str = "sm_90a", opt_level: int = 3,
              facts: Mapping[str, Mapping[str, ArrayFacts]] | None = None, *,
-             fast_math: bool = False) -> CodegenResult:
+             fast_math: bool = False, precision: str | None = None) -> CodegenResult:
     t_start = time.perf_counter()
     tgt = get_target(target)
     if opt_level not in (0, 1, 2, 3):
@@ -179,7 +179,7 @@ def generate(module: IRModule, target: str = "sm_90a", opt_level: int = 3,
     for k, spec, block, kfacts in pending:
         layout = data_layout(tgt.llvm_cpu, tgt.llvm_features(tgt.min_ptx))
         m, st, exact = emit_kernel(k, tgt, block, kfacts, exact=spec.reqntid is not None,
-                                   layout=layout, fast_math=fast_math)
+                                   layout=layout, fast_math=precision or fast_math)
         feats = CodegenFeatures(cross_warp_reduction=exact and spec.reqntid is None,
                                 threads=None if spec.reqntid else block)
         contracts[k.name] = decide_contract(k.name, spec, feats, tgt, kernel_span=k.span)

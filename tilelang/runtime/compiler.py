@@ -23,10 +23,12 @@ class CompileOptions:
     defines: tuple[tuple[str, str], ...] = ()
     include_dirs: tuple[str, ...] = ()
     opt_level: int = 3
+    precision: str | None = None      # the module's math mode (docs/numerics.md)
 
     def key(self) -> dict:
         return {"target": self.target, "defines": [list(d) for d in self.defines],
-                "include_dirs": list(self.include_dirs), "opt_level": self.opt_level}
+                "include_dirs": list(self.include_dirs), "opt_level": self.opt_level,
+                "precision": self.precision}
 
 
 @dataclass(frozen=True)
@@ -79,7 +81,8 @@ class DriverCompiler:
     def _options(self, options: CompileOptions):
         driver = self._get()
         wanted = {"include_dirs": list(options.include_dirs), "defines": dict(options.defines),
-                  "target": options.target, "opt_level": options.opt_level}
+                  "target": options.target, "opt_level": options.opt_level,
+                  "precision": options.precision}
         names = {f.name for f in dataclasses.fields(driver.Options)}
         return driver.Options(**{k: v for k, v in wanted.items() if k in names})
 

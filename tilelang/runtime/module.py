@@ -179,16 +179,26 @@ def _check_opt_level(level) -> int:
     return int(level)
 
 
+def _check_precision(mode) -> str | None:
+    if mode is None or (isinstance(mode, str) and mode in ("ieee", "fast", "approx")):
+        return mode
+    raise value_error(f"`precision` is {mode!r}; it is \"ieee\", \"fast\" or \"approx\"",
+                      "as `tilec --precision=...` (docs/numerics.md)")
+
+
 def compile(path_or_source, arch: str | None = None, defines: Mapping[str, Any] | None = None,
             *, include_dirs=(), opt_level: int = 3, backend=None, cache: bool = True,
-            cache_dir: str | None = None, compiler: Compiler | None = None) -> "Module":
+            cache_dir: str | None = None, compiler: Compiler | None = None,
+            precision: str | None = None) -> "Module":
     """Check a Tile module and return it with its kernels as attributes. Kernels are compiled
-    for each specialization at their first launch (or `Kernel.compile()`)."""
+    for each specialization at their first launch (or `Kernel.compile()`). `precision`
+    ("ieee", "fast", "approx") is the math mode of kernels without `@launch(precision=)`."""
     text, path = _read_input(path_or_source)
     be = get_backend(backend)
     options = CompileOptions(
         target=_check_arch(arch) or be.default_target(), defines=_check_defines(defines),
-        include_dirs=_check_include_dirs(include_dirs), opt_level=_check_opt_level(opt_level))
+        include_dirs=_check_include_dirs(include_dirs), opt_level=_check_opt_level(opt_level),
+        precision=_check_precision(precision))
     if cache_dir is not None and not isinstance(cache_dir, (str, os.PathLike)):
         raise value_error(f"`cache_dir` is {type(cache_dir).__name__}, not a folder name",
                           "pass a path, or leave it out for TILELANG_CACHE_DIR / "

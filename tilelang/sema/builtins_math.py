@@ -10,6 +10,11 @@ Reference: operands are converted to the compute dtype (the `dtype` hint from ty
 result is rounded to it; f16/bf16 transcendental functions are evaluated in f32 first, as the
 hardware does. `minimum`/`maximum` propagate NaN (PTX `min.NaN`/`max.NaN`). `fma` is evaluated
 in double and rounded once, which equals the fused result for f32 and narrower.
+
+Precision (docs/numerics.md): `exp exp2 log log2 sin cos tanh rsqrt sigmoid div` take
+`precision = "ieee" | "fast" | "approx"`, which chooses the code the GPU runs (the kernel's
+`@launch(precision = ...)` and the module's option choose it for the rest). The reference is
+always the exact function: the mode only changes the error bound the code is held to.
 """
 
 from __future__ import annotations
@@ -18,9 +23,9 @@ import math
 
 from tilelang.lazy import deferred, lazy_module
 
-from tilelang.sema.builtins_core import (Builtin, BoundArgs, Param, common_dtype,
-                                         common_shape, fail, register, tile_of)
-from tilelang.sema.constants import ConstValue
+from tilelang.sema.builtins_core import (ABSENT, STRING_KIND, Builtin, BoundArgs, Param,
+                                         common_dtype, common_shape, fail, register, tile_of)
+from tilelang.sema.constants import ConstStr, ConstValue
 from tilelang.sema.types import BOOL, DEFAULT_INT, F32, DType, TileType, round_to_dtype
 
 np = lazy_module("numpy")
@@ -74,6 +79,36 @@ def dtype_hint(bound: BoundArgs, span) -> dict:
 
 
 # ---------------------------------------------------------------------------------------------
+# Precision modes
+
+# "ieee": every function within the bounds of docs/numerics.md's precise table, `/` rounded
+# to nearest. "fast" (the default): what Triton gives its users — exp, exp2 and sigmoid on
+# `ex2.approx`, rsqrt on `rsqrt.approx`, f32 `/` as `div.full` (a broadcast divisor becomes one
+# `rcp.approx` and multiplies); log, sin, cos and tanh stay precise, as libdevice's are.
+# "approx": every listed function on its hardware approximation. Only f32 has approximations
+# (f16/bf16 compute in f32; f64 is always precise).
+PRECISIONS = ("ieee", "fast", "approx")
+DEFAULT_PRECISION = "fast"
+PRECISION_OPS = ("exp", "exp2", "log", "log2", "sin", "cos", "tanh", "rsqrt", "sigmoid", "/")
+APPROXIMATED: dict[str, frozenset] = {
+    "ieee": frozenset(),
+    "fast": frozenset({"exp", "exp2", "sigmoid", "rsqrt", "/"}),
+    "approx": frozenset(PRECISION_OPS),
+}
+PRECISION_PARAM = Param("precision", STRING_KIND, ABSENT, keyword_only=True)
+
+
+def check_precision(bound: BoundArgs, span) -> None:
+    a = bound.args.get("precision")
+    if a is not None and isinstance(a.const, ConstStr) and a.const.value not in PRECISIONS:
+        raise fail("E0507", bound, "precision", f"must be one of "
+                   f"{', '.join(repr(p).replace(chr(39), chr(34)) for p in PRECISIONS)}, "
+                   f"found {a.const}", span,
+                   help='"ieee" is exact to the documented bounds, "fast" is the default, '
+                        '"approx" uses every hardware approximation')
+
+
+# ---------------------------------------------------------------------------------------------
 # Unary float functions
 
 def _float_unary_typing(bound: BoundArgs, span) -> TileType:
@@ -85,7 +120,7 @@ def _float_unary_typing(bound: BoundArgs, span) -> TileType:
 
 
 def _unary_ref(fn):
-    def ref(x, dtype: DType | None = None):
+    def ref(x, dtype: DType | None = None, precision: str | None = None):
         v = to_compute(x, dtype)
         with np.errstate(all="ignore"):
             r = np.asarray(fn(in_f32(v)))
@@ -115,10 +150,24 @@ FLOAT_UNARY = {
     "erf": (_erf, "the error function"),
 }
 
+def _precise_typing(typing):
+    def checked(bound: BoundArgs, span):
+        check_precision(bound, span)
+        return typing(bound, span)
+    return checked
+
+
 for _name, (_fn, _doc) in FLOAT_UNARY.items():
-    register(Builtin(_name, "math", (Param("x"),), _float_unary_typing, _unary_ref(_fn),
-                     doc=f"`{_name}(x)`: {_doc}, element-wise, on float tiles and scalars",
-                     ref_hints=dtype_hint))
+    if _name in PRECISION_OPS:
+        register(Builtin(_name, "math", (Param("x"), PRECISION_PARAM),
+                         _precise_typing(_float_unary_typing), _unary_ref(_fn),
+                         doc=f"`{_name}(x, precision=)`: {_doc}, element-wise, on float tiles "
+                             f"and scalars; `precision` overrides the kernel's mode",
+                         ref_hints=dtype_hint))
+    else:
+        register(Builtin(_name, "math", (Param("x"),), _float_unary_typing, _unary_ref(_fn),
+                         doc=f"`{_name}(x)`: {_doc}, element-wise, on float tiles and scalars",
+                         ref_hints=dtype_hint))
 
 
 def _numeric_unary_typing(bound: BoundArgs, span) -> TileType:
@@ -156,6 +205,64 @@ register(Builtin("ceil", "math", (Param("x"),), _numeric_unary_typing,
 register(Builtin("abs", "math", (Param("x"),), _numeric_unary_typing, _abs_ref,
                  doc="absolute value (two's complement: abs of the minimum integer wraps)",
                  ref_hints=dtype_hint))
+
+
+register(Builtin("trunc", "math", (Param("x"),), _numeric_unary_typing,
+                 _identity_on_ints(lambda v: np.trunc(v)), doc="round toward zero",
+                 ref_hints=dtype_hint))
+register(Builtin("rint", "math", (Param("x"),), _numeric_unary_typing,
+                 _identity_on_ints(lambda v: np.rint(v)),
+                 doc="round to the nearest integer, ties to even (NumPy's `rint`)",
+                 ref_hints=dtype_hint))
+register(Builtin("round", "math", (Param("x"),), _numeric_unary_typing,
+                 _identity_on_ints(lambda v: np.rint(v)),
+                 doc="round to the nearest integer, ties to even (NumPy's `round` with no "
+                     "decimals; not Python's away-from-zero on .5 for C, the same as Python 3)",
+                 ref_hints=dtype_hint))
+
+
+def _sign_ref(x, dtype: DType | None = None):
+    v = to_compute(x, dtype)
+    with np.errstate(all="ignore"):
+        r = np.sign(in_f32(v))
+    return finish(r, dtype) if dtype is not None else r.astype(v.dtype)
+
+
+register(Builtin("sign", "math", (Param("x"),), _numeric_unary_typing, _sign_ref,
+                 doc="-1, 0 or 1 by the sign of x (NaN stays NaN, -0.0 gives 0.0)",
+                 ref_hints=dtype_hint))
+
+# More float functions (no hardware approximation: always precise, bounds in numerics.md)
+MORE_FLOAT_UNARY = {
+    "log10": (lambda v: np.log10(v), "base-10 logarithm"),
+    "log1p": (lambda v: np.log1p(v), "log(1 + x), accurate for small x"),
+    "expm1": (lambda v: np.expm1(v), "exp(x) - 1, accurate for small x"),
+    "cbrt": (lambda v: np.cbrt(v), "cube root (negative x gives a negative root)"),
+}
+for _name, (_fn, _doc) in MORE_FLOAT_UNARY.items():
+    register(Builtin(_name, "math", (Param("x"),), _float_unary_typing, _unary_ref(_fn),
+                     doc=f"`{_name}(x)`: {_doc}, element-wise, on float tiles and scalars",
+                     ref_hints=dtype_hint))
+
+
+def _bool_of_float_typing(bound: BoundArgs, span) -> TileType:
+    """isnan/isinf/isfinite: numbers in, bools out (integers are finite, never NaN)."""
+    t = _numeric_unary_typing(bound, span)
+    return TileType(BOOL, t.shape)
+
+
+def _classify_ref(fn):
+    def ref(x, dtype: DType | None = None):
+        v = np.asarray(x)
+        return np.asarray(fn(v.astype(np.float64) if v.dtype.kind in "iub" else v))
+    return ref
+
+
+for _name, _fn, _doc in (("isnan", lambda v: np.isnan(v), "x is NaN"),
+                         ("isinf", lambda v: np.isinf(v), "x is +inf or -inf"),
+                         ("isfinite", lambda v: np.isfinite(v), "x is neither inf nor NaN")):
+    register(Builtin(_name, "math", (Param("x"),), _bool_of_float_typing, _classify_ref(_fn),
+                     doc=f"true where {_doc} (always false/false/true on integers)"))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -215,6 +322,38 @@ register(Builtin("atan2", "math", (Param("y"), Param("x")),
                  elementwise_typing(["y", "x"], float_only=True),
                  _named(_nary_ref(deferred(np, "arctan2"), True), "y", "x"),
                  doc="the angle of (x, y), in radians", ref_hints=dtype_hint))
+
+
+register(Builtin("copysign", "math", (Param("a"), Param("b")),
+                 elementwise_typing(["a", "b"], float_only=True),
+                 _named(_nary_ref(lambda a, b: np.copysign(a, b)), "a", "b"),
+                 doc="the magnitude of a with the sign of b", ref_hints=dtype_hint))
+register(Builtin("fmod", "math", (Param("a"), Param("b")),
+                 elementwise_typing(["a", "b"], float_only=True),
+                 _named(_nary_ref(lambda a, b: np.fmod(a, b), True), "a", "b"),
+                 doc="C's remainder: a - trunc(a / b) * b, exact, with the sign of a "
+                     "(`%` is the floor remainder with the sign of b)", ref_hints=dtype_hint))
+register(Builtin("hypot", "math", (Param("a"), Param("b")),
+                 elementwise_typing(["a", "b"], float_only=True),
+                 _named(_nary_ref(lambda a, b: np.hypot(a, b), True), "a", "b"),
+                 doc="sqrt(a*a + b*b) without overflow or underflow on the way",
+                 ref_hints=dtype_hint))
+
+
+def _div_typing(bound: BoundArgs, span) -> TileType:
+    check_precision(bound, span)
+    t = elementwise_typing(["a", "b"], allow_bool=False)(bound, span)
+    return t if t.dtype.is_float else TileType(F32, t.shape)
+
+
+def _div_ref(a, b, dtype: DType | None = None, precision: str | None = None):
+    return _nary_ref(lambda x, y: np.true_divide(x, y), True)(a, b, dtype=dtype)
+
+
+register(Builtin("div", "math", (Param("a"), Param("b"), PRECISION_PARAM), _div_typing,
+                 _div_ref, doc="a / b with a chosen precision (`precision = \"ieee\"` rounds "
+                               "to nearest like Triton's `div_rn`); integers divide in f32",
+                 ref_hints=dtype_hint))
 
 
 def _fma(a, b, c):

@@ -1,7 +1,7 @@
 """`@launch(...)` attributes as the parser hands them over, and their per-target resolution.
 
 The parser builds a mapping `key -> AttrValue(value, span)`; a value is an int, a tuple of ints,
-`True` for a flag, or a `ByTarget` choosing a value per target (language.md §8). This module
+`True` for a flag, a string (`precision = "ieee"`), or a `ByTarget` choosing a value per target (language.md §8). This module
 resolves `by_target`, checks each value's kind and range, and returns a `LaunchSpec` that keeps
 every attribute's span so later rules (contract.py) can point at the right place.
 """
@@ -33,6 +33,7 @@ register_codes({
     "E0715": "opt_level is out of range 0-3",
     "E0725": "by_target names an unknown target",
     "E0726": "num_stages is out of range 1-8",
+    "E0727": "precision is not \"ieee\", \"fast\" or \"approx\"",
 })
 
 
@@ -57,12 +58,16 @@ KINDS: dict[str, str] = {
     "maxntid": "dims", "reqntid": "dims", "minctasm": "int", "maxnreg": "int",
     "cluster": "dims3", "num_ctas": "int", "maxclusterrank": "int",
     "blocksareclusters": "flag", "nonportable_cluster": "flag", "opt_level": "int",
-    "num_stages": "int",
+    "num_stages": "int", "precision": "choice",
 }
+# the values a "choice" key takes (sema/builtins_math.PRECISIONS; repeated here because the
+# launch attributes are resolved without the built-in registry)
+CHOICES: dict[str, tuple[str, ...]] = {"precision": ("ieee", "fast", "approx")}
 ALIASES = {"occupancy": "minctasm"}
 
 _KIND_TEXT = {"dims": "an integer or a tuple of 1 to 3 integers", "dims3": "a tuple of 3 integers",
-              "int": "an integer", "flag": "a flag (write the key alone)"}
+              "int": "an integer", "flag": "a flag (write the key alone)",
+              "choice": "a string"}
 
 
 @dataclass(frozen=True)
@@ -80,6 +85,7 @@ class LaunchSpec:
     nonportable_cluster: bool = False
     opt_level: int | None = None
     num_stages: int | None = None        # depth of the pipelined cp.async ring (codegen)
+    precision: str | None = None         # "ieee" | "fast" | "approx" (docs/numerics.md)
     spans: Mapping[str, Span] = field(default_factory=dict, hash=False, compare=False)
 
     def span(self, key: str) -> Span | None:
@@ -100,6 +106,8 @@ def _describe(value: object) -> str:
         return f"the integer {value}"
     if isinstance(value, tuple):
         return f"a tuple of {len(value)}"
+    if isinstance(value, str):
+        return f'the string "{value}"'
     return f"`{value!r}`"
 
 
@@ -178,12 +186,16 @@ def resolve_launch(attrs: Mapping[str, AttrValue], target: str | Target, *,
         maxclusterrank=vals.get("maxclusterrank"),
         blocksareclusters=bool(vals.get("blocksareclusters")),
         nonportable_cluster=bool(vals.get("nonportable_cluster")),
-        opt_level=vals.get("opt_level"), num_stages=vals.get("num_stages"), spans=spans)
+        opt_level=vals.get("opt_level"), num_stages=vals.get("num_stages"),
+        precision=vals.get("precision"), spans=spans)
 
 
 def _check_kind(key: str, shown: str, value: object, span: Span | None, diags: list):
     """Return the normalized value, or None after recording a diagnostic."""
     kind = KINDS[key]
+    if not isinstance(value, (int, tuple, ByTarget)) and isinstance(getattr(value, "value", None),
+                                                                     str):
+        value = value.value          # a string constant (sema's ConstStr)
     wrong = _err("E0702", f"`{shown}` expects {_KIND_TEXT[kind]}, found {_describe(value)}",
                  span, label="wrong kind of value")
     if kind == "flag":
@@ -191,6 +203,19 @@ def _check_kind(key: str, shown: str, value: object, span: Span | None, diags: l
             return True
         diags.append(wrong)
         return None
+    if kind == "choice":
+        if not isinstance(value, str):
+            diags.append(wrong)
+            return None
+        if value not in CHOICES[key]:
+            shown_choices = ", ".join(f'"{c}"' for c in CHOICES[key])
+            diags.append(_err("E0727", f'`{shown}` must be one of {shown_choices}, found '
+                              f'"{value}"', span, label="not a precision mode",
+                              help='"ieee": exact to the documented bounds; "fast" (the '
+                                   'default): exp, exp2, sigmoid, rsqrt and `/` approximated; '
+                                   '"approx": also log, log2, sin, cos and tanh'))
+            return None
+        return value
     if kind == "int":
         if not _is_int(value):
             diags.append(wrong)

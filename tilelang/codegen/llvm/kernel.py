@@ -33,6 +33,7 @@ from tilelang.diagnostics import InternalCompilerError, register_codes
 from tilelang.ir.args import TupleArg
 from tilelang.ir.ops import BuiltinOp, ConstantOp, Kernel
 from tilelang.ir.values import Value
+from tilelang.sema.builtins_math import DEFAULT_PRECISION, PRECISIONS
 from tilelang.sema.constants import ConstTuple, ConstValue
 from tilelang.sema.types import ArrayType, DType, TileType
 
@@ -43,6 +44,21 @@ register_codes({
 
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
 STATIC_SMEM_LIMIT = 48 * 1024      # bytes of static shared memory a block may declare
+
+
+def kernel_precision(kernel: Kernel, module_mode: bool | str | None) -> str:
+    """The kernel's precision mode: its `@launch(precision = ...)`, else the module's (the
+    `precision` option of tilec / tilelang.compile, passed as generate's `fast_math`: a mode
+    name, or True for "approx"), else the language's default."""
+    spec = getattr(kernel, "launch", None)
+    own = getattr(spec, "precision", None) if spec is not None else None
+    if own:
+        return own
+    if module_mode is True:
+        return "approx"
+    if isinstance(module_mode, str) and module_mode in PRECISIONS:
+        return module_mode
+    return DEFAULT_PRECISION
 
 
 class NeedsExactThreads(Exception):
@@ -97,7 +113,7 @@ class KernelStats:
 class KernelEmitter:
     def __init__(self, module: ir.Module, kernel: Kernel, target, *, block: tuple[int, ...],
                  exact: bool, facts: Mapping[str, ArrayFacts] | None = None,
-                 fast_math: bool = False):
+                 fast_math: bool | str = False):
         self.module = module
         self.kernel = kernel
         self.target = target
@@ -114,7 +130,8 @@ class KernelEmitter:
         self._cache: dict[Any, ir.Value] = {}
 
         self.builder = ir.IRBuilder()
-        self.se = ScalarEmitter(self.builder, module, target, fast_math=fast_math)
+        self.precision = kernel_precision(kernel, fast_math)
+        self.se = ScalarEmitter(self.builder, module, target, precision=self.precision)
         params = list(kernel.params)
         argtys: list[ir.Type] = []
         for p in params:

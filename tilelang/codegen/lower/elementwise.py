@@ -4,6 +4,10 @@
 The result takes the layout of the first operand that already has the result's shape (so a
 chain of element-wise ops never moves data); other operands are broadcast into it, which is a
 renaming of registers when they are scalars or reductions of it (llvm.sync.broadcast).
+
+A divisor shared by many elements (`x / sum(x, axis = 1, keepdims = true)`, a scalar) becomes
+one reciprocal per register it has and a multiply per element, where the precision mode lets
+`/` be approximated (ScalarEmitter.reciprocal); exact `/` divides every element.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from tilelang.codegen.lower.table import lowers, lowers_group
 from tilelang.codegen.scalar.emitter import ELEMENTWISE
 from tilelang.ir.ops import BuiltinOp
 from tilelang.ir.values import Value
-from tilelang.sema.constants import ConstValue, construct
+from tilelang.sema.constants import ConstStr, ConstValue, construct
 from tilelang.sema.types import DTYPES, DType
 
 
@@ -33,7 +37,7 @@ def emit_elementwise(kern: KernelEmitter, op: BuiltinOp) -> TileVal:
     rt = op.result.type
     operands, params = [], {}
     for name, a in op.args:
-        if isinstance(a, DType):
+        if isinstance(a, (DType, ConstStr)):
             params[name] = a
         elif isinstance(a, Value):
             operands.append(kern.tile(a))
@@ -44,6 +48,19 @@ def emit_elementwise(kern: KernelEmitter, op: BuiltinOp) -> TileVal:
                                            f"`{name}`", op.span)
     layout = next((t.layout for t in operands if isinstance(t, TileVal) and t.shape == rt.shape),
                   None) or kern.layout_for(rt)
+    if op.name in ("/", "div") and len(operands) == 2:
+        recip = _shared_reciprocal(kern, operands[1], layout, rt.dtype, params)
+        if recip is not None:
+            x = operands[0]
+            xs = broadcast(kern, x, layout) if isinstance(x, TileVal) else None
+            regs = []
+            for r in range(layout.num_regs):
+                xv = xs[r] if xs is not None else x
+                xd = x.dtype if isinstance(x, TileVal) else x.dtype
+                xv = kern.se.emit("astype", [xv], [xd], rt.dtype, {"dtype": rt.dtype}) \
+                    if xd != rt.dtype else xv
+                regs.append(kern.builder.fmul(xv, recip[r]))
+            return TileVal(rt.dtype, layout, tuple(regs))
     cols, dtypes = [], []
     for t in operands:
         if isinstance(t, TileVal):
@@ -59,6 +76,23 @@ def emit_elementwise(kern: KernelEmitter, op: BuiltinOp) -> TileVal:
     for r in range(layout.num_regs):
         regs.append(kern.se.emit(op.name, [c[r] for c in cols], dtypes, rt.dtype, params))
     return TileVal(rt.dtype, layout, tuple(regs))
+
+
+def _shared_reciprocal(kern: KernelEmitter, d, layout, dtype: DType, params: dict):
+    """The reciprocals of divisor `d` broadcast into `layout`, computed once per register of
+    `d`, or None: `d` is not shared (it has as many registers as the result), not f32, or `/`
+    is exact in this op's mode."""
+    se = kern.se
+    if not isinstance(d, TileVal) or d.dtype != dtype or dtype.name != "f32":
+        return None
+    if len(d.regs) * 2 > layout.num_regs or not se.approximates("/", dtype, params):
+        return None
+    if se.mode_of(params) != se.precision:
+        return None          # a per-call mode other than the kernel's: divide element-wise
+    inv = tuple(se.reciprocal(v, dtype) for v in d.regs)
+    if any(v is None for v in inv):
+        return None
+    return broadcast(kern, TileVal(dtype, d.layout, inv), layout)
 
 
 def _constructor(kern: KernelEmitter, op: BuiltinOp) -> TileVal:

@@ -7,7 +7,12 @@ arithmetic wraps, `//`/`%` floor like Python and give 0 on division by zero, shi
 width give 0 or the sign fill, float→int conversion truncates and saturates (NaN gives 0),
 f16/bf16 math is computed in f32 and rounded, `minimum`/`maximum` propagate NaN and return the
 IEEE 754-2019 order on signed zeros. docs/numerics.md lists every function's
-accuracy and the fast paths (`fast_math=True`).
+accuracy and each precision mode's hardware approximations.
+
+Precision: `precision` ("ieee", "fast", "approx"; sema/builtins_math.PRECISIONS) is the mode
+of the ops emitted; an op's own `precision` parameter overrides it. While one op is emitted,
+`fast_math` says whether that op uses its hardware approximation, so the functions an op is
+built from (tanh's exp) follow the op's choice, not their own.
 
     se = ScalarEmitter(builder, module, "sm_90a")
     v = se.emit("+", [x, 1], [F32, None], F32)     # a loose constant is materialized as f32
@@ -26,7 +31,8 @@ import llvmlite.ir as ir
 from tilelang.codegen.scalar import cast as scalar_cast
 from tilelang.codegen.scalar import math as scalar_math
 from tilelang.codegen.scalar.ir import IRKit
-from tilelang.sema.constants import ConstValue, materialize
+from tilelang.sema.builtins_math import APPROXIMATED, PRECISIONS
+from tilelang.sema.constants import ConstStr, ConstValue, materialize
 from tilelang.sema.promotion import promote, promote_loose
 from tilelang.sema.types import BOOL, F32, F64, DType
 from tilelang.targets import Target, get_target
@@ -37,11 +43,14 @@ COMPARE = frozenset({"==", "!=", "<", "<=", ">", ">="})
 LOGIC = frozenset({"and", "or", "not"})
 UNARY = frozenset({"u-", "u+", "~"})
 FLOAT_MATH = frozenset({"exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos", "tanh",
-                        "sigmoid", "erf"})
-NUMERIC_MATH = frozenset({"floor", "ceil", "abs"})
-NARY_MATH = frozenset({"minimum", "maximum", "pow", "atan2", "fma", "where"})
+                        "sigmoid", "erf", "log10", "log1p", "expm1", "cbrt"})
+NUMERIC_MATH = frozenset({"floor", "ceil", "abs", "trunc", "rint", "round", "sign"})
+CLASSIFY = frozenset({"isnan", "isinf", "isfinite"})
+NARY_MATH = frozenset({"minimum", "maximum", "pow", "atan2", "fma", "where", "copysign", "fmod",
+                       "hypot", "div"})
 ELEMENTWISE: frozenset[str] = (ARITH | BITWISE | COMPARE | LOGIC | UNARY | FLOAT_MATH
-                               | NUMERIC_MATH | NARY_MATH | {"astype", "bitcast", "cdiv"})
+                               | NUMERIC_MATH | CLASSIFY | NARY_MATH
+                               | {"astype", "bitcast", "cdiv"})
 
 REDUCTIONS = ("sum", "prod", "max", "min")
 
@@ -54,10 +63,29 @@ class ScalarEmitter(IRKit):
     basic blocks, so after `emit` the caller continues at `se.builder.block`."""
 
     def __init__(self, builder: ir.IRBuilder, module: ir.Module, target: Target | str,
-                 fast_math: bool = False):
+                 fast_math: bool = False, precision: str | None = None):
         super().__init__(builder, module)
         self.target = get_target(target) if isinstance(target, str) else target
-        self.fast_math = fast_math
+        # the emitter's own default stays "ieee" (its callers test exact bounds); kernels
+        # pass the language's mode (KernelEmitter)
+        self.precision = precision or ("approx" if fast_math else "ieee")
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"unknown precision `{self.precision}`")
+        self.fast_math = False      # the op being emitted uses its approximation
+
+    def mode_of(self, params: Mapping | None) -> str:
+        """The precision an op runs in: its own `precision=`, else the emitter's."""
+        p = (params or {}).get("precision")
+        if isinstance(p, ConstStr):
+            p = p.value
+        return p if p in PRECISIONS else self.precision
+
+    def approximates(self, op_name: str, dtype: DType, params: Mapping | None = None) -> bool:
+        """Whether `op_name` on `dtype` uses a hardware approximation (f32 compute only)."""
+        if dtype.is_float and dtype.bits <= 32 and dtype.bits > 0:
+            op = "/" if op_name == "div" else op_name
+            return op in APPROXIMATED[self.mode_of(params)]
+        return False
 
     # -- public interface ---------------------------------------------------------------------
 
@@ -77,6 +105,13 @@ class ScalarEmitter(IRKit):
         params = dict(params or {})
         if op_name not in ELEMENTWISE:
             raise ValueError(f"`{op_name}` is not an element-wise operation")
+        self.fast_math = self.approximates(op_name, result_dtype, params)
+        try:
+            return self._emit(op_name, args, arg_dtypes, result_dtype, params)
+        finally:
+            self.fast_math = False
+
+    def _emit(self, op_name, args, arg_dtypes, result_dtype: DType, params: dict) -> ir.Value:
         if op_name == "astype":
             dst = params.get("dtype", result_dtype)
             src = arg_dtypes[0]
@@ -103,6 +138,11 @@ class ScalarEmitter(IRKit):
             dt = compute_dtype(arg_dtypes, args)
             a, b = (self._operand(x, d, dt) for x, d in zip(args, arg_dtypes))
             return self.compare(op_name, a, b, dt)
+        if op_name in CLASSIFY:
+            dt = compute_dtype(arg_dtypes, args)
+            return self._classify(op_name, self._operand(args[0], arg_dtypes[0], dt), dt)
+        if op_name == "div":
+            op_name = "/"
         dt = result_dtype
         vals = [self._operand(x, d, dt) for x, d in zip(args, arg_dtypes)]
         if op_name in UNARY:
@@ -115,8 +155,10 @@ class ScalarEmitter(IRKit):
             return self.int_pow(vals[0], vals[1], dt)
         if op_name in ("+", "-", "*", "/") or (op_name in ("minimum", "maximum")):
             return self._arith(op_name, vals[0], vals[1], dt)
-        if op_name in ("floor", "ceil", "abs"):
+        if op_name in NUMERIC_MATH:
             return self._numeric_unary(op_name, vals[0], dt)
+        if op_name == "copysign":
+            return self.intrinsic("llvm.copysign", vals)
         # Float functions: f16/bf16 are evaluated in f32 and rounded once (the reference).
         if not dt.is_float:
             raise ValueError(f"`{op_name}` on {dt}")
@@ -189,9 +231,27 @@ class ScalarEmitter(IRKit):
             if dt.is_float:
                 return self.float_minmax(op, a, b)
             return self.int_minmax("max" if op == "maximum" else "min", a, b, dt)
+        if op == "/" and self.fast_math and dt.bits <= 32:
+            return self.fast_div(a, b, dt)
         if dt.is_float:
             return {"+": bld.fadd, "-": bld.fsub, "*": bld.fmul, "/": bld.fdiv}[op](a, b)
         return {"+": bld.add, "-": bld.sub, "*": bld.mul}[op](a, b)
+
+    def fast_div(self, a, b, dt: DType):
+        """`div.full.f32` (2 ulp over the full range; Triton's f32 `/`); f16/bf16 in f32."""
+        if dt.bits < 32:
+            w = [self.cast(v, dt, F32) for v in (a, b)]
+            return self.cast(self.fast_div(*w, F32), F32, dt)
+        return self.builder.call(self.declare("llvm.nvvm.div.full", a.type, [a.type, a.type]),
+                                 [a, b])
+
+    def reciprocal(self, v, dt: DType):
+        """1 / v once, for a divisor shared by many elements: `rcp.approx.f32` (1 ulp, full
+        range, subnormals kept) when `/` may be approximated, else None (the caller divides
+        every element correctly rounded)."""
+        if not (dt.is_float and dt.bits == 32 and "/" in APPROXIMATED[self.precision]):
+            return None
+        return self.builder.fdiv(self.c(v.type, 1.0), v, flags=("afn",))
 
     def float_minmax(self, op: str, a, b):
         """NaN propagates (`max.NaN`/`min.NaN`, IEEE 754-2019 maximum/minimum). Between -0 and
@@ -325,14 +385,42 @@ class ScalarEmitter(IRKit):
         return bld.select(neg, special, res)
 
     def _numeric_unary(self, op: str, v, dt: DType):
+        bld = self.builder
         if dt.is_int:
             if op == "abs":
                 if not dt.signed:
                     return v
                 return self.intrinsic("llvm.abs", [v, ir.Constant(ir.IntType(1), 0)])
-            return v                     # floor/ceil are the identity on integers
-        name = {"floor": "llvm.floor", "ceil": "llvm.ceil", "abs": "llvm.fabs"}[op]
+            if op == "sign":
+                zero = ir.Constant(v.type, 0)
+                pos = bld.zext(bld.icmp_unsigned("!=", v, zero) if not dt.signed
+                               else bld.icmp_signed(">", v, zero), v.type)
+                if not dt.signed:
+                    return pos
+                return bld.sub(pos, bld.zext(bld.icmp_signed("<", v, zero), v.type))
+            return v                     # the rounding functions are the identity on integers
+        if op == "sign":
+            # NaN stays, ±0 gives +0 (NumPy)
+            t = v.type
+            r = bld.select(bld.fcmp_ordered(">", v, self.c(t, 0.0)), self.c(t, 1.0),
+                           bld.select(bld.fcmp_ordered("<", v, self.c(t, 0.0)),
+                                      self.c(t, -1.0), self.c(t, 0.0)))
+            return bld.select(self.isnan(v), v, r)
+        # round is NumPy's: half to even, the same as rint (cvt.rni)
+        name = {"floor": "llvm.floor", "ceil": "llvm.ceil", "abs": "llvm.fabs",
+                "trunc": "llvm.trunc", "rint": "llvm.rint", "round": "llvm.rint"}[op]
         return self.intrinsic(name, [v])
+
+    def _classify(self, op: str, v, dt: DType):
+        bld = self.builder
+        if not dt.is_float:
+            return ir.Constant(ir.IntType(1), int(op == "isfinite"))
+        if op == "isnan":
+            return self.isnan(v)
+        inf = self.c(v.type, float("inf"))
+        if op == "isinf":
+            return bld.fcmp_ordered("==", self.fabs(v), inf)
+        return bld.fcmp_ordered("<", self.fabs(v), inf)
 
 
 def compute_dtype(arg_dtypes: Sequence[DType | None], args: Sequence) -> DType:

@@ -5,7 +5,8 @@ instructions. Nothing here becomes a call, so no libdevice is needed.
 Precise algorithms (the default): classical range reduction + polynomials whose
 coefficients are exact series terms (scalar/consts.py), evaluated with fma. The accuracy of
 each function is stated in docs/numerics.md and checked by tests/codegen/test_scalar_math.py.
-`fast_math=True` replaces some by the hardware approximations (`ex2.approx`, `lg2.approx`,
+While an op that may be approximated is emitted (`k.fast_math`, set per op by the emitter from
+the precision mode), some are replaced by the hardware approximations (`ex2.approx`, `lg2.approx`,
 `sin/cos.approx`, `tanh.approx`, `rsqrt.approx`), with the errors documented there.
 """
 
@@ -195,10 +196,14 @@ def rsqrt(k: IRKit, x):
 
 
 def sigmoid(k: IRKit, x):
-    """1 / (1 + exp(-x)), the reference's own formula (so within exp's error)."""
+    """1 / (1 + exp(-x)), the reference's own formula (so within exp's error); approximated:
+    `ex2.approx` and `rcp.approx` (exp(-x) = inf gives 0, = 0 gives 1, as the formula)."""
     b = k.builder
     e = exp(k, b.fneg(x))
-    return b.fdiv(k.c(x.type, 1.0), b.fadd(k.c(x.type, 1.0), e))
+    d = b.fadd(k.c(x.type, 1.0), e)
+    if getattr(k, "fast_math", False) and x.type == F32:
+        return b.fdiv(k.c(F32, 1.0), d, flags=("afn",))         # rcp.approx.f32
+    return b.fdiv(k.c(x.type, 1.0), d)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -294,7 +299,15 @@ def fma(k: IRKit, a, b_, c):
     return k.fma(a, b_, c)
 
 
+def _more(name):
+    def fn(k, *args):
+        from tilelang.codegen.scalar import more_math
+        return getattr(more_math, name)(k, *args)
+    return fn
+
+
 _OPS = {"exp": exp, "exp2": exp2, "log": log, "log2": log2, "sqrt": sqrt, "rsqrt": rsqrt,
         "sigmoid": sigmoid, "sin": _trig("sin"), "cos": _trig("cos"), "fma": fma,
         **{n: _special(n) for n in ("tanh", "erf", "atan2", "pow", "**", "%", "//",
-                                    "floordiv")}}
+                                    "floordiv", "fmod")},
+        **{n: _more(n) for n in ("log10", "log1p", "expm1", "cbrt", "hypot")}}

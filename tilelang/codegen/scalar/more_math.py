@@ -1,0 +1,112 @@
+"""log10, log1p, expm1, cbrt and hypot on f32/f64 registers (docs/numerics.md has the bounds).
+
+f32 is computed in f64 with the f64 routines and rounded once: every intermediate error is far
+below half an f32 ulp, so the result is within 1 ulp (a near-tie can move). f64 uses the
+classical identities that keep the small-argument accuracy:
+
+- log10: the double-double log2 of pow (2^-100 relative) times log10(2) in two parts;
+- log1p: u = 1 + x, log(u) * x / (u - 1) (Goldberg: the rounding of u cancels), x when u == 1;
+- expm1: u = e^x, (u - 1) * x / log(u) (Kahan), x when u == 1, -1 when u - 1 == -1;
+- cbrt: 2^(log2|x| / 3) by pow's double-double path, one Newton step, the sign of x;
+- hypot: m sqrt(1 + (n/m)^2) with m = max(|a|, |b|), so nothing overflows on the way.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from tilelang.codegen.scalar import consts as K
+from tilelang.codegen.scalar.ir import F32, F64, IRKit
+
+LOG10_2 = Decimal(2).log10()
+
+
+def _in_f64(fn):
+    """Run an f64 routine for an f32 register and round the result once."""
+    def run(k: IRKit, *args):
+        if args[0].type == F64:
+            return fn(k, *args)
+        b = k.builder
+        r = fn(k, *[b.fpext(a, F64) for a in args])
+        return b.fptrunc(r, F32)
+    return run
+
+
+def _log2_dd(k: IRKit, x):
+    from tilelang.codegen.scalar.math import log2_dd
+    return log2_dd(k, x)
+
+
+@_in_f64
+def log10(k: IRKit, x):
+    b = k.builder
+    hi, lo = _log2_dd(k, x)
+    c_hi, c_lo = K.split(LOG10_2, 2, None, False)
+    return k.fma(hi, k.c(F64, c_hi), b.fadd(b.fmul(hi, k.c(F64, c_lo)),
+                                            b.fmul(lo, k.c(F64, c_hi))))
+
+
+@_in_f64
+def log1p(k: IRKit, x):
+    from tilelang.codegen.scalar.math import log
+    b = k.builder
+    one = k.c(F64, 1.0)
+    u = b.fadd(one, x)
+    d = b.fsub(u, one)
+    r = b.fmul(log(k, u), b.fdiv(x, d))
+    r = b.select(b.fcmp_ordered("==", d, k.c(F64, 0.0)), x, r)        # u == 1: log1p(x) = x
+    return b.select(b.fcmp_ordered("==", x, k.c(F64, float("inf"))), x, r)
+
+
+@_in_f64
+def expm1(k: IRKit, x):
+    from tilelang.codegen.scalar.math import exp, log
+    b = k.builder
+    one = k.c(F64, 1.0)
+    u = exp(k, x)
+    d = b.fsub(u, one)
+    r = b.fdiv(b.fmul(d, x), log(k, u))
+    r = b.select(b.fcmp_ordered("==", d, k.c(F64, -1.0)), d, r)       # e^x rounds to 0
+    r = b.select(b.fcmp_ordered("==", u, k.c(F64, float("inf"))), u, r)
+    return b.select(b.fcmp_ordered("==", d, k.c(F64, 0.0)), x, r)     # e^x rounds to 1
+
+
+@_in_f64
+def cbrt(k: IRKit, x):
+    from tilelang.codegen.scalar.math import exp2_dd
+    b = k.builder
+    a = k.fabs(x)
+    hi, lo = _log2_dd(k, a)
+    third = k.c(F64, 1.0 / 3.0)
+    # (hi + lo) / 3 as a double-double: q = hi/3 rounded, plus the remainder's share
+    q = b.fmul(hi, third)
+    q_lo = b.fmul(b.fadd(k.fma(b.fneg(q), k.c(F64, 3.0), hi), lo), third)
+    y = exp2_dd(k, q, q_lo)
+    # one Newton step on y^3 = a where y^3 cannot under- or overflow
+    y2 = b.fmul(y, y)
+    corr = b.fdiv(k.fma(y2, y, b.fneg(a)), b.fmul(k.c(F64, 3.0), y2))
+    ok = b.and_(b.fcmp_ordered(">=", a, k.c(F64, 2.0 ** -960)),
+                b.fcmp_ordered("<=", a, k.c(F64, 2.0 ** 960)))
+    y = b.select(ok, b.fsub(y, corr), y)
+    y = b.select(b.fcmp_ordered("==", a, k.c(F64, 0.0)), a, y)
+    return k.copysign(y, x)
+
+
+def hypot(k: IRKit, x, y):
+    b = k.builder
+    t = x.type
+    ax, ay = k.fabs(x), k.fabs(y)
+    inf = k.c(t, float("inf"))
+    is_inf = b.or_(b.fcmp_ordered("==", ax, inf), b.fcmp_ordered("==", ay, inf))
+    if t == F32:
+        wx, wy = b.fpext(ax, F64), b.fpext(ay, F64)
+        r = k.intrinsic("llvm.sqrt", [k.fma(wx, wx, b.fmul(wy, wy))])
+        return b.select(is_inf, inf, b.fptrunc(r, F32))
+    gt = b.fcmp_ordered(">", ax, ay)
+    m = b.select(gt, ax, ay)
+    n = b.select(gt, ay, ax)
+    q = b.fdiv(n, m)
+    r = b.fmul(m, k.intrinsic("llvm.sqrt", [k.fma(q, q, k.c(t, 1.0))]))
+    r = b.select(b.fcmp_ordered("==", m, k.c(t, 0.0)), k.c(t, 0.0), r)
+    r = b.select(b.or_(k.isnan(x), k.isnan(y)), b.fadd(x, y), r)
+    return b.select(is_inf, inf, r)
