@@ -181,7 +181,9 @@ def generate(module: IRModule, target: str = "sm_90a", opt_level: int = 3,
         m, st, exact = emit_kernel(k, tgt, block, kfacts, exact=spec.reqntid is not None,
                                    layout=layout, fast_math=precision or fast_math)
         feats = CodegenFeatures(cross_warp_reduction=exact and spec.reqntid is None,
-                                threads=None if spec.reqntid else block)
+                                threads=None if spec.reqntid else block,
+                                wgmma="wgmma" in st.features or st.wgmma_declined,
+                                accumulator_regs=st.wgmma_acc_regs)
         contracts[k.name] = decide_contract(k.name, spec, feats, tgt, kernel_span=k.span)
         for d in contracts[k.name].diagnostics:
             sink.add(d)

@@ -108,6 +108,8 @@ class KernelStats:
     exchanges: int = 0           # layout conversions through shared memory
     features: set = field(default_factory=set)   # targets.FEATURES names the code uses
     dynamic_smem: int = 0        # of smem_bytes: the part launched as dynamic shared memory
+    wgmma_acc_regs: int = 0      # accumulator registers per thread of its warp-group MMAs
+    wgmma_declined: bool = False # a product could use wgmma but for the block's thread count
 
 
 class KernelEmitter:
