@@ -27,6 +27,8 @@ depth. The emulator fixtures in tests/emulator/fixtures/ were made by
     gen_matmul_ptx.py --arch 80 --dtype {bf16,tf32,i8} --tile 64x64x32 \
         --name triton_matmul_<dtype>_sm80 --out F
     gen_matmul_ptx.py --arch 89 --dtype e4m3 --tile 64x64x64 --name triton_matmul_e4m3_sm89 --out F
+    gen_matmul_ptx.py --arch 90 --warps 8 --name triton_matmul_sm90 --out F    (wgmma, 2 groups)
+    gen_matmul_ptx.py --arch 90 --dtype e4m3 --tile 64x64x64 --name triton_matmul_e4m3_sm90 --out F
 
 Writes `triton_matmul_sm<arch>.ptx`, `.cubin` and `.json` (signature, constexprs, warps,
 stages, shared memory, grid rule) into --out. The parameters Triton appends to every kernel
@@ -101,7 +103,8 @@ SPECS = {
 }
 
 
-def compile_kernel(arch: int, spec: str, dtype: str = "f16", tile=None, stages=NUM_STAGES):
+def compile_kernel(arch: int, spec: str, dtype: str = "f16", tile=None, stages=NUM_STAGES,
+                   warps=NUM_WARPS):
     # The JIT turns a "D" specialization into this attribute (backends/compiler.py parse_attr)
     attrs = {(ARGS.index(n),): [["tt.divisibility", 16]] for n in SPECS[spec]}
     ab, c, acc, prec = DTYPES[dtype]
@@ -110,7 +113,7 @@ def compile_kernel(arch: int, spec: str, dtype: str = "f16", tile=None, stages=N
     src = ASTSource(tiled_matmul, sig, consts, attrs)
     target = GPUTarget("cuda", arch, 32)
     return triton.compile(src, target=target,
-                          options={"num_warps": NUM_WARPS, "num_stages": stages})
+                          options={"num_warps": warps, "num_stages": stages})
 
 
 def main(argv=None) -> int:
@@ -122,6 +125,7 @@ def main(argv=None) -> int:
     ap.add_argument("--dtype", choices=sorted(DTYPES), default="f16", help="input type")
     ap.add_argument("--tile", default=None, help="BMxBNxBK (default 128x128x64)")
     ap.add_argument("--stages", type=int, default=NUM_STAGES)
+    ap.add_argument("--warps", type=int, default=NUM_WARPS)
     args = ap.parse_args(argv)
     tile = None
     if args.tile:
@@ -132,7 +136,7 @@ def main(argv=None) -> int:
     # no DWARF sections in the PTX (keeps the fixture small); fusion stated, not defaulted
     os.environ.setdefault("TRITON_DISABLE_LINE_INFO", "1")
     os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
-    k = compile_kernel(args.arch, args.spec, args.dtype, tile, args.stages)
+    k = compile_kernel(args.arch, args.spec, args.dtype, tile, args.stages, args.warps)
     stem = os.path.join(args.out, args.name or f"triton_matmul_sm{args.arch}")
     os.makedirs(args.out, exist_ok=True)
     with open(stem + ".ptx", "w") as f:

@@ -81,7 +81,8 @@ def locate(st, space, addrs, idx, size, align):
         blk = st.block_in_batch[idx] - own + rank
         return [("shared", idx, blk * st.shared_size + off, off)]
     if space == "kparam":
-        off = addrs.astype(np.int64) - PARAM_WINDOW
+        off = addrs.astype(np.int64)
+        off = np.where(off >= PARAM_WINDOW, off - PARAM_WINDOW, off)   # 32-bit: an offset
         bad = (off < 0) | (off + size > st.prog.kparam_size)
         if bad.any():
             raise _fault(st, idx, bad, addrs, f"out-of-bounds kernel parameter access of {size} "

@@ -35,6 +35,7 @@ from . import (ops_alu, ops_async, ops_call, ops_ctrl, ops_mbarrier,  # noqa: F4
 from .counters import Counters, LaunchReport, make_report
 from .errors import EmulatorError, LaunchRefused, PTXParseError
 from .executor import run_batch
+from .ops_bulk import finish_stores
 from .memory import GlobalMemory
 from .parser import parse_int, parse_ptx
 from .program import Program
@@ -259,6 +260,7 @@ class EmulatorDevice:
                     st.races = RaceChecker(st)
                 try:
                     run_batch(st) if max_steps is None else run_batch(st, max_steps)
+                    finish_stores(st)            # bulk stores never waited for still land
                 finally:
                     if out:                      # printf output, flushed per batch
                         text = "".join(out)

@@ -622,6 +622,17 @@ def build_cvta(ctx, ins, parts):
     ga = ctx.src(a, ti if ti.size == 8 else type_info("u32"))
     put = ctx.dst(d, ti)
     off = np.uint64(base)
+    if space == "param":
+        # a 32-bit param-space address (mov.b32 %r, param) is the offset in the parameter
+        # buffer; the generic window adds PARAM_WINDOW (a 64-bit mov already includes it)
+        from .memory import PARAM_WINDOW
+        win = np.uint64(PARAM_WINDOW)
+        if to:
+            return lambda st, m: put(st, np.asarray(ga(st)).astype(np.uint64).astype(ti.dtype),
+                                     m)
+        return lambda st, m: put(st, np.where(np.asarray(ga(st)).astype(np.uint64) < win,
+                                              np.asarray(ga(st)).astype(np.uint64) + win,
+                                              np.asarray(ga(st)).astype(np.uint64)), m)
     if to:
         return lambda st, m: put(st, (np.asarray(ga(st)).astype(np.uint64) - off)
                                  .astype(ti.dtype), m)

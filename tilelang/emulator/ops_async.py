@@ -177,6 +177,7 @@ def build_cp(ctx, ins, parts):
     if rest[0] == "mbarrier":
         from .ops_mbarrier import build_cp_async_arrive
         return build_cp_async_arrive(ctx, ins, parts)
-    if "bulk" in rest:
-        ctx.error("cp.async.bulk (TMA) is not supported by the emulator")
+    if rest[0] == "bulk":
+        from .ops_bulk import build_bulk
+        return build_bulk(ctx, ins, parts)
     return build_cp_async(ctx, ins, parts)

@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 
 from .errors import PTXParseError
-from .ptx_ast import (Addr, Function, Imm, Instr, Module, Not, PredPair, Reg, Sink, Sym, Vec,
-                      VarDecl)
+from .ptx_ast import (Addr, Function, Imm, Instr, Module, Not, PredPair, Reg, Sink, Sym,
+                      TensorAddr, Vec, VarDecl)
 
 _TOKEN = re.compile(r"""
     (?P<ws>[ \t\r\f\v]+)
@@ -465,6 +465,12 @@ class _BodyParser:
                 if p.accept("-"):
                     sign = -sign
                 off += sign * p.int_tok()
+            if p.accept(","):               # [tensorMap, {coords}] of cp.async.bulk.tensor
+                coords = self.operand()
+                p.expect("]")
+                if not isinstance(coords, Vec):
+                    p.error("expected {coordinates} after the tensor map", t)
+                return TensorAddr(Addr(base, off), coords)
             p.expect("]")
             return Addr(base, off)
         if s == "{":

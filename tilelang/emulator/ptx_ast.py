@@ -27,6 +27,13 @@ class Addr:
 
 
 @dataclass(frozen=True)
+class TensorAddr:
+    """`[tensorMap, {c0, c1, ...}]`: a tensor map address and box coordinates (TMA)."""
+    map: Addr
+    coords: "Vec"
+
+
+@dataclass(frozen=True)
 class Vec:
     items: tuple
 

@@ -70,6 +70,9 @@ class State:
         self.wg_pending = []                       # wgmma.mma_async not waited for (ops_wgmma)
         self.wg_commits = np.zeros(T, np.int64)    # wgmma.commit_group count per thread
         self.wg_regs = {}                          # register -> threads whose value is pending
+        self.tma_pending = []                      # bulk loads not landed (ops_bulk)
+        self.bulk_pending = []                     # bulk stores not done (ops_bulk)
+        self.bulk_commits = np.zeros(T, np.int64)  # cp.async.bulk.commit_group per thread
         self.races = None                          # races.RaceChecker when race_check is on
         self.stack = np.zeros((16, T), np.int32)
         self.sp = np.zeros(T, np.int64)
