@@ -219,10 +219,10 @@ def _version_id() -> str:
                      f"{'.'.join(map(str, llvm.llvm_version_info))})")
     except Exception:  # pragma: no cover - llvmlite is a dependency
         parts.append("llvmlite ?")
+    from . import nvjitlink
     try:
-        from cuda.bindings import nvjitlink
-        parts.append("nvJitLink %d.%d" % tuple(nvjitlink.version()))
-    except Exception:
+        parts.append("nvJitLink %d.%d" % nvjitlink.version())
+    except nvjitlink.NvJitLinkUnavailable:
         parts.append("nvJitLink none")
     return "; ".join(parts)
 

@@ -104,10 +104,11 @@ def ptx_for_cuda(major: int, minor: int) -> PtxVersion:
 @lru_cache(maxsize=1)
 def linker_max_ptx() -> PtxVersion:
     """Newest PTX ISA the installed nvJitLink accepts (nvJitLink 13.5 -> 9.5)."""
+    # The library is loaded here once per process and the link reuses it (tilelang/nvjitlink.py)
+    from tilelang import nvjitlink
     try:
-        from cuda.bindings import nvjitlink
         major, minor = nvjitlink.version()
-    except Exception:  # no nvJitLink: be conservative, a link will report the real problem
+    except nvjitlink.NvJitLinkUnavailable:  # be conservative; a link reports the real problem
         return LLVM_MAX_PTX
     return ptx_for_cuda(major, minor)
 

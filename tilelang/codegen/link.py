@@ -133,53 +133,42 @@ def link_ptx(ptx: str, arch: str, *, ptxas: str | None = None, knobs_file: str |
 
 
 def _link_nvjitlink(ptx, arch, knobs, opt_level, verbose, extra, save_dir) -> LinkResult:
+    from tilelang import nvjitlink
     try:
-        from cuda.bindings import nvjitlink
-    except ImportError as e:
+        nvjitlink.library()
+    except nvjitlink.NvJitLinkUnavailable as e:
         raise TileUsageError.at("E0762", f"nvJitLink is not available ({e})", None,
                                 help="pip install cuda-python nvidia-nvjitlink, or pass "
                                 "`--ptxas PATH`") from None
-    # nvJitLink itself takes only -O0 and -O3 (ERROR_UNRECOGNIZED_OPTION otherwise); ptxas
-    # takes every level, so -O1/-O2 go to it
+    opts = nvjitlink_options(arch, opt_level, verbose, knobs, extra)
+    start = time.perf_counter()
+    try:
+        cubin, info = nvjitlink.link_ptx(ptx.encode(), opts)
+    except nvjitlink.LinkFailed as e:
+        if e.stage == "options":
+            raise _fail(ptx, arch, "nvJitLink", f"rejected options {opts}: {e.error}", knobs,
+                        save_dir) from None
+        raise _fail(ptx, arch, "ptxas", e.log or str(e.error), knobs, save_dir) from None
+    seconds = time.perf_counter() - start
+    return LinkResult(cubin, arch, "nvjitlink", info, parse_resource_usage(info), seconds,
+                      tuple(opts))
+
+
+def nvjitlink_options(arch: str, opt_level: int, verbose: bool = True, knobs: str | None = None,
+                      extra: Sequence[str] = ()) -> list[str]:
+    """The options nvJitLink is created with.
+
+    nvJitLink itself takes only -O0 and -O3 (ERROR_UNRECOGNIZED_OPTION otherwise); ptxas
+    takes every level, so -O1/-O2 go to it. No -lineinfo or -g (they cost registers), no
+    -maxrregcount (the kernel's own directives decide).
+    """
     opts = [f"-arch={arch}", f"-O{opt_level}" if opt_level in (0, 3) else
             f"-Xptxas=-O{opt_level}"]
     if verbose:
         opts.append("-Xptxas=-v")
     if knobs:
         opts.append(f"-Xptxas=--knobs-file={knobs}")
-    opts += list(extra)
-    data = ptx.encode()
-    start = time.perf_counter()
-    try:
-        handle = nvjitlink.create(len(opts), opts)
-    except nvjitlink.nvJitLinkError as e:
-        raise _fail(ptx, arch, "nvJitLink", f"rejected options {opts}: {e}", knobs,
-                    save_dir) from None
-    try:
-        try:
-            nvjitlink.add_data(handle, nvjitlink.InputType.PTX, data, len(data), "tile.ptx")
-            nvjitlink.complete(handle)
-        except nvjitlink.nvJitLinkError as e:
-            log = _log(nvjitlink, handle, error=True) or str(e)
-            raise _fail(ptx, arch, "ptxas", log, knobs, save_dir) from None
-        size = nvjitlink.get_linked_cubin_size(handle)
-        cubin = bytearray(size)
-        nvjitlink.get_linked_cubin(handle, cubin)
-        info = _log(nvjitlink, handle, error=False)
-    finally:
-        nvjitlink.destroy(handle)
-    seconds = time.perf_counter() - start
-    return LinkResult(bytes(cubin), arch, "nvjitlink", info, parse_resource_usage(info),
-                      seconds, tuple(opts))
-
-
-def _log(nvjitlink, handle, *, error: bool) -> str:
-    size = (nvjitlink.get_error_log_size if error else nvjitlink.get_info_log_size)(handle)
-    if not size:
-        return ""
-    buf = bytearray(size)
-    (nvjitlink.get_error_log if error else nvjitlink.get_info_log)(handle, buf)
-    return buf.rstrip(b"\0").decode("utf-8", errors="replace")
+    return opts + list(extra)
 
 
 def _link_ptxas(ptx, arch, ptxas, knobs, opt_level, verbose, extra, save_dir) -> LinkResult:
