@@ -203,7 +203,9 @@ class TunedKernel:
                 "consts": {n: v for n, v in k.consts.items() if n not in tuned},
                 "configs": self.configs, "options": mod.options.key(),
                 "backend": mod.backend.name, "key": key,
-                "check": [self.check, self.reference] if mod.backend.name == "emulator" else None}
+                "check": [self.check, self.reference if isinstance(self.reference, str) else
+                          "function " + getattr(self.reference, "__qualname__", "?")]
+                if mod.backend.name == "emulator" else None}
 
     # -- tuning -------------------------------------------------------------------------------
     def tune(self, args: Sequence, *, grid=None, force: bool = False) -> TuneResult:
