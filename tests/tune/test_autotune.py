@@ -223,6 +223,10 @@ def test_results_are_remembered_per_launch_key(mod, cache_dir):
         only_a = autotune(mod.vadd, space=space, grid=lambda m: (
             tilelang.cdiv(m["a"].shape[0], m["TILE"]),), key=["a"], progress=False)
         assert only_a.launch_key((a, b, c))["arrays"] == {"a": ["f32", [1000]]}
+        k = autotune(mod.scale, [{"TILE": 256}], progress=False)
+        assert k.launch_key((a.astype(np.int32), c.astype(np.int32))) == {
+            "arrays": {"a": ["i32", [1000]], "c": ["i32", [1000]]}, "scalars": {},
+            "device": "emulator sm_90", "target": "sm_90a"}
         # another set of configurations is another entry
         other = autotune(mod.vadd, space={"TILE": [512, 1024]}, grid=_grid(1000),
                          progress=False)

@@ -181,8 +181,9 @@ class TunedKernel:
             raise self.kernel._count_error(len(args))
         arrays, scalars = {}, {}
         for p, a in zip(params, args):
-            if self.key_names is not None and p.name not in self.key_names:
-                continue
+            if p.name not in self.key_names if self.key_names is not None \
+                    else p.kind != "array":
+                continue                # default: the arrays only
             if p.kind == "array":
                 v = extract(a)
                 if v is None:
