@@ -198,7 +198,14 @@ class KernelEmitter:
         return self.layout_for_shape(tuple(t.shape), t.dtype)
 
     def layout_for_shape(self, shape: tuple[int, ...], dtype: DType) -> Layout:
-        return blocked(tuple(shape), dtype.itemsize, self.threads)
+        # A tile smaller than one 16-byte vector per thread takes narrower vectors rather
+        # than leaving whole warps as replicas (every replica thread would load and compute
+        # the same elements again): 256 f32 over 128 threads is two per thread, as Triton.
+        n = prod(shape)
+        vec = 16
+        while vec > dtype.itemsize and n * dtype.itemsize < self.threads * vec:
+            vec //= 2
+        return blocked(tuple(shape), dtype.itemsize, self.threads, vector_bytes=vec)
 
     @property
     def scalar_layout(self) -> Layout:
