@@ -101,7 +101,7 @@ CASES: dict[str, tuple] = {
     "atomic_add": ((A("f32", 1), T("i32", 64), C(1.0)), {}, "Tile[f32, 64]",
                    (A("i8", 1), T("i32", 64), C(1)), {}, "E0508"),
     "atomic_max": ((A("i32", 1), T("i32", 64), T("i32", 64)), {}, "Tile[i32, 64]",
-                   (A("f32", 1), T("i32", 64), T("f32", 64)), {}, "E0508"),
+                   (A("f16", 1), T("i32", 64), T("f16", 64)), {}, "E0508"),
     "atomic_min": ((A("u64", 1), T("i32", 8), C(3)), {}, "Tile[u64, 8]",
                    (A("u64", 1), T("i32", 8), C(-3)), {}, "E0401"),
     "atomic_and": ((A("u32", 1), T("i32", 8), C(0xFF)), {}, "Tile[u32, 8]",
@@ -114,6 +114,8 @@ CASES: dict[str, tuple] = {
                     (A("f16", 1), T("i32", 4), C(0.5)), {}, "E0508"),
     "atomic_cas": ((A("i32", 1), T("i32", 4), C(0), C(1)), {}, "Tile[i32, 4]",
                    (A("i32", 1), T("i32", 4), C(0), C(2 ** 40)), {}, "E0401"),
+    "fence": ((), {"sem": STR("sc"), "scope": STR("block")}, "()", (), {"sem": STR("relaxed")},
+              "E0507"),
     # creation
     "arange": ((C(128),), {}, "Tile[i32, 128]", (C(100),), {}, "E0301"),
     "full": ((TUP(4, 8), C(2.5), D("f16")), {}, "Tile[f16, 4, 8]",
@@ -235,7 +237,7 @@ def test_entries_are_consistent():
                                               "math", "reduce", "scan", "matmul", "debug")
         assert callable(b.typing) and callable(b.ref) and b.doc
     effects = {n for n, b in BUILTINS.items() if b.side_effects}
-    assert effects == {"store", "scatter", "print", "assert"} | {
+    assert effects == {"store", "scatter", "print", "assert", "fence"} | {
         f"atomic_{o}" for o in ("add", "max", "min", "and", "or", "xor", "xchg", "cas")}
     assert BUILTINS["bid"].scalar_only and not BUILTINS["load"].scalar_only
     assert OPERATORS["@"] is BUILTINS["matmul"]

@@ -160,6 +160,29 @@ def test_atomic_add_f16_rounds_each_step():
     assert a[0] == 2048.0  # 2048 + 1 rounds back to 2048 in f16, four times
 
 
+@pytest.mark.parametrize("dt", ["f32", "f64"])
+def test_float_atomic_max_min_are_the_float_order(dt):
+    """Float max/min (the device's integer operations on the bits) equal NumPy's on numbers,
+    with -0.0 below +0.0; `fence` evaluates to nothing."""
+    npdt = np.float32 if dt == "f32" else np.float64
+    vals = np.array([3.5, -1.0, -7.25, 0.0, -0.0, 2.0, -1e30, 1e30, -0.5], npdt)
+    for opname, fn in (("max", np.maximum), ("min", np.minimum)):
+        a = np.array([-2.0, 1.0, -0.0, 0.0], npdt)
+        idx = np.arange(len(vals)) % 4
+        old = ev(f"atomic_{opname}", (A(dt, 1), T("i32", 9), T(dt, 9)),
+                 {"A": a, "indices": idx, "value": vals})
+        want = np.array([-2.0, 1.0, -0.0, 0.0], npdt)
+        for k in range(len(vals)):
+            assert old[k] == want[idx[k]]
+            want[idx[k]] = fn(want[idx[k]], vals[k])
+        np.testing.assert_array_equal(a, want)
+    a = np.array([0.0, -0.0], npdt)
+    ev("atomic_max", (A(dt, 1), T("i32", 2), T(dt, 2)),
+       {"A": a, "indices": np.array([0, 1]), "value": np.array([-0.0, 0.0], npdt)})
+    assert not np.signbit(a).any()        # max(+0, -0) = max(-0, +0) = +0
+    assert ev("fence", (), {}, sem=STR("sc"), scope=STR("system")) is None
+
+
 @pytest.mark.parametrize("opname,fn", [
     ("max", max), ("min", min), ("and", lambda x, y: x & y), ("or", lambda x, y: x | y),
     ("xor", lambda x, y: x ^ y), ("xchg", lambda x, y: y)])

@@ -23,11 +23,11 @@ from __future__ import annotations
 from tilelang.lazy import lazy_module
 
 from tilelang.diagnostics import TileSemanticError
-from tilelang.sema.builtins_core import (ABSENT, CONST, Builtin, BoundArgs, Param, arg,
+from tilelang.sema.builtins_core import (ABSENT, CONST, STRING_KIND, Builtin, BoundArgs, Param, arg,
                                          array_arg, common_shape, const_dims, const_int, fail,
                                          found_typed, int_scalar, norm_axis, register, shape_param,
                                          tile_of, tuple_elements)
-from tilelang.sema.constants import ConstValue, materialize
+from tilelang.sema.constants import ConstStr, ConstValue, materialize
 from tilelang.sema.promotion import broadcast_all, promote
 from tilelang.sema.types import (BOOL, DTYPES, I32, I64, VOID, ArrayType, DType, TileType, Type,
                                  format_shape, round_to_dtype, scalar)
@@ -308,14 +308,40 @@ register(Builtin("scatter", "memory",
 
 
 # ---------------------------------------------------------------------------------------------
-# Atomics
+# Atomics and fences
 
 _INTS = ("i32", "u32", "i64", "u64")
 ATOMIC_DTYPES: dict[str, tuple[str, ...]] = {
     "add": _INTS + ("f16", "bf16", "f32", "f64"),
-    "max": _INTS, "min": _INTS, "and": _INTS, "or": _INTS, "xor": _INTS,
+    "max": _INTS + ("f32", "f64"), "min": _INTS + ("f32", "f64"),
+    "and": _INTS, "or": _INTS, "xor": _INTS,
     "xchg": _INTS + ("f32", "f64"), "cas": _INTS + ("f32", "f64"),
 }
+# Memory orders and scopes of the PTX memory model; the defaults are Triton's.
+SEMS = ("relaxed", "acquire", "release", "acq_rel")
+SCOPES = ("block", "cluster", "device", "system")
+FENCE_SEMS = ("acq_rel", "sc")
+DEFAULT_SEM, DEFAULT_SCOPE, DEFAULT_FENCE_SEM = "acq_rel", "device", "acq_rel"
+
+
+def _quoted(names) -> str:
+    return ", ".join(f'"{n}"' for n in names)
+
+
+def check_choice(bound: BoundArgs, name: str, choices, span, help: str | None = None) -> None:
+    a = bound.args.get(name)
+    if a is not None and isinstance(a.const, ConstStr) and a.const.value not in choices:
+        raise fail("E0507", bound, name, f"must be one of {_quoted(choices)}, found "
+                                         f"{a.const}", span, help=help)
+
+
+def _check_order_scope(bound: BoundArgs, span) -> None:
+    check_choice(bound, "sem", SEMS, span,
+                 help='"acquire" orders what follows after the atomic, "release" what precedes '
+                      'before it, "acq_rel" (the default) both, "relaxed" neither')
+    check_choice(bound, "scope", SCOPES, span,
+                 help='the threads the ordering is with: "block", "cluster", "device" (the '
+                      'default) or "system" (the host and other devices too)')
 
 
 def _atomic_typing(op: str):
@@ -326,6 +352,7 @@ def _atomic_typing(op: str):
         if A.dtype.name not in ATOMIC_DTYPES[op]:
             raise fail("E0508", bound, "A", f"is {A}, but atomic_{op} takes arrays of "
                                             f"{', '.join(ATOMIC_DTYPES[op])}", span)
+        _check_order_scope(bound, span)
         shapes = _index_tiles(bound, A, span) + _mask_shape(bound, span)
         for v in values:
             _check_element_value(bound, v, A.dtype, span)
@@ -334,11 +361,28 @@ def _atomic_typing(op: str):
     return typing
 
 
+def float_minmax(op: str, old, v):
+    """Float atomic max/min as the device performs it (PTX has no float atom.max): on the
+    bit patterns, a signed integer max (min) where the value's sign bit is clear, else an
+    unsigned min (max). For numbers this is the float max (min) with -0.0 < +0.0."""
+    o, x = np.asarray(old), np.asarray(v, dtype=np.asarray(old).dtype)
+    bits = {4: (np.int32, np.uint32), 8: (np.int64, np.uint64)}[o.dtype.itemsize]
+    si, ui = o.view(bits[0]), x.view(bits[0])
+    su, uu = o.view(bits[1]), x.view(bits[1])
+    if ui >= 0:
+        r = (max if op == "max" else min)(si, ui)
+        return np.asarray(r, bits[0]).view(o.dtype)[()]
+    r = (min if op == "max" else max)(su, uu)
+    return np.asarray(r, bits[1]).view(o.dtype)[()]
+
+
 def _apply_atomic(op: str, old, args, dtype: DType | None):
     if op == "add":
         r = np.asarray(old).astype(np.float64 if np.asarray(old).dtype.kind == "f"
                                    else np.asarray(old).dtype) + args[0]
         return round_to_dtype(r, dtype) if dtype is not None else r
+    if op in ("max", "min") and np.asarray(old).dtype.kind == "f":
+        return float_minmax(op, old, args[0])
     if op == "max":
         return max(old, args[0])
     if op == "min":
@@ -356,7 +400,8 @@ def _apply_atomic(op: str, old, args, dtype: DType | None):
 
 
 def _atomic_ref(op: str):
-    def ref(A, indices, *, mask=None, dtype: DType | None = None, **values):
+    def ref(A, indices, *, mask=None, dtype: DType | None = None, sem=None, scope=None,
+            **values):
         V = np.asarray(A)
         names = ("expected", "value") if op == "cas" else ("value",)
         vals = [np.asarray(values[n]) if dtype is None else round_to_dtype(values[n], dtype)
@@ -376,11 +421,35 @@ def _atomic_ref(op: str):
     return ref
 
 
+_SEM_PARAMS = (Param("sem", STRING_KIND, ConstStr(DEFAULT_SEM), keyword_only=True),
+               Param("scope", STRING_KIND, ConstStr(DEFAULT_SCOPE), keyword_only=True))
+
 for _op in ATOMIC_DTYPES:
     _vals = (Param("expected"), Param("value")) if _op == "cas" else (Param("value"),)
     register(Builtin(f"atomic_{_op}", "memory",
-                     (Param("A"), Param("indices")) + _vals + (Param("mask", default=ABSENT),),
+                     (Param("A"), Param("indices")) + _vals + (Param("mask", default=ABSENT),)
+                     + _SEM_PARAMS,
                      _atomic_typing(_op), _atomic_ref(_op), side_effects=True,
                      ref_hints=_array_hint,
                      doc=f"atomic {_op} at A[indices[x]]; returns the old values",
                      extra={"dtypes": tuple(DTYPES[d] for d in ATOMIC_DTYPES[_op])}))
+
+
+def _fence_typing(bound: BoundArgs, span) -> Type:
+    check_choice(bound, "sem", FENCE_SEMS, span,
+                 help='"acq_rel" (the default) orders the accesses before the fence with those '
+                      'after it; "sc" also makes the fences sequentially consistent')
+    check_choice(bound, "scope", SCOPES, span)
+    return VOID
+
+
+def _fence_ref(sem=None, scope=None):
+    return None   # the reference runs one block at a time, in order: nothing to order
+
+
+register(Builtin("fence", "memory",
+                 (Param("sem", STRING_KIND, ConstStr(DEFAULT_FENCE_SEM), keyword_only=True),
+                  Param("scope", STRING_KIND, ConstStr(DEFAULT_SCOPE), keyword_only=True)),
+                 _fence_typing, _fence_ref, side_effects=True,
+                 doc="order the block's memory accesses before the fence with those after it, "
+                     "for the threads of `scope`"))

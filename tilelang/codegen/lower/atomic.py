@@ -9,13 +9,25 @@ done once per block. When the old values are used and the layout replicates them
 tile smaller than the block), the owners write them to shared memory and every thread reads its
 copy after a barrier (exact mode); unused results need no exchange.
 
-Per dtype (PTX `atom`): integer add/and/or/xor/xchg/cas and signed/unsigned max/min are single
-instructions; f32/f64 add is `atom.add.f32/.f64`; f16/bf16 add is a compare-and-swap loop on
-the 16-bit element (`atom.cas.b16`, so the access never leaves the element; the sum is rounded
-once, as the reference does); float xchg works on the bits; float cas compares as floats like
-the reference (`-0.0 == 0.0`, NaN never equal) with a loop of bitwise `atom.cas`. Hardware note:
-`atom.add.f32` flushes subnormal inputs and results to zero on the GPU (PTX ISA); the emulator
-and the reference do not.
+Each element is one predicated PTX instruction (inline asm, `@p atom.acq_rel.gpu.global.add.u32`
+with the old value preset to 0), so masked and out-of-bounds elements cost no branch; with the
+old value unused and a `relaxed`/`release` order the instruction is `red`. `sem` and `scope` are
+the PTX memory model's (.relaxed .acquire .release .acq_rel; .cta .cluster .gpu .sys; a cluster
+scope on a target without clusters is .gpu, which contains it). A scalar atomic (one element,
+done by one thread for the block) orders the whole block's accesses: a barrier precedes it when
+`sem` releases and follows it when `sem` acquires, so the lock and "last block" patterns work
+with every thread's loads and stores (docs/language.md). A tile atomic orders, per element, the
+accesses of the thread that performs it (as in PTX and Triton).
+
+Per dtype: integer add/and/or/xor/xchg/cas and signed/unsigned max/min are single
+instructions; f32/f64 add is `atom.add.f32/.f64`; f32/f64 max/min (no float `atom.max` in PTX)
+are a signed integer max/min on the bits where the value's sign bit is clear and an unsigned
+min/max where it is set (two predicated instructions, the float order with -0.0 < +0.0);
+f16/bf16 add is a compare-and-swap loop on the 16-bit element (`atom.cas.b16`, so the access
+never leaves the element; the sum is rounded once, as the reference does); float xchg works on
+the bits; float cas compares as floats like the reference (`-0.0 == 0.0`, NaN never equal) with
+a loop of bitwise `atom.cas`. Hardware note: `atom.add.f32` flushes subnormal inputs and results
+to zero on the GPU (PTX ISA); the emulator and the reference do not.
 """
 
 from __future__ import annotations
@@ -29,7 +41,8 @@ from tilelang.codegen.lower.table import lowers
 from tilelang.codegen.lower.memory import gated
 from tilelang.ir.ops import BuiltinOp, Kernel, walk
 from tilelang.ir.values import Value
-from tilelang.sema.constants import ConstValue
+from tilelang.sema.builtins_memory import DEFAULT_SCOPE, DEFAULT_SEM
+from tilelang.sema.constants import ConstStr, ConstValue
 from tilelang.sema.types import DType
 
 I16 = ir.IntType(16)
@@ -91,15 +104,6 @@ def _index_regs(kern: KernelEmitter, a, layout: Layout) -> tuple[ir.Value, ...]:
 # ---------------------------------------------------------------------------------------------
 # One element
 
-def _cas16(kern: KernelEmitter, ptr: ir.Value, expected: ir.Value, new: ir.Value) -> ir.Value:
-    """`atom.global.cas.b16` (sm_70+), which LLVM would widen to the enclosing 32-bit word."""
-    fty = ir.FunctionType(I16, [I64, I16, I16])
-    asm = ir.InlineAsm(fty, "atom.global.cas.b16 $0, [$1], $2, $3;", "=h,l,h,h,~{memory}",
-                       side_effect=True)
-    addr = kern.builder.ptrtoint(ptr, I64)
-    return kern.builder.call(asm, [addr, expected, new])
-
-
 def _loop(kern: KernelEmitter, first: ir.Value, step):
     """A retry loop: `step(cur)` emits one attempt and returns (done i1, next cur); the loop
     ends with the `cur` of the successful attempt. Returns it."""
@@ -122,44 +126,151 @@ def _float_bits(dtype: DType) -> ir.IntType:
     return ir.IntType(dtype.bits)
 
 
-def atomic_element(kern: KernelEmitter, kind: str, dtype: DType, ptr: ir.Value,
-                   vals: list[ir.Value]) -> ir.Value:
-    """Perform one atomic on `ptr` (addrspace 1, the storage type); returns the old value."""
-    b = kern.builder
-    if kind == "add" and dtype.is_float and dtype.bits == 16:
-        v = vals[0]
-        ity = I16
-        iptr = b.bitcast(ptr, ir.PointerType(ity, addrspace=1))
-        first = b.load_atomic(iptr, ORDER, 2)
+_SEM = {"relaxed": ".relaxed", "acquire": ".acquire", "release": ".release",
+        "acq_rel": ".acq_rel"}
+_SCOPE = {"block": ".cta", "cluster": ".cluster", "device": ".gpu", "system": ".sys"}
+_RED_OPS = ("add", "and", "or", "xor", "max", "min")
 
-        def step(cur):
-            s = kern.se.emit("+", [b.bitcast(cur, v.type), v], [dtype, dtype], dtype)
-            seen = _cas16(kern, iptr, cur, b.bitcast(s, ity))
-            return b.icmp_unsigned("==", seen, cur), seen
-        return b.bitcast(_loop(kern, first, step), v.type)
+
+def const_str(a, default: str) -> str:
+    """A string argument's value (a ConstStr, or a plain str), else `default`."""
+    if isinstance(a, ConstStr):
+        return a.value
+    return a if isinstance(a, str) else default
+
+
+class Order:
+    """The PTX qualifiers of one atomic: `.acq_rel.gpu`."""
+
+    def __init__(self, kern: KernelEmitter, sem: str, scope: str):
+        self.sem, self.scope = sem, scope
+        if scope == "cluster" and not getattr(kern.target, "clusters", False):
+            scope = "device"        # no clusters: the GPU scope contains the block's
+        self.text = _SEM[sem] + _SCOPE[scope]
+
+    @property
+    def acquires(self) -> bool:
+        return self.sem in ("acquire", "acq_rel")
+
+    @property
+    def releases(self) -> bool:
+        return self.sem in ("release", "acq_rel")
+
+
+def _ptx_type(kind: str, dtype: DType) -> str:
+    n = dtype.bits
     if kind == "add":
-        return b.atomic_rmw("fadd" if dtype.is_float else "add", ptr, vals[0], ORDER)
+        return f".f{n}" if dtype.is_float else f".u{n}"
     if kind in ("max", "min"):
-        op = kind if dtype.signed else "u" + kind
-        return b.atomic_rmw(op, ptr, vals[0], ORDER)
-    if kind in ("and", "or", "xor"):
-        return b.atomic_rmw(kind, ptr, vals[0], ORDER)
-    if kind == "xchg":
-        if not dtype.is_float:
-            return b.atomic_rmw("xchg", ptr, vals[0], ORDER)
+        return f".s{n}" if dtype.signed else f".u{n}"
+    return f".b{n}"
+
+
+def _reg(bits: int) -> str:
+    return {16: "h", 32: "r", 64: "l"}[bits]
+
+
+def _atom(kern: KernelEmitter, order: Order, op: str, ptype: str, pred: ir.Value,
+          ptr: ir.Value, vals: list[ir.Value], want_old: bool) -> ir.Value | None:
+    """One `@pred atom` (or `red` when the old value is not wanted and the order allows) on
+    integer registers; returns the old value, 0 where pred is false."""
+    b = kern.builder
+    ity = vals[0].type
+    r = _reg(ity.width)
+    addr = b.ptrtoint(ptr, I64)
+    use_red = not want_old and op in _RED_OPS and not order.acquires
+    if use_red:
+        text = f"@$0 red{order.text}.global.{op}{ptype} [$1], $2;"
+        fty = ir.FunctionType(ir.VoidType(), [I1, I64, ity])
+        b.call(ir.InlineAsm(fty, text, f"b,l,{r},~{{memory}}", side_effect=True),
+               [pred, addr, vals[0]])
+        return None
+    srcs = ", ".join(f"${k + 3}" for k in range(len(vals)))
+    text = f"@$1 atom{order.text}.global.{op}{ptype} $0, [$2], {srcs};"
+    cons = f"={r},b,l," + ",".join([r] * len(vals)) + ",0,~{memory}"
+    fty = ir.FunctionType(ity, [I1, I64] + [ity] * len(vals) + [ity])
+    return b.call(ir.InlineAsm(fty, text, cons, side_effect=True),
+                  [pred, addr] + list(vals) + [ir.Constant(ity, 0)])
+
+
+def atomic_element(kern: KernelEmitter, kind: str, dtype: DType, ptr: ir.Value,
+                   vals: list[ir.Value], pred: ir.Value, order: Order,
+                   want_old: bool = True) -> ir.Value:
+    """Perform one atomic on `ptr` (addrspace 1, the storage type) where `pred` (i1) holds;
+    returns the old value (0 where pred is false)."""
+    b = kern.builder
+    if (kind == "add" and dtype.is_float and dtype.bits == 16) or \
+            (kind == "cas" and dtype.is_float):
+        return _guarded_loop(kern, kind, dtype, ptr, vals, pred, order)
+    zero = kern.se.constant(0, dtype)
+    if dtype.is_float and kind in ("max", "min"):
         ity = _float_bits(dtype)
-        iptr = b.bitcast(ptr, ir.PointerType(ity, addrspace=1))
-        old = b.atomic_rmw("xchg", iptr, b.bitcast(vals[0], ity), ORDER)
-        return b.bitcast(old, vals[0].type)
-    assert kind == "cas"
-    expected, value = vals
-    if not dtype.is_float:
-        pair = b.cmpxchg(ptr, expected, value, ORDER, ORDER)
-        return b.extract_value(pair, 0)
-    # Float cas: swap only when the current value equals `expected` as a float.
+        bits = b.bitcast(vals[0], ity)
+        plus = b.icmp_signed(">=", bits, ir.Constant(ity, 0))
+        other = "min" if kind == "max" else "max"
+        n = dtype.bits
+        pos = _atom(kern, order, kind, f".s{n}", b.and_(pred, plus), ptr, [bits], want_old)
+        neg = _atom(kern, order, other, f".u{n}", b.and_(pred, b.not_(plus)), ptr, [bits],
+                    want_old)
+        if not want_old:
+            return zero
+        return b.bitcast(b.select(plus, pos, neg), vals[0].type)
+    ops = {"add": "add", "max": "max", "min": "min", "and": "and", "or": "or", "xor": "xor",
+           "xchg": "exch", "cas": "cas"}
+    ints = [b.bitcast(v, _float_bits(dtype)) if dtype.is_float else v for v in vals]
+    old = _atom(kern, order, ops[kind], _ptx_type(kind, dtype), pred, ptr, ints, want_old)
+    if old is None:
+        return zero
+    return b.bitcast(old, vals[0].type) if dtype.is_float else old
+
+
+def _cas_asm(kern: KernelEmitter, order: Order, ptr: ir.Value, cur: ir.Value,
+             new: ir.Value) -> ir.Value:
+    """`atom.cas.bN` (b16 included: LLVM would widen it to the enclosing 32-bit word)."""
+    ity = cur.type
+    r = _reg(ity.width)
+    fty = ir.FunctionType(ity, [I64, ity, ity])
+    asm = ir.InlineAsm(fty, f"atom{order.text}.global.cas.b{ity.width} $0, [$1], $2, $3;",
+                       f"={r},l,{r},{r},~{{memory}}", side_effect=True)
+    return kern.builder.call(asm, [kern.builder.ptrtoint(ptr, I64), cur, new])
+
+
+def _guarded_loop(kern: KernelEmitter, kind: str, dtype: DType, ptr: ir.Value,
+                  vals: list[ir.Value], pred: ir.Value, order: Order) -> ir.Value:
+    """f16/bf16 add and float cas: a compare-and-swap loop, branched around where pred is
+    false."""
+    b = kern.builder
+    before = b.block
+    then = kern.fn.append_basic_block("atomic.elem")
+    after = kern.fn.append_basic_block("atomic.elem.end")
+    b.cbranch(pred, then, after)
+    b.position_at_end(then)
+    v = _cas_loop(kern, kind, dtype, ptr, vals, order)
+    then_end = b.block
+    b.branch(after)
+    b.position_at_end(after)
+    phi = b.phi(v.type)
+    phi.add_incoming(v, then_end)
+    phi.add_incoming(kern.se.constant(0, dtype), before)
+    return phi
+
+
+def _cas_loop(kern: KernelEmitter, kind: str, dtype: DType, ptr: ir.Value,
+              vals: list[ir.Value], order: Order) -> ir.Value:
+    b = kern.builder
     ity = _float_bits(dtype)
     iptr = b.bitcast(ptr, ir.PointerType(ity, addrspace=1))
     first = b.load_atomic(iptr, ORDER, dtype.itemsize)
+    if kind == "add":
+        v = vals[0]
+
+        def step(cur):
+            s = kern.se.emit("+", [b.bitcast(cur, v.type), v], [dtype, dtype], dtype)
+            seen = _cas_asm(kern, order, iptr, cur, b.bitcast(s, ity))
+            return b.icmp_unsigned("==", seen, cur), seen
+        return b.bitcast(_loop(kern, first, step), v.type)
+    # Float cas: swap only when the current value equals `expected` as a float.
+    expected, value = vals
     new_bits = b.bitcast(value, ity)
 
     def step(cur):
@@ -169,8 +280,8 @@ def atomic_element(kern: KernelEmitter, kind: str, dtype: DType, ptr: ir.Value,
         join = kern.fn.append_basic_block("atomic.cas.end")
         b.cbranch(equal, try_bb, join)
         b.position_at_end(try_bb)
-        pair = b.cmpxchg(iptr, cur, new_bits, ORDER, ORDER)
-        seen, ok = b.extract_value(pair, 0), b.extract_value(pair, 1)
+        seen = _cas_asm(kern, order, iptr, cur, new_bits)
+        ok = b.icmp_unsigned("==", seen, cur)
         try_end = b.block
         b.branch(join)
         b.position_at_end(join)
@@ -236,8 +347,12 @@ def atomic(kern: KernelEmitter, op: BuiltinOp) -> TileVal:
     names = ("expected", "value") if kind == "cas" else ("value",)
     vals = [_regs(kern, args[n], layout, dt) for n in names]
     owner = kern.owner(layout)
+    order = Order(kern, const_str(args.get("sem"), DEFAULT_SEM),
+                  const_str(args.get("scope"), DEFAULT_SCOPE))
+    block_level = owner is not None and all(d == 1 for d in shape)    # a scalar atomic
+    if block_level and order.releases:
+        kern.barrier()      # the block's earlier accesses precede the owner's release
     base_ptr = b.inttoptr(arr.address, ir.PointerType(kern.storage_type(dt), addrspace=1))
-    zero = kern.se.constant(0, dt)
     old: list[ir.Value | None] = [None] * layout.num_regs
     for r in layout.owned_regs():
         ok = owner if owner is not None else ir.Constant(I1, 1)
@@ -247,22 +362,26 @@ def atomic(kern: KernelEmitter, op: BuiltinOp) -> TileVal:
         for k in range(arr.rank):
             off = b.add(off, b.mul(idx[k][r], arr.strides[k]))
             ok = b.and_(ok, b.icmp_unsigned("<", idx[k][r], arr.extents[k]))
-        before = b.block
-        then = kern.fn.append_basic_block("atomic.elem")
-        after = kern.fn.append_basic_block("atomic.elem.end")
-        b.cbranch(ok, then, after)
-        b.position_at_end(then)
-        v = atomic_element(kern, kind, dt, b.gep(base_ptr, [off]), [x[r] for x in vals])
-        then_end = b.block
-        b.branch(after)
-        b.position_at_end(after)
-        phi = b.phi(v.type)
-        phi.add_incoming(v, then_end)
-        phi.add_incoming(zero, before)
-        old[r] = phi
+        old[r] = atomic_element(kern, kind, dt, b.gep(base_ptr, [off]), [x[r] for x in vals],
+                                ok, order, used)
     # Register copies (zero register bases) take their original's value.
     zero_bits = sum(1 << i for i, bs in enumerate(layout.reg) if not any(bs))
     regs = [old[r & ~zero_bits] for r in range(layout.num_regs)]
     if used and replicated:
-        regs = _exchange_from_owners(kern, layout, owner, dt, regs)
+        regs = _exchange_from_owners(kern, layout, owner, dt, regs)   # ends with a barrier
+    elif block_level and order.acquires:
+        kern.barrier()      # the block's later accesses follow the owner's acquire
     return TileVal(dt, layout, tuple(regs))
+
+
+@lowers("fence")
+def fence(kern: KernelEmitter, op: BuiltinOp) -> None:
+    """Block-level: barrier, `fence.<sem>.<scope>` in every thread, barrier, so the accesses
+    of all the block's threads before it are ordered with those of all its threads after."""
+    sem = const_str(op.arg_map.get("sem"), "acq_rel")
+    order = Order(kern, "relaxed", const_str(op.arg_map.get("scope"), DEFAULT_SCOPE))
+    text = f"fence.{sem}{order.text[len('.relaxed'):]};"
+    kern.barrier()
+    asm = ir.InlineAsm(ir.FunctionType(ir.VoidType(), []), text, "~{memory}", side_effect=True)
+    kern.builder.call(asm, [])
+    kern.barrier()
