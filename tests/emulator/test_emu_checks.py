@@ -6,7 +6,8 @@ import pytest
 
 from emu_support import HEADER, kernel_ptx
 from tilelang.emulator.errors import (BarrierDivergence, DeviceAssertion, EmulatorError,
-                                      LaunchRefused, MemoryFault, PTXParseError, WarpDivergence)
+                                      LaunchRefused, MemoryFault, NoProgress, PTXParseError,
+                                      WarpDivergence)
 
 STORE_AT_TID = """
   ld.param.u64 %rd1, [k_p0];
@@ -220,9 +221,12 @@ def test_cluster_directive_mismatch_and_block_limits(hw):
 def test_trap_and_step_limit(hw):
     with pytest.raises(DeviceAssertion, match="trap"):
         hw.run(kernel_ptx("  trap;\n  ret;", nparams=0), (1,), (32,), [])
-    loop = "L:\n  bra.uni L;\n  ret;"
-    with pytest.raises(EmulatorError, match="did not finish"):
+    loop = "L:\n  bra.uni L;\n  ret;"             # an empty loop: a hang, found as such
+    with pytest.raises(NoProgress, match=r"32 thread\(s\) spin in the loop at PTX line 16,"):
         hw.run(kernel_ptx(loop, nparams=0), (1,), (32,), [], max_steps=1000)
+    count = "L:\n  add.u32 %r1, %r1, 1;\n  bra.uni L;\n  ret;"    # progress, forever
+    with pytest.raises(EmulatorError, match="did not finish in 1000 steps"):
+        hw.run(kernel_ptx(count, nparams=0), (1,), (32,), [], max_steps=1000)
 
 
 @pytest.mark.parametrize("body,pattern", [

@@ -19,6 +19,7 @@ from .ptx_ast import Addr, Imm, Not, Reg, Sink, Sym, Vec
 from .ptx_types import TYPE_NAMES, TypeInfo, parse_imm, type_info, uint_dtype
 
 OPS: dict = {}
+WRITES = frozenset({"st", "atom", "red", "cp", "mbarrier", "stmatrix", "bar", "barrier"})
 
 
 def op(*names):
@@ -47,6 +48,7 @@ class Decoded:
     index: Callable | None = None   # brx.idx: getter of the per-thread table index
     func: str = ""
     reads: frozenset = frozenset()  # registers read (checked against pending wgmma results)
+    writes: bool = False            # may change memory (wakes threads parked as spinning)
 
 
 SPECIAL_PREFIXES = ("%tid", "%ntid", "%ctaid", "%nctaid", "%laneid", "%warpid", "%nwarpid",
@@ -242,4 +244,4 @@ def decode_instr(prog, fn, ins) -> Decoded:
         if prog.reg_dtypes[guard] != np.bool_:
             ctx.error(f"guard {g.name} is not a predicate")
     return Decoded(opcode=ins.opcode, root=root, line=ins.line, guard=guard, guard_neg=neg,
-                   func=fn.name, reads=frozenset(ctx.reads), **kw)
+                   func=fn.name, reads=frozenset(ctx.reads), writes=root in WRITES, **kw)

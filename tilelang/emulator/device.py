@@ -24,6 +24,7 @@ extra checks described in docs/emulator.md (`MemoryFault`, `BarrierDivergence`,
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from dataclasses import dataclass
@@ -34,7 +35,7 @@ from . import (ops_alu, ops_async, ops_call, ops_ctrl, ops_mbarrier,  # noqa: F4
                ops_mem, ops_tensor, ops_warp, ops_wgmma)  # (importing registers the builders)
 from .counters import Counters, LaunchReport, make_report
 from .errors import EmulatorError, LaunchRefused, PTXParseError
-from .executor import run_batch
+from .executor import MAX_STEPS, run_batch
 from .ops_bulk import finish_stores
 from .memory import GlobalMemory
 from .parser import parse_int, parse_ptx
@@ -149,13 +150,32 @@ def _dim3(x, what) -> tuple:
     return x + (1,) * (3 - len(x))
 
 
+def _max_steps(value) -> int:
+    if value is None:
+        env = os.environ.get("TILELANG_EMULATOR_MAX_STEPS", "").strip()
+        if not env:
+            return MAX_STEPS
+        try:
+            value = int(env.replace("_", ""))
+        except ValueError:
+            raise EmulatorError(f"TILELANG_EMULATOR_MAX_STEPS={env!r} is not an integer") \
+                from None
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise EmulatorError(f"max_steps must be a positive integer, not {value!r}")
+    return int(value)
+
+
 class EmulatorDevice:
     """A CPU device that runs PTX kernels (see the module docstring)."""
 
     name = "Tile PTX emulator (CPU)"
 
-    def __init__(self, *, counters: bool = True, printf_stream=None, race_check: bool = False):
+    def __init__(self, *, counters: bool = True, printf_stream=None, race_check: bool = False,
+                 max_steps: int | None = None):
         self.mem = GlobalMemory()
+        # the scheduling-step limit of one batch of blocks: the argument, else the
+        # TILELANG_EMULATOR_MAX_STEPS environment variable, else 50 million
+        self.max_steps = _max_steps(max_steps)
         self.detailed_counters = counters
         self.race_check = race_check
         self.printf_stream = printf_stream if printf_stream is not None else sys.stdout
@@ -259,7 +279,8 @@ class EmulatorDevice:
                 if unchecked is None:
                     st.races = RaceChecker(st)
                 try:
-                    run_batch(st) if max_steps is None else run_batch(st, max_steps)
+                    run_batch(st, self.max_steps if max_steps is None else
+                              _max_steps(max_steps))
                     finish_stores(st)            # bulk stores never waited for still land
                 finally:
                     if out:                      # printf output, flushed per batch

@@ -57,6 +57,11 @@ class WarpDivergence(ExecutionError):
     """A `.sync.aligned` warp operation executed by a diverged warp, or a bad member mask."""
 
 
+class NoProgress(ExecutionError):
+    """Every live thread spins (a loop repeating itself on memory no thread changes) or waits
+    for something that can no longer happen: the kernel would hang on a GPU."""
+
+
 class UnsupportedInstruction(ExecutionError):
     """An instruction the parser accepted but the executor cannot run in this form."""
 

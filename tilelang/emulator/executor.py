@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from .errors import (BarrierDivergence, DeviceAssertion, EmulatorError, ExecutionError,
-                     WarpDivergence)
+                     NoProgress, WarpDivergence)
 from .ops_wgmma import _wg_index, check_pending_reads
 
 # Per-thread PCs are int32 (half the memory traffic of the per-step passes over them).
@@ -43,8 +43,7 @@ def run_batch(st, max_steps: int = MAX_STEPS) -> None:
     while True:
         steps += 1
         if steps > max_steps:
-            raise st.error(ExecutionError, f"kernel did not finish in {max_steps} steps "
-                           f"(infinite loop?)")
+            _step_limit(st, pcs, upc, max_steps)
         if pcs is not None:
             pc = int(pcs.min())
             if pc == EXITED:
@@ -79,6 +78,8 @@ def run_batch(st, max_steps: int = MAX_STEPS) -> None:
         else:
             em, n = mask, nact
         counts[pc] += n
+        if st.nspin and n and ins.writes:      # memory may change: spinners look again
+            _wake_spinners(st, pcs)
         if st.wg_regs and ins.reads and ins.root != "wgmma":
             check_pending_reads(st, ins, em)
         ctrl = ins.ctrl
@@ -148,18 +149,26 @@ def run_batch(st, max_steps: int = MAX_STEPS) -> None:
                 pcs += mask                # bool → +1 where active, no fancy indexing
             continue
         if ctrl == "bra":
-            if pcs is None:
+            spin = None
+            if ins.target <= pc and n:          # a loop's back edge: is it spinning?
+                spin = _spin_check(st, em if em is not None else mask, pc, ins.target)
+            if pcs is None and spin is None:
                 if n == nact:
                     upc = ins.target
                     continue
                 if n == 0:
                     upc += 1
                     continue
+            if pcs is None:
                 pcs = _split(st, mask, upc)
             act = mask if mask is not None else np.ones(T, bool)
             taken = em if em is not None else act
             pcs[act & ~taken] += 1
             pcs[taken] = ins.target
+            if spin is not None:                # park them until memory may have changed
+                pcs[spin] = PARKED + ins.target
+                st.wait_bar[spin] = -3
+                st.nspin += int(np.count_nonzero(spin))
             continue
         if ctrl == "brx":
             act = mask if mask is not None else np.ones(T, bool)
@@ -295,7 +304,8 @@ def _release_or_fail(st, pcs):
     """All live threads wait at sync ops: release a complete group, else report deadlock."""
     code = st.prog.code
     parked = (pcs >= PARKED) & (pcs != EXITED)
-    waits = np.unique(pcs[parked])
+    spinning = parked & (st.wait_bar == -3)
+    waits = np.unique(pcs[parked & ~spinning])
     for p in waits:
         ins = code[int(p - PARKED)]
         if ins.sync in ("named", "mbar_wait"):
@@ -319,6 +329,8 @@ def _release_or_fail(st, pcs):
             pcs[sel] = p - PARKED + 1
         st.wait_bar[mb] = -1
         return
+    if spinning.any():
+        _no_progress(st, pcs, spinning, parked & ~spinning)
     ins = code[int(waits[0] - PARKED)]
     st.ins = ins
     group = pcs == waits[0]
@@ -372,3 +384,107 @@ def _split(st, mask, upc):
     pcs = np.full(st.T, EXITED, np.int32)
     pcs[st.live] = upc
     return pcs
+
+
+# -- no progress --------------------------------------------------------------------------
+# A thread that takes a loop's back edge twice in a row with exactly the same registers will
+# repeat that iteration for as long as the memory it reads stays the same: it spins. Such
+# threads are parked (wait_bar -3) so that the others run (min-PC scheduling would otherwise
+# run the spinning loop forever, starving the thread that is to release it), and woken
+# whenever a running thread executes something that may change memory. When nothing but
+# spinners and waiters for things that can no longer happen are left, the kernel would hang
+# on a GPU: a NoProgress error. Looks are spaced out exponentially (the 64th, 128th, ...
+# back edge of a thread), so loops that do make progress pay almost nothing.
+_HASH_MUL = np.uint64(0x100000001B3)
+
+
+def _reg_hash(st, idx, target):
+    h = np.full(idx.size, np.uint64((target * 0x9E3779B97F4A7C15) % (1 << 64)), np.uint64)
+    for k, r in enumerate(st.regs):
+        v = r[idx]
+        if v.dtype.kind == "f":
+            v = v.view(f"u{v.dtype.itemsize}")
+        h = (h ^ v.astype(np.uint64)) * _HASH_MUL + np.uint64(k)
+    return (h ^ st.sp[idx].astype(np.uint64)) * _HASH_MUL
+
+
+def _spin_check(st, taken, pc, target):
+    """The threads (bool mask) found spinning at this back edge, or None."""
+    if taken is None:
+        st.back_count += 1
+        due = st.back_count >= st.spin_next
+    else:
+        st.back_count[taken] += 1
+        due = taken & (st.back_count >= st.spin_next)
+    if not due.any():
+        return None
+    idx = np.flatnonzero(due)
+    h = _reg_hash(st, idx, target)
+    cnt = st.back_count[idx]
+    fresh = st.spin_pc[idx] == -1
+    armed = st.spin_pc[idx] == target
+    same = armed & (st.spin_hash[idx] == h)
+    arm = idx[fresh]                        # look now, compare at the next traversal
+    st.spin_hash[arm] = h[fresh]
+    st.spin_pc[arm] = target
+    st.spin_next[arm] = cnt[fresh] + 1
+    moved = ~fresh & ~same                   # progressed (or another loop): look later
+    st.spin_pc[idx[moved]] = -1
+    st.spin_next[idx[moved]] = cnt[moved] * 2
+    spin = idx[same]
+    if spin.size == 0:
+        return None
+    st.spin_pc[spin] = -1
+    st.spin_next[spin] = st.back_count[spin] + 1
+    st.spin_from[spin] = pc
+    out = np.zeros(st.T, bool)
+    out[spin] = True
+    return out
+
+
+def _wake_spinners(st, pcs):
+    woken = st.wait_bar == -3
+    pcs[woken] -= PARKED
+    st.wait_bar[woken] = -1
+    st.spin_pc[woken] = -1
+    st.spin_next[woken] = st.back_count[woken] + 1
+    st.nspin = 0
+
+
+def _where(st, pc):
+    line = st.prog.code[pc].line
+    src = st.prog.source_line(pc)
+    return f"PTX line {line}" + (f", source {src}" if src else "")
+
+
+def _no_progress(st, pcs, spinning, waiting):
+    code = st.prog.code
+    t = int(np.flatnonzero(spinning)[0])
+    frm, head = int(st.spin_from[t]), int(pcs[t] - PARKED)
+    st.ins = code[frm]
+    n = int(np.count_nonzero(spinning))
+    lines = f"lines {code[head].line}-{code[frm].line}" if code[head].line != code[frm].line \
+        else f"line {code[frm].line}"
+    src = st.prog.source_line(frm) or st.prog.source_line(head)
+    msg = (f"no progress: {n} thread(s) spin in the loop at PTX {lines}"
+           + (f" (source {src})" if src else "")
+           + ", re-reading memory that no running thread changes")
+    k = int(np.count_nonzero(waiting))
+    if k:
+        wl = sorted({code[int(q - PARKED)].line for q in pcs[waiting]})
+        msg += f"; the other {k} live thread(s) wait at PTX line(s) " \
+               f"{', '.join(map(str, wl[:6]))}"
+    msg += ". On a GPU this launch hangs (a lock never released, a flag never set?)"
+    raise st.error(NoProgress, msg, t)
+
+
+def _step_limit(st, pcs, upc, max_steps):
+    if pcs is None:
+        pc = upc
+    else:
+        run = pcs[(pcs < PARKED)]
+        pc = int(np.bincount(run).argmax()) if run.size else int(pcs.min() % PARKED)
+    st.ins = st.prog.code[pc]
+    raise st.error(ExecutionError, f"kernel did not finish in {max_steps} steps ({_where(st, pc)}"
+                   f" is where threads were; set max_steps= or TILELANG_EMULATOR_MAX_STEPS "
+                   f"for longer kernels)")

@@ -113,7 +113,11 @@ class _Parser:
             elif s == ".address_size":
                 self.next()
                 mod.address_size = self.int_tok()
-            elif s in (".file", ".loc"):
+            elif s == ".file":
+                toks = self.line_tokens()
+                if len(toks) >= 3 and toks[1][0] == "num" and toks[2][1].startswith('"'):
+                    mod.files[int(toks[1][1])] = toks[2][1].strip('"')
+            elif s == ".loc":
                 self.skip_line()
             elif s == ".pragma":
                 self.skip_statement()
@@ -129,6 +133,15 @@ class _Parser:
             else:
                 self.error(f"unexpected {s!r} at module level")
         return mod
+
+    def line_tokens(self) -> list:
+        """The tokens of a debug directive's line (it ends at the line end, with no `;`)."""
+        first = self.next()
+        out = [first]
+        while self.peek()[2] == first[2] and self.peek()[0] != "eof" and not self.at(";"):
+            out.append(self.next())
+        self.accept(";")
+        return out
 
     def skip_line(self):
         """Debug directives (.file, .loc) end at the end of their line, with no `;`."""
@@ -323,7 +336,11 @@ class _BodyParser:
                     p.module.variables.append(v)
                 else:
                     self.fn.locals.append(v)
-            elif s in (".loc", ".file"):
+            elif s == ".loc":
+                toks = p.line_tokens()      # .loc file line column: the next instructions'
+                if len(toks) >= 3 and toks[1][0] == "num" and toks[2][0] == "num":
+                    self.fn.locs[len(self.fn.instrs)] = (int(toks[1][1]), int(toks[2][1]))
+            elif s == ".file":
                 p.skip_line()
             elif s == ".pragma":
                 p.skip_statement()

@@ -41,7 +41,12 @@ class Program:
         for f in self.functions:
             self.entry[f.name] = base
             base += len(f.instrs) + 1            # +1: implicit `ret` at the end of the body
+        self.locs = []                           # per pc: (.file number, line) or None
         for f in self.functions:
+            loc = None
+            for k in range(len(f.instrs) + 1):
+                loc = f.locs.get(k, loc)
+                self.locs.append(loc)
             for k, ins in enumerate(f.instrs):
                 if ins.call is not None:
                     self.code.append(self._decode_call(f, ins))
@@ -53,6 +58,13 @@ class Program:
             self.code.append(Decoded("ret", "ret", f.line, None, ctrl="ret", func=f.name))
         self.directives = fn.directives
         self.lines = np.array([d.line for d in self.code], np.int64)
+
+    def source_line(self, pc: int) -> str | None:
+        """`file:line` of the .loc in effect at pc, when the PTX carries line information."""
+        loc = self.locs[pc] if 0 <= pc < len(self.locs) else None
+        if loc is None:
+            return None
+        return f"{self.module.files.get(loc[0], f'file {loc[0]}')}:{loc[1]}"
 
     # -- structure ------------------------------------------------------------------------
     @staticmethod

@@ -100,6 +100,7 @@ class Function:
     line: int
     defined: bool = True      # False for `.extern .func` declarations
     branchtargets: dict = field(default_factory=dict)   # brx.idx table label -> labels
+    locs: dict = field(default_factory=dict)   # instruction index -> (.file number, line)
 
 
 @dataclass
@@ -109,6 +110,7 @@ class Module:
     address_size: int = 64
     variables: list = field(default_factory=list)
     functions: dict = field(default_factory=dict)
+    files: dict = field(default_factory=dict)  # .file number -> source path
 
     def kernels(self) -> list:
         return [f.name for f in self.functions.values() if f.kind == "entry"]

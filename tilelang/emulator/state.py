@@ -73,6 +73,14 @@ class State:
         self.tma_pending = []                      # bulk loads not landed (ops_bulk)
         self.bulk_pending = []                     # bulk stores not done (ops_bulk)
         self.bulk_commits = np.zeros(T, np.int64)  # cp.async.bulk.commit_group per thread
+        # spin detection (executor._spin_check): back edges taken, when to look next, the
+        # register hash and loop of the last look, and the branch that closed the loop
+        self.back_count = np.zeros(T, np.int64)
+        self.spin_next = np.full(T, 64, np.int64)
+        self.spin_hash = np.zeros(T, np.uint64)
+        self.spin_pc = np.full(T, -1, np.int64)
+        self.spin_from = np.full(T, -1, np.int64)
+        self.nspin = 0                             # threads parked as spinning
         self.races = None                          # races.RaceChecker when race_check is on
         self.stack = np.zeros((16, T), np.int32)
         self.sp = np.zeros(T, np.int64)
