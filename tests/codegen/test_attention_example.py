@@ -1,7 +1,7 @@
 """examples/attention.tile (issues 16 and 17): the FlashAttention-style forward kernel, run small
 on the emulator through examples/attention.py and compared with NumPy's float64 softmax, causal
-and not, both dtypes and both head dimensions; its products are on tensor cores and the tiles
-the script uses keep every register (no spills)."""
+and not, both dtypes and both head dimensions; its products are on tensor cores (mma.sync on
+sm_80, wgmma on sm_90a) and the tiles the script uses keep every register (no spills)."""
 
 from __future__ import annotations
 
@@ -36,14 +36,20 @@ def test_matches_numpy_on_emulator(dtype, d, causal, capsys):
     assert "all results match NumPy" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("target", ["sm_80", "sm_90a"])
 @pytest.mark.parametrize("d", [64, 128])
-def test_tensor_cores_and_no_spills(d):
+def test_tensor_cores_and_no_spills(d, target):
     bn = script().BN[d]
     res = compile_source(EXAMPLE.read_text(), str(EXAMPLE), Options(
-        target="sm_90a", defines={"D": str(d), "BN": str(bn), "CAUSAL": "true"}), until="cubin")
+        target=target, defines={"D": str(d), "BN": str(bn), "CAUSAL": "true"}), until="cubin")
     assert res.ok, render_all(res.diagnostics)
-    assert res.ptx.count("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32") > 0
-    assert res.ptx.count("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32") > 0
+    if target == "sm_80":
+        assert res.ptx.count("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32") > 0
+        assert res.ptx.count("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32") > 0
+    else:           # both products on warp-group MMA; no .maxnreg (more than one tile lives)
+        assert res.ptx.count(f"wgmma.mma_async.sync.aligned.m64n{bn}k16.f32.f16.f16") > 0
+        assert res.ptx.count(f"wgmma.mma_async.sync.aligned.m64n{d}k16.f32.bf16.bf16") > 0
+        assert "mma.sync" not in res.ptx and ".maxnreg" not in res.ptx
     for name in ("attention_f16", "attention_bf16"):
         r = res.link.resources[name]
         assert (r.spill_stores, r.spill_loads, r.stack_frame) == (0, 0, 0), (name, r)

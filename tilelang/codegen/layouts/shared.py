@@ -14,6 +14,10 @@ from the buffer's start) to the bits of the tile's row-major linear index; it is
 - `tma_swizzle(shape, itemsize, span)`: the 32/64/128-byte modes of Hopper's TMA and wgmma:
   within every `span` bytes, the 16-byte chunk index (address bits 4 up) is XORed with address
   bits 7 up (CUTLASS's Swizzle<B, 4, 3>);
+- `wgmma_image(shape, itemsize, span)`: the operand image `wgmma` descriptors and TMA use
+  with a 128-, 64- or 32-byte swizzle: the contiguous (last) axis cut into panels of `span`
+  bytes, each panel all rows x span bytes, address bits 4.. XOR bits 7.. (with 128: the
+  16-byte chunk c of row r at c ^ (r mod 8); lower/wgmma_ops.py);
 - `xor_swizzle(shape, bits, base, shift)` is the common form: offset bits [base, base + bits)
   XOR linear-index bits [base + shift, base + shift + bits).
 
@@ -127,6 +131,44 @@ def tma_swizzle(shape: tuple[int, ...], itemsize: int, span: int) -> SharedLayou
         raise ValueError(f"no {span}-byte swizzle mode")
     chunk = log2(16 // itemsize) if itemsize <= 16 else 0
     return xor_swizzle(shape, log2(span // 16), chunk, 3) if span > 16 else identity_shared(shape)
+
+
+def wgmma_image(shape: tuple[int, ...], itemsize: int, span: int = 128) -> SharedLayout:
+    """The swizzled panel image of a tile whose last axis is contiguous (the canonical K-major
+    layout of a wgmma operand, or MN-major with the roles of the axes swapped), for a
+    `span`-byte swizzle (128, 64 or 32): element (r, c), r the row over all leading axes,
+    lives at element offset (c / P) * rows * P + r * P + (((c mod P) / V) ^ s(r)) * V
+    + c mod V, with P = span / itemsize elements a panel row, V = 16 / itemsize a chunk and
+    s(r) = (r / (128 / span)) mod (span / 16): address bits 4.. XOR address bits 7.. The
+    last axis must be whole panels and there must be at least 8 rows."""
+    cols = shape[-1]
+    rows = 1
+    for s in shape[:-1]:
+        rows *= s
+    if span not in (32, 64, 128):
+        raise ValueError(f"no {span}-byte wgmma swizzle")
+    per_panel = span // itemsize
+    vec = 16 // itemsize
+    if cols % per_panel or rows < 8:
+        raise ValueError(f"{shape} of {itemsize}-byte elements is not whole {span}-byte "
+                         f"panels of at least 8 rows")
+    lv, lc, lr = log2(vec), log2(cols), log2(rows)
+    lp = log2(per_panel)
+    bits = log2(span // 16)                     # chunk bits of a panel row
+    skip = 3 - bits                             # row bits below the XOR (bit 7 of the address)
+    out = []
+    for i in range(lv):                         # element within a chunk
+        out.append(1 << i)
+    for j in range(bits):                       # chunk within a panel row
+        out.append(1 << (lv + j))
+    for j in range(lr):                         # row: bits skip .. 2 also XOR the chunk
+        c = 1 << (lc + j)
+        if skip <= j < 3:
+            c |= 1 << (lv + j - skip)
+        out.append(c)
+    for j in range(lc - lp):                    # panel
+        out.append(1 << (lp + j))
+    return SharedLayout(tuple(shape), LinearMap(tuple(out), lc + lr))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ import llvmlite.ir as ir
 
 from tilelang.codegen.llvm.kernel import I32, KernelEmitter, TileVal
 from tilelang.codegen.llvm.sync import _padded_ir, stage
-from tilelang.codegen.lower import mma_operands, mma_sync
+from tilelang.codegen.lower import mma_operands, mma_sync, wgmma_product
 from tilelang.codegen.lower.mma_epilogue import remember_acc_layout
 from tilelang.codegen.lower.mma_pipeline import Stream
 from tilelang.codegen.lower.mma_plan import TensorCorePlan, tensor_core_plan, to_layout
@@ -98,6 +98,8 @@ def _product(kern: KernelEmitter, a: TileVal, b: TileVal, acc: TileVal, out: DTy
 
 def _tensor_core(kern: KernelEmitter, plan: TensorCorePlan, a, b, acc: TileVal) -> TileVal:
     """`a`, `b`: TileVals or DeferredLoads (lower/mma_operands.py)."""
+    if plan.wg is not None:
+        return wgmma_product.product(kern, plan, a, b, acc)
     kern.require_exact()
     form = plan.form
     kern.stats.features.add("mma_f8" if form.ab in ("e4m3", "e5m2") else "mma_sync")

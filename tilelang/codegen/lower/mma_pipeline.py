@@ -34,6 +34,7 @@ import llvmlite.ir as ir
 
 from tilelang.codegen.layouts.distributed import blocked, log2
 from tilelang.codegen.llvm.kernel import I1, I32, I64, KernelEmitter, TileVal
+from tilelang.codegen.lower import wgmma_product
 from tilelang.codegen.lower.memory import gated
 from tilelang.codegen.lower.mma_epilogue import remember_acc_layout
 from tilelang.codegen.lower.mma_operands import (DeferredLoad, async_axis, commit_group,
@@ -67,7 +68,7 @@ class Stream:
     Construct before the loop: it computes the per-thread invariants there."""
 
     def __init__(self, kern: KernelEmitter, d: DeferredLoad, cax: int, itemsize: int,
-                 image_offset: int):
+                 image_offset: int, span: int = 0):
         b = kern.builder
         self.kern, self.d = kern, d
         args = d.op.arg_map
@@ -85,7 +86,7 @@ class Stream:
         self.whole = facts.contiguous and facts.extent16 and shape[cax] % self.e == 0
         self.lay = lay = blocked(shape, itemsize, kern.threads, 16, fast_axis=cax)
         # shared destination: this thread's first chunk + an immediate per chunk
-        self.sop = SmemOperand(None, shape, cax, itemsize)
+        self.sop = SmemOperand(None, shape, cax, itemsize, span)
         tc = [kern.thread_coord(lay, ax) for ax in range(lay.rank)]
         self.tc = tc
         self.chunks = list(range(0, lay.num_regs, self.e))
@@ -98,8 +99,8 @@ class Stream:
         for g in self.chunks:
             rc = lay.reg_coord(g)
             rrow, rcol = self._row_col_const(rc)
-            if rrow % period == 0 and (rcol // self.e) % 8 == 0:
-                self.dst_const[g] = rrow * self.sop.row_bytes + (rcol // self.e) * 16
+            if rrow % period == 0 and rrow % 8 == 0 and (rcol // self.e) % 8 == 0:
+                self.dst_const[g] = self.sop.const_offset(rrow, rcol // self.e)
             else:
                 coord = [b.add(tc[ax], _c(rc[ax])) if rc[ax] else tc[ax]
                          for ax in range(lay.rank)]
@@ -132,10 +133,7 @@ class Stream:
     def _dst(self, row: ir.Value, col: ir.Value) -> ir.Value:
         """Byte offset of (row, column) in the swizzled image (i32)."""
         b = self.kern.builder
-        sh, mask = self.sop.swizzle_bits()
-        chunk = b.lshr(col, _c(log2(self.e)))
-        f = b.and_(b.lshr(row, _c(sh)), _c(mask)) if mask else _c(0)
-        return b.add(b.mul(row, _c(self.sop.row_bytes)), b.shl(b.xor(chunk, f), _c(4)))
+        return self.sop.offset(b, row, b.lshr(col, _c(log2(self.e))))
 
     def _dot(self, coords, strides, extend: bool) -> ir.Value:
         b = self.kern.builder
@@ -315,11 +313,15 @@ def loop_plan(kern: KernelEmitter, op: ForOp) -> LoopPlan | None:
         return None
     rank = plan.acc.rank
     ops = (DeferredLoad(loads[a.id]), DeferredLoad(loads[b.id]))
-    axes = tuple(async_axis(kern, d, k_axis, plan.form.itemsize)
-                 for d, k_axis in zip(ops, (rank - 1, rank - 2)))
-    if None in axes:
+    if plan.wg is not None:
+        axes = wgmma_product.ring_axes(kern, plan, ops)
+    else:
+        axes = tuple(async_axis(kern, d, k_axis, plan.form.itemsize)
+                     for d, k_axis in zip(ops, (rank - 1, rank - 2)))
+    if axes is None or None in axes:
         return None
-    sizes = tuple(_round(_elems(d) * plan.form.itemsize) for d in ops)
+    unit = wgmma_product.IMAGE_ALIGN if plan.wg is not None else 128
+    sizes = tuple(_round(_elems(d) * plan.form.itemsize, unit) for d in ops)
     stages = choose_stages(kern, sum(sizes), plan.acc.num_regs)
     if stages < 2:
         return None
@@ -334,6 +336,9 @@ def _elems(d: DeferredLoad) -> int:
 
 
 def emit_pipelined(kern: KernelEmitter, op: ForOp, lp: LoopPlan) -> None:
+    if lp.plan.wg is not None:
+        wgmma_product.emit_pipelined(kern, op, lp)
+        return
     b = kern.builder
     plan, S = lp.plan, lp.stages
     form = plan.form

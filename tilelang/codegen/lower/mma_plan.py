@@ -1,7 +1,9 @@
 """Whether and how a matrix product runs on tensor cores: the instruction form, the warps'
 tiling of the accumulator and its fragment layout (layouts/mma.py), decided from the operand
 and accumulator dtypes, the target and the block's threads. None sends the product to the FMA
-path of lower/matmul.py."""
+path of lower/matmul.py. On sm_90a, with whole warp groups, f16/bf16 operands, an f32
+accumulator of whole 64-row tiles and operands that fit 128-byte panels, the plan is
+warp-group MMA (`wg`, layouts/wgmma.py; lower/wgmma_product.py emits it)."""
 
 from __future__ import annotations
 
@@ -11,9 +13,11 @@ import llvmlite.ir as ir
 
 from tilelang.codegen.layouts.distributed import Layout
 from tilelang.codegen.layouts.mma import MmaForm, WarpTiling, acc_layout, mma_form, warp_tiling
+from tilelang.codegen.layouts.wgmma import WgTiling, wg_acc_layout, wg_tiling
 from tilelang.codegen.llvm.kernel import KernelEmitter, TileVal
 from tilelang.codegen.llvm.sync import convert
 from tilelang.ir.ops import BuiltinOp
+from tilelang.targets import FEATURES
 
 
 @dataclass(frozen=True)
@@ -22,6 +26,50 @@ class TensorCorePlan:
     b_class: str
     tiling: WarpTiling
     acc: Layout
+    wg: WgTiling | None = None      # warp-group MMA (lower/wgmma_product.py); acc is then its
+                                    # layout
+
+
+def wgmma_ready(kern: KernelEmitter) -> bool:
+    """The target has wgmma (sm_90a) and the block is whole warp groups."""
+    return kern.target.name in FEATURES["wgmma"].arch_targets and \
+        kern.declared_threads % 128 == 0 and kern.threads == kern.declared_threads
+
+
+def image_span(extent: int, itemsize: int) -> int:
+    """The swizzle span (128, 64 or 32 bytes: the widest that divides it) of a wgmma image
+    whose contiguous axis is a tile axis of `extent` elements; 0 when none does."""
+    for span in (128, 64, 32):
+        if extent * itemsize % span == 0:
+            return span
+    return 0
+
+
+def image_fits(extent: int, itemsize: int) -> bool:
+    return image_span(extent, itemsize) > 0
+
+
+def _wg_plan(kern: KernelEmitter, form: MmaForm, a_shape, b_shape, out_shape
+             ) -> WgTiling | None:
+    if form.ab not in ("f16", "bf16") or form.acc != "f32" or \
+            kern.target.name not in FEATURES["wgmma"].arch_targets:
+        return None
+    m, k = a_shape[-2], a_shape[-1]
+    n = b_shape[-1]
+    if k % 16:
+        return None
+    # each operand needs K or its M/N extent to be whole panels of 32 bytes or more (16-bit:
+    # either axis may be contiguous, the instruction transposes)
+    for mn in (m, n):
+        if not (image_fits(k, form.itemsize) or image_fits(mn, form.itemsize)):
+            return None
+    if not wgmma_ready(kern):
+        # the product fits wgmma but the block is not whole warp groups: the contract
+        # says so (E0721) and mma.sync computes it
+        if wg_tiling(tuple(out_shape), 128) is not None:
+            kern.stats.wgmma_declined = True
+        return None
+    return wg_tiling(tuple(out_shape), kern.threads)
 
 
 def tensor_core_plan(kern: KernelEmitter, op: BuiltinOp) -> TensorCorePlan | None:
@@ -41,6 +89,10 @@ def tensor_core_plan(kern: KernelEmitter, op: BuiltinOp) -> TensorCorePlan | Non
     tiling = warp_tiling(tuple(out.shape), kern.threads)
     if tiling is None:
         return None
+    wg = _wg_plan(kern, form, at.shape, bt.shape, out.shape)
+    if wg is not None:
+        return TensorCorePlan(form, b_class, tiling,
+                              wg_acc_layout(tuple(out.shape), kern.threads, wg), wg)
     return TensorCorePlan(form, b_class, tiling,
                           acc_layout(tuple(out.shape), kern.threads, tiling))
 

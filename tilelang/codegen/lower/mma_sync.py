@@ -39,6 +39,8 @@ class SmemOperand:
     shape: tuple[int, ...]  # the tile's shape ((X, Y) or (B, X, Y))
     cax: int                # the contiguous tile axis (rank-1 or rank-2)
     itemsize: int
+    span: int = 0           # wgmma's panel image of `span`-byte swizzled rows (32, 64, 128;
+                            # layouts/shared.wgmma_image); 0: the ldmatrix image above
 
     @property
     def rank(self) -> int:
@@ -61,11 +63,47 @@ class SmemOperand:
     def chunks(self) -> int:
         return self.row_bytes // 16
 
+    @property
+    def wg(self) -> bool:
+        return self.span > 0
+
+    @property
+    def pitch(self) -> int:
+        """Bytes from one image row to the next (a panel row for wgmma images)."""
+        return self.span if self.wg else self.row_bytes
+
+    @property
+    def panel_bytes(self) -> int:
+        """Bytes of one panel (every row, `span` bytes wide) of a wgmma image."""
+        batch = self.shape[0] if self.rank == 3 else 1
+        return batch * self.rows_per_batch * self.span
+
     def swizzle_bits(self) -> tuple[int, int]:
         """(log2 per, S - 1): f(r) = (r >> log2 per) & (S - 1)."""
+        if self.wg:         # address bits 4.. XOR bits 7..: rows of `span` bytes
+            return log2(128 // self.span), self.span // 16 - 1
         s = min(self.chunks, 8)
         per = max(8 // self.chunks, 1)
         return log2(per), s - 1
+
+    def offset(self, b: ir.IRBuilder, row: ir.Value, chunk: ir.Value) -> ir.Value:
+        """Byte offset (i32) of chunk `chunk` of row `row` (i32) in the image."""
+        sh, mask = self.swizzle_bits()
+        f = b.and_(b.lshr(row, _c(sh)), _c(mask)) if mask else _c(0)
+        if not self.wg:
+            return b.add(b.mul(row, _c(self.row_bytes)), b.shl(b.xor(chunk, f), _c(4)))
+        per = self.span // 16
+        panel = b.mul(b.lshr(chunk, _c(log2(per))), _c(self.panel_bytes))
+        within = b.shl(b.xor(b.and_(chunk, _c(per - 1)), f), _c(4))
+        return b.add(b.add(panel, b.mul(row, _c(self.span))), within)
+
+    def const_offset(self, rows: int, chunks: int) -> int:
+        """What moving `rows` rows (a multiple of 8) and `chunks` chunks (a multiple of 8)
+        adds to any offset: both commute with the swizzle."""
+        assert rows % 8 == 0 and chunks % 8 == 0
+        if self.wg:
+            return rows * self.span + (chunks // (self.span // 16)) * self.panel_bytes
+        return rows * self.pitch + (chunks // 8) * 128
 
 
 def _c(v: int) -> ir.Constant:
@@ -76,10 +114,7 @@ def smem_address(kern: KernelEmitter, op: SmemOperand, row: ir.Value, chunk: ir.
                  byte_in_chunk: int | ir.Value = 0) -> ir.Value:
     """i8 addrspace(3)* of byte `byte_in_chunk` of chunk `chunk` of row `row` (all i32)."""
     b = kern.builder
-    sh, mask = op.swizzle_bits()
-    f = b.and_(b.lshr(row, _c(sh)), _c(mask)) if mask else _c(0)
-    phys = b.xor(chunk, f)
-    off = b.add(b.mul(row, _c(op.row_bytes)), b.shl(phys, _c(4)))
+    off = op.offset(b, row, chunk)
     if not (isinstance(byte_in_chunk, int) and byte_in_chunk == 0):
         off = b.add(off, byte_in_chunk if isinstance(byte_in_chunk, ir.Value)
                     else _c(byte_in_chunk))

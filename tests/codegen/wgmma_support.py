@@ -1,0 +1,71 @@
+"""Helpers for the warp-group MMA tests (no tests here): compile a Tile source for sm_90a
+with the facts of its arrays (as the runtime would) and run one kernel on the emulator."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tilelang.diagnostics import render_all
+from tilelang.driver import Options, compile_source
+
+
+def facts_of(arrays: dict) -> dict:
+    from tilelang.codegen.api import ArrayFacts
+    from tilelang.runtime.args import facts_key
+    out = {}
+    for name, x in arrays.items():
+        strides = tuple(s // x.itemsize for s in x.strides)
+        # the emulator's allocations are 256-byte aligned
+        out[name] = ArrayFacts.from_key(facts_key(0, x.shape, strides, x.itemsize))
+    return out
+
+
+def compile_for(src: str, kernel: str, arrays: dict, *, target: str = "sm_90a",
+                until: str = "ptx", defines: dict | None = None):
+    res = compile_source(src, "test.tile", Options(target=target, defines=defines or {}),
+                         facts={kernel: facts_of(arrays)}, until=until)
+    assert res.ok, render_all(res.diagnostics)
+    return res
+
+
+def run(src: str, kernel: str, arrays: dict, grid, *, scalars=(), target: str = "sm_90a",
+        defines: dict | None = None, race_check: bool = False):
+    """Launch `kernel` with `arrays` (name -> NumPy array, in parameter order, copied back
+    in place) on the emulator; returns (compile result, launch report)."""
+    from tilelang.emulator import EmulatorDevice
+    res = compile_for(src, kernel, arrays, target=target, defines=defines)
+    art = res.codegen.kernel(kernel)
+    dev = EmulatorDevice(race_check=race_check)
+    ptrs, args = {}, []
+    scalars = list(scalars)
+    for p in art.params:
+        if p.kind != "array":
+            args.append(scalars.pop(0))
+            continue
+        x = arrays[p.name]
+        ptrs[p.name] = dev.to_device(_carrier(np.ascontiguousarray(x)))
+        args += [np.uint64(int(ptrs[p.name])), *map(np.int64, x.shape),
+                 *(np.int64(s // x.itemsize) for s in x.strides)]
+    gx, gy, gz = (tuple(grid) + (1, 1))[:3]
+    if art.cluster:
+        gx += -gx % art.cluster[0]
+    rep = dev.launch(dev.load_module(res.ptx).get_function(kernel), (gx, gy, gz), art.block,
+                     args, cluster=art.cluster, shared_mem=art.dynamic_smem)
+    for name, ptr in ptrs.items():
+        x = arrays[name]
+        got = dev.from_device(ptr, x.shape, _carrier(x).dtype)
+        x[...] = got.view(x.dtype) if got.dtype != x.dtype else got
+    return res, rep
+
+
+def _carrier(x: np.ndarray) -> np.ndarray:
+    """ml_dtypes' bf16 has no buffer format: move its bits as u16."""
+    return x.view(np.uint16) if x.dtype.name == "bfloat16" else x
+
+
+def product_bound(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """|error| allowed for an f32-accumulated product of exactly representable inputs: one
+    f32 rounding per 16-deep step."""
+    ad, bd = np.abs(a.astype(np.float64)), np.abs(b.astype(np.float64))
+    k = a.shape[-1]
+    return np.ceil(k / 16) * 2.0 ** -23 * (ad @ bd) + 1e-30

@@ -1,0 +1,114 @@
+"""The warp-group MMA instructions (sm_90a) as inline asm — LLVM has no intrinsics for them —
+and the shared-memory matrix descriptors they read their operands through.
+
+Protocol (PTX ISA, "Asynchronous Warpgroup Level Matrix Multiply-Accumulate"): operands
+written to shared memory by ordinary stores or `cp.async` must be made visible to the async
+proxy (`fence.proxy.async.shared::cta`, after the barrier that publishes them); then
+`wgmma.fence` orders the accumulator registers' earlier writes before the MMAs that read them;
+the `wgmma.mma_async` of one step are closed by `wgmma.commit_group`; `wgmma.wait_group n`
+waits until at most n groups are pending. Until that wait the accumulator registers belong
+to the tensor core: the wait's asm takes and returns every one of them (tied operands), so
+LLVM cannot read or copy one before the MMA that writes it has finished.
+
+Descriptors (64-bit; all byte quantities in units of 16 bytes): bits 0-13 the start address,
+16-29 the leading-dimension byte offset (LBO), 32-45 the stride-dimension byte offset (SBO),
+49-51 the base offset (0: every image starts 1024-byte aligned), 62-63 the swizzle mode
+(1 = 128-byte, 2 = 64-byte, 3 = 32-byte). The images are layouts/shared.wgmma_image: rows of
+`span` bytes (one panel row; span = 128, 64 or 32, the widest that divides the contiguous
+extent), address bits 4.. XORed with bits 7.. (the 16-byte chunk c of row r at
+c ^ (r / (128 / span) mod span / 16)), panels of all rows along the contiguous axis.
+
+* K-major operand (its contiguous axis is K: A as stored (M, K), B stored as (N, K) rows):
+  8-row core-matrix groups are SBO = 8 * span bytes apart; K steps of 16 elements move the
+  start address by 32 bytes inside the row (the hardware applies the swizzle to the full
+  address), and by a panel every span / itemsize elements. LBO is unused for swizzled
+  K-major layouts (1).
+* MN-major operand (contiguous along M or N; transposed by the instruction's imm-trans bit,
+  16-bit types only): rows are K, 8-row groups SBO = 8 * span bytes apart, and the panels
+  along M/N are LBO = panel bytes apart; a K step of 16 moves 16 rows.
+"""
+
+from __future__ import annotations
+
+import llvmlite.ir as ir
+
+from tilelang.codegen.llvm.kernel import I32, I64, KernelEmitter
+
+F32 = ir.FloatType()
+SWIZZLE_MODE = {128: 1, 64: 2, 32: 3}   # the descriptor's layout type per swizzle span
+
+
+def descriptor_const(lbo: int, sbo: int, span: int = 128) -> int:
+    """The descriptor bits other than the start address, for a `span`-byte swizzle."""
+    return ((lbo >> 4) & 0x3FFF) << 16 | ((sbo >> 4) & 0x3FFF) << 32 | \
+        SWIZZLE_MODE[span] << 62
+
+
+def descriptor(kern: KernelEmitter, addr: ir.Value, const: int) -> ir.Value:
+    """A descriptor (i64) for the 32-bit shared address `addr` (i32) and the other fields
+    `const` (descriptor_const)."""
+    b = kern.builder
+    start = b.and_(b.lshr(addr, ir.Constant(I32, 4)), ir.Constant(I32, 0x3FFF))
+    return b.or_(b.zext(start, I64), ir.Constant(I64, const))
+
+
+def _void_asm(kern: KernelEmitter, text: str) -> None:
+    asm = ir.InlineAsm(ir.FunctionType(ir.VoidType(), []), text, "~{memory}",
+                       side_effect=True)
+    kern.builder.call(asm, [])
+
+
+def fence_proxy_async(kern: KernelEmitter) -> None:
+    """Make this thread's generic-proxy writes to shared memory visible to the async proxy."""
+    _void_asm(kern, "fence.proxy.async.shared::cta;")
+
+
+def _through(kern: KernelEmitter, text: str, regs: list[ir.Value]) -> list[ir.Value]:
+    """`text` as an asm that takes and returns `regs` (f32), so they are ordered by it."""
+    if not regs:
+        _void_asm(kern, text)
+        return []
+    b = kern.builder
+    n = len(regs)
+    ret = ir.LiteralStructType([F32] * n) if n > 1 else F32
+    cons = ",".join(["=f"] * n + [str(i) for i in range(n)] + ["~{memory}"])
+    asm = ir.InlineAsm(ir.FunctionType(ret, [F32] * n), text, cons, side_effect=True)
+    r = b.call(asm, list(regs))
+    return [b.extract_value(r, i) for i in range(n)] if n > 1 else [r]
+
+
+def fence(kern: KernelEmitter, regs: list[ir.Value]) -> list[ir.Value]:
+    """`wgmma.fence`: earlier writes of the accumulator registers before the next MMAs."""
+    return _through(kern, "wgmma.fence.sync.aligned;", regs)
+
+
+def commit_group(kern: KernelEmitter) -> None:
+    _void_asm(kern, "wgmma.commit_group.sync.aligned;")
+
+
+def wait_group(kern: KernelEmitter, n: int, regs: list[ir.Value]) -> list[ir.Value]:
+    """`wgmma.wait_group n`; returns `regs` as they are after it."""
+    return _through(kern, f"wgmma.wait_group.sync.aligned {n};", regs)
+
+
+def mma_async(kern: KernelEmitter, n: int, ab: str, k: int, acc: list[ir.Value],
+              desc_a: ir.Value, desc_b: ir.Value, trans_a: bool, trans_b: bool
+              ) -> list[ir.Value]:
+    """One `wgmma.mma_async.sync.aligned.m64n{n}k{k}.f32.{ab}.{ab}` with both operands in
+    shared memory, accumulating into `acc` (n / 2 f32 registers); returns the new registers
+    (valid only after a wait_group that covers this MMA)."""
+    b = kern.builder
+    cnt = len(acc)
+    assert cnt == n // 2
+    regs = ",".join(f"${i}" for i in range(cnt))
+    trans = f"{int(trans_a)}, {int(trans_b)}" if ab in ("f16", "bf16") else None
+    tail = f", 1, 1, {trans}" if trans is not None else ", 1, 1"
+    text = ("{ .reg .pred p; setp.ne.b32 p, 1, 0; "
+            f"wgmma.mma_async.sync.aligned.m64n{n}k{k}.f32.{ab}.{ab} "
+            f"{{{regs}}}, ${cnt}, ${cnt + 1}, p{tail}; }}")
+    cons = ",".join(["=f"] * cnt + ["l", "l"] + [str(i) for i in range(cnt)] + ["~{memory}"])
+    ret = ir.LiteralStructType([F32] * cnt) if cnt > 1 else F32
+    asm = ir.InlineAsm(ir.FunctionType(ret, [I64, I64] + [F32] * cnt), text, cons,
+                       side_effect=True)
+    r = b.call(asm, [desc_a, desc_b] + list(acc))
+    return [b.extract_value(r, i) for i in range(cnt)] if cnt > 1 else [r]

@@ -1,0 +1,363 @@
+"""Matrix products with warp-group MMA (sm_90a): operands in swizzled shared-memory images
+(32-, 64- or 128-byte spans) read through descriptors, the accumulator in the wgmma fragment
+layout (layouts/wgmma.py), the fence / commit / wait protocol of lower/wgmma_ops.py.
+
+Operand images (layouts/shared.wgmma_image, `SmemOperand(span=...)`): rows of the operand's
+non-contiguous axis, panels `span` bytes wide along the contiguous one (the widest of 128, 64
+and 32 that divides it), each image 1024-byte aligned.
+A deferred load (lower/mma_operands.py) is copied straight into its image with `cp.async`
+when its contiguous axis is whole panels; anything else is loaded into registers and stored
+into the image along K when K is whole panels, else along M/N (the instruction transposes
+16-bit operands).
+
+Per k-step of 16, each warp group issues one `wgmma.mma_async.m64nNk16` per 64-row tile and
+N-instruction (N = min(its columns, 256)), all in one commit group.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import prod
+
+import llvmlite.ir as ir
+
+from tilelang.codegen.layouts.distributed import log2
+from tilelang.codegen.layouts.wgmma import WG_M, WgTiling, instr_regs
+from tilelang.codegen.llvm.kernel import I32, I64, KernelEmitter, TileVal
+from tilelang.codegen.lower import mma_operands, mma_sync, wgmma_ops
+from tilelang.codegen.lower.mma_epilogue import remember_acc_layout
+from tilelang.codegen.lower.mma_plan import TensorCorePlan, image_fits, image_span, to_layout
+
+IMAGE_ALIGN = 1024          # the 128-byte swizzle repeats every 8 rows of 128 bytes
+
+
+def _c(v: int) -> ir.Constant:
+    return ir.Constant(I32, v)
+
+
+def align_smem(kern: KernelEmitter) -> None:
+    """The scratch buffer starts 1024-byte aligned (the swizzle pattern's period)."""
+    if kern._smem is not None and (kern._smem.align or 0) < IMAGE_ALIGN:
+        kern._smem.align = IMAGE_ALIGN
+
+
+def note_use(kern: KernelEmitter, plan: TensorCorePlan, pipelined: bool) -> None:
+    """The kernel uses wgmma: its `.target` is sm_90a and the contract gets `.reqntid` and,
+    for a pipelined product loop (the GEMM the seed's `.maxnreg` formula describes: the
+    accumulator is all that lives across it), `.maxnreg` from the accumulator's registers.
+    A product outside such a loop lives among other tiles the formula does not count
+    (attention keeps scores, running sums and an output tile), so it leaves the bound to
+    ptxas (accumulator registers 0: no `.maxnreg`)."""
+    kern.stats.features.add("wgmma")
+    if not pipelined:
+        kern._cache["wgmma.unbounded"] = True
+    if kern._cache.get("wgmma.unbounded"):
+        kern.stats.wgmma_acc_regs = 0
+    else:
+        kern.stats.wgmma_acc_regs = max(kern.stats.wgmma_acc_regs, plan.acc.num_regs)
+
+
+def image_bytes(shape: tuple[int, ...], itemsize: int) -> int:
+    return -(-prod(shape) * itemsize // IMAGE_ALIGN) * IMAGE_ALIGN
+
+
+def register_cax(shape: tuple[int, ...], k_axis: int, itemsize: int) -> int:
+    """The contiguous axis of a register operand's image: K when it is whole panels."""
+    r = len(shape)
+    other = r - 1 if k_axis == r - 2 else r - 2
+    return k_axis if image_fits(shape[k_axis], itemsize) else other
+
+
+def deferred_cax(kern: KernelEmitter, d, k_axis: int, itemsize: int) -> int | None:
+    """The contiguous axis a deferred load can be copied along, if that fits an image."""
+    cax = mma_operands.async_axis(kern, d, k_axis, itemsize)
+    if cax is None:
+        return None
+    shape = tuple(d.op.result.type.shape)
+    return cax if image_fits(shape[cax], itemsize) else None
+
+
+@dataclass
+class Descriptors:
+    """The descriptors of one operand image for every (batch, tile, k-step) of a warp
+    group: a per-warp-group base descriptor (computed once) plus compile-time offsets."""
+
+    sop: mma_sync.SmemOperand
+    is_a: bool
+    trans: bool
+    const: int              # the descriptor's LBO / SBO / swizzle bits
+    wg_off: ir.Value        # this warp group's byte offset in the image (i32)
+
+    @classmethod
+    def build(cls, kern: KernelEmitter, sop: mma_sync.SmemOperand, is_a: bool,
+              plan: TensorCorePlan) -> "Descriptors":
+        b = kern.builder
+        t: WgTiling = plan.wg
+        rank = sop.rank
+        k_axis = rank - 1 if is_a else rank - 2
+        trans = sop.cax != k_axis
+        lbo = sop.panel_bytes if trans else 16
+        const = wgmma_ops.descriptor_const(lbo, 8 * sop.span, sop.span)
+        # this warp group's first row (A) / column (B) and batch, from the accumulator
+        # layout's warp-group bits (warp bits 2 and up)
+        acc = plan.acc
+        axis = rank - 2 if is_a else rank - 1
+        nl, nw = len(acc.lane), len(acc.warp)
+
+        def coord(ax):
+            w = (0,) * (nl + 2) + tuple(acc.warp[i][ax] for i in range(2, nw))
+            return kern.thread_linear(w)
+
+        mn = coord(axis)
+        batch = coord(0) if rank == 3 else _c(0)
+        rows_per_batch = sop.rows_per_batch
+        span = sop.span
+        if not trans:               # rows are M (N): the warp group's rows
+            off = b.mul(b.add(b.mul(batch, _c(rows_per_batch)), mn), _c(span))
+        else:                       # rows are K: panels along M (N)
+            e = span // sop.itemsize
+            panel = b.mul(b.lshr(mn, _c(log2(e))), _c(sop.panel_bytes))
+            within = b.mul(b.and_(mn, _c(e - 1)), _c(sop.itemsize))
+            off = b.add(b.add(panel, within), b.mul(batch, _c(rows_per_batch * span)))
+        return cls(sop, is_a, trans, const, off)
+
+    def offset(self, bi: int, tile0: int, k0: int) -> int:
+        """Byte offset (from the warp group's base) of the instruction tile starting at row
+        / column `tile0` of the warp group's tile, batch `bi`, k-step at `k0`."""
+        s = self.sop
+        e = s.span // s.itemsize        # elements of one panel row
+        if not self.trans:
+            return (k0 // e) * s.panel_bytes + (bi * s.rows_per_batch + tile0) * s.span + \
+                (k0 % e) * s.itemsize
+        return (tile0 // e) * s.panel_bytes + (tile0 % e) * s.itemsize + \
+            (bi * s.rows_per_batch + k0) * s.span
+
+    def base(self, kern: KernelEmitter, image: ir.Value) -> ir.Value:
+        """The warp group's descriptor for the image at 32-bit shared address `image`."""
+        return wgmma_ops.descriptor(kern, kern.builder.add(image, self.wg_off), self.const)
+
+
+def issue(kern: KernelEmitter, plan: TensorCorePlan, da: Descriptors, db: Descriptors,
+          bases: tuple[ir.Value, ir.Value], regs: list[ir.Value], k: int) -> list[ir.Value]:
+    """Every `wgmma.mma_async` of acc += A @ B over K = k for this warp group (no fence,
+    commit or wait); `bases`: the two operands' warp-group descriptors."""
+    b = kern.builder
+    t: WgTiling = plan.wg
+    form = plan.form
+    regs = list(regs)
+    for k0 in range(0, k, 16):
+        for bi in range(t.batch_per_group):
+            for mi in range(t.m_tiles):
+                for ni in range(t.n_instrs):
+                    oa = da.offset(bi, mi * WG_M, k0) >> 4
+                    ob = db.offset(bi, ni * t.instr_n, k0) >> 4
+                    pa = b.add(bases[0], ir.Constant(I64, oa)) if oa else bases[0]
+                    pb = b.add(bases[1], ir.Constant(I64, ob)) if ob else bases[1]
+                    idx = instr_regs(t, bi, mi, ni)
+                    out = wgmma_ops.mma_async(kern, t.instr_n, form.ab, 16,
+                                              [regs[i] for i in idx], pa, pb,
+                                              da.trans, db.trans)
+                    for i, v in zip(idx, out):
+                        regs[i] = v
+    return regs
+
+
+def product(kern: KernelEmitter, plan: TensorCorePlan, a, b, acc: TileVal) -> TileVal:
+    """acc + a @ b on warp-group MMA; `a`, `b`: TileVals or DeferredLoads."""
+    kern.require_exact()
+    note_use(kern, plan, pipelined=False)
+    form = plan.form
+    acc = to_layout(kern, acc, plan.acc)
+    rank = acc.layout.rank
+    shapes = [tuple(x.op.result.type.shape) if isinstance(x, mma_operands.DeferredLoad)
+              else x.shape for x in (a, b)]
+    k = shapes[0][-1]
+    sops, sources, offsets, offset = [], [], [], 0
+    for x, shape, k_axis in ((a, shapes[0], rank - 1), (b, shapes[1], rank - 2)):
+        cax = None
+        if isinstance(x, mma_operands.DeferredLoad):
+            cax = deferred_cax(kern, x, k_axis, form.itemsize)
+            if cax is None:
+                x = mma_operands.materialize(kern, x)
+        if cax is None:
+            cax = register_cax(shape, k_axis, form.itemsize)
+        nbytes = image_bytes(shape, form.itemsize)
+        base = kern.smem(nbytes, ir.IntType(8), offset)
+        sops.append(mma_sync.SmemOperand(base, shape, cax, form.itemsize,
+                                         image_span(shape[cax], form.itemsize)))
+        sources.append(x)
+        offsets.append(offset)
+        offset += nbytes
+    align_smem(kern)
+    kern.barrier()
+    smem32 = mma_sync.shared_address(kern, sops[0].base)
+    copies = False
+    from tilelang.codegen.lower.mma_pipeline import Stream
+    for x, sop, off in zip(sources, sops, offsets):
+        if isinstance(x, mma_operands.DeferredLoad):
+            Stream(kern, x, sop.cax, sop.itemsize, off, sop.span).issue(None, smem32, None)
+            copies = True
+        else:
+            mma_sync.fill_from_registers(kern, x, sop, kern.storage_type(x.dtype))
+    if copies:
+        kern.stats.features.add("cp_async")
+        mma_operands.commit_group(kern)
+        mma_operands.wait_group(kern, 0)
+    kern.barrier()
+    wgmma_ops.fence_proxy_async(kern)
+    da = Descriptors.build(kern, sops[0], True, plan)
+    db = Descriptors.build(kern, sops[1], False, plan)
+    regs = wgmma_ops.fence(kern, list(acc.regs))
+    regs = issue(kern, plan, da, db, (da.base(kern, smem32),
+                                      db.base(kern, kern.builder.add(smem32, _c(offsets[1])))),
+                 regs, k)
+    wgmma_ops.commit_group(kern)
+    regs = wgmma_ops.wait_group(kern, 0, regs)
+    remember_acc_layout(kern, plan.acc)
+    return TileVal(acc.dtype, plan.acc, tuple(regs))
+
+
+# ---------------------------------------------------------------------------------------------
+# The pipelined loop
+
+def ring_axes(kern: KernelEmitter, plan: TensorCorePlan, operands) -> tuple | None:
+    """Each deferred operand's contiguous axis when both can be copied into wgmma images."""
+    rank = plan.acc.rank
+    axes = tuple(deferred_cax(kern, d, k_axis, plan.form.itemsize)
+                 for d, k_axis in zip(operands, (rank - 1, rank - 2)))
+    return None if None in axes else axes
+
+
+def wait_depth(plan: TensorCorePlan, threads: int) -> int:
+    """How many wgmma groups may stay in flight when an iteration issues its copies: the
+    copies refill the slot the previous iteration's MMAs read, which one pending group
+    leaves finished only when the block is one warp group (all readers of that slot are
+    this warp group's MMAs); with more, other warp groups may still be reading it."""
+    return 1 if threads == 128 else 0
+
+
+def emit_pipelined(kern: KernelEmitter, op, lp) -> None:
+    """lower/mma_pipeline.py's ring with warp-group MMA:
+
+        prologue: copy iterations 0 .. S-2 into slots 0 .. S-2, one cp.async group each
+        loop j:   wait until at most S-2 copy groups are pending; barrier; fence.proxy.async;
+                  wgmma.fence; the MMAs of slot j mod S; commit; wgmma.wait_group d (the
+                  MMAs of iteration j-1 are done, so their slot is free); copy iteration
+                  j+S-1 into slot (j-1) mod S; commit
+        exit:     wgmma.wait_group 0; wait for all copy groups; barrier
+    """
+    from tilelang.codegen.lower.mma_pipeline import Stream, _c64
+    from tilelang.codegen.llvm.kernel import TileVal as TV
+    b = kern.builder
+    plan, S = lp.plan, lp.stages
+    form = plan.form
+    kern.require_exact()
+    note_use(kern, plan, pipelined=True)
+    kern.stats.features.add("cp_async")
+    start, stop, step = (kern.tile(v).value for v in (op.start, op.stop, op.step))
+    ivt = kern.tile(op.start).dtype
+    init = to_layout(kern, kern.tile(op.init[0]), plan.acc)
+    stage_bytes = sum(lp.image_bytes)
+    ring = kern.smem(S * stage_bytes, ir.IntType(8), 0)
+    align_smem(kern)
+    base = mma_sync.shared_address(kern, ring)
+    offs = (0, lp.image_bytes[0])
+    streams = [Stream(kern, d, cax, form.itemsize, o,
+                      image_span(tuple(d.op.result.type.shape)[cax], form.itemsize))
+               for d, cax, o in zip(lp.operands, lp.axes, offs)]
+    sops = [s.sop for s in streams]
+    da = Descriptors.build(kern, sops[0], True, plan)
+    db = Descriptors.build(kern, sops[1], False, plan)
+    k = sops[0].shape[-1]
+    depth = wait_depth(plan, kern.threads)
+    iv_var = op.iv
+
+    def wide(v):
+        return b.sext(v, I64) if ivt.signed else b.zext(v, I64)
+
+    positive = b.icmp_signed(">", step, ir.Constant(step.type, 0)) if ivt.signed else \
+        b.icmp_unsigned(">", step, ir.Constant(step.type, 0))
+
+    def valid_ahead(iv, s):
+        s64 = _c64(s) if isinstance(s, int) else b.zext(s, I64)
+        return b.and_(positive, b.icmp_signed("<", b.mul(wide(step), s64),
+                                              b.sub(wide(stop), wide(iv))))
+
+    def iv_ahead(iv, s):
+        if isinstance(s, int):
+            return b.add(iv, b.mul(step, ir.Constant(step.type, s))) if s else iv
+        sv = s if step.type == I32 else (b.zext(s, step.type) if step.type.width > 32
+                                         else b.trunc(s, step.type))
+        return b.add(iv, b.mul(step, sv))
+
+    def copy(iv, s, image):
+        kern.env[iv_var.id] = TV(ivt, kern.scalar_layout, (iv,))
+        for st in streams:
+            st.issue((iv_ahead(iv, s), iv_var, lp.scalars), image, valid_ahead(iv, s))
+        mma_operands.commit_group(kern)
+
+    kern.barrier()                       # earlier users of the shared buffer are done
+    entry = b.block
+    if S == 2:
+        copy(start, 0, base)
+    else:                                # the prologue as a loop: its copy code once
+        ploop = kern.fn.append_basic_block("wgmma.prologue")
+        pdone = kern.fn.append_basic_block("wgmma.prologue.end")
+        b.branch(ploop)
+        b.position_at_end(ploop)
+        s = b.phi(I32, "stage")
+        s.add_incoming(_c(0), entry)
+        copy(start, s, b.add(base, b.mul(s, _c(stage_bytes))))
+        s1 = b.add(s, _c(1))
+        s.add_incoming(s1, b.block)
+        b.cbranch(b.icmp_unsigned("<", s1, _c(S - 1)), ploop, pdone)
+        b.position_at_end(pdone)
+    pre = b.block
+    header = kern.fn.append_basic_block("wgmma.pipe")
+    body = kern.fn.append_basic_block("wgmma.pipe.body")
+    exit_ = kern.fn.append_basic_block("wgmma.pipe.exit")
+    b.branch(header)
+    b.position_at_end(header)
+    iv = b.phi(start.type, "iv")
+    iv.add_incoming(start, pre)
+    slot = b.phi(I32, "slot")
+    slot.add_incoming(_c(0), pre)
+    accs = []
+    for r in init.regs:
+        p = b.phi(r.type)
+        p.add_incoming(r, pre)
+        accs.append(p)
+    if ivt.signed:
+        go = b.and_(positive, b.icmp_signed("<", iv, stop))
+    else:
+        go = b.and_(positive, b.icmp_unsigned("<", iv, stop))
+    b.cbranch(go, body, exit_)
+
+    b.position_at_end(body)
+    mma_operands.wait_group(kern, S - 2)
+    kern.barrier()
+    wgmma_ops.fence_proxy_async(kern)
+    image = b.add(base, slot)
+    regs = wgmma_ops.fence(kern, list(accs))
+    regs = issue(kern, plan, da, db, (da.base(kern, image),
+                                      db.base(kern, b.add(image, _c(offs[1])))), regs, k)
+    wgmma_ops.commit_group(kern)
+    regs = wgmma_ops.wait_group(kern, depth, regs)
+    last = _c((S - 1) * stage_bytes)
+    wslot = b.select(b.icmp_unsigned("==", slot, _c(0)), last, b.sub(slot, _c(stage_bytes)))
+    copy(iv, S - 1, b.add(base, wslot))
+    nxt = b.add(slot, _c(stage_bytes))
+    nxt = b.select(b.icmp_unsigned("==", nxt, _c(S * stage_bytes)), _c(0), nxt)
+    tail = b.block
+    iv.add_incoming(b.add(iv, step), tail)
+    slot.add_incoming(nxt, tail)
+    for p, r in zip(accs, regs):
+        p.add_incoming(r, tail)
+    b.branch(header)
+
+    b.position_at_end(exit_)
+    out = wgmma_ops.wait_group(kern, 0, list(accs))
+    mma_operands.wait_group(kern, 0)
+    kern.barrier()                       # the ring is free for the next user
+    kern.env[op.results[0].id] = TileVal(init.dtype, plan.acc, tuple(out))
+    remember_acc_layout(kern, plan.acc)
