@@ -101,3 +101,32 @@ def test_unavailable_is_a_diagnostic(monkeypatch):
     assert d.message == "nvJitLink is not available (no nvJitLink library could be loaded " \
                         "(none found))"
     assert "--ptxas" in d.help
+
+
+@needs
+def test_prewarm_once_per_arch_and_harmless(monkeypatch):
+    monkeypatch.setattr(nvjitlink, "_prewarmed", {})
+    nvjitlink.prewarm("sm_90a")
+    nvjitlink.prewarm("sm_90a")
+    assert list(nvjitlink._prewarmed) == ["sm_90a"]
+    t = nvjitlink._prewarmed["sm_90a"]
+    # a link while (or after) the warm-up runs is unaffected
+    r = link_ptx(SMEM_PTX, "sm_90a", env={})
+    assert r.resources["smem_kernel"].smem_static == 4096
+    t.join(30)
+    assert not t.is_alive()
+    nvjitlink._prewarm("sm_bogus")          # a failing warm-up raises nothing
+
+
+def test_driver_prewarms_only_for_a_cubin_through_nvjitlink(monkeypatch):
+    from tilelang.driver import Options, compile_source
+    seen = []
+    monkeypatch.setattr(nvjitlink, "prewarm", seen.append)
+    src = "kernel k(a: Array[f32, 1]) { store(a, index = (0,), tile = load(a, index = (0,), " \
+          "shape = (1,))); }\n"
+    compile_source(src, "k.tile", Options(), until="ptx")
+    compile_source(src, "k.tile", Options(ptxas="/nonexistent/ptxas"))
+    assert seen == []
+    if HAVE:
+        assert compile_source(src, "k.tile", Options(target="sm_80")).ok
+        assert seen == ["sm_80"]

@@ -37,7 +37,9 @@ def compile_modules(ir_texts: list[str], cpu: str, features: str,
     for m in mods[1:]:
         main.link_in(m)
     main.verify()
-    text = str(main)
+    # one module (one kernel, the runtime's case): its text as generated is the answer; LLVM
+    # printing it again cost up to ~20 ms on the tensor-core matmul
+    text = ir_texts[0] if len(mods) == 1 else str(main)
     tm = target_machine(cpu, features, opt_level)
     if opt_level > 0:
         pto = llvm.create_pipeline_tuning_options(speed_level=opt_level)
