@@ -25,9 +25,9 @@ examples/matmul.tile with the specialization its JIT gives aligned 4096^3 tensor
 GPUTarget("cuda", 90, 32): no GPU is needed. Without a Python that has Triton
 (`--triton-python`, default $TRITON_PYTHON or /work/tvenv/bin/python) its column is left out.
 
-A second table splits Tile's cold and warm compiles into stages (parse, sema, ir, llvm: building
-the LLVM IR with code generation's first-use imports, ptx: LLVM's passes and NVPTX, cubin:
-nvJitLink).
+A second table splits Tile's cold and warm compiles into stages (parse, sema, ir, imports: code
+generation's modules imported on first use, llvm: building the LLVM IR, ptx: LLVM's passes and
+NVPTX, cubin: nvJitLink).
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 HERE = ROOT / "benchmarks"
-STAGES = ("parse", "sema", "ir", "llvm", "ptx", "cubin")
+STAGES = ("parse", "sema", "ir", "imports", "llvm", "ptx", "cubin")
 EXAMPLES = {"softmax": ROOT / "examples" / "softmax.tile",
             "matmul": ROOT / "examples" / "matmul.tile"}
 
