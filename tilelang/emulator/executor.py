@@ -249,6 +249,13 @@ def _sync_complete(st, ins, group):
         arrived = np.bincount(blk[group], minlength=st.nblk)
         live = np.bincount(blk[st.live], minlength=st.nblk)
         return (arrived == live)[blk]
+    if ins.sync == "cluster_wait":       # every live thread of the cluster arrived enough
+        c = st.geom.cluster
+        cl = st.block_in_batch // (c[0] * c[1] * c[2])
+        big = np.iinfo(np.int64).max
+        low = np.full(int(cl[-1]) + 1, big, np.int64)
+        np.minimum.at(low, cl[st.live], st.cl_arrived[st.live])
+        return low[cl] > st.cl_waited
     if ins.sync == "warpgroup":          # all 128 threads of the warp group, none exited
         wg = _wg_index(st)
         return (np.bincount(wg[group], minlength=int(wg[-1]) + 1) == 128)[wg]
@@ -345,6 +352,16 @@ def _release_or_fail(st, pcs):
         n = int(np.count_nonzero(same & group))
         raise st.error(WarpDivergence, f"{ins.opcode}: warp group not converged: {n} of its 128 "
                        f"threads arrived (the rest diverged or exited)", first)
+    if ins.sync == "cluster_wait":
+        c = st.geom.cluster
+        cl = st.block_in_batch // (c[0] * c[1] * c[2])
+        late = np.flatnonzero(st.live & (cl == cl[first]) & (st.cl_arrived <= st.cl_waited[first]))
+        where = sorted({code[int(q - PARKED) if q >= PARKED else int(q)].line
+                        for q in pcs[late]})
+        raise st.error(BarrierDivergence, f"{ins.opcode}: deadlock — {late.size} live thread(s) "
+                       f"of the cluster never arrive (they wait at PTX line(s) "
+                       f"{', '.join(map(str, where[:6]))}); one is shown",
+                       late[0] if late.size else first)
     if ins.sync in ("block", "cluster"):
         same = st.block_in_batch == st.block_in_batch[first]
         cls, unit = BarrierDivergence, "block"

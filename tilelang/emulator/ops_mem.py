@@ -334,9 +334,30 @@ def build_mapa(ctx, ins, parts):
 
 # -- no-ops for the emulator's sequentially consistent memory ------------------------------
 @op("fence", "membar", "prefetch", "prefetchu", "discard", "applypriority", "nanosleep",
-    "griddepcontrol", "pmevent", "setmaxnreg")
+    "griddepcontrol", "pmevent")
 def build_nop(ctx, ins, parts):
     return lambda st, m: None
+
+
+@op("setmaxnreg")
+def build_setmaxnreg(ctx, ins, parts):
+    """setmaxnreg.{inc,dec}.sync.aligned.u32 N: the register budget of the warp group changes
+    (nothing to do for the emulator, which has no register file limit); the PTX ISA's rules are
+    checked: N a multiple of 8 in 24..256, executed by the whole warp group together."""
+    if len(parts) < 2 or parts[1] not in ("inc", "dec") or "sync" not in parts or \
+            "aligned" not in parts:
+        ctx.error(f"{ins.opcode}: expected setmaxnreg.inc/.dec.sync.aligned.u32")
+    from .ptx_ast import Imm
+    if len(ins.operands) != 1 or not isinstance(ins.operands[0], Imm):
+        ctx.error("setmaxnreg takes an immediate register count")
+    n = int(ctx.src(ins.operands[0], type_info("u32"))(None))
+    if n % 8 or not 24 <= n <= 256:
+        ctx.error(f"setmaxnreg: the register count {n} must be a multiple of 8 in 24..256")
+
+    def run(st, m):
+        from .ops_wgmma import check_warpgroup
+        check_warpgroup(st, m, ins.opcode)
+    return {"run": run, "sync": "warpgroup"}
 
 
 @op("createpolicy")
@@ -371,11 +392,30 @@ def build_bar(ctx, ins, parts):
         return {"run": lambda st, m: check_members(st, m, gmask(st), ins.opcode),
                 "sync": "warp", "members": gmask}
     if sub == "cluster":
-        # barrier.cluster.arrive is a no-op; .wait waits for every live thread of the cluster
-        # (the blocks of a cluster always run in the same batch)
+        # barrier.cluster.arrive counts the thread's arrivals; .wait waits until every live
+        # thread of the cluster has arrived as often as this thread waits (the blocks of a
+        # cluster always run in the same batch; threads that exited count as arrived)
         if "wait" in parts:
-            return {"run": _barrier_done, "sync": "cluster"}
-        return lambda st, m: None
+            def wait(st, m):
+                idx = st.active_index(m)
+                if (st.cl_arrived[idx] <= st.cl_waited[idx]).any():
+                    k = idx[np.flatnonzero(st.cl_arrived[idx] <= st.cl_waited[idx])[0]]
+                    raise st.error(BarrierDivergence, "barrier.cluster.wait without a "
+                                   "preceding barrier.cluster.arrive of this thread", k)
+                st.cl_waited[idx] += 1
+                _barrier_done(st, m)
+            return {"run": wait, "sync": "cluster_wait"}
+        if "arrive" not in parts:
+            ctx.error(f"{ins.opcode}: expected barrier.cluster.arrive or .wait")
+
+        def arrive(st, m):
+            idx = st.active_index(m)
+            if (st.cl_arrived[idx] > st.cl_waited[idx]).any():
+                k = idx[np.flatnonzero(st.cl_arrived[idx] > st.cl_waited[idx])[0]]
+                raise st.error(BarrierDivergence, "barrier.cluster.arrive twice without a "
+                               "barrier.cluster.wait between", k)
+            st.cl_arrived[idx] += 1
+        return arrive
     ops = ins.operands
     if sub == "red":
         return _build_bar_red(ctx, ins, parts)

@@ -81,6 +81,8 @@ class State:
         self.spin_pc = np.full(T, -1, np.int64)
         self.spin_from = np.full(T, -1, np.int64)
         self.nspin = 0                             # threads parked as spinning
+        self.cl_arrived = np.zeros(T, np.int64)    # barrier.cluster.arrive per thread
+        self.cl_waited = np.zeros(T, np.int64)     # barrier.cluster.wait passed per thread
         self.races = None                          # races.RaceChecker when race_check is on
         self.stack = np.zeros((16, T), np.int32)
         self.sp = np.zeros(T, np.int64)
