@@ -82,7 +82,7 @@ def test_completion():
     assert {"load", "log", "log2"} <= set(labels) and all(x.startswith("lo") for x in labels)
     items = {c.label: c for c in complete("", pos(0, 0))}
     assert {"kernel", "fn", "f16", "Tile", "load", "inf"} <= set(items)
-    assert items["load"].detail.startswith("load(A, index, shape")
+    assert items["load"].detail.startswith("load(A, index")
     assert items["load"].kind == lsp.CompletionItemKind.Function
     assert items["kernel"].kind == lsp.CompletionItemKind.Keyword
     assert [c.label for c in complete("@", pos(0, 1))] == ["launch", "host"]
@@ -109,7 +109,8 @@ def test_hover_symbols_definition():
     assert syms[0].selection_range == lsp.Range(start=pos(9, 7), end=pos(9, 13))
     loc = tls.definition(a, pos(22, 18))
     assert loc.uri == uri and loc.range.start == pos(9, 7)
-    assert tls.definition(a, pos(11, 8)) is None  # `let` is no item
+    loc = tls.definition(a, pos(11, 8))  # a `let` name: its own definition
+    assert loc.uri == uri and loc.range == lsp.Range(start=pos(11, 8), end=pos(11, 9))
 
 
 def test_stdio_session(tmp_path):
@@ -135,7 +136,7 @@ def test_stdio_session(tmp_path):
                 capabilities=lsp.ClientCapabilities(), process_id=None,
                 root_uri=from_fs_path(str(tmp_path)))), 30)
             caps = result.capabilities
-            assert list(caps.completion_provider.trigger_characters) == ["@"]
+            assert list(caps.completion_provider.trigger_characters) == ["@", "."]
             assert caps.hover_provider and caps.document_symbol_provider
             assert caps.definition_provider
             client.initialized(lsp.InitializedParams())

@@ -115,11 +115,11 @@ def test_requests_answered_while_a_huge_document_is_open(wire, tmp_path):
     open_doc(wire, huge_uri, huge)
     r = wire.call("textDocument/hover", hover_params(huge_uri, 7, 10))
     huge_hover_s = time.monotonic() - t0
-    assert "load(A, index, shape" in r["result"]["contents"]["value"]
+    assert "load(A, index" in r["result"]["contents"]["value"]
     t0 = time.monotonic()
     r = wire.call("textDocument/hover", hover_params(huge_uri, 80_000, 10))
     huge_hover2_s = time.monotonic() - t0
-    assert "load(A, index, shape" in r["result"]["contents"]["value"]
+    assert "load(A, index" in r["result"]["contents"]["value"]
     d = wire.diagnostics(huge_uri)
     assert len(d["diagnostics"]) == 1 and "more than the language server checks" in \
         d["diagnostics"][0]["message"]

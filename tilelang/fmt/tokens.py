@@ -46,6 +46,8 @@ class Tok:
     text: str
     line: int  # 1-based line of its first character
     newlines: int  # line breaks between the previous token or comment and this one
+    pos: int = 0  # offset of its first character in the text
+    col: int = 1  # 1-based column (code points) of its first character
     #: For a comment: whether a line must end after it (a `//` comment, a block comment with a
     #: line break inside or after it); the others stay inline: `f(a, /* b */ c)`.
     breaks: bool = False
@@ -73,31 +75,42 @@ class Tok:
         return self.text in (")", "]")
 
 
-def tokenize(text: str) -> list[Tok]:
+def tokenize(text: str, strict: bool = True) -> list[Tok]:
+    """The tokens and comments of `text`. An unknown character is a LexError, or with
+    `strict=False` (the language server, on text being typed) a token of kind "error"."""
     out: list[Tok] = []
-    pos, line, newlines = 0, 1, 0
+    pos, line, newlines, line_start = 0, 1, 0, 0
     n = len(text)
     while pos < n:
         m = _TOKEN.match(text, pos)
         if m is None:
-            raise LexError(f"unexpected character {text[pos]!r} at line {line}")
-        kind, value = m.lastgroup, m.group(0)
+            if strict:
+                raise LexError(f"unexpected character {text[pos]!r} at line {line}")
+            out.append(Tok("error", text[pos], line, newlines, pos, pos - line_start + 1))
+            pos += 1
+            newlines = 0
+            continue
+        kind, value, start = m.lastgroup, m.group(0), pos
         pos = m.end()
         if kind == "ws":
             continue
         if kind == "nl":
             line += 1
             newlines += 1
+            line_start = pos
             continue
+        col = start - line_start + 1
         if kind in ("line_comment", "block_comment"):
             out.append(Tok("comment", value.rstrip() if kind == "line_comment" else value,
-                           line, newlines))
-            line += value.count("\n")
+                           line, newlines, start, col))
+            if "\n" in value:
+                line += value.count("\n")
+                line_start = start + value.rindex("\n") + 1
             newlines = 0
             continue
         if kind == "name" and value in KEYWORDS:
             kind = "keyword"
-        out.append(Tok(kind, value, line, newlines))
+        out.append(Tok(kind, value, line, newlines, start, col))
         newlines = 0
     for i, t in enumerate(out):
         if t.is_comment:

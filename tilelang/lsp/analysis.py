@@ -8,6 +8,7 @@ requests, and a document over ``MAX_CHECKED_CHARS`` is not checked at all.
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from lsprotocol import types as lsp
@@ -38,7 +39,22 @@ class Analysis:
     #: While the check of the current text runs: the module of the last check of the document,
     #: whose items still name the right signatures (hover, completion), not positions.
     earlier_module: object | None = None
+    #: The checker's module loader: the imported modules (their paths and ASTs).
+    loader: object | None = None
+    #: While the current text does not parse (or is being checked): the last analysis of the
+    #: document that parsed, for the names completion offers.
+    earlier: "Analysis | None" = None
     _lines: list[str] | None = None
+    _index: object | None = None
+
+    @property
+    def index(self):
+        """Definitions and references of the names of the module (`symbols.Index`)."""
+        if self._index is None:
+            from .symbols import Index
+
+            self._index = Index(self)
+        return self._index
 
     @property
     def lines(self) -> list[str]:
@@ -72,14 +88,10 @@ def analyze(text: str, uri: str, encoding: str = UTF16) -> Analysis:
     diagnostic, so one bad document cannot take the server down."""
     if too_large(text):
         return Analysis(uri, text, diagnostics=[too_large_note(text)], checked=False)
-    from tilelang.driver import check_source
-
     path = path_of(uri)
-    module = typed = None
+    module = typed = loader = None
     try:
-        result = check_source(text, path)
-        diags = list(result.diagnostics)
-        module, typed = result.module, result.typed
+        module, typed, diags, loader = _check(text, path, uri)
     except Exception as exc:  # a compiler bug must not take the server down
         log.error("check_source failed on %s: %s: %s", uri, type(exc).__name__, exc)
         diags = [Diagnostic(Severity.ERROR, "E9999",
@@ -90,4 +102,40 @@ def analyze(text: str, uri: str, encoding: str = UTF16) -> Analysis:
     except Exception as exc:  # pragma: no cover - a conversion bug must not lose the document
         log.error("diagnostics of %s not converted: %s: %s", uri, type(exc).__name__, exc)
         lsp_diags = []
-    return Analysis(uri, text, module, typed, lsp_diags)
+    return Analysis(uri, text, module, typed, lsp_diags, loader=loader)
+
+
+#: Item caches of the documents checked last (checks run on one thread: no lock).
+_CACHES: OrderedDict = OrderedDict()
+MAX_DOCUMENTS = 16
+
+
+def _check(text: str, path: str, uri: str):
+    """(module, typed program, diagnostics, loader): what `driver.check_source(text, path)`
+    gives, with the document parsed item by item and its imports parsed once per content
+    (incremental.py)."""
+    from tilelang.diagnostics import TileError
+    from tilelang.driver import check_source
+
+    from .incremental import ItemCache, check_module
+
+    if not text.strip():  # the driver's own warning for an empty file
+        r = check_source(text, path)
+        return r.module, r.typed, list(r.diagnostics), None
+    cache = _CACHES.pop(uri, None) or ItemCache()
+    _CACHES[uri] = cache
+    while len(_CACHES) > MAX_DOCUMENTS:
+        _CACHES.popitem(last=False)
+    try:
+        module = cache.parse(text, path)
+    except TileError as e:
+        return None, None, list(e.diagnostics), None
+    except RecursionError:  # the driver says why
+        r = check_source(text, path)
+        return r.module, r.typed, list(r.diagnostics), None
+    try:
+        typed, diags, loader = check_module(module)
+    except RecursionError:
+        r = check_source(text, path)
+        return r.module, r.typed, list(r.diagnostics), None
+    return module, typed, list(diags), loader

@@ -1,4 +1,5 @@
-"""Completion, hover, document symbols and go-to-definition, answered from an `Analysis`.
+"""Completion, hover, document symbols and go-to-definition, answered from an `Analysis`
+(definitions and references through `symbols.Index`, see navigation.py).
 
 Nothing here runs the compiler: the parsed module and the checked program come from the
 worker's analysis of the document, so a request is answered in the time it takes to look at
@@ -116,6 +117,37 @@ def _name_span(item) -> Span | None:
     return span
 
 
+def index_for(a: Analysis):
+    """The names of the document: of its current text, or while that does not parse (it is
+    being typed) of the last text that did (positions may be a little off)."""
+    if a.module is not None:
+        return a.index
+    if a.earlier is not None and a.earlier.module is not None:
+        return a.earlier.index
+    return None
+
+
+def file_lines(path: str | None) -> list[str]:
+    if not path:
+        return []
+    from .diagnostics import _read_lines
+
+    return _read_lines(path)
+
+
+def doc_comment(lines: list[str], item) -> str:
+    """The `//` comment lines right above an item (above its attributes), without `//`."""
+    span = getattr(item, "span", None)
+    if span is None or span.line < 2:
+        return ""
+    out = []
+    k = span.line - 2
+    while 0 <= k < len(lines) and lines[k].strip().startswith("//"):
+        out.append(lines[k].strip()[2:].strip())
+        k -= 1
+    return "\n".join(reversed(out)).strip()
+
+
 def top_level_items(a: Analysis, earlier: bool = False) -> dict:
     """The document's kernels, functions and constants by name; with `earlier`, those of the
     document's last check while the current text is not checked yet (their signatures are
@@ -205,8 +237,105 @@ def completions(a: Analysis, position: lsp.Position,
                                    documentation=_md(ATTRIBUTE_DOCS.get(n, "")))
                 for n in hl.ATTRIBUTES]
     if before[:start].endswith("."):
-        return []  # members are not known without types
+        items = member_completions(a, before[:start - 1], ln, start)
+    else:
+        items = _keyword_arguments(a, position, encoding) + _names(a, ln, start)
+    if prefix:
+        p = prefix.group(0)
+        items = [i for i in items if i.label.startswith(p)]
+    return items
+
+
+_CHAIN = re.compile(r"([A-Za-z_][A-Za-z0-9_]*(?:\s*\.\s*[A-Za-z_][A-Za-z0-9_]*)*)\s*$")
+_SYMBOL_KINDS = {
+    "param": lsp.CompletionItemKind.Variable, "let": lsp.CompletionItemKind.Variable,
+    "var": lsp.CompletionItemKind.Variable, "for": lsp.CompletionItemKind.Variable,
+    "const": lsp.CompletionItemKind.Constant, "fn": lsp.CompletionItemKind.Function,
+    "kernel": lsp.CompletionItemKind.Function, "module": lsp.CompletionItemKind.Module,
+    "import": lsp.CompletionItemKind.Function,
+}
+
+
+def member_completions(a: Analysis, before_dot: str, ln: int, col: int
+                       ) -> list[lsp.CompletionItem]:
+    """After `m.` (an imported module): its functions and constants; after `std.` (part of
+    an imported module's name): the next part."""
+    from .symbols import imported_module
+
+    m = _CHAIN.search(before_dot[-512:])
+    index = index_for(a)
+    if m is None or index is None:
+        return []
+    chain = [p.strip() for p in m.group(1).split(".")]
+    sym = index.visible(ln + 1, col + 1).get(chain[0])
+    if sym is None or sym.kind != "module":
+        return []
+    prefix = [sym.name] if sym.node.alias else list(sym.target)
+    if len(chain) < len(prefix):  # `std.` of `import std.math;`
+        if chain == prefix[:len(chain)]:
+            nxt = prefix[len(chain)]
+            return [lsp.CompletionItem(label=nxt, kind=lsp.CompletionItemKind.Module,
+                                       detail=".".join(prefix[:len(chain) + 1]))]
+        return []
+    if chain != prefix:
+        return []
+    path, module = imported_module(index.analysis, sym.target)
+    if module is None:
+        return []
+    from tilelang.frontend import ast
+
+    out = []
+    lines = file_lines(path)
+    for item in module.items:
+        if isinstance(item, (ast.FnDef, ast.ConstDef)):
+            kind = (lsp.CompletionItemKind.Constant if isinstance(item, ast.ConstDef)
+                    else lsp.CompletionItemKind.Function)
+            out.append(lsp.CompletionItem(label=item.name, kind=kind,
+                                          detail=item_signature(item),
+                                          documentation=_md(doc_comment(lines, item))))
+    return out
+
+
+def _keyword_arguments(a: Analysis, position: lsp.Position, encoding: str
+                       ) -> list[lsp.CompletionItem]:
+    """Inside a call's parentheses: the parameters of what it calls not given yet, as
+    `name = ` (built-ins from the registry's parameter lists)."""
+    from .editing import open_call, resolve_callee
+
+    call = open_call(a, position, encoding)
+    if call is None or call.keyword is not None:
+        return []
+    sig = resolve_callee(a, call.callee, position, encoding)
+    if sig is None:
+        return []
+    out = []
+    for k, (name, s, e) in enumerate(sig.params):
+        if name in call.used or sig.label[s:e].startswith("*"):
+            continue
+        out.append(lsp.CompletionItem(
+            label=f"{name}=", kind=lsp.CompletionItemKind.Field, filter_text=name,
+            insert_text=f"{name} = ", detail=sig.label[s:e], sort_text=f"0{k:03d}"))
+    return out
+
+
+def _names(a: Analysis, ln: int, col: int) -> list[lsp.CompletionItem]:
+    """The document's names visible at the position, then the language's."""
     items: list[lsp.CompletionItem] = []
+    index = index_for(a)
+    seen = set()
+    if index is not None:
+        for name, sym in index.visible(ln + 1, col + 1).items():
+            if sym.kind in ("fn", "kernel", "const"):
+                detail = item_signature(sym.node)
+            elif sym.kind == "module":
+                detail = "import " + ".".join(sym.target)
+            elif sym.kind == "import":
+                detail = f"from {'.'.join(sym.target[0])} import {sym.target[1]}"
+            else:
+                detail = sym.kind
+            seen.add(name)
+            items.append(lsp.CompletionItem(label=name, kind=_SYMBOL_KINDS[sym.kind],
+                                            detail=detail, sort_text=f"1{name}"))
     for kw in hl.keywords():
         items.append(lsp.CompletionItem(label=kw, kind=lsp.CompletionItemKind.Keyword,
                                         documentation=_md(KEYWORD_DOCS.get(kw, ""))))
@@ -220,20 +349,20 @@ def completions(a: Analysis, position: lsp.Position,
         items.append(lsp.CompletionItem(label=w, kind=lsp.CompletionItemKind.Constant))
     reg = _registry()
     for name in hl.builtins():
+        if name in seen:
+            continue
         b = reg.get(name)
         items.append(lsp.CompletionItem(
             label=name, kind=lsp.CompletionItemKind.Function,
             detail=builtin_signature(b) if b else "built-in",
             documentation=_md(getattr(b, "doc", "") or "") if b else None))
-    from tilelang.frontend import ast
+    if index is None:  # no parse yet: at least the items of the last check
+        from tilelang.frontend import ast
 
-    for name, item in top_level_items(a, earlier=True).items():
-        kind = (lsp.CompletionItemKind.Constant if isinstance(item, ast.ConstDef)
-                else lsp.CompletionItemKind.Function)
-        items.append(lsp.CompletionItem(label=name, kind=kind, detail=item_signature(item)))
-    if prefix:
-        p = prefix.group(0)
-        items = [i for i in items if i.label.startswith(p)]
+        for name, item in top_level_items(a, earlier=True).items():
+            kind = (lsp.CompletionItemKind.Constant if isinstance(item, ast.ConstDef)
+                    else lsp.CompletionItemKind.Function)
+            items.append(lsp.CompletionItem(label=name, kind=kind, detail=item_signature(item)))
     return items
 
 
@@ -271,6 +400,42 @@ def binding_type(a: Analysis, word: str, line: int, col: int) -> str | None:
     return f"```tile\n{best.kind} {word}: {best.type}{const}\n```\n\n*in {best.context}*"
 
 
+def _symbol_hover(a: Analysis, occ) -> str | None:
+    """What hover says about a name the document's index resolved."""
+    from .navigation import imported_item
+
+    sym = occ.symbol
+    if sym is None:
+        if occ.role == "keyword" and occ.builtin:
+            b = _registry().get(occ.builtin)
+            if b is not None:
+                return f"parameter `{occ.name}` of\n```tile\n{builtin_signature(b)}\n```"
+        return None
+    if sym.kind in ("param", "let", "var", "for"):
+        typed = binding_type(a, sym.name, sym.line, sym.col)
+        if typed is not None:
+            return typed
+        kind = {"for": "loop"}.get(sym.kind, sym.kind)
+        return f"```tile\n{kind} {sym.name}\n```"
+    if sym.kind in ("fn", "kernel", "const"):
+        doc = doc_comment(a.lines, sym.node)
+        return f"```tile\n{item_signature(sym.node)}\n```" + (f"\n\n{doc}" if doc else "")
+    if sym.kind == "module":
+        from .symbols import module_path_of
+
+        path = module_path_of(a, sym.target)
+        where = f"\n\n`{path}`" if path else "\n\nnot found"
+        return f"module `{'.'.join(sym.target)}`" + where
+    if sym.kind == "import":
+        path, item = imported_item(a, sym.target)
+        if item is None:
+            return f"`{sym.target[1]}` from module `{'.'.join(sym.target[0])}` (not found)"
+        doc = doc_comment(file_lines(path), item)
+        return (f"```tile\n{item_signature(item)}\n```" + (f"\n\n{doc}" if doc else "")
+                + f"\n\n*from {'.'.join(sym.target[0])}*")
+    return None
+
+
 def hover(a: Analysis, position: lsp.Position, encoding: str = UTF16) -> lsp.Hover | None:
     lines = a.lines
     found = word_at(lines, position, encoding)
@@ -281,7 +446,10 @@ def hover(a: Analysis, position: lsp.Position, encoding: str = UTF16) -> lsp.Hov
     before = line[start - 1] if start > 0 else ""
     items = top_level_items(a, earlier=True)
     value = None
-    if before not in ("@", ".") and word not in items:
+    occ = a.index.at(ln + 1, start + 1) if a.module is not None else None
+    if occ is not None and occ.name == word:
+        value = _symbol_hover(a, occ)
+    elif before not in ("@", ".") and word not in items:
         value = binding_type(a, word, ln + 1, start + 1)
     if value is not None:
         pass  # a binding's inferred type is the most specific answer
@@ -316,6 +484,10 @@ def hover(a: Analysis, position: lsp.Position, encoding: str = UTF16) -> lsp.Hov
 
 def definition(a: Analysis, position: lsp.Position,
                encoding: str = UTF16) -> lsp.Location | None:
+    if a.module is not None:
+        from .navigation import definition as resolved
+
+        return resolved(a, position, encoding)
     found = word_at(a.lines, position, encoding)
     if found is None:
         return None

@@ -87,6 +87,7 @@ class _Doc:
     analysis: Analysis | None = None
     analysis_gen: int = -1
     parsed: object | None = None  # the module of the last check that parsed
+    parsed_analysis: Analysis | None = None  # and that check
     waiters: list[asyncio.Future] = field(default_factory=list)
 
 
@@ -164,9 +165,9 @@ class Checker:
             return  # a newer version arrived meanwhile: never publish a stale result
         d.analysis, d.analysis_gen = a, gen
         if a.module is not None:
-            d.parsed = a.module
-        else:  # a syntax error while typing: completion still knows the document's items
-            a.earlier_module = d.parsed
+            d.parsed, d.parsed_analysis = a.module, a
+        else:  # a syntax error while typing: completion still knows the document's names
+            a.earlier_module, a.earlier = d.parsed, d.parsed_analysis
         waiters, d.waiters = d.waiters, []
         for w in waiters:
             if not w.done():
@@ -200,7 +201,8 @@ class Checker:
             return None
         if a is not None and a.text == cur.text:
             return a
-        return Analysis(uri, cur.text, checked=False, earlier_module=cur.parsed)
+        return Analysis(uri, cur.text, checked=False, earlier_module=cur.parsed,
+                        earlier=cur.parsed_analysis)
 
     async def once(self, uri: str, text: str, wait: float) -> Analysis:
         """An analysis of a document that is not open (read from disk), within `wait`."""

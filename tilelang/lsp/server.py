@@ -19,7 +19,7 @@ from pygls.uris import to_fs_path
 
 from tilelang import __version__
 
-from . import features
+from . import editing, features, navigation, semantic
 from .analysis import Analysis, MAX_CHECKED_CHARS
 from .positions import UTF16
 from .protocol import PARSE_ERROR, TileProtocol
@@ -176,7 +176,7 @@ def create_server() -> TileServer:
             uri=params.text_document.uri, diagnostics=[]))
 
     @server.feature(lsp.TEXT_DOCUMENT_COMPLETION,
-                    lsp.CompletionOptions(trigger_characters=["@"]))
+                    lsp.CompletionOptions(trigger_characters=["@", "."]))
     @_guard
     async def completion(ls: TileServer, params: lsp.CompletionParams) -> lsp.CompletionList:
         a = await document(ls, params.text_document.uri)
@@ -202,7 +202,83 @@ def create_server() -> TileServer:
         a = await document(ls, params.text_document.uri)
         return features.definition(a, params.position, position_encoding(ls))
 
+    @server.feature(lsp.TEXT_DOCUMENT_SIGNATURE_HELP,
+                    lsp.SignatureHelpOptions(trigger_characters=["(", ","],
+                                             retrigger_characters=["="]))
+    @_guard
+    async def signature_help(ls: TileServer,
+                             params: lsp.SignatureHelpParams) -> lsp.SignatureHelp | None:
+        a = await _text_only(ls, params.text_document.uri)
+        return editing.signature_help(a, params.position, position_encoding(ls))
+
+    @server.feature(lsp.TEXT_DOCUMENT_REFERENCES)
+    @_guard
+    async def references(ls: TileServer, params: lsp.ReferenceParams) -> list[lsp.Location]:
+        a = await document(ls, params.text_document.uri)
+        include = params.context.include_declaration if params.context else True
+        return navigation.references(a, params.position, include, position_encoding(ls))
+
+    @server.feature(lsp.TEXT_DOCUMENT_PREPARE_RENAME)
+    @_guard
+    async def prepare_rename(ls: TileServer, params: lsp.PrepareRenameParams):
+        a = await document(ls, params.text_document.uri)
+        return navigation.prepare_rename(a, params.position, position_encoding(ls))
+
+    @server.feature(lsp.TEXT_DOCUMENT_RENAME, lsp.RenameOptions(prepare_provider=True))
+    @_guard
+    async def rename(ls: TileServer, params: lsp.RenameParams) -> lsp.WorkspaceEdit | None:
+        a = await document(ls, params.text_document.uri)
+        return navigation.rename(a, params.position, params.new_name, position_encoding(ls))
+
+    @server.feature(lsp.TEXT_DOCUMENT_SEMANTIC_TOKENS_FULL, semantic.LEGEND)
+    @_guard
+    async def semantic_tokens(ls: TileServer,
+                              params: lsp.SemanticTokensParams) -> lsp.SemanticTokens:
+        a = await document(ls, params.text_document.uri)
+        return semantic.semantic_tokens(a, position_encoding(ls))
+
+    @server.feature(lsp.TEXT_DOCUMENT_INLAY_HINT)
+    @_guard
+    async def inlay_hints(ls: TileServer, params: lsp.InlayHintParams) -> list[lsp.InlayHint]:
+        a = await document(ls, params.text_document.uri)
+        return semantic.inlay_hints(a, params.range, position_encoding(ls))
+
+    @server.feature(lsp.TEXT_DOCUMENT_CODE_ACTION,
+                    lsp.CodeActionOptions(code_action_kinds=[lsp.CodeActionKind.QuickFix]))
+    @_guard
+    async def code_actions(ls: TileServer,
+                           params: lsp.CodeActionParams) -> list[lsp.CodeAction]:
+        a = await _text_only(ls, params.text_document.uri)
+        return editing.code_actions(a, params, position_encoding(ls))
+
+    @server.feature(lsp.TEXT_DOCUMENT_FORMATTING)
+    @_guard
+    async def formatting(ls: TileServer,
+                         params: lsp.DocumentFormattingParams) -> list[lsp.TextEdit]:
+        a = await _text_only(ls, params.text_document.uri)
+        return editing.formatting(a, position_encoding(ls))
+
+    @server.feature(lsp.TEXT_DOCUMENT_FOLDING_RANGE)
+    @_guard
+    async def folding(ls: TileServer,
+                      params: lsp.FoldingRangeParams) -> list[lsp.FoldingRange]:
+        a = await _text_only(ls, params.text_document.uri)
+        return editing.folding_ranges(a)
+
     return server
+
+
+async def _text_only(ls: TileServer, uri: str) -> Analysis:
+    """The document's current text, with the last check that parsed (for the names), without
+    waiting for a check: what signature help, code actions, formatting and folding read."""
+    d = ls.get_checker().docs.get(uri)
+    if d is None:
+        return Analysis(uri, read_unopened(uri), checked=False)
+    a = d.analysis if d.analysis is not None and d.analysis_gen == d.gen else None
+    if a is not None:
+        return a
+    return Analysis(uri, d.text, checked=False, earlier_module=d.parsed,
+                    earlier=d.parsed_analysis)
 
 
 class _OneLine(logging.Formatter):
