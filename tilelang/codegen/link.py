@@ -4,6 +4,13 @@ Resource usage (registers, spills, static shared memory) comes from ptxas's verb
 nvJitLink returns it in its info log when given `-Xptxas=-v` (measured with nvJitLink 13.5;
 `-verbose` gives the same lines), a ptxas binary prints it for `-v`.
 
+Registers: nvJitLink compiles PTX input as relocatable device code (`ptxas -c`), which can
+need more registers than a whole-program ptxas on the same PTX: ptxas's IEEE div/sqrt/rcp
+slow-path subroutines are called under the ABI, and a kernel with `.maxntid`/`.reqntid` but
+no `.minnctapersm` loses whole-program mode's occupancy target. No nvJitLink option changes
+either (measured: -O level, -lineinfo, PTX version, arch string, -maxrregcount, which launch
+bounds override); tests/codegen/test_link_registers.py pins the facts.
+
 ptxas knobs (seed 002): when both MLIR_ENABLE_EVO and PTX_KNOBS_PATH are set, or `knobs_file` is
 given, `--knobs-file=<path>` is forwarded to ptxas unchecked; ptxas owns the grammar and every
 diagnostic, which come back inside ours. (The public ptxas of CUDA 13.0 and nvJitLink 13.5
@@ -14,8 +21,6 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
-import tempfile
 import time
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
@@ -94,6 +99,7 @@ def parse_resource_usage(log: str) -> dict[str, KernelResources]:
 
 
 def _save_ptx(ptx: str, save_dir: str | None) -> str:
+    import tempfile
     d = save_dir or tempfile.gettempdir()
     os.makedirs(d, exist_ok=True)
     fd, path = tempfile.mkstemp(prefix="tilec-bug-", suffix=".ptx", dir=d)
@@ -172,6 +178,8 @@ def nvjitlink_options(arch: str, opt_level: int, verbose: bool = True, knobs: st
 
 
 def _link_ptxas(ptx, arch, ptxas, knobs, opt_level, verbose, extra, save_dir) -> LinkResult:
+    import subprocess      # only this path runs a program: the default link imports neither
+    import tempfile
     with tempfile.TemporaryDirectory(prefix="tilec-ptxas-") as tmp:
         src, dst = os.path.join(tmp, "tile.ptx"), os.path.join(tmp, "tile.cubin")
         with open(src, "w", encoding="utf-8") as f:
