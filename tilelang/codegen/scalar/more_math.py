@@ -42,8 +42,10 @@ def log10(k: IRKit, x):
     b = k.builder
     hi, lo = _log2_dd(k, x)
     c_hi, c_lo = K.split(LOG10_2, 2, None, False)
-    return k.fma(hi, k.c(F64, c_hi), b.fadd(b.fmul(hi, k.c(F64, c_lo)),
-                                            b.fmul(lo, k.c(F64, c_hi))))
+    r = k.fma(hi, k.c(F64, c_hi), b.fadd(b.fmul(hi, k.c(F64, c_lo)),
+                                         b.fmul(lo, k.c(F64, c_hi))))
+    # ±inf and NaN from log2 (x = 0, inf, < 0, NaN) stay as they are
+    return b.select(b.fcmp_ordered("<", k.fabs(hi), k.c(F64, float("inf"))), r, hi)
 
 
 @_in_f64
@@ -65,7 +67,7 @@ def expm1(k: IRKit, x):
     one = k.c(F64, 1.0)
     u = exp(k, x)
     d = b.fsub(u, one)
-    r = b.fdiv(b.fmul(d, x), log(k, u))
+    r = b.fmul(d, b.fdiv(x, log(k, u)))                # x / log(u) ~ 1: no overflow
     r = b.select(b.fcmp_ordered("==", d, k.c(F64, -1.0)), d, r)       # e^x rounds to 0
     r = b.select(b.fcmp_ordered("==", u, k.c(F64, float("inf"))), u, r)
     return b.select(b.fcmp_ordered("==", d, k.c(F64, 0.0)), x, r)     # e^x rounds to 1
@@ -84,7 +86,9 @@ def cbrt(k: IRKit, x):
     y = exp2_dd(k, q, q_lo)
     # one Newton step on y^3 = a where y^3 cannot under- or overflow
     y2 = b.fmul(y, y)
-    corr = b.fdiv(k.fma(y2, y, b.fneg(a)), b.fmul(k.c(F64, 3.0), y2))
+    e2 = k.fma(y, y, b.fneg(y2))                     # y*y = y2 + e2 exactly
+    res = b.fadd(k.fma(y2, y, b.fneg(a)), b.fmul(e2, y))
+    corr = b.fdiv(res, b.fmul(k.c(F64, 3.0), y2))
     ok = b.and_(b.fcmp_ordered(">=", a, k.c(F64, 2.0 ** -960)),
                 b.fcmp_ordered("<=", a, k.c(F64, 2.0 ** 960)))
     y = b.select(ok, b.fsub(y, corr), y)
