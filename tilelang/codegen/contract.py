@@ -98,8 +98,7 @@ def decide_contract(name: str, spec: LaunchSpec | None, features: CodegenFeature
       otherwise, so one cubin serves every smaller launch shape.
     - warp-group MMA with a thread count that is not a multiple of 128: an error when the kernel
       asked for it explicitly, else a fallback to mma.sync with a note.
-    - `.maxnreg` for warp-group MMA kernels without a user value: `wgmma_maxnreg(acc)`, when
-      codegen knows the accumulator is what lives (accumulator_regs > 0; 0 leaves it to ptxas).
+    - `.maxnreg` for warp-group MMA kernels without a user value: `wgmma_maxnreg(acc)`.
     """
     tgt = target if isinstance(target, Target) else get_target(target, kernel_span)
     spec = spec or LaunchSpec()
@@ -156,7 +155,7 @@ def decide_contract(name: str, spec: LaunchSpec | None, features: CodegenFeature
         reqntid, maxntid = None, spec.maxntid or _pad3(shape)
         spans.setdefault("maxntid", shape_span)
     maxnreg = spec.maxnreg
-    if maxnreg is None and use_wgmma and feats.accumulator_regs:
+    if maxnreg is None and use_wgmma:
         maxnreg = wgmma_maxnreg(feats.accumulator_regs)
         spans.setdefault("maxnreg", kernel_span)
 

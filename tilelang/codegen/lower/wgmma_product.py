@@ -46,13 +46,13 @@ def note_use(kern: KernelEmitter, plan: TensorCorePlan, pipelined: bool) -> None
     for a pipelined product loop (the GEMM the seed's `.maxnreg` formula describes: the
     accumulator is all that lives across it), `.maxnreg` from the accumulator's registers.
     A product outside such a loop lives among other tiles the formula does not count
-    (attention keeps scores, running sums and an output tile), so it leaves the bound to
-    ptxas (accumulator registers 0: no `.maxnreg`)."""
+    (attention keeps scores, running sums and an output tile): the bound is then the
+    hardware's (`.maxnreg 255`), and ptxas decides."""
     kern.stats.features.add("wgmma")
     if not pipelined:
         kern._cache["wgmma.unbounded"] = True
     if kern._cache.get("wgmma.unbounded"):
-        kern.stats.wgmma_acc_regs = 0
+        kern.stats.wgmma_acc_regs = 255
     else:
         kern.stats.wgmma_acc_regs = max(kern.stats.wgmma_acc_regs, plan.acc.num_regs)
 
