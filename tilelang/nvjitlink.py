@@ -204,6 +204,8 @@ def prewarm(arch: str) -> None:
         if len(_prewarmed) == 1:
             import atexit
             atexit.register(_join_prewarm)
+            if hasattr(os, "register_at_fork"):   # a child must not inherit its locks held
+                os.register_at_fork(before=_join_prewarm)
     t.start()
 
 
@@ -215,7 +217,6 @@ def _prewarm(arch: str) -> None:
 
 
 def _join_prewarm() -> None:
-    # never leave the process while a thread is inside nvJitLink (its static destructors run
-    # at exit)
+    # never exit (nvJitLink's static destructors run) or fork while a thread is inside it
     for t in list(_prewarmed.values()):
         t.join(timeout=10)
