@@ -62,12 +62,14 @@ FALLBACK_KEYWORDS = (
 FALLBACK_BUILTINS = (
     "abs", "arange", "argmax", "argmin", "assert", "astype", "atan2", "atomic_add",
     "atomic_and", "atomic_cas", "atomic_max", "atomic_min", "atomic_or", "atomic_xchg",
-    "atomic_xor", "bid", "bitcast", "broadcast_to", "cat", "cdiv", "ceil", "cluster_rank",
-    "cluster_size", "cos", "cumprod", "cumsum", "dim", "erf", "exp", "exp2", "expand_dims",
-    "extract", "floor", "floordiv", "fma", "full", "gather", "load", "log", "log2", "matmul",
-    "max", "maximum", "min", "minimum", "mma", "num_blocks", "num_tiles", "ones", "permute",
-    "pow", "print", "prod", "reshape", "rsqrt", "scatter", "sigmoid", "sin", "sqrt",
-    "static_assert", "store", "stride", "sum", "tanh", "transpose", "where", "zeros",
+    "atomic_xor", "bid", "bitcast", "broadcast_to", "cat", "cbrt", "cdiv", "ceil",
+    "cluster_rank", "cluster_size", "copysign", "cos", "cumprod", "cumsum", "dim", "div", "erf",
+    "exp", "exp2", "expand_dims", "expm1", "extract", "fence", "floor", "floordiv", "fma",
+    "fmod", "full", "gather", "hypot", "isfinite", "isinf", "isnan", "load", "log", "log10",
+    "log1p", "log2", "matmul", "max", "maximum", "min", "minimum", "mma", "num_blocks",
+    "num_tiles", "ones", "permute", "pow", "print", "prod", "reshape", "rint", "round", "rsqrt",
+    "scatter", "sigmoid", "sign", "sin", "sqrt", "static_assert", "store", "stride", "sum",
+    "tanh", "transpose", "trunc", "where", "zeros",
 )
 FALLBACK_DTYPES = (
     "bool", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "f16", "bf16", "f32", "f64",
