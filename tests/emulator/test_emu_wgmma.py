@@ -327,3 +327,31 @@ def test_wgmma_decode_errors():
         dev.load_module(_ptx(8).replace("sm_90a", "sm_90")).get_function("k")
     with pytest.raises(PTXParseError, match="the accumulator needs 4 registers"):
         dev.load_module(_ptx(8, nacc=3)).get_function("k")
+
+
+def test_wgmma_tf32_and_int8():
+    rng = np.random.default_rng(5)
+    N = 16
+    # tf32 (k8, 4-byte elements): the tensor core ignores the low 13 mantissa bits
+    A = rng.standard_normal((64, 8)).astype(np.float32)
+    B = rng.standard_normal((N, 8)).astype(np.float32)
+    img = np.zeros(SMEM, np.uint8)
+    place(img, 0, A, 4, True, 32, 16, 256)
+    place(img, 8192, B, 4, True, 32, 16, 256)
+    ad, bd = encode_descriptor(0, 16, 256, 32), encode_descriptor(8192, 16, 256, 32)
+    out = _run(_ptx(N, types="f32.tf32.tf32", k=8, tail="1, 1"), img, ad, bd, N // 2)
+    trunc = lambda m: (m.view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32)
+    ref = trunc(A).astype(np.float64) @ trunc(B).astype(np.float64).T
+    np.testing.assert_allclose(fragment(out, N, N // 2), ref, rtol=1e-6, atol=1e-6)
+    # s8 x u8 -> s32 (k32), accumulating onto 7
+    A8 = rng.integers(-128, 128, (64, 32)).astype(np.int8)
+    B8 = rng.integers(0, 256, (N, 32)).astype(np.uint8)
+    img = np.zeros(SMEM, np.uint8)
+    place(img, 0, A8.view(np.uint8), 1, True, 0, 128, 256)
+    place(img, 8192, B8, 1, True, 0, 128, 256)
+    ad, bd = encode_descriptor(0, 128, 256), encode_descriptor(8192, 128, 256)
+    init = np.int32(7).view(np.float32)
+    out = _run(_ptx(N, types="s32.s8.u8", k=32, tail="1, 1"), img, ad, bd, N // 2, scaled=1,
+               init=init, out_dtype=np.int32)
+    ref = A8.astype(np.int64) @ B8.astype(np.int64).T + 7
+    np.testing.assert_array_equal(fragment(out, N, N // 2), ref)
