@@ -246,18 +246,19 @@ def folding_ranges(a: Analysis) -> list[lsp.FoldingRange]:
 
     toks = tokenize(a.text, strict=False)
     for i, t in enumerate(toks):
+        first = t.own_line or i == 0  # the first token on its line
         if t.kind == "comment" and t.text.startswith("/*") and "\n" in t.text:
             close_run()
             out.append(lsp.FoldingRange(start_line=t.line - 1,
                                         end_line=t.line - 1 + t.text.count("\n"),
                                         kind=lsp.FoldingRangeKind.Comment))
             continue
-        if t.kind == "comment" and t.text.startswith("//") and t.own_line:
+        if t.kind == "comment" and t.text.startswith("//") and first:
             if run and (run[0].kind != "comment" or t.line != run[-1].line + 1):
                 close_run()
             run.append(t)
             continue
-        if t.kind == "keyword" and t.text in ("import", "from") and t.own_line and not stack:
+        if t.kind == "keyword" and t.text in ("import", "from") and first and not stack:
             if run and run[0].kind == "comment":
                 close_run()
             run.append(t)
@@ -266,7 +267,7 @@ def folding_ranges(a: Analysis) -> list[lsp.FoldingRange]:
             close_run()
         elif run and t.text == ";" and not stack:
             run[-1] = Tok(run[-1].kind, run[-1].text, t.line, 0)  # the import ends here
-        elif run and t.own_line:
+        elif run and first:
             close_run()
         if t.kind == "op" and t.text in "([{":
             stack.append(t)

@@ -72,7 +72,7 @@ def definition(a: Analysis, position: lsp.Position, encoding: str = UTF16
             return None
         zero = lsp.Position(line=0, character=0)
         return lsp.Location(uri=from_fs_path(path) or path, range=lsp.Range(start=zero, end=zero))
-    if sym.kind == "import" and (occ.role in ("member", "def") or sym.file != a.module.file):
+    if sym.kind == "import":  # a name a module gives: where that module defines it
         path, item = imported_item(a, sym.target)
         if item is None:
             return None
