@@ -34,8 +34,10 @@ class EmulatorBackend:
     observers: list = []
 
     def __init__(self, capability: tuple[int, int] = (9, 0), *, counters: bool = False,
-                 printf_stream=None):
-        self.device = EmulatorDevice(counters=counters, printf_stream=printf_stream)
+                 printf_stream=None, max_steps: int | None = None):
+        # max_steps: the emulator's step limit (default: TILELANG_EMULATOR_MAX_STEPS or 50M)
+        self.device = EmulatorDevice(counters=counters, printf_stream=printf_stream,
+                                     max_steps=max_steps)
         at = self.device.attributes
         self.capability = tuple(capability)
         self.limits = DeviceLimits(
