@@ -132,7 +132,7 @@ def run_batch(st, max_steps: int = MAX_STEPS) -> None:
                 pcs = _split(st, mask, upc)
             act = mask if mask is not None else np.ones(T, bool)
             sel = em if em is not None else act
-            group = sel | (pcs == PARKED + pc)
+            group = sel | ((pcs == PARKED + pc) & (st.wait_bar != -3))   # not spinners
             done = group & _sync_complete(st, ins, group)
             if done.any():
                 ins.run(st, done)
@@ -317,7 +317,7 @@ def _release_or_fail(st, pcs):
         ins = code[int(p - PARKED)]
         if ins.sync in ("named", "mbar_wait"):
             continue
-        group = pcs == p
+        group = (pcs == p) & ~spinning
         done = group & _sync_complete(st, ins, group)
         if done.any():                    # completed by threads that exited meanwhile
             st.ins = ins
@@ -340,7 +340,7 @@ def _release_or_fail(st, pcs):
         _no_progress(st, pcs, spinning, parked & ~spinning)
     ins = code[int(waits[0] - PARKED)]
     st.ins = ins
-    group = pcs == waits[0]
+    group = (pcs == waits[0]) & ~spinning
     first = int(np.flatnonzero(group)[0])
     if ins.sync == "named":
         b, a = int(st.block_in_batch[first]), int(st.wait_bar[first])
@@ -461,6 +461,8 @@ def _spin_check(st, taken, pc, target):
 
 def _wake_spinners(st, pcs):
     woken = st.wait_bar == -3
+    if pcs is None:                      # cannot happen: spinners keep per-thread PCs
+        raise st.error(ExecutionError, "internal: spinning threads in uniform mode")
     pcs[woken] -= PARKED
     st.wait_bar[woken] = -1
     st.spin_pc[woken] = -1
