@@ -100,6 +100,20 @@ def scalar_storage(dtype: DType) -> str:
 
 
 @dataclass(frozen=True)
+class TensorMapSpec:
+    """A TMA tensor map the kernel takes as a 128-byte `__grid_constant__` parameter
+    (docs/abi.md): it describes array parameter `array` with the box `box` (elements,
+    innermost dimension first, as cuTensorMapEncodeTiled takes them) and a `swizzle`-byte
+    swizzle (0, 32, 64 or 128); the runtime fills in the address, extents and strides of each
+    launch's argument."""
+
+    array: str
+    dtype: DType
+    box: tuple[int, ...]
+    swizzle: int
+
+
+@dataclass(frozen=True)
 class KernelArtifact:
     """One compiled kernel of a PTX module: how to launch it."""
 
@@ -112,6 +126,7 @@ class KernelArtifact:
     dynamic_smem: int = 0                    # bytes of dynamic shared memory to launch with
     facts: Mapping[str, ArrayFacts] = field(default_factory=dict)
     nonportable_cluster: bool = False
+    tensor_maps: tuple[TensorMapSpec, ...] = ()  # appended after the source parameters
 
 
 @dataclass(frozen=True)

@@ -137,25 +137,34 @@ def _new_module(name: str, target: Target) -> ir.Module:
 
 
 def emit_kernel(kernel: Kernel, target: Target, block, facts: Mapping[str, ArrayFacts],
-                *, exact: bool, layout: str, fast_math: bool = False
+                *, exact: bool, layout: str, fast_math: bool = False, tma: bool = False
                 ) -> tuple[ir.Module, KernelStats, bool]:
-    """(module holding the kernel, what it used, whether it runs in exact mode)."""
+    """(module holding the kernel, what it used, whether it runs in exact mode). With `tma`,
+    loads that want TMA tensor maps (lower/tma_load.py) make a second emission that has the
+    maps as parameters."""
+    maps: tuple = ()
     for mode in ((True,) if exact else (False, True)):
-        m = _new_module(kernel.name, target)
-        m.data_layout = layout
-        kern = KernelEmitter(m, kernel, target, block=block, exact=mode, facts=facts,
-                             fast_math=fast_math)
-        try:
-            emit_kernel_body(kern)
-        except NeedsExactThreads:
-            continue
-        return m, kern.stats, mode
+        while True:
+            m = _new_module(kernel.name, target)
+            m.data_layout = layout
+            kern = KernelEmitter(m, kernel, target, block=block, exact=mode, facts=facts,
+                                 fast_math=fast_math, tma=tma, tensor_maps=maps)
+            try:
+                emit_kernel_body(kern)
+            except NeedsExactThreads:
+                break
+            wanted = tuple(dict.fromkeys(kern.stats.tensor_maps))
+            if wanted and not maps:
+                maps = wanted
+                continue
+            return m, kern.stats, mode
     raise AssertionError("exact mode cannot need exact mode")
 
 
 def generate(module: IRModule, target: str = "sm_90a", opt_level: int = 3,
              facts: Mapping[str, Mapping[str, ArrayFacts]] | None = None, *,
-             fast_math: bool = False, precision: str | None = None) -> CodegenResult:
+             fast_math: bool = False, precision: str | None = None,
+             tma: bool = False) -> CodegenResult:
     t_start = time.perf_counter()
     tgt = get_target(target)
     if opt_level not in (0, 1, 2, 3):
@@ -179,7 +188,7 @@ def generate(module: IRModule, target: str = "sm_90a", opt_level: int = 3,
     for k, spec, block, kfacts in pending:
         layout = data_layout(tgt.llvm_cpu, tgt.llvm_features(tgt.min_ptx))
         m, st, exact = emit_kernel(k, tgt, block, kfacts, exact=spec.reqntid is not None,
-                                   layout=layout, fast_math=precision or fast_math)
+                                   layout=layout, fast_math=precision or fast_math, tma=tma)
         feats = CodegenFeatures(cross_warp_reduction=exact and spec.reqntid is None,
                                 threads=None if spec.reqntid else block,
                                 wgmma="wgmma" in st.features or st.wgmma_declined,
@@ -205,7 +214,8 @@ def generate(module: IRModule, target: str = "sm_90a", opt_level: int = 3,
             attrs=c.attrs, cluster=spec.cluster if tgt.clusters else None,
             static_smem=stats[k.name].smem_bytes - stats[k.name].dynamic_smem,
             dynamic_smem=stats[k.name].dynamic_smem, facts=dict(kfacts),
-            nonportable_cluster=c.nonportable_cluster))
+            nonportable_cluster=c.nonportable_cluster,
+            tensor_maps=tuple(dict.fromkeys(stats[k.name].tensor_maps))))
     return CodegenResult(target=tgt.name, opt_level=opt_level, llvm_ir=llvm_ir, ptx=ptx,
                          kernels=tuple(artifacts), diagnostics=tuple(sink.diagnostics),
                          timings={"llvm": t_llvm - t_start, "ptx": t_ptx - t_llvm})

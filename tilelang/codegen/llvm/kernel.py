@@ -110,12 +110,13 @@ class KernelStats:
     dynamic_smem: int = 0        # of smem_bytes: the part launched as dynamic shared memory
     wgmma_acc_regs: int = 0      # accumulator registers per thread of its warp-group MMAs
     wgmma_declined: bool = False # a product could use wgmma but for the block's thread count
+    tensor_maps: list = field(default_factory=list)  # TensorMapSpecs the TMA loads want
 
 
 class KernelEmitter:
     def __init__(self, module: ir.Module, kernel: Kernel, target, *, block: tuple[int, ...],
                  exact: bool, facts: Mapping[str, ArrayFacts] | None = None,
-                 fast_math: bool | str = False):
+                 fast_math: bool | str = False, tma: bool = False, tensor_maps: tuple = ()):
         self.module = module
         self.kernel = kernel
         self.target = target
@@ -130,6 +131,13 @@ class KernelEmitter:
         self.loops: list[Any] = []          # llvm_control.LoopFrame stack
         self._smem: ir.GlobalVariable | None = None
         self._cache: dict[Any, ir.Value] = {}
+        # Shared-memory events for exchange_slot: a sequence number per event, the last
+        # barrier (seq, block), the last use of the buffer by anyone else, and each slot's
+        # last read (seq, block).
+        self._smem_seq = 0
+        self._last_bar: tuple[int, Any] = (-1, None)
+        self._untracked_at = -1
+        self._slot_reads: dict[int, tuple[int, Any]] = {}
 
         self.builder = ir.IRBuilder()
         self.precision = kernel_precision(kernel, fast_math)
@@ -142,8 +150,24 @@ class KernelEmitter:
                 argtys += [I64] * (1 + 2 * t.rank)
             else:
                 argtys.append(self.storage_type(t.dtype))
+        # TMA tensor maps (lower/tma_load.py): 128-byte grid-constant parameters after the
+        # source parameters, `.param .align 64 .b8 [128]` (docs/abi.md)
+        self.tma = tma
+        map_ty = ir.ArrayType(I8, 128)
+        argtys += [ir.PointerType(map_ty)] * len(tensor_maps)
         self.fn = ir.Function(module, ir.FunctionType(ir.VoidType(), argtys), kernel.name)
         self.fn.calling_convention = "ptx_kernel"
+        self.tensor_maps = {}
+        first = len(argtys) - len(tensor_maps)
+        for i, spec in enumerate(tensor_maps):
+            a = self.fn.args[first + i]
+            a.add_attribute("byval")
+            a.attributes.align = 64
+            a.name = f"{spec.array}_tmap{i}"
+            self.tensor_maps[spec] = a
+            md = module.add_named_metadata("nvvm.annotations")
+            md.add(module.add_metadata([self.fn, ir.MetaDataString(module, "grid_constant"),
+                                        module.add_metadata([ir.Constant(I32, first + i + 1)])]))
         self.entry = self.fn.append_basic_block("entry")
         self.builder.position_at_end(self.entry)
         self._bind_params(params)
@@ -368,6 +392,48 @@ class KernelEmitter:
         barriers; the buffer is sized to the largest use when the kernel is finished
         (`finish_smem`)."""
         self.require_exact()
+        self._smem_seq += 1
+        self._untracked_at = self._smem_seq
+        return self._smem_ptr(nbytes, ty, offset)
+
+    # Two slots of EXCHANGE_SLOT bytes at the start of the buffer for small exchanges that
+    # alternate (a row's max, then its sum): a slot needs no leading barrier when a barrier has
+    # passed since its last read in the same basic block (so in straight-line order), or when
+    # nothing has used shared memory before outside any loop.
+    EXCHANGE_SLOT = 512
+
+    def exchange_slot(self, nbytes: int, ty: ir.Type) -> tuple[ir.Value, int | None]:
+        """(pointer, slot) for a small barrier-bracketed exchange, with its leading barrier
+        already emitted where one is needed; slot None: an ordinary `smem` use (leading
+        barrier emitted). Call `slot_read(slot)` after the exchange's loads."""
+        self.require_exact()
+        if nbytes <= self.EXCHANGE_SLOT:
+            for slot in (0, 1):
+                if self._slot_free(slot):
+                    self._smem_seq += 1
+                    return self._smem_ptr(nbytes, ty, slot * self.EXCHANGE_SLOT), slot
+        ptr = self.smem(nbytes, ty)
+        self.barrier()
+        return ptr, None
+
+    def _slot_free(self, slot: int) -> bool:
+        read = self._slot_reads.get(slot)
+        if read is None:
+            # never read by anyone: only outside loops (a later use in the body would be read
+            # before this write on the next iteration), and before any other use
+            return not self.loops and self._untracked_at < 0 and \
+                all(r is None for r in self._slot_reads.values())
+        seq, block = read
+        bar_seq, bar_block = self._last_bar
+        return (self._untracked_at < seq and block is self.builder.block
+                and bar_block is block and bar_seq > seq)
+
+    def slot_read(self, slot: int | None) -> None:
+        if slot is not None:
+            self._smem_seq += 1
+            self._slot_reads[slot] = (self._smem_seq, self.builder.block)
+
+    def _smem_ptr(self, nbytes: int, ty: ir.Type, offset: int) -> ir.Value:
         self.stats.smem_bytes = max(self.stats.smem_bytes, offset + nbytes)
         if self._smem is None:
             self._smem = ir.GlobalVariable(self.module, ir.ArrayType(I8, 1),
@@ -403,6 +469,8 @@ class KernelEmitter:
     def barrier(self) -> None:
         self.require_exact()
         self.stats.barriers += 1
+        self._smem_seq += 1
+        self._last_bar = (self._smem_seq, self.builder.block)
         fn = self.se.declare("llvm.nvvm.barrier0", ir.VoidType(), [])
         self.builder.call(fn, [])
 
