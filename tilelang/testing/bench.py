@@ -169,16 +169,24 @@ def time_runs(fn, warmup: float, rep: float, timer) -> list[float]:
     return [s.elapsed(e) for s, e in zip(starts, ends)]
 
 
+_TIMER = None
+
+
 def _gpu_timer():
     """CUDA events on the current stream: torch's when torch has a GPU (kernels launched with
-    torch tensors go on its current stream), else the driver's on the default stream."""
-    try:
-        import torch
-        if torch.cuda.is_available():
-            return _TorchTimer(torch)
-    except ImportError:
-        pass
-    return _DriverTimer()
+    torch tensors go on its current stream), else the driver's on the default stream. One per
+    process, so the 256 MB flush buffer is allocated once."""
+    global _TIMER
+    if _TIMER is None:
+        try:
+            import torch
+            if torch.cuda.is_available():
+                _TIMER = _TorchTimer(torch)
+        except ImportError:
+            pass
+        if _TIMER is None:
+            _TIMER = _DriverTimer()
+    return _TIMER
 
 
 class _TorchEvent:
