@@ -336,13 +336,15 @@ def test_binding_positional_keywords_defaults():
     assert b["axis"] is None and b["keepdims"].const.value is False
     b = bind("print", STR("{} {}"), T("f32"), C(1))
     assert len(b.varargs) == 2
-    assert lookup("load").signature() == "load(A, index, shape, padding=None, order=None)"
+    assert lookup("load").signature() == \
+        "load(A, index=None, shape, padding=None, order=None, *, mask=None, offset=None)"
     assert lookup("zeros").signature() == "zeros(shape, dtype=f32)"
     assert lookup("print").signature() == "print(fmt, *args)"
 
 
 @pytest.mark.parametrize("name,pos,kw,code", [
-    ("load", (A("f32", 1),), {"shape": TUP(4)}, "E0503"),
+    ("load", (A("f32", 1),), {"shape": TUP(4)}, "E0512"),          # neither index nor offset
+    ("load", (A("f32", 1), RT(T("i32"))), {}, "E0503"),
     ("load", (A("f32", 1), RT(T("i32")), TUP(4)), {"shape": TUP(4)}, "E0504"),
     ("load", (A("f32", 1), RT(T("i32")), TUP(4)), {"pad": C(0)}, "E0504"),
     ("bid", (C(0), C(1)), {}, "E0502"),

@@ -4,7 +4,10 @@ Tile-indexed access (`load`/`store`): with `index = (i, j)` and `shape = (M, N)`
 the (i, j)-th M×N block of the array: element `t[x] = A[index * shape + x]`. Parts outside the
 array read `padding` (0 when omitted) and are dropped by `store`. `order`, a permutation of the
 array's axes, loads from the array viewed with its axes permuted (`order = (1, 0)` loads a
-transposed tile; `index` and `shape` then refer to the permuted axes).
+transposed tile; `index` and `shape` then refer to the permuted axes). Instead of `index`,
+`offset = (r, c)` places the tile at any element: `t[x] = A[offset + x]` (exactly one of the two,
+E0512). `mask`, a bool tile that broadcasts to the tile's shape, reads `padding` where it is
+false (load) or leaves the array's element as it is (store).
 
 Element-indexed access (`gather`/`scatter`/atomics): `indices` is one integer tile per array
 axis (a lone tile for a 1-d array), broadcast together with `mask` (and `value`); elements
@@ -14,15 +17,16 @@ false read `padding`, are not written, and for atomics return 0. When several el
 keeps an unspecified one. Atomics are applied one element at a time in row-major order and
 return each element's old value, which is one valid linearization of the device's behaviour.
 
-Atomic dtypes: add takes i32 u32 i64 u64 f16 bf16 f32 f64; max, min, and, or, xor take
-i32 u32 i64 u64; xchg and cas take i32 u32 i64 u64 f32 f64 (what PTX `atom` offers).
+Atomic dtypes: add takes i32 u32 i64 u64 f16 bf16 f32 f64; max and min take i32 u32 i64 u64
+f32 f64; and, or, xor take i32 u32 i64 u64; xchg and cas take i32 u32 i64 u64 f32 f64. Every
+atomic takes `sem` and `scope` (the PTX memory model's), `fence` orders the block's accesses.
 """
 
 from __future__ import annotations
 
 from tilelang.lazy import lazy_module
 
-from tilelang.diagnostics import TileSemanticError
+from tilelang.diagnostics import TileSemanticError, register_codes
 from tilelang.sema.builtins_core import (ABSENT, CONST, STRING_KIND, Builtin, BoundArgs, Param, arg,
                                          array_arg, common_shape, const_dims, const_int, fail,
                                          found_typed, int_scalar, norm_axis, register, shape_param,
@@ -38,16 +42,17 @@ np = lazy_module("numpy")
 # ---------------------------------------------------------------------------------------------
 # Shared checks
 
-def _check_index(bound: BoundArgs, A: ArrayType, span) -> None:
-    elems = tuple_elements(bound, "index", span)
+def _check_index(bound: BoundArgs, A: ArrayType, span, name: str = "index") -> None:
+    elems = tuple_elements(bound, name, span)
     if len(elems) != A.rank:
-        raise fail("E0509", bound, "index", f"has {len(elems)} entr"
+        raise fail("E0509", bound, name, f"has {len(elems)} entr"
                                             f"{'y' if len(elems) == 1 else 'ies'} but the "
                                             f"array is {A}", span,
-                   help=f"give one tile index per axis, e.g. `index = "
+                   help=f"give one {'tile index' if name == 'index' else 'element offset'} "
+                        f"per axis, e.g. `{name} = "
                         f"({', '.join(['0'] * A.rank)}{',' if A.rank == 1 else ''})`")
     for k, e in enumerate(elems):
-        int_scalar(bound, "index", e, span, what=f"entry {k} of `index`")
+        int_scalar(bound, name, e, span, what=f"entry {k} of `{name}`")
         if isinstance(e.const, ConstValue) and e.const.is_loose:
             materialize(e.const, I64, e.span or span)  # the device computes offsets in i64
 
@@ -83,39 +88,80 @@ def _check_order(bound: BoundArgs, A: ArrayType, span) -> tuple[int, ...] | None
 # ---------------------------------------------------------------------------------------------
 # load / store
 
+register_codes({
+    "E0512": "a tile access gives both `index` and `offset`, or neither",
+})
+
+
+def _check_place(bound: BoundArgs, A: ArrayType, span) -> None:
+    """Exactly one of `index` (tile coordinates) and `offset` (element coordinates)."""
+    name = bound.builtin.name
+    has_index, has_offset = bound.given("index"), bound.given("offset")
+    if has_index == has_offset:
+        what = "both `index` and `offset`" if has_index else "neither `index` nor `offset`"
+        raise TileSemanticError.at(
+            "E0512", f"`{name}` is given {what}", span,
+            help="give `index = (i, j)` for the (i, j)-th tile of the shape, or `offset = (r, "
+                 "c)` for the tile whose first element is A[r, c]")
+    _check_index(bound, A, span, "index" if has_index else "offset")
+
+
+def _check_mask(bound: BoundArgs, shape, span) -> None:
+    """`mask`: a bool tile (or scalar) that broadcasts to the tile's shape."""
+    if not bound.given("mask"):
+        return
+    (mshape,) = _mask_shape(bound, span)
+    fits = len(mshape) <= len(shape) and all(
+        m in (1, s) for m, s in zip(mshape[::-1], tuple(shape)[::-1]))
+    if not fits:
+        raise fail("E0509", bound, "mask", f"is Tile[bool, {format_shape(mshape)[1:-1]}], "
+                                           f"which does not broadcast to the tile's shape "
+                                           f"{format_shape(shape)}", span)
+
+
 def _load_typing(bound: BoundArgs, span) -> Type:
     A = array_arg(bound, "A", span)
-    _check_index(bound, A, span)
+    _check_place(bound, A, span)
     shape = shape_param(bound, "shape", A.dtype, span, rank=A.rank)
     _check_order(bound, A, span)
     if bound.given("padding"):
         _check_element_value(bound, "padding", A.dtype, span, scalar_only=True)
+    _check_mask(bound, shape, span)
     return TileType(A.dtype, shape)
 
 
-def _tile_window(V: np.ndarray, index, shape):
-    """Slices (into the tile, into the array) of the in-bounds part of a tile."""
+def _start(index, shape, offset):
+    if offset is not None:
+        return [int(o) for o in offset]
+    return [int(i) * int(s) for i, s in zip(index, shape)]
+
+
+def _tile_window(V: np.ndarray, start, shape):
+    """Slices (into the tile, into the array) of the in-bounds part of the tile whose first
+    element is V[start]."""
     t_sl, a_sl = [], []
-    for i, s, n in zip(index, shape, V.shape):
-        start = int(i) * int(s)
-        lo, hi = max(start, 0), min(start + int(s), n)
+    for st, s, n in zip(start, shape, V.shape):
+        lo, hi = max(st, 0), min(st + int(s), n)
         if hi <= lo:
             return None
-        t_sl.append(slice(lo - start, hi - start))
+        t_sl.append(slice(lo - st, hi - st))
         a_sl.append(slice(lo, hi))
     return tuple(t_sl), tuple(a_sl)
 
 
-def load_ref(A, index, shape, padding=None, order=None, dtype: DType | None = None):
+def load_ref(A, index, shape, padding=None, order=None, dtype: DType | None = None, mask=None,
+             offset=None):
     V = np.asarray(A)
     if order is not None:
         V = V.transpose(tuple(order))
     pad = 0 if padding is None else padding
     pad = round_to_dtype(np.asarray(pad), dtype) if dtype is not None else np.asarray(pad)
     out = np.full(tuple(int(s) for s in shape), pad, dtype=V.dtype)
-    w = _tile_window(V, index, shape)
+    w = _tile_window(V, _start(index, shape, offset), shape)
     if w is not None:
         out[w[0]] = V[w[1]]
+    if mask is not None:
+        out[~np.broadcast_to(np.asarray(mask, bool), out.shape)] = pad
     return out
 
 
@@ -124,15 +170,18 @@ def _array_hint(bound: BoundArgs, span) -> dict:
 
 
 register(Builtin("load", "memory",
-                 (Param("A"), Param("index"), Param("shape", CONST),
-                  Param("padding", default=ABSENT), Param("order", CONST, ABSENT)),
+                 (Param("A"), Param("index", default=ABSENT), Param("shape", CONST),
+                  Param("padding", default=ABSENT), Param("order", CONST, ABSENT),
+                  Param("mask", default=ABSENT, keyword_only=True),
+                  Param("offset", default=ABSENT, keyword_only=True)),
                  _load_typing, load_ref, ref_hints=_array_hint,
-                 doc="the tile t[x] = A[index * shape + x]; outside the array: padding"))
+                 doc="the tile t[x] = A[index * shape + x] (or A[offset + x]); outside the "
+                     "array or where `mask` is false: padding"))
 
 
 def _store_typing(bound: BoundArgs, span) -> Type:
     A = array_arg(bound, "A", span)
-    _check_index(bound, A, span)
+    _check_place(bound, A, span)
     t = tile_of(bound, "tile", span, allow_loose=False)
     if t.rank != A.rank:
         raise fail("E0509", bound, "tile", f"is {t}, but the array is {A}: the tile needs "
@@ -141,21 +190,31 @@ def _store_typing(bound: BoundArgs, span) -> Type:
     if t.dtype != A.dtype:
         raise fail("E0508", bound, "tile", f"is {t}, but the array holds {A.dtype}", span,
                    help=f"convert with `astype(tile, {A.dtype})`")
+    _check_mask(bound, t.shape, span)
     return VOID
 
 
-def store_ref(A, index, tile):
+def store_ref(A, index, tile, mask=None, offset=None):
     V = np.asarray(A)
     T = np.asarray(tile)
-    w = _tile_window(V, index, T.shape)
-    if w is not None:
+    w = _tile_window(V, _start(index, T.shape, offset), T.shape)
+    if w is None:
+        return None
+    if mask is None:
         A[w[1]] = T[w[0]]
+    else:
+        keep = np.broadcast_to(np.asarray(mask, bool), T.shape)[w[0]]
+        A[w[1]] = np.where(keep, T[w[0]], V[w[1]])
     return None
 
 
-register(Builtin("store", "memory", (Param("A"), Param("index"), Param("tile")),
+register(Builtin("store", "memory",
+                 (Param("A"), Param("index", default=ABSENT), Param("tile"),
+                  Param("mask", default=ABSENT, keyword_only=True),
+                  Param("offset", default=ABSENT, keyword_only=True)),
                  _store_typing, store_ref, side_effects=True,
-                 doc="write tile to A[index * tile.shape + x], dropping the outside part"))
+                 doc="write tile to A[index * tile.shape + x] (or A[offset + x]), dropping the "
+                     "outside part and where `mask` is false"))
 
 
 def _num_tiles_typing(bound: BoundArgs, span) -> Type:

@@ -23,7 +23,8 @@ import llvmlite.ir as ir
 
 from tilelang.codegen.layouts.distributed import Layout, blocked, vector_width
 from tilelang.codegen.llvm.kernel import I1, I32, I64, ArrayVal, KernelEmitter, TileVal
-from tilelang.codegen.llvm.sync import broadcast, convert
+from tilelang.codegen.layouts import convert as C
+from tilelang.codegen.llvm.sync import broadcast, convert, gather_elements
 from tilelang.codegen.lower.predicated import predicated_load, predicated_store
 from tilelang.codegen.lower.table import lowers
 from tilelang.ir.ops import BuiltinOp
@@ -36,15 +37,23 @@ def _i64(v: int) -> ir.Constant:
 
 
 class TileAccess:
-    """Addresses and bounds of one tile of an array in one layout."""
+    """Addresses and bounds of one tile of an array in one layout. `start` is the tile's
+    first element per tile axis (i64); `mask` (optional) is one i1 per register of the
+    layout, `mask_rows` when it is broadcast along the array's contiguous axis (one value per
+    vector); `aligned` says whether the start along the array's contiguous last axis is a
+    multiple of every vector width (True), is not known to be (None: tested at run time), or
+    is the constant given (an int: vectors as wide as it allows)."""
 
-    def __init__(self, kern: KernelEmitter, arr: ArrayVal, index: tuple, shape: tuple[int, ...],
-                 order: tuple[int, ...] | None, layout: Layout):
+    def __init__(self, kern: KernelEmitter, arr: ArrayVal, start: list[ir.Value],
+                 shape: tuple[int, ...], order: tuple[int, ...] | None, layout: Layout,
+                 mask: tuple[ir.Value, ...] | None = None, aligned: bool | int | None = True,
+                 mask_rows: bool = False):
         b = kern.builder
         self.kern, self.arr, self.layout, self.shape = kern, arr, layout, shape
         axes = order if order is not None else tuple(range(arr.rank))
         self.axes = axes
-        self.g0 = [b.mul(kern.index_i64(i), _i64(s)) for i, s in zip(index, shape)]
+        self.g0 = start
+        self.mask, self.aligned, self.mask_rows = mask, aligned, mask_rows
         self.ext = [arr.extents[a] for a in axes]
         self.stride = [arr.strides[a] for a in axes]
         # This thread's first coordinate per tile axis, and its element offset.
@@ -68,33 +77,79 @@ class TileAccess:
         return ok
 
     def element(self, r: int) -> tuple[ir.Value, ir.Value]:
-        """(pointer, in-bounds i1) of register r."""
+        """(pointer, in-bounds-and-unmasked i1) of register r."""
         b = self.kern.builder
         rc = self.layout.reg_coord(r)
         off = self.off
         for c, s in zip(rc, self.stride):
             if c:
                 off = b.add(off, b.mul(_i64(c), s))
-        ok = ir.Constant(I1, 1)
+        ok = ir.Constant(I1, 1) if self.mask is None else self.mask[r]
         for base, c, e in zip(self.base, rc, self.ext):
             coord = b.add(base, _i64(c)) if c else base
             ok = b.and_(ok, b.icmp_unsigned("<", coord, e))
         return b.gep(self.ptr, [off]), ok
 
     def vector_width(self) -> int:
-        """Registers per vector access on the fast path (1: scalar accesses)."""
+        """Registers per vector access (1: scalar accesses)."""
         if not vectorizable(self.arr, self.axes):
             return 1
         vw = vector_width(self.layout, self.axes.index(self.arr.rank - 1))
-        while vw > 1 and vw * self.itemsize > 16:
+        a = self.aligned
+        while vw > 1 and (vw * self.itemsize > 16 or (type(a) is int and a % vw)):
             vw //= 2
         return vw
 
+    def _start_aligned(self, vw: int) -> ir.Value:
+        """i1, uniform: the start along the contiguous axis is a multiple of vw."""
+        b = self.kern.builder
+        g = self.g0[self.axes.index(self.arr.rank - 1)]
+        return b.icmp_unsigned("==", b.and_(g, _i64(vw - 1)), _i64(0))
+
+    def _vector_or_scalar(self, emit, merge: bool):
+        """emit(vw) under the widest vector width the start allows: when the alignment is
+        only known at run time, one uniform branch picks the vector or the scalar code."""
+        vw = self.vector_width()
+        if vw == 1 or self.aligned is not None:
+            return emit(vw)
+        kern, b = self.kern, self.kern.builder
+        vec_bb = kern.fn.append_basic_block("access.vec")
+        one_bb = kern.fn.append_basic_block("access.scalar")
+        join = kern.fn.append_basic_block("access.join")
+        b.cbranch(self._start_aligned(vw), vec_bb, one_bb)
+        b.position_at_end(vec_bb)
+        x = emit(vw)
+        x_end = b.block
+        b.branch(join)
+        b.position_at_end(one_bb)
+        y = emit(1)
+        y_end = b.block
+        b.branch(join)
+        b.position_at_end(join)
+        if not merge:
+            return None
+        return tuple(_phi2(b, u, x_end, v, y_end) for u, v in zip(x, y))
+
     # -- loads ------------------------------------------------------------------------------
     def load(self, pad: ir.Value) -> tuple[ir.Value, ...]:
+        return self._vector_or_scalar(lambda vw: self._load(pad, vw), merge=True)
+
+    def _load(self, pad: ir.Value, vw: int) -> tuple[ir.Value, ...]:
         kern, b = self.kern, self.kern.builder
         n = self.layout.num_regs
-        vw = self.vector_width()
+        spad = kern.to_storage(pad, self.arr.dtype)
+
+        def edge():
+            # Straight-line predicated accesses (`@p ld.global.v4`), the padding already in
+            # the destination registers where the predicate is false.
+            out = []
+            for g in range(0, n, vw):
+                out += [kern.from_storage(v, self.arr.dtype)
+                        for v in self._edge_group(list(range(g, g + vw)), None, spad)]
+            return out
+
+        if self.mask is not None:
+            return tuple(edge())      # every tile tests its elements
         fast_bb = kern.fn.append_basic_block("load.full")
         edge_bb = kern.fn.append_basic_block("load.edge")
         join = kern.fn.append_basic_block("load.join")
@@ -107,49 +162,50 @@ class TileAccess:
         fast_end = b.block
         b.branch(join)
 
-        # Edge tile: straight-line predicated accesses (`@p ld.global.v4`), the padding
-        # already in the destination registers where the predicate is false.
         b.position_at_end(edge_bb)
-        spad = kern.to_storage(pad, self.arr.dtype)
-        edge = []
-        for g in range(0, n, vw):
-            edge += [kern.from_storage(v, self.arr.dtype)
-                     for v in self._edge_group(list(range(g, g + vw)), None, spad)]
+        part = edge()
         edge_end = b.block
         b.branch(join)
 
         b.position_at_end(join)
-        return tuple(_phi2(b, f, fast_end, e, edge_end) for f, e in zip(fast, edge))
+        return tuple(_phi2(b, f, fast_end, e, edge_end) for f, e in zip(fast, part))
 
-    def _uniform(self, vw: int) -> bool:
-        """A vector of `vw` elements lies wholly inside or wholly outside the array: it starts
-        on a multiple of vw along the contiguous last axis, whose extent (extent16) is a
-        multiple of 16 bytes."""
-        return vw == 1 or (self.arr.facts.extent16 and vw * self.itemsize <= 16)
+    def _uniform(self, grp: list[int]) -> bool:
+        """The group's elements are all in or all out: a vector starts on a multiple of its
+        width along the contiguous last axis, whose extent (extent16) is a multiple of 16
+        bytes; and the mask, if any, is one value over the group (broadcast along that
+        axis)."""
+        if len(grp) == 1:
+            return True
+        if not (self.arr.facts.extent16 and len(grp) * self.itemsize <= 16):
+            return False
+        return self.mask is None or self.mask_rows or \
+            all(self.mask[r] is self.mask[grp[0]] for r in grp)
 
     def _edge_group(self, grp: list[int], vals, spad) -> list[ir.Value] | None:
         """Load (vals None; padding spad) or store one vector group of registers under
         predicates: one vector access when the group is uniformly in or out, else the vector
-        where all of it is inside and one element access per element where only part is."""
+        where all of it is in and one element access per element where only part is."""
         b = self.kern.builder
         ptr, ok0 = self.element(grp[0])
         size = self.itemsize
-        if self._uniform(len(grp)):
+        if self._uniform(grp):
             if vals is None:
                 return predicated_load(b, ptr, ok0, [spad] * len(grp), size)
             predicated_store(b, ptr, ok0, vals, size)
             return None
-        whole = b.and_(ok0, self.element(grp[-1])[1])
+        elems = [(ptr, ok0)] + [self.element(r) for r in grp[1:]]
+        whole = ok0
+        for _, ok in (elems[1:] if self.mask is not None else elems[-1:]):
+            whole = b.and_(whole, ok)        # bounds alone: the two ends decide
         part = b.not_(whole)
         if vals is None:
             out = predicated_load(b, ptr, whole, [spad] * len(grp), size)
-            for k, r in enumerate(grp):
-                p, ok = self.element(r)
+            for k, (p, ok) in enumerate(elems):
                 out[k] = predicated_load(b, p, b.and_(ok, part), [out[k]], size)[0]
             return out
         predicated_store(b, ptr, whole, vals, size)
-        for k, r in enumerate(grp):
-            p, ok = self.element(r)
+        for k, (p, ok) in enumerate(elems):
             predicated_store(b, p, b.and_(ok, part), [vals[k]], size)
         return None
 
@@ -165,11 +221,24 @@ class TileAccess:
 
     # -- stores -----------------------------------------------------------------------------
     def store(self, regs: tuple[ir.Value, ...]) -> None:
+        self._vector_or_scalar(lambda vw: self._store(regs, vw), merge=False)
+
+    def _store(self, regs: tuple[ir.Value, ...], vw: int) -> tuple:
         kern, b = self.kern, self.kern.builder
         owned = self.layout.owned_regs()
-        vw = self.vector_width() if len(owned) == self.layout.num_regs else 1
+        if len(owned) != self.layout.num_regs:
+            vw = 1
         groups = [list(range(g, g + vw)) for g in range(0, self.layout.num_regs, vw)] \
             if vw > 1 else [[r] for r in owned]
+        dt = self.arr.dtype
+
+        def edge():
+            for grp in groups:
+                self._edge_group(grp, [kern.to_storage(regs[r], dt) for r in grp], None)
+
+        if self.mask is not None:
+            edge()
+            return ()
         fast_bb = kern.fn.append_basic_block("store.full")
         edge_bb = kern.fn.append_basic_block("store.edge")
         done = kern.fn.append_basic_block("store.done")
@@ -181,11 +250,10 @@ class TileAccess:
         b.branch(done)
 
         b.position_at_end(edge_bb)
-        dt = self.arr.dtype
-        for grp in groups:
-            self._edge_group(grp, [kern.to_storage(regs[r], dt) for r in grp], None)
+        edge()
         b.branch(done)
         b.position_at_end(done)
+        return ()
 
     def _store_vector(self, grp: list[int], regs) -> None:
         kern, b = self.kern, self.kern.builder
@@ -252,15 +320,60 @@ def gated(kern: KernelEmitter, cond: ir.Value | None, body) -> None:
     b.position_at_end(done)
 
 
+def tile_start(kern: KernelEmitter, op: BuiltinOp, shape: tuple[int, ...]):
+    """(per-axis i64 first element, alignment) of a load/store: `index * shape`, aligned to
+    any vector (True); or `offset`, whose last entry is a constant (that int) or a run-time
+    value (None: tested at run time)."""
+    args = op.arg_map
+    if "offset" not in args:
+        return [kern.builder.mul(kern.index_i64(i), _i64(s))
+                for i, s in zip(kern.tuple_items(args["index"]), shape)], True
+    items = kern.tuple_items(args["offset"])
+    last = kern.const_of(items[-1]) if items else None
+    aligned = None if last is None else int(last.value)
+    return [kern.index_i64(i) for i in items], aligned
+
+
+def tile_indexed(op: BuiltinOp) -> bool:
+    """A plain tile access (whole tiles by `index`, no mask): what the tensor-core operand
+    pipelines and epilogues take over."""
+    return "index" in op.arg_map and "mask" not in op.arg_map
+
+
+def _mask_regs(kern: KernelEmitter, op: BuiltinOp, layout: Layout, arr: ArrayVal,
+               axes: tuple[int, ...]) -> tuple[tuple | None, bool]:
+    """(the mask's registers in `layout`, or None; whether the mask is broadcast along the
+    tile axis that is the array's contiguous one)."""
+    m = op.arg_map.get("mask")
+    if m is None:
+        return None, False
+    if isinstance(m, ConstValue):
+        return (ir.Constant(I1, int(bool(m.value))),) * layout.num_regs, True
+    t = kern.tile(m)
+    k = axes.index(arr.rank - 1) - (len(layout.shape) - len(t.shape))
+    rows = k < 0 or t.shape[k] == 1
+    if t.layout == layout:
+        return t.regs, rows
+    # Registers that need the same mask element share one value (a row mask: one per row),
+    # fetched once.
+    need = C.need_of(layout, tuple(t.shape))
+    uniq = list(dict.fromkeys(need.regs))
+    got = dict(zip(uniq, gather_elements(kern, t, need.thread, uniq)))
+    return tuple(got[i] for i in need.regs), rows
+
+
 @lowers("load")
 def load(kern: KernelEmitter, op: BuiltinOp) -> TileVal:
     args = op.arg_map
     arr = kern.array(args["A"])
     rt = op.result.type
+    shape = tuple(rt.shape)
     order = kern.const_ints(args["order"]) if "order" in args else None
     axes = order if order is not None else tuple(range(arr.rank))
-    lay = access_layout(kern, arr, axes, tuple(rt.shape), rt.dtype)
-    acc = TileAccess(kern, arr, kern.tuple_items(args["index"]), tuple(rt.shape), order, lay)
+    lay = access_layout(kern, arr, axes, shape, rt.dtype)
+    start, aligned = tile_start(kern, op, shape)
+    mask, rows = _mask_regs(kern, op, lay, arr, axes)
+    acc = TileAccess(kern, arr, start, shape, order, lay, mask, aligned, rows)
     return TileVal(rt.dtype, lay, acc.load(_padding(kern, op, rt.dtype)))
 
 
@@ -274,8 +387,9 @@ def store(kern: KernelEmitter, op: BuiltinOp) -> None:
         # into warp-consecutive (vector) stores.
         want = access_layout(kern, arr, tuple(range(arr.rank)), tuple(t.shape), t.dtype)
         t = convert(kern, t, want)
-    acc = TileAccess(kern, arr, kern.tuple_items(args["index"]), tuple(t.shape), None,
-                     t.layout)
+    start, aligned = tile_start(kern, op, tuple(t.shape))
+    mask, rows = _mask_regs(kern, op, t.layout, arr, tuple(range(arr.rank)))
+    acc = TileAccess(kern, arr, start, tuple(t.shape), None, t.layout, mask, aligned, rows)
     gated(kern, kern.owner(t.layout), lambda: acc.store(t.regs))
 
 

@@ -20,7 +20,7 @@ import llvmlite.ir as ir
 
 from tilelang.codegen.layouts.distributed import log2
 from tilelang.codegen.llvm.kernel import I1, I32, I64, KernelEmitter, TileVal
-from tilelang.codegen.lower.memory import gated, vectorizable
+from tilelang.codegen.lower.memory import gated, tile_indexed, vectorizable
 from tilelang.ir.ops import BuiltinOp
 from tilelang.ir.values import Value
 
@@ -38,7 +38,7 @@ def remember_acc_layout(kern: KernelEmitter, layout) -> None:
 def applies(kern: KernelEmitter, op: BuiltinOp) -> bool:
     args = op.arg_map
     t = args.get("tile")
-    if not kern.exact or not isinstance(t, Value):
+    if not kern.exact or not isinstance(t, Value) or not tile_indexed(op):
         return False
     v = kern.env.get(t.id)
     if not isinstance(v, TileVal) or v.layout not in kern._cache.get(ACC_LAYOUTS, ()):

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import llvmlite.ir as ir
 
 from tilelang.codegen.llvm.kernel import I32, KernelEmitter, TileVal
-from tilelang.codegen.lower.memory import vectorizable
+from tilelang.codegen.lower.memory import tile_indexed, vectorizable
 from tilelang.codegen.lower.table import lookup
 from tilelang.ir.ops import Block, BuiltinOp, ConstantOp, walk
 from tilelang.ir.values import Value
@@ -63,6 +63,8 @@ def use_counts(kern: KernelEmitter) -> dict[int, int]:
 
 def _zero_padding(op: BuiltinOp) -> bool:
     p = op.arg_map.get("padding")
+    if not tile_indexed(op):
+        return False        # a masked or offset load stays a plain load
     return p is None or (isinstance(p, ConstValue) and p.value == 0)
 
 
