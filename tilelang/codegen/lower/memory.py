@@ -1,18 +1,25 @@
-"""Global memory: `load`/`store` (tile-indexed), `gather`/`scatter` (element-indexed),
-`num_tiles`, `dim`, `stride`.
+"""Global memory: `load`/`store` (tile-indexed or at an element offset, optionally masked),
+`gather`/`scatter` (element-indexed), `num_tiles`, `dim`, `stride`.
 
-Tile access (builtins_memory.py): element x of the tile is A[index * shape + x] (through the
-`order` permutation of the array's axes for loads); outside the array a load reads `padding`
-and a store drops the element. Each thread touches the elements its layout gives it:
+Tile access (builtins_memory.py): element x of the tile is A[start + x], start = index * shape
+or `offset` (through the `order` permutation of the array's axes for loads); outside the array
+or where `mask` is false a load reads `padding` and a store leaves the element. Each thread
+touches the elements its layout gives it:
 
-- one uniform test decides whether the whole tile is inside the array (every block but the
-  edge ones): that path has no per-element masks, and when the array is contiguous and
-  16-byte aligned (ArrayFacts) each run of consecutive registers along the last axis is one
-  vector access (`ld.global.v4.f32` for 4 x f32);
-- the edge path tests every element and branches around the access.
+- without a mask, one uniform test decides whether the whole tile is inside the array (every
+  block but the edge ones): that path has no per-element tests, and when the array is
+  contiguous and 16-byte aligned (ArrayFacts) each run of consecutive registers along the last
+  axis is one vector access (`ld.global.v4.f32` for 4 x f32);
+- edge tiles and masked accesses are straight-line predicated instructions (predicated.py),
+  never a branch per element: one predicated vector where the vector is wholly in or out
+  (the extent16 fact for the array's end, a mask broadcast along the contiguous axis), else
+  the vector where all of it is in plus one predicated element access per element;
+- a run-time `offset` along the contiguous axis may break the vectors' alignment: one uniform
+  test of it picks the vector code or the element code.
 
 Stores are made by the owning thread of each element only (layouts.Layout.replicated_thread_mask)
-so a replicated tile (a reduction result, a scalar) is written once.
+so a replicated tile (a reduction result, a scalar) is written once. gather/scatter are one
+predicated element access per register.
 """
 
 from __future__ import annotations
@@ -480,37 +487,18 @@ def _element_ptr(kern: KernelEmitter, arr: ArrayVal, idx, r, mask):
     return b.gep(ptr, [off]), ok
 
 
-def _guarded(kern: KernelEmitter, ok: ir.Value, body, default: ir.Value | None = None):
-    b = kern.builder
-    before = b.block
-    then = kern.fn.append_basic_block("elem")
-    after = kern.fn.append_basic_block("elem.end")
-    b.cbranch(ok, then, after)
-    b.position_at_end(then)
-    v = body()
-    then_end = b.block
-    b.branch(after)
-    b.position_at_end(after)
-    if default is None:
-        return None
-    phi = b.phi(default.type)
-    phi.add_incoming(v, then_end)
-    phi.add_incoming(default, before)
-    return phi
-
-
 @lowers("gather")
 def gather(kern: KernelEmitter, op: BuiltinOp) -> TileVal:
     arr = kern.array(op.arg_map["A"])
     rt = op.result.type
     layout, idx, mask, _ = _element_operands(kern, op, arr, tuple(rt.shape))
-    pad = _padding(kern, op, rt.dtype)
+    spad = kern.to_storage(_padding(kern, op, rt.dtype), arr.dtype)
     b = kern.builder
     regs = []
     for r in range(layout.num_regs):
         ptr, ok = _element_ptr(kern, arr, idx, r, mask)
-        regs.append(_guarded(kern, ok, lambda: kern.from_storage(
-            b.load(ptr, align=arr.dtype.itemsize), arr.dtype), pad))
+        v = predicated_load(b, ptr, ok, [spad], arr.dtype.itemsize)[0]
+        regs.append(kern.from_storage(v, arr.dtype))
     return TileVal(rt.dtype, layout, tuple(regs))
 
 
@@ -526,8 +514,8 @@ def scatter(kern: KernelEmitter, op: BuiltinOp) -> None:
     def body():
         for r in layout.owned_regs():
             ptr, ok = _element_ptr(kern, arr, idx, r, mask)
-            _guarded(kern, ok, lambda: b.store(kern.to_storage(vals[r], arr.dtype), ptr,
-                                               align=arr.dtype.itemsize))
+            predicated_store(b, ptr, ok, [kern.to_storage(vals[r], arr.dtype)],
+                             arr.dtype.itemsize)
     gated(kern, kern.owner(layout), body)
 
 
