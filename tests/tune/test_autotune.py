@@ -253,7 +253,7 @@ def test_progress_lines(mod):
     out = io.StringIO()
     a, b, c = _args(600)
     tuned = autotune(mod.vadd, configs=[{"TILE": 3}, {"TILE": 256}, {"TILE": 1024}],
-                     grid=_grid(600), progress=out, cache=False)
+                     grid=_grid(600), progress=out, cache=False, workers=0)
     tuned(a, b, c)
     lines = out.getvalue().splitlines()
     assert lines[0] == ("tune vadd: 3 configurations, 1 pruned before running, running 2 on "
@@ -271,3 +271,19 @@ def test_grid_override_and_stream_keyword(mod):
     tuned = autotune(mod.vadd, space={"TILE": [1024]}, progress=False)
     tuned[1](a, b, c, stream=None)
     np.testing.assert_array_equal(c, a + b)
+
+
+def test_configurations_compile_ahead_in_worker_processes(mod):
+    from tilelang.runtime import cache as cache_mod
+    a, b, c = _args(2000)
+    out = io.StringIO()
+    tuned = autotune(mod.vadd, space={"TILE": [128, 256, 512, 1024]}, grid=_grid(2000),
+                     progress=out, workers=2, reference="first")
+    before = cache_mod.STATS["compiles"]
+    tuned(a, b, c)
+    np.testing.assert_array_equal(c, a + b)
+    assert "compiling 4 configurations in 2 processes" in out.getvalue()
+    assert cache_mod.STATS["compiles"] == before       # every one was a disk hit here
+    assert [t.status for t in tuned.last.trials] == ["ok"] * 4
+    with pytest.raises(tilelang.ArrayUsageError, match="`workers` is -1"):
+        autotune(mod.vadd, [{"TILE": 64}], workers=-1)

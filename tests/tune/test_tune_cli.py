@@ -13,7 +13,8 @@ from tilelang.tune.cli import _Usage, grid_function
 HERE = os.path.dirname(os.path.abspath(__file__))
 KERNELS = os.path.join(HERE, "kernels.tile")
 BASE = ["tune", KERNELS, "--kernel", "vadd", "--backend", "emulator", "--arg", "a=rand:3000",
-        "--arg", "b=rand:3000", "--arg", "c=zeros:3000", "--grid", "cdiv(3000, TILE)"]
+        "--arg", "b=rand:3000", "--arg", "c=zeros:3000", "--grid", "cdiv(3000, TILE)",
+        "--workers", "0"]
 
 
 def run(capsys, *argv):

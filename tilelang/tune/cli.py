@@ -53,6 +53,9 @@ def _parser():
                    help="tune again even when a result is stored")
     p.add_argument("--no-cache", action="store_true",
                    help="neither read nor write the kernel cache and the stored results")
+    p.add_argument("--workers", type=int, metavar="N",
+                   help="processes compiling the configurations ahead (default: up to 8; 0: "
+                        "none)")
     p.add_argument("--json", action="store_true", help="print the result as one JSON object")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     return p
@@ -226,6 +229,8 @@ def main(argv: list[str]) -> int:
         for d in args.include:
             if not os.path.isdir(d):
                 raise _Usage(f"-I {d}: the folder does not exist")
+        if args.workers is not None and args.workers < 0:
+            raise _Usage("--workers is a number of processes, at least 0")
         for name, v in (("--warmup", args.warmup), ("--rep", args.rep)):
             if not v >= 0:
                 raise _Usage(f"{name} is a time in ms, at least 0")
@@ -265,7 +270,8 @@ def main(argv: list[str]) -> int:
                                                        sys.stderr.flush()))
         tuned = autotune(kernel, configs or None, space=space or None, grid=_grid(grid),
                          warmup=args.warmup, rep=args.rep, check=not args.no_check,
-                         cache=not args.no_cache, progress=write or False)
+                         cache=not args.no_cache, progress=write or False,
+                         workers=args.workers)
         try:
             res = tuned.tune(kargs, force=args.force)
         except _Usage as e:

@@ -27,6 +27,7 @@ from tilelang.runtime.dtypes import ITEMSIZE
 from tilelang.runtime.errors import _diag, RuntimeUsageError, value_error
 from tilelang.runtime.module import Kernel, get_backend
 
+from .parallel import default_workers, precompile
 from .space import config_text, expand, fit
 from .store import TuneStore
 
@@ -127,7 +128,7 @@ class TunedKernel:
     arguments (`tuned(a, b, c)`, or `tuned[grid](...)` to override the grid)."""
 
     def __init__(self, kernel: Kernel, configs: list[dict], *, grid, key, prune, warmup, rep,
-                 check, reference, rtol, atol, cache, cache_dir, progress):
+                 check, reference, rtol, atol, cache, cache_dir, progress, workers=None):
         self.kernel = kernel
         self.configs = configs
         self.grid = grid
@@ -136,6 +137,7 @@ class TunedKernel:
         self.warmup, self.rep = warmup, rep
         self.check, self.reference = check, reference
         self.rtol, self.atol = rtol, atol
+        self.workers = workers
         self.store = TuneStore(cache_dir) if cache else None
         self._write = _progress_writer(progress)
         self.results: dict[str, TuneResult] = {}      # launch key (JSON text) -> result
@@ -271,6 +273,13 @@ class TunedKernel:
         facts = _facts(k, args)
         n = len(trials)
         say = self._write
+        pending = [t.config for t in trials if t.status == "pending"]
+        workers = default_workers(len(pending)) if self.workers is None else self.workers
+        if workers >= 2 and len(pending) >= 2 and k.module.disk is not None:
+            if say:
+                say(f"tune {self.name}: compiling {len(pending)} configurations in "
+                    f"{min(workers, len(pending))} processes")
+            precompile(k, pending, facts, workers)
         for i, t in enumerate(trials):
             if t.status != "pending":
                 continue
@@ -487,7 +496,8 @@ def autotune(kernel: Kernel, configs: Sequence[Mapping[str, Any]] | None = None,
              key: Sequence[str] | None = None, prune: Callable | None = None,
              warmup: float = 25, rep: float = 100, check: bool = True,
              reference="interp", rtol: float | None = None, atol: float | None = None,
-             cache: bool = True, cache_dir: str | None = None, progress=True) -> TunedKernel:
+             cache: bool = True, cache_dir: str | None = None, progress=True,
+             workers: int | None = None) -> TunedKernel:
     """A `TunedKernel` choosing `kernel`'s const values among `configs` (a list of dicts)
     and/or the product of `space` (name -> values) for each launch key (docs/python-api.md).
 
@@ -500,7 +510,8 @@ def autotune(kernel: Kernel, configs: Sequence[Mapping[str, Any]] | None = None,
     answer for the same configuration (catches miscompiled configurations); "first", the first
     configuration's answer; or a function of the arguments (host copies) returning the
     expected arrays (a dict by name, or in order; None: it filled the copies). progress: True (stderr), False, a stream or a
-    function of one line."""
+    function of one line. workers: processes compiling the configurations ahead into the disk
+    cache (default: up to 8, one core left free; 0 or 1: compile in this process only)."""
     if not isinstance(kernel, Kernel):
         raise value_error(f"autotune needs a kernel of a compiled module, got "
                           f"{type(kernel).__name__}", "e.g. autotune(mod.matmul, configs=...)")
@@ -522,6 +533,10 @@ def autotune(kernel: Kernel, configs: Sequence[Mapping[str, Any]] | None = None,
     if prune is not None and not callable(prune):
         raise value_error(f"`prune` is {type(prune).__name__}, not a function",
                           "prune(configs, args) returns the configurations to keep")
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int)
+                                or workers < 0):
+        raise value_error(f"`workers` is {workers!r}; it is a number of processes (0: none)",
+                          "e.g. workers=4, or leave it out")
     return TunedKernel(kernel, cfgs, grid=grid, key=key, prune=prune, warmup=warmup, rep=rep,
                        check=check, reference=reference, rtol=rtol, atol=atol, cache=cache,
-                       cache_dir=cache_dir, progress=progress)
+                       cache_dir=cache_dir, progress=progress, workers=workers)
