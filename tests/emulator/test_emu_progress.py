@@ -232,3 +232,38 @@ def test_memory_order_and_scope_qualifiers(form):
             for k, expect in want.items():
                 if k in line.split()[0] or (k == "st." and line.startswith("st.")):
                     assert v == expect, line
+
+
+def test_a_loop_that_changes_memory_is_not_spinning():
+    # block 1 waits until block 0's loop has counted to 100, then sets the flag block 0 waits
+    # for: block 0's registers repeat, but its red.add changes memory, so it is not parked
+    body = """
+  ld.param.u64 %rd1, [k_p0];
+  ld.param.u64 %rd2, [k_p1];
+  mov.u32 %r9, %tid.x;
+  setp.ne.u32 %p1, %r9, 0;
+  @%p1 bra DONE;
+  mov.u32 %r10, %ctaid.x;
+  setp.eq.u32 %p2, %r10, 0;
+  @%p2 bra COUNTER;
+WATCH:
+  ld.volatile.global.u32 %r1, [%rd1];
+  setp.lt.u32 %p3, %r1, 100;
+  @%p3 bra WATCH;
+  mov.u32 %r2, 1;
+  st.global.u32 [%rd2], %r2;
+  bra DONE;
+COUNTER:
+  red.relaxed.gpu.global.add.u32 [%rd1], 1;
+  ld.volatile.global.u32 %r3, [%rd2];
+  setp.eq.u32 %p4, %r3, 0;
+  @%p4 bra COUNTER;
+DONE:
+  ret;
+"""
+    dev = EmulatorDevice()
+    fn = dev.load_module(kernel_ptx(body, nparams=2)).get_function("k")
+    cnt, flag = dev.to_device(np.zeros(1, np.uint32)), dev.to_device(np.zeros(1, np.uint32))
+    dev.launch(fn, (2, 1, 1), (32, 1, 1), [cnt, flag])
+    assert dev.from_device(cnt, (1,), np.uint32)[0] >= 100
+    assert dev.from_device(flag, (1,), np.uint32)[0] == 1

@@ -152,4 +152,7 @@ def store(st, groups, dt, values_per_elem, esize):
         v = region_view(st, region, dt)
         base = off // esize
         for k, vals in enumerate(values_per_elem):
-            v[base + k] = vals(idx)
+            new = vals(idx)
+            if st.watch and (v[base + k] != new).any():
+                st.epoch += 1              # memory changed (rewriting a value does not count)
+            v[base + k] = new

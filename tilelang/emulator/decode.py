@@ -19,7 +19,9 @@ from .ptx_ast import Addr, Imm, Not, Reg, Sink, Sym, Vec
 from .ptx_types import TYPE_NAMES, TypeInfo, parse_imm, type_info, uint_dtype
 
 OPS: dict = {}
-WRITES = frozenset({"st", "atom", "red", "cp", "mbarrier", "stmatrix", "bar", "barrier"})
+# instructions that change memory whenever they run (st, atom and red count a change only
+# where the value changed: see access.store, ops_mem.build_atom)
+WRITES = frozenset({"cp", "stmatrix", "mbarrier"})
 
 
 def op(*names):
@@ -244,4 +246,5 @@ def decode_instr(prog, fn, ins) -> Decoded:
         if prog.reg_dtypes[guard] != np.bool_:
             ctx.error(f"guard {g.name} is not a predicate")
     return Decoded(opcode=ins.opcode, root=root, line=ins.line, guard=guard, guard_neg=neg,
-                   func=fn.name, reads=frozenset(ctx.reads), writes=root in WRITES, **kw)
+                   func=fn.name, reads=frozenset(ctx.reads), writes=root in WRITES and not
+                   (root == "mbarrier" and parts[1] in ("test_wait", "try_wait")), **kw)

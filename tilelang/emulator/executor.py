@@ -39,6 +39,7 @@ def run_batch(st, max_steps: int = MAX_STEPS) -> None:
     nlive = int(np.count_nonzero(st.live))
     has_calls = any(d.ctrl == "call" for d in code)
     steps = 0
+    seen = 0                       # the memory epoch the spinners were parked at
     regs = st.regs
     while True:
         steps += 1
@@ -78,8 +79,12 @@ def run_batch(st, max_steps: int = MAX_STEPS) -> None:
         else:
             em, n = mask, nact
         counts[pc] += n
-        if st.nspin and n and ins.writes:      # memory may change: spinners look again
-            _wake_spinners(st, pcs)
+        if st.watch:                          # memory changed: spinners look again
+            if n and ins.writes:
+                st.epoch += 1
+            if st.nspin and st.epoch != seen:
+                _wake_spinners(st, pcs)
+            seen = st.epoch
         if st.wg_regs and ins.reads and ins.root != "wgmma":
             check_pending_reads(st, ins, em)
         ctrl = ins.ctrl
@@ -165,10 +170,12 @@ def run_batch(st, max_steps: int = MAX_STEPS) -> None:
             taken = em if em is not None else act
             pcs[act & ~taken] += 1
             pcs[taken] = ins.target
-            if spin is not None:                # park them until memory may have changed
+            if spin is not None:                # park them until memory changes
                 pcs[spin] = PARKED + ins.target
                 st.wait_bar[spin] = -3
                 st.nspin += int(np.count_nonzero(spin))
+                st.watch = True
+                seen = st.epoch
             continue
         if ctrl == "brx":
             act = mask if mask is not None else np.ones(T, bool)
@@ -208,6 +215,11 @@ def run_batch(st, max_steps: int = MAX_STEPS) -> None:
             if pcs is None:
                 pcs = _split(st, mask, upc)
             if is_exit:
+                if st.narmed:
+                    gone = sel & (st.spin_pc != -1)
+                    st.spin_pc[gone] = -1
+                    st.narmed -= int(np.count_nonzero(gone))
+                    st.watch = bool(st.narmed or st.nspin)
                 st.live &= ~sel
                 nlive = int(np.count_nonzero(st.live))
                 pcs[sel] = EXITED
@@ -408,7 +420,10 @@ def _split(st, mask, upc):
 # repeat that iteration for as long as the memory it reads stays the same: it spins. Such
 # threads are parked (wait_bar -3) so that the others run (min-PC scheduling would otherwise
 # run the spinning loop forever, starving the thread that is to release it), and woken
-# whenever a running thread executes something that may change memory. When nothing but
+# whenever memory changes. While any thread is being looked at or parked (`st.watch`),
+# stores and atomics count a change (`st.epoch`) only where the value really changed (a
+# failed cas, or a lock's broadcast rewriting the same word, is no change), and a thread
+# whose loop changed memory is not spinning. When nothing but
 # spinners and waiters for things that can no longer happen are left, the kernel would hang
 # on a GPU: a NoProgress error. Looks are spaced out exponentially (the 64th, 128th, ...
 # back edge of a thread), so loops that do make progress pay almost nothing.
@@ -440,15 +455,19 @@ def _spin_check(st, taken, pc, target):
     cnt = st.back_count[idx]
     fresh = st.spin_pc[idx] == -1
     armed = st.spin_pc[idx] == target
-    same = armed & (st.spin_hash[idx] == h)
+    # the same registers and no memory changed since the last look (by anyone)
+    same = armed & (st.spin_hash[idx] == h) & (st.spin_epoch[idx] == st.epoch)
     arm = idx[fresh]                        # look now, compare at the next traversal
     st.spin_hash[arm] = h[fresh]
     st.spin_pc[arm] = target
+    st.spin_epoch[arm] = st.epoch
     st.spin_next[arm] = cnt[fresh] + 1
     moved = ~fresh & ~same                   # progressed (or another loop): look later
     st.spin_pc[idx[moved]] = -1
     st.spin_next[idx[moved]] = cnt[moved] * 2
     spin = idx[same]
+    st.narmed += arm.size - int(np.count_nonzero(moved)) - spin.size
+    st.watch = bool(st.narmed or st.nspin)
     if spin.size == 0:
         return None
     st.spin_pc[spin] = -1
@@ -468,6 +487,7 @@ def _wake_spinners(st, pcs):
     st.spin_pc[woken] = -1
     st.spin_next[woken] = st.back_count[woken] + 1
     st.nspin = 0
+    st.watch = bool(st.narmed)
 
 
 def _where(st, pc):

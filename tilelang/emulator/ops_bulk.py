@@ -54,6 +54,7 @@ def land_on(st, elems):
             keep.append(p)
             continue
         st.shared[p.dst] = p.data
+        st.epoch += 1
         prev = st.ins
         try:
             st.mbar_flipped |= complete_tx(st, p.mbar, p.nbytes, p.thread,
@@ -77,6 +78,7 @@ def finish_stores(st, idx=None, limit=None):
         (region, _, off, _), = locate(st, "global", p.gaddr.astype(np.uint64),
                                       np.full(p.gaddr.size, p.thread), 1, 1)
         region_view(st, region, np.uint8)[off] = data
+        st.epoch += 1
     st.bulk_pending = keep
 
 

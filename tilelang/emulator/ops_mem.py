@@ -295,8 +295,12 @@ def build_atom(ctx, ins, parts):
             sel = np.searchsorted(idx, gidx)
             bb = b if b.ndim == 0 else b[gidx]
             cc = None if c is None else (c if c.ndim == 0 else c[gidx])
+            elem = off // size
+            before = view[np.unique(elem)].copy() if st.watch else None
             with np.errstate(all="ignore"):
-                o = _apply_atomic(view, off // size, bb, cc, f, ufunc)
+                o = _apply_atomic(view, elem, bb, cc, f, ufunc)
+            if before is not None and (view[np.unique(elem)] != before).any():
+                st.epoch += 1                  # memory changed (a failed cas does not)
             olds.append((gidx, o))
         if put is not None:
             put(st, _gather_full(st, m, olds, dt), m)

@@ -81,6 +81,10 @@ class State:
         self.spin_pc = np.full(T, -1, np.int64)
         self.spin_from = np.full(T, -1, np.int64)
         self.nspin = 0                             # threads parked as spinning
+        self.narmed = 0                            # threads with a register hash taken
+        self.watch = False                         # narmed or nspin: track memory changes
+        self.epoch = 0                             # memory changes seen while watching
+        self.spin_epoch = np.zeros(T, np.int64)
         self.cl_arrived = np.zeros(T, np.int64)    # barrier.cluster.arrive per thread
         self.cl_waited = np.zeros(T, np.int64)     # barrier.cluster.wait passed per thread
         self.races = None                          # races.RaceChecker when race_check is on
