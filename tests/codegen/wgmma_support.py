@@ -28,12 +28,28 @@ def compile_for(src: str, kernel: str, arrays: dict, *, target: str = "sm_90a",
     return res
 
 
+class _TmaResult:
+    def __init__(self, cg):
+        self.codegen, self.ptx = cg, cg.ptx
+
+
+def compile_tma(src: str, kernel: str, arrays: dict, *, target: str = "sm_90a"):
+    """Like compile_for, through generate(tma=True): loads may use TMA tensor maps."""
+    from tilelang.codegen.generate import generate
+    res = compile_for(src, kernel, arrays, target=target, until="tir")
+    facts = {kernel: facts_of(arrays)}
+    return _TmaResult(generate(res.ir, target, 3, facts, tma=True))
+
+
 def run(src: str, kernel: str, arrays: dict, grid, *, scalars=(), target: str = "sm_90a",
-        defines: dict | None = None, race_check: bool = False):
+        defines: dict | None = None, race_check: bool = False, tma: bool = False):
     """Launch `kernel` with `arrays` (name -> NumPy array, in parameter order, copied back
-    in place) on the emulator; returns (compile result, launch report)."""
+    in place) on the emulator; returns (compile result, launch report). With `tma` the
+    kernel may take tensor maps, built by tilelang.runtime.tensormap's emulator encoding."""
     from tilelang.emulator import EmulatorDevice
-    res = compile_for(src, kernel, arrays, target=target, defines=defines)
+    from tilelang.runtime.tensormap import encode_emulator, map_args
+    res = compile_tma(src, kernel, arrays, target=target) if tma else \
+        compile_for(src, kernel, arrays, target=target, defines=defines)
     art = res.codegen.kernel(kernel)
     dev = EmulatorDevice(race_check=race_check)
     ptrs, args = {}, []
@@ -46,6 +62,10 @@ def run(src: str, kernel: str, arrays: dict, grid, *, scalars=(), target: str = 
         ptrs[p.name] = dev.to_device(_carrier(np.ascontiguousarray(x)))
         args += [np.uint64(int(ptrs[p.name])), *map(np.int64, x.shape),
                  *(np.int64(s // x.itemsize) for s in x.strides)]
+    for spec in art.tensor_maps:
+        x = arrays[spec.array]
+        args.append(encode_emulator(map_args(spec, int(ptrs[spec.array]), x.shape,
+                                             [st // x.itemsize for st in x.strides])))
     gx, gy, gz = (tuple(grid) + (1, 1))[:3]
     if art.cluster:
         gx += -gx % art.cluster[0]

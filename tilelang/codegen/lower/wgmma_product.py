@@ -24,7 +24,7 @@ import llvmlite.ir as ir
 from tilelang.codegen.layouts.distributed import log2
 from tilelang.codegen.layouts.wgmma import WG_M, WgTiling, instr_regs
 from tilelang.codegen.llvm.kernel import I32, I64, KernelEmitter, TileVal
-from tilelang.codegen.lower import mma_operands, mma_sync, wgmma_ops
+from tilelang.codegen.lower import mma_operands, mma_sync, tma_load, wgmma_ops
 from tilelang.codegen.lower.mma_epilogue import remember_acc_layout
 from tilelang.codegen.lower.mma_plan import TensorCorePlan, image_fits, image_span, to_layout
 
@@ -258,14 +258,17 @@ def emit_pipelined(kern: KernelEmitter, op, lp) -> None:
     ivt = kern.tile(op.start).dtype
     init = to_layout(kern, kern.tile(op.init[0]), plan.acc)
     stage_bytes = sum(lp.image_bytes)
-    ring = kern.smem(S * stage_bytes, ir.IntType(8), 0)
+    offs = (0, lp.image_bytes[0])
+    sops = [mma_sync.SmemOperand(None, tuple(d.op.result.type.shape), cax, form.itemsize,
+                                 image_span(tuple(d.op.result.type.shape)[cax], form.itemsize))
+            for d, cax in zip(lp.operands, lp.axes)]
+    tma = tma_load.plan_operands(kern, lp.operands, sops, offs)
+    # the TMA ring's mbarriers (8 bytes each) follow the operand images
+    ring = kern.smem(S * stage_bytes + (8 * S if tma else 0), ir.IntType(8), 0)
     align_smem(kern)
     base = mma_sync.shared_address(kern, ring)
-    offs = (0, lp.image_bytes[0])
-    streams = [Stream(kern, d, cax, form.itemsize, o,
-                      image_span(tuple(d.op.result.type.shape)[cax], form.itemsize))
-               for d, cax, o in zip(lp.operands, lp.axes, offs)]
-    sops = [s.sop for s in streams]
+    streams = [] if tma else [Stream(kern, d, sop.cax, form.itemsize, o, sop.span)
+                              for d, sop, o in zip(lp.operands, sops, offs)]
     da = Descriptors.build(kern, sops[0], True, plan)
     db = Descriptors.build(kern, sops[1], False, plan)
     k = sops[0].shape[-1]
@@ -296,6 +299,10 @@ def emit_pipelined(kern: KernelEmitter, op, lp) -> None:
             st.issue((iv_ahead(iv, s), iv_var, lp.scalars), image, valid_ahead(iv, s))
         mma_operands.commit_group(kern)
 
+    if tma:
+        _tma_loop(kern, op, lp, tma, base, da, db, k, init, start, stop, step, ivt,
+                  valid_ahead, iv_ahead, positive)
+        return
     kern.barrier()                       # earlier users of the shared buffer are done
     entry = b.block
     if S == 2:
@@ -361,3 +368,108 @@ def emit_pipelined(kern: KernelEmitter, op, lp) -> None:
     kern.barrier()                       # the ring is free for the next user
     kern.env[op.results[0].id] = TileVal(init.dtype, plan.acc, tuple(out))
     remember_acc_layout(kern, plan.acc)
+
+
+def _tma_loop(kern: KernelEmitter, op, lp, tma, base, da, db, k, init, start, stop, step,
+              ivt, valid_ahead, iv_ahead, positive) -> None:
+    """The ring filled by TMA (lower/tma_load.py), one mbarrier per slot:
+
+        setup:    barrier; thread 0 initializes the S mbarriers (count 1); barrier
+        prologue: thread 0 issues iterations 0 .. S-2 (expect_tx of the stage's bytes, then
+                  the bulk tensor copies), those that exist
+        loop j:   wait for phase (j / S) mod 2 of slot j mod S's mbarrier; wgmma.fence; the
+                  MMAs; commit; wgmma.wait_group 1; barrier (every warp group is done with
+                  iteration j-1's slot); thread 0 issues iteration j+S-1 into that slot
+        exit:     wgmma.wait_group 0; barrier; thread 0 invalidates the mbarriers; barrier
+    An iteration past the end is not issued (so none is in flight at the exit).
+    """
+    b = kern.builder
+    plan, S = lp.plan, lp.stages
+    stage_bytes = sum(lp.image_bytes)
+    bars = b.add(base, _c(S * stage_bytes))
+    iv_var = op.iv
+
+    def bar(slot_bytes):           # slot (a byte offset) -> its mbarrier's address
+        idx = b.udiv(slot_bytes, _c(stage_bytes)) if not isinstance(slot_bytes, int) else \
+            _c(slot_bytes // stage_bytes)
+        return b.add(bars, b.shl(idx, _c(3)))
+
+    def on_thread0(fn):
+        then = kern.fn.append_basic_block("tma.t0")
+        after = kern.fn.append_basic_block("tma.t0.end")
+        b.cbranch(b.icmp_unsigned("==", kern.vtid, _c(0)), then, after)
+        b.position_at_end(then)
+        fn()
+        b.branch(after)
+        b.position_at_end(after)
+
+    def issue(iv, s, image, slot_bytes):
+        kern.env[iv_var.id] = TileVal(ivt, kern.scalar_layout, (iv,))
+        tma_load.issue_stage(kern, tma, (iv_ahead(iv, s), iv_var, lp.scalars), image,
+                             bar(slot_bytes), valid_ahead(iv, s))
+
+    kern.barrier()                       # earlier users of the shared buffer are done
+    on_thread0(lambda: [tma_load.mbarrier_init(kern, b.add(bars, _c(8 * i)), 1)
+                        for i in range(S)])
+    kern.barrier()
+    for s in range(S - 1):
+        issue(start, s, b.add(base, _c(s * stage_bytes)), s * stage_bytes)
+    pre = b.block
+    header = kern.fn.append_basic_block("tma.pipe")
+    body = kern.fn.append_basic_block("tma.pipe.body")
+    exit_ = kern.fn.append_basic_block("tma.pipe.exit")
+    b.branch(header)
+    b.position_at_end(header)
+    iv = b.phi(start.type, "iv")
+    iv.add_incoming(start, pre)
+    slot = b.phi(I32, "slot")
+    slot.add_incoming(_c(0), pre)
+    phase = b.phi(I32, "phase")
+    phase.add_incoming(_c(0), pre)
+    accs = []
+    for r in init.regs:
+        p = b.phi(r.type)
+        p.add_incoming(r, pre)
+        accs.append(p)
+    if ivt.signed:
+        go = b.and_(positive, b.icmp_signed("<", iv, stop))
+    else:
+        go = b.and_(positive, b.icmp_unsigned("<", iv, stop))
+    b.cbranch(go, body, exit_)
+
+    b.position_at_end(body)
+    tma_load.wait_parity(kern, bar(slot), phase)
+    image = b.add(base, slot)
+    regs = wgmma_ops.fence(kern, list(accs))
+    regs = issue_mmas(kern, plan, da, db, image, lp.image_bytes[0], regs, k)
+    wgmma_ops.commit_group(kern)
+    regs = wgmma_ops.wait_group(kern, 1, regs)
+    kern.barrier()
+    last = (S - 1) * stage_bytes
+    wslot = b.select(b.icmp_unsigned("==", slot, _c(0)), _c(last), b.sub(slot, _c(stage_bytes)))
+    issue(iv, S - 1, b.add(base, wslot), wslot)
+    nxt = b.add(slot, _c(stage_bytes))
+    wrap = b.icmp_unsigned("==", nxt, _c(S * stage_bytes))
+    nxt = b.select(wrap, _c(0), nxt)
+    tail = b.block
+    iv.add_incoming(b.add(iv, step), tail)
+    slot.add_incoming(nxt, tail)
+    phase.add_incoming(b.xor(phase, b.zext(wrap, I32)), tail)
+    for p, r in zip(accs, regs):
+        p.add_incoming(r, tail)
+    b.branch(header)
+
+    b.position_at_end(exit_)
+    out = wgmma_ops.wait_group(kern, 0, list(accs))
+    kern.barrier()
+    on_thread0(lambda: [tma_load.mbarrier_inval(kern, b.add(bars, _c(8 * i)))
+                        for i in range(S)])
+    kern.barrier()                       # the ring is free for the next user
+    kern.env[op.results[0].id] = TileVal(init.dtype, plan.acc, tuple(out))
+    remember_acc_layout(kern, plan.acc)
+
+
+def issue_mmas(kern, plan, da, db, image, b_offset, regs, k):
+    return issue(kern, plan, da, db, (da.base(kern, image),
+                                      db.base(kern, kern.builder.add(image, _c(b_offset)))),
+                 regs, k)

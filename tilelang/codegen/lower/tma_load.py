@@ -1,0 +1,205 @@
+"""TMA (sm_90): operand tiles of a pipelined warp-group MMA loop copied by
+`cp.async.bulk.tensor` straight into their swizzled images, completing on `mbarrier`s with
+transaction counts.
+
+A deferred load (lower/mma_operands.py) qualifies when its array is contiguous and 16-byte
+aligned (the ABI facts; TMA needs a 16-byte aligned address and strides), its tile keeps the
+array's order of the non-contiguous axes, and every box dimension is at most 256. Its
+tensor map (api.TensorMapSpec) describes one *panel* of the operand image: the box is
+span / itemsize elements of the contiguous axis (the swizzle span, 128 bytes for a 64-wide
+f16 panel) by the tile's extents along the other axes, so the TMA's own swizzle lays the
+box out exactly as layouts/shared.wgmma_image's panel (address bits 4.. XOR bits 7..), and
+an image of P panels takes P copies. Out-of-bounds elements of a box are zero-filled by the
+TMA unit and still count towards the transaction bytes.
+
+A kernel gets its tensor maps as 128-byte `__grid_constant__` parameters after the source
+parameters (docs/abi.md); the first emission records which maps the loads want
+(`KernelStats.tensor_maps`) and copies with cp.async, and generate re-emits the kernel with
+the maps (`KernelEmitter.tensor_maps`), when TMA is enabled (`generate(tma=True)`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import llvmlite.ir as ir
+
+from tilelang.codegen.api import TensorMapSpec
+from tilelang.codegen.llvm.kernel import I32, I64, KernelEmitter, TileVal
+from tilelang.ir.ops import ConstantOp
+
+MAX_BOX = 256
+
+
+def _c(v: int) -> ir.Constant:
+    return ir.Constant(I32, v)
+
+
+@dataclass
+class TmaOperand:
+    """One deferred operand copied by TMA into its image (`sop`: a wgmma SmemOperand)."""
+
+    d: object                   # DeferredLoad
+    spec: TensorMapSpec
+    tmap: ir.Value              # the map parameter (a byval pointer)
+    axes: tuple[int, ...]       # tile axis t reads array axis axes[t]
+    shape: tuple[int, ...]
+    sop: object
+    image_offset: int
+
+    @property
+    def panels(self) -> int:
+        return self.shape[self.sop.cax] * self.sop.itemsize // self.sop.span
+
+    @property
+    def nbytes(self) -> int:
+        n = self.sop.itemsize
+        for s in self.shape:
+            n *= s
+        return n
+
+
+def _spec(kern: KernelEmitter, d, sop) -> tuple[TensorMapSpec, tuple] | None:
+    """(the map, tile axis -> array axis) of deferred load `d` copied into image `sop`, or
+    None when it does not qualify (module docstring)."""
+    if not kern.tma or not sop.wg:
+        return None
+    args = d.op.arg_map
+    arr = kern.array(args["A"])
+    if not (arr.facts.contiguous and arr.facts.aligned16) or not 2 <= arr.rank <= 5:
+        return None
+    order = kern.const_ints(args["order"]) if "order" in args else None
+    axes = tuple(order) if order is not None else tuple(range(arr.rank))
+    shape = tuple(d.op.result.type.shape)
+    cax = sop.cax
+    if axes[cax] != arr.rank - 1:
+        return None
+    rest = [axes[t] for t in range(len(shape)) if t != cax]
+    if rest != sorted(rest):                 # the image's rows are the box's rows in order
+        return None
+    box = [sop.span // sop.itemsize]
+    for a in reversed(range(arr.rank - 1)):
+        box.append(shape[axes.index(a)])
+    if any(b > MAX_BOX for b in box):
+        return None
+    return TensorMapSpec(arr.name, arr.dtype, tuple(box), sop.span), axes
+
+
+def plan_operands(kern: KernelEmitter, loads, sops, offsets) -> list[TmaOperand] | None:
+    """TMA copies of every deferred load of a stage into its image, or None (cp.async for
+    all). When the kernel has no parameters for the maps yet they are recorded as wanted
+    (KernelStats.tensor_maps) and None returned."""
+    got = [_spec(kern, d, sop) for d, sop in zip(loads, sops)]
+    if None in got:
+        return None
+    kern.stats.tensor_maps.extend(spec for spec, _ in got)
+    if any(spec not in kern.tensor_maps for spec, _ in got):
+        return None
+    return [TmaOperand(d, spec, kern.tensor_maps[spec], axes,
+                       tuple(d.op.result.type.shape), sop, off)
+            for d, sop, off, (spec, axes) in zip(loads, sops, offsets, got)]
+
+
+# ---------------------------------------------------------------------------------------------
+# mbarriers
+
+def _asm(kern: KernelEmitter, text: str, args: list, cons: str, ret=ir.VoidType()):
+    tys = [a.type for a in args]
+    asm = ir.InlineAsm(ir.FunctionType(ret, tys), text, cons, side_effect=True)
+    return kern.builder.call(asm, args)
+
+
+def mbarrier_init(kern: KernelEmitter, addr: ir.Value, count: int) -> None:
+    _asm(kern, f"mbarrier.init.shared::cta.b64 [$0], {count};", [addr], "r,~{memory}")
+
+
+def mbarrier_inval(kern: KernelEmitter, addr: ir.Value) -> None:
+    _asm(kern, "mbarrier.inval.shared::cta.b64 [$0];", [addr], "r,~{memory}")
+
+
+def arrive_expect_tx(kern: KernelEmitter, addr: ir.Value, nbytes: int) -> None:
+    _asm(kern, f"mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], {nbytes};", [addr],
+         "r,~{memory}")
+
+
+def wait_parity(kern: KernelEmitter, addr: ir.Value, parity: ir.Value) -> None:
+    """Spin until the phase of parity `parity` (i32 0/1) of the mbarrier completed."""
+    b = kern.builder
+    head = kern.fn.append_basic_block("mbar.wait")
+    done = kern.fn.append_basic_block("mbar.done")
+    b.branch(head)
+    b.position_at_end(head)
+    ok = _asm(kern, "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [$1], $2; "
+                    "selp.u32 $0, 1, 0, p; }", [addr, parity], "=r,r,r,~{memory}", I32)
+    b.cbranch(b.icmp_unsigned("!=", ok, _c(0)), done, head)
+    b.position_at_end(done)
+
+
+def _bulk_tensor(kern: KernelEmitter, dst: ir.Value, tmap: ir.Value, coords: list,
+                 bar: ir.Value) -> None:
+    n = len(coords)
+    cs = ", ".join(f"${i + 2}" for i in range(n))
+    text = (f"cp.async.bulk.tensor.{n}d.shared::cluster.global.mbarrier::complete_tx::bytes "
+            f"[$0], [$1, {{{cs}}}], [${n + 2}];")
+    _asm(kern, text, [dst, tmap] + coords + [bar], "r,l," + "r," * n + "r,~{memory}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Issuing one stage
+
+def tile_index(kern: KernelEmitter, d, env_iv) -> list[ir.Value]:
+    """The load's `index` (i64 per tile axis) with the loop variable bound as `env_iv` =
+    (iv value, its Value, the scalar ops to re-evaluate): lower/mma_pipeline.Stream.issue's
+    rule."""
+    saved = {}
+    iv_val, iv_var, ops = env_iv
+    for o in [None] + list(ops):
+        rid = iv_var.id if o is None else o.results[0].id
+        saved[rid] = kern.env.get(rid)
+    kern.env[iv_var.id] = TileVal(kern.env[iv_var.id].dtype, kern.scalar_layout, (iv_val,))
+    for o in ops:
+        if isinstance(o, ConstantOp):
+            kern.emit_constant(o)
+        else:
+            kern.emit_builtin(o)
+    index = [kern.index_i64(i) for i in kern.tuple_items(d.op.arg_map["index"])]
+    for rid, v in saved.items():
+        if v is None:
+            kern.env.pop(rid, None)
+        else:
+            kern.env[rid] = v
+    return index
+
+
+def issue_stage(kern: KernelEmitter, ops: list[TmaOperand], env_iv, image: ir.Value,
+                bar: ir.Value, valid: ir.Value) -> None:
+    """Thread 0, when `valid`: announce the stage's bytes on `bar` and copy every panel of
+    every operand into the stage at 32-bit shared address `image`."""
+    b = kern.builder
+    coords = []
+    for op in ops:
+        index = tile_index(kern, op.d, env_iv)
+        start = [b.trunc(b.mul(i, ir.Constant(I64, s)), I32)
+                 for i, s in zip(index, op.shape)]
+        rank = len(op.axes)
+        coords.append([start[op.axes.index(a)] for a in reversed(range(rank))])
+    go = b.and_(valid, b.icmp_unsigned("==", kern.vtid, _c(0)))
+    then = kern.fn.append_basic_block("tma.issue")
+    after = kern.fn.append_basic_block("tma.issued")
+    b.cbranch(go, then, after)
+    b.position_at_end(then)
+    arrive_expect_tx(kern, bar, sum(op.nbytes for op in ops))
+    for op, cs in zip(ops, coords):
+        per = op.sop.span // op.sop.itemsize
+        for p in range(op.panels):
+            inner = b.add(cs[0], _c(p * per)) if p else cs[0]
+            dst = b.add(image, _c(op.image_offset + p * op.sop.panel_bytes))
+            _bulk_tensor(kern, dst, map_address(kern, op.tmap), [inner] + cs[1:], bar)
+    b.branch(after)
+    b.position_at_end(after)
+
+
+def map_address(kern: KernelEmitter, tmap: ir.Value) -> ir.Value:
+    """The generic address of a grid-constant map parameter (LLVM emits cvta.param)."""
+    return kern.builder.ptrtoint(tmap, I64)
+
