@@ -1,0 +1,245 @@
+"""The fast parser (`lexer` + `descent`) against the Lark path it stands in for.
+
+On every .tile file of the repository, every ```tile block of the docs, generated programs and
+a corpus of mutated sources: whenever the fast parser accepts a text, Lark accepts it too and
+builds the same AST with the same spans, literal spellings and name spans (a deep comparison,
+not the AST's `==`, which ignores spans); the fast lexer's tokens are Lark's; the precedence
+table is the grammar's chain of rules; and the well-formed sources of the project do take the
+fast path (a parser that always declined would pass the rest)."""
+
+from __future__ import annotations
+
+import math
+import pathlib
+import re
+from dataclasses import fields, is_dataclass
+
+import pytest
+
+from tilelang.diagnostics import Span, TileSyntaxError
+from tilelang.frontend import descent, lark_parse, lexer, precedence
+from tilelang.frontend import parser as front
+
+from test_fuzz import make
+from test_roundtrip import Gen
+from tilelang.frontend.printer import print_module
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+FILES = sorted(p for p in ROOT.rglob("*.tile") if ".git" not in p.parts)
+FENCE = re.compile(r"^```tile[ \t]*\n(.*?)^```[ \t]*$", re.S | re.M)
+DOC_BLOCKS = [b for p in sorted(ROOT.glob("docs/*.md")) + [ROOT / "README.md"]
+              for b in FENCE.findall(p.read_text("utf-8"))]
+
+
+def deep(x):
+    """Everything a node holds, spans included, as plain nested tuples."""
+    if isinstance(x, Span):
+        return ("Span", x.file, x.line, x.col, x.end_line, x.end_col)
+    if is_dataclass(x):
+        return (type(x).__name__,) + tuple((f.name, deep(getattr(x, f.name))) for f in fields(x))
+    if isinstance(x, tuple):
+        return tuple(deep(v) for v in x)
+    if isinstance(x, float) and math.isnan(x):
+        return "nan"
+    return (type(x).__name__, x)
+
+
+def lark_result(text: str):
+    try:
+        return lark_parse.parse(text, "t.tile")
+    except TileSyntaxError:
+        return None
+    except RecursionError:
+        return None
+
+
+def fast_result(text: str):
+    try:
+        return descent.parse_module(text, "t.tile")
+    except lexer.Fallback:
+        return None
+
+
+def agree(text: str) -> bool:
+    """The fast parser accepts only what Lark accepts, with an identical AST. True when the
+    fast path took the text."""
+    fast = fast_result(text)
+    if fast is None:
+        return False
+    slow = lark_result(text)
+    assert slow is not None, f"the fast parser accepted what Lark rejects:\n{text[:600]}"
+    assert deep(fast) == deep(slow), f"different ASTs for:\n{text[:600]}"
+    return True
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_repository_file(path):
+    text = path.read_text("utf-8")
+    took = agree(text)
+    if lark_result(text) is not None and "golden" not in path.parts:
+        assert took, "a well-formed file of the project left the fast path"
+
+
+def test_doc_blocks():
+    assert len(DOC_BLOCKS) > 20
+    for block in DOC_BLOCKS:
+        for text in (block, f"fn __doc__() {{\n{block}\n}}", f"fn __doc__() {{ let __doc = {block}; }}"):
+            agree(text)
+
+
+def test_generated_programs():
+    taken = 0
+    for seed in range(300):
+        text = print_module(Gen(seed).module())
+        taken += agree(text)
+    assert taken > 250          # the canonical printer's output is plainly well-formed
+
+
+def test_mutated_corpus():
+    taken = 0
+    for index in range(1500):
+        taken += agree(make(5, index))
+    assert taken > 100          # some mutations stay well-formed and take the fast path
+
+
+# Spellings the printer never produces: parentheses and trailing commas everywhere, comments,
+# odd spacing, literals of every kind, keyword-like names.
+CORNERS = [
+    "const X = ((a)) + (b) * ((c,)) - (a, b,)[0];",
+    "const X = (a).b(c)[d,].e ** -f ** g;",
+    "const X = not not a == (b) and c or (d if e else f if g else h);",
+    "const X = a if b else c;\nconst Y = ~-+a @ b % c // comment\n;",
+    "const X = 0x_FF + 0b1_0 + 1_000 + 1.5e-3 + 2E+4 + 3.0 + 0 + 1e5 + inf + nan;",
+    'const S = "a\\n\\t\\x41\\"\\\\" ;',
+    "const X = f(a = 1, b = (2), c = g(x = 3,),);",
+    "/* block\n comment */ const /* in */ X /* between */ = 1;",
+    "kernel k(a: Array[f32, 2,], const N: i32 = 1, b, c: (i32, f32,), d: ()) { }",
+    "fn f() -> (i32,) { return (1,); }\nfn g() -> () { return; }",
+    "@launch(maxntid = (128, 1, 1),)\n@host\n@x()\nfn f(x,) { let (a, b,) = x; var (c,) = (1,);"
+    " a += 1; b.c[0] **= 2; x = y, z,; x, y; return a, b; }",
+    "import std.math as m;\nfrom std.nn import a, b as c,;\nfrom x import y;",
+    "kernel k() { static for i in range(4) { if a { } else if b { } else { { } } }"
+    " while x < 3 { break; continue; } for j in a, b { } }",
+    "const X = a.b.c(d)(e)[f][g];",
+    "kernel k() {\r\n\tlet x = 1;\f\n}\n",
+    "fn f() { return; }\n\n\n",
+    "",
+]
+
+
+@pytest.mark.parametrize("text", CORNERS)
+def test_corner_spellings(text):
+    assert agree(text), "expected the fast path to take this well-formed text"
+
+
+# Texts the fast path must leave to Lark (which diagnoses them or builds what it builds).
+DECLINED = [
+    "const X = 01;", "const X = 1e999;", 'const S = "\\q";', "const X = a < b < c;",
+    "fn f() { f() = 1; }", "const X = f(a = 1, a = 2);", "const X = f(a = 1, 2);",
+    "const X = 1 +;", "const X = é;", "const X = 'a';", "const X = 1 /* open",
+    "const X = " + "(" * 400 + "1" + ")" * 400 + ";", "const X = 1", "fn f() { let x = 1 }",
+]
+
+
+@pytest.mark.parametrize("text", DECLINED)
+def test_declined(text):
+    assert fast_result(text) is None
+    # parse() gives exactly the Lark path's result or diagnostics.
+    try:
+        expected = deep(lark_parse.parse(text, "t.tile"))
+    except TileSyntaxError as e:
+        with pytest.raises(TileSyntaxError) as got:
+            front.parse(text, "t.tile")
+        assert [str(d) for d in got.value.diagnostics] == [str(d) for d in e.diagnostics]
+    else:
+        assert deep(front.parse(text, "t.tile")) == expected
+
+
+def lark_tokens(text: str):
+    out = []
+    for t in lark_parse._lark().lex(text):
+        out.append((t.type if t.type in ("NAME", "DEC_INT", "HEX_INT", "BIN_INT", "FLOAT",
+                                         "STRING") else str(t), str(t), t.line, t.column))
+    return out
+
+
+def fast_tokens(text: str):
+    kinds, texts, lines, cols = lexer.tokenize(text)
+    return list(zip(kinds, texts, lines, cols))[:-1]
+
+
+@pytest.mark.parametrize("index", range(0, 400, 7))
+def test_lexer_matches_lark(index):
+    for text in (make(3, index), FILES[index % len(FILES)].read_text("utf-8")):
+        try:
+            expected = lark_tokens(text)
+        except Exception:           # noqa: BLE001 - Lark refuses it: so must the fast lexer
+            with pytest.raises(lexer.Fallback):
+                lexer.tokenize(text)
+            continue
+        try:
+            got = fast_tokens(text)
+        except lexer.Fallback:      # may decline only what has an unclosed `/*`
+            assert "/*" in text
+            continue
+        assert got == expected
+
+
+def test_keywords_are_the_grammars():
+    assert lexer.KEYWORDS == lark_parse.keywords()
+
+
+def test_operators_are_the_grammars():
+    quoted = {t.pattern.value for t in lark_parse._lark().terminals
+              if t.pattern.type == "str" and not t.pattern.value.isidentifier()}
+    assert set(lexer.OPERATORS) == quoted and len(lexer.OPERATORS) == len(quoted)
+
+
+def _chain():
+    """The grammar's expression levels from `or_test` down: (rule, operators) per level."""
+    grammar = lark_parse.grammar_text()
+    rules = {}
+    for m in re.finditer(r"^[?!]?(\w+):(.*?)(?=^[?!]?\w+:|^//|\Z)", grammar, re.S | re.M):
+        rules[m.group(1)] = m.group(2)
+
+    def ops_of(body: str) -> tuple[str, ...]:
+        out = []
+        for word in re.findall(r'"([^"]+)"|\b([a-z_]+_op)\b', body):
+            lit, sub = word
+            if lit:
+                out.append(lit)
+            elif sub in rules:
+                out += re.findall(r'"([^"]+)"', rules[sub])
+        return tuple(dict.fromkeys(out))
+
+    chain, rule = [], "or_test"
+    while rule in rules:
+        body = rules[rule]
+        alternatives = [a.strip() for a in body.split("|")]
+        first = alternatives[0].split()[0]
+        chain.append((rule, ops_of("|".join(alternatives[1:]))))
+        rule = first if first != rule else None
+        if rule == "postfix":
+            break
+    return chain
+
+
+def test_precedence_table_is_the_grammars():
+    table = [(rule, tuple(ops)) for rule, ops, _ in precedence.LEVELS]
+    chain = _chain()
+    assert [r for r, _ in chain] == [r for r, _ in table]
+    for (rule, ops), (_, want) in zip(chain, table):
+        # The table lists exactly the level's operators (the `if` of a conditional and the
+        # `**` after a postfix are the only other tokens these rules hold).
+        assert set(want) == set(ops) - {"if", "else"}, rule
+
+
+def test_parse_does_not_import_lark_for_a_clean_file():
+    import subprocess
+    import sys
+    code = ("import sys; from tilelang.frontend.parser import parse; "
+            "parse(open(sys.argv[1]).read(), sys.argv[1]); "
+            "print(any(m == 'lark' or m.startswith('lark.') for m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code, str(ROOT / "examples" / "softmax.tile")],
+                         capture_output=True, text=True, cwd=ROOT, check=True)
+    assert out.stdout.strip() == "False"

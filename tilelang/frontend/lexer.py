@@ -1,0 +1,107 @@
+"""A fast tokenizer for well-formed source: the fast parser's (`descent`) input.
+
+It produces the tokens Lark's lexer produces from `grammar/tile.lark` (the same terminals, the
+same longest-operator-first and priority order, keywords being names spelled like a quoted word
+of the grammar), as four parallel lists. It does not diagnose: at the first character Lark would
+refuse it raises `Fallback`, and the Lark path reports the error. tests/frontend/
+test_fast_parser.py compares both lexers on every source of the project and a mutated corpus.
+"""
+
+from __future__ import annotations
+
+import re
+
+KEYWORDS = frozenset({
+    "and", "as", "break", "const", "continue", "else", "false", "fn", "for", "from", "if",
+    "import", "in", "inf", "kernel", "let", "nan", "not", "or", "return", "static", "true",
+    "var", "while"})
+
+OPERATORS = ("**=", "<<=", ">>=", "->", "==", "!=", "<=", ">=", "**", "<<", ">>", "+=", "-=",
+             "*=", "/=", "%=", "&=", "|=", "^=", "@=", "-", "+", "*", "/", "%", "@", "&", "|",
+             "^", "~", "<", ">", "=", "(", ")", "[", "]", "{", "}", ",", ";", ":", ".")
+
+_DIGITS = r"[0-9](?:_?[0-9])*"
+# One token after optional blanks, as (blanks, token). The alternatives are in Lark's order:
+# the priority-2 numbers, then names, strings and comments, then operators longest first. The
+# last alternative takes any other character, so nothing is skipped silently.
+_TOKEN = re.compile(
+    r"([ \t\r\f]*)("
+    r"[A-Za-z_][A-Za-z0-9_]*"
+    rf"|{_DIGITS}\.{_DIGITS}(?:[eE][+-]?{_DIGITS})?|{_DIGITS}[eE][+-]?{_DIGITS}"
+    r"|0[xX](?:_?[0-9A-Fa-f])+|0[bB](?:_?[01])+"
+    rf"|{_DIGITS}"
+    r'|"(?:[^"\\\n]|\\[^\n])*"'
+    r"|//[^\n]*"
+    r"|" + "|".join(re.escape(op) for op in OPERATORS) +
+    r"|[^ \t\r\f])")
+# Strings, line comments and block comments, left to right: block comments are blanked out
+# (keeping their newlines) before the text is cut into lines.
+_COMMENTS = re.compile(r'"(?:[^"\\\n]|\\[^\n])*"|//[^\n]*|/\*[\s\S]*?\*/')
+
+# Keywords and operators: the token is its own kind.
+_FIXED = {t: t for t in (*KEYWORDS, *OPERATORS)}
+_NAME_START = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_")
+_DIGIT = frozenset("0123456789")
+
+
+class Fallback(Exception):
+    """The fast path cannot handle this input; the Lark path parses and diagnoses it."""
+
+
+def _blank_block_comments(text: str) -> str:
+    def blank(m: re.Match) -> str:
+        s = m.group()
+        return "".join(c if c == "\n" else " " for c in s) if s.startswith("/*") else s
+    return _COMMENTS.sub(blank, text)
+
+
+def _number_kind(tok: str) -> str:
+    if len(tok) > 1 and tok[0] == "0" and tok[1] in "xXbB":
+        return "HEX_INT" if tok[1] in "xX" else "BIN_INT"
+    if "." in tok or "e" in tok or "E" in tok:
+        return "FLOAT"
+    return "DEC_INT"
+
+
+def tokenize(text: str) -> tuple[list[str], list[str], list[int], list[int]]:
+    """(kinds, texts, lines, columns) of the tokens of `text`, then an `$END` token; a kind is
+    the keyword or operator itself, or NAME, DEC_INT, HEX_INT, BIN_INT, FLOAT, STRING."""
+    if "/*" in text:
+        text = _blank_block_comments(text)
+    kinds: list[str] = []
+    texts: list[str] = []
+    lines: list[int] = []
+    cols: list[int] = []
+    add_kind, add_text, add_line, add_col = kinds.append, texts.append, lines.append, cols.append
+    findall = _TOKEN.findall
+    fixed, name_start, digit = _FIXED, _NAME_START, _DIGIT
+    lineno = 0
+    for line in text.split("\n"):
+        lineno += 1
+        col = 1
+        for blanks, tok in findall(line):
+            if blanks:
+                col += len(blanks)
+            kind = fixed.get(tok)
+            if kind is not None:
+                add_kind(kind)
+            elif tok[0] in name_start:
+                add_kind("NAME")
+            elif tok[0] in digit:
+                add_kind(_number_kind(tok))
+            elif tok[0] == '"' and len(tok) > 1:
+                add_kind("STRING")
+            elif tok[:2] == "//":
+                col += len(tok)
+                continue
+            else:
+                raise Fallback(f"unexpected character at {lineno}:{col}")
+            add_text(tok)
+            add_line(lineno)
+            add_col(col)
+            col += len(tok)
+    kinds.append("$END")
+    texts.append("")
+    lines.append(lineno)
+    cols.append(col)
+    return kinds, texts, lines, cols
