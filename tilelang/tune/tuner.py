@@ -141,6 +141,7 @@ class TunedKernel:
         self.store = TuneStore(cache_dir) if cache else None
         self._write = _progress_writer(progress)
         self.results: dict[str, TuneResult] = {}      # launch key (JSON text) -> result
+        self._variants: dict[tuple, Kernel] = {}      # (shape, dtype) per argument -> kernel
         self.last: TuneResult | None = None
         names = [p.name for p in kernel.params]
         for n in key or ():
@@ -169,8 +170,21 @@ class TunedKernel:
         return self._run(self.grid, args, stream)
 
     def _run(self, grid, args, stream):
-        res = self.tune(args, grid=grid)
-        return self.kernel.specialize(**res.config)[grid](*args, stream=stream)
+        # the launch key's facts as a tuple, for a dict lookup per launch; a miss (or anything
+        # unusual) takes the full path
+        quick = None
+        try:
+            quick = tuple((v.shape, v.dtype) if v is not None else None
+                          for v in map(extract, args))
+        except Exception:
+            pass
+        variant = self._variants.get(quick) if quick is not None else None
+        if variant is None:
+            res = self.tune(args, grid=grid)
+            variant = self.kernel.specialize(**res.config)
+            if quick is not None and self.key_names is None and len(self._variants) < 1024:
+                self._variants[quick] = variant
+        return variant[grid](*args, stream=stream)
 
     def best_config(self, *args, grid=None) -> dict:
         return dict(self.tune(args, grid=grid if grid is not None else self.grid).config)
@@ -237,6 +251,7 @@ class TunedKernel:
                               "autotune, or launch it as tuned[grid](...)")
         res = self._search(args, grid, key)
         self.results[ktext] = self.last = res
+        self._variants.clear()                         # a forced re-tune may change a choice
         if self.store is not None:
             try:
                 self.store.store(self.material(key), res.to_json())
