@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import threading
 from collections import OrderedDict
 
 from tilelang.diagnostics import Span, TileSyntaxError, remember_source
-from tilelang.fmt.tokens import tokenize
 from tilelang.frontend import ast
 from tilelang.frontend.imports import LoadedModule, ModuleLoader
 from tilelang.frontend.parser import MAX_ERRORS, parse
@@ -32,30 +32,45 @@ MAX_ITEMS = 4096
 MAX_IMPORTS = 256
 
 
+# What item boundaries depend on: comments and strings (which may hold brackets), brackets,
+# and `;`. Everything else is skipped by the regex engine, not by Python.
+_BOUNDARY = re.compile(r'//[^\n]*|/\*.*?(?:\*/|\Z)|"(?:[^"\\\n]|\\.)*"?|[()\[\]{};]', re.S)
+_GAP = re.compile(r"(?:\s+|//[^\n]*|/\*.*?\*/)*", re.S)  # (an unclosed comment: a chunk)
+
+
 def item_chunks(text: str) -> list[tuple[int, int, int, int]]:
-    """(start offset, end offset, line, column) of each top-level item of `text`. An
-    unbalanced bracket makes the rest of the text one chunk (its parse reports it)."""
+    """(start offset, end offset, line, column) of each top-level item of `text`: each ends
+    at the `;` or `}` that brings the bracket depth back to 0. A stray closing bracket makes
+    the rest of the text one chunk (its parse reports it)."""
     out = []
-    depth, start = 0, None
-    for t in tokenize(text, strict=False):
-        if t.kind == "comment":
-            continue
-        if start is None:
-            start = t
-        if t.kind == "op" and t.text in "([{":
+    depth = 0
+    start = _GAP.match(text, 0).end()
+    line, line_at = 1, 0  # the line of offset `line_at`
+    for m in _BOUNDARY.finditer(text, start):
+        c = m.group(0)
+        if len(c) != 1:
+            continue  # a comment or a string
+        if c in "([{":
             depth += 1
-        elif t.kind == "op" and t.text in ")]}":
+            continue
+        if c in ")]}":
             depth -= 1
-            if depth < 0:  # a stray closer: let the parse of the rest report it
+            if depth < 0:
                 break
-        if depth == 0 and t.kind == "op" and t.text in (";", "}"):
-            out.append((start.pos, t.pos + 1, start.line, start.col))
-            start = None
-    else:
-        if start is not None:
-            out.append((start.pos, len(text), start.line, start.col))
-        return out
-    out.append((start.pos, len(text), start.line, start.col))
+            if c != "}" or depth:
+                continue
+        elif depth:  # `;` inside brackets
+            continue
+        line += text.count("\n", line_at, start)
+        line_at = start
+        col = start - (text.rfind("\n", 0, start) + 1) + 1
+        end = m.end()
+        out.append((start, end, line, col))
+        start = _GAP.match(text, end).end()
+    if start < len(text):
+        line += text.count("\n", line_at, start)
+        col = start - (text.rfind("\n", 0, start) + 1) + 1
+        out.append((start, len(text), line, col))
     return out
 
 

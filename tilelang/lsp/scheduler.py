@@ -2,7 +2,8 @@
 
 Every check runs on one daemon thread, so requests (hover, completion, shutdown) are answered
 while a large document is being checked, and the compiler never runs on two threads at once.
-A change is checked ``DEBOUNCE_S`` after the last keystroke; each open or change gives the
+A change is checked ``DEBOUNCE_S`` after the last keystroke, or at once when it is the first
+after a pause and nothing else is being checked (`quiet`); each open or change gives the
 document a new generation, a queued check of an older generation is skipped, and a finished
 check of an older generation is discarded: the client never sees stale diagnostics.
 """
@@ -14,6 +15,7 @@ import itertools
 import logging
 import queue
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -40,12 +42,16 @@ class Worker:
         self._loop = loop
         self._jobs: queue.SimpleQueue = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self.pending = 0  # jobs submitted and not finished
 
     def submit(self, fn: Callable, *args, skip: Callable[[], bool] = lambda: False
                ) -> asyncio.Future:
         """Run `fn(*args)` on the worker; when `skip()` is true as the job comes up, the
         job's result is None without running it."""
         fut = self._loop.create_future()
+        with self._lock:
+            self.pending += 1
         self._jobs.put((fut, fn, args, skip))
         if self._thread is None:
             self._thread = threading.Thread(target=self._run, name="tilec-lsp-check",
@@ -62,6 +68,8 @@ class Worker:
                     result = fn(*args)
             except BaseException as exc:  # handed to the loop; nothing escapes this thread
                 error = exc
+            with self._lock:
+                self.pending -= 1
             try:
                 self._loop.call_soon_threadsafe(_settle, fut, result, error)
             except RuntimeError:  # the loop is closed: the server is exiting
@@ -88,6 +96,7 @@ class _Doc:
     analysis_gen: int = -1
     parsed: object | None = None  # the module of the last check that parsed
     parsed_analysis: Analysis | None = None  # and that check
+    changed_at: float = float("-inf")  # when its text last changed (time.monotonic())
     waiters: list[asyncio.Future] = field(default_factory=list)
 
 
@@ -113,6 +122,7 @@ class Checker:
         """The document's new contents: check them after `delay` seconds."""
         d = self.docs.setdefault(uri, _Doc())
         d.text, d.version = text, version
+        d.changed_at = time.monotonic()
         # one counter for all documents: a check of a document closed and opened again meanwhile
         # cannot pass for a check of the new one
         d.gen = next(self._generations)
@@ -125,6 +135,14 @@ class Checker:
             self._start(uri, d.gen)
         else:
             d.timer = self._loop.call_later(delay, self._start, uri, d.gen)
+
+    def quiet(self, uri: str) -> bool:
+        """Whether a change of `uri` now is the first after a pause (none for DEBOUNCE_S) and
+        nothing is being checked: then it is checked at once; the changes that follow it
+        quickly (typing) wait for the pause and are checked once."""
+        d = self.docs.get(uri)
+        return (self.worker.pending == 0 and all(x.timer is None for x in self.docs.values())
+                and (d is None or time.monotonic() - d.changed_at >= DEBOUNCE_S))
 
     def close(self, uri: str) -> None:
         d = self.docs.pop(uri, None)

@@ -158,7 +158,9 @@ def create_server() -> TileServer:
     @_notification
     def did_change(ls: TileServer, params: lsp.DidChangeTextDocumentParams) -> None:
         doc = params.text_document
-        ls.get_checker().update(doc.uri, _open_text(ls, doc.uri), doc.version, DEBOUNCE_S)
+        checker = ls.get_checker()
+        checker.update(doc.uri, _open_text(ls, doc.uri), doc.version,
+                       0 if checker.quiet(doc.uri) else DEBOUNCE_S)
 
     @server.feature(lsp.TEXT_DOCUMENT_DID_SAVE)
     @_notification
