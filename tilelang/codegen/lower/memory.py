@@ -85,17 +85,28 @@ class TileAccess:
 
     def element(self, r: int) -> tuple[ir.Value, ir.Value]:
         """(pointer, in-bounds-and-unmasked i1) of register r."""
+        ptr, imm, ok = self.element_parts(r)
+        if imm:
+            ptr = self.kern.builder.gep(ptr, [_i64(imm // self.itemsize)])
+        return ptr, ok
+
+    def element_parts(self, r: int) -> tuple[ir.Value, int, ir.Value]:
+        """(pointer, constant byte offset, in-bounds-and-unmasked i1) of register r: the
+        offsets along axes of constant stride (the contiguous one) are the constant part, which
+        a predicated access folds into its address (`[%rd4+2048]`)."""
         b = self.kern.builder
         rc = self.layout.reg_coord(r)
-        off = self.off
+        off, imm = self.off, 0
         for c, s in zip(rc, self.stride):
-            if c:
+            if c and isinstance(s, ir.Constant):
+                imm += c * int(s.constant) * self.itemsize
+            elif c:
                 off = b.add(off, b.mul(_i64(c), s))
         ok = ir.Constant(I1, 1) if self.mask is None else self.mask[r]
         for base, c, e in zip(self.base, rc, self.ext):
             coord = b.add(base, _i64(c)) if c else base
             ok = b.and_(ok, b.icmp_unsigned("<", coord, e))
-        return b.gep(self.ptr, [off]), ok
+        return b.gep(self.ptr, [off]), imm, ok
 
     def vector_width(self) -> int:
         """Registers per vector access (1: scalar accesses)."""
@@ -194,26 +205,26 @@ class TileAccess:
         predicates: one vector access when the group is uniformly in or out, else the vector
         where all of it is in and one element access per element where only part is."""
         b = self.kern.builder
-        ptr, ok0 = self.element(grp[0])
         size = self.itemsize
+        elems = [self.element_parts(r) for r in grp]
+        ptr, imm, ok0 = elems[0]
         if self._uniform(grp):
             if vals is None:
-                return predicated_load(b, ptr, ok0, [spad] * len(grp), size)
-            predicated_store(b, ptr, ok0, vals, size)
+                return predicated_load(b, ptr, ok0, [spad] * len(grp), size, imm)
+            predicated_store(b, ptr, ok0, vals, size, imm)
             return None
-        elems = [(ptr, ok0)] + [self.element(r) for r in grp[1:]]
         whole = ok0
-        for _, ok in (elems[1:] if self.mask is not None else elems[-1:]):
+        for _, _, ok in (elems[1:] if self.mask is not None else elems[-1:]):
             whole = b.and_(whole, ok)        # bounds alone: the two ends decide
         part = b.not_(whole)
         if vals is None:
-            out = predicated_load(b, ptr, whole, [spad] * len(grp), size)
-            for k, (p, ok) in enumerate(elems):
-                out[k] = predicated_load(b, p, b.and_(ok, part), [out[k]], size)[0]
+            out = predicated_load(b, ptr, whole, [spad] * len(grp), size, imm)
+            for k, (p, i, ok) in enumerate(elems):
+                out[k] = predicated_load(b, p, b.and_(ok, part), [out[k]], size, i)[0]
             return out
-        predicated_store(b, ptr, whole, vals, size)
-        for k, (p, ok) in enumerate(elems):
-            predicated_store(b, p, b.and_(ok, part), [vals[k]], size)
+        predicated_store(b, ptr, whole, vals, size, imm)
+        for k, (p, i, ok) in enumerate(elems):
+            predicated_store(b, p, b.and_(ok, part), [vals[k]], size, i)
         return None
 
     def _load_vector(self, g: int, vw: int) -> list[ir.Value]:

@@ -69,17 +69,22 @@ def _suffix(bits: int, count: int) -> str:
     return (f".v{count}" if count > 1 else "") + f".b{bits}"
 
 
+def _at(operand: str, imm: int) -> str:
+    """An address operand with a constant byte offset folded in (`[%rd4+2048]`)."""
+    return f"[{operand}+{imm}]" if imm else f"[{operand}]"      # LLVM's spelling: [%rd4+-8]
+
+
 def predicated_load(b: ir.IRBuilder, addr: ir.Value, pred: ir.Value, pads: list[ir.Value],
-                    itemsize: int) -> list[ir.Value]:
-    """`len(pads)` consecutive elements at `addr` (i64 or a pointer) where `pred` (i1) holds,
-    else `pads` (storage-type values, one per element)."""
+                    itemsize: int, imm: int = 0) -> list[ir.Value]:
+    """`len(pads)` consecutive elements at `addr` (i64 or a pointer) plus `imm` bytes where
+    `pred` (i1) holds, else `pads` (storage-type values, one per element)."""
     n = len(pads)
     bits, count = _words(n * itemsize, itemsize)
     wregs = _REG[max(bits, 16)]
     wty = ir.IntType(max(bits, 16))
     outs = ", ".join(f"${k}" for k in range(count))
     regs = f"{{{outs}}}" if count > 1 else "$0"
-    text = f"@${count + 1} ld.global{_suffix(bits, count)} {regs}, [${count}];"
+    text = f"@${count + 1} ld.global{_suffix(bits, count)} {regs}, {_at(f'${count}', imm)};"
     cons = ",".join([f"={wregs}"] * count + ["l", "b"] + [str(k) for k in range(count)])
     rty = wty if count == 1 else ir.LiteralStructType([wty] * count)
     fty = ir.FunctionType(rty, [ir.IntType(64), I1] + [wty] * count)
@@ -92,14 +97,15 @@ def predicated_load(b: ir.IRBuilder, addr: ir.Value, pred: ir.Value, pads: list[
 
 
 def predicated_store(b: ir.IRBuilder, addr: ir.Value, pred: ir.Value, vals: list[ir.Value],
-                     itemsize: int) -> None:
-    """Store consecutive elements `vals` (storage type) at `addr` where `pred` (i1) holds."""
+                     itemsize: int, imm: int = 0) -> None:
+    """Store consecutive elements `vals` (storage type) at `addr` plus `imm` bytes where
+    `pred` (i1) holds."""
     bits, count = _words(len(vals) * itemsize, itemsize)
     wregs = _REG[max(bits, 16)]
     wty = ir.IntType(max(bits, 16))
     ins = ", ".join(f"${k + 2}" for k in range(count))
     regs = f"{{{ins}}}" if count > 1 else "$2"
-    text = f"@$1 st.global{_suffix(bits, count)} [$0], {regs};"
+    text = f"@$1 st.global{_suffix(bits, count)} {_at('$0', imm)}, {regs};"
     cons = ",".join(["l", "b"] + [wregs] * count)
     fty = ir.FunctionType(ir.VoidType(), [ir.IntType(64), I1] + [wty] * count)
     asm = ir.InlineAsm(fty, text, cons + ",~{memory}", side_effect=True)
