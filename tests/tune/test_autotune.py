@@ -287,3 +287,29 @@ def test_configurations_compile_ahead_in_worker_processes(mod):
     assert [t.status for t in tuned.last.trials] == ["ok"] * 4
     with pytest.raises(tilelang.ArrayUsageError, match="`workers` is -1"):
         autotune(mod.vadd, [{"TILE": 64}], workers=-1)
+
+
+def test_precision_mode_is_a_configuration(cache_dir):
+    """`precision` (no const of that name) compiles the module in that math mode
+    (docs/numerics.md); on the emulator the .approx instructions are exact, so every mode
+    passes the check, and the cheaper code wins."""
+    import os
+    mod = tilelang.compile(os.path.join(os.path.dirname(__file__), "..", "..", "examples",
+                                        "softmax.tile"), backend="emulator")
+    x = np.random.default_rng(0).standard_normal((8, 200)).astype(np.float32)
+    y = np.zeros_like(x)
+    tuned = autotune(mod.softmax_rows, [{"N": 256, "precision": p}
+                                        for p in ("ieee", "fast", "approx")],
+                     grid=lambda m: (m["x"].shape[0],), progress=False, workers=0)
+    tuned(x, y)
+    e = np.exp(x - x.max(1, keepdims=True))
+    np.testing.assert_allclose(y, e / e.sum(1, keepdims=True), rtol=1e-5, atol=1e-7)
+    costs = {t.config["precision"]: t.value for t in tuned.last.trials}
+    assert [t.status for t in tuned.last.trials] == ["ok"] * 3
+    assert costs["fast"] < costs["ieee"]                 # ex2.approx against the series
+    assert tuned.last.config["precision"] == min(costs, key=costs.get)
+    ptx = tuned.kernel_for({"N": 256, "precision": "fast"}).compile().ptx
+    assert "ex2.approx" in ptx
+    assert "ex2.approx" not in tuned.kernel_for({"N": 256, "precision": "ieee"}).compile().ptx
+    with pytest.raises(tilelang.ArrayUsageError, match="`precision` is 'exact'"):
+        autotune(mod.softmax_rows, [{"precision": "exact"}])

@@ -120,3 +120,19 @@ def test_grid_function():
         grid_function("cdiv(4, T)")({"T": 0})
     with pytest.raises(_Usage, match="`F` is not an integer"):
         grid_function("F")({"F": 1.5})
+
+
+def test_precision_in_the_space(capsys, cache_dir):
+    softmax = os.path.join(HERE, "..", "..", "examples", "softmax.tile")
+    code, out, err = run(capsys, "tune", softmax, "--kernel", "softmax_rows", "--backend",
+                         "emulator", "--arg", "x=randn:4x100", "--arg", "y=zeros:4x100",
+                         "--space", "N=128", "--space", "precision=ieee,approx", "--grid", "4",
+                         "--json", "--quiet", "--workers", "0")
+    assert code == 0, err
+    d = json.loads(out)
+    assert [t["config"] for t in d["trials"]] == [{"N": 128, "precision": "ieee"},
+                                                  {"N": 128, "precision": "approx"}]
+    assert all(t["status"] == "ok" for t in d["trials"])
+    with pytest.raises(SystemExit):
+        main([*BASE, "--space", "precision=exact"])
+    assert "--space precision: `exact` is not a number or true/false" in capsys.readouterr().err

@@ -65,8 +65,10 @@ class _Usage(Exception):
     pass
 
 
-def _value(text: str, where: str):
+def _value(text: str, where: str, name: str = ""):
     t = text.strip()
+    if name == "precision" and t in ("ieee", "fast", "approx"):
+        return t                   # the math mode, a compile option (docs/numerics.md)
     if t.lower() in ("true", "false"):
         return t.lower() == "true"
     try:
@@ -88,7 +90,8 @@ def _space(items: list[str]) -> dict:
             raise _Usage(f"--space expects NAME=V1,V2,..., got `{item}`")
         if name in out:
             raise _Usage(f"--space {name} is given twice")
-        out[name] = [_value(v, f"--space {name}") for v in values.split(",") if v.strip()]
+        out[name] = [_value(v, f"--space {name}", name) for v in values.split(",")
+                     if v.strip()]
     return out
 
 
@@ -103,7 +106,7 @@ def _configs(items: list[str]) -> list[dict]:
                 raise _Usage(f"--config expects NAME=V,NAME=V, got `{item}`")
             if name in cfg:
                 raise _Usage(f"--config `{item}` gives {name} twice")
-            cfg[name] = _value(value, f"--config {name}")
+            cfg[name] = _value(value, f"--config {name}", name)
         out.append(cfg)
     return out
 
@@ -254,7 +257,7 @@ def main(argv: list[str]) -> int:
                                cache=not args.no_cache)
         kernel = getattr(mod, args.kernel)
         for n in tuned_names:
-            if n not in {q.name for q in kernel.info.const_params}:
+            if n not in {q.name for q in kernel.info.const_params} and n != "precision":
                 consts = ", ".join(q.name for q in kernel.info.const_params) or "none"
                 p.error(f"kernel `{kernel.name}` has no const parameter `{n}` (its const "
                         f"parameters: {consts})")

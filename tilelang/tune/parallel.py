@@ -35,6 +35,7 @@ def precompile(kernel, configs: list[dict], facts: dict, workers: int) -> int:
     common = {"source": mod.text if mod.path == "<string>" else mod.path,
               "target": opts.target, "defines": dict(opts.defines),
               "include_dirs": list(opts.include_dirs), "opt_level": opts.opt_level,
+              "precision": opts.precision,
               "backend": mod.backend.name, "cache_dir": mod.disk.root, "kernel": kernel.name,
               "facts": dict(facts)}
     base = dict(kernel.consts)
@@ -67,12 +68,15 @@ def _worker() -> int:
     import tilelang
     mod = tilelang.compile(job["source"], arch=job["target"], defines=job["defines"] or None,
                            include_dirs=job["include_dirs"], opt_level=job["opt_level"],
-                           backend=job["backend"], cache_dir=job["cache_dir"])
+                           backend=job["backend"], cache_dir=job["cache_dir"],
+                           precision=job["precision"])
+    from tilelang.tune.tuner import _kernel_for
     kernel = getattr(mod, job["kernel"])
+    modules: dict = {}
     done = 0
     for consts in job["consts"]:
         try:
-            kernel.specialize(**consts).compile(job["facts"])
+            _kernel_for(kernel, consts, modules).compile(job["facts"])
             done += 1
         except Exception:        # the tuner compiles it again and reports the diagnostic
             pass

@@ -142,6 +142,7 @@ class TunedKernel:
         self._write = _progress_writer(progress)
         self.results: dict[str, TuneResult] = {}      # launch key (JSON text) -> result
         self._variants: dict[tuple, Kernel] = {}      # (shape, dtype) per argument -> kernel
+        self._modules: dict[str, Any] = {}            # precision mode -> module compiled so
         self.last: TuneResult | None = None
         names = [p.name for p in kernel.params]
         for n in key or ():
@@ -156,6 +157,12 @@ class TunedKernel:
     @property
     def name(self) -> str:
         return self.kernel.name
+
+    # -- configurations -----------------------------------------------------------------------
+    def kernel_for(self, config: Mapping[str, Any]) -> Kernel:
+        """The kernel with a configuration's const values bound; a `precision` key (when the
+        kernel has no const of that name) compiles the module in that math mode."""
+        return _kernel_for(self.kernel, config, self._modules)
 
     # -- launching ----------------------------------------------------------------------------
     def __getitem__(self, grid):
@@ -181,7 +188,7 @@ class TunedKernel:
         variant = self._variants.get(quick) if quick is not None else None
         if variant is None:
             res = self.tune(args, grid=grid)
-            variant = self.kernel.specialize(**res.config)
+            variant = self.kernel_for(res.config)
             if quick is not None and self.key_names is None and len(self._variants) < 1024:
                 self._variants[quick] = variant
         return variant[grid](*args, stream=stream)
@@ -299,7 +306,7 @@ class TunedKernel:
             if t.status != "pending":
                 continue
             try:
-                spec = k.specialize(**t.config).compile(facts)
+                spec = self.kernel_for(t.config).compile(facts)
             except TileError as e:
                 d = e.diagnostics[0] if e.diagnostics else None
                 t.status = "pruned"
@@ -319,7 +326,7 @@ class TunedKernel:
         if emulated and self.check and callable(self.reference):
             reference = _user_answer(k, self.reference, args)
         for j, t in enumerate(left):
-            variant = k.specialize(**t.config)
+            variant = self.kernel_for(t.config)
             try:
                 if emulated:
                     t.value, out = _emulate(variant, grid, args)
@@ -365,6 +372,43 @@ class TunedKernel:
 
 
 # ---------------------------------------------------------------------------------------------
+
+PRECISIONS = ("ieee", "fast", "approx")
+
+
+def split_precision(kernel: Kernel, config: Mapping[str, Any]) -> tuple[dict, str | None]:
+    """(const values, precision mode or None): `precision` is a math mode (docs/numerics.md),
+    a compile option of the module, unless the kernel has a const parameter of that name."""
+    consts = dict(config)
+    if "precision" not in consts or any(p.name == "precision"
+                                        for p in kernel.info.const_params):
+        return consts, None
+    mode = consts.pop("precision")
+    if mode not in PRECISIONS:
+        raise value_error(f"configuration {config_text(config)}: `precision` is {mode!r}; it "
+                          "is \"ieee\", \"fast\" or \"approx\"", "the math modes of "
+                          "docs/numerics.md")
+    return consts, mode
+
+
+def _kernel_for(kernel: Kernel, config: Mapping[str, Any], modules: dict) -> Kernel:
+    consts, mode = split_precision(kernel, config)
+    mod = kernel.module
+    if mode is not None and mode != mod.options.precision:
+        other = modules.get(mode)
+        if other is None:
+            import tilelang
+            o = mod.options
+            other = modules[mode] = tilelang.compile(
+                mod.text if mod.path == "<string>" else mod.path, arch=o.target,
+                defines=dict(o.defines) or None, include_dirs=o.include_dirs,
+                opt_level=o.opt_level, backend=mod.backend, cache=mod.disk is not None,
+                cache_dir=mod.disk.root if mod.disk is not None else None, precision=mode)
+        base = getattr(other, kernel.name)
+        consts = {**kernel.consts, **consts}
+        return base.specialize(**consts) if consts else base
+    return kernel.specialize(**consts)
+
 
 def device_name(backend) -> str:
     if backend.name == "emulator":
@@ -427,10 +471,12 @@ def _interp_answer(kernel: Kernel, config: dict, args, grid) -> list | None:
     import tilelang
     mod = kernel.module
     try:
+        consts, precision = split_precision(kernel, config)
         ref = tilelang.compile(mod.text if mod.path == "<string>" else mod.path,
                                defines=dict(mod.options.defines) or None,
-                               include_dirs=mod.options.include_dirs, backend="interp")
-        k = getattr(ref, kernel.name).specialize(**{**kernel.consts, **config})
+                               include_dirs=mod.options.include_dirs, backend="interp",
+                               precision=precision or mod.options.precision)
+        k = getattr(ref, kernel.name).specialize(**{**kernel.consts, **consts})
         fresh = _copy_args(args)
         k[grid](*fresh)
     except Exception:
@@ -532,7 +578,8 @@ def autotune(kernel: Kernel, configs: Sequence[Mapping[str, Any]] | None = None,
                           f"{type(kernel).__name__}", "e.g. autotune(mod.matmul, configs=...)")
     cfgs = expand(configs, space)
     for c in cfgs:
-        kernel.specialize(**c)             # unknown names, wrong types: E0916 now
+        consts, _ = split_precision(kernel, c)     # a precision mode that is none: E0925
+        kernel.specialize(**consts)                # unknown names, wrong types: E0916 now
     if key is not None:
         if isinstance(key, str):
             key = [key]
