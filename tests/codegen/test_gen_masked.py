@@ -279,3 +279,32 @@ def test_store_diagnostics():
     res = compile_source(src, "<masked>.tile", Options(), until="ptx")
     got = [f"{d.code}: {d.message}" for d in res.diagnostics]
     assert got[0] == "E0512: `store` is given neither `index` nor `offset`", got
+
+
+TRANSPOSED = """
+kernel tw(x: Array[f32, 2], y: Array[f32, 2], r0: i32, c0: i32, on: bool) {
+    let t = load(x, offset = (c0, r0 + bid(0) * 16), shape = (32, 16), order = (1, 0),
+                 padding = -4.0, mask = on);
+    store(y, index = (0, bid(0)), tile = t);
+}
+"""
+
+
+@pytest.mark.parametrize("r0,c0,on", [(0, 0, True), (3, 5, True), (-1, 30, True),
+                                      (2, 2, False)])
+def test_transposed_offset_load_with_a_scalar_mask(r0, c0, on):
+    """`order = (1, 0)` with an element offset (given along the permuted axes) and a run-time
+    scalar mask (false: the whole tile is padding)."""
+    x = np.random.default_rng(abs(r0 + 3 * c0)).standard_normal((40, 48)).astype(np.float32)
+    y = np.zeros((32, 48), np.float32)
+    res = compile_for(TRANSPOSED, "tw", {"x": x, "y": y})
+    emu, ref = run(res, "tw", {"x": x, "y": y, "r0": r0, "c0": c0, "on": on}, (3,))
+    want = np.full((32, 48), -4.0, np.float32)
+    if on:
+        for i in range(32):
+            for j in range(48):
+                c, r = c0 + i, r0 + j          # tile row i is x's column c0 + i
+                if 0 <= r < 40 and 0 <= c < 48:
+                    want[i, j] = x[r, c]
+    np.testing.assert_array_equal(ref["y"], want)
+    np.testing.assert_array_equal(emu["y"], want)
