@@ -61,6 +61,18 @@ def kernel_precision(kernel: Kernel, module_mode: bool | str | None) -> str:
     return DEFAULT_PRECISION
 
 
+def _successors(block) -> list | None:
+    """The successor blocks of a finished block (None: no terminator yet)."""
+    if not block.is_terminated:
+        return None
+    term = block.instructions[-1]
+    if isinstance(term, ir.SwitchInstr):
+        return [term.default] + [b for _, b in term.cases]
+    if isinstance(term, ir.IndirectBranch):
+        return None
+    return [op for op in term.operands if isinstance(op, ir.Block)]
+
+
 class NeedsExactThreads(Exception):
     """Raised in virtual-thread mode by an op that communicates between threads."""
 
@@ -131,13 +143,13 @@ class KernelEmitter:
         self.loops: list[Any] = []          # llvm_control.LoopFrame stack
         self._smem: ir.GlobalVariable | None = None
         self._cache: dict[Any, ir.Value] = {}
-        # Shared-memory events for exchange_slot: a sequence number per event, the last
-        # barrier (seq, block), the last use of the buffer by anyone else, and each slot's
-        # last read (seq, block).
+        # Shared-memory events for exchange_slot: a sequence number per event, the barriers
+        # emitted (block -> seqs), the last use of the buffer by anyone else, and each slot's
+        # reads (seq, block).
         self._smem_seq = 0
-        self._last_bar: tuple[int, Any] = (-1, None)
+        self._bars: dict[Any, list[int]] = {}
         self._untracked_at = -1
-        self._slot_reads: dict[int, tuple[int, Any]] = {}
+        self._slot_reads: dict[int, list[tuple[int, Any]]] = {}
 
         self.builder = ir.IRBuilder()
         self.precision = kernel_precision(kernel, fast_math)
@@ -397,10 +409,10 @@ class KernelEmitter:
         return self._smem_ptr(nbytes, ty, offset)
 
     # Two slots of EXCHANGE_SLOT bytes at the start of the buffer for small exchanges that
-    # alternate (a row's max, then its sum): a slot needs no leading barrier when a barrier has
-    # passed since its last read in the same basic block (so in straight-line order), or when
-    # nothing has used shared memory before outside any loop.
-    EXCHANGE_SLOT = 512
+    # alternate (a row's max, then its sum): a slot needs no leading barrier when every path
+    # from each of its reads to here passes a barrier (the other exchange's), or when nothing
+    # has used shared memory before, outside any loop.
+    EXCHANGE_SLOT = 256
 
     def exchange_slot(self, nbytes: int, ty: ir.Type) -> tuple[ir.Value, int | None]:
         """(pointer, slot) for a small barrier-bracketed exchange, with its leading barrier
@@ -417,21 +429,46 @@ class KernelEmitter:
         return ptr, None
 
     def _slot_free(self, slot: int) -> bool:
-        read = self._slot_reads.get(slot)
-        if read is None:
-            # never read by anyone: only outside loops (a later use in the body would be read
-            # before this write on the next iteration), and before any other use
-            return not self.loops and self._untracked_at < 0 and \
-                all(r is None for r in self._slot_reads.values())
-        seq, block = read
-        bar_seq, bar_block = self._last_bar
-        return (self._untracked_at < seq and block is self.builder.block
-                and bar_block is block and bar_seq > seq)
+        if self.loops or self._untracked_at >= 0:
+            # in a loop a later read in the body precedes this write on the next iteration;
+            # another user's accesses are not tracked
+            return False
+        return all(self._barrier_between(seq, block)
+                   for seq, block in self._slot_reads.get(slot, ()))
+
+    def _barrier_between(self, seq: int, block) -> bool:
+        """Every path from the event `seq` in `block` to the current point passes a barrier
+        (over the control-flow graph emitted so far; an unfinished block other than the
+        current one counts as a path without one)."""
+        if any(s > seq for s in self._bars.get(block, ())):
+            return True
+        here = self.builder.block
+        if block is here:
+            return False
+        first = _successors(block)
+        if first is None:
+            return False
+        seen, todo = set(), list(first)
+        while todo:
+            blk = todo.pop()
+            if id(blk) in seen:
+                continue
+            seen.add(id(blk))
+            if blk in self._bars:
+                continue                      # a barrier runs on the way through this block
+            if blk is here:
+                return False
+            succ = _successors(blk)
+            if succ is None:
+                return False
+            todo.extend(succ)
+        return True
 
     def slot_read(self, slot: int | None) -> None:
         if slot is not None:
             self._smem_seq += 1
-            self._slot_reads[slot] = (self._smem_seq, self.builder.block)
+            self._slot_reads.setdefault(slot, []).append((self._smem_seq,
+                                                          self.builder.block))
 
     def _smem_ptr(self, nbytes: int, ty: ir.Type, offset: int) -> ir.Value:
         self.stats.smem_bytes = max(self.stats.smem_bytes, offset + nbytes)
@@ -470,7 +507,7 @@ class KernelEmitter:
         self.require_exact()
         self.stats.barriers += 1
         self._smem_seq += 1
-        self._last_bar = (self._smem_seq, self.builder.block)
+        self._bars.setdefault(self.builder.block, []).append(self._smem_seq)
         fn = self.se.declare("llvm.nvvm.barrier0", ir.VoidType(), [])
         self.builder.call(fn, [])
 

@@ -7,7 +7,9 @@ Three levels, each only where the layout spreads the reduced axes over it:
    afterwards every lane of the group holds the same total (the combines are commutative, so
    the two partners compute bit-identical values);
 3. across warps: each warp's partial goes to shared memory, a barrier, and every thread reads
-   all partials of its outputs and combines them in warp order, so all threads agree.
+   all partials of its outputs and combines them in warp order, so all threads agree. The
+   exchange uses one of two alternating slots (KernelEmitter.exchange_slot): the barrier that
+   protects the slot's previous readers is left out where an earlier barrier already did it.
 The result has the sliced layout (layouts.drop_axes): replicated over the threads that shared
 the reduced axes. f16/bf16 accumulate in f32 and round once; sum/prod of small integers and
 bools widen (the registry's result dtype). argmax/argmin carry (value, index) pairs and keep
@@ -80,9 +82,10 @@ def reduce_tile(kern: KernelEmitter, x: TileVal, states: list[Pair], dtypes: Seq
     # One exchange per state component, so each uses the buffer in its own type.
     for c, dt in enumerate(dtypes):
         stype = kern.storage_type(dt)
-        ptr = kern.smem(parts * n_out * storage_bytes(kern, dt), stype)
+        # the leading barrier protects the slot's previous readers; consecutive reductions
+        # alternate between two slots, so one barrier between them is enough
+        ptr, slot = kern.exchange_slot(parts * n_out * storage_bytes(kern, dt), stype)
         kern.stats.exchanges += 1
-        kern.barrier()
         wbase = kern.thread_linear(tuple(slot_w))
         for ro, s in enumerate(acc):
             i = b.add(wbase, ir.Constant(I32, out_layout.reg_linear(ro)))
@@ -95,6 +98,7 @@ def reduce_tile(kern: KernelEmitter, x: TileVal, states: list[Pair], dtypes: Seq
                 i = b.add(rbase, ir.Constant(I32, j * n_out + out_layout.reg_linear(ro)))
                 vals.append(kern.from_storage(b.load(b.gep(ptr, [i])), dt))
             result[ro][c] = vals
+        kern.slot_read(slot)
     final = []
     for ro in range(len(acc)):
         partials = [[result[ro][c][j] for c in range(len(dtypes))] for j in range(parts)]
