@@ -14,10 +14,10 @@ from rt_support import ROOT
 BENCH = os.path.join(ROOT, "benchmarks")
 
 
-def test_memory_family_cpu_part_and_results_file(tmp_path):
+def test_cpu_part_and_results_file(tmp_path):
     from gpu_probe import gpu_available
     r = subprocess.run([sys.executable, os.path.join(BENCH, "run.py"), "--only", "memory",
-                        "--quick", "--out-dir", str(tmp_path)], capture_output=True, text=True,
+                        "attention", "--quick", "--out-dir", str(tmp_path)], capture_output=True, text=True,
                        timeout=600, env={**os.environ, "TILELANG_CACHE_DIR": str(tmp_path / "c")})
     assert r.returncode == 0, r.stderr
     (md,) = [p for p in os.listdir(tmp_path) if p.endswith(".md")]
@@ -29,6 +29,11 @@ def test_memory_family_cpu_part_and_results_file(tmp_path):
     # vadd moves every byte once: as many sectors as the fewest possible
     assert rows["vadd 65536"][4].strip() == rows["vadd 65536"][5].strip() == str(3 * 65536 * 4
                                                                                // 32)
+    if os.path.exists(os.path.join(ROOT, "examples", "attention.tile")):
+        assert "## Attention (emulator counts)" in text
+        att = [ln.split("|") for ln in text.splitlines() if ln.startswith("| 1x128x64 |")]
+        assert [a[2].strip() for a in att] == ["False", "True"]
+        assert all(int(a[5]) > 0 for a in att)             # tensor-core instructions ran
     if not gpu_available():
         assert md.endswith("-cpu.md")
         assert "## Skipped" in text
