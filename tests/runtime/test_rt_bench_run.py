@@ -34,6 +34,10 @@ def test_cpu_part_and_results_file(tmp_path):
         att = [ln.split("|") for ln in text.splitlines() if ln.startswith("| 1x128x64 |")]
         assert [a[2].strip() for a in att] == ["False", "True"]
         assert all(int(a[5]) > 0 for a in att)             # tensor-core instructions ran
+    if gpu_available() and "torch is not installed" not in text:
+        assert "## Memory-bound kernels (GPU)" in text
+        gpu_rows = [ln for ln in text.splitlines() if ln.startswith("| softmax | 4096x256 |")]
+        assert gpu_rows and "WRONG" not in gpu_rows[0]
     if not gpu_available():
         assert md.endswith("-cpu.md")
         assert "## Skipped" in text
