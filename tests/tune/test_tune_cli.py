@@ -136,3 +136,14 @@ def test_precision_in_the_space(capsys, cache_dir):
     with pytest.raises(SystemExit):
         main([*BASE, "--space", "precision=exact"])
     assert "--space precision: `exact` is not a number or true/false" in capsys.readouterr().err
+
+
+def test_unknown_kernel_and_missing_driver_exit_1(capsys, cache_dir):
+    argv = [a if a != "vadd" else "nope" for a in BASE]
+    code, out, err = run(capsys, *argv, "--space", "TILE=512")
+    assert code == 1 and "error[E0922]: module" in err and "has no kernel `nope`" in err
+    from gpu_probe import gpu_available
+    if not gpu_available():
+        argv = [a if a != "emulator" else "cuda" for a in BASE]
+        code, out, err = run(capsys, *argv, "--space", "TILE=512")
+        assert code == 1 and err.startswith("error[E0920]: ") and out == ""
