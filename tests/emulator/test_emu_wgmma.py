@@ -355,3 +355,16 @@ def test_wgmma_tf32_and_int8():
                init=init, out_dtype=np.int32)
     ref = A8.astype(np.int64) @ B8.astype(np.int64).T + 7
     np.testing.assert_array_equal(fragment(out, N, N // 2), ref)
+
+
+def test_each_warp_group_waits_for_its_own_mma():
+    # two warp groups issue together; warp group 1 waits (laid out first), warp group 0 then
+    # reads its accumulator without waiting: its result is still pending
+    img, ad, bd = _simple_case()
+    split = ("  setp.lt.u32 %p4, %r2, 128;\n  @%p4 bra WG0;\n"
+             "  wgmma.wait_group.sync.aligned 0;\n  ret;\nWG0:\n  mov.b32 %r60, %f1;")
+    ptx = _ptx(8, before_wait=split)
+    with pytest.raises(ExecutionError, match="mov.b32 reads accumulator register %f1 of the "
+                       r"wgmma.mma_async at PTX line \d+") as e:
+        _run(ptx, img, ad, bd, 4, block=256)
+    assert e.value.thread == (0, 0, 0)

@@ -125,12 +125,13 @@ def check_warpgroup(st, m, what):
 
 
 class PendingMMA:
-    """One mma_async of one set of warp groups, waiting for the wait_group that covers it."""
-    __slots__ = ("threads", "group", "compute", "regs", "line")
+    """One mma_async of some warp groups (`ws`: their indices in the issuing step, `threads`:
+    their 128 threads each, `group`: each one's commit group), waiting for its wait_group."""
+    __slots__ = ("threads", "group", "compute", "regs", "line", "ws")
 
-    def __init__(self, threads, group, compute, regs, line):
-        self.threads, self.group, self.compute, self.regs, self.line = (
-            threads, group, compute, regs, line)
+    def __init__(self, threads, group, compute, regs, line, ws):
+        self.threads, self.group, self.compute, self.regs, self.line, self.ws = (
+            threads, group, compute, regs, line, ws)
 
 
 def land(st, idx, limit=None):
@@ -145,11 +146,14 @@ def land(st, idx, limit=None):
         lim[idx] = limit
     keep = []
     for p in st.wg_pending:                       # issue order: chained accumulators work
-        t0 = p.threads[0]
-        if sel[t0] and (lim is None or p.group < lim[t0]):
-            p.compute(st)
-        else:
-            keep.append(p)
+        firsts = p.threads.reshape(-1, 128)[:, 0]
+        due = sel[firsts] if lim is None else sel[firsts] & (p.group < lim[firsts])
+        if due.any():
+            p.compute(st, p.ws[due])
+        if not due.all():                         # other warp groups wait later
+            left = ~due
+            keep.append(PendingMMA(p.threads.reshape(-1, 128)[left].reshape(-1),
+                                   p.group[left], p.compute, p.regs, p.line, p.ws[left]))
     st.wg_pending = keep
     st.wg_regs = {}
     for p in keep:                                # what is still pending, per register
@@ -173,8 +177,8 @@ def check_pending_reads(st, ins, em):
         hit = pend if em is None else pend & em
         if hit.any():
             t = int(np.flatnonzero(hit)[0])
-            src = next((p.line for p in st.wg_pending if r in p.regs and p.threads[0] // 128
-                        == t // 128), None)
+            src = next((p.line for p in st.wg_pending if r in p.regs and t in p.threads),
+                       None)
             name = next((n for (f, n), i in st.prog.reg_index.items() if i == r), f"#{r}")
             raise st.error(ExecutionError, f"{ins.opcode} reads accumulator register {name} of "
                            f"the wgmma.mma_async at PTX line {src} before a "
@@ -356,10 +360,12 @@ def _build_mma_async(ctx, ins, parts):
                            f"a warp group", firsts[0])
         scale_d = scale_d[:, 0]
 
-        def compute(st):
-            A = asnap if asnap is not None else \
-                read_tile(st, adesc, 64, not trans_a, firsts, "A", akind)
-            B = read_tile(st, bdesc, N, not trans_b, firsts, "B", bty)      # (W, N, K)
+        def compute(st, ws):
+            W = ws.size
+            threads = all_threads.reshape(-1, 128)[ws].reshape(-1)
+            A = asnap[ws] if asnap is not None else \
+                read_tile(st, adesc[ws], 64, not trans_a, firsts[ws], "A", akind)
+            B = read_tile(st, bdesc[ws], N, not trans_b, firsts[ws], "B", bty)   # (W, N, K)
             if integer:
                 D = np.einsum("wmk,wnk->wmn", A.astype(np.int64), B.astype(np.int64))
             else:
@@ -378,7 +384,7 @@ def _build_mma_async(ctx, ins, parts):
                 prev = np.stack([np.broadcast_to(np.asarray(g_(st)), (st.T,))[threads]
                                  for g_ in dgets], -1).reshape(W, 4, 32, nd)
                 prev = prev.astype(np.int64 if integer else np.float64)
-            frag = np.where(scale_d[:, None, None, None], frag + prev, frag)
+            frag = np.where(scale_d[ws][:, None, None, None], frag + prev, frag)
             if integer:
                 res = frag.astype(np.int64)
                 res = ((res + (1 << 31)) % (1 << 32) - (1 << 31)).astype(np.int32)
@@ -396,7 +402,9 @@ def _build_mma_async(ctx, ins, parts):
                 full[threads] = res[:, k]
                 put(st, full, sel)
 
-        p = PendingMMA(threads, st.wg_commits[firsts[0]], compute, dreg_ids, ins.line)
+        all_threads = threads
+        p = PendingMMA(threads, st.wg_commits[firsts], compute, dreg_ids, ins.line,
+                       np.arange(W))
         st.wg_pending.append(p)
         mark_pending(st, p)
     return {"run": run, "sync": "warpgroup"}
