@@ -17,6 +17,7 @@ fragment or TMA's boxes were wrong, these would disagree with NumPy.
 """
 
 import json
+import re
 import math
 import pathlib
 
@@ -128,3 +129,32 @@ def test_tma_matmul(shape):
     blocks = math.ceil(M / 64) * math.ceil(N / 64)
     loads = "cp.async.bulk.tensor.2d.shared::cta.global.mbarrier::complete_tx::bytes"
     assert rep.instructions[loads] == blocks * 2 * math.ceil(K / BK)     # one elected thread
+
+
+@pytest.mark.parametrize("causal,n", [(False, 128), (True, 100)], ids=["full", "causal"])
+def test_attention_forward(causal, n):
+    """Triton's FlashAttention-style forward for sm_90a (gen_attention_ptx.py): Q @ K^T from
+    shared-memory descriptors, P @ V with P from registers (wgmma's register-A fragment)."""
+    import math as m
+    stem = f"triton_attention_{'causal' if causal else 'full'}_sm90"
+    ptx, info = _load(stem)
+    assert re.search(r"wgmma\.mma_async\.sync\.aligned\.m64n64k16\.f32\.f16\.f16 \{%r\d+(,%r\d+)"
+                     r"{31}\}, \{%r\d+,%r\d+,%r\d+,%r\d+\}, %rd\d+", ptx)    # A in registers
+    BH, D = 2, info["constexprs"]["HEAD_DIM"]
+    rng = np.random.default_rng(n)
+    q, k, v = (rng.standard_normal((BH, n, D)).astype(np.float16) for _ in range(3))
+    dev = EmulatorDevice()
+    fn = dev.load_module(ptx).get_function(info["kernel"])
+    o = dev.malloc(2 * BH * n * D)
+    scale = 1 / m.sqrt(D)
+    dev.launch(fn, (m.ceil(n / info["constexprs"]["BLOCK_M"]), BH, 1), tuple(info["block"]),
+               [dev.to_device(q), dev.to_device(k), dev.to_device(v), o, np.float32(scale),
+                np.int32(n), 0, 0], shared_mem=info["shared_bytes"])
+    out = dev.from_device(o, (BH, n, D), np.float16).astype(np.float64)
+    s = np.einsum("bmd,bnd->bmn", q.astype(np.float64), k.astype(np.float64)) * scale
+    if causal:
+        s = np.where(np.tril(np.ones((n, n), bool)), s, -np.inf)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    ref = (p / p.sum(-1, keepdims=True)) @ v.astype(np.float64)
+    # P is rounded to f16 before P @ V (relative 2^-11) and the output is f16
+    np.testing.assert_allclose(out, ref, atol=3e-3, rtol=0)
