@@ -11,7 +11,11 @@
   `cp.async.bulk.tensor` store of C. Its tensor maps are built with
   `tilelang.emulator.tensormap.encode`.
 
-Made by benchmarks/triton_ref/gen_matmul_ptx.py and gen_tma_matmul_ptx.py (JSON beside each).
+* `triton_attention_{causal,full}_sm90`: a FlashAttention-style forward whose P @ V takes
+  wgmma's A operand from registers.
+
+Made by benchmarks/triton_ref/gen_matmul_ptx.py, gen_tma_matmul_ptx.py and
+gen_attention_ptx.py (JSON beside each).
 If our reading of the wgmma descriptor, the canonical layouts, the swizzle, the accumulator
 fragment or TMA's boxes were wrong, these would disagree with NumPy.
 """
