@@ -446,8 +446,14 @@ def _compile(text, path, options, kernels, facts, until, res: CompileResult, t0)
     if until in ("llvm", "ptx"):
         return
     from .codegen.link import link_ptx
-    linked = link_ptx(cg.ptx, options.target, ptxas=options.ptxas,
-                      knobs_file=options.knobs_file, opt_level=options.opt_level)
+    def link(ptx):
+        return link_ptx(ptx, options.target, ptxas=options.ptxas,
+                        knobs_file=options.knobs_file, opt_level=options.opt_level)
+    linked = link(cg.ptx)
+    if linked.backend == "nvjitlink":
+        # nvJitLink's relocatable compile can cost an occupancy step (codegen/register_fit.py)
+        from .codegen.register_fit import refit
+        res.ptx, linked = refit(cg.ptx, cg, options.target, linked, link)
     res.cubin = linked.cubin
     res.link = linked
     res.timings["cubin"] = time.perf_counter() - t4

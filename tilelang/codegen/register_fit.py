@@ -1,0 +1,137 @@
+"""Give back the registers nvJitLink's relocatable compilation costs, when they cost an
+occupancy step.
+
+nvJitLink compiles PTX as relocatable code (`ptxas -c`), and for a kernel with `.maxntid` or
+`.reqntid` but no `.minnctapersm` that loses the occupancy target a whole-program ptxas
+applies: examples/vadd.tile takes 34 registers where ptxas takes 28, so 12 blocks of 128
+threads fit on an SM instead of 16 (75% occupancy instead of 100%). No nvJitLink option
+changes that (link.py), so after the link each kernel whose register count is at most
+`MARGIN` above the largest count that would fit one more block per SM (the step below) is
+linked again with `.maxnreg` at that count, and the result is kept only if it spills nothing
+and uses no more stack; otherwise the first link stands. Kernels whose launch contract already
+fixes `.maxnreg` or `.minnctapersm`, and those limited by something other than registers, are
+left alone. The added directive is part of the PTX the cubin was made from (`CompileResult.ptx`);
+PTX emitted without linking (`tilec --emit ptx`) cannot know it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from math import prod
+from typing import Mapping
+
+from tilelang.codegen.occupancy import ARCH_LIMITS, occupancy
+
+# At most one register-allocation unit (256 per warp = 8 per thread) above the step: the
+# relocatable-code overhead measured on the examples is 2-8 registers; a larger gap is the
+# kernel's own need and capping it would spill.
+MARGIN = 8
+MIN_REGS = 24          # below this a cap is not worth a second link
+
+
+@dataclass(frozen=True)
+class KernelShape:
+    name: str
+    threads: int
+    smem: int               # static + dynamic shared memory, bytes
+    fixed: bool             # the contract already sets .maxnreg or .minnctapersm
+
+
+def shapes(codegen) -> list[KernelShape]:
+    """The facts `caps` needs, from a codegen.api.CodegenResult."""
+    out = []
+    for k in codegen.kernels:
+        a = k.attrs
+        fixed = getattr(a, "maxnreg", None) is not None or getattr(a, "minctasm", None) is not None
+        out.append(KernelShape(k.name, prod(k.block), k.static_smem + k.dynamic_smem, fixed))
+    return out
+
+
+def step_below(target: str, threads: int, registers: int, smem: int) -> int | None:
+    """The largest register count under `registers` that fits more blocks per SM, when
+    registers are what limits the kernel and that count is within MARGIN; else None."""
+    if target not in ARCH_LIMITS or registers <= MIN_REGS:
+        return None
+    occ = occupancy(target, threads, registers, smem)
+    if occ.limiter != "registers":
+        return None
+    for r in range(registers - 1, max(registers - MARGIN, MIN_REGS) - 1, -1):
+        if occupancy(target, threads, r, smem).blocks_per_sm > occ.blocks_per_sm:
+            # the largest such r: every count from here down to the next step fits as many
+            return r
+    return None
+
+
+def caps(target: str, kernels: list[KernelShape], resources: Mapping) -> dict[str, int]:
+    """kernel -> the `.maxnreg` worth trying."""
+    out = {}
+    for k in kernels:
+        r = resources.get(k.name)
+        if k.fixed or r is None or r.spill_stores or r.spill_loads:
+            continue
+        cap = step_below(target, k.threads, r.registers, k.smem)
+        if cap is not None:
+            out[k.name] = cap
+    return out
+
+
+_ENTRY = re.compile(r"^(?:\.visible\s+|\.weak\s+)?\.entry\s+([A-Za-z_$][\w$]*)\s*\(", re.M)
+# the directives ptx_header writes before `.maxnreg`, in its order
+_BEFORE = (".maxntid", ".reqntid", ".minnctapersm", ".maxnctapersm")
+
+
+def with_maxnreg(ptx: str, caps_by_kernel: Mapping[str, int]) -> str:
+    """`ptx` with `.maxnreg N` added to the directive block of each named entry (after the
+    thread-shape and residency directives, where ptx_header's order puts it)."""
+    out, pos = [], 0
+    for em in _ENTRY.finditer(ptx):
+        name = em.group(1)
+        if name not in caps_by_kernel:
+            continue
+        close = ptx.find(")", em.end())
+        brace = ptx.find("{", close)
+        lines = ptx[close + 1:brace].split("\n")
+        at = 1                              # just after the `)` line's end
+        for i, ln in enumerate(lines):
+            if ln.strip().split(" ")[0] in _BEFORE:
+                at = i + 1
+        lines.insert(at, f".maxnreg {caps_by_kernel[name]}")
+        out.append(ptx[pos:close + 1] + "\n".join(lines))
+        pos = brace
+    out.append(ptx[pos:])
+    return "".join(out)
+
+
+def accepted(before, after, caps_by_kernel: Mapping[str, int]) -> list[str]:
+    """The kernels whose capped link spills nothing, uses no more stack and meets the cap."""
+    ok = []
+    for name, cap in caps_by_kernel.items():
+        b, a = before.get(name), after.get(name)
+        if b is None or a is None:
+            continue
+        if a.spill_stores == 0 and a.spill_loads == 0 and a.stack_frame <= b.stack_frame \
+                and a.registers <= cap:
+            ok.append(name)
+    return ok
+
+
+def refit(ptx: str, codegen, target: str, first, link):
+    """(ptx, link result) after the step-down described above; `first` is the link of `ptx`,
+    `link(ptx)` links another PTX. Returns (ptx, first) when nothing is gained."""
+    want = caps(target, shapes(codegen), first.resources)
+    if not want:
+        return ptx, first
+    for _ in range(2):                  # one more try without the kernels that refused
+        trial_ptx = with_maxnreg(ptx, want)
+        try:
+            trial = link(trial_ptx)
+        except Exception:               # noqa: BLE001 - the first link stands
+            return ptx, first
+        ok = accepted(first.resources, trial.resources, want)
+        if len(ok) == len(want):
+            return trial_ptx, trial
+        if not ok:
+            return ptx, first
+        want = {k: want[k] for k in ok}
+    return ptx, first
