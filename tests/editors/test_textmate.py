@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import pathlib
-import shutil
-import subprocess
 
 import pytest
 
