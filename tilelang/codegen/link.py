@@ -9,7 +9,8 @@ need more registers than a whole-program ptxas on the same PTX: ptxas's IEEE div
 slow-path subroutines are called under the ABI, and a kernel with `.maxntid`/`.reqntid` but
 no `.minnctapersm` loses whole-program mode's occupancy target. No nvJitLink option changes
 either (measured: -O level, -lineinfo, PTX version, arch string, -maxrregcount, which launch
-bounds override); tests/codegen/test_link_registers.py pins the facts.
+bounds override); tests/codegen/test_link_registers.py pins the facts, and the driver links
+again with `.maxnreg` where that costs an occupancy step (codegen/register_fit.py).
 
 ptxas knobs (seed 002): when both MLIR_ENABLE_EVO and PTX_KNOBS_PATH are set, or `knobs_file` is
 given, `--knobs-file=<path>` is forwarded to ptxas unchecked; ptxas owns the grammar and every
