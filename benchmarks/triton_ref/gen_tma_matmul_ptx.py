@@ -12,8 +12,12 @@ tensor map with `tilelang.emulator.tensormap.encode`. Loads are
 `try_wait.parity`), the product is `wgmma`, and the epilogue stores C with
 `cp.async.bulk.tensor` from shared memory (`bulk_group`). Triton lays the tiles out with the
 128-byte swizzle (`swizzle` 3 in the JSON's `tensordesc_meta`); the C store box is 64 x 32
-f32 (128-byte rows). The committed fixture was made with the defaults (64 x 64 x 64 tile,
-4 warps, 3 stages): tests/emulator/fixtures/triton_tma_matmul_sm90.{ptx,json}.
+f32 (128-byte rows). The committed fixtures were made with the defaults (64 x 64 x 64 tile,
+4 warps, 3 stages): tests/emulator/fixtures/triton_tma_matmul_sm90.{ptx,json}, and with
+`--ctas 2 --name triton_tma_matmul_cluster2_sm90`: clusters of two CTAs (`.reqnctapercluster
+2`, `barrier.cluster`), each computing half of the tile's columns (B boxes of 64 x 32 with the
+64-byte swizzle; the JSON's `tensordesc_meta` gives every box and swizzle). The launch then has
+`num_ctas` blocks per tile.
 """
 
 from __future__ import annotations
@@ -53,6 +57,7 @@ def main(argv=None) -> int:
     ap.add_argument("--tile", default="64x64x64", help="BMxBNxBK")
     ap.add_argument("--warps", type=int, default=4)
     ap.add_argument("--stages", type=int, default=3)
+    ap.add_argument("--ctas", type=int, default=1, help="num_ctas (a cluster per program)")
     args = ap.parse_args(argv)
     bm, bn, bk = (int(v) for v in args.tile.split("x"))
     os.environ.setdefault("TRITON_CACHE_DIR", tempfile.mkdtemp(prefix="triton-cache-"))
@@ -63,7 +68,8 @@ def main(argv=None) -> int:
            "BM": "constexpr", "BN": "constexpr", "BK": "constexpr"}
     src = ASTSource(tma_matmul, sig, {"BM": bm, "BN": bn, "BK": bk}, {})
     k = triton.compile(src, target=GPUTarget("cuda", 90, 32),
-                       options={"num_warps": args.warps, "num_stages": args.stages})
+                       options={"num_warps": args.warps, "num_stages": args.stages,
+                                "num_ctas": args.ctas})
     os.makedirs(args.out, exist_ok=True)
     stem = os.path.join(args.out, args.name)
     with open(stem + ".ptx", "w") as f:
@@ -80,7 +86,8 @@ def main(argv=None) -> int:
         "num_stages": args.stages,
         "shared_bytes": md.shared,
         "block": [32 * md.num_warps, 1, 1],
-        "grid": "(cdiv(M, BM) * cdiv(N, BN), 1, 1)",
+        "num_ctas": args.ctas,
+        "grid": "(num_ctas * cdiv(M, BM) * cdiv(N, BN), 1, 1) blocks, clusters of num_ctas",
         "params": "per descriptor: tensor map [128 bytes], shape (2 x i32), strides (2 x i64); "
                   "then M, N, K (i32); then global and profile scratch pointers (pass 0)",
         "tensordesc_meta": md.tensordesc_meta,

@@ -88,12 +88,12 @@ def test_wgmma_matmul_e4m3():
     assert np.array_equal(C, a @ b)          # small multiples of 1/2: exact in f32
 
 
-def run_tma(M, N, K, seed=0):
-    ptx, info = _load("triton_tma_matmul_sm90")
+def run_tma(M, N, K, seed=0, stem="triton_tma_matmul_sm90"):
+    ptx, info = _load(stem)
     for form in ("cp.async.bulk.tensor.2d.shared::cta.global.mbarrier::complete_tx::bytes",
                  "mbarrier.arrive.expect_tx", "mbarrier.try_wait.parity",
                  "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group",
-                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16"):
+                 "wgmma.mma_async.sync.aligned.m64n"):
         assert form in ptx
     c = info["constexprs"]
     BM, BN, BK = c["BM"], c["BN"], c["BK"]
@@ -118,10 +118,24 @@ def run_tma(M, N, K, seed=0):
     i32, i64 = np.int32, np.int64
     args = [ta, i32(M), i32(K), i64(K), i64(1), tb, i32(K), i32(N), i64(N), i64(1),
             tc, i32(M), i32(N), i64(N), i64(1), i32(M), i32(N), i32(K), 0, 0]
-    grid = (math.ceil(M / BM) * math.ceil(N / BN), 1, 1)
-    rep = dev.launch(fn, grid, tuple(info["block"]), args, shared_mem=info["shared_bytes"])
+    ctas = info["num_ctas"]
+    grid = (ctas * math.ceil(M / BM) * math.ceil(N / BN), 1, 1)
+    rep = dev.launch(fn, grid, tuple(info["block"]), args, shared_mem=info["shared_bytes"],
+                     cluster=(ctas, 1, 1) if ctas > 1 else None)
     C = dev.from_device(pc, (M, N), np.float32).astype(np.float64)
     return A.astype(np.float64), B.astype(np.float64), C, rep, BK
+
+
+@pytest.mark.parametrize("shape", [(128, 128, 192), (100, 72, 136)], ids=["square", "ragged"])
+def test_tma_matmul_in_clusters_of_two(shape):
+    # each CTA of a cluster computes half of the tile's columns: B boxes of 64 x 32 with the
+    # 64-byte swizzle (wgmma descriptors with swizzle mode 64 B), barrier.cluster at the start
+    ptx, info = _load("triton_tma_matmul_cluster2_sm90")
+    assert ".reqnctapercluster 2" in ptx and "barrier.cluster.wait" in ptx
+    assert info["tensordesc_meta"][1]["swizzle"] == 2
+    a, b, C, rep, _ = run_tma(*shape, seed=sum(shape) + 1,
+                              stem="triton_tma_matmul_cluster2_sm90")
+    assert np.all(np.abs(C - a @ b) <= _bound(a, b))
 
 
 @pytest.mark.parametrize("shape", [(128, 128, 192), (100, 72, 136)], ids=["square", "ragged"])
