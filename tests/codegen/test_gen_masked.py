@@ -308,3 +308,36 @@ def test_transposed_offset_load_with_a_scalar_mask(r0, c0, on):
                     want[i, j] = x[r, c]
     np.testing.assert_array_equal(ref["y"], want)
     np.testing.assert_array_equal(emu["y"], want)
+
+
+PRODUCT = """
+kernel mm(a: Array[f16, 2], b: Array[f16, 2], c: Array[f32, 2], k0: i32) {
+    var acc = zeros((64, 64), f32);
+    for k in range(0, cdiv(a.shape[1], 32)) {
+        let rows = expand_dims(arange(64, i32), 1);
+        let ta = load(a, offset = (bid(0) * 64, k * 32 + k0), shape = (64, 32),
+                      mask = rows < 50);
+        let tb = load(b, index = (k, bid(1)), shape = (32, 64));
+        acc = mma(ta, tb, acc);
+    }
+    store(c, index = (bid(0), bid(1)), tile = acc, mask = expand_dims(arange(64, i32), 0) < 60);
+}
+"""
+
+
+@pytest.mark.parametrize("k0", [0, 3])
+def test_masked_offset_operands_of_a_product(k0):
+    """A masked load at a run-time offset feeds `mma` as registers (the tensor-core operand
+    pipeline takes only plain tile loads) and a masked store writes the accumulator."""
+    rng = np.random.default_rng(k0)
+    A = rng.integers(-3, 3, (64, 64)).astype(np.float16)
+    B = rng.integers(-3, 3, (64, 64)).astype(np.float16)
+    C = np.full((64, 64), 7, np.float32)
+    res = compile_for(PRODUCT, "mm", {"a": A, "b": B, "c": C})
+    emu, ref = run(res, "mm", {"a": A, "b": B, "c": C, "k0": k0}, (1, 1))
+    As = np.zeros((64, 64), np.float32)
+    As[:50, :64 - k0] = A[:50, k0:]
+    want = np.full((64, 64), 7, np.float32)
+    want[:, :60] = (As @ B.astype(np.float32))[:, :60]
+    np.testing.assert_array_equal(ref["c"], want)
+    np.testing.assert_array_equal(emu["c"], want)
