@@ -543,7 +543,7 @@ def _snapshot(args) -> Callable[[], None]:
             saved.append((a, a.copy(), lambda d, s: d.__setitem__(Ellipsis, s)))
         elif isinstance(a, np.ndarray):
             saved.append((a, a.copy(), lambda d, s: np.copyto(d, s)))
-        elif type(a).__name__ == "DeviceArray":
+        elif type(a).__name__ == "DeviceArray" and a.is_contiguous():
             saved.append((a, a.numpy(), lambda d, s: d.copy_from(s)))
 
     def restore():
