@@ -263,7 +263,22 @@
   (let ((eglot-server-programs nil))
     (provide 'eglot)  ; runs the with-eval-after-load forms without needing eglot itself
     (should (equal (assq 'tile-mode eglot-server-programs)
-                   (cons 'tile-mode tile-lsp-command)))))
+                   (cons 'tile-mode #'tile-lsp-contact)))))
+
+(ert-deftest tile-mode-lsp-finds-tilec-on-exec-path ()
+  "The server is the `tilec' on `exec-path', not a Python module of some interpreter."
+  (let* ((dir (make-temp-file "tile-bin" t))
+         (tilec (expand-file-name "tilec" dir)))
+    (unwind-protect
+        (progn
+          (with-temp-file tilec (insert "#!/bin/sh\n"))
+          (set-file-modes tilec #o755)
+          (let ((exec-path (list dir)))
+            (should (equal tile-lsp-command '("tilec" "lsp")))
+            (should (equal (tile-lsp-contact nil) (list tilec "lsp"))))
+          (let ((exec-path (list (expand-file-name "nothing-here" dir))))
+            (should-error (tile-lsp-contact nil) :type 'user-error)))
+      (delete-directory dir t))))
 
 (ert-deftest tile-mode-imenu ()
   (tile-test--with-file "tests/editors/fixtures/sample.tile"

@@ -229,13 +229,39 @@ signature split over several lines indents its body from its first line."
   (setq-local font-lock-defaults (list (tile--font-lock-keywords) nil nil))
   (setq-local imenu-generic-expression tile-imenu-generic-expression))
 
-(defcustom tile-lsp-command '("python3" "-m" "tilelang.lsp")
-  "Command that starts the Tile language server (for eglot)."
+(defcustom tile-lsp-command '("tilec" "lsp")
+  "Command that starts the Tile language server (for eglot).
+Its program is looked up on `exec-path' when eglot connects: the `tilec'
+installed with the compiler (`pip install \='tilec[lsp]\='')."
   :type '(repeat string))
+
+(defun tile-lsp-contact (&optional _interactive)
+  "The command eglot runs for a Tile buffer.
+It is `tile-lsp-command' with its program found on `exec-path'."
+  (let ((program (executable-find (car tile-lsp-command))))
+    (unless program
+      (user-error "Tile: `%s' is not on exec-path; install tilec with the lsp extra \
+(pip install 'tilec[lsp]') or set `tile-lsp-command'" (car tile-lsp-command)))
+    (cons program (cdr tile-lsp-command))))
 
 (defvar eglot-server-programs)
 (with-eval-after-load 'eglot
-  (add-to-list 'eglot-server-programs (cons 'tile-mode tile-lsp-command)))
+  (add-to-list 'eglot-server-programs (cons 'tile-mode #'tile-lsp-contact)))
+
+;; `M-x compile' with `tilec check FILE' (or `tilec FILE'): its diagnostics are
+;;     error[E0201]: cannot find `lod' in this scope
+;;      --> kernels/softmax.tile:12:13
+;; an error, warning or note on one line and the place on the next.
+(defconst tile-compilation-error-regexp
+  '(tilec "^\\(?:error\\|\\(warning\\)\\|\\(note\\)\\)\\[[A-Z0-9]+\\]: .*\n *--> \\(.+\\):\\([0-9]+\\):\\([0-9]+\\)$"
+          3 4 5 (1 . 2))
+  "The `compilation-error-regexp-alist-alist' entry for tilec's diagnostics.")
+
+(defvar compilation-error-regexp-alist)
+(defvar compilation-error-regexp-alist-alist)
+(with-eval-after-load 'compile
+  (add-to-list 'compilation-error-regexp-alist-alist tile-compilation-error-regexp)
+  (add-to-list 'compilation-error-regexp-alist 'tilec))
 
 ;;;###autoload
 (add-to-list 'auto-mode-alist '("\\.tile\\'" . tile-mode))
