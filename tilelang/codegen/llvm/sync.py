@@ -155,10 +155,21 @@ def emit_round_trip(kern: KernelEmitter, src: TileVal, need: C.Need,
     ptr = kern.smem(p.shared.size * size, st)
     inv = p.shared.inverse
     kern.barrier()
+    # a replicated source (a row vector broadcast over warps) is written by one replica
+    # only: the others would write the same words, a write-write race between warps
+    owner = kern.owner(lay) if lay.replicated_thread_mask() else None
+    if owner is not None:
+        write_bb = kern.fn.append_basic_block("trip.write")
+        join_bb = kern.fn.append_basic_block("trip.join")
+        b.cbranch(owner, write_bb, join_bb)
+        b.position_at_end(write_bb)
     wa = _Addresses(kern, inv, lay.thread_weights())
     for r0 in p.write_regs:
         vals = [kern.to_storage(src.regs[r0 + i], dt) for i in range(p.write_vec)]
         _store(kern, ptr, wa(lay.reg_linear(r0)), vals, st, size)
+    if owner is not None:
+        b.branch(join_bb)
+        b.position_at_end(join_bb)
     kern.barrier()
     ra = _Addresses(kern, inv, need.thread)
     out = []
