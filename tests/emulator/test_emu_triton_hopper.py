@@ -60,7 +60,7 @@ def run_wgmma(stem, M, N, K, dtype="f16", seed=0):
         B = rng.integers(-8, 9, (K, N)).astype(ml_dtypes.float8_e4m3fn)
         raw_a, raw_b = A.view(np.uint8), B.view(np.uint8)
         a, b = A.astype(np.float64), B.astype(np.float64)
-    dev = EmulatorDevice()
+    dev = EmulatorDevice(race_check=True)
     fn = dev.load_module(ptx).get_function(info["kernel"])
     pa, pb, pc = dev.to_device(raw_a), dev.to_device(raw_b), dev.malloc(4 * M * N)
     dev.memset(pc, 0xFF, 4 * M * N)                    # NaN: every element must be written
@@ -68,6 +68,8 @@ def run_wgmma(stem, M, N, K, dtype="f16", seed=0):
     grid = (math.ceil(M / BM) * math.ceil(N / BN), 1, 1)
     args = [pa, pb, pc] + [np.int32(v) for v in (M, N, K, K, N, N)] + [0, 0]
     rep = dev.launch(fn, grid, tuple(info["block"]), args, shared_mem=info["shared_bytes"])
+    # the cp.async ring and the wgmma operands in flight (issue to wait_group) pass the check
+    assert rep.race_check == "checked: no shared-memory race"
     C = dev.from_device(pc, (M, N), np.float32).astype(np.float64)
     return a, b, C, rep
 
@@ -161,13 +163,15 @@ def test_attention_forward(causal, n):
     BH, D = 2, info["constexprs"]["HEAD_DIM"]
     rng = np.random.default_rng(n)
     q, k, v = (rng.standard_normal((BH, n, D)).astype(np.float16) for _ in range(3))
-    dev = EmulatorDevice()
+    dev = EmulatorDevice(race_check=True)
     fn = dev.load_module(ptx).get_function(info["kernel"])
     o = dev.malloc(2 * BH * n * D)
     scale = 1 / m.sqrt(D)
-    dev.launch(fn, (m.ceil(n / info["constexprs"]["BLOCK_M"]), BH, 1), tuple(info["block"]),
-               [dev.to_device(q), dev.to_device(k), dev.to_device(v), o, np.float32(scale),
-                np.int32(n), 0, 0], shared_mem=info["shared_bytes"])
+    rep = dev.launch(fn, (m.ceil(n / info["constexprs"]["BLOCK_M"]), BH, 1),
+                     tuple(info["block"]), [dev.to_device(q), dev.to_device(k), dev.to_device(v),
+                                            o, np.float32(scale), np.int32(n), 0, 0],
+                     shared_mem=info["shared_bytes"])
+    assert rep.race_check == "checked: no shared-memory race"
     out = dev.from_device(o, (BH, n, D), np.float16).astype(np.float64)
     s = np.einsum("bmd,bnd->bmn", q.astype(np.float64), k.astype(np.float64)) * scale
     if causal:

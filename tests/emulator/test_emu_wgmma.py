@@ -368,3 +368,26 @@ def test_each_warp_group_waits_for_its_own_mma():
                        r"wgmma.mma_async at PTX line \d+") as e:
         _run(ptx, img, ad, bd, 4, block=256)
     assert e.value.thread == (0, 0, 0)
+
+
+def test_race_check_sees_wgmma_operands():
+    from tilelang.emulator.errors import SharedMemoryRace
+    img, ad, bd = _simple_case()
+    # warp 1 overwrites a word of A while the mma_async reading it is in flight
+    clobber = ("  setp.eq.u32 %p5, %r2, 32;\n  mov.u32 %r61, 0;\n"
+               "  @%p5 st.shared.u32 [%r5], %r61;")
+    dev = EmulatorDevice(race_check=True)
+    ptx = _ptx(8, extra=clobber)
+
+    def launch(text):
+        fn = dev.load_module(text).get_function("k")
+        return dev.launch(fn, (1, 1, 1), (128, 1, 1),
+                          [dev.to_device(img.view(np.uint32)), dev.malloc(128 * 16),
+                           np.uint32(img.size // 4), np.uint64(ad), np.uint64(bd), np.uint32(0),
+                           np.uint32(0), dev.to_device(np.zeros(512, np.uint32))])
+    with pytest.raises(SharedMemoryRace, match="warp 1 writes a word that another warp|"
+                       "warp 1 writes a word that warp 0 read"):
+        launch(ptx)
+    # after the wait the operands are free again: the same store is no race
+    after = _ptx(8).replace("  ret;\n}", clobber + "\n  ret;\n}")
+    assert launch(after).race_check == "checked: no shared-memory race"

@@ -313,10 +313,11 @@ def _build_mma_async(ctx, ins, parts):
                            f"between threads of a warp group", bad)
         return v[:, 0]
 
-    def read_tile(st, desc, rows, k_major, first_threads, what, kind):
-        """(W, rows, K) float64 elements of the operand each warp group's descriptor names."""
-        out = np.empty((len(desc), rows, K), np.float64)
-        for w, (dsc, t0) in enumerate(zip(desc, first_threads)):
+    def operand_offsets(st, desc, rows, k_major, first_threads, what):
+        """Per warp group: the shared-memory byte offsets (in the batch's shared array) of
+        the operand's elements, checked."""
+        out = []
+        for dsc, t0 in zip(desc, first_threads):
             f = decode_descriptor(int(dsc))
             if f["base_offset"] and f["swizzle"] and \
                     f["base_offset"] != (f["start"] >> 7) & 7:
@@ -330,9 +331,30 @@ def _build_mma_async(ctx, ins, parts):
             if (flat % esize).any():
                 raise st.error(MemoryFault, f"{ins.opcode}: misaligned {what} element", t0)
             (region, _, off, _), = locate(st, "shared", flat.astype(np.uint64), tid, esize, 1)
+            out.append(off)
+        return out
+
+    def race_read(st, offs, first_threads, retire=False):
+        """The race check sees the operands read by the group's first warp from issue to the
+        wait that completes them (then they are retired: the wait orders the warp group)."""
+        if st.races is None:
+            return
+        for off, t0 in zip(offs, first_threads):
+            idx = np.full(off.size, t0, np.int64)
+            if retire:
+                st.races.retire(st, idx, off)
+            else:
+                st.races.access(st, idx, off, esize, False)
+
+    def read_tile(st, desc, rows, k_major, first_threads, what, kind):
+        """(W, rows, K) float64 elements of the operand each warp group's descriptor names."""
+        out = np.empty((len(desc), rows, K), np.float64)
+        offs = operand_offsets(st, desc, rows, k_major, first_threads, what)
+        for w, off in enumerate(offs):
             raw = np.ascontiguousarray(st.shared[off[:, None] + np.arange(esize)[None, :]])
             word = raw.view({1: np.uint8, 2: np.uint16, 4: np.uint32}[esize]).reshape(-1)
             out[w] = element_values(word, kind).reshape(rows, K)
+        race_read(st, offs, first_threads, retire=True)
         return out
 
     def run(st, m):
@@ -342,6 +364,8 @@ def _build_mma_async(ctx, ins, parts):
         threads = np.flatnonzero(np.isin(wg, groups))          # (W*128), group by group
         firsts = threads.reshape(W, 128)[:, 0]
         bdesc = uniform(st, bget(st), threads, "B")
+        if st.races is not None:
+            race_read(st, operand_offsets(st, bdesc, N, not trans_b, firsts, "B"), firsts)
         if a_regs:
             words = np.stack([np.broadcast_to(np.asarray(g_(st), np.uint32), (st.T,))[threads]
                               for g_ in agets], axis=-1).reshape(W, 4, 32, 4)
@@ -352,6 +376,8 @@ def _build_mma_async(ctx, ins, parts):
             asnap = A
         else:
             adesc = uniform(st, aget(st), threads, "A")
+            if st.races is not None:
+                race_read(st, operand_offsets(st, adesc, 64, not trans_a, firsts, "A"), firsts)
             asnap = None
         scale_d = np.broadcast_to(np.asarray(get_scale_d(st), bool), (st.T,))[threads]
         scale_d = scale_d.reshape(W, 128)

@@ -95,6 +95,14 @@ class RaceChecker:
         self.r_warp[words[dup]] = SEVERAL          # duplicates: the last assignment must not win
         self.r_epoch[words] = ep
 
+    def retire(self, st, idx, off):
+        """Reads by the warps of threads `idx` at byte offsets `off` are over (a wgmma the
+        warp group waited for): they no longer conflict with later writes."""
+        words = np.unique(np.asarray(off, np.int64) // 4)
+        warp = (st.thread_linear[idx[:1]] // 32).astype(np.int16)
+        mine = self.r_warp[words] == warp
+        self.r_warp[words[mine]] = NONE
+
     def _raise(self, st, idx, owner, words, j, warp, doing, other, done):
         t = idx[owner[j]]
         addr = int(words[j]) * 4 - int(st.block_in_batch[t]) * self.shared_size
