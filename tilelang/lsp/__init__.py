@@ -1,19 +1,25 @@
 """The Tile language server (``tilec lsp``, or ``python -m tilelang.lsp``), built on pygls 2.
 
-* diagnostics: every open document is checked by ``tilelang.driver.check_source`` -- the same
-  entry point as ``tilec check`` -- on open and save, and 0.2 s after the last change; the check
+* diagnostics: every open document is checked as ``tilec check`` checks it (the same parser
+  and checker; ``incremental`` reuses what an edit did not change) on open and save, and after
+  a change (at once after a pause, else 0.2 s after the last keystroke); the check
   runs on a worker thread, so requests are answered meanwhile, and a result for a version that
   has since changed is never published. At most 50 diagnostics per file (errors first; the
   50th then says how many were left out); a document over 1 MiB characters is not checked;
-* completion, hover (with the checker's inferred types of bindings), document symbols and
-  go-to-definition of the document's top-level names, answered from the check of the current
-  text, or while it runs from what needs no check and the items of the last check that parsed;
+* completion (the names in scope, module members, keyword arguments), signature help, hover
+  (inferred types, doc comments), inlay hints, document symbols, definition, references,
+  rename, semantic tokens, "did you mean" quick fixes, formatting (``tilec fmt``) and folding
+  ranges, answered from the check of the current text, or while it runs (or the text does
+  not parse) from what needs no check and the names of the last check that parsed;
 * every request gets a reply: an invalid position or a document that is neither open nor a
   readable file is an InvalidParams error, a request before ``initialize`` is
   ServerNotInitialized, after ``shutdown`` InvalidRequest, a body that is no JSON a ParseError.
 
 Modules: ``positions`` (compiler spans <-> LSP positions), ``diagnostics`` (conversion and cap),
-``analysis`` (one check of one version), ``features`` (the requests), ``scheduler`` (the
+``analysis`` (one check of one version), ``incremental`` (items parsed one by one, imports once
+per content), ``symbols`` (scopes: definitions and uses), ``features`` (completion, hover,
+symbols), ``navigation`` (definition, references, rename), ``editing`` (signature help, code
+actions, formatting, folding), ``semantic`` (semantic tokens, inlay hints), ``scheduler`` (the
 worker thread and debouncing), ``protocol`` (JSON-RPC that answers everything), ``server``.
 Only ``main`` is imported eagerly, so that a missing pygls is a message, not a traceback.
 """
