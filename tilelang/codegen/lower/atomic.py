@@ -45,9 +45,7 @@ from tilelang.sema.builtins_memory import DEFAULT_SCOPE, DEFAULT_SEM
 from tilelang.sema.constants import ConstStr, ConstValue
 from tilelang.sema.types import DType
 
-I16 = ir.IntType(16)
-ORDER = "monotonic"      # relaxed, like CUDA's atomicAdd
-_RMW = {"add": "add", "and": "and", "or": "or", "xor": "xor", "xchg": "xchg"}
+ORDER = "monotonic"      # the first read of a compare-and-swap loop (the cas carries the order)
 
 
 def result_used(kernel: Kernel, value: Value) -> bool:
