@@ -313,3 +313,21 @@ def test_precision_mode_is_a_configuration(cache_dir):
     assert "ex2.approx" not in tuned.kernel_for({"N": 256, "precision": "ieee"}).compile().ptx
     with pytest.raises(tilelang.ArrayUsageError, match="`precision` is 'exact'"):
         autotune(mod.softmax_rows, [{"precision": "exact"}])
+
+
+def test_scalars_named_in_key_are_part_of_it(cache_dir):
+    import os
+    mod = tilelang.compile(os.path.join(os.path.dirname(__file__), "..", "..", "examples",
+                                        "layernorm.tile"), backend="emulator")
+    x = np.random.default_rng(0).standard_normal((4, 100)).astype(np.float32)
+    w, b, y = np.ones(100, np.float32), np.zeros(100, np.float32), np.zeros_like(x)
+    tuned = autotune(mod.layernorm, [{"N": 128}, {"N": 256}], grid=lambda m: (4,),
+                     key=["x", "eps"], progress=False, workers=0)
+    assert tuned.launch_key((x, w, b, y, 1e-5))["scalars"] == {"eps": 1e-5}
+    assert tuned.launch_key((x, w, b, y, 1e-5))["arrays"] == {"x": ["f32", [4, 100]]}
+    tuned(x, w, b, y, 1e-5)
+    first = tuned.last
+    tuned(x, w, b, y, 1e-3)                  # another eps: another key, tuned again
+    assert tuned.last is not first and tuned.last.key["scalars"] == {"eps": 1e-3}
+    want = (x - x.mean(1, keepdims=True)) / np.sqrt(x.var(1, keepdims=True) + 1e-3)
+    np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-5)
