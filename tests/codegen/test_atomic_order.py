@@ -244,3 +244,29 @@ def test_spin_lock_on_the_emulator():
     run_emulated(r, "locked_sum", [x, acc, lock], (6, 1, 1), dev=_Bounded())
     np.testing.assert_array_equal(acc, x.sum(0))
     assert lock[0] == 0
+
+
+FENCED = """
+kernel fenced(x: Array[f32, 1], part: Array[f32, 1], count: Array[i32, 1],
+              out: Array[f32, 1]) {
+    store(part, index = (bid(0),), tile = expand_dims(sum(load(x, index = (bid(0),),
+                                                               shape = (128,))), 0));
+    fence();                                        // CUDA's __threadfence() pattern
+    let ticket = atomic_add(count, 0, 1, sem = "relaxed");
+    if ticket == num_blocks(0) - 1 {
+        fence(sem = "sc", scope = "device");
+        store(out, index = (0,), tile = expand_dims(sum(load(part, index = (0,),
+                                                                 shape = (16,))), 0));
+    }
+}
+"""
+
+
+def test_fences_around_a_relaxed_ticket():
+    r = compile_text(FENCED)
+    assert r.ptx.count("fence.acq_rel.gpu;") == 1 and r.ptx.count("fence.sc.gpu;") == 1
+    assert re.search(r"atom\.relaxed\.gpu\.global\.add\.u32", r.ptx)
+    x = rng_for("fenced").integers(-9, 9, 13 * 128).astype(np.float32)
+    part, count, out = np.zeros(13, np.float32), np.zeros(1, np.int32), np.zeros(1, np.float32)
+    run_emulated(r, "fenced", [x, part, count, out], (13, 1, 1))
+    assert count[0] == 13 and out[0] == x.sum()
