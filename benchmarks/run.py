@@ -16,7 +16,9 @@ Families, each on the same shapes for every implementation in one process:
 
 Prints each table as it is made, then writes `benchmarks/results/<date>-<gpu>.md` (`<gpu>`:
 the device's name, or `cpu`) and, when matplotlib is installed, one PNG per family against
-size beside it. What could not run here is listed under "Skipped" with the reason.
+size beside it. What could not run here is listed with the reason. With `--only`, the day's
+file is updated: the families run replace theirs and the others stay, so the suite can be run
+one family at a time (each well within a 10-minute limit) into one file.
 """
 
 from __future__ import annotations
@@ -41,20 +43,47 @@ FAMILIES = ("memory", "matmul", "attention", "tuning", "launch", "compile")
 
 
 class Report:
-    """The sections of the results file, printed as they are made."""
+    """The sections of the results file by family, printed as they are made."""
 
     def __init__(self):
-        self.sections: list[tuple[str, str]] = []
-        self.skipped: list[str] = []
+        self.family = ""                       # the family running now ("": the whole run)
+        self.blocks: dict[str, str] = {}       # family -> its sections as markdown
+        self.skipped: list[str] = []           # the whole run's
         self.plots: list[str] = []
 
     def add(self, title: str, text: str) -> None:
-        self.sections.append((title, text.rstrip() + "\n"))
+        self.blocks[self.family] = self.blocks.get(self.family, "") + \
+            f"\n## {title}\n\n{text.rstrip()}\n"
         print(f"\n## {title}\n\n{text.rstrip()}\n", flush=True)
 
     def skip(self, what: str, why: str) -> None:
-        self.skipped.append(f"{what}: {why}")
+        if self.family:
+            self.blocks[self.family] = self.blocks.get(self.family, "") + \
+                f"\nSkipped: {what}: {why}\n"
+        else:
+            self.skipped.append(f"{what}: {why}")
         print(f"skipped: {what}: {why}", flush=True)
+
+
+MARK = re.compile(r"^<!-- family: (\w+) -->$", re.M)
+
+
+def merge(path: str, rep: Report, run_line: str) -> tuple[list[str], dict[str, str]]:
+    """The run lines and family blocks of an earlier file of the same day and device, with
+    this run's families replaced (so `--only` runs of one family at a time add up)."""
+    runs, blocks = [], {}
+    try:
+        old = open(path, encoding="utf-8").read()
+    except OSError:
+        old = ""
+    if old:
+        runs = [ln for ln in old.splitlines() if ln.startswith("- `python3 benchmarks/run.py")]
+        marks = list(MARK.finditer(old))
+        for i, m in enumerate(marks):
+            end = marks[i + 1].start() if i + 1 < len(marks) else old.find("\n<!-- end -->")
+            blocks[m.group(1)] = old[m.end():end if end >= 0 else len(old)].strip()
+    blocks.update({f: b for f, b in rep.blocks.items() if f})
+    return runs + [run_line], blocks
 
 
 def gpu_reason() -> str | None:
@@ -345,10 +374,12 @@ def main(argv=None) -> int:
     t0 = time.perf_counter()
     for fam in args.only or FAMILIES:
         fn = globals()[f"family_{fam}"]
+        rep.family = fam
         try:
             fn(rep, gpu, args.quick, data)
         except Exception as e:               # one family failing must not lose the others
             rep.skip(fam, f"failed: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
+    rep.family = ""
     wall = time.perf_counter() - t0
     if args.no_write:
         return 0
@@ -371,19 +402,27 @@ def main(argv=None) -> int:
             pass
     import tilelang
     env.append(f"tilelang {tilelang.__version__}")
-    head = (f"# Benchmarks, {date}, {title}\n\n`python3 benchmarks/run.py"
-            f"{' --quick' if args.quick else ''}"
-            f"{' --only ' + ' '.join(args.only) if args.only else ''}` — {', '.join(env)}; "
-            f"{wall:.0f} s.\n")
-    body = "".join(f"\n## {t}\n\n{x}" for t, x in rep.sections)
-    if made:
-        body += "\n## Plots\n\n" + "".join(f"![{os.path.basename(p)}]({os.path.basename(p)})\n"
-                                           for p in made)
-    if rep.skipped:
-        body += "\n## Skipped\n\n" + "".join(f"- {s}\n" for s in rep.skipped)
+    run_line = (f"- `python3 benchmarks/run.py{' --quick' if args.quick else ''}"
+                f"{' --only ' + ' '.join(args.only) if args.only else ''}` — "
+                f"{', '.join(env)}; {wall:.0f} s.")
     path = os.path.join(args.out_dir, f"{stem}.md")
-    with open(path, "w") as f:
-        f.write(head + body)
+    if args.only:                 # add to the day's file: the other families stay
+        runs, blocks = merge(path, rep, run_line)
+    else:
+        runs, blocks = [run_line], {f: b for f, b in rep.blocks.items() if f}
+    pngs = sorted(n for n in os.listdir(args.out_dir)
+                  if n.startswith(stem + "-") and n.endswith(".png"))
+    body = f"# Benchmarks, {date}, {title}\n\n" + "\n".join(runs) + "\n"
+    for fam in FAMILIES:
+        if fam in blocks:
+            body += f"\n<!-- family: {fam} -->\n\n{blocks[fam].strip()}\n"
+    body += "\n<!-- end -->\n"
+    if pngs:
+        body += "\n## Plots\n\n" + "".join(f"![{n}]({n})\n" for n in pngs)
+    if rep.skipped:
+        body += "\n## Skipped in the last run\n\n" + "".join(f"- {x}\n" for x in rep.skipped)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(body)
     print(f"\nwritten: {path}" + "".join(f", {p}" for p in made))
     return 0
 

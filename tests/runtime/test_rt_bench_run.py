@@ -66,3 +66,23 @@ def test_plots_from_gpu_rows(tmp_path):
         with open(p, "rb") as f:
             assert f.read(8) == b"\x89PNG\r\n\x1a\n"
     assert run.plots({}, str(tmp_path), "none") == []
+
+
+def test_only_runs_add_up_in_the_days_file(tmp_path):
+    sys.path.insert(0, BENCH)
+    try:
+        import run
+    finally:
+        sys.path.remove(BENCH)
+    path = tmp_path / "day.md"
+    path.write_text("# Benchmarks\n\n- `python3 benchmarks/run.py --only memory` — x; 1 s.\n\n"
+                    "<!-- family: memory -->\n\n## Memory old\n\nold table\n\n"
+                    "<!-- family: matmul -->\n\n## Matmul old\n\nmm\n\n<!-- end -->\n\n"
+                    "## Skipped in the last run\n\n- plots: none\n")
+    rep = run.Report()
+    rep.family = "memory"
+    rep.blocks["memory"] = "\n## Memory new\n\nnew table\n"
+    runs, blocks = run.merge(str(path), rep, "- `python3 benchmarks/run.py --only memory` — y")
+    assert runs == ["- `python3 benchmarks/run.py --only memory` — x; 1 s.",
+                    "- `python3 benchmarks/run.py --only memory` — y"]
+    assert blocks == {"memory": "\n## Memory new\n\nnew table\n", "matmul": "## Matmul old\n\nmm"}
