@@ -199,6 +199,18 @@ def emit_triton(out: str, rule: str) -> None:
 # ---------------------------------------------------------------------------------------------
 # Tile side
 
+RMSNORM_ROWS_TILE = """
+kernel rmsnorm_rows(x: Array[f32, 2], w: Array[f32, 1], y: Array[f32, 2], eps: f32,
+                    const R: i32 = 4, const N: i32 = 256) {
+    let blk = bid(0);
+    let t = load(x, index = (blk, 0), shape = (R, N), padding = 0.0);
+    let ms = sum(t * t, axis = 1, keepdims = true) / astype(x.shape[1], f32);
+    let scale = load(w, index = (0,), shape = (N,), padding = 0.0);
+    store(y, index = (blk, 0), tile = t * rsqrt(ms + eps) * scale);
+}
+"""
+MULTI_ROW = 4        # rows per block of the several-rows variants (examples/*_rows.tile)
+
 RMSNORM_TILE = """
 kernel rmsnorm(x: Array[f32, 2], w: Array[f32, 1], y: Array[f32, 2], eps: f32,
                const N: i32 = 1024) {
@@ -212,9 +224,16 @@ kernel rmsnorm(x: Array[f32, 2], w: Array[f32, 1], y: Array[f32, 2], eps: f32,
 
 
 def tile_source(kernel: str) -> tuple[str, str, str, str]:
-    """(text, path, kernel name, const name) of the Tile kernel."""
+    """(text, path, kernel name, const name) of the Tile kernel ("softmax_rows" etc.: the
+    several-rows-per-block variants)."""
     if kernel == "rmsnorm":
         return RMSNORM_TILE, "<rmsnorm>", "rmsnorm", "N"
+    if kernel == "rmsnorm_rows":
+        return RMSNORM_ROWS_TILE, "<rmsnorm_rows>", "rmsnorm_rows", "N"
+    if kernel.endswith("_rows"):
+        path = os.path.join(ROOT, "examples", f"{kernel}.tile")
+        with open(path) as f:
+            return f.read(), path, kernel, "N"
     path = os.path.join(ROOT, "examples", f"{kernel}.tile")
     with open(path) as f:
         text = f.read()
@@ -258,14 +277,15 @@ def check(kernel: str, got, d, what: str) -> None:
         raise SystemExit(f"{what} {kernel}: wrong result (relative error {err:.3g})")
 
 
-def run_tile(kernel: str, width: int, d, precision: str | None):
+def run_tile(kernel: str, width: int, d, precision: str | None, rows: int = 1):
     import numpy as np
     from tilelang.codegen.link import link_ptx
     from tilelang.driver import Options, compile_kernel
     from tilelang.emulator import EmulatorDevice
-    text, path, name, const = tile_source(kernel)
+    text, path, name, const = tile_source(kernel if rows == 1 else f"{kernel}_rows")
     opts = Options(target="sm_90a", precision=precision)
-    ck = compile_kernel(text, path, name, consts={const: width}, options=opts, link=False)
+    consts = {const: width} if rows == 1 else {const: width, "R": rows}
+    ck = compile_kernel(text, path, name, consts=consts, options=opts, link=False)
     art = ck.artifact
     dev = EmulatorDevice()
     fn = dev.load_module(ck.ptx).get_function(name)
@@ -276,7 +296,7 @@ def run_tile(kernel: str, width: int, d, precision: str | None):
         grid = VADD_N // width
     else:
         arrays["y"] = np.zeros((ROWS, width), np.float32)
-        grid = ROWS
+        grid = ROWS // rows
     ptrs, packed = {}, []
     for p in art.params:
         if p.kind == "array":
@@ -397,12 +417,13 @@ def main(argv=None) -> int:
           f"{index['triton'] if index else '-'}, warps: {args.triton_warps}\n")
     print(head)
     print("|" + "---|" * 9)
-    for kernel in kernels:
-        for w in widths:
+    for kernel, w, rows in [(k, w, r) for k in kernels for w in widths
+                            for r in ((1,) if k == "vadd" or w > 256 else (1, MULTI_ROW))]:
             d = inputs(kernel, w, rng)
-            t_ins, t_regs, t_threads, _ = run_tile(kernel, w, d, args.precision)
+            t_ins, t_regs, t_threads, _ = run_tile(kernel, w, d, args.precision, rows)
             tile_u = per_unit(kernel, w, t_ins)
-            row = [kernel, f"{w:,}", f"{tile_u:,.0f}"]
+            label = kernel if rows == 1 else f"{kernel} ({rows} rows/block)"
+            row = [label, f"{w:,}", f"{tile_u:,.0f}"]
             if index is not None:
                 tr_ins, tr_ptx = run_triton(kernel, w, d, folder, index)
                 tri_u = per_unit(kernel, w, tr_ins)

@@ -284,9 +284,13 @@ def emit_kernel_body(kern: KernelEmitter) -> None:
         v.add_incoming(kern.tid, pre)
         b.cbranch(b.icmp_unsigned("<", v, ir.Constant(ir.IntType(32), kern.threads)), body,
                   done)
-        kern.vtid = v
         kern.return_target = latch
         b.position_at_end(body)
+        # the virtual thread index through an opaque move: LLVM's loop strength reduction
+        # would otherwise turn every address into a 64-bit induction variable set up before
+        # the loop, which costs more than the one iteration a full-size launch runs
+        kern.vtid = b.asm(ir.FunctionType(ir.IntType(32), [ir.IntType(32)]), "mov.u32 $0, $1;",
+                          "=r,r", [v], False, name="vt")
         emit_region(kern, kern.kernel.body)
         b.position_at_end(latch)
         nxt = b.add(v, kern.nthreads)

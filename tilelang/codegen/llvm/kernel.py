@@ -328,14 +328,25 @@ class KernelEmitter:
     def setup_threads(self) -> None:
         """Compute the linear thread id in the entry block (x fastest)."""
         b = self.builder
-        tx, ty, tz = self.sreg("tid.x"), self.sreg("tid.y"), self.sreg("tid.z")
-        if self.exact:
-            nx, ny = (ir.Constant(I32, n) for n in self.block[:2])
+        if self.block[1] == self.block[2] == 1:
+            # a 1-D block (`.maxntid`/`.reqntid` x, 1, 1): tid.y = tid.z = 0, ntid.y = ntid.z = 1
+            self.tid = self.sreg("tid.x")
+            if not self.exact:
+                self.nthreads = self.sreg("ntid.x")
         else:
-            nx, ny = self.sreg("ntid.x"), self.sreg("ntid.y")
-        self.tid = b.add(tx, b.mul(nx, b.add(ty, b.mul(ny, tz))), name="tid")
-        if not self.exact:
-            self.nthreads = b.mul(b.mul(nx, ny), self.sreg("ntid.z"), name="ntid")
+            tx, ty, tz = self.sreg("tid.x"), self.sreg("tid.y"), self.sreg("tid.z")
+            if self.exact:
+                nx, ny = (ir.Constant(I32, n) for n in self.block[:2])
+            else:
+                nx, ny = self.sreg("ntid.x"), self.sreg("ntid.y")
+            self.tid = b.add(tx, b.mul(nx, b.add(ty, b.mul(ny, tz))), name="tid")
+            if not self.exact:
+                self.nthreads = b.mul(b.mul(nx, ny), self.sreg("ntid.z"), name="ntid")
+        if not self.exact and self.declared_threads == self.threads:
+            # the launch has at most `threads` threads (.maxntid): the first virtual thread
+            # exists, so the loop needs no entry test
+            fn = self.se.declare("llvm.assume", ir.VoidType(), [I1])
+            b.call(fn, [b.icmp_unsigned("<", self.tid, ir.Constant(I32, self.threads))])
         # The layouts' thread index: a power of two range; extra real threads replicate.
         if self.exact and self.threads != self.declared_threads:
             self.vtid = b.and_(self.tid, ir.Constant(I32, self.threads - 1), name="v")
