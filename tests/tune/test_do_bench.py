@@ -164,3 +164,22 @@ def test_gpu_timing_without_gpu_is_a_clear_error():
     with pytest.raises(BackendUnavailable) as e:
         do_bench(lambda: None, backend="cuda")
     assert e.value.diagnostics[0].code == "E0920"
+
+
+def test_grad_to_none_and_tritons_argument_order():
+    class T:
+        grad = "old"
+    t = T()
+    clock = _Clock(1.0)
+    seen = []
+
+    def fn():
+        seen.append(t.grad)
+        t.grad = "set"                              # as a backward pass would
+        clock.now += clock.ms
+    time_runs(fn, 1, 3, clock, [t])
+    # 5 estimate runs and 1 warm-up run untouched, then reset before each of the 3 timed
+    assert seen == ["old"] + ["set"] * 5 + [None] * 3
+    import inspect
+    assert list(inspect.signature(do_bench).parameters)[:6] == [
+        "fn", "warmup", "rep", "grad_to_none", "quantiles", "return_mode"]

@@ -105,11 +105,13 @@ def summarize(times: Sequence[float], quantiles=None, return_mode: str = "mean")
 
 
 def do_bench(fn: Callable[[], object], warmup: float = 25, rep: float = 100,
-             quantiles: Sequence[float] | None = None, return_mode: str = "mean", *,
-             backend=None):
+             grad_to_none=None, quantiles: Sequence[float] | None = None,
+             return_mode: str = "mean", *, backend=None):
     """Time `fn` (a callable that launches kernels) on the GPU, in ms, or count what it does
-    on the emulator (an `EmulatorCounts`). `backend`: "cuda", "emulator", or None to decide by
-    what `fn` launches (anything on the emulator: the emulator; else the GPU)."""
+    on the emulator (an `EmulatorCounts`). The arguments are Triton's, in its order
+    (`grad_to_none`: tensors whose `.grad` is reset before each timed run). `backend`: "cuda",
+    "emulator", or None to decide by what `fn` launches (anything on the emulator: the
+    emulator; else the GPU)."""
     if not callable(fn):
         raise TypeError(f"do_bench: `fn` is {type(fn).__name__}, not a callable")
     qs = _check_args(warmup, rep, quantiles, return_mode)
@@ -127,7 +129,7 @@ def do_bench(fn: Callable[[], object], warmup: float = 25, rep: float = 100,
     else:
         fn()
     timer = _gpu_timer()
-    return summarize(time_runs(fn, warmup, rep, timer), qs, return_mode)
+    return summarize(time_runs(fn, warmup, rep, timer, grad_to_none), qs, return_mode)
 
 
 def count_emulator(fn: Callable[[], object]) -> EmulatorCounts:
@@ -142,7 +144,7 @@ def count_emulator(fn: Callable[[], object]) -> EmulatorCounts:
     return counts
 
 
-def time_runs(fn, warmup: float, rep: float, timer) -> list[float]:
+def time_runs(fn, warmup: float, rep: float, timer, grad_to_none=None) -> list[float]:
     """The timed loop (Triton's schedule) with a `timer`: event() -> object with record(),
     elapsed(other) in ms; synchronize(); flush() clears the L2 by writing a large buffer."""
     timer.synchronize()
@@ -161,6 +163,8 @@ def time_runs(fn, warmup: float, rep: float, timer) -> list[float]:
     for _ in range(n_warmup):
         fn()
     for i in range(n_repeat):
+        for x in grad_to_none or ():
+            x.grad = None
         timer.flush()
         starts[i].record()
         fn()
