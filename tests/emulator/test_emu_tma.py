@@ -316,3 +316,17 @@ def test_cluster_wait_without_arrive_and_setmaxnreg_rules():
                        "converged: the block has 64 threads"):
         dev.launch(dev.load_module(CLUSTER).get_function("k"), (2, 1, 1), (64, 1, 1),
                    [dev.malloc(4 * 256)], cluster=(2, 1, 1))
+
+
+def test_tma_store_without_proxy_fence_is_reported():
+    dev = EmulatorDevice()
+    pc = dev.to_device(np.zeros((10, 24), np.float32))
+    raw = tensormap.encode("f32", 2, int(pc), (24, 10), (96,), (32, 8), (1, 1), 0, 3, 0, 0)
+    ptx = STORE.replace("  fence.proxy.async.shared::cta;\n", "")
+    fn = dev.load_module(ptx).get_function("k")
+    with pytest.raises(ExecutionError, match=r"cp.async.bulk.tensor.2d.global.shared::cta."
+                       r"bulk_group reads shared memory written at PTX line \d+ through the "
+                       r"generic proxy with no fence.proxy.async"):
+        dev.launch(fn, (1, 1, 1), (64, 1, 1), [raw, dev.to_device(np.ones(1024, np.float32)),
+                                               np.uint32(0), np.uint32(0),
+                                               dev.malloc(64), 0])

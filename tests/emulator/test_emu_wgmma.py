@@ -63,6 +63,7 @@ LOOP:
   bra LOOP;
 DONE:
   bar.sync 0;
+  fence.proxy.async.shared::cta;
   shr.u32 %r8, %r5, 4;
   cvt.u64.u32 %rd7, %r8;
   add.s64 %rd3, %rd3, %rd7;
@@ -391,3 +392,12 @@ def test_race_check_sees_wgmma_operands():
     # after the wait the operands are free again: the same store is no race
     after = _ptx(8).replace("  ret;\n}", clobber + "\n  ret;\n}")
     assert launch(after).race_check == "checked: no shared-memory race"
+
+
+def test_missing_proxy_fence_is_reported():
+    img, ad, bd = _simple_case()
+    ptx = _ptx(8).replace("  fence.proxy.async.shared::cta;\n", "")
+    with pytest.raises(ExecutionError, match=r"wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 "
+                       r"\(operand B\) reads shared memory written at PTX line \d+ through the "
+                       r"generic proxy with no fence.proxy.async in between"):
+        _run(ptx, img, ad, bd, 4)

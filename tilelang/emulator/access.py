@@ -149,6 +149,8 @@ def store(st, groups, dt, values_per_elem, esize):
         record(st, region, idx, off, addrs, esize, len(values_per_elem))
         if region == "shared" and st.races is not None:
             st.races.access(st, idx, off, esize * len(values_per_elem), True)
+        if region == "shared" and st.proxy is not None:
+            st.proxy.wrote(st, off, esize * len(values_per_elem))
         v = region_view(st, region, dt)
         base = off // esize
         for k, vals in enumerate(values_per_elem):

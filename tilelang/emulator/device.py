@@ -40,6 +40,7 @@ from .ops_bulk import finish_stores
 from .memory import GlobalMemory
 from .parser import parse_int, parse_ptx
 from .program import Program
+from .proxy import ProxyTracker
 from .races import RaceChecker, unchecked_reason
 from .ptx_types import f32_to_bf16, type_info
 from .state import LaunchGeometry, State
@@ -278,6 +279,8 @@ class EmulatorDevice:
                            shared_size, out)
                 if unchecked is None:
                     st.races = RaceChecker(st)
+                if prog.async_proxy:
+                    st.proxy = ProxyTracker(st)
                 try:
                     run_batch(st, self.max_steps if max_steps is None else
                               _max_steps(max_steps))

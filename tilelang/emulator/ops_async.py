@@ -34,6 +34,8 @@ def _land(st, pending: Pending, done):
         st.races.access(st, pending.idx[done], pending.dst[done], n, True)
     offs = pending.dst[done, None] + np.arange(n)[None, :]
     st.shared[offs] = pending.data[done]
+    if st.proxy is not None:                   # cp.async writes through the generic proxy
+        st.proxy.wrote(st, pending.dst[done], n)
 
 
 def complete(st, idx, limit=None):

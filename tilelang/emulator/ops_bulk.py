@@ -279,6 +279,8 @@ def _build_tensor_store(ctx, ins, ops, rank, _Addr):
                 raise st.error(MemoryFault, "bulk store source passes the block's shared "
                                "memory", t, o)
             offs = offs.reshape(-1, es)[inb].reshape(-1) + blk * st.shared_size
+            if st.proxy is not None:
+                st.proxy.check(st, offs, 1, t, ins.opcode)
             gaddr = (tm.global_address + goff[inb])[:, None] + np.arange(es)[None, :]
             st.bulk_pending.append(BulkStore(t, int(st.bulk_commits[t]), offs,
                                              gaddr.reshape(-1), ins.line))
@@ -300,6 +302,9 @@ def _build_plain_store(ctx, ins, ops, _Addr):
                 raise st.error(ExecutionError, f"{ins.opcode}: size {n} is not a positive "
                                f"multiple of 16", t)
             blk, o = _shared_target(st, src.get, src.space, t, n, 16, "bulk store source")
+            if st.proxy is not None:
+                st.proxy.check(st, blk * st.shared_size + o + np.arange(0, n, 4), 4, t,
+                               ins.opcode)
             ga = np.broadcast_to(np.asarray(dst.get(st), np.uint64), (st.T,))[t]
             locate(st, "global", np.array([ga]), np.array([t]), 16, 16)
             st.bulk_pending.append(BulkStore(t, int(st.bulk_commits[t]),

@@ -337,9 +337,22 @@ def build_mapa(ctx, ins, parts):
 
 
 # -- no-ops for the emulator's sequentially consistent memory ------------------------------
-@op("fence", "membar", "prefetch", "prefetchu", "discard", "applypriority", "nanosleep",
+@op("membar", "prefetch", "prefetchu", "discard", "applypriority", "nanosleep",
     "griddepcontrol", "pmevent")
 def build_nop(ctx, ins, parts):
+    return lambda st, m: None
+
+
+@op("fence")
+def build_fence(ctx, ins, parts):
+    """Memory is sequentially consistent here, so fences order nothing more, except that
+    fence.proxy.async publishes generic-proxy shared writes to the async proxy (proxy.py)."""
+    if "proxy" in parts and any(p.startswith("async") for p in parts) and \
+            not any(p == "global" for p in parts):
+        def run(st, m):
+            if st.proxy is not None:
+                st.proxy.fence(st, m)
+        return run
     return lambda st, m: None
 
 

@@ -250,6 +250,8 @@ def build_ldmatrix(ctx, ins, parts):
                     (word >> np.uint32(16)).astype(np.uint16)
                 for (region, gi, off, ad), vals in ((g0[0], lo), (g1[0], hi)):
                     region_view(st, region, np.uint16)[off // 2] = vals
+                    if region == "shared" and st.proxy is not None:
+                        st.proxy.wrote(st, off, 2)
                 continue
             vals = []
             for (region, gi, off, ad) in (g0[0], g1[0]):

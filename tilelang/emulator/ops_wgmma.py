@@ -346,6 +346,11 @@ def _build_mma_async(ctx, ins, parts):
             else:
                 st.races.access(st, idx, off, esize, False)
 
+    def proxy_read(st, offs, first_threads, what):
+        if st.proxy is not None:
+            for off, t0 in zip(offs, first_threads):
+                st.proxy.check(st, off, esize, t0, f"{ins.opcode} (operand {what})")
+
     def read_tile(st, desc, rows, k_major, first_threads, what, kind):
         """(W, rows, K) float64 elements of the operand each warp group's descriptor names."""
         out = np.empty((len(desc), rows, K), np.float64)
@@ -364,8 +369,10 @@ def _build_mma_async(ctx, ins, parts):
         threads = np.flatnonzero(np.isin(wg, groups))          # (W*128), group by group
         firsts = threads.reshape(W, 128)[:, 0]
         bdesc = uniform(st, bget(st), threads, "B")
-        if st.races is not None:
-            race_read(st, operand_offsets(st, bdesc, N, not trans_b, firsts, "B"), firsts)
+        if st.races is not None or st.proxy is not None:
+            offs = operand_offsets(st, bdesc, N, not trans_b, firsts, "B")
+            race_read(st, offs, firsts)
+            proxy_read(st, offs, firsts, "B")
         if a_regs:
             words = np.stack([np.broadcast_to(np.asarray(g_(st), np.uint32), (st.T,))[threads]
                               for g_ in agets], axis=-1).reshape(W, 4, 32, 4)
@@ -376,8 +383,10 @@ def _build_mma_async(ctx, ins, parts):
             asnap = A
         else:
             adesc = uniform(st, aget(st), threads, "A")
-            if st.races is not None:
-                race_read(st, operand_offsets(st, adesc, 64, not trans_a, firsts, "A"), firsts)
+            if st.races is not None or st.proxy is not None:
+                offs = operand_offsets(st, adesc, 64, not trans_a, firsts, "A")
+                race_read(st, offs, firsts)
+                proxy_read(st, offs, firsts, "A")
             asnap = None
         scale_d = np.broadcast_to(np.asarray(get_scale_d(st), bool), (st.T,))[threads]
         scale_d = scale_d.reshape(W, 128)

@@ -58,6 +58,8 @@ class Program:
             self.code.append(Decoded("ret", "ret", f.line, None, ctrl="ret", func=f.name))
         self.directives = fn.directives
         self.lines = np.array([d.line for d in self.code], np.int64)
+        from .proxy import wanted
+        self.async_proxy = wanted(self)          # check generic writes vs async-proxy reads
 
     def source_line(self, pc: int) -> str | None:
         """`file:line` of the .loc in effect at pc, when the PTX carries line information."""
