@@ -70,11 +70,25 @@ def run_emulated(result, name: str, args: list, grid, block=None, dev=None):
             packed += [np.int64(st) for st in strides]
         else:
             packed.append(np.dtype(scalar_np(p.dtype)).type(a))
+    packed += tensor_maps(art, packed)
     rep = dev.launch(fn, grid, block or art.block, packed, shared_mem=art.dynamic_smem)
     for host, ptr in back:
         out = dev.from_device(ptr, host.shape, host.dtype)
         host[...] = out
     return rep
+
+
+def tensor_maps(art, packed: list) -> list[bytes]:
+    """The TMA tensor maps a kernel takes after its parameters (docs/abi.md), built from the
+    packed array arguments with the emulator's encoding (tilelang/runtime/tensormap.py)."""
+    from tilelang.runtime.tensormap import array_slots, encode_emulator, map_args
+    slots = array_slots(art.params)
+    out = []
+    for spec in art.tensor_maps:
+        i, rank = slots[spec.array]
+        out.append(encode_emulator(map_args(spec, int(packed[i]), packed[i + 1:i + 1 + rank],
+                                            packed[i + 1 + rank:i + 1 + 2 * rank])))
+    return out
 
 
 def check_facts(art, name: str, address: int, shape, strides, itemsize: int,

@@ -283,10 +283,13 @@ def test_pipelined_ragged_with_aligned_rows(target, a_t, b_t, shape):
     res = compile_text(source("f16", "f16", "f32", a_t=a_t, b_t=b_t, BK=32), "mm.tile",
                        target=target, facts=facts)
     # 4 chunks of 16 bytes per thread and stage: a prologue stage or more, and the loop's
-    assert res.ptx.count("cp.async.cg.shared.global") >= 8
+    # (on sm_90a the aligned operands go by TMA: tests/codegen/test_tma.py)
+    assert res.ptx.count("cp.async.cg.shared.global") >= 8 or \
+        (target == "sm_90a" and "cp.async.bulk.tensor" in res.ptx)
     args = [Strided(x.base, x) for x in (ha, hb, c)]
     rep = run_emulated(res.codegen, "mm", args, (2, 2, 1), dev=EmulatorDevice(race_check=True))
-    assert rep.race_check == "checked: no shared-memory race"
+    if "mbarrier" not in res.ptx:        # the emulator's race check skips mbarrier kernels
+        assert rep.race_check == "checked: no shared-memory race"
     af, bf = a.astype(np.float64), b.astype(np.float64)
     check(c, af @ bf, np.abs(af) @ np.abs(bf), "f32", K)
     assert np.all(c.base[:, N:] == 0)          # nothing written past the edge

@@ -57,7 +57,8 @@ def example_ptx(target="sm_90a"):
 # PTX structure and the launch contract
 
 def test_example_ptx_uses_wgmma():
-    ptx = example_ptx().ptx
+    # the cp.async ring (arrays TMA cannot read, or TMA off; test_tma.py has the TMA ring)
+    ptx = compile_for(MATMUL, "matmul", matmul_arrays(256, 256, 256), tma=False).ptx
     assert re.search(r"^\.target sm_90a$", ptx, re.M)
     assert ".reqntid 128, 1, 1" in ptx and ".maxnreg 168" in ptx
     assert "mma.sync" not in ptx and "ldmatrix" not in ptx
@@ -79,6 +80,12 @@ def test_example_ptx_uses_wgmma():
     consts = {int(c) for c in re.findall(r"\b(46116\d{14})\b", ptx)}
     assert (1 << 62) | (64 << 32) | (1 << 16) in consts                # A: K-major
     assert (1 << 62) | (64 << 32) | ((64 * 128 >> 4) << 16) in consts  # B: MN-major
+
+
+def test_example_default_is_tma_and_wgmma():
+    ptx = example_ptx().ptx
+    assert "cp.async.bulk.tensor.2d" in ptx and "wgmma.mma_async" in ptx
+    assert "cp.async.cg" not in ptx
 
 
 def test_example_below_sm90a_keeps_mma_sync():
@@ -226,7 +233,7 @@ def test_register_operand_two_warp_groups_n256():
 def test_two_warp_groups_pipelined():
     src = MATMUL.replace("reqntid = (128, 1, 1), maxnreg = 168", "reqntid = (256, 1, 1)")
     arrays = matmul_arrays(256, 128, 320)
-    res, _ = run(src, "matmul", arrays, (2, 1))
+    res, _ = run(src, "matmul", arrays, (2, 1), tma=False)
     assert "wgmma.wait_group.sync.aligned 0" in res.ptx
     assert "wgmma.wait_group.sync.aligned 1" not in res.ptx     # see wgmma_product.wait_depth
     a, b = arrays["a"].astype(np.float64), arrays["b"].astype(np.float64)

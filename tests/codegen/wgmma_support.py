@@ -21,7 +21,11 @@ def facts_of(arrays: dict) -> dict:
 
 
 def compile_for(src: str, kernel: str, arrays: dict, *, target: str = "sm_90a",
-                until: str = "ptx", defines: dict | None = None):
+                until: str = "ptx", defines: dict | None = None, tma: bool | None = None):
+    """The driver's compile (TMA as generate's default), or with `tma` given, the IR through
+    generate(tma=...) (until="ptx" only)."""
+    if tma is not None:
+        return compile_tma(src, kernel, arrays, target=target, tma=tma)
     res = compile_source(src, "test.tile", Options(target=target, defines=defines or {}),
                          facts={kernel: facts_of(arrays)}, until=until)
     assert res.ok, render_all(res.diagnostics)
@@ -33,23 +37,24 @@ class _TmaResult:
         self.codegen, self.ptx = cg, cg.ptx
 
 
-def compile_tma(src: str, kernel: str, arrays: dict, *, target: str = "sm_90a"):
-    """Like compile_for, through generate(tma=True): loads may use TMA tensor maps."""
+def compile_tma(src: str, kernel: str, arrays: dict, *, target: str = "sm_90a",
+                tma: bool = True):
+    """Like compile_for, through generate(tma=tma): with True loads may use TMA maps."""
     from tilelang.codegen.generate import generate
     res = compile_for(src, kernel, arrays, target=target, until="tir")
     facts = {kernel: facts_of(arrays)}
-    return _TmaResult(generate(res.ir, target, 3, facts, tma=True))
+    return _TmaResult(generate(res.ir, target, 3, facts, tma=tma))
 
 
 def run(src: str, kernel: str, arrays: dict, grid, *, scalars=(), target: str = "sm_90a",
-        defines: dict | None = None, race_check: bool = False, tma: bool = False):
+        defines: dict | None = None, race_check: bool = False, tma: bool | None = None):
     """Launch `kernel` with `arrays` (name -> NumPy array, in parameter order, copied back
-    in place) on the emulator; returns (compile result, launch report). With `tma` the
-    kernel may take tensor maps, built by tilelang.runtime.tensormap's emulator encoding."""
+    in place) on the emulator; returns (compile result, launch report). A kernel that takes
+    tensor maps gets them built by tilelang.runtime.tensormap's emulator encoding; `tma`
+    as compile_for."""
     from tilelang.emulator import EmulatorDevice
     from tilelang.runtime.tensormap import encode_emulator, map_args
-    res = compile_tma(src, kernel, arrays, target=target) if tma else \
-        compile_for(src, kernel, arrays, target=target, defines=defines)
+    res = compile_for(src, kernel, arrays, target=target, defines=defines, tma=tma)
     art = res.codegen.kernel(kernel)
     dev = EmulatorDevice(race_check=race_check)
     ptrs, args = {}, []

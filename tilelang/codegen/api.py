@@ -112,6 +112,15 @@ class TensorMapSpec:
     box: tuple[int, ...]
     swizzle: int
 
+    def to_json(self) -> dict:
+        return {"array": self.array, "dtype": self.dtype.name, "box": list(self.box),
+                "swizzle": self.swizzle}
+
+    @staticmethod
+    def from_json(d: Mapping[str, Any]) -> "TensorMapSpec":
+        return TensorMapSpec(d["array"], DTYPES[d["dtype"]], tuple(int(b) for b in d["box"]),
+                             int(d["swizzle"]))
+
 
 @dataclass(frozen=True)
 class KernelArtifact:

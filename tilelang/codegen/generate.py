@@ -164,7 +164,7 @@ def emit_kernel(kernel: Kernel, target: Target, block, facts: Mapping[str, Array
 def generate(module: IRModule, target: str = "sm_90a", opt_level: int = 3,
              facts: Mapping[str, Mapping[str, ArrayFacts]] | None = None, *,
              fast_math: bool = False, precision: str | None = None,
-             tma: bool = False) -> CodegenResult:
+             tma: bool = True) -> CodegenResult:
     t_start = time.perf_counter()
     tgt = get_target(target)
     if opt_level not in (0, 1, 2, 3):

@@ -42,7 +42,7 @@ import time
 import warnings
 from typing import Iterator
 
-from tilelang.codegen.api import AbiParam, ArrayFacts, KernelArtifact
+from tilelang.codegen.api import AbiParam, ArrayFacts, KernelArtifact, TensorMapSpec
 
 from .compiler import Built
 from .signature import ModuleInfo
@@ -108,7 +108,8 @@ def artifact_to_json(a: KernelArtifact) -> dict:
             "attrs": attrs, "cluster": list(a.cluster) if a.cluster else None,
             "static_smem": a.static_smem, "dynamic_smem": a.dynamic_smem,
             "facts": {k: v.key() for k, v in a.facts.items()},
-            "nonportable_cluster": a.nonportable_cluster}
+            "nonportable_cluster": a.nonportable_cluster,
+            "tensor_maps": [m.to_json() for m in a.tensor_maps]}
 
 
 def artifact_from_json(d: dict) -> KernelArtifact:
@@ -123,7 +124,8 @@ def artifact_from_json(d: dict) -> KernelArtifact:
         cluster=tuple(d["cluster"]) if d["cluster"] else None,
         static_smem=int(d["static_smem"]), dynamic_smem=int(d["dynamic_smem"]),
         facts={k: ArrayFacts.from_key(v) for k, v in d["facts"].items()},
-        nonportable_cluster=bool(d["nonportable_cluster"]))
+        nonportable_cluster=bool(d["nonportable_cluster"]),
+        tensor_maps=tuple(TensorMapSpec.from_json(m) for m in d.get("tensor_maps", ())))
 
 
 def _int(v, least: int = 0) -> bool:

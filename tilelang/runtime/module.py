@@ -615,7 +615,11 @@ class Kernel:
             built = self._load_or_build(key, consts, fact_map)
             _BUILT[key] = built
         self._check_abi(built)
-        launcher = backend.prepare(built, self._layout)
+        if built.artifact.tensor_maps:      # TMA: 128-byte maps follow the parameters
+            from .tensormap import prepare_with_maps
+            launcher = prepare_with_maps(backend, built, self._layout, self.params)
+        else:
+            launcher = backend.prepare(built, self._layout)
         spec = Specialization(self, facts, built, launcher, key)
         self._specs[facts] = spec
         return spec

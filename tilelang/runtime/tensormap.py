@@ -153,3 +153,18 @@ class TensorMapLauncher:
 
     def launch(self, values, shape, stream=None):
         return self.inner.launch(list(values) + self.maps(values), shape, stream)
+
+
+def prepare_with_maps(backend, built, layout: ParamLayout, params) -> TensorMapLauncher:
+    """The back end's launcher for a specialization that takes tensor maps, wrapped to
+    append them to each launch's values."""
+    maps = built.artifact.tensor_maps
+    inner = backend.prepare(built, layout_with_maps(layout, len(maps)))
+    if backend.name == "emulator":
+        encode = encode_emulator
+    else:
+        drv = backend.drv
+
+        def encode(args: MapArgs) -> bytes:
+            return encode_cuda(drv, args)
+    return TensorMapLauncher(inner, params, maps, encode)
