@@ -21,6 +21,7 @@ import pytest
 from scalar_support import KernelBatch, dtype, link_all, ulp_distance
 
 F32 = dtype("f32")
+ROOT = str(__import__("pathlib").Path(__file__).resolve().parents[2])
 OPS = ("exp", "exp2", "log", "log2", "sin", "cos", "tanh", "rsqrt", "sigmoid", "/")
 EXACT = {"exp": np.exp, "exp2": np.exp2, "log": np.log, "log2": np.log2, "sin": np.sin,
          "cos": np.cos, "tanh": np.tanh, "rsqrt": lambda v: 1 / np.sqrt(v),
@@ -239,14 +240,14 @@ def test_bad_modes_are_diagnosed(tmp_path):
     bad.write_text('@launch(precision = "exact")\nkernel k(x: Array[f32, 1]) {\n'
                    '    let t = exp(load(x, index = (0,), shape = (4,)), precision = "quick");\n}\n')
     r = subprocess.run([sys.executable, "-m", "tilelang.cli", "check", str(bad)],
-                       capture_output=True, text=True)
+                       capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 1
     assert 'error[E0727]: `precision` must be one of "ieee", "fast", "approx", found "exact"' \
         in r.stderr
     assert 'error[E0507]: `exp`: parameter `precision` must be one of "ieee", "fast", ' \
            '"approx", found "quick"' in r.stderr
     r = subprocess.run([sys.executable, "-m", "tilelang.cli", "--precision", "exact",
-                        "--emit", "ptx", str(bad)], capture_output=True, text=True)
+                        "--emit", "ptx", str(bad)], capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 2 and "invalid choice: 'exact'" in r.stderr
 
 
@@ -256,7 +257,7 @@ def test_tilec_and_compile_flip_the_module(tmp_path):
     out = {}
     for mode in ("ieee", "fast", "approx"):
         r = subprocess.run([sys.executable, "-m", "tilelang.cli", "--precision", mode,
-                            "--emit", "ptx", str(src)], capture_output=True, text=True)
+                            "--emit", "ptx", str(src)], capture_output=True, text=True, cwd=ROOT)
         assert r.returncode == 0, r.stderr
         out[mode] = r.stdout
     assert ".approx" not in out["ieee"] and "ex2.approx" in out["fast"]
