@@ -297,9 +297,11 @@ def _cas_loop(kern: KernelEmitter, kind: str, dtype: DType, ptr: ir.Value,
 # The op
 
 def _exchange_from_owners(kern: KernelEmitter, layout: Layout, owner: ir.Value | None,
-                          dtype: DType, regs: list[ir.Value]) -> list[ir.Value]:
+                          dtype: DType, regs: list[ir.Value],
+                          fenced: bool = False) -> list[ir.Value]:
     """Every thread gets the owners' values of its registers (barrier, owners write, barrier,
-    all read)."""
+    all read). `fenced`: a barrier since the last shared-memory access already keeps the
+    scratch buffer's earlier readers before the owners' writes."""
     from math import prod
 
     from tilelang.codegen.llvm.sync import storage_bytes
@@ -310,7 +312,8 @@ def _exchange_from_owners(kern: KernelEmitter, layout: Layout, owner: ir.Value |
     kern.stats.exchanges += 1
     base = kern.thread_linear(layout.thread_weights())
     owned = layout.owned_regs()
-    kern.barrier()
+    if not fenced:
+        kern.barrier()
 
     def write():
         for r in owned:
@@ -366,7 +369,8 @@ def atomic(kern: KernelEmitter, op: BuiltinOp) -> TileVal:
     zero_bits = sum(1 << i for i, bs in enumerate(layout.reg) if not any(bs))
     regs = [old[r & ~zero_bits] for r in range(layout.num_regs)]
     if used and replicated:
-        regs = _exchange_from_owners(kern, layout, owner, dt, regs)   # ends with a barrier
+        regs = _exchange_from_owners(kern, layout, owner, dt, regs,  # ends with a barrier
+                                     fenced=block_level and order.releases)
     elif block_level and order.acquires:
         kern.barrier()      # the block's later accesses follow the owner's acquire
     return TileVal(dt, layout, tuple(regs))
