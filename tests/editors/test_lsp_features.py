@@ -388,3 +388,21 @@ def test_garbage_documents(tmp_path):
         assert "Traceback" not in w.stderr.decode(errors="replace")
     finally:
         assert w.close() == 0
+
+
+def test_a_document_too_large_to_check_gets_quick_empty_answers(tmp_path):
+    w = Wire()
+    try:
+        w.initialize()
+        uri = from_fs_path(str(tmp_path / "huge.tile"))
+        huge = "const A = 1;\n" * 120_000  # 1.5 MB: over the limit of checked documents
+        w.notify("textDocument/didOpen", {"textDocument": {
+            "uri": uri, "languageId": "tile", "version": 1, "text": huge}})
+        td = {"textDocument": {"uri": uri}}
+        assert w.call("textDocument/semanticTokens/full", td, timeout=10)["result"] == {
+            "data": []}
+        assert w.call("textDocument/foldingRange", td, timeout=10)["result"] == []
+        assert w.call("textDocument/formatting", {**td, "options": {
+            "tabSize": 4, "insertSpaces": True}}, timeout=10)["result"] == []
+    finally:
+        w.close()

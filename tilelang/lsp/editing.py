@@ -15,7 +15,7 @@ from lsprotocol import types as lsp
 from tilelang.fmt.tokens import Tok, tokenize
 
 from . import features
-from .analysis import Analysis
+from .analysis import Analysis, too_large
 from .positions import UTF16, from_lsp_position, to_lsp_position
 
 #: How far back signature help looks for the call's opening parenthesis.
@@ -217,6 +217,8 @@ def formatting(a: Analysis, encoding: str = UTF16) -> list[lsp.TextEdit]:
     from tilelang.diagnostics import TileError
     from tilelang.fmt import FormatError, format_source
 
+    if too_large(a.text):
+        return []
     try:
         out = format_source(a.text, a.uri)
     except (TileError, FormatError, RecursionError):
@@ -244,6 +246,8 @@ def folding_ranges(a: Analysis) -> list[lsp.FoldingRange]:
                                         kind=kind))
         run.clear()
 
+    if too_large(a.text):
+        return []
     toks = tokenize(a.text, strict=False)
     for i, t in enumerate(toks):
         first = t.own_line or i == 0  # the first token on its line

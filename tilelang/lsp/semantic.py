@@ -16,7 +16,7 @@ from lsprotocol import types as lsp
 from tilelang import highlight as hl
 from tilelang.fmt.tokens import tokenize
 
-from .analysis import Analysis
+from .analysis import Analysis, too_large
 from .positions import UTF16, from_lsp_position, text_units, to_lsp_position
 
 TOKEN_TYPES = ["namespace", "type", "function", "parameter", "variable", "keyword", "comment",
@@ -49,6 +49,8 @@ def _classify_name(text: str, occ, prev: str) -> tuple[str, int] | None:
 
 
 def semantic_tokens(a: Analysis, encoding: str = UTF16) -> lsp.SemanticTokens:
+    if too_large(a.text):  # as for the check: no answer that reads every character
+        return lsp.SemanticTokens(data=[])
     index = a.index if a.module is not None else None
     occ_at = {(o.line, o.col): o for o in index.occurrences} if index is not None else {}
     data: list[int] = []
