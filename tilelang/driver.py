@@ -250,61 +250,16 @@ class _CompilerId:
 COMPILER_ID = _CompilerId()
 
 
-@dataclass(frozen=True)
-class ParamSig:
-    name: str
-    kind: str                 # "array" | "scalar" | "const"
-    dtype: Any                # sema.types.DType
-    rank: int = 0
-    default: Any = None       # a const parameter's value (default or -D), else None
-    span: Any = field(default=None, compare=False)   # the parameter in the source
+# The products of a compile live in compiled.py, imported on first use (`tilec check` needs
+# none of them); `driver.CompileResult` and the others still work.
+_COMPILED = ("ParamSig", "KernelSig", "ModuleSig", "CompiledKernel", "CompileResult")
 
 
-@dataclass(frozen=True)
-class KernelSig:
-    name: str
-    params: tuple[ParamSig, ...]
-    launch: Any = None        # sema.launch_attrs.LaunchSpec
-    span: Any = field(default=None, compare=False)   # the kernel's name in the source
-
-
-@dataclass(frozen=True)
-class ModuleSig:
-    path: str
-    kernels: Mapping[str, KernelSig]
-    sources: tuple[tuple[str, str], ...]   # (path, sha256) of the module and its imports
-
-
-@dataclass(frozen=True)
-class CompiledKernel:
-    artifact: Any             # codegen.api.KernelArtifact
-    ptx: str
-    cubin: bytes | None
-    target: str
-    diagnostics: tuple[Diagnostic, ...] = ()
-    timings: Mapping[str, float] = field(default_factory=dict)
-    tir: str = ""
-    llvm_ir: str = ""
-
-
-@dataclass
-class CompileResult:
-    """`compile_source`: every stage's product, for `tilec --emit` and the benchmarks."""
-
-    path: str
-    diagnostics: list[Diagnostic]
-    tir: str = ""
-    llvm_ir: str = ""
-    ptx: str = ""
-    cubin: bytes | None = None
-    codegen: Any = None       # codegen.api.CodegenResult
-    ir: Any = None            # the optimized IRModule
-    link: Any = None          # codegen.link.LinkResult (registers, spills per kernel)
-    timings: dict[str, float] = field(default_factory=dict)
-
-    @property
-    def ok(self) -> bool:
-        return not any(d.severity is Severity.ERROR for d in self.diagnostics)
+def __getattr__(name: str):
+    if name in _COMPILED:
+        from . import compiled
+        return getattr(compiled, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _raise_errors(diags: list[Diagnostic]) -> None:
@@ -328,6 +283,7 @@ def _sources(text: str, path: str, files: list[str]) -> tuple[tuple[str, str], .
 
 def inspect_source(text: str, path: str, options: Options | None = None) -> ModuleSig:
     """The kernels of a module and their parameters (raises TileError on errors)."""
+    from .compiled import KernelSig, ModuleSig, ParamSig
     from .sema.constants import ConstValue
     from .sema.types import ArrayType
     result = check_source(text, path, options)
@@ -367,6 +323,7 @@ def compile_source(text: str, path: str, options: Options | None = None, *,
                    until: str = "cubin") -> CompileResult:
     """Run the pipeline on `text` up to `until` (tir | llvm | ptx | cubin). User mistakes come
     back as diagnostics (never raised); an internal failure is an E9999 diagnostic."""
+    from .compiled import CompileResult
     options = options or Options()
     if consts:
         options = replace(options, defines={**options.defines,
@@ -463,6 +420,7 @@ def compile_kernel(text: str, path: str, kernel: str, consts: Mapping[str, Any] 
                    facts: Mapping[str, Any] | None = None, options: Options | None = None, *,
                    link: bool = True) -> CompiledKernel:
     """One specialization of one kernel (the runtime's entry point). Raises TileError."""
+    from .compiled import CompiledKernel
     options = options or Options()
     res = compile_source(text, path, options, kernels=[kernel], consts=consts,
                          facts={kernel: dict(facts or {})}, until="cubin" if link else "ptx")
