@@ -179,7 +179,8 @@ def test_launch_bounds_under_relocatable_code(tmp_path):
     """A kernel with `.maxntid` (examples/vadd.tile as emitted on 2026-11-24): relocatable
     code drops the occupancy target, whole-program keeps it; without the directive the two
     agree."""
-    ptx = (ROOT / "tests" / "codegen" / "golden" / "link" / "vadd_maxntid_sm90a_ptx.txt").read_text()
+    ptx = (ROOT / "tests" / "codegen" / "golden" / "link" /
+           "vadd_maxntid_sm90a_ptx.txt").read_text()
     try:
         ours = link_ptx(ptx, "sm_90a", env={}).resources["vadd"].registers
     except Exception as e:                      # noqa: BLE001 - only a missing library skips
