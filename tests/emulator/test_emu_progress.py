@@ -267,3 +267,61 @@ DONE:
     dev.launch(fn, (2, 1, 1), (32, 1, 1), [cnt, flag])
     assert dev.from_device(cnt, (1,), np.uint32)[0] >= 100
     assert dev.from_device(flag, (1,), np.uint32)[0] == 1
+
+
+# -- the memory model: a lock without acquire/release is a data race -----------------------
+def _lock_race(acquire, release, fences=False, blocks=4):
+    body = LOCK.replace("{acquire}", acquire).replace("{release}", "  " + release)
+    if fences:      # relaxed atomics ordered by fences: the classic, correct alternative
+        body = body.replace("  @%p2 bra SPIN;\n", "  @%p2 bra SPIN;\n  fence.acq_rel.gpu;\n")
+        body = body.replace("  " + release, "  fence.acq_rel.gpu;\n  " + release)
+    dev = EmulatorDevice(global_race_check=True)
+    fn = dev.load_module(kernel_ptx(body, nparams=2)).get_function("k")
+    lock, data = dev.to_device(np.zeros(1, np.uint32)), dev.to_device(np.zeros(1, np.uint32))
+    rep = dev.launch(fn, (blocks, 1, 1), (64, 1, 1), [lock, data])
+    assert int(dev.from_device(data, (1,), np.uint32)[0]) == blocks * (blocks + 1) // 2
+    return rep
+
+
+def test_lock_with_acquire_release_or_fences_has_no_global_race():
+    rep = _lock_race("acquire.gpu.", "atom.release.gpu.global.exch.b32 %r4, [%rd1], 0;")
+    assert rep.global_race_check == "checked: no global-memory race between blocks"
+    _lock_race("relaxed.gpu.", "atom.relaxed.gpu.global.exch.b32 %r4, [%rd1], 0;", fences=True)
+    _lock_race("acq_rel.gpu.", "st.release.gpu.global.u32 [%rd1], 0;")
+
+
+@pytest.mark.parametrize("acquire,release", [
+    ("relaxed.gpu.", "atom.relaxed.gpu.global.exch.b32 %r4, [%rd1], 0;"),   # no order at all
+    ("", "st.global.u32 [%rd1], 0;"),                                        # plain atom, store
+    ("acquire.gpu.", "atom.relaxed.gpu.global.exch.b32 %r4, [%rd1], 0;"),  # no release
+])
+def test_lock_without_acquire_release_is_a_global_race(acquire, release):
+    from tilelang.emulator.errors import GlobalMemoryRace
+    with pytest.raises(GlobalMemoryRace, match=r"global-memory data race: this block reads a "
+                       r"word that block \(\d+, 0, 0\) wrote \(PTX line \d+\) with no "
+                       r"release/acquire synchronization"):
+        _lock_race(acquire, release)
+
+
+def test_triton_layernorm_backward_lock_memory_model():
+    from tilelang.emulator.errors import GlobalMemoryRace
+    stem = "triton_layernorm_bwd_sm80"
+    ptx = (FIXTURES / f"{stem}.ptx").read_text()
+    assert "atom.global.acq_rel.gpu.cas.b32" in ptx
+    relaxed = ptx.replace(".acq_rel.", ".relaxed.")
+
+    def run(text, rows=3, N=50):
+        info = json.loads((FIXTURES / f"{stem}.json").read_text())
+        rng = np.random.default_rng(1)
+        x = rng.standard_normal((rows, N)).astype(np.float32)
+        dev = EmulatorDevice(global_race_check=True)
+        fn = dev.load_module(text).get_function(info["kernel"])
+        f = lambda a: dev.to_device(np.ascontiguousarray(a, np.float32))
+        args = [dev.malloc(4 * rows * N), f(x), f(np.zeros(N)), f(np.zeros(N)), f(x),
+                f(np.ones(N)), f(x.mean(1)), f(np.ones(rows)),
+                dev.to_device(np.zeros(2, np.int32)), np.int32(N), np.int32(N), 0, 0]
+        return dev.launch(fn, (rows, 1, 1), tuple(info["block"]), args,
+                          shared_mem=info["shared_bytes"])
+    assert run(ptx).global_race_check == "checked: no global-memory race between blocks"
+    with pytest.raises(GlobalMemoryRace, match="global-memory data race"):
+        run(relaxed)

@@ -40,6 +40,7 @@ from .ops_bulk import finish_stores
 from .memory import GlobalMemory
 from .parser import parse_int, parse_ptx
 from .program import Program
+from .globalrace import MAX_BLOCKS as GLOBAL_RACE_MAX_BLOCKS, GlobalRaceChecker
 from .proxy import ProxyTracker
 from .races import RaceChecker, unchecked_reason
 from .ptx_types import f32_to_bf16, type_info
@@ -172,13 +173,14 @@ class EmulatorDevice:
     name = "Tile PTX emulator (CPU)"
 
     def __init__(self, *, counters: bool = True, printf_stream=None, race_check: bool = False,
-                 max_steps: int | None = None):
+                 max_steps: int | None = None, global_race_check: bool = False):
         self.mem = GlobalMemory()
         # the scheduling-step limit of one batch of blocks: the argument, else the
         # TILELANG_EMULATOR_MAX_STEPS environment variable, else 50 million
         self.max_steps = _max_steps(max_steps)
         self.detailed_counters = counters
         self.race_check = race_check
+        self.global_race_check = global_race_check
         self.printf_stream = printf_stream if printf_stream is not None else sys.stdout
         self._launches = 0
 
@@ -270,6 +272,13 @@ class EmulatorDevice:
             nb = max(nb - nb % csize, csize)
         out, printed = [], []
         unchecked = unchecked_reason(prog) if self.race_check else "race_check is off"
+        grace, grace_note = None, "global_race_check is off"
+        if self.global_race_check:
+            if geom.nblocks <= GLOBAL_RACE_MAX_BLOCKS:
+                grace = GlobalRaceChecker(geom.nblocks, self.mem.data.size)
+                grace_note = "checked: no global-memory race between blocks"
+            else:
+                grace_note = f"not checked: more than {GLOBAL_RACE_MAX_BLOCKS} blocks"
         t0 = time.perf_counter()
         with np.errstate(all="ignore"):
             order = geom.cluster_order() if csize > 1 else np.arange(geom.nblocks)
@@ -281,6 +290,7 @@ class EmulatorDevice:
                     st.races = RaceChecker(st)
                 if prog.async_proxy:
                     st.proxy = ProxyTracker(st)
+                st.grace = grace
                 try:
                     run_batch(st, self.max_steps if max_steps is None else
                               _max_steps(max_steps))
@@ -295,6 +305,7 @@ class EmulatorDevice:
         rep = make_report(prog, counters, geom, seconds, "".join(printed))
         rep.race_check = "checked: no shared-memory race" if unchecked is None else \
             f"not checked: {unchecked}"
+        rep.global_race_check = grace_note
         return rep
 
     def _check_launch(self, fn, prog, grid, block, cluster, explicit, shared_mem):

@@ -57,6 +57,11 @@ class WarpDivergence(ExecutionError):
     """A `.sync.aligned` warp operation executed by a diverged warp, or a bad member mask."""
 
 
+class GlobalMemoryRace(ExecutionError):
+    """A plain access to a global word another block wrote, with no release/acquire
+    synchronization between them (only with `EmulatorDevice(global_race_check=True)`)."""
+
+
 class NoProgress(ExecutionError):
     """Every live thread spins (a loop repeating itself on memory no thread changes) or waits
     for something that can no longer happen: the kernel would hang on a GPU."""

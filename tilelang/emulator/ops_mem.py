@@ -7,6 +7,7 @@ import numpy as np
 from .access import load, locate, record, region_view, store
 from .decode import op
 from .errors import BarrierDivergence
+from .globalrace import sem_of
 from .ptx_ast import Vec
 from .ptx_types import TYPE_NAMES, type_info
 
@@ -118,10 +119,18 @@ def build_ld(ctx, ins, parts):
                 put(st, read(st, k), m)
         return run_param
     total = esize * n
+    sem = sem_of(parts)
+    strong = sem is not None
 
     def run(st, m):
         idx = st.active_index(m)
-        res = load(st, addr.groups(st, idx, total, total), dt, n, esize)
+        groups = addr.groups(st, idx, total, total)
+        res = load(st, groups, dt, n, esize)
+        if st.grace is not None:
+            for region, gi, off, _ in groups:
+                if region == "global":
+                    st.grace.access(st, gi, off, total, False, strong)
+                    st.grace.sync(st, gi, off, sem)
         for k, put in enumerate(puts):
             put(st, _gather_full(st, m, res[k], dt), m)
     return run
@@ -156,6 +165,8 @@ def build_st(ctx, ins, parts):
                 st.pslots[rows, o:o + esize] = b
         return run_param
     total = esize * n
+    sem = sem_of(parts)
+    strong = sem is not None
 
     def run(st, m):
         idx = st.active_index(m)
@@ -163,7 +174,13 @@ def build_st(ctx, ins, parts):
         for g in gets:
             x = np.asarray(g(st)).astype(dt, copy=False)
             vals.append((lambda x: (lambda sel: x if x.ndim == 0 else x[sel]))(x))
-        store(st, addr.groups(st, idx, total, total), dt, vals, esize)
+        groups = addr.groups(st, idx, total, total)
+        if st.grace is not None:
+            for region, gi, off, _ in groups:
+                if region == "global":
+                    st.grace.sync(st, gi, off, sem)           # a release comes first
+                    st.grace.access(st, gi, off, total, True, strong)
+        store(st, groups, dt, vals, esize)
     return run
 
 
@@ -277,6 +294,7 @@ def build_atom(ctx, ins, parts):
     if addr.param is not None:
         ctx.error("atomics on parameters are not allowed")
     f = _atomic_fn(opname, ti)
+    sem = sem_of(parts)
     ufunc = {"add": np.add, "and": np.bitwise_and, "or": np.bitwise_or,
              "xor": np.bitwise_xor}.get(opname)
     if opname in ("min", "max"):
@@ -291,6 +309,9 @@ def build_atom(ctx, ins, parts):
         olds = []
         for region, gidx, off, addrs in addr.groups(st, idx, size, size):
             record(st, region, gidx, off, addrs, size)
+            if st.grace is not None and region == "global":
+                st.grace.sync(st, gidx, off, sem)
+                st.grace.access(st, gidx, off, size, True, True)
             view = region_view(st, region, dt)
             sel = np.searchsorted(idx, gidx)
             bb = b if b.ndim == 0 else b[gidx]
@@ -337,13 +358,13 @@ def build_mapa(ctx, ins, parts):
 
 
 # -- no-ops for the emulator's sequentially consistent memory ------------------------------
-@op("membar", "prefetch", "prefetchu", "discard", "applypriority", "nanosleep",
+@op("prefetch", "prefetchu", "discard", "applypriority", "nanosleep",
     "griddepcontrol", "pmevent")
 def build_nop(ctx, ins, parts):
     return lambda st, m: None
 
 
-@op("fence")
+@op("fence", "membar")
 def build_fence(ctx, ins, parts):
     """Memory is sequentially consistent here, so fences order nothing more, except that
     fence.proxy.async publishes generic-proxy shared writes to the async proxy (proxy.py)."""
@@ -353,6 +374,11 @@ def build_fence(ctx, ins, parts):
             if st.proxy is not None:
                 st.proxy.fence(st, m)
         return run
+    if parts[0] == "membar" or any(p in ("sc", "acq_rel") for p in parts):
+        def ordering(st, m):                 # only the global race check cares
+            if st.grace is not None:
+                st.grace.fence(st, m)
+        return ordering
     return lambda st, m: None
 
 
@@ -421,6 +447,8 @@ def build_bar(ctx, ins, parts):
                                    "preceding barrier.cluster.arrive of this thread", k)
                 st.cl_waited[idx] += 1
                 _barrier_done(st, m)
+                if st.grace is not None:
+                    st.grace.cluster_sync(st, m)
             return {"run": wait, "sync": "cluster_wait"}
         if "arrive" not in parts:
             ctx.error(f"{ins.opcode}: expected barrier.cluster.arrive or .wait")

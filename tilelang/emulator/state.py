@@ -87,6 +87,7 @@ class State:
         self.spin_epoch = np.zeros(T, np.int64)
         self.cl_arrived = np.zeros(T, np.int64)    # barrier.cluster.arrive per thread
         self.cl_waited = np.zeros(T, np.int64)     # barrier.cluster.wait passed per thread
+        self.grace = None                          # globalrace.GlobalRaceChecker
         self.proxy = None                          # proxy.ProxyTracker (async-proxy check)
         self.races = None                          # races.RaceChecker when race_check is on
         self.stack = np.zeros((16, T), np.int32)
