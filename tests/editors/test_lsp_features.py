@@ -224,6 +224,9 @@ def test_rename(server):
     assert {e["newText"] for e in edit["changes"][server.uri]} == {"scale"}
     edit = call(server, "textDocument/rename", position=at(0, "m;"), newName="mm")
     assert sorted(e["range"]["start"]["line"] for e in edit["changes"][server.uri]) == [0, 13]
+    edit = call(server, "textDocument/rename", position=at(13, "g(t)"), newName="gg")
+    assert sorted((e["range"]["start"]["line"], e["range"]["start"]["character"])
+                  for e in edit["changes"][server.uri]) == [(1, 29), (13, 42)]
     prep = call(server, "textDocument/prepareRename", position=at(13, "u ="))
     assert prep == {"range": rng(13, 8, 9), "placeholder": "u"}
     assert call(server, "textDocument/prepareRename", position=at(12, "load")) is None

@@ -148,7 +148,7 @@ def rename(a: Analysis, position: lsp.Position, new_name: str,
                                    f"followed by letters, digits and `_`, and not a keyword")
     uses = a.index.uses(sym)
     if sym.kind == "import":  # `from m import f as g`: rename `g`, not `f`
-        uses = [o for o in uses if o.symbol is sym and o.role != "member"]
+        uses = [o for o in uses if o.role != "member"]
     edits = [lsp.TextEdit(range=name_range(a.lines, o.line, o.col, o.name, encoding),
                           new_text=new_name) for o in uses]
     return lsp.WorkspaceEdit(changes={a.uri: edits})

@@ -285,13 +285,7 @@ class Index:
 
     def uses(self, sym: Symbol) -> list[Occurrence]:
         """Every occurrence of `sym` in the document, its definition included."""
-        same = [o for o in self.occurrences if o.symbol is sym]
-        if sym.kind == "import" and sym.target is not None:  # members named the same way
-            same += [o for o in self.occurrences if o.symbol is not sym and o.symbol is not None
-                     and o.symbol.kind == "import" and o.role == "member"
-                     and o.symbol.target == sym.target and o.symbol.file == sym.file
-                     and o.symbol.node is not sym.node and o not in same]
-        return sorted(same, key=lambda o: (o.line, o.col))
+        return [o for o in self.occurrences if o.symbol is sym]  # (sorted by position)
 
     def visible(self, line: int, col: int) -> dict[str, Symbol]:
         """The names visible at (line, col): the module's, then those of every enclosing
