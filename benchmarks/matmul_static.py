@@ -82,6 +82,10 @@ def ours_args(art):
             r, c = shapes[p.name]
             vals += [np.uint64(int(ptr[p.name])), np.int64(r), np.int64(c), np.int64(c),
                      np.int64(1)]
+        from tilelang.runtime.tensormap import encode_emulator, map_args
+        for spec in art.tensor_maps:         # sm_90a: TMA tensor maps (docs/abi.md)
+            r, c = shapes[spec.array]
+            vals.append(encode_emulator(map_args(spec, int(ptr[spec.array]), (r, c), (c, 1))))
         return vals
     return pack
 

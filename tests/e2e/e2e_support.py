@@ -61,6 +61,12 @@ def abi_args(dev: EmulatorDevice, artifact, args: dict):
             values += [np.int64(s // c.itemsize) for s in c.strides]
         else:
             values.append(np.array(v).astype(scalar_storage(p.dtype))[()])
+    from tilelang.runtime.tensormap import array_slots, encode_emulator, map_args
+    slots = array_slots(artifact.params)
+    for spec in artifact.tensor_maps:        # TMA tensor maps follow (docs/abi.md)
+        i, rank = slots[spec.array]
+        values.append(encode_emulator(map_args(spec, int(values[i]), values[i + 1:i + 1 + rank],
+                                               values[i + 1 + rank:i + 1 + 2 * rank])))
     return values, ptrs
 
 
