@@ -182,7 +182,8 @@ def link_ptx(ptx: bytes, options: list[str], name: str = "tile.ptx") -> tuple[by
 
 
 # A kernel every supported arch accepts, for prewarm().
-_TINY = b".version 7.0\n.target sm_80\n.address_size 64\n.visible .entry tile_prewarm()\n{\n\tret;\n}\n"
+_TINY = (b".version 7.0\n.target sm_80\n.address_size 64\n"
+         b".visible .entry tile_prewarm()\n{\n\tret;\n}\n")
 _prewarmed: dict[str, threading.Thread] = {}
 
 

@@ -1,18 +1,18 @@
 """Registers of the cubins nvJitLink makes, against a whole-program `ptxas` on the same PTX.
 
 Why they differed (issue 14 item 4; nvJitLink 13.5, ptxas 12.9 / 13.0 / 13.4 all agree): the
-options were never the cause (-O level, -lineinfo, the PTX version, the arch string: each
-gives the same count), nvJitLink compiles PTX input as relocatable device code, i.e.
-`ptxas -c`, which reproduces its counts exactly. Relocatable code differs in two ways:
-ptxas's internal subroutines (the IEEE `div.rn.f32` / `sqrt.rn.f32` / `rcp.rn.f32` slow paths)
-are called with the ABI's register conventions (softmax 34 vs 32 with `div.rn`), and a kernel
-with `.maxntid`/`.reqntid` loses the occupancy target whole-program mode picks when no
+options were never the cause (-O level, -lineinfo, the PTX version, the arch string: each gives
+the same count), nvJitLink compiles PTX input as relocatable device code, i.e. `ptxas -c`, which
+reproduces its counts exactly. Relocatable code differs in two ways: ptxas's internal
+subroutines (the IEEE `div.rn.f32` / `sqrt.rn.f32` / `rcp.rn.f32` slow paths) are called with
+the ABI's register conventions (softmax 34 vs 32 with `div.rn`), and a kernel with
+`.maxntid`/`.reqntid` loses the occupancy target whole-program mode picks when no
 `.minnctapersm` is given (vadd as emitted on 2026-11-24: 34 vs 28; the same kernel with
-`.minnctapersm 16` is 32 in both). nvJitLink has no option for whole-program compilation,
-and -maxrregcount is ignored under launch bounds. The default precision mode emits no IEEE division in softmax and
-layernorm, so their counts now equal ptxas's; where the gap costs an occupancy step,
-codegen/register_fit.py links again with `.maxnreg` at the step (that vadd: 34 -> 32, ptxas's
-100% at 128 threads).
+`.minnctapersm 16` is 32 in both). nvJitLink has no option for whole-program compilation, and
+-maxrregcount is ignored under launch bounds. The default precision mode emits no IEEE division
+in softmax and layernorm, so their counts now equal ptxas's; where the gap costs an occupancy
+step, codegen/register_fit.py links again with `.maxnreg` at the step (that vadd: 34 -> 32,
+ptxas's 100% at 128 threads).
 
 ptxas serves only as a cross-check here: these tests skip without it.
 """

@@ -2,16 +2,16 @@
 occupancy step.
 
 nvJitLink compiles PTX as relocatable code (`ptxas -c`), and for a kernel with `.maxntid` or
-`.reqntid` but no `.minnctapersm` that loses the occupancy target a whole-program ptxas
-applies: examples/vadd.tile as emitted on 2026-11-24 took 34 registers where ptxas takes 28, so
-12 blocks of 128 threads fit on an SM instead of 16 (75% occupancy instead of 100%). No nvJitLink option
-changes that (link.py), so after the link each kernel whose register count is at most
-`MARGIN` above the largest count that would fit one more block per SM (the step below) is
-linked again with `.maxnreg` at that count, and the result is kept only if it spills nothing
-and uses no more stack; otherwise the first link stands. Kernels whose launch contract already
-fixes `.maxnreg` or `.minnctapersm`, and those limited by something other than registers, are
-left alone. The added directive is part of the PTX the cubin was made from (`CompileResult.ptx`);
-PTX emitted without linking (`tilec --emit ptx`) cannot know it.
+`.reqntid` but no `.minnctapersm` that loses the occupancy target a whole-program ptxas applies:
+examples/vadd.tile as emitted on 2026-11-24 took 34 registers where ptxas takes 28, so 12 blocks
+of 128 threads fit on an SM instead of 16 (75% occupancy instead of 100%). No nvJitLink option
+changes that (link.py), so after the link each kernel whose register count is at most `MARGIN`
+above the largest count that would fit one more block per SM (the step below) is linked again
+with `.maxnreg` at that count, and the result is kept only if it spills nothing and uses no more
+stack; otherwise the first link stands. Kernels whose launch contract already fixes `.maxnreg`
+or `.minnctapersm`, and those limited by something other than registers, are left alone. The
+added directive is part of the PTX the cubin was made from (`CompileResult.ptx`); PTX emitted
+without linking (`tilec --emit ptx`) cannot know it.
 """
 
 from __future__ import annotations
