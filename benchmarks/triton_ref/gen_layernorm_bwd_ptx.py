@@ -86,7 +86,8 @@ def main(argv=None) -> int:
     os.environ.setdefault("TRITON_DISABLE_LINE_INFO", "1")
     os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
     os.makedirs(args.out, exist_ok=True)
-    for release, stem in ((True, "triton_layernorm_bwd"), (False, "triton_layernorm_bwd_norelease")):
+    for release, stem in ((True, "triton_layernorm_bwd"),
+                          (False, "triton_layernorm_bwd_norelease")):
         consts = {"GROUP": 1, "BLOCK_N": 64, "RELEASE": release}
         src = ASTSource(layer_norm_bwd_dx_fused, SIG, consts, {})
         k = triton.compile(src, target=GPUTarget("cuda", args.arch, 32),

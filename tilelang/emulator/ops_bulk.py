@@ -21,7 +21,7 @@ import numpy as np
 from . import tensormap
 from .access import locate, region_view
 from .errors import ExecutionError, MemoryFault, UnsupportedInstruction
-from .ptx_ast import Addr, TensorAddr
+from .ptx_ast import TensorAddr
 from .ptx_types import type_info
 
 _NAN = {2: (0x7FFF, np.uint16), 4: (0x7FFFFFFF, np.uint32), 8: (0x7FF8000000000000, np.uint64)}

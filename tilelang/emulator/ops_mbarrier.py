@@ -1,11 +1,11 @@
 """mbarrier objects in shared memory (sm_80+ arrive/wait barriers, used by pipelined kernels).
 
 The 64-bit object keeps, as the emulator encodes it: pending arrivals (bits 0-20), the expected
-count (bits 21-41), the transaction count (bits 42-62, signed) and the current phase parity
-(bit 63). A phase completes when both the pending arrivals and the tx-count reach zero; the
-tx-count going below zero once every arrival is in is an error (tx-count underflow). A wait that is not yet complete parks
-the thread (the executor re-runs the wait after the next phase completes), so spin loops on
-try_wait/test_wait do not starve the threads that would arrive.
+count (bits 21-41), the transaction count (bits 42-62, signed) and the current phase parity (bit
+63). A phase completes when both the pending arrivals and the tx-count reach zero; the tx-count
+going below zero once every arrival is in is an error (tx-count underflow). A wait that is not
+yet complete parks the thread (the executor re-runs the wait after the next phase completes), so
+spin loops on try_wait/test_wait do not starve the threads that would arrive.
 """
 
 from __future__ import annotations

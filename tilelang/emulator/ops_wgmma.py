@@ -1,16 +1,16 @@
 """Warp-group MMA (sm_90a): wgmma.fence, wgmma.mma_async, wgmma.commit_group, wgmma.wait_group.
 
 A warp group is four consecutive warps (128 threads, aligned to 128 in the block). Every wgmma
-instruction must be executed by all 128 threads together; a group missing a thread (diverged
-or exited) is a `WarpDivergence` ("warp group not converged").
+instruction must be executed by all 128 threads together; a group missing a thread (diverged or
+exited) is a `WarpDivergence` ("warp group not converged").
 
-`mma_async` is asynchronous: the emulator records it and computes it when a
-`wgmma.wait_group N` covers its commit group (the latest moment the PTX ISA allows), reading
-shared memory then and the A registers as they were at issue. Until then its accumulator
-registers are *pending*: an instruction other than a wgmma that reads one is reported
-(`ExecutionError` naming both lines). An mma_async never waited for is never computed (its
-registers keep their old values), as on a GPU where the kernel exits first. Shared-memory operands are read through the matrix descriptor
-(`descriptor_addresses`), with the canonical K-major and MN-major layouts and the 32/64/128-byte
+`mma_async` is asynchronous: the emulator records it and computes it when a `wgmma.wait_group N`
+covers its commit group (the latest moment the PTX ISA allows), reading shared memory then and
+the A registers as they were at issue. Until then its accumulator registers are *pending*: an
+instruction other than a wgmma that reads one is reported (`ExecutionError` naming both lines).
+An mma_async never waited for is never computed (its registers keep their old values), as on a
+GPU where the kernel exits first. Shared-memory operands are read through the matrix descriptor
+(`descriptor_offsets`), with the canonical K-major and MN-major layouts and the 32/64/128-byte
 swizzles applied to the byte address.
 """
 
@@ -22,7 +22,7 @@ from .access import locate
 from .decode import op
 from .errors import ExecutionError, MemoryFault, WarpDivergence
 from .ops_tensor import LAYOUTS, _unpack
-from .ptx_ast import Imm, Reg, Vec
+from .ptx_ast import Imm, Vec
 from .ptx_types import bf16_to_f32, tf32_to_f32, type_info
 
 # input type -> (element bits, the mma.sync A-fragment table one warp's slice of A uses)

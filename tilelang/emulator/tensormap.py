@@ -9,7 +9,7 @@ back end builds its own in the same 128 bytes, from the same arguments as
 |---|---|
 | 0-3 | magic `b"TLTM"` |
 | 4 | format version (1) |
-| 5 | data type (the `CUtensorMapDataType` numbering: 0 u8, 1 u16, 2 u32, 3 s32, 4 u64, 5 s64, 6 f16, 7 f32, 8 f64, 9 bf16, 10 f32 ftz, 11 tf32, 12 tf32 ftz) |
+| 5 | data type (`CUtensorMapDataType` numbering, 0..12: 0 u8, 6 f16, 7 f32, 9 bf16, ...) |
 | 6 | rank (1-5) |
 | 7 | interleave (0 none, 1 16 B, 2 32 B) |
 | 8 | swizzle (0 none, 1 32 B, 2 64 B, 3 128 B) |
