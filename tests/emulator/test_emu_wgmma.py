@@ -401,3 +401,19 @@ def test_missing_proxy_fence_is_reported():
                        r"\(operand B\) reads shared memory written at PTX line \d+ through the "
                        r"generic proxy with no fence.proxy.async in between"):
         _run(ptx, img, ad, bd, 4)
+
+
+def test_wgmma_int8_satfinite_clamps():
+    N = 8
+    A8 = np.full((64, 32), -128, np.int8)
+    B8 = np.full((N, 32), -128, np.int8)            # 32 * 2^14 = 2^19 per step
+    img = np.zeros(SMEM, np.uint8)
+    place(img, 0, A8.view(np.uint8), 1, True, 0, 128, 256)
+    place(img, 8192, B8.view(np.uint8), 1, True, 0, 128, 256)
+    ad, bd = encode_descriptor(0, 128, 256), encode_descriptor(8192, 128, 256)
+    init = np.int32(2**31 - 2**18).view(np.float32)
+    for form, want in (("s32.s8.s8", -(2**31) + 2**18), ("s32.s8.s8.satfinite", 2**31 - 1)):
+        ptx = _ptx(N, types="s32.s8.s8", k=32, tail="1, 1").replace(
+            "m64n8k32.s32.s8.s8", f"m64n8k32.{form}")
+        out = _run(ptx, img, ad, bd, N // 2, scaled=1, init=init, out_dtype=np.int32)
+        assert (out == want).all(), form

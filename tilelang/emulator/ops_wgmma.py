@@ -244,6 +244,9 @@ def _build_mma_async(ctx, ins, parts):
     if not (8 <= N <= 256 and N % 8 == 0):
         ctx.error(f"{ins.opcode}: N must be a multiple of 8 from 8 to 256")
     integer = aty in ("s8", "u8")
+    satfinite = "satfinite" in parts
+    if satfinite and not integer:
+        ctx.error(f"{ins.opcode}: .satfinite applies to integer wgmma")
     allowed = ("s32",) if integer else ("f32", "f16") if aty in ("f16", "e4m3", "e5m2") \
         else ("f32",)
     if dty not in allowed:
@@ -422,6 +425,8 @@ def _build_mma_async(ctx, ins, parts):
             frag = np.where(scale_d[ws][:, None, None, None], frag + prev, frag)
             if integer:
                 res = frag.astype(np.int64)
+                if satfinite:                     # clamp instead of wrapping
+                    res = np.clip(res, -(1 << 31), (1 << 31) - 1)
                 res = ((res + (1 << 31)) % (1 << 32) - (1 << 31)).astype(np.int32)
                 res = res.view(np.uint32).reshape(W * 128, nd)
             elif dty == "f16":
