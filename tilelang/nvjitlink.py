@@ -194,8 +194,11 @@ def prewarm(arch: str) -> None:
     The first link in a process pays about 35 ms of nvJitLink's own start-up (13.5: a trivial
     kernel links in 42 ms first, 8 ms after); ctypes releases the GIL during the call, so done
     while the driver parses and LLVM runs, that start-up overlaps with them on a second core.
-    Failures are ignored: the real link reports them.
+    Failures are ignored: the real link reports them. Skipped where no core is idle (one CPU,
+    or a load average above all but one): there the warm-up only adds its ~10-20 ms of CPU.
     """
+    if not _idle_core():
+        return
     with _lock:
         if arch in _prewarmed:
             return
@@ -208,6 +211,15 @@ def prewarm(arch: str) -> None:
             if hasattr(os, "register_at_fork"):   # a child must not inherit its locks held
                 os.register_at_fork(before=_join_prewarm)
     t.start()
+
+
+def _idle_core() -> bool:
+    cores = os.cpu_count() or 1
+    try:
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):    # no load average (Windows): assume the cores are free
+        load = 0.0
+    return cores >= 2 and load <= cores - 1
 
 
 def _prewarm(arch: str) -> None:

@@ -106,6 +106,7 @@ def test_unavailable_is_a_diagnostic(monkeypatch):
 @needs
 def test_prewarm_once_per_arch_and_harmless(monkeypatch):
     monkeypatch.setattr(nvjitlink, "_prewarmed", {})
+    monkeypatch.setattr(nvjitlink, "_idle_core", lambda: True)
     nvjitlink.prewarm("sm_90a")
     nvjitlink.prewarm("sm_90a")
     assert list(nvjitlink._prewarmed) == ["sm_90a"]
@@ -130,3 +131,16 @@ def test_driver_prewarms_only_for_a_cubin_through_nvjitlink(monkeypatch):
     if HAVE:
         assert compile_source(src, "k.tile", Options(target="sm_80")).ok
         assert seen == ["sm_80"]
+
+
+def test_no_prewarm_without_an_idle_core(monkeypatch):
+    monkeypatch.setattr(nvjitlink, "_prewarmed", {})
+    monkeypatch.setattr(nvjitlink.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(nvjitlink.os, "getloadavg", lambda: (1.5, 1.0, 1.0))
+    nvjitlink.prewarm("sm_80")
+    assert nvjitlink._prewarmed == {}
+    monkeypatch.setattr(nvjitlink.os, "cpu_count", lambda: 1)
+    monkeypatch.setattr(nvjitlink.os, "getloadavg", lambda: (0.0, 0.0, 0.0))
+    assert not nvjitlink._idle_core()
+    monkeypatch.setattr(nvjitlink.os, "cpu_count", lambda: 4)
+    assert nvjitlink._idle_core()
