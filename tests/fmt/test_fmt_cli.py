@@ -161,3 +161,15 @@ def test_whole_process(tmp_path):
     r = subprocess.run(cmd + ["fmt", "-"], input=UGLY, capture_output=True, text=True, env=env,
                        timeout=60)
     assert (r.returncode, r.stdout, r.stderr) == (0, PRETTY, "")
+
+
+def test_markdown_formats_the_tile_blocks_that_parse(tmp_path):
+    md = tmp_path / "notes.md"
+    md.write_text("# Notes\n\n```tile\nfn f(a,b){return a+b;}\n```\n\nA fragment:\n\n"
+                  "```tile\nlet x=1;\n```\n\n```python\nx=1\n```\n")
+    assert main(["fmt", "--check", str(md)]) == 1
+    assert main(["fmt", str(md)]) == 0
+    assert md.read_text() == (
+        "# Notes\n\n```tile\n" + PRETTY + "```\n\nA fragment:\n\n```tile\nlet x=1;\n```\n\n"
+        "```python\nx=1\n```\n")
+    assert main(["fmt", "--check", str(md)]) == 0

@@ -17,6 +17,7 @@ import sys
 import tempfile
 
 from . import WIDTH, FormatError, format_source
+from .markdown import format_markdown
 
 
 class _Parser(argparse.ArgumentParser):
@@ -29,7 +30,8 @@ class _Parser(argparse.ArgumentParser):
 def _parser() -> argparse.ArgumentParser:
     p = _Parser(prog="tilec fmt", description="Rewrite Tile files in the canonical layout.")
     p.add_argument("paths", nargs="+", metavar="FILE",
-                   help="a .tile file, a folder (its .tile files, recursively), or - for stdin")
+                   help="a .tile file, a .md file (its ```tile blocks that parse), a folder "
+                        "(its .tile files, recursively), or - for stdin")
     p.add_argument("--check", action="store_true",
                    help="write nothing; exit 1 if a file is not formatted")
     p.add_argument("--diff", action="store_true",
@@ -99,7 +101,10 @@ def main(argv: list[str] | None = None) -> int:
         name = "<stdin>" if path == "-" else path
         try:
             text = _read(path)
-            out = format_source(text, name, WIDTH)
+            if path.endswith(".md"):
+                out = format_markdown(text, name, WIDTH)
+            else:
+                out = format_source(text, name, WIDTH)
         except TileError as e:
             emit(e.diagnostics)
             status = 1

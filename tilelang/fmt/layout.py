@@ -6,7 +6,8 @@ in `WIDTH` columns and holds no comment that must end a line; otherwise its long
 group (and every group holding such a comment) is written one element per line, each element
 followed by a comma, and the rest of the statement is laid out again the same way. The layout
 depends only on the tokens and on where comments and blank lines stand, never on the other
-line breaks of the input: that is what makes it canonical and idempotent.
+line breaks of the input: that is what makes it canonical and idempotent. Comments after the
+code of consecutive lines are aligned in one column.
 """
 
 from __future__ import annotations
@@ -292,6 +293,8 @@ class Writer:
         self.width = width
         self.lines: list[str] = []
         self.cur: str | None = None  # the line being written, with its indentation
+        self.code_end: int | None = None  # where a comment after the current line's code starts
+        self.comment_at: dict[int, int] = {}  # line index -> end of its code (before a comment)
         self.after_comment = False
 
     def start(self, level: int) -> None:
@@ -300,8 +303,11 @@ class Writer:
 
     def end_line(self) -> None:
         if self.cur is not None and self.cur.strip():
+            if self.code_end is not None:
+                self.comment_at[len(self.lines)] = self.code_end
             self.lines.append(self.cur.rstrip())
         self.cur = None
+        self.code_end = None
         self.after_comment = False
 
     def blank(self) -> None:
@@ -322,9 +328,27 @@ class Writer:
 
     def trailing(self, comments: list[Tok]) -> None:
         for c in comments:
-            self.cur = (self.cur or "") + ("  " if self.cur and self.cur.strip() else "") + c.text
+            code = bool(self.cur and self.cur.strip())
+            if code and self.code_end is None and "\n" not in c.text:
+                self.code_end = len(self.cur)  # where the code of the line ends
+            self.cur = (self.cur or "") + ("  " if code else "") + c.text
         if comments:
             self.end_line()
+
+    def align_comments(self) -> None:
+        """Comments after the code of consecutive lines start in one column, two spaces after
+        the longest code among them (as gofmt does)."""
+        run: list[int] = []
+        for i in sorted(self.comment_at) + [None]:
+            if run and (i is None or i != run[-1] + 1):
+                if len(run) > 1:
+                    col = max(self.comment_at[k] for k in run) + 2
+                    for k in run:
+                        line, end = self.lines[k], self.comment_at[k]
+                        self.lines[k] = line[:end].ljust(col) + line[end:].lstrip()
+                run = []
+            if i is not None:
+                run.append(i)
 
     # -- statements
     def entries(self, entries: list, level: int) -> None:
@@ -459,4 +483,5 @@ def layout(tokens: list[Tok], width: int = WIDTH) -> str:
     w = Writer(width)
     w.entries(structure(tokens), 0)
     w.end_line()
+    w.align_comments()
     return "\n".join(w.lines) + "\n" if w.lines else ""
