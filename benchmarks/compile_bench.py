@@ -326,10 +326,14 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     tpy = args.triton_python or default_triton_python()
     b = Bench(args.arch, tpy, args.repeat)
-    Bench(args.arch, tpy, 1).round(0)          # warm-up: writes .pyc files, fills the OS cache
-    for i in range(args.rounds):
-        b.round(i)
-        print(f"round {i + 1}/{args.rounds} done", file=sys.stderr)
+    try:
+        Bench(args.arch, tpy, 1).round(0)      # warm-up: writes .pyc files, fills the OS cache
+        for i in range(args.rounds):
+            b.round(i)
+            print(f"round {i + 1}/{args.rounds} done", file=sys.stderr)
+    except (RuntimeError, OSError) as e:       # a child failed or could not start
+        print(f"compile_bench: {e}", file=sys.stderr)
+        return 1
     print(f"# compile time, {args.arch} ({platform.processor() or platform.machine()}, "
           f"{os.cpu_count()} cores, Python {platform.python_version()}"
           f"{'' if tpy else '; no Triton found'})\n")
