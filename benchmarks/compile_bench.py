@@ -334,8 +334,9 @@ def main(argv=None) -> int:
     except (RuntimeError, OSError) as e:       # a child failed or could not start
         print(f"compile_bench: {e}", file=sys.stderr)
         return 1
+    load = f"; load average {os.getloadavg()[0]:.1f}" if hasattr(os, "getloadavg") else ""
     print(f"# compile time, {args.arch} ({platform.processor() or platform.machine()}, "
-          f"{os.cpu_count()} cores, Python {platform.python_version()}"
+          f"{os.cpu_count()} cores, Python {platform.python_version()}{load}"
           f"{'' if tpy else '; no Triton found'})\n")
     print(report(b, args.rounds))
     return 0
