@@ -15,13 +15,10 @@ arrive, and what the check of one version costs, whole and in its parts.
 from __future__ import annotations
 
 import argparse
-import json
 import pathlib
 import re
 import statistics
-import subprocess
 import sys
-import threading
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -86,86 +83,33 @@ def in_process(text: str, edits: int) -> list[tuple[str, str, str]]:
     ]
 
 
-class _Client:
-    def __init__(self):
-        self.proc = subprocess.Popen([sys.executable, "-m", "tilelang.cli", "lsp"], cwd=ROOT,
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.DEVNULL)
-        self.messages: list[tuple[float, dict]] = []
-        self.cond = threading.Condition()
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        out = self.proc.stdout
-        while True:
-            length = None
-            while True:
-                line = out.readline()
-                if not line:
-                    return
-                if line in (b"\r\n", b"\n"):
-                    break
-                name, _, value = line.decode().partition(":")
-                if name.lower() == "content-length":
-                    length = int(value)
-            msg = json.loads(out.read(length))
-            with self.cond:
-                self.messages.append((time.perf_counter(), msg))
-                self.cond.notify_all()
-
-    def send(self, msg: dict) -> float:
-        body = json.dumps(msg).encode()
-        t = time.perf_counter()
-        self.proc.stdin.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
-        self.proc.stdin.flush()
-        return t
-
-    def wait(self, pred, timeout: float = 60.0) -> tuple[float, dict]:
-        end = time.monotonic() + timeout
-        with self.cond:
-            while True:
-                for t, m in self.messages:
-                    if pred(m):
-                        return t, m
-                if time.monotonic() > end:
-                    raise TimeoutError("no answer from the server")
-                self.cond.wait(0.5)
-
-
 def over_stdio(text: str, edits: int) -> list[tuple[str, str, str]]:
+    sys.path.insert(0, str(ROOT / "tests" / "editors"))
+    from lsp_wire import Wire  # the tests' raw JSON-RPC client of the real server
+
     from tilelang.lsp.scheduler import DEBOUNCE_S
 
-    c = _Client()
+    w = Wire()
     uri = "file:///tmp/bench.tile"
     try:
-        c.send({"jsonrpc": "2.0", "id": 1, "method": "initialize",
-                "params": {"processId": None, "rootUri": None, "capabilities": {}}})
-        c.wait(lambda m: m.get("id") == 1)
-        c.send({"jsonrpc": "2.0", "method": "initialized", "params": {}})
-
-        def published(version):
-            return lambda m: (m.get("method") == "textDocument/publishDiagnostics"
-                              and m["params"].get("version") == version)
-        c.send({"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {"textDocument": {
-            "uri": uri, "languageId": "tile", "version": 1, "text": text}}})
-        c.wait(published(1))
+        w.initialize()
+        w.notify("textDocument/didOpen", {"textDocument": {
+            "uri": uri, "languageId": "tile", "version": 1, "text": text}})
+        w.diagnostics(uri, timeout=60)
         times = []
         for k in range(edits):
             time.sleep(DEBOUNCE_S + 0.05)  # a user's pause before the edit
             version = k + 2
-            sent = c.send({"jsonrpc": "2.0", "method": "textDocument/didChange", "params": {
+            seen = len(w.notifications)
+            sent = time.perf_counter()
+            w.notify("textDocument/didChange", {
                 "textDocument": {"uri": uri, "version": version},
-                "contentChanges": [{"text": edited(text, k)}]}})
-            got, _ = c.wait(published(version))
-            times.append(got - sent)
-        c.send({"jsonrpc": "2.0", "id": 2, "method": "shutdown"})
-        c.wait(lambda m: m.get("id") == 2)
-        c.send({"jsonrpc": "2.0", "method": "exit"})
+                "contentChanges": [{"text": edited(text, k)}]})
+            w.diagnostics(uri, timeout=60, after=seen, where=lambda p, v=version:
+                          p.get("version") == v)
+            times.append(time.perf_counter() - sent)
     finally:
-        try:
-            c.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            c.proc.kill()
+        w.close()
     return [("edit → diagnostics over stdio", f"{statistics.median(times) * 1e3:.0f} ms",
              f"median of {edits} edits after a pause, worst {max(times) * 1e3:.0f} ms")]
 
