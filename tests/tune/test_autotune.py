@@ -331,3 +331,30 @@ def test_scalars_named_in_key_are_part_of_it(cache_dir):
     assert tuned.last is not first and tuned.last.key["scalars"] == {"eps": 1e-3}
     want = (x - x.mean(1, keepdims=True)) / np.sqrt(x.var(1, keepdims=True) + 1e-3)
     np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-5)
+
+
+def test_float_check_is_relative_to_the_largest_value(mod):
+    from tilelang.tune.tuner import _compare
+    k = mod.vadd
+    big = np.array([1000.0, 1e-3, -5.0], np.float32)
+    # 1e-3 changed by 5e-3: far off for itself, but within 1e-4 of the largest value (1000)
+    assert _compare(k, [big, big, big + np.float32([0, 5e-3, 0])], [None, None, big],
+                    None, None) == ""
+    bad = _compare(k, [big, big, big + np.float32([0.5, 0, 0])], [None, None, big], None, None)
+    assert bad == "`c` differs from the reference (max error 0.5, largest value 1e+03)"
+    nan = big.copy()
+    nan[1] = np.nan
+    assert "NaNs" in _compare(k, [big, big, nan], [None, None, big], None, None)
+    inf = big.copy()
+    inf[2] = -np.inf
+    assert "infinities" in _compare(k, [big, big, inf], [None, None, big], None, None)
+    assert _compare(k, [big, big, nan], [None, None, nan], None, None) == ""
+
+
+def test_one_checked_launch_restores_the_inputs(mod):
+    from tilelang.tune.tuner import _gpu_answer
+    a, b, c = _args(700)
+    c[:] = 7.0
+    out = _gpu_answer(mod.vadd.specialize(TILE=256), (3,), (a, b, c))
+    np.testing.assert_array_equal(out[2], a + b)       # the answer of one launch
+    assert (c == 7.0).all()                             # and the arguments as they were

@@ -342,6 +342,15 @@ class TunedKernel:
                             t.value = None
                 else:
                     t.value = _time(variant, grid, args, self.warmup, self.rep)
+                    if self.check:
+                        out = _gpu_answer(variant, grid, args)
+                        if reference is None:
+                            reference = out
+                        bad = _compare(k, out, reference, self.rtol, self.atol)
+                        if bad:
+                            t.status = "wrong"
+                            t.reason = bad.replace("the reference", "the first configuration")
+                            t.value = None
             except TileError as e:
                 d = e.diagnostics[0] if e.diagnostics else None
                 t.status = "failed"
@@ -502,7 +511,7 @@ def _user_answer(kernel: Kernel, fn, args) -> list:
 def _compare(kernel: Kernel, out: list, ref: list, rtol, atol) -> str:
     arrays = [p for p in kernel.params if p.kind == "array"]
     for p, a, b in zip(arrays, out, ref):
-        if b is None:
+        if a is None or b is None:
             continue
         if a.shape != b.shape:
             return f"`{p.name}` has shape {a.shape}, the reference {b.shape}"
@@ -514,11 +523,52 @@ def _compare(kernel: Kernel, out: list, ref: list, rtol, atol) -> str:
         r = r if rtol is None else rtol
         t = t if atol is None else atol
         x, y = a.astype(np.float64), b.astype(np.float64)
-        if not np.allclose(x, y, rtol=r, atol=t, equal_nan=True):
-            err = np.abs(x - y)
-            err = float(np.nanmax(err)) if err.size else 0.0
-            return f"`{p.name}` differs from the reference (max error {err:.3g})"
+        if not np.array_equal(np.isnan(x), np.isnan(y)):
+            return f"`{p.name}` has NaNs where the reference has none, or none where it has"
+        ok = ~np.isnan(y)
+        if not np.array_equal(np.isinf(x[ok]) * np.sign(x[ok]), np.isinf(y[ok]) * np.sign(y[ok])):
+            return f"`{p.name}` has infinities where the reference has none"
+        fin = ok & np.isfinite(y)
+        if fin.any():
+            # against the largest magnitude: sums in another order differ most where they
+            # cancel, near zero, by what the large terms round by
+            err = float(np.abs(x[fin] - y[fin]).max())
+            scale = float(np.abs(y[fin]).max())
+            if err > t + r * scale:
+                return (f"`{p.name}` differs from the reference (max error {err:.3g}, "
+                        f"largest value {scale:.3g})")
     return ""
+
+
+def _gpu_answer(variant: Kernel, grid, args) -> list:
+    """The array arguments after one launch from the saved inputs, on the host (None for
+    arrays of a type whose contents cannot be read back here)."""
+    restore = _snapshot(args)
+    try:
+        variant[grid](*args)
+        variant.module.backend.synchronize()
+        return [_host_copy(a) for p, a in zip(variant.params, args) if p.kind == "array"]
+    finally:
+        restore()
+
+
+def _host_copy(a):
+    mod = type(a).__module__.split(".")[0]
+    try:
+        if mod == "torch":
+            t = a.detach()
+            if str(t.dtype) == "torch.bfloat16" or "float8" in str(t.dtype):
+                t = t.float()
+            return t.cpu().numpy()
+        if mod == "cupy":
+            return a.get()
+        if isinstance(a, np.ndarray):
+            return a.copy()
+        if type(a).__name__ == "DeviceArray":
+            return np.asarray(a)
+    except (TypeError, RuntimeError, ValueError):     # a dtype the library cannot export
+        pass
+    return None
 
 
 def _time(variant: Kernel, grid, args, warmup, rep) -> float:
@@ -566,8 +616,9 @@ def autotune(kernel: Kernel, configs: Sequence[Mapping[str, Any]] | None = None,
     const values, as for `kernel[grid]`). key: the parameter names whose shapes (arrays) or
     values (scalars) make the key (default: every array's shape and dtype). prune: a function
     (configs, args by name) -> the configurations to keep. On a GPU each is timed with
-    do_bench(warmup, rep) (the median); on the emulator each runs once and is checked
-    (`check`) against `reference` within rtol/atol: "interp", the reference interpreter's
+    do_bench(warmup, rep) (the median) and, with `check`, compared with the first
+    configuration's answer; on the emulator each runs once and is checked (`check`) against
+    `reference` within rtol/atol: "interp", the reference interpreter's
     answer for the same configuration (catches miscompiled configurations); "first", the first
     configuration's answer; or a function of the arguments (host copies) returning the
     expected arrays (a dict by name, or in order; None: it filled the copies). progress: True (stderr), False, a stream or a
