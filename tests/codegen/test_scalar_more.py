@@ -1,5 +1,5 @@
 """The rounding, classification and extra float functions (round rint trunc sign isnan isinf
-isfinite copysign fmod hypot log10 log1p expm1 cbrt) on the emulator, against NumPy: the exact
+isfinite copysign fmod hypot log10 log1p expm1 cbrt tan atan asin acos sinh cosh) on the emulator, against NumPy: the exact
 ones bit for bit (and equal to the registry's reference), the others within the ulp bounds of
 docs/numerics.md, special values included; the PTX links."""
 
@@ -12,12 +12,13 @@ from scalar_support import KernelBatch, assert_same, dtype, link_all, reference,
 
 EXACT_UNARY = {"trunc": np.trunc, "rint": np.rint, "round": np.rint, "sign": np.sign}
 CLASSIFY = {"isnan": np.isnan, "isinf": np.isinf, "isfinite": np.isfinite}
-ROUGH_UNARY = {"log10": np.log10, "log1p": np.log1p, "expm1": np.expm1, "cbrt": np.cbrt}
+ROUGH_UNARY = {"log10": np.log10, "log1p": np.log1p, "expm1": np.expm1, "cbrt": np.cbrt,
+               "tan": np.tan, "atan": np.arctan, "asin": np.arcsin, "acos": np.arccos,
+               "sinh": np.sinh, "cosh": np.cosh}
 BINARY = {"copysign": np.copysign, "fmod": np.fmod, "hypot": np.hypot}
 # ulps against the exact value rounded to the dtype (docs/numerics.md)
-BOUND = {"f32": {"log10": 1, "log1p": 1, "expm1": 1, "cbrt": 1, "hypot": 1},
-         "f64": {"log10": 2, "log1p": 2, "expm1": 2, "cbrt": 2, "hypot": 2},
-         "f16": {"log10": 1, "log1p": 1, "expm1": 1, "cbrt": 1, "hypot": 1}}
+BOUND = {n: dict.fromkeys([*ROUGH_UNARY, "hypot"], 2 if n == "f64" else 1)
+         for n in ("f32", "f64", "f16")}
 
 
 def _values(name: str, rng) -> np.ndarray:
@@ -28,7 +29,8 @@ def _values(name: str, rng) -> np.ndarray:
     big = np.finfo(npd).max
     rand = np.concatenate([rng.standard_normal(300), rng.uniform(-30, 30, 300),
                            np.exp(rng.uniform(-60, 60, 300)) * rng.choice([-1, 1], 300),
-                           rng.uniform(-1, 1, 100) * 1e-9])
+                           rng.uniform(-1, 1, 100) * 1e-9, rng.uniform(-1, 1, 200),
+                           [1.5707963267948966, -1.5707963267948966, 1e17, 710.0]])
     with np.errstate(all="ignore"):
         x = np.concatenate([edge, [big, -big, np.finfo(npd).tiny], rand]).astype(npd)
     if name == "f64":

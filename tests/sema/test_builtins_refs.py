@@ -390,6 +390,11 @@ def test_rounding_and_classification_refs():
     np.testing.assert_allclose(ev("log10", (T("f32", 3),), {"x": v}),
                                np.log(v.astype(float)) / math.log(10), rtol=1e-6)
     np.testing.assert_allclose(ev("cbrt", (T("f32", 2),), {"x": np.float32([-27, 8])}), [-3, 2])
+    u = np.float32([-0.5, 0.25])
+    for name, fn in (("tan", np.tan), ("atan", np.arctan), ("asin", np.arcsin),
+                     ("acos", np.arccos), ("sinh", np.sinh), ("cosh", np.cosh)):
+        np.testing.assert_allclose(ev(name, (T("f32", 2),), {"x": u}), fn(u.astype(float)),
+                                   rtol=1e-6, err_msg=name)
 
 
 def test_binary_math_refs():

@@ -238,6 +238,12 @@ MORE_FLOAT_UNARY = {
     "log1p": (lambda v: np.log1p(v), "log(1 + x), accurate for small x"),
     "expm1": (lambda v: np.expm1(v), "exp(x) - 1, accurate for small x"),
     "cbrt": (lambda v: np.cbrt(v), "cube root (negative x gives a negative root)"),
+    "tan": (lambda v: np.tan(v), "tangent (radians)"),
+    "atan": (lambda v: np.arctan(v), "arc tangent, in (-pi/2, pi/2)"),
+    "asin": (lambda v: np.arcsin(v), "arc sine, in [-pi/2, pi/2]; NaN outside [-1, 1]"),
+    "acos": (lambda v: np.arccos(v), "arc cosine, in [0, pi]; NaN outside [-1, 1]"),
+    "sinh": (lambda v: np.sinh(v), "hyperbolic sine"),
+    "cosh": (lambda v: np.cosh(v), "hyperbolic cosine"),
 }
 for _name, (_fn, _doc) in MORE_FLOAT_UNARY.items():
     register(Builtin(_name, "math", (Param("x"),), _float_unary_typing, _unary_ref(_fn),

@@ -43,7 +43,8 @@ COMPARE = frozenset({"==", "!=", "<", "<=", ">", ">="})
 LOGIC = frozenset({"and", "or", "not"})
 UNARY = frozenset({"u-", "u+", "~"})
 FLOAT_MATH = frozenset({"exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos", "tanh",
-                        "sigmoid", "erf", "log10", "log1p", "expm1", "cbrt"})
+                        "sigmoid", "erf", "log10", "log1p", "expm1", "cbrt", "tan", "atan",
+                        "asin", "acos", "sinh", "cosh"})
 NUMERIC_MATH = frozenset({"floor", "ceil", "abs", "trunc", "rint", "round", "sign"})
 CLASSIFY = frozenset({"isnan", "isinf", "isfinite"})
 NARY_MATH = frozenset({"minimum", "maximum", "pow", "atan2", "fma", "where", "copysign", "fmod",

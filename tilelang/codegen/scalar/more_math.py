@@ -1,4 +1,5 @@
-"""log10, log1p, expm1, cbrt and hypot on f32/f64 registers (docs/numerics.md has the bounds).
+"""log10, log1p, expm1, cbrt, hypot, tan, atan, asin, acos, sinh and cosh on f32/f64 registers
+(docs/numerics.md has the bounds).
 
 f32 is computed in f64 with the f64 routines and rounded once: every intermediate error is far
 below half an f32 ulp, so the result is within 1 ulp (a near-tie can move). f64 uses the
@@ -8,12 +9,18 @@ classical identities that keep the small-argument accuracy:
 - log1p: u = 1 + x, log(u) * x / (u - 1) (Goldberg: the rounding of u cancels), x when u == 1;
 - expm1: u = e^x, (u - 1) * x / log(u) (Kahan), x when u == 1, -1 when u - 1 == -1;
 - cbrt: 2^(log2|x| / 3) by pow's double-double path, one Newton step, the sign of x;
-- hypot: m sqrt(1 + (n/m)^2) with m = max(|a|, |b|), so nothing overflows on the way.
+- hypot: m sqrt(1 + (n/m)^2) with m = max(|a|, |b|), so nothing overflows on the way;
+- tan: sin/cos's reduction once, sin(r)/cos(r) or -cos(r)/sin(r) by the quadrant;
+- atan, asin, acos: atan2(x, 1), atan2(x, sqrt((1-x)(1+x))), atan2(sqrt((1-x)(1+x)), x);
+- sinh: (E + E/(E+1))/2 with E = expm1|x|; cosh: (e^|x| + e^-|x|)/2; both (e^(|x|/2))^2/2
+  beyond 700 so they overflow exactly where the result does.
 """
 
 from __future__ import annotations
 
 from decimal import Decimal
+
+import llvmlite.ir as ir
 
 from tilelang.codegen.scalar import consts as K
 from tilelang.codegen.scalar.ir import F32, F64, IRKit
@@ -114,3 +121,82 @@ def hypot(k: IRKit, x, y):
     r = b.select(b.fcmp_ordered("==", m, k.c(t, 0.0)), k.c(t, 0.0), r)
     r = b.select(b.or_(k.isnan(x), k.isnan(y)), b.fadd(x, y), r)
     return b.select(is_inf, inf, r)
+
+
+# ---------------------------------------------------------------------------------------------
+# tan, atan, asin, acos, sinh, cosh
+
+@_in_f64
+def tan(k: IRKit, x):
+    """sin(r) / cos(r) of |x| reduced (quadrant q: -cos/sin when q is odd), negated for
+    negative x; NaN for ±inf and NaN, -0 kept."""
+    from tilelang.codegen.scalar import trig
+    b = k.builder
+    a = k.fabs(x)
+    q, r, rlo = trig.reduce_pio2(k, a)
+    s = trig._sin_kernel(k, r, rlo, True)
+    c = trig._cos_kernel(k, r, rlo, True)
+    odd = b.trunc(q, ir.IntType(1))
+    v = b.select(odd, b.fneg(b.fdiv(c, s)), b.fdiv(s, c))
+    v = b.select(b.fcmp_ordered("<", x, k.c(F64, 0.0)), b.fneg(v), v)     # tan is odd
+    v = b.select(b.fcmp_ordered("==", x, k.c(F64, 0.0)), x, v)
+    bad = b.or_(k.isnan(x), b.fcmp_ordered("==", a, k.c(F64, float("inf"))))
+    return b.select(bad, k.c(F64, float("nan")), v)
+
+
+@_in_f64
+def atan(k: IRKit, x):
+    from tilelang.codegen.scalar.special import atan2
+    return atan2(k, x, k.c(F64, 1.0))
+
+
+def _asin_parts(k: IRKit, x):
+    """sqrt((1 - x)(1 + x)): accurate near ±1, where 1 - x is exact."""
+    b = k.builder
+    one = k.c(F64, 1.0)
+    return k.intrinsic("llvm.sqrt", [b.fmul(b.fsub(one, x), b.fadd(one, x))])
+
+
+@_in_f64
+def asin(k: IRKit, x):
+    from tilelang.codegen.scalar.special import atan2
+    b = k.builder
+    r = atan2(k, x, _asin_parts(k, x))
+    # |x| > 1 gives NaN (the square root of a negative number), -0 stays -0
+    return b.select(b.fcmp_ordered("==", x, k.c(F64, 0.0)), x, r)
+
+
+@_in_f64
+def acos(k: IRKit, x):
+    from tilelang.codegen.scalar.special import atan2
+    return atan2(k, _asin_parts(k, x), x)
+
+
+def _exp_half_squared(k: IRKit, a):
+    """e^a / 2 for large a without overflowing early: (e^(a/2))^2 / 2."""
+    from tilelang.codegen.scalar.math import exp
+    b = k.builder
+    h = exp(k, b.fmul(a, k.c(F64, 0.5)))
+    return b.fmul(b.fmul(h, k.c(F64, 0.5)), h)
+
+
+@_in_f64
+def sinh(k: IRKit, x):
+    """(E + E / (E + 1)) / 2 with E = expm1(|x|) (no cancellation for small x), the sign of
+    x; beyond 700 as (e^(|x|/2))^2 / 2."""
+    b = k.builder
+    a = k.fabs(x)
+    e = expm1(k, a)
+    r = b.fmul(k.c(F64, 0.5), b.fadd(e, b.fdiv(e, b.fadd(e, k.c(F64, 1.0)))))
+    r = b.select(b.fcmp_ordered(">", a, k.c(F64, 700.0)), _exp_half_squared(k, a), r)
+    return k.copysign(r, x)
+
+
+@_in_f64
+def cosh(k: IRKit, x):
+    from tilelang.codegen.scalar.math import exp
+    b = k.builder
+    a = k.fabs(x)
+    e = exp(k, a)
+    r = b.fadd(b.fmul(k.c(F64, 0.5), e), b.fdiv(k.c(F64, 0.5), e))
+    return b.select(b.fcmp_ordered(">", a, k.c(F64, 700.0)), _exp_half_squared(k, a), r)
