@@ -217,6 +217,13 @@ def test_references(server):
     assert [r["range"] for r in refs] == [rng(12, 12, 16)]
 
 
+def test_document_highlight(server):
+    got = call(server, "textDocument/documentHighlight", position=at(13, "u ="))
+    assert [(h["range"]["start"]["line"], h["range"]["start"]["character"], h["kind"])
+            for h in got] == [(13, 8, 3), (15, 8, 2), (17, 31, 2)]  # 3: defined, 2: used
+    assert call(server, "textDocument/documentHighlight", position=at(12, "load")) == []
+
+
 def test_rename(server):
     edit = call(server, "textDocument/rename", position=at(7, "y:"), newName="scale")
     assert sorted((e["range"]["start"]["line"], e["range"]["start"]["character"])
@@ -337,7 +344,7 @@ METHODS = [
     ("textDocument/prepareRename", {}), ("textDocument/rename", {"newName": "zz"}),
     ("textDocument/inlayHint", "range"), ("textDocument/semanticTokens/full", None),
     ("textDocument/codeAction", "action"), ("textDocument/formatting", "format"),
-    ("textDocument/foldingRange", None),
+    ("textDocument/foldingRange", None), ("textDocument/documentHighlight", {}),
 ]
 POSITIONS = [{"line": 10**6, "character": 0}, {"line": 0, "character": 10**6},
              {"line": 2**31 - 1, "character": 2**31 - 1}, {"line": 12, "character": 13}]

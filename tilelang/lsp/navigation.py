@@ -152,3 +152,17 @@ def rename(a: Analysis, position: lsp.Position, new_name: str,
     edits = [lsp.TextEdit(range=name_range(a.lines, o.line, o.col, o.name, encoding),
                           new_text=new_name) for o in uses]
     return lsp.WorkspaceEdit(changes={a.uri: edits})
+
+
+def highlights(a: Analysis, position: lsp.Position,
+               encoding: str = UTF16) -> list[lsp.DocumentHighlight]:
+    """The occurrences of the name at `position` in the document: where it is defined (Write)
+    and used (Read)."""
+    occ = occurrence_at(a, position, encoding)
+    if occ is None or occ.symbol is None:
+        return []
+    return [lsp.DocumentHighlight(
+        range=name_range(a.lines, o.line, o.col, o.name, encoding),
+        kind=lsp.DocumentHighlightKind.Write if o.role == "def" else lsp.DocumentHighlightKind.Read)
+        for o in (a.index.uses(occ.symbol) if occ.symbol.kind != "import" else
+                  [o for o in a.index.occurrences if _same_import(o, occ.symbol)])]

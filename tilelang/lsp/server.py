@@ -220,6 +220,13 @@ def create_server() -> TileServer:
         include = params.context.include_declaration if params.context else True
         return navigation.references(a, params.position, include, position_encoding(ls))
 
+    @server.feature(lsp.TEXT_DOCUMENT_DOCUMENT_HIGHLIGHT)
+    @_guard
+    async def highlights(ls: TileServer,
+                         params: lsp.DocumentHighlightParams) -> list[lsp.DocumentHighlight]:
+        a = await document(ls, params.text_document.uri)
+        return navigation.highlights(a, params.position, position_encoding(ls))
+
     @server.feature(lsp.TEXT_DOCUMENT_PREPARE_RENAME)
     @_guard
     async def prepare_rename(ls: TileServer, params: lsp.PrepareRenameParams):
