@@ -193,3 +193,12 @@ def test_concurrent_writers_leave_a_whole_entry(tmp_path):
     assert got["config"]["BM"] in (64, 128, 192, 256)
     left = os.listdir(os.path.join(root, "tmp"))
     assert not [n for n in left if n.endswith(".tune.json")]
+
+
+def test_tilec_cache_clear_removes_tuning_results(tmp_path, capsys):
+    from tilelang.cli import main
+    s = TuneStore(str(tmp_path))
+    s.store(MATERIAL, RESULT)
+    assert main(["cache", "clear", "--dir", str(tmp_path)]) == 0
+    assert not (tmp_path / "tune").exists()
+    assert s.load(MATERIAL) is None

@@ -745,7 +745,7 @@ class DiskCache:
                     continue
                 for key in _listdir(shard):
                     n += _unlink_ours(os.path.join(shard, key))
-        for sub in ("kernels", "modules", "tmp", "locks"):
+        for sub in ("kernels", "modules", "tune", "tmp", "locks"):   # tune: tilelang.tune
             _unlink_ours(os.path.join(self.root, sub))
         return n
 
