@@ -52,6 +52,107 @@ def _string_value(raw: str) -> str:
     return "".join(out)
 
 
+# The most frequent nodes are built without their dataclass `__init__`, whose frozen
+# `object.__setattr__` per field costs more than the rest of parsing the node: the same fields
+# go straight into the instance's dict. The differential test compares every field.
+_new = object.__new__
+
+
+def _name(id, span):
+    o = _new(A.Name)
+    d = o.__dict__
+    d["id"] = id
+    d["span"] = span
+    return o
+
+
+def _arg(value, name, span):
+    o = _new(A.Arg)
+    d = o.__dict__
+    d["value"] = value
+    d["name"] = name
+    d["span"] = span
+    return o
+
+
+def _int(value, text, span):
+    o = _new(A.IntLit)
+    d = o.__dict__
+    d["value"] = value
+    d["text"] = text
+    d["span"] = span
+    return o
+
+
+def _call(func, args, span):
+    o = _new(A.Call)
+    d = o.__dict__
+    d["func"] = func
+    d["args"] = args
+    d["span"] = span
+    return o
+
+
+def _binop(op, left, right, span):
+    o = _new(A.BinOp)
+    d = o.__dict__
+    d["op"] = op
+    d["left"] = left
+    d["right"] = right
+    d["span"] = span
+    return o
+
+
+def _tuple(elts, span):
+    o = _new(A.TupleExpr)
+    d = o.__dict__
+    d["elts"] = elts
+    d["span"] = span
+    return o
+
+
+def _type(name, args, span):
+    o = _new(A.TypeExpr)
+    d = o.__dict__
+    d["name"] = name
+    d["args"] = args
+    d["span"] = span
+    return o
+
+
+def _float(value, text, span):
+    o = _new(A.FloatLit)
+    d = o.__dict__
+    d["value"] = value
+    d["text"] = text
+    d["span"] = span
+    return o
+
+
+def _let(mutable, names, is_tuple, type, value, span, name_spans):
+    o = _new(A.Let)
+    d = o.__dict__
+    d["mutable"] = mutable
+    d["names"] = names
+    d["is_tuple"] = is_tuple
+    d["type"] = type
+    d["value"] = value
+    d["span"] = span
+    d["name_spans"] = name_spans
+    return o
+
+
+def _param(name, type, default, is_const, span):
+    o = _new(A.Param)
+    d = o.__dict__
+    d["name"] = name
+    d["type"] = type
+    d["default"] = default
+    d["is_const"] = is_const
+    d["span"] = span
+    return o
+
+
 def parse_module(text: str, file: str) -> A.Module:
     """The module of `text`, or `Fallback` when the text is not plainly well-formed."""
     K, T, L, C = tokenize(text)
@@ -59,7 +160,7 @@ def parse_module(text: str, file: str) -> A.Module:
     K.append("$END")        # a second end: looking one token ahead never leaves the list
     pos = 0
     new = object.__new__
-    Name = A.Name
+    Name = _name
 
     def span(a: int, b: int) -> Span:
         """Token a's start to token b's end."""
@@ -105,14 +206,14 @@ def parse_module(text: str, file: str) -> A.Module:
                 if len(digits) > _MAX_FAST_DIGITS:
                     raise Fallback("literal")
                 value = int(digits, 0)
-            return A.IntLit(value, tok, span(i, i))
+            return _int(value, tok, span(i, i))
         if k == "FLOAT":
             pos += 1
             tok = T[i]
             value = float(tok.replace("_", "") if "_" in tok else tok)
             if value == math.inf:
                 raise Fallback("literal")
-            return A.FloatLit(value, tok, span(i, i))
+            return _float(value, tok, span(i, i))
         if k == "STRING":
             pos += 1
             raw = T[i][1:-1]
@@ -121,7 +222,7 @@ def parse_module(text: str, file: str) -> A.Module:
             pos += 1
             if K[pos] == ")":
                 pos += 1
-                return A.TupleExpr((), span(i, pos - 1))
+                return _tuple((), span(i, pos - 1))
             first = test()
             if K[pos] == ")":
                 pos += 1
@@ -134,7 +235,7 @@ def parse_module(text: str, file: str) -> A.Module:
                     break
                 pos += 1
             expect(")")
-            return A.TupleExpr(tuple(elts), span(i, pos - 1))
+            return _tuple(tuple(elts), span(i, pos - 1))
         if k == "true" or k == "false":
             pos += 1
             return A.BoolLit(k == "true", span(i, i))
@@ -150,7 +251,7 @@ def parse_module(text: str, file: str) -> A.Module:
         """The arguments after an open `(`, through the `)`."""
         nonlocal pos
         args = []
-        seen: set = set()
+        seen = None
         while K[pos] != ")":
             i = pos
             if K[pos] == "NAME" and K[pos + 1] == "=":
@@ -158,15 +259,18 @@ def parse_module(text: str, file: str) -> A.Module:
                 pos += 2
                 value = test()
                 if call:
-                    if key in seen:
+                    if seen is None:
+                        seen = {key}
+                    elif key in seen:
                         raise Fallback("keyword twice")
-                    seen.add(key)
-                args.append(A.Arg(value, key, span(i, pos - 1)))
+                    else:
+                        seen.add(key)
+                args.append(_arg(value, key, span(i, pos - 1)))
             else:
                 value = test()
                 if call and seen:
                     raise Fallback("positional after keyword")
-                args.append(A.Arg(value, None, span(i, pos - 1)))
+                args.append(_arg(value, None, span(i, pos - 1)))
             if K[pos] != ",":
                 break
             pos += 1
@@ -191,7 +295,7 @@ def parse_module(text: str, file: str) -> A.Module:
         while k == "(" or k == "[" or k == ".":
             pos += 1
             if k == "(":
-                node = A.Call(node, arguments(True), span(start, pos - 1))
+                node = _call(node, arguments(True), span(start, pos - 1))
             elif k == "[":
                 indices = [test()]
                 while K[pos] == ",":
@@ -208,7 +312,7 @@ def parse_module(text: str, file: str) -> A.Module:
         if k == "**":
             pos += 1
             right = factor()
-            return A.BinOp("**", node, right, span(start, pos - 1))
+            return _binop("**", node, right, span(start, pos - 1))
         return node
 
     def climb(min_level: int) -> A.Expr:
@@ -243,14 +347,16 @@ def parse_module(text: str, file: str) -> A.Module:
                 left = A.BoolOp(k, left, right, span(start, pos - 1))
             else:
                 right = climb(level + 1)
-                left = A.BinOp(k, left, right, span(start, pos - 1))
+                left = _binop(k, left, right, span(start, pos - 1))
 
     def test() -> A.Expr:
         nonlocal pos
         start = pos
-        if K[pos + 1] in _ENDS_OPERAND and K[pos] == "NAME":  # the common `f(x, N)`: a bare name
-            pos += 1
-            return Name(T[start], span(start, start))
+        if K[pos + 1] in _ENDS_OPERAND:        # the common `f(x, 0.0)`: a single token
+            if K[pos] == "NAME":
+                pos += 1
+                return Name(T[start], span(start, start))
+            return atom()
         node = climb(1)
         if K[pos] != "if":
             return node
@@ -278,7 +384,7 @@ def parse_module(text: str, file: str) -> A.Module:
             if K[pos] in _TUPLE_END:
                 break
             elts.append(test())
-        return A.TupleExpr(tuple(elts), span(start, pos - 1))
+        return _tuple(tuple(elts), span(start, pos - 1))
 
     # ---- types ----
     def type_expr():
@@ -288,7 +394,7 @@ def parse_module(text: str, file: str) -> A.Module:
         if k == "NAME":
             pos += 1
             if K[pos] != "[":
-                return A.TypeExpr(T[start], None, span(start, start))
+                return _type(T[start], None, span(start, start))
             pos += 1
             args = [test()]
             while K[pos] == ",":
@@ -297,7 +403,7 @@ def parse_module(text: str, file: str) -> A.Module:
                     break
                 args.append(test())
             expect("]")
-            return A.TypeExpr(T[start], tuple(args), span(start, pos - 1))
+            return _type(T[start], tuple(args), span(start, pos - 1))
         if k == "(":
             pos += 1
             if K[pos] == ")":
@@ -353,7 +459,7 @@ def parse_module(text: str, file: str) -> A.Module:
             expect("=")
             value = expr()
             expect(";")
-            return A.Let(k == "var", tuple(names), is_tuple, typ, value, span(start, pos - 1),
+            return _let(k == "var", tuple(names), is_tuple, typ, value, span(start, pos - 1),
                          tuple(spans))
         if k == "if":
             return if_stmt()
@@ -434,7 +540,7 @@ def parse_module(text: str, file: str) -> A.Module:
             if K[pos] == "=":
                 pos += 1
                 default = test()
-            out.append(A.Param(pname, typ, default, is_const, span(start, pos - 1)))
+            out.append(_param(pname, typ, default, is_const, span(start, pos - 1)))
             if K[pos] != ",":
                 break
             pos += 1
