@@ -17,9 +17,8 @@ without linking (`tilec --emit ptx`) cannot know it.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from math import prod
-from typing import Mapping
+from typing import Mapping, NamedTuple
 
 from tilelang.codegen.occupancy import ARCH_LIMITS, occupancy
 
@@ -30,8 +29,7 @@ MARGIN = 8
 MIN_REGS = 24          # below this a cap is not worth a second link
 
 
-@dataclass(frozen=True)
-class KernelShape:
+class KernelShape(NamedTuple):
     name: str
     threads: int
     smem: int               # static + dynamic shared memory, bytes
