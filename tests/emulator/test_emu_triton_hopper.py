@@ -14,8 +14,11 @@
 * `triton_attention_{causal,full}_sm90`: a FlashAttention-style forward whose P @ V takes
   wgmma's A operand from registers.
 
-Made by benchmarks/triton_ref/gen_matmul_ptx.py, gen_tma_matmul_ptx.py and
-gen_attention_ptx.py (JSON beside each).
+* `triton_tma_matmul_cluster2_sm90`: the TMA matmul in clusters of two CTAs (64-byte swizzle).
+* `triton_matmul_tn_*_sm90`: A given transposed (MN-major A and B; 32- and 64-byte swizzles).
+
+Made by benchmarks/triton_ref/gen_matmul_ptx.py, gen_tma_matmul_ptx.py, gen_attention_ptx.py
+and gen_matmul_tn_ptx.py (JSON beside each).
 If our reading of the wgmma descriptor, the canonical layouts, the swizzle, the accumulator
 fragment or TMA's boxes were wrong, these would disagree with NumPy.
 """
@@ -180,3 +183,41 @@ def test_attention_forward(causal, n):
     ref = (p / p.sum(-1, keepdims=True)) @ v.astype(np.float64)
     # P is rounded to f16 before P @ V (relative 2^-11) and the output is f16
     np.testing.assert_allclose(out, ref, atol=3e-3, rtol=0)
+
+
+def _descriptor_swizzles(ptx):
+    """Swizzle modes (bytes) of the constant descriptor halves Triton ORs in."""
+    from tilelang.emulator.ops_wgmma import decode_descriptor
+    out = set()
+    for c in re.findall(r"or\.b64\s+%rd\d+, %rd\d+, (-?\d+);", ptx):
+        out.add(decode_descriptor(int(c) % (1 << 64))["swizzle"])
+    return out
+
+
+@pytest.mark.parametrize("stem,swizzles,shape", [
+    ("triton_matmul_tn_64x16x16_sm90", {128, 32}, (128, 48, 80)),
+    ("triton_matmul_tn_64x32x32_sm90", {128, 64}, (112, 96, 72)),
+])
+def test_transposed_a_and_narrow_swizzles(stem, swizzles, shape):
+    """A given transposed: both operands MN-major (imm-trans-a and -b 1); B rows of 32 and 64
+    bytes: the 32- and 64-byte swizzles."""
+    ptx, info = _load(stem)
+    assert re.search(r"wgmma\.mma_async.*, %p\d+, 1, 1, 1, 1;", ptx)
+    assert _descriptor_swizzles(ptx) == swizzles
+    M, N, K = shape
+    rng = np.random.default_rng(M)
+    A = rng.standard_normal((M, K)).astype(np.float16)
+    B = rng.standard_normal((K, N)).astype(np.float16)
+    dev = EmulatorDevice(race_check=True)
+    fn = dev.load_module(ptx).get_function(info["kernel"])
+    pc = dev.malloc(4 * M * N)
+    dev.memset(pc, 0xFF, 4 * M * N)
+    c = info["constexprs"]
+    grid = (math.ceil(M / c["BM"]) * math.ceil(N / c["BN"]), 1, 1)
+    args = [dev.to_device(np.ascontiguousarray(A.T)), dev.to_device(B), pc] + \
+        [np.int32(v) for v in (M, N, K, M, N, N)] + [0, 0]
+    rep = dev.launch(fn, grid, tuple(info["block"]), args, shared_mem=info["shared_bytes"])
+    assert rep.race_check == "checked: no shared-memory race"
+    a, b = A.astype(np.float64), B.astype(np.float64)
+    C = dev.from_device(pc, (M, N), np.float32).astype(np.float64)
+    assert np.all(np.abs(C - a @ b) <= _bound(a, b))
