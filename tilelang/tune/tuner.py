@@ -367,7 +367,7 @@ class TunedKernel:
             lines = tuple(f"{config_text(t.config)}: {t.status}, {t.reason}" for t in trials)
             raise TuneError(_diag(
                 "E0940", f"autotuning kernel `{self.name}`: none of its {n} configurations "
-                "compiles, fits the device and runs" + (" correctly" if emulated else ""),
+                "compiles, fits the device and runs" + (" correctly" if self.check else ""),
                 "add configurations with smaller tiles or fewer stages; the notes say what "
                 "happened to each", k.info.span, lines))
         best = min(ok, key=lambda t: t.value)        # ties: the first configuration given
