@@ -193,7 +193,7 @@ def prewarm(arch: str) -> None:
 
     The first link in a process pays about 35 ms of nvJitLink's own start-up (13.5: a trivial
     kernel links in 42 ms first, 8 ms after); ctypes releases the GIL during the call, so done
-    while the driver parses and LLVM runs, that start-up overlaps with them on a second core.
+    while the driver lowers, imports code generation and runs LLVM, it overlaps with them.
     Failures are ignored: the real link reports them. Skipped where no core is idle (one CPU,
     or a load average above all but one): there the warm-up only adds its ~10-20 ms of CPU.
     """
