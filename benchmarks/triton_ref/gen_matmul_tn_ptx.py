@@ -6,10 +6,11 @@ Run with a Python that has Triton 3.9 (see gen_matmul_ptx.py):
 
 C = A @ B where A is given transposed (stored K x M, M contiguous) and B is K x N: Triton keeps
 both operands MN-major in shared memory, so its wgmma reads A with `imm-trans-a` 1 and B with
-`imm-trans-b` 1, and the narrow tiles give B rows of 32 and 64 bytes: the 32- and 64-byte
+`imm-trans-b` 1, and the narrow tiles give B rows of 16, 32 and 64 bytes: no swizzle (a
+descriptor with leading and stride byte offsets, built at run time), and the 32- and 64-byte
 swizzles. Together with the other fixtures this covers every descriptor form Triton emits for
 16-bit inputs. Pointers, M, N and the row strides are specialized divisible by 16. Writes
-`triton_matmul_tn_<BM>x<BN>x<BK>_sm90.{ptx,json}` for 64x16x16 and 64x32x32 tiles.
+`triton_matmul_tn_<BM>x<BN>x<BK>_sm90.{ptx,json}` for 64x8x16, 64x16x16 and 64x32x32 tiles.
 """
 
 from __future__ import annotations
@@ -66,7 +67,7 @@ def main(argv=None) -> int:
     os.makedirs(args.out, exist_ok=True)
     names = list(SIG)
     attrs = {(names.index(n),): [["tt.divisibility", 16]] for n in DIVISIBLE}
-    for bm, bn, bk in ((64, 16, 16), (64, 32, 32)):
+    for bm, bn, bk in ((64, 8, 16), (64, 16, 16), (64, 32, 32)):
         consts = {"BM": bm, "BN": bn, "BK": bk}
         k = triton.compile(ASTSource(matmul_tn, SIG, consts, attrs),
                            target=GPUTarget("cuda", 90, 32),

@@ -195,6 +195,7 @@ def _descriptor_swizzles(ptx):
 
 
 @pytest.mark.parametrize("stem,swizzles,shape", [
+    ("triton_matmul_tn_64x8x16_sm90", {128}, (128, 40, 48)),     # B: no swizzle (run time)
     ("triton_matmul_tn_64x16x16_sm90", {128, 32}, (128, 48, 80)),
     ("triton_matmul_tn_64x32x32_sm90", {128, 64}, (112, 96, 72)),
 ])
