@@ -268,3 +268,38 @@ def test_tilec_and_compile_flip_the_module(tmp_path):
     assert CompileOptions(precision="ieee").key() != CompileOptions().key()
     from tilelang.driver import Options
     assert Options(precision="ieee").key() != Options().key()
+
+
+def test_constant_and_shared_divisors(tmp_path):
+    from tilelang.driver import compile_kernel
+    text = """
+kernel k(x: Array[f32, 2], y: Array[f32, 2]) {
+    let t = load(x, index = (bid(0), 0), shape = (4, 64), padding = 1.0);
+    let s = sum(t, axis = 1, keepdims = true);
+    store(y, index = (bid(0), 0), tile = t / 3.0 + t / s + 1.0 / s + div(t, s, precision = "ieee"));
+}
+"""
+    ck = compile_kernel(text, str(tmp_path / "k.tile"), "k", link=False)
+    # t / 3.0: a multiply by RN(1/3); t / s: one rcp.approx per row; 1.0 / s (as many
+    # registers as rows): div.full; the per-call ieee division: div.rn per element
+    assert ck.ptx.count("rcp.approx.f32") == 1 and ck.ptx.count("div.full.f32") == 1
+    assert ck.ptx.count("div.rn.f32") == 4
+    from tilelang.emulator import EmulatorDevice
+    dev = EmulatorDevice(race_check=True)
+    fn = dev.load_module(ck.ptx).get_function("k")
+    x = np.random.default_rng(0).uniform(-2, 2, (4, 64)).astype(np.float32)
+    px, py = dev.to_device(x), dev.to_device(np.zeros_like(x))
+    args = []
+    for p in (px, py):
+        args += [p, np.int64(4), np.int64(64), np.int64(64), np.int64(1)]
+    dev.launch(fn, (1, 1, 1), ck.artifact.block, args)
+    y = dev.from_device(py, x.shape, np.float32).astype(np.float64)
+    x64 = x.astype(np.float64)
+    s = x.sum(axis=1, keepdims=True, dtype=np.float32).astype(np.float64)
+    parts = [x64 / 3, x64 / s, 1 / s, x64 / s]
+    # each quotient within 2 ulp, plus the three additions' roundings
+    bound = sum(2 * np.abs(np.spacing(p.astype(np.float32))) for p in parts) + \
+        3 * np.abs(np.spacing(y.astype(np.float32)))
+    s_err = 64 * 2.0 ** -24 * np.abs(x64).sum(axis=1, keepdims=True) / np.abs(s) * \
+        (np.abs(parts[1]) + np.abs(parts[2]) + np.abs(parts[3]))
+    assert np.all(np.abs(y - sum(parts)) <= bound + s_err)

@@ -12,6 +12,8 @@ one reciprocal per register it has and a multiply per element, where the precisi
 
 from __future__ import annotations
 
+import numpy as np
+
 from tilelang.codegen.llvm.kernel import InternalCompilerError, KernelEmitter, TileVal
 from tilelang.codegen.llvm.sync import broadcast
 from tilelang.codegen.lower.table import lowers, lowers_group
@@ -83,6 +85,16 @@ def _shared_reciprocal(kern: KernelEmitter, d, layout, dtype: DType, params: dic
     `d`, or None: `d` is not shared (it has as many registers as the result), not f32, or `/`
     is exact in this op's mode."""
     se = kern.se
+    if isinstance(d, ConstValue) and dtype.name == "f32" and isinstance(d.value, (int, float)) \
+            and not isinstance(d.value, bool) and se.mode_of(params) == se.precision \
+            and se.reciprocal(se.constant(1.0, dtype), dtype) is not None:
+        # a constant divisor: its reciprocal rounded once here (x * RN(1/c) is within 1.5 ulp,
+        # inside div.full's 2), where 1/c is a normal number
+        c = float(d.value)
+        if 2.0 ** -125 < abs(c) < 2.0 ** 125:
+            r = se.constant(float(np.float32(1.0) / np.float32(c)), dtype)
+            return (r,) * layout.num_regs
+        return None
     if not isinstance(d, TileVal) or d.dtype != dtype or dtype.name != "f32":
         return None
     if len(d.regs) * 2 > layout.num_regs or not se.approximates("/", dtype, params):
