@@ -147,3 +147,19 @@ def test_unknown_kernel_and_missing_driver_exit_1(capsys, cache_dir):
         argv = [a if a != "emulator" else "cuda" for a in BASE]
         code, out, err = run(capsys, *argv, "--space", "TILE=512")
         assert code == 1 and err.startswith("error[E0920]: ") and out == ""
+
+
+def test_grid_from_array_extents(capsys, cache_dir):
+    argv = [a if a != "cdiv(3000, TILE)" else "cdiv(dim(a, 0), TILE)" for a in BASE]
+    code, out, err = run(capsys, *argv, "--space", "TILE=512,1024", "--json", "--quiet")
+    assert code == 0, err
+    assert all(t["status"] == "ok" for t in json.loads(out)["trials"])
+    g = grid_function("cdiv(dim(x, 1), T), dim(x, 0)")
+    assert g({"T": 64, "__shapes__": {"x": (7, 1000)}}) == (16, 7)
+    with pytest.raises(_Usage, match="`x` has 2 dimensions, not an axis 2"):
+        g2 = grid_function("dim(x, 2)")
+        g2({"__shapes__": {"x": (7, 1000)}})
+    with pytest.raises(_Usage, match="`y` is no array argument of the kernel"):
+        grid_function("dim(y, 0)")({"__shapes__": {"x": (7,)}})
+    with pytest.raises(_Usage):
+        grid_function("dim(1, 0)")

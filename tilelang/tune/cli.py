@@ -7,8 +7,8 @@
 The arguments are made as for `tilec run` (KIND:SHAPE, FILE.npy, scalars). `--space NAME=V,...`
 (repeatable) spans the product of values; `--config NAME=V,NAME=V` (repeatable) adds one
 configuration. `--grid` is one to three expressions over the const names, the scalar
-arguments, integers, + - * // %, min, max and cdiv. Progress goes to stderr, the table and the
-choice to stdout (`--json`: one JSON object). Exit status 0, 1 when the input has errors or no
+arguments, integers, + - * // %, min, max, cdiv and dim(array, axis). Progress goes to
+stderr, the table and the choice to stdout (`--json`: one JSON object). Exit status 0, 1 when the input has errors or no
 configuration runs, 2 when the command line is wrong.
 """
 
@@ -29,8 +29,9 @@ def _parser():
     p.add_argument("file", metavar="FILE.tile")
     p.add_argument("--kernel", required=True, metavar="NAME")
     p.add_argument("--grid", required=True, metavar="EXPR[,EXPR[,EXPR]]",
-                   help="blocks per grid dimension: expressions over const names and scalar "
-                        "arguments, e.g. \"cdiv(4096,BM),cdiv(4096,BN)\"")
+                   help="blocks per grid dimension: expressions over const names, scalar "
+                        "arguments and dim(ARRAY, AXIS), e.g. "
+                        "\"cdiv(dim(c,0),BM),cdiv(dim(c,1),BN)\"")
     p.add_argument("--space", action="append", default=[], metavar="NAME=V1,V2,...",
                    help="values of one const parameter (the configurations are the product)")
     p.add_argument("--config", action="append", default=[], metavar="NAME=V,NAME=V",
@@ -119,7 +120,7 @@ _FUNCS = {"cdiv": lambda a, b: -(-a // b), "min": min, "max": max}
 
 def grid_function(text: str):
     """`--grid` as a function of meta: 1 to 3 integer expressions (no Python is run: only
-    numbers, names, + - * // %, unary -, and the calls cdiv, min, max)."""
+    numbers, names, + - * // %, unary -, and the calls cdiv, min, max, dim(array, axis))."""
     parts = [t for t in _split_top(text)]
     if not 1 <= len(parts) <= 3 or any(not t.strip() for t in parts):
         raise _Usage(f"--grid takes 1 to 3 comma-separated expressions, got `{text}`")
@@ -167,12 +168,17 @@ def _check(node, text: str) -> None:
         _check(node.operand, text)
         return
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
+            node.func.id == "dim" and not node.keywords and len(node.args) == 2 and \
+            isinstance(node.args[0], ast.Name):
+        _check(node.args[1], text)
+        return
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
             node.func.id in _FUNCS and not node.keywords and len(node.args) >= 1:
         for a in node.args:
             _check(a, text)
         return
     raise _Usage(f"--grid: `{text}` may use integers, const and scalar names, + - * // %, "
-                 "cdiv(a, b), min and max only")
+                 "cdiv(a, b), min, max and dim(array, axis) only")
 
 
 def _eval(node, meta: dict, text: str) -> int:
@@ -193,6 +199,16 @@ def _eval(node, meta: dict, text: str) -> int:
     if isinstance(node, ast.UnaryOp):
         v = _eval(node.operand, meta, text)
         return -v if isinstance(node.op, ast.USub) else v
+    if node.func.id == "dim":
+        name = node.args[0].id
+        shape = meta.get("__shapes__", {}).get(name)
+        if shape is None:
+            raise _Usage(f"--grid `{text}`: `{name}` is no array argument of the kernel")
+        axis = _eval(node.args[1], meta, text)
+        if not 0 <= axis < len(shape):
+            raise _Usage(f"--grid `{text}`: `{name}` has {len(shape)} "
+                         f"dimension{'s' if len(shape) != 1 else ''}, not an axis {axis}")
+        return int(shape[axis])
     args = [_eval(a, meta, text) for a in node.args]
     if node.func.id == "cdiv":
         if len(args) != 2:
@@ -304,8 +320,11 @@ def main(argv: list[str]) -> int:
 
 
 def _grid(fn):
-    """The grid function with only the names an expression may use: const values and the
-    scalar arguments (the arrays are in meta too)."""
+    """The grid function with only what an expression may use: const values and scalar
+    arguments by name, and the arrays' shapes for dim()."""
     def grid(meta):
-        return fn({k: v for k, v in meta.items() if isinstance(v, (int, float, bool))})
+        names = {k: v for k, v in meta.items() if isinstance(v, (int, float, bool))}
+        names["__shapes__"] = {k: tuple(v.shape) for k, v in meta.items()
+                               if hasattr(v, "shape") and not isinstance(v, (int, float))}
+        return fn(names)
     return grid
