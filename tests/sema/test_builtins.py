@@ -190,6 +190,11 @@ CASES: dict[str, tuple] = {
             (T("bf16", 128, 64), T("bf16", 64, 128), T("f16", 128, 128)), {}, "E0508"),
     "matmul": ((T("i8", 16, 32), T("i8", 32, 8)), {}, "Tile[i32, 16, 8]",
                (T("f16", 16, 32), T("f16", 16, 8)), {}, "E0509"),
+    # random
+    "randint": ((T("i64"), T("i32", 4, 8)), {}, "Tile[u32, 4, 8]",
+                (T("i64", 2), T("i32", 4)), {}, "E0509"),
+    "rand": ((C(7), T("u64", 16)), {}, "Tile[f32, 16]", (C(1.5), T("i32", 4)), {}, "E0508"),
+    "randn": ((T("u32"), C(3)), {}, "f32", (T("i32"), T("f32", 4)), {}, "E0508"),
     # debug
     "print": ((STR("x = {} y = {}"), T("f32"), T("i32", 4)), {}, "()", (STR("{}"),), {},
               "E0507"),
@@ -235,7 +240,8 @@ def test_rejected_call(name):
 def test_entries_are_consistent():
     for name, b in BUILTINS.items():
         assert b.name == name and b.group in ("grid", "memory", "creation", "shape", "dtype",
-                                              "math", "reduce", "scan", "matmul", "debug")
+                                              "math", "random", "reduce", "scan", "matmul",
+                                              "debug")
         assert callable(b.typing) and callable(b.ref) and b.doc
     effects = {n for n, b in BUILTINS.items() if b.side_effects}
     assert effects == {"store", "scatter", "print", "assert", "fence"} | {

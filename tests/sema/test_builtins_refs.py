@@ -560,6 +560,20 @@ def test_matmul_i8_wraps_into_i32_and_operator():
 
 
 # ---------------------------------------------------------------------------------------------
+# random (the algorithm itself: tests/stdlib/test_random_builtins.py)
+
+def test_random_refs():
+    offs = np.array([0, 1, 2, 3], np.int32)
+    i = ev("randint", (T("i64"), T("i32", 4)), {"seed": np.int64(0), "offset": offs})
+    assert i.dtype == np.uint32 and int(i[0]) == 0x6627E8D5  # Philox-4x32-10 of all zeros
+    u = ev("rand", (T("i64"), T("i32", 4)), {"seed": np.int64(0), "offset": offs})
+    want = np.where(i.view(np.int32) < 0, ~i.view(np.int32), i.view(np.int32))
+    np.testing.assert_array_equal(u, want.astype(np.float32) * np.float32(4.6566127342e-10))
+    n = ev("randn", (T("i64"), T("i32", 4)), {"seed": np.int64(0), "offset": offs})
+    assert n.dtype == np.float32 and np.all(np.abs(n) < 6)
+
+
+# ---------------------------------------------------------------------------------------------
 # debug
 
 def test_print_and_assert_refs():
