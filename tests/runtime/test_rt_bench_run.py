@@ -17,8 +17,9 @@ BENCH = os.path.join(ROOT, "benchmarks")
 def test_cpu_part_and_results_file(tmp_path):
     from gpu_probe import gpu_available
     r = subprocess.run([sys.executable, os.path.join(BENCH, "run.py"), "--only", "memory",
-                        "attention", "--quick", "--out-dir", str(tmp_path)], capture_output=True, text=True,
-                       timeout=600, env={**os.environ, "TILELANG_CACHE_DIR": str(tmp_path / "c")})
+                        "attention", "--quick", "--out-dir", str(tmp_path)],
+                       capture_output=True, text=True, timeout=600,
+                       env={**os.environ, "TILELANG_CACHE_DIR": str(tmp_path / "c")})
     assert r.returncode == 0, r.stderr
     (md,) = [p for p in os.listdir(tmp_path) if p.endswith(".md")]
     text = (tmp_path / md).read_text()

@@ -8,8 +8,8 @@ The arguments are made as for `tilec run` (KIND:SHAPE, FILE.npy, scalars). `--sp
 (repeatable) spans the product of values; `--config NAME=V,NAME=V` (repeatable) adds one
 configuration. `--grid` is one to three expressions over the const names, the scalar
 arguments, integers, + - * // %, min, max, cdiv and dim(array, axis). Progress goes to
-stderr, the table and the choice to stdout (`--json`: one JSON object). Exit status 0, 1 when the input has errors or no
-configuration runs, 2 when the command line is wrong.
+stderr, the table and the choice to stdout (`--json`: one JSON object). Exit status 0, 1
+when the input has errors or no configuration runs, 2 when the command line is wrong.
 """
 
 from __future__ import annotations

@@ -618,11 +618,11 @@ def autotune(kernel: Kernel, configs: Sequence[Mapping[str, Any]] | None = None,
     (configs, args by name) -> the configurations to keep. On a GPU each is timed with
     do_bench(warmup, rep) (the median) and, with `check`, compared with the first
     configuration's answer; on the emulator each runs once and is checked (`check`) against
-    `reference` within rtol/atol: "interp", the reference interpreter's
-    answer for the same configuration (catches miscompiled configurations); "first", the first
-    configuration's answer; or a function of the arguments (host copies) returning the
-    expected arrays (a dict by name, or in order; None: it filled the copies). progress: True (stderr), False, a stream or a
-    function of one line. workers: processes compiling the configurations ahead into the disk
+    `reference` within rtol/atol: "interp", the reference interpreter's answer for the same
+    configuration (catches miscompiled configurations); "first", the first configuration's
+    answer; or a function of the arguments (host copies) returning the expected arrays (a
+    dict by name, or in order; None: it filled the copies). progress: True (stderr), False, a
+    stream or a function of one line. workers: processes compiling the configurations ahead into the disk
     cache (default: up to 8, one core left free; 0 or 1: compile in this process only)."""
     if not isinstance(kernel, Kernel):
         raise value_error(f"autotune needs a kernel of a compiled module, got "
