@@ -5,14 +5,15 @@
 
 Families, each on the same shapes for every implementation in one process:
 
-| family | GPU part (torch with CUDA and tilelang's CUDA back end) | CPU part (always) |
-|---|---|---|
-| memory | vadd, softmax, layernorm, RMSNorm: GB/s, share of copy bandwidth, vs torch and Triton (memory_bound.py) | emulator counts |
-| matmul | examples/matmul.tile vs cuBLAS and Triton, TFLOP/s (matmul.py) | emulator counts |
-| attention | examples/attention.tile vs torch SDPA and Triton, TFLOP/s (attention.py) | emulator counts |
-| tuning | autotuned matmul, softmax, layernorm: tuning time, chosen vs the best of every configuration timed again | - |
-| launch | host time per launch, and vs Triton on a GPU (launch_overhead.py) | host path |
-| compile | - | compile time per example and stage (compile_bench.py) |
+- memory: vadd, softmax, layernorm, RMSNorm: GB/s and share of the copy bandwidth against
+  torch and Triton (memory_bound.py); without a GPU, emulator counts
+- matmul: examples/matmul.tile against cuBLAS and Triton, TFLOP/s (matmul.py); emulator counts
+- attention: examples/attention.tile against torch SDPA and Triton, TFLOP/s (attention.py);
+  emulator counts
+- tuning (GPU only): autotuned matmul, softmax, layernorm: the tuning time, and the chosen
+  configuration against the best of every configuration timed again
+- launch: host time per launch, and against Triton on a GPU (launch_overhead.py)
+- compile: compile time per example and stage (compile_bench.py)
 
 Prints each table as it is made, then writes `benchmarks/results/<date>-<gpu>.md` (`<gpu>`:
 the device's name, or `cpu`) and, when matplotlib is installed, one PNG per family against

@@ -622,8 +622,9 @@ def autotune(kernel: Kernel, configs: Sequence[Mapping[str, Any]] | None = None,
     configuration (catches miscompiled configurations); "first", the first configuration's
     answer; or a function of the arguments (host copies) returning the expected arrays (a
     dict by name, or in order; None: it filled the copies). progress: True (stderr), False, a
-    stream or a function of one line. workers: processes compiling the configurations ahead into the disk
-    cache (default: up to 8, one core left free; 0 or 1: compile in this process only)."""
+    stream or a function of one line. workers: processes compiling the configurations ahead
+    into the disk cache (default: up to 8, one core left free; 0 or 1: compile in this
+    process only)."""
     if not isinstance(kernel, Kernel):
         raise value_error(f"autotune needs a kernel of a compiled module, got "
                           f"{type(kernel).__name__}", "e.g. autotune(mod.matmul, configs=...)")
