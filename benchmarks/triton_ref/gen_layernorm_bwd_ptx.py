@@ -10,7 +10,10 @@ spin lock (`atomic_cas(Lock, 0, 1)` until it gets 0, the `Count` flag for the fi
 `atomic_xchg(Lock, 0)` to release). `RELEASE=False` leaves out the release: the next program
 to take the lock spins forever on a GPU, which the emulator must report as "no progress"
 instead of hanging. Two fixtures are written for sm_80 (f32 data, BLOCK_N 64, 2 warps):
-`triton_layernorm_bwd_sm80` and `triton_layernorm_bwd_norelease_sm80`.
+`triton_layernorm_bwd_sm80` and `triton_layernorm_bwd_norelease_sm80`. With `--line-info`
+the PTX keeps Triton's `.loc` line information (`.file` paths made relative to the
+repository or to site-packages), and the stems end in `_lineinfo`: the emulator's no-progress
+error then names the Python line of the lock's loop.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import tempfile
 
@@ -77,24 +81,38 @@ SIG = {"DX": "*fp32", "DY": "*fp32", "DW": "*fp32", "DB": "*fp32", "X": "*fp32",
        "N": "i32", "GROUP": "constexpr", "BLOCK_N": "constexpr", "RELEASE": "constexpr"}
 
 
+def _relative_files(ptx: str) -> str:
+    """`.file` paths without this machine's prefix (repository- or site-packages-relative)."""
+    def fix(m):
+        path = m.group(2)
+        for marker in ("/benchmarks/", "/site-packages/"):
+            if marker in path:
+                path = path[path.index(marker) + 1:].removeprefix("site-packages/")
+                break
+        return f'{m.group(1)}"{path}"'
+    return re.sub(r'(\.file\s+\d+\s+)"([^"]*)"', fix, ptx)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)
     ap.add_argument("--arch", type=int, default=80)
+    ap.add_argument("--line-info", action="store_true")
     args = ap.parse_args(argv)
     os.environ.setdefault("TRITON_CACHE_DIR", tempfile.mkdtemp(prefix="triton-cache-"))
-    os.environ.setdefault("TRITON_DISABLE_LINE_INFO", "1")
+    os.environ["TRITON_DISABLE_LINE_INFO"] = "0" if args.line_info else "1"
     os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
     os.makedirs(args.out, exist_ok=True)
-    for release, stem in ((True, "triton_layernorm_bwd"),
-                          (False, "triton_layernorm_bwd_norelease")):
+    suffix = "_lineinfo" if args.line_info else ""
+    for release, stem in ((True, "triton_layernorm_bwd" + suffix),
+                          (False, "triton_layernorm_bwd_norelease" + suffix)):
         consts = {"GROUP": 1, "BLOCK_N": 64, "RELEASE": release}
         src = ASTSource(layer_norm_bwd_dx_fused, SIG, consts, {})
         k = triton.compile(src, target=GPUTarget("cuda", args.arch, 32),
                            options={"num_warps": 2, "num_stages": 1})
         name = os.path.join(args.out, f"{stem}_sm{args.arch}")
         with open(name + ".ptx", "w") as f:
-            f.write(k.asm["ptx"])
+            f.write(_relative_files(k.asm["ptx"]))
         info = {"generator": "benchmarks/triton_ref/gen_layernorm_bwd_ptx.py",
                 "triton": triton.__version__, "target": f"sm_{args.arch}",
                 "kernel": k.metadata.name, "constexprs": consts,

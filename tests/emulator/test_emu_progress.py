@@ -325,3 +325,14 @@ def test_triton_layernorm_backward_lock_memory_model():
     assert run(ptx).global_race_check == "checked: no global-memory race between blocks"
     with pytest.raises(GlobalMemoryRace, match="global-memory data race"):
         run(relaxed)
+
+
+def test_no_progress_names_the_source_line_from_loc():
+    # the same kernel compiled with Triton's line information: the error names the Python
+    # line of `while tl.atomic_cas(Lock, 0, 1) == 1:` in the generator
+    src = (pathlib.Path(__file__).parents[2] / "benchmarks" / "triton_ref" /
+           "gen_layernorm_bwd_ptx.py").read_text().splitlines()
+    line = next(i + 1 for i, t in enumerate(src) if "while tl.atomic_cas(Lock, 0, 1)" in t)
+    with pytest.raises(NoProgress, match=r"spin in the loop at PTX lines \d+-\d+ \(source "
+                       r"benchmarks/triton_ref/gen_layernorm_bwd_ptx.py:" + str(line) + r"\)"):
+        _layernorm_bwd("triton_layernorm_bwd_norelease_lineinfo_sm80", 2)
