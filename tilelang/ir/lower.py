@@ -188,7 +188,15 @@ class Lowerer(Checker):
         if self.kb is None or is_error(v):
             return
         b = scope.lookup(target.id)
-        b.value = replace(b.value, ir=self.materialize(v, b.value.type))
+        b.value = self.carry(b.value, v)
+
+    def carry(self, held: ArgInfo, v: ArgInfo) -> ArgInfo:
+        """The `var` value `held` now holding `v`'s run-time values (a tuple part by part)."""
+        if isinstance(held.type, TupleType) and held.elements is not None \
+                and v.elements is not None:
+            return replace(held, ir=None, elements=tuple(
+                self.carry(h, e) for h, e in zip(held.elements, v.elements)))
+        return replace(held, ir=self.materialize(v, held.type))
 
     # ---- functions --------------------------------------------------------------------------
     def instantiate(self, f, info, pos, kw, span, standalone=False) -> ArgInfo:
@@ -249,12 +257,18 @@ class Lowerer(Checker):
 
     def current(self, bindings) -> list[Value]:
         """The IR values of `bindings` now (constants materialized), kept on the bindings."""
-        vals = []
+        vals: list[Value] = []
         for b in bindings:
-            v = self.materialize(b.value)
-            b.value = replace(b.value, ir=v)
-            vals.append(v)
+            b.value = self._leaves(b.value, vals)
         return vals
+
+    def _leaves(self, a: ArgInfo, out: list) -> ArgInfo:
+        """A tuple `var` is carried as one IR value per tile in it (depth first)."""
+        if isinstance(a.type, TupleType) and a.elements is not None:
+            return replace(a, elements=tuple(self._leaves(e, out) for e in a.elements))
+        v = self.materialize(a)
+        out.append(v)
+        return replace(a, ir=v)
 
     def if_stmt(self, s: ast.If, scope: Scope, ctx: Ctx) -> None:
         if self.kb is None:
@@ -281,7 +295,7 @@ class Lowerer(Checker):
         finally:
             self.region_depth -= 1
         results = ifb.end()
-        if len(results) == len(binds):
+        if len(results) == len(before):
             _rebind(binds, results)
         else:  # both branches left the region: what follows is unreachable
             _rebind(binds, before)
@@ -297,7 +311,7 @@ class Lowerer(Checker):
         lo, hi, st = (self._bound(a, dt) for a in bounds)
         binds = self.carried([s.body], scope)
         loop = self.kb.for_(lo, hi, st, init=tuple(self.current(binds)), span=s.span,
-                            hints=tuple(b.name for b in binds))
+                            hints=_names(binds))
         ctx.loop_depth += 1
         self.region_depth += 1
         self.loops.append(binds)
@@ -361,9 +375,28 @@ class Lowerer(Checker):
 
 
 def _rebind(bindings, values) -> None:
-    """Point each `var` binding at its IR value in the region being emitted."""
-    for b, v in zip(bindings, values):
-        b.value = replace(b.value, ir=v)
+    """Point each `var` binding at its IR values (one per tile, see `current`) in the region
+    being emitted."""
+    it = iter(values)
+    for b in bindings:
+        b.value = _refill(b.value, it)
+
+
+def _refill(a: ArgInfo, it) -> ArgInfo:
+    if isinstance(a.type, TupleType) and a.elements is not None:
+        return replace(a, elements=tuple(_refill(e, it) for e in a.elements))
+    return replace(a, ir=next(it))
+
+
+def _names(bindings) -> tuple[str, ...]:
+    """Value names for the carried IR values: `st.0`, `st.1` for the tiles of a tuple `st`."""
+    def walk(a: ArgInfo, name: str):
+        if isinstance(a.type, TupleType) and a.elements is not None:
+            for i, e in enumerate(a.elements):
+                yield from walk(e, f"{name}.{i}")
+        else:
+            yield name
+    return tuple(n for b in bindings for n in walk(b.value, b.name))
 
 
 class _Returned(Exception):
