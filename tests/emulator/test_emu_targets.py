@@ -25,6 +25,12 @@ E4M3_MMA = ("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%r2,%r3,%r4,%r
     ("sm_80", "cvt.rn.tf32.f32 %r2, %r3;", "needs sm_90"),
     ("sm_90", "setmaxnreg.inc.sync.aligned.u32 240;", "needs the arch-specific target sm_90a"),
     ("sm_89", "elect.sync %r2|%p1, 0xffffffff;", "needs sm_90"),
+    ("sm_89", "fence.proxy.async.shared::cta;", "needs sm_90"),
+    ("sm_89", "prefetch.tensormap [%rd1];", "needs sm_90"),
+    ("sm_89", "ld.shared::cluster.u32 %r2, [%r1];", "needs sm_90"),
+    ("sm_89", "griddepcontrol.wait;", "needs sm_90"),
+    ("sm_89", "mbarrier.expect_tx.shared::cta.b64 [%r1], 16;", "needs sm_90"),
+    ("sm_90", "wgmma.fence.sync.aligned;", "needs the arch-specific target sm_90a"),
 ])
 def test_too_new_for_the_target(target, body, msg):
     mod = EmulatorDevice().load_module(module(target, body))
@@ -37,6 +43,9 @@ def test_too_new_for_the_target(target, body, msg):
     ("sm_90a", "setmaxnreg.inc.sync.aligned.u32 240;"),
     ("sm_80", "cp.async.ca.shared.global [%r1], [%rd1], 4;"),
     ("sm_80", "cvt.rna.tf32.f32 %r2, %r3;"),
+    ("sm_90", "fence.proxy.async.shared::cta;"),
+    ("sm_80", "fence.acq_rel.gpu;"),
+    ("sm_90a", "wgmma.fence.sync.aligned;"),
 ])
 def test_allowed_on_the_target(target, body):
     EmulatorDevice().load_module(module(target, body)).get_function("k")

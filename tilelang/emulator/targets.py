@@ -43,7 +43,14 @@ def required_sm(parts: list) -> tuple[int, bool]:
         return 90, False
     if root == "mbarrier" and ("try_wait" in parts or "expect_tx" in parts):
         return 90, False
-    if root in ("elect", "mapa", "getctarank") or (root == "barrier" and "cluster" in parts):
+    if root in ("elect", "mapa", "getctarank", "griddepcontrol") or \
+            (root == "barrier" and "cluster" in parts):
+        return 90, False
+    if root == "fence" and "proxy" in parts and any(p.startswith("async") for p in parts):
+        return 90, False
+    if root == "prefetch" and "tensormap" in parts:
+        return 90, False
+    if root in ("ld", "st", "atom", "red") and "shared::cluster" in parts:
         return 90, False
     if root == "redux":
         return 80, False
