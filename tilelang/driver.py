@@ -210,26 +210,39 @@ def code_digest(files: list[tuple[str, str]] | None = None) -> str:
     return h.hexdigest()
 
 
+def _file_identity(path: str) -> str:
+    st = os.stat(path)
+    return f"{os.path.basename(path)}, {st.st_size} bytes, mtime {st.st_mtime_ns}"
+
+
 def _version_id() -> str:
+    """Identifies this compiler and the LLVM and nvJitLink libraries it would use, without
+    loading them: a runtime process that finds its kernels cached needs neither (loading them
+    was ~50 ms of CPU). A library is named by its file's identity, which changes whenever it
+    is replaced."""
     from . import __version__
     parts = [f"tilec {__version__} (code {code_digest()[:16]})"]
     try:
         import llvmlite
-        import llvmlite.binding as llvm
-        parts.append(f"llvmlite {llvmlite.__version__} (LLVM "
-                     f"{'.'.join(map(str, llvm.llvm_version_info))})")
+        from llvmlite.utils import get_library_name
+        lib = os.path.join(os.path.dirname(llvmlite.__file__), "binding", get_library_name())
+        parts.append(f"llvmlite {llvmlite.__version__} ({_file_identity(lib)})")
     except Exception:  # pragma: no cover - llvmlite is a dependency
         parts.append("llvmlite ?")
     from . import nvjitlink
-    try:
-        parts.append("nvJitLink %d.%d" % nvjitlink.version())
-    except nvjitlink.NvJitLinkUnavailable:
-        parts.append("nvJitLink none")
+    files = [c for c in nvjitlink.candidates() if os.path.isabs(c)]
+    if files:
+        parts.append(f"nvJitLink ({_file_identity(files[0])})")
+    else:       # only the system loader knows where it is: ask the library itself
+        try:
+            parts.append("nvJitLink %d.%d" % nvjitlink.version())
+        except nvjitlink.NvJitLinkUnavailable:
+            parts.append("nvJitLink none")
     return "; ".join(parts)
 
 
 class _CompilerId:
-    """`COMPILER_ID`: computed on first use (it imports llvmlite and nvJitLink)."""
+    """`COMPILER_ID`: computed on first use (it hashes the compiler's files)."""
 
     _text: str | None = None
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import pathlib
 import subprocess
 import sys
 
@@ -144,3 +145,24 @@ def test_no_prewarm_without_an_idle_core(monkeypatch):
     assert not nvjitlink._idle_core()
     monkeypatch.setattr(nvjitlink.os, "cpu_count", lambda: 4)
     assert nvjitlink._idle_core()
+
+
+def test_compiler_id_loads_neither_llvm_nor_nvjitlink():
+    """The runtime's cache key: computed from file identities, so a process whose kernels are
+    all cached never loads libllvmlite or nvJitLink (nor imports Lark)."""
+    import os
+    code = ("import sys\n"
+            "from tilelang import driver, nvjitlink\n"
+            "text = str(driver.COMPILER_ID)\n"
+            "print(text)\n"
+            "print('llvmlite.binding' in sys.modules, 'lark' in sys.modules, "
+            "nvjitlink._loaded is not None)\n")
+    root = pathlib.Path(__file__).resolve().parents[2]
+    r = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True,
+                       env={**os.environ, "PYTHONPATH": str(root)}, timeout=300)
+    assert r.returncode == 0, r.stderr
+    ident, loaded = r.stdout.splitlines()
+    assert loaded == "False False False"
+    assert "; llvmlite " in ident and "; nvJitLink " in ident
+    if HAVE:
+        assert os.path.basename(nvjitlink.library().path) in ident
