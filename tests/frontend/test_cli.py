@@ -128,7 +128,7 @@ def test_emit_ast_round_trips(tmp_path):
 
 def test_emit_ast_to_file_written_atomically(tmp_path):
     out = tmp_path / "out.tile"
-    r = tilec("--emit", "ast", "-o", out, EXAMPLES[0])
+    r = tilec("--emit", "ast", "-o", out, ROOT / "examples" / "layernorm.tile")
     assert r.returncode == 0 and out.read_text().startswith("kernel layernorm(")
     bad = tmp_path / "bad.tile"
     bad.write_text("const = ;")
