@@ -72,7 +72,9 @@ class DriverCompiler:
 
     @property
     def compiler_id(self) -> str:
-        return str(self._get().COMPILER_ID)
+        # not through the driver: a module whose kernels are cached needs no front end
+        from tilelang.compiler_id import COMPILER_ID
+        return str(COMPILER_ID)
 
     def driver_options(self, options: CompileOptions):
         """The driver's `Options` for these runtime options."""
