@@ -5,7 +5,7 @@ precedence climbing) reads well-formed source and needs nothing beyond the stand
 Whenever it declines (a syntax error, anything `lower_tree` would diagnose, nesting too deep), the
 text is parsed again on the Lark path (`lark_parse`: the grammar in `grammar/tile.lark`, its
 shipped LALR tables and error recovery), which reports every error exactly as it always has.
-Lark is imported only then. docs/language.md's "Parsing" section says why there are two.
+Lark is imported only then. docs/frontend.md says why there are two and what holds them equal.
 """
 
 from __future__ import annotations
