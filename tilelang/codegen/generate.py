@@ -24,6 +24,7 @@ from tilelang.codegen.lower import matmul, memory, random, reduce, scan, shape  
 from tilelang.codegen.api import (AbiParam, ArrayFacts, CodegenResult, DEFAULT_FACTS,
                                   KernelArtifact)
 from tilelang.codegen.layouts.distributed import floor_pow2
+from tilelang.codegen.occupancy import ARCH_LIMITS
 from tilelang.codegen.contract import CodegenFeatures, KernelContract, decide_contract
 from tilelang.codegen.llvm.compile import TRIPLE, compile_modules, data_layout
 from tilelang.codegen.llvm.control import emit_kernel_body
@@ -31,6 +32,7 @@ from tilelang.codegen.llvm.kernel import KernelEmitter, KernelStats, NeedsExactT
 from tilelang.codegen.ptx_header import plan_module, rewrite_ptx
 from tilelang.diagnostics import DiagnosticSink, TileUsageError, register_codes
 from tilelang.ir.ops import BuiltinOp, IRModule, Kernel, walk
+from tilelang.ir.resources import check_registers, check_shared_memory
 from tilelang.sema.launch_attrs import LaunchSpec
 from tilelang.sema.launch_verify import DEFAULT_THREADS
 from tilelang.sema.types import ArrayType, TileType
@@ -178,6 +180,7 @@ def generate(module: IRModule, target: str = "sm_90a", opt_level: int = 3,
         spec = launch_spec(k)
         block = block_shape(spec)
         check_elements_per_thread(k, block)
+        check_registers(k, block, spec.maxnreg, sink)   # W0787/E0787 before emitting anything
         kfacts = {p.hint: facts.get(k.name, {}).get(p.hint, DEFAULT_FACTS)
                   for p in k.params if isinstance(p.type, ArrayType)}
         pending.append((k, spec, block, kfacts))
@@ -196,6 +199,7 @@ def generate(module: IRModule, target: str = "sm_90a", opt_level: int = 3,
         contracts[k.name] = decide_contract(k.name, spec, feats, tgt, kernel_span=k.span)
         for d in contracts[k.name].diagnostics:
             sink.add(d)
+        check_shared_memory(k, st.smem_bytes, ARCH_LIMITS[tgt.name].smem_per_block)
         texts.append(str(m))
         stats[k.name] = st
     plan = plan_module(tgt, contracts, set().union(*(s.features for s in stats.values())))
