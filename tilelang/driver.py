@@ -169,21 +169,22 @@ def internal_error(where: str, exc: BaseException) -> InternalCompilerError:
 # Compilation (tilec FILE.tile, the runtime)
 
 
-# Re-exported: the runtime and the tests name them through the driver.
-from .compiler_id import COMPILER_ID, code_digest, code_files, _version_id  # noqa: E402,F401
-
-
 
 
 # The products of a compile live in compiled.py, imported on first use (`tilec check` needs
-# none of them); `driver.CompileResult` and the others still work.
+# none of them); `driver.CompileResult` and the others still work,
 _COMPILED = ("ParamSig", "KernelSig", "ModuleSig", "CompiledKernel", "CompileResult")
+# and the compiler's identity in compiler_id.py
+_COMPILER_ID = ("COMPILER_ID", "code_digest", "code_files", "_version_id")
 
 
 def __getattr__(name: str):
     if name in _COMPILED:
         from . import compiled
         return getattr(compiled, name)
+    if name in _COMPILER_ID:
+        from . import compiler_id
+        return getattr(compiler_id, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
