@@ -169,8 +169,6 @@ def internal_error(where: str, exc: BaseException) -> InternalCompilerError:
 # Compilation (tilec FILE.tile, the runtime)
 
 
-
-
 # The products of a compile live in compiled.py, imported on first use (`tilec check` needs
 # none of them); `driver.CompileResult` and the others still work,
 _COMPILED = ("ParamSig", "KernelSig", "ModuleSig", "CompiledKernel", "CompileResult")
