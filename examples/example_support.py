@@ -1,0 +1,59 @@
+"""Shared by the example scripts: the back end from --backend (or TILELANG_BACKEND), host data
+put where the back end wants it, and results read back.
+
+    python3 examples/dropout.py --backend emulator     # the CPU emulator, NumPy arrays
+    python3 examples/dropout.py --backend cuda         # a GPU (torch tensors if torch is
+                                                       # installed, else DeviceArrays)
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))          # run from a checkout without installing
+
+import tilelang  # noqa: E402
+
+
+class Example:
+    def __init__(self, tile_file: str, description: str, argv=None):
+        ap = argparse.ArgumentParser(description=description)
+        ap.add_argument("--backend", choices=("cuda", "emulator"))
+        ap.add_argument("--seed", type=int, default=0)
+        self.args = ap.parse_args(argv)
+        self.rng = np.random.default_rng(self.args.seed)
+        self.module = tilelang.compile(os.path.join(HERE, tile_file), backend=self.args.backend)
+        self.backend = self.module.backend
+        self.torch = None
+        if self.backend.name == "cuda":
+            try:
+                import torch
+                self.torch = torch
+            except ImportError:
+                pass
+
+    def put(self, host: np.ndarray):
+        """A device copy of `host` (the emulator takes NumPy arrays as they are)."""
+        host = np.ascontiguousarray(host)
+        if self.backend.name == "emulator":
+            return host.copy()
+        if self.torch is not None:
+            return self.torch.from_numpy(host).cuda()
+        return tilelang.to_device(host, backend=self.backend)
+
+    def get(self, dev) -> np.ndarray:
+        self.backend.synchronize()
+        if isinstance(dev, np.ndarray):
+            return dev
+        if self.torch is not None and isinstance(dev, self.torch.Tensor):
+            return dev.cpu().numpy()
+        return dev.numpy()
+
+    def done(self, what: str) -> int:
+        print(f"{what}: ok ({self.backend.name})")
+        return 0
