@@ -220,3 +220,25 @@ def test_no_line_has_trailing_spaces():
         out = format_source(path.read_text("utf-8"))
         assert not any(ln != ln.rstrip() for ln in out.splitlines()), path
         assert os.linesep not in out or os.linesep == "\n"
+
+
+@pytest.mark.parametrize("width", [30, 100])
+def test_comments_anywhere_stay_idempotent(width):
+    """Comments put between random tokens of the repository's files (line comments, inline
+    and multi-line block comments, blank lines), laid out at two widths."""
+    rng = random.Random(width)
+    for n in range(60):
+        src = rng.choice(PARSED).read_text("utf-8")
+        ends = [m.end() for m in re.finditer(r"[A-Za-z_0-9.]+|[^\sA-Za-z_0-9]", src)]
+        for _ in range(rng.choice([1, 2, 4])):
+            at = rng.choice(ends)
+            cand = src[:at] + rng.choice([f" // c{n}\n", f" /* b{n} */ ", "\n/* m\n l */\n",
+                                          "\n// own\n", "\n\n"]) + src[at:]
+            try:
+                parse(cand)
+            except TileError:
+                continue
+            src = cand
+        out = format_source(src, width=width)
+        assert parse(out) == parse(src)
+        assert format_source(out, width=width) == out, f"case {n}"

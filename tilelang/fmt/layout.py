@@ -326,8 +326,17 @@ class Writer:
         self.cur += text
         self.after_comment = False
 
-    def trailing(self, comments: list[Tok]) -> None:
+    def trailing(self, comments: list[Tok], level: int | None = None) -> None:
+        """`comments` after the code of the current line, which they end. After a comment that
+        must end a line, the others go on lines of their own at `level` (where a comment on a
+        line of its own there would go), else at the current line's indentation."""
+        ended = False
         for c in comments:
+            if ended:
+                indent = self.cur[:len(self.cur) - len(self.cur.lstrip())]
+                self.end_line()
+                self.cur = indent if level is None else INDENT * level
+            ended = c.breaks or c.text.startswith("//")
             code = bool(self.cur and self.cur.strip())
             if code and self.code_end is None and "\n" not in c.text:
                 self.code_end = len(self.cur)  # where the code of the line ends
@@ -368,9 +377,15 @@ class Writer:
         nodes = s.nodes
         if level == 0:  # each attribute of an item on a line of its own
             while nodes and isinstance(nodes[0], Tok) and nodes[0].text == "@" and nodes[0].attr:
-                k = 2
-                if k < len(nodes) and isinstance(nodes[k], Group):
+                k = 1  # `@`, its name, its arguments: comments among them stay with them
+                while k < len(nodes) and isinstance(nodes[k], Tok) and nodes[k].is_comment:
                     k += 1
+                k += 1
+                j = k
+                while j < len(nodes) and isinstance(nodes[j], Tok) and nodes[j].is_comment:
+                    j += 1
+                if j < len(nodes) and isinstance(nodes[j], Group):
+                    k = j + 1
                 self.end_line()
                 self.start(level)
                 self.run(nodes[:k], level, 0)
@@ -402,7 +417,7 @@ class Writer:
         if not b.entries and not b.open_comments:
             self.cur += "}"
             return
-        self.trailing(b.open_comments)
+        self.trailing(b.open_comments, level + 1)
         self.end_line()
         self.entries(b.entries, level + 1)
         self.end_line()
@@ -420,10 +435,11 @@ class Writer:
         if not _forced(nodes) and len(self.cur) + sep + len(text) + suffix <= self.width:
             self.put(text, _first_space(nodes), level)
             return
+        # The longest group is wrapped; so is every group holding a comment that ends a line
+        # (wrapping can turn an inline comment into one: choosing by length alone keeps the
+        # choice the same when the result is formatted again).
         groups = [i for i, n in enumerate(nodes) if isinstance(n, Group) and n.items]
-        forced = [i for i in groups if _forced(nodes[i].items)]
-        wrap = forced[0] if forced else max(groups, key=lambda i: len(flat([nodes[i]])),
-                                              default=None)
+        wrap = max(groups, key=lambda i: len(flat([nodes[i]])), default=None)
         for i, n in enumerate(nodes):
             if i == wrap:
                 self.explode(n, level)
@@ -454,7 +470,7 @@ class Writer:
     def explode(self, g: Group, level: int) -> None:
         head, elems, tail = _elements(g)
         self.put(g.open.text, g.open.space, level)
-        self.trailing(head)
+        self.trailing(head, level + 1)
         self.end_line()
         neutral = _comma_neutral(g, len(elems))
         for k, e in enumerate(elems):
@@ -465,7 +481,7 @@ class Writer:
             self.run(e.nodes, level + 1, 1)
             if e.comma is not None or neutral:
                 self.cur += ","
-            self.trailing(e.trailing)
+            self.trailing(e.trailing, level + 1)
             self.end_line()
         for c in tail:
             self.start(level + 1)
