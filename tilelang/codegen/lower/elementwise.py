@@ -87,7 +87,7 @@ def _shared_reciprocal(kern: KernelEmitter, d, layout, dtype: DType, params: dic
     se = kern.se
     if isinstance(d, ConstValue) and dtype.name == "f32" and isinstance(d.value, (int, float)) \
             and not isinstance(d.value, bool) and se.mode_of(params) == se.precision \
-            and se.reciprocal(se.constant(1.0, dtype), dtype) is not None:
+            and se.reciprocal_divides(dtype):
         # a constant divisor: its reciprocal rounded once here (x * RN(1/c) is within 1.5 ulp,
         # inside div.full's 2), where 1/c is a normal number
         c = float(d.value)

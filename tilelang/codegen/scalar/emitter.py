@@ -246,11 +246,15 @@ class ScalarEmitter(IRKit):
         return self.builder.call(self.declare("llvm.nvvm.div.full", a.type, [a.type, a.type]),
                                  [a, b])
 
+    def reciprocal_divides(self, dt: DType) -> bool:
+        """Whether x / d may become x * (1 / d) in this emitter's mode (f32 only)."""
+        return dt.is_float and dt.bits == 32 and "/" in APPROXIMATED[self.precision]
+
     def reciprocal(self, v, dt: DType):
         """1 / v once, for a divisor shared by many elements: `rcp.approx.f32` (1 ulp, full
         range, subnormals kept) when `/` may be approximated, else None (the caller divides
         every element correctly rounded)."""
-        if not (dt.is_float and dt.bits == 32 and "/" in APPROXIMATED[self.precision]):
+        if not self.reciprocal_divides(dt):
             return None
         return self.builder.fdiv(self.c(v.type, 1.0), v, flags=("afn",))
 
