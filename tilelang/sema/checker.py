@@ -1302,14 +1302,28 @@ def _plain(c):
 
 
 def _declared_names(body: ast.Block) -> dict:
-    """Names a body binds (`let`/`var` and loop variables), first declaration of each."""
+    """Names a body binds (`let`/`var` and loop variables), first declaration of each. Only
+    statements are visited (no expression holds one), in source order."""
     out: dict = {}
-    for node in body.walk():
-        if isinstance(node, ast.Let):
-            for n, sp in zip(node.names, node.name_spans):
+
+    def visit(s) -> None:
+        if isinstance(s, ast.Let):
+            for n, sp in zip(s.names, s.name_spans):
                 out.setdefault(n, sp)
-        elif isinstance(node, ast.For):
-            out.setdefault(node.var, node.var_span)
+        elif isinstance(s, ast.Block):
+            for t in s.stmts:
+                visit(t)
+        elif isinstance(s, ast.For):
+            out.setdefault(s.var, s.var_span)
+            visit(s.body)
+        elif isinstance(s, ast.If):
+            visit(s.then)
+            if s.orelse is not None:
+                visit(s.orelse)
+        elif isinstance(s, ast.While):
+            visit(s.body)
+
+    visit(body)
     return out
 
 
