@@ -36,7 +36,8 @@ def _run(name: str, backend: str) -> str:
 def test_the_tutorial_set_is_there():
     assert {"dropout", "rmsnorm", "cross_entropy", "transpose", "cumsum", "histogram",
             "matmul_epilogue", "batched_matmul", "persistent", "quantize_int8",
-            "layernorm_backward"} <= set(SCRIPTS)
+            "layernorm_backward", "vadd", "softmax", "softmax_rows", "layernorm",
+            "layernorm_rows", "matmul"} <= set(SCRIPTS)
 
 
 @pytest.mark.parametrize("name", SCRIPTS)
