@@ -1,5 +1,6 @@
 """The rounding, classification and extra float functions (round rint trunc sign isnan isinf
-isfinite copysign fmod hypot log10 log1p expm1 cbrt tan atan asin acos sinh cosh) on the emulator, against NumPy: the exact
+isfinite copysign fmod hypot log10 log1p expm1 cbrt tan atan asin acos sinh cosh asinh acosh
+atanh) on the emulator, against NumPy: the exact
 ones bit for bit (and equal to the registry's reference), the others within the ulp bounds of
 docs/numerics.md, special values included; the PTX links."""
 
@@ -14,11 +15,13 @@ EXACT_UNARY = {"trunc": np.trunc, "rint": np.rint, "round": np.rint, "sign": np.
 CLASSIFY = {"isnan": np.isnan, "isinf": np.isinf, "isfinite": np.isfinite}
 ROUGH_UNARY = {"log10": np.log10, "log1p": np.log1p, "expm1": np.expm1, "cbrt": np.cbrt,
                "tan": np.tan, "atan": np.arctan, "asin": np.arcsin, "acos": np.arccos,
-               "sinh": np.sinh, "cosh": np.cosh}
+               "sinh": np.sinh, "cosh": np.cosh, "asinh": np.arcsinh, "acosh": np.arccosh,
+               "atanh": np.arctanh}
 BINARY = {"copysign": np.copysign, "fmod": np.fmod, "hypot": np.hypot}
 # ulps against the exact value rounded to the dtype (docs/numerics.md)
 BOUND = {n: dict.fromkeys([*ROUGH_UNARY, "hypot"], 2 if n == "f64" else 1)
          for n in ("f32", "f64", "f16")}
+BOUND["f64"]["atanh"] = 3
 
 
 def _values(name: str, rng) -> np.ndarray:
@@ -30,7 +33,8 @@ def _values(name: str, rng) -> np.ndarray:
     rand = np.concatenate([rng.standard_normal(300), rng.uniform(-30, 30, 300),
                            np.exp(rng.uniform(-60, 60, 300)) * rng.choice([-1, 1], 300),
                            rng.uniform(-1, 1, 100) * 1e-9, rng.uniform(-1, 1, 200),
-                           [1.5707963267948966, -1.5707963267948966, 1e17, 710.0]])
+                           [1.5707963267948966, -1.5707963267948966, 1e17, 710.0],
+                           1 + np.exp(rng.uniform(-40, 3, 100))])
     with np.errstate(all="ignore"):
         x = np.concatenate([edge, [big, -big, np.finfo(npd).tiny], rand]).astype(npd)
     if name == "f64":

@@ -204,7 +204,7 @@ CASES: dict[str, tuple] = {
 
 FLOAT_UNARY = ("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid",
                "erf", "log10", "log1p", "expm1", "cbrt", "tan", "atan", "asin", "acos", "sinh",
-               "cosh")
+               "cosh", "asinh", "acosh", "atanh")
 for _n in FLOAT_UNARY:
     CASES[_n] = ((T("f16", 4),), {}, "Tile[f16, 4]", (T("i32", 4),), {}, "E0508")
 for _dt, _ok in (("bool", C(True)), ("i8", C(-128)), ("i16", C(5)), ("i32", C(2.0)),

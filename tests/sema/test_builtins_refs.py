@@ -392,7 +392,12 @@ def test_rounding_and_classification_refs():
     np.testing.assert_allclose(ev("cbrt", (T("f32", 2),), {"x": np.float32([-27, 8])}), [-3, 2])
     u = np.float32([-0.5, 0.25])
     for name, fn in (("tan", np.tan), ("atan", np.arctan), ("asin", np.arcsin),
-                     ("acos", np.arccos), ("sinh", np.sinh), ("cosh", np.cosh)):
+                     ("acos", np.arccos), ("sinh", np.sinh), ("cosh", np.cosh),
+                     ("asinh", np.arcsinh), ("atanh", np.arctanh)):
+        np.testing.assert_allclose(ev(name, (T("f32", 2),), {"x": u}), fn(u.astype(float)),
+                                   rtol=1e-6, err_msg=name)
+    for name, fn in (("acosh", np.arccosh),):
+        u = np.float32([1.5, 3.0])
         np.testing.assert_allclose(ev(name, (T("f32", 2),), {"x": u}), fn(u.astype(float)),
                                    rtol=1e-6, err_msg=name)
 

@@ -244,6 +244,9 @@ MORE_FLOAT_UNARY = {
     "acos": (lambda v: np.arccos(v), "arc cosine, in [0, pi]; NaN outside [-1, 1]"),
     "sinh": (lambda v: np.sinh(v), "hyperbolic sine"),
     "cosh": (lambda v: np.cosh(v), "hyperbolic cosine"),
+    "asinh": (lambda v: np.arcsinh(v), "inverse hyperbolic sine"),
+    "acosh": (lambda v: np.arccosh(v), "inverse hyperbolic cosine; NaN below 1"),
+    "atanh": (lambda v: np.arctanh(v), "inverse hyperbolic tangent; ±inf at ±1, NaN beyond"),
 }
 for _name, (_fn, _doc) in MORE_FLOAT_UNARY.items():
     register(Builtin(_name, "math", (Param("x"),), _float_unary_typing, _unary_ref(_fn),

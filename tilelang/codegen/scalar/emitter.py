@@ -44,7 +44,7 @@ LOGIC = frozenset({"and", "or", "not"})
 UNARY = frozenset({"u-", "u+", "~"})
 FLOAT_MATH = frozenset({"exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos", "tanh",
                         "sigmoid", "erf", "log10", "log1p", "expm1", "cbrt", "tan", "atan",
-                        "asin", "acos", "sinh", "cosh"})
+                        "asin", "acos", "sinh", "cosh", "asinh", "acosh", "atanh"})
 NUMERIC_MATH = frozenset({"floor", "ceil", "abs", "trunc", "rint", "round", "sign"})
 CLASSIFY = frozenset({"isnan", "isinf", "isfinite"})
 NARY_MATH = frozenset({"minimum", "maximum", "pow", "atan2", "fma", "where", "copysign", "fmod",

@@ -311,4 +311,5 @@ _OPS = {"exp": exp, "exp2": exp2, "log": log, "log2": log2, "sqrt": sqrt, "rsqrt
         **{n: _special(n) for n in ("tanh", "erf", "atan2", "pow", "**", "%", "//",
                                     "floordiv", "fmod")},
         **{n: _more(n) for n in ("log10", "log1p", "expm1", "cbrt", "hypot", "tan", "atan",
-                                 "asin", "acos", "sinh", "cosh")}}
+                                 "asin", "acos", "sinh", "cosh", "asinh", "acosh",
+                                 "atanh")}}

@@ -1,5 +1,5 @@
-"""log10, log1p, expm1, cbrt, hypot, tan, atan, asin, acos, sinh and cosh on f32/f64 registers
-(docs/numerics.md has the bounds).
+"""log10, log1p, expm1, cbrt, hypot, tan, atan, asin, acos, sinh, cosh, asinh, acosh and atanh on
+f32/f64 registers (docs/numerics.md has the bounds).
 
 f32 is computed in f64 with the f64 routines and rounded once: every intermediate error is far
 below half an f32 ulp, so the result is within 1 ulp (a near-tie can move). f64 uses the
@@ -200,3 +200,45 @@ def cosh(k: IRKit, x):
     e = exp(k, a)
     r = b.fadd(b.fmul(k.c(F64, 0.5), e), b.fdiv(k.c(F64, 0.5), e))
     return b.select(b.fcmp_ordered(">", a, k.c(F64, 700.0)), _exp_half_squared(k, a), r)
+
+
+# ---------------------------------------------------------------------------------------------
+# asinh, acosh, atanh
+
+@_in_f64
+def asinh(k: IRKit, x):
+    """log1p(a + a^2 / (1 + sqrt(1 + a^2))) for a = |x| (no cancellation near 0), the sign of
+    x; beyond 2^28 log(a) + ln 2 (a^2 would overflow, and 1 + a^2 is a^2 anyway)."""
+    from tilelang.codegen.scalar.math import log
+    b = k.builder
+    one = k.c(F64, 1.0)
+    a = k.fabs(x)
+    a2 = b.fmul(a, a)
+    small = log1p(k, b.fadd(a, b.fdiv(a2, b.fadd(one, k.intrinsic("llvm.sqrt",
+                                                                      [b.fadd(one, a2)])))))
+    big = b.fadd(log(k, a), k.c(F64, float(K.LN2)))
+    r = b.select(b.fcmp_ordered(">", a, k.c(F64, 2.0 ** 28)), big, small)
+    return k.copysign(r, x)
+
+
+@_in_f64
+def acosh(k: IRKit, x):
+    """log1p(t + sqrt(t (t + 2))) with t = x - 1 (exact near 1); beyond 2^28 log(x) + ln 2;
+    NaN below 1."""
+    from tilelang.codegen.scalar.math import log
+    b = k.builder
+    t = b.fsub(x, k.c(F64, 1.0))
+    small = log1p(k, b.fadd(t, k.intrinsic("llvm.sqrt", [b.fmul(t, b.fadd(t, k.c(F64, 2.0)))])))
+    big = b.fadd(log(k, x), k.c(F64, float(K.LN2)))
+    r = b.select(b.fcmp_ordered(">", x, k.c(F64, 2.0 ** 28)), big, small)
+    # below 1 (where t (t + 2) is positive again for t < -2) and NaN: NaN
+    return b.select(b.fcmp_unordered("<", x, k.c(F64, 1.0)), k.c(F64, float("nan")), r)
+
+
+@_in_f64
+def atanh(k: IRKit, x):
+    """log1p(2a / (1 - a)) / 2 for a = |x|, the sign of x: ±1 gives ±inf, |x| > 1 NaN."""
+    b = k.builder
+    a = k.fabs(x)
+    r = b.fmul(k.c(F64, 0.5), log1p(k, b.fdiv(b.fadd(a, a), b.fsub(k.c(F64, 1.0), a))))
+    return k.copysign(r, x)
