@@ -32,16 +32,17 @@ MAX_ITEMS = 4096
 MAX_IMPORTS = 256
 
 
-# What item boundaries depend on: comments and strings (which may hold brackets), brackets,
-# and `;`. Everything else is skipped by the regex engine, not by Python.
-_BOUNDARY = re.compile(r'//[^\n]*|/\*.*?(?:\*/|\Z)|"(?:[^"\\\n]|\\.)*"?|[()\[\]{};]', re.S)
+# What item boundaries depend on: braces and `;` (no bracket of a valid program holds one, and
+# a text whose items all parse parses as a whole), and the comments and strings that may hold
+# them. Everything else is skipped by the regex engine, not by Python.
+_BOUNDARY = re.compile(r'//[^\n]*|/\*.*?(?:\*/|\Z)|"(?:[^"\\\n]|\\.)*"?|[{};]', re.S)
 _GAP = re.compile(r"(?:\s+|//[^\n]*|/\*.*?\*/)*", re.S)  # (an unclosed comment: a chunk)
 
 
 def item_chunks(text: str) -> list[tuple[int, int, int, int]]:
     """(start offset, end offset, line, column) of each top-level item of `text`: each ends
-    at the `;` or `}` that brings the bracket depth back to 0. A stray closing bracket makes
-    the rest of the text one chunk (its parse reports it)."""
+    at the `;` or `}` that brings the brace depth back to 0. A stray `}` makes the rest of the
+    text one chunk (its parse reports it)."""
     out = []
     depth = 0
     start = _GAP.match(text, 0).end()
@@ -50,14 +51,14 @@ def item_chunks(text: str) -> list[tuple[int, int, int, int]]:
         c = m.group(0)
         if len(c) != 1:
             continue  # a comment or a string
-        if c in "([{":
+        if c == "{":
             depth += 1
             continue
-        if c in ")]}":
+        if c == "}":
             depth -= 1
             if depth < 0:
                 break
-            if c != "}" or depth:
+            if depth:
                 continue
         elif depth:  # `;` inside brackets
             continue
