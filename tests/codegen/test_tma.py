@@ -13,7 +13,6 @@ swizzle."""
 from __future__ import annotations
 
 import enum
-import pathlib
 import re
 import shutil
 import subprocess
@@ -25,7 +24,7 @@ from tilelang.codegen.api import TensorMapSpec
 from tilelang.runtime import tensormap as rt_tm
 from tilelang.runtime.packing import ParamLayout
 
-from test_wgmma import BATCHED, MAJORS, MATMUL, matmul_arrays, operands
+from test_wgmma import MAJORS, MATMUL, matmul_arrays, operands
 from wgmma_support import compile_tma, run
 
 needs_ptxas = pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas not on PATH")

@@ -253,3 +253,27 @@ def test_narrow_k_uses_narrower_swizzles(bk, span_mode):
     assert (span_mode << 62) | ((8 * span >> 4) << 32) | (1 << 16) in consts, consts
     a, b = arrays["a"].astype(np.float64), arrays["b"].astype(np.float64)
     assert np.array_equal(arrays["c"], a @ b)
+
+
+CHAINED = """
+@launch(reqntid = (128, 1, 1))
+kernel chained(a: Array[f16, 2], b: Array[f16, 2], v: Array[f16, 2], c: Array[f32, 2]) {
+    let s = load(a, index = (0, 0), shape = (64, 64)) @ load(b, index = (0, 0), shape = (64, 64));
+    // s's accumulator layout is the A fragment of the next product: A from registers
+    let p = astype(s * 0.125, f16);
+    store(c, index = (0, 0), tile = p @ load(v, index = (0, 0), shape = (64, 128)));
+}
+"""
+
+
+def test_a_from_registers():
+    a, b = operands((64, 64), (64, 64))
+    _, v = operands((1, 1), (64, 128), seed=5)
+    arrays = {"a": a, "b": b, "v": v, "c": np.full((64, 128), np.nan, np.float32)}
+    res, _ = run(CHAINED, "chained", arrays, (1,))
+    # the second product's A is four 32-bit registers, B a descriptor (MN-major: trans 1)
+    assert re.search(r"m64n128k16\.f32\.f16\.f16 \{[^}]*\}, \{%r\d+, %r\d+, %r\d+, %r\d+\}, "
+                     r"%rd\d+, p, 1, 1, 1;", res.ptx)
+    p = (a.astype(np.float64) @ b.astype(np.float64) * 0.125).astype(np.float16)  # exact
+    want = p.astype(np.float64) @ v.astype(np.float64)
+    assert np.all(np.abs(arrays["c"] - want) <= product_bound(p, v))

@@ -112,3 +112,24 @@ def mma_async(kern: KernelEmitter, n: int, ab: str, k: int, acc: list[ir.Value],
                        side_effect=True)
     r = b.call(asm, [desc_a, desc_b] + list(acc))
     return [b.extract_value(r, i) for i in range(cnt)] if cnt > 1 else [r]
+
+
+def mma_async_rs(kern: KernelEmitter, n: int, ab: str, acc: list[ir.Value],
+                 a_regs: list[ir.Value], desc_b: ir.Value, trans_b: bool) -> list[ir.Value]:
+    """`wgmma.mma_async.m64n{n}k16` with A from registers (`a_regs`: four i32, each two
+    16-bit elements: the mma.sync m16n8k16 A fragment of the warp's 16 rows) and B through
+    its descriptor."""
+    b = kern.builder
+    cnt = len(acc)
+    regs = ",".join(f"${i}" for i in range(cnt))
+    text = ("{ .reg .pred p; setp.ne.b32 p, 1, 0; "
+            f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ab}.{ab} "
+            f"{{{regs}}}, {{${cnt}, ${cnt + 1}, ${cnt + 2}, ${cnt + 3}}}, ${cnt + 4}, p, 1, 1, "
+            f"{int(trans_b)}; }}")
+    cons = ",".join(["=f"] * cnt + ["r"] * 4 + ["l"] + [str(i) for i in range(cnt)] +
+                    ["~{memory}"])
+    ret = ir.LiteralStructType([F32] * cnt) if cnt > 1 else F32
+    asm = ir.InlineAsm(ir.FunctionType(ret, [I32] * 4 + [I64] + [F32] * cnt), text, cons,
+                       side_effect=True)
+    r = b.call(asm, list(a_regs) + [desc_b] + list(acc))
+    return [b.extract_value(r, i) for i in range(cnt)] if cnt > 1 else [r]

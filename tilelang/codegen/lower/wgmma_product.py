@@ -22,7 +22,7 @@ from math import prod
 import llvmlite.ir as ir
 
 from tilelang.codegen.layouts.distributed import log2
-from tilelang.codegen.layouts.wgmma import WG_M, WgTiling, instr_regs
+from tilelang.codegen.layouts.wgmma import WG_M, WgTiling, instr_regs, wg_acc_layout
 from tilelang.codegen.llvm.kernel import I32, I64, KernelEmitter, TileVal
 from tilelang.codegen.lower import mma_operands, mma_sync, tma_load, wgmma_ops
 from tilelang.codegen.lower.mma_epilogue import remember_acc_layout
@@ -162,6 +162,81 @@ def issue(kern: KernelEmitter, plan: TensorCorePlan, da: Descriptors, db: Descri
     return regs
 
 
+def a_fragment_layout(plan: TensorCorePlan, shape: tuple[int, ...], threads: int):
+    """The layout in which a register operand A (M, K) already is wgmma's A fragment: the
+    accumulator layout of an (M, K) product with the same warp groups along M (so a
+    product's result, after element-wise ops, feeds the next product from registers, as
+    attention's P does)."""
+    t: WgTiling = plan.wg
+    if len(shape) != 2 or t.groups_n != 1 or t.groups_b != 1 or shape[-1] > 256:
+        return None
+    ta = WgTiling(1, shape[0], shape[1], 1, t.groups_m, 1)
+    return wg_acc_layout(tuple(shape), threads, ta)
+
+
+def _pack16(kern: KernelEmitter, lo: ir.Value, hi: ir.Value) -> ir.Value:
+    """Two 16-bit values as one i32 (lo in the low half)."""
+    b = kern.builder
+    i16 = ir.IntType(16)
+    x, y = (v if v.type == i16 else b.bitcast(v, i16) for v in (lo, hi))
+    return b.or_(b.zext(x, I32), b.shl(b.zext(y, I32), _c(16)))
+
+
+def _product_rs(kern: KernelEmitter, plan: TensorCorePlan, a: TileVal, b, acc: TileVal,
+                k: int) -> TileVal:
+    """acc + a @ b with A from registers (already in the fragment layout) and B in smem."""
+    form = plan.form
+    t: WgTiling = plan.wg
+    rank = acc.layout.rank
+    shape_b = tuple(b.op.result.type.shape) if isinstance(b, mma_operands.DeferredLoad) \
+        else b.shape
+    cax = None
+    if isinstance(b, mma_operands.DeferredLoad):
+        cax = deferred_cax(kern, b, rank - 2, form.itemsize)
+        if cax is None:
+            b = mma_operands.materialize(kern, b)
+    if cax is None:
+        cax = register_cax(shape_b, rank - 2, form.itemsize)
+    base = kern.smem(image_bytes(shape_b, form.itemsize), ir.IntType(8), 0)
+    sop = mma_sync.SmemOperand(base, shape_b, cax, form.itemsize,
+                               image_span(shape_b[cax], form.itemsize))
+    align_smem(kern)
+    kern.barrier()
+    smem32 = mma_sync.shared_address(kern, base)
+    if isinstance(b, mma_operands.DeferredLoad):
+        from tilelang.codegen.lower.mma_pipeline import Stream
+        Stream(kern, b, sop.cax, sop.itemsize, 0, sop.span).issue(None, smem32, None)
+        kern.stats.features.add("cp_async")
+        mma_operands.commit_group(kern)
+        mma_operands.wait_group(kern, 0)
+    else:
+        mma_sync.fill_from_registers(kern, b, sop, kern.storage_type(b.dtype))
+    kern.barrier()
+    wgmma_ops.fence_proxy_async(kern)
+    db = Descriptors.build(kern, sop, False, plan)
+    base_b = db.base(kern, smem32)
+    regs = wgmma_ops.fence(kern, list(acc.regs))
+    bld = kern.builder
+    per_tile = k // 8 * 4                    # A registers of one 64-row tile
+    for k0 in range(0, k, 16):
+        for mi in range(t.m_tiles):
+            first = mi * per_tile + k0 // 8 * 4
+            r = a.regs[first:first + 8]
+            frag = [_pack16(kern, r[i], r[i + 1]) for i in range(0, 8, 2)]
+            for ni in range(t.n_instrs):
+                ob = db.offset(0, ni * t.instr_n, k0) >> 4
+                pb = bld.add(base_b, ir.Constant(I64, ob)) if ob else base_b
+                idx = instr_regs(t, 0, mi, ni)
+                out = wgmma_ops.mma_async_rs(kern, t.instr_n, form.ab,
+                                             [regs[i] for i in idx], frag, pb, db.trans)
+                for i, v in zip(idx, out):
+                    regs[i] = v
+    wgmma_ops.commit_group(kern)
+    regs = wgmma_ops.wait_group(kern, 0, regs)
+    remember_acc_layout(kern, plan.acc)
+    return TileVal(acc.dtype, plan.acc, tuple(regs))
+
+
 def product(kern: KernelEmitter, plan: TensorCorePlan, a, b, acc: TileVal) -> TileVal:
     """acc + a @ b on warp-group MMA; `a`, `b`: TileVals or DeferredLoads."""
     kern.require_exact()
@@ -169,6 +244,8 @@ def product(kern: KernelEmitter, plan: TensorCorePlan, a, b, acc: TileVal) -> Ti
     form = plan.form
     acc = to_layout(kern, acc, plan.acc)
     rank = acc.layout.rank
+    if isinstance(a, TileVal) and a.layout == a_fragment_layout(plan, a.shape, kern.threads):
+        return _product_rs(kern, plan, a, b, acc, a.shape[-1])
     shapes = [tuple(x.op.result.type.shape) if isinstance(x, mma_operands.DeferredLoad)
               else x.shape for x in (a, b)]
     k = shapes[0][-1]
