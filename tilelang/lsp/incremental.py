@@ -16,7 +16,6 @@ see benchmarks/lsp_bench.py for what an edit costs).
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 import threading
 from collections import OrderedDict
@@ -177,18 +176,3 @@ def check_module(module: ast.Module):
         checker.report(e.diagnostics)
         program = TypedProgram(ModuleInfo(module.file, module.file, module))
     return program, checker.diags, checker.loader
-
-
-def module_file(loader: ModuleLoader, dotted: tuple[str, ...], importer: str) -> str | None:
-    """The real path of the module `dotted` as `importer` would import it, or None."""
-    try:
-        return loader.find(tuple(dotted), importer, None)
-    except Exception:
-        return None
-
-
-def same_path(a: str, b: str) -> bool:
-    try:
-        return os.path.samefile(a, b)
-    except (OSError, ValueError):
-        return os.path.normpath(a) == os.path.normpath(b)

@@ -30,10 +30,6 @@ class Symbol:
     #: For a `fn` or `kernel`: its parameters by name (keyword arguments refer to them).
     params: dict = field(default_factory=dict)
 
-    @property
-    def end(self) -> int:
-        return self.col + len(self.name)
-
 
 @dataclass
 class Occurrence:
