@@ -24,7 +24,11 @@ from editor_helpers import ROOT  # noqa: E402
 from lsp_wire import Wire  # noqa: E402
 
 FEATURES = ("textDocument/hover", "textDocument/completion", "textDocument/definition",
-            "textDocument/documentSymbol")
+            "textDocument/documentSymbol", "textDocument/signatureHelp",
+            "textDocument/documentHighlight", "textDocument/prepareRename",
+            "textDocument/references", "textDocument/rename", "textDocument/inlayHint",
+            "textDocument/codeAction", "textDocument/semanticTokens/full",
+            "textDocument/foldingRange", "textDocument/formatting")
 OTHER_METHODS = ("textDocument/formatting", "textDocument/references", "workspace/symbol",
                  "workspace/executeCommand", "textDocument/semanticTokens/full",
                  "textDocument/codeAction", "window/showMessage", "$/setTrace",
@@ -154,6 +158,15 @@ class Garbage:
         if kind == "feature":
             method = r.choice(FEATURES)
             params = {"textDocument": {"uri": uri}, "position": self.position(uri)}
+            where = {"start": self.position(uri), "end": self.position(uri)}
+            params.update({  # what the requests past a position take
+                "textDocument/references": {"context": {"includeDeclaration": r.random() < .5}},
+                "textDocument/rename": {"newName": r.choice(["x", "let", self.text(4)])},
+                "textDocument/inlayHint": {"range": where},
+                "textDocument/codeAction": {"range": where, "context": {"diagnostics": [
+                    {"range": where, "message": f"did you mean `{self.text(3)}`?"}]}},
+                "textDocument/formatting": {"options": {"tabSize": 4, "insertSpaces": True}},
+            }.get(method, {}))
             msg, msg_id = self.request(method, params)
             return kind, msg, msg_id
         if kind == "open":
