@@ -78,9 +78,13 @@ def test_a_folder_formats_its_tile_files(tmp_path):
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / "x.tile").write_text(UGLY)
     (tmp_path / "notes.txt").write_text("fn f(a,b){}")
+    outside = tmp_path.parent / f"{tmp_path.name}-outside.tile"
+    outside.write_text(UGLY)
+    (tmp_path / "link.tile").symlink_to(outside)  # found in a folder: left alone
     assert main(["fmt", str(tmp_path)]) == 0
     assert (tmp_path / "sub" / "x.tile").read_text() == PRETTY
     assert (tmp_path / "notes.txt").read_text() == "fn f(a,b){}"
+    assert outside.read_text() == UGLY and (tmp_path / "link.tile").is_symlink()
 
 
 def test_a_syntax_error_leaves_the_file_alone(tmp_path, capsys):

@@ -45,7 +45,8 @@ def _files(paths: list[str]) -> list[str]:
         if p != "-" and os.path.isdir(p) and not os.path.islink(p):
             for root, dirs, names in os.walk(p):
                 dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-                out += [os.path.join(root, n) for n in sorted(names) if n.endswith(".tile")]
+                out += [os.path.join(root, n) for n in sorted(names) if n.endswith(".tile")
+                        and not os.path.islink(os.path.join(root, n))]  # named ones: refused
         else:
             out.append(p)
     return out
