@@ -416,3 +416,24 @@ def test_a_document_too_large_to_check_gets_quick_empty_answers(tmp_path):
             "tabSize": 4, "insertSpaces": True}}, timeout=10)["result"] == []
     finally:
         w.close()
+
+
+def test_completion_of_tile_and_array_members():
+    from lsprotocol import types as lsp
+
+    from tilelang.lsp.analysis import analyze
+    from tilelang.lsp.features import completions
+
+    text = ("kernel k(a: Array[f32, 1]) {\n    let t = load(a, index = 0, shape = 4);\n"
+            "    let n = t.ndim + a.ndim;\n    store(a, index = 0, tile = t * n);\n}\n")
+    a = analyze(text, "file:///tmp/members.tile")
+    assert a.diagnostics == []
+    def members(items):
+        return [i.label for i in items if i.kind == lsp.CompletionItemKind.Property]
+
+    tile = completions(a, lsp.Position(line=2, character=14))
+    assert members(tile) == ["shape", "dtype", "ndim"]
+    assert "sum" in [i.label for i in tile if i.kind == lsp.CompletionItemKind.Method]
+    array = completions(a, lsp.Position(line=2, character=23))
+    assert members(array) == ["shape", "stride", "dtype", "ndim"]
+    assert [i.label for i in completions(a, lsp.Position(line=2, character=15))] == ["ndim"]

@@ -259,7 +259,8 @@ _SYMBOL_KINDS = {
 def member_completions(a: Analysis, before_dot: str, ln: int, col: int
                        ) -> list[lsp.CompletionItem]:
     """After `m.` (an imported module): its functions and constants; after `std.` (part of
-    an imported module's name): the next part."""
+    an imported module's name): the next part; after a tile or array name: its members and the
+    built-ins callable as its methods (`t.sum(axis = 1)`)."""
     from .symbols import imported_module
 
     m = _CHAIN.search(before_dot[-512:])
@@ -268,6 +269,8 @@ def member_completions(a: Analysis, before_dot: str, ln: int, col: int
         return []
     chain = [p.strip() for p in m.group(1).split(".")]
     sym = index.visible(ln + 1, col + 1).get(chain[0])
+    if sym is not None and sym.kind in ("param", "let", "var", "for") and len(chain) == 1:
+        return _value_members(index.analysis, sym)
     if sym is None or sym.kind != "module":
         return []
     prefix = [sym.name] if sym.node.alias else list(sym.target)
@@ -294,6 +297,38 @@ def member_completions(a: Analysis, before_dot: str, ln: int, col: int
                                           detail=item_signature(item),
                                           documentation=_md(doc_comment(lines, item))))
     return out
+
+
+#: The members of tile and array values (the checker's `member`).
+VALUE_MEMBERS = {
+    "Tile": {"shape": "the shape: a tuple of constants", "dtype": "the element type",
+             "ndim": "the number of dimensions (a constant)"},
+    "Array": {"shape": "the extents: a tuple of i32", "stride": "the strides (elements): a "
+              "tuple of i32", "dtype": "the element type", "ndim": "the rank (a constant)"},
+}
+
+
+def _value_members(a: Analysis, sym) -> list[lsp.CompletionItem]:
+    typed = a.typed
+    if typed is None:
+        return []
+    types = {str(r.type) for r in typed.records if r.name == sym.name and r.span is not None
+             and (r.span.line, r.span.col) == (sym.line, sym.col)}
+    kinds = {t.split("[", 1)[0] for t in types}
+    if len(kinds) != 1 or next(iter(kinds)) not in VALUE_MEMBERS:
+        return []
+    (kind,) = kinds
+    items = [lsp.CompletionItem(label=n, kind=lsp.CompletionItemKind.Property,
+                                detail=f"{kind} member", documentation=_md(doc))
+             for n, doc in VALUE_MEMBERS[kind].items()]
+    reg = _registry()
+    for name in hl.builtins():
+        b = reg.get(name)
+        if b is not None and b.params:
+            items.append(lsp.CompletionItem(label=name, kind=lsp.CompletionItemKind.Method,
+                                            detail=builtin_signature(b),
+                                            documentation=_md(getattr(b, "doc", "") or "")))
+    return items
 
 
 def _keyword_arguments(a: Analysis, position: lsp.Position, encoding: str
