@@ -324,8 +324,21 @@ def test_const_parameter_without_a_value():
 
 
 def test_return_inside_run_time_if_of_a_fn():
-    text = lower_errors("""fn f(x) {
+    # an `if` whose every path returns is one `if` op yielding the value (issue 17)
+    ok = """fn f(x) {
     if x > 0 { return x; }
+    return -x;
+}
+kernel k(y: Array[i32, 1], v: i32) {
+    store(y, index = (0,), tile = full((1,), f(v), i32));
+}
+"""
+    res = compile_source(ok, "<test>.tile", Options(), until="tir")
+    assert res.ok, render_all(res.diagnostics, color=False)
+    assert "} else {" in res.tir and "yield" in res.tir
+    # a `return` in a run-time loop still cannot be inlined
+    text = lower_errors("""fn f(x) {
+    for i in range(x) { return i; }
     return -x;
 }
 kernel k(y: Array[i32, 1], v: i32) {
@@ -334,5 +347,5 @@ kernel k(y: Array[i32, 1], v: i32) {
 """)
     assert "error[E0261]: `return` inside a run-time `if` or loop of `fn f` cannot be " \
            "compiled yet" in text
-    assert " --> <test>.tile:2:16" in text
+    assert " --> <test>.tile:2:25" in text
     assert "help: compute the result in a `var` and return it at the end" in text

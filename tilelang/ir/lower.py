@@ -26,7 +26,8 @@ from tilelang.diagnostics import InternalCompilerError, TileError, TileSemanticE
 from tilelang.frontend import ast
 from tilelang.sema.builtins import BUILTINS, Builtin, bind_call
 from tilelang.sema.builtins_core import ArgInfo, DTypeType
-from tilelang.sema.checker import Checker, Ctx, Scope, _NeedsValue
+from tilelang.sema.checker import Checker, Ctx, Scope, _NeedsValue, returning_else
+from tilelang.sema.checker import returns_on_every_path as _returns
 from tilelang.sema.constants import ConstStr, ConstTuple, ConstValue, loose
 from tilelang.sema.types import BOOL, ArrayType, LooseType, TileType, TupleType, scalar
 from tilelang.sema.values import is_error, value
@@ -54,6 +55,7 @@ class Lowerer(Checker):
         self.kb: KernelBuilder | None = None
         self.kernels: list[Kernel] = []
         self.loops: list[list] = []          # the carried bindings of each enclosing loop
+        self.return_regions: set[int] = set()  # region depths of returning ifs' branches
         self.fn_depth: list[int] = []        # len(self.loops) where each inlined fn started
         self.region_depth = 0                # run-time regions (if/loop) entered
 
@@ -103,10 +105,14 @@ class Lowerer(Checker):
     def stmts(self, stmts, scope: Scope, ctx: Ctx) -> None:
         if self.kb is None:
             return super().stmts(stmts, scope, ctx)
-        for s in stmts:
+        stmts = list(stmts)
+        for i, s in enumerate(stmts):
             if self.terminated():
                 return  # dead code after break/continue/return
             try:
+                if isinstance(s, ast.If) and ctx.kind != "kernel" and self.fn_depth and \
+                        _returns(s.then) and self.returning_if(s, stmts[i + 1:], scope, ctx):
+                    return
                 self.stmt(s, scope, ctx)
             except _NeedsValue as nv:  # pragma: no cover - consts are specialized
                 raise _internal(nv.message, nv.span) from None
@@ -218,12 +224,14 @@ class Lowerer(Checker):
             super().return_stmt(s, scope, ctx)
             self.kb.return_(span=s.span)
             return
-        if self.fn_depth and self.region_depth > self.fn_depth[-1]:
+        if self.fn_depth and self.region_depth > self.fn_depth[-1] and \
+                self.region_depth not in self.return_regions:
             raise TileSemanticError.at(
                 "E0261", f"`return` inside a run-time `if` or loop of `fn {ctx.name}` cannot be "
                          f"compiled yet", s.span,
                 help="compute the result in a `var` and return it at the end of the function, "
-                     "or use `where(cond, a, b)`")
+                     "or use `where(cond, a, b)`; a `return` in an `if` whose every path "
+                     "returns is fine")
         if ctx.returns:
             raise TileSemanticError.at(
                 "E0261", f"`fn {ctx.name}` returns more than once, which cannot be compiled yet",
@@ -299,6 +307,59 @@ class Lowerer(Checker):
             _rebind(binds, results)
         else:  # both branches left the region: what follows is unreachable
             _rebind(binds, before)
+
+    def returning_if(self, s: ast.If, rest: list, scope: Scope, ctx: Ctx) -> bool:
+        """`if c { ...; return a; } [else { ...; return b; }] rest...; return d;` with a run-time
+        `c` in an inlined fn: one `if` op that yields the value each path returns (the rest of
+        the body is the else branch when there is none). False when it does not apply (a
+        constant condition, or a path that does not end in `return`): lowered as usual."""
+        other = returning_else(s, rest)
+        if not _returns(ast.Block(other, s.span)):
+            return False
+        c = self.condition(s.cond, scope, ctx, "`if`")
+        if isinstance(c.const, ConstValue) or c.ir is None:
+            return False
+        binds = self.carried([s.then, ast.Block(other, s.span)], scope)
+        before = self.current(binds)
+        ifb = self.kb.if_(c.ir, span=s.span)
+        shapes = []
+        self.region_depth += 1
+        self.return_regions.add(self.region_depth)
+        try:
+            for n, body in enumerate((s.then.stmts, other)):
+                if n:
+                    _rebind(binds, before)
+                with (ifb.then_() if n == 0 else ifb.else_()):
+                    with self.child(scope) as inner:
+                        try:
+                            self.stmts(body, inner, ctx)
+                        except _Returned:
+                            pass
+                    v = ctx.returns.pop()
+                    f = self.call_stack[-1][0] if self.call_stack else None
+                    if getattr(f, "ret", None) is not None:  # `-> T`: every return becomes T
+                        v = self.coerce(v, self.resolve_type(f.ret, scope, ctx), v.span,
+                                        f"the return value of `{ctx.name}`")
+                    if isinstance(v.type, (TileType, TupleType, LooseType)):
+                        v = self.fix_var_type(v, s.span)
+                    if shapes and v.type != shapes[0].type:
+                        raise TileSemanticError.at(
+                            "E0215", f"`fn {ctx.name}` returns {shapes[0].type} on one path "
+                                     f"and {v.type} on another", s.span,
+                            help="convert one with `astype` so that every return has one type")
+                    shapes.append(v)
+                    vals: list[Value] = []
+                    if isinstance(v.type, (TileType, TupleType)):
+                        v = self._leaves(v, vals)
+                    self.kb.yield_(*vals)
+        finally:
+            self.return_regions.discard(self.region_depth)
+            self.region_depth -= 1
+        _rebind(binds, before)
+        results = ifb.end()
+        ctx.returns.append(_refill(shapes[0], iter(results))
+                           if isinstance(shapes[0].type, (TileType, TupleType)) else shapes[0])
+        raise _Returned()
 
     def else_part(self, e, scope, ctx) -> None:
         if self.kb is None or not isinstance(e, ast.If):

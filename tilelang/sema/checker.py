@@ -47,6 +47,7 @@ from .values import (ERROR, Binding, BuiltinType, ErrorType, FnType, KernelType,
                      ModuleType, error_value, is_error, value)
 
 register_codes({
+    "E0261": "this construct cannot be compiled yet",  # also ir/lower.py's: check = compile
     "E0201": "unknown name",
     "E0202": "a top-level name is defined twice",
     "E0203": "assignment to a name that is not a `var`",
@@ -195,6 +196,9 @@ class Ctx:
     module: ModuleInfo
     label: str                 # heading for typed-ast records
     loop_depth: int = 0
+    run_loops: int = 0         # run-time `for`/`while` loops around this point (not `static`)
+    if_frames: list = field(default_factory=list)  # per enclosing run-time `if`: returnable?
+    liftable: frozenset = frozenset()  # ids of the fn's `if`s whose every path returns
     returns: list[ArgInfo] = field(default_factory=list)
     note: str | None = None    # "while checking `f` called at ..." for inlined functions
     declared: dict = field(default_factory=dict)  # every name bound in the body -> its span
@@ -558,7 +562,7 @@ class Checker:
         is_host = any(a.name == "host" for a in f.attrs)
         sig = ", ".join(f"{n}: {a.type}" for n, a in bound)
         ctx = Ctx("host" if is_host else "fn", f.name, info, f"fn {f.name}({sig})",
-                  declared=_declared_names(f.body))
+                  declared=_declared_names(f.body), liftable=liftable_ifs(f.body.stmts))
         if not standalone and span is not None:
             ctx.note = f"while checking `{f.name}({sig})` called at {span}"
         scope = Scope()
@@ -845,10 +849,12 @@ class Checker:
     def while_stmt(self, s: ast.While, scope: Scope, ctx: Ctx) -> None:
         self.condition(s.cond, scope, ctx, "`while`")
         ctx.loop_depth += 1
+        ctx.run_loops += 1
         try:
             self.block(s.body, scope, ctx)
         finally:
             ctx.loop_depth -= 1
+            ctx.run_loops -= 1
 
     def let(self, s: ast.Let, scope: Scope, ctx: Ctx) -> None:
         kind = "var" if s.mutable else "let"
@@ -952,9 +958,16 @@ class Checker:
             elif s.orelse is not None:
                 self.else_part(s.orelse, scope, ctx)
             return
-        self.block(s.then, scope, ctx)
-        if s.orelse is not None:
-            self.else_part(s.orelse, scope, ctx)
+        frame = ctx.kind == "fn" and c.const is None and not is_error(c)
+        if frame:  # a `return` in here compiles only if every path of this `if` returns
+            ctx.if_frames.append(id(s) in ctx.liftable)
+        try:
+            self.block(s.then, scope, ctx)
+            if s.orelse is not None:
+                self.else_part(s.orelse, scope, ctx)
+        finally:
+            if frame:
+                ctx.if_frames.pop()
 
     def else_part(self, e, scope, ctx) -> None:
         if isinstance(e, ast.If):
@@ -1030,6 +1043,7 @@ class Checker:
     def for_body(self, s: ast.For, scope: Scope, ctx: Ctx, dt, bounds) -> None:
         """A run-time `for` loop's body (the AST lowering overrides this to emit the loop)."""
         ctx.loop_depth += 1
+        ctx.run_loops += 1
         try:
             with self.child(scope) as inner:
                 self.declare_local(inner, s.var, "loop", value(scalar(dt), None, s.var_span),
@@ -1037,6 +1051,7 @@ class Checker:
                 self.block(s.body, inner, ctx, new_scope=False)
         finally:
             ctx.loop_depth -= 1
+            ctx.run_loops -= 1
 
     def static_for(self, s, bounds, start, stop, step, scope, ctx) -> None:
         if bounds is None:
@@ -1070,6 +1085,13 @@ class Checker:
             ctx.loop_depth -= 1
 
     def return_stmt(self, s: ast.Return, scope: Scope, ctx: Ctx) -> None:
+        if ctx.kind == "fn" and (ctx.run_loops or not all(ctx.if_frames)):
+            raise TileSemanticError.at(  # what the lowering cannot inline (ir/lower.py)
+                "E0261", f"`return` inside a run-time `if` or loop of `fn {ctx.name}` cannot be "
+                         f"compiled yet", s.span,
+                help="compute the result in a `var` and return it at the end of the function, "
+                     "or use `where(cond, a, b)`; a `return` in an `if` whose every path "
+                     "returns is fine")
         if ctx.kind == "kernel":
             if s.value is not None:
                 raise TileSemanticError.at(
@@ -1393,3 +1415,60 @@ def check_module(module: ast.Module, options) -> tuple[TypedProgram, list[Diagno
         checker.report(e.diagnostics)
         program = TypedProgram(ModuleInfo(module.file, module.file, module))
     return program, checker.diags
+
+
+# ---------------------------------------------------------------------------------------------
+# Returns from inside a run-time `if` (the lowering inlines them as one `if` that yields)
+
+def returns_on_every_path(node) -> bool:
+    """Whether every path through `node` (a statement or block) ends in `return`."""
+    if isinstance(node, ast.Return):
+        return True
+    if isinstance(node, ast.Block):
+        return any(returns_on_every_path(s) for s in node.stmts)
+    if isinstance(node, ast.If):
+        return node.orelse is not None and returns_on_every_path(node.then) and \
+            returns_on_every_path(node.orelse)
+    return False
+
+
+def returning_else(s: ast.If, rest) -> tuple:
+    """The statements the lowering puts in the else branch of a returning `if` followed by
+    `rest`: its own else (an `else if` as one statement), then `rest` if that may fall out."""
+    if s.orelse is None:
+        return tuple(rest)
+    if isinstance(s.orelse, ast.If):
+        return (s.orelse,) + tuple(rest)
+    return tuple(s.orelse.stmts) + (() if returns_on_every_path(s.orelse) else tuple(rest))
+
+
+def liftable_ifs(stmts) -> frozenset:
+    """The ids of the `if`s of a fn body that ir/lower.py lowers as returning `if`s (its
+    then-branch and its else branch with the rest of the body both return on every path),
+    walking the statement lists as the lowering does."""
+    out: set[int] = set()
+
+    def walk(seq) -> None:
+        seq = list(seq)
+        for i, s in enumerate(seq):
+            if isinstance(s, ast.If):
+                other = returning_else(s, seq[i + 1:])
+                if returns_on_every_path(s.then) and \
+                        returns_on_every_path(ast.Block(other, s.span)):
+                    out.add(id(s))
+                    walk(s.then.stmts)
+                    walk(other)
+                    return
+                walk(s.then.stmts)
+                if isinstance(s.orelse, ast.If):
+                    walk([s.orelse])
+                elif s.orelse is not None:
+                    walk(s.orelse.stmts)
+            elif isinstance(s, ast.Block):
+                walk(s.stmts)
+            else:
+                body = getattr(s, "body", None)
+                if isinstance(body, ast.Block):
+                    walk(body.stmts)
+    walk(stmts)
+    return frozenset(out)
