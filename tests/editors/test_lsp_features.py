@@ -437,3 +437,22 @@ def test_completion_of_tile_and_array_members():
     array = completions(a, lsp.Position(line=2, character=23))
     assert members(array) == ["shape", "stride", "dtype", "ndim"]
     assert members(completions(a, lsp.Position(line=2, character=15))) == ["ndim"]  # `n|`
+
+
+def test_semantic_tokens_tell_attributes_from_matrix_products():
+    from tilelang.lsp.analysis import analyze
+    from tilelang.lsp.semantic import LEGEND, semantic_tokens
+
+    text = ("@launch(num_warps = 4)\n@host\nfn f(a, b) {\n    return a @ b;\n}\n")
+    lines = text.split("\n")
+    legend = {"tokenTypes": LEGEND.token_types, "tokenModifiers": LEGEND.token_modifiers}
+    data = semantic_tokens(analyze(text, "file:///tmp/at.tile")).data
+    out, line, col = {}, 0, 0
+    for k in range(0, len(data), 5):
+        dl, dc, length, typ, _ = data[k:k + 5]
+        line += dl
+        col = col + dc if dl == 0 else dc
+        out[(line, col)] = (lines[line][col:col + length], legend["tokenTypes"][typ])
+    assert out[(0, 0)] == ("@", "decorator") and out[(0, 1)] == ("launch", "decorator")
+    assert out[(1, 0)] == ("@", "decorator") and out[(1, 1)] == ("host", "decorator")
+    assert out[(3, 13)] == ("@", "operator") and out[(3, 15)] == ("b", "parameter")

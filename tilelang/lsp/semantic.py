@@ -14,6 +14,7 @@ from __future__ import annotations
 from lsprotocol import types as lsp
 
 from tilelang import highlight as hl
+from tilelang.fmt.layout import mark_spacing
 from tilelang.fmt.tokens import tokenize
 
 from .analysis import Analysis, too_large
@@ -30,8 +31,8 @@ _SYMBOL = {"param": ("parameter", 0), "let": ("variable", _READONLY), "var": ("v
            "kernel": ("function", 0), "module": ("namespace", 0), "import": ("function", 0)}
 
 
-def _classify_name(text: str, occ, prev: str) -> tuple[str, int] | None:
-    if prev == "@":
+def _classify_name(text: str, occ, prev) -> tuple[str, int] | None:
+    if prev is not None and prev.attr:  # `@launch`, not `a @ b`
         return "decorator", 0
     if occ is not None:
         if occ.role == "keyword":
@@ -43,7 +44,7 @@ def _classify_name(text: str, occ, prev: str) -> tuple[str, int] | None:
         return "function", _LIB
     if text in hl.dtypes() or text in hl.TYPE_CONSTRUCTORS:
         return "type", _LIB
-    if occ is None and prev == ".":
+    if occ is None and prev is not None and prev.text == ".":
         return None
     return "variable", 0
 
@@ -55,7 +56,7 @@ def semantic_tokens(a: Analysis, encoding: str = UTF16) -> lsp.SemanticTokens:
     occ_at = {(o.line, o.col): o for o in index.occurrences} if index is not None else {}
     data: list[int] = []
     last_line = last_col = 0  # 0-based line and column (in encoding units)
-    prev = ""
+    prev = None  # the previous token that is not a comment
     lines = a.lines
 
     def emit(line: int, col: int, length_cp: int, kind: str, mods: int) -> None:
@@ -69,7 +70,9 @@ def semantic_tokens(a: Analysis, encoding: str = UTF16) -> lsp.SemanticTokens:
         data.extend([dl, start - last_col if dl == 0 else start, length, _T[kind], mods])
         last_line, last_col = line - 1, start
 
-    for t in tokenize(a.text, strict=False):
+    toks = tokenize(a.text, strict=False)
+    mark_spacing(toks)  # the formatter's reading of which `@` starts an attribute
+    for t in toks:
         if t.kind == "comment":
             for k, part in enumerate(t.text.split("\n")):  # one token per line
                 col = t.col if k == 0 else 1
@@ -85,12 +88,11 @@ def semantic_tokens(a: Analysis, encoding: str = UTF16) -> lsp.SemanticTokens:
             emit(t.line, t.col, len(t.text), "number", 0)
         elif t.kind == "string":
             emit(t.line, t.col, len(t.text), "string", 0)
-        elif t.kind == "op" and t.text == "@" and prev in ("", ";", "}", ")") and \
-                t.own_line:
+        elif t.kind == "op" and t.attr:
             emit(t.line, t.col, 1, "decorator", 0)
         elif t.kind == "op" and t.text not in "()[]{},;.:":
             emit(t.line, t.col, len(t.text), "operator", 0)
-        prev = t.text if t.kind != "error" else prev
+        prev = t
     return lsp.SemanticTokens(data=data)
 
 
