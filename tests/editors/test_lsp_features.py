@@ -437,6 +437,11 @@ def test_completion_of_tile_and_array_members():
     array = completions(a, lsp.Position(line=2, character=23))
     assert members(array) == ["shape", "stride", "dtype", "ndim"]
     assert members(completions(a, lsp.Position(line=2, character=15))) == ["ndim"]  # `n|`
+    from tilelang.lsp.features import hover
+
+    h = hover(a, lsp.Position(line=2, character=15))
+    assert h.contents.value == "`ndim` of `t: Tile[f32, 4]` — the number of dimensions " \
+        "(a constant)"
 
 
 def test_semantic_tokens_tell_attributes_from_matrix_products():

@@ -331,6 +331,25 @@ def _value_members(a: Analysis, sym) -> list[lsp.CompletionItem]:
     return items
 
 
+def _member_hover(a: Analysis, ln: int, dot_end: int, word: str) -> str | None:
+    """`shape` in `t.shape`, for a tile or array `t`."""
+    m = re.search(r"([A-Za-z_][A-Za-z0-9_]*)\s*\.$", a.lines[ln][max(dot_end - 256, 0):dot_end])
+    if m is None or a.module is None:
+        return None
+    occ = a.index.at(ln + 1, dot_end - len(m.group(0)) + 1)
+    sym = occ.symbol if occ is not None else None
+    if sym is None or sym.kind not in ("param", "let", "var", "for") or a.typed is None:
+        return None
+    for r in a.typed.records:
+        if r.name == sym.name and r.span is not None and \
+                (r.span.line, r.span.col) == (sym.line, sym.col):
+            kind = str(r.type).split("[", 1)[0]
+            doc = VALUE_MEMBERS.get(kind, {}).get(word)
+            if doc:
+                return f"`{word}` of `{sym.name}: {r.type}` — {doc}"
+    return None
+
+
 def _keyword_arguments(a: Analysis, position: lsp.Position, encoding: str
                        ) -> list[lsp.CompletionItem]:
     """Inside a call's parentheses: the parameters of what it calls not given yet, as
@@ -491,7 +510,9 @@ def hover(a: Analysis, position: lsp.Position, encoding: str = UTF16) -> lsp.Hov
     elif before == "@" and word in ATTRIBUTE_DOCS:
         value = ATTRIBUTE_DOCS[word]
     elif before == ".":
-        return None
+        value = _member_hover(a, ln, start, word)
+        if value is None:
+            return None
     elif word in items:
         value = f"```tile\n{item_signature(items[word])}\n```"
     elif word in hl.builtins():
