@@ -19,7 +19,7 @@ from tilelang.codegen.layouts.distributed import Layout
 from tilelang.codegen.llvm.kernel import KernelEmitter, TileVal
 from tilelang.codegen.llvm.sync import convert
 from tilelang.codegen.lower import mma_epilogue
-from tilelang.codegen.lower.mma_operands import PRODUCTS, DeferredLoad, deferrable
+from tilelang.codegen.lower.mma_operands import PRODUCTS, deferrable
 from tilelang.codegen.lower.mma_pipeline import emit_pipelined, loop_plan
 from tilelang.codegen.lower.mma_plan import tensor_core_plan, to_layout
 from tilelang.ir.ops import (Block, BreakOp, BuiltinOp, ConditionOp, ConstantOp, ContinueOp,
@@ -48,7 +48,8 @@ def emit_region(kern: KernelEmitter, block: Block) -> tuple[str, list]:
         isinstance(o, BuiltinOp) and o.name in PRODUCTS for o in block.ops) else ()
     for op in block.ops:
         if isinstance(op, BuiltinOp) and op.result is not None and op.result.id in deferred:
-            kern.env[op.result.id] = DeferredLoad(op)   # the product copies it (cp.async)
+            if deferred[op.result.id] is not None:      # the product copies it (cp.async)
+                kern.env[op.result.id] = deferred[op.result.id]
         elif isinstance(op, BuiltinOp) and op.name == "store" and mma_epilogue.applies(kern, op):
             mma_epilogue.store(kern, op)                # an accumulator: 16-byte stores
         elif isinstance(op, BuiltinOp):

@@ -101,6 +101,8 @@ def _tensor_core(kern: KernelEmitter, plan: TensorCorePlan, a, b, acc: TileVal) 
     if plan.wg is not None:
         return wgmma_product.product(kern, plan, a, b, acc)
     kern.require_exact()
+    # mma.sync's copies take a load's own tile only: a viewed one goes through registers
+    a, b = (mma_operands.materialize(kern, x) if getattr(x, "chain", ()) else x for x in (a, b))
     form = plan.form
     kern.stats.features.add("mma_f8" if form.ab in ("e4m3", "e5m2") else "mma_sync")
     acc = to_layout(kern, acc, plan.acc)

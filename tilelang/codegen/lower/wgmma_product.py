@@ -73,8 +73,7 @@ def deferred_cax(kern: KernelEmitter, d, k_axis: int, itemsize: int) -> int | No
     cax = mma_operands.async_axis(kern, d, k_axis, itemsize)
     if cax is None:
         return None
-    shape = tuple(d.op.result.type.shape)
-    return cax if image_fits(shape[cax], itemsize) else None
+    return cax if image_fits(d.shape[cax], itemsize) else None
 
 
 @dataclass
@@ -188,8 +187,7 @@ def _product_rs(kern: KernelEmitter, plan: TensorCorePlan, a: TileVal, b, acc: T
     form = plan.form
     t: WgTiling = plan.wg
     rank = acc.layout.rank
-    shape_b = tuple(b.op.result.type.shape) if isinstance(b, mma_operands.DeferredLoad) \
-        else b.shape
+    shape_b = b.shape
     cax = None
     if isinstance(b, mma_operands.DeferredLoad):
         cax = deferred_cax(kern, b, rank - 2, form.itemsize)
@@ -205,7 +203,8 @@ def _product_rs(kern: KernelEmitter, plan: TensorCorePlan, a: TileVal, b, acc: T
     smem32 = mma_sync.shared_address(kern, base)
     if isinstance(b, mma_operands.DeferredLoad):
         from tilelang.codegen.lower.mma_pipeline import Stream
-        Stream(kern, b, sop.cax, sop.itemsize, 0, sop.span).issue(None, smem32, None)
+        Stream(kern, b, b.load_axis(sop.cax), sop.itemsize, 0, sop.span).issue(None, smem32,
+                                                                              None)
         kern.stats.features.add("cp_async")
         mma_operands.commit_group(kern)
         mma_operands.wait_group(kern, 0)
@@ -246,8 +245,7 @@ def product(kern: KernelEmitter, plan: TensorCorePlan, a, b, acc: TileVal) -> Ti
     rank = acc.layout.rank
     if isinstance(a, TileVal) and a.layout == a_fragment_layout(plan, a.shape, kern.threads):
         return _product_rs(kern, plan, a, b, acc, a.shape[-1])
-    shapes = [tuple(x.op.result.type.shape) if isinstance(x, mma_operands.DeferredLoad)
-              else x.shape for x in (a, b)]
+    shapes = [x.shape for x in (a, b)]
     k = shapes[0][-1]
     sops, sources, offsets, offset = [], [], [], 0
     for x, shape, k_axis in ((a, shapes[0], rank - 1), (b, shapes[1], rank - 2)):
@@ -272,7 +270,8 @@ def product(kern: KernelEmitter, plan: TensorCorePlan, a, b, acc: TileVal) -> Ti
     from tilelang.codegen.lower.mma_pipeline import Stream
     for x, sop, off in zip(sources, sops, offsets):
         if isinstance(x, mma_operands.DeferredLoad):
-            Stream(kern, x, sop.cax, sop.itemsize, off, sop.span).issue(None, smem32, None)
+            Stream(kern, x, x.load_axis(sop.cax), sop.itemsize, off, sop.span).issue(
+                None, smem32, None)
             copies = True
         else:
             mma_sync.fill_from_registers(kern, x, sop, kern.storage_type(x.dtype))
