@@ -21,7 +21,7 @@ from tilelang.codegen.llvm.sync import convert
 from tilelang.codegen.lower import mma_epilogue
 from tilelang.codegen.lower.mma_operands import PRODUCTS, deferrable
 from tilelang.codegen.lower.mma_pipeline import emit_pipelined, loop_plan
-from tilelang.codegen.lower.mma_plan import tensor_core_plan, to_layout
+from tilelang.codegen.lower.mma_plan import row_stat_layout, tensor_core_plan, to_layout
 from tilelang.ir.ops import (Block, BreakOp, BuiltinOp, ConditionOp, ConstantOp, ContinueOp,
                              ForOp, IfOp, ReturnOp, WhileOp, YieldOp)
 from tilelang.sema.types import DType
@@ -177,9 +177,10 @@ def _loop_results(kern: KernelEmitter, frame: LoopFrame, normal_exit: ir.Block,
 
 def carried_layouts(kern: KernelEmitter, body: Block, carried, init: list[TileVal]
                     ) -> list[TileVal]:
-    """Choose the layout of loop-carried values before the loop: an accumulator that a
-    tensor-core `mma` in the body updates and yields back is carried in the instruction's
-    fragment layout (created there once, not converted on every iteration)."""
+    """Choose the layout of loop-carried values before the loop: a value that the body
+    yields from a tensor-core `mma` (its accumulator, possibly rescaled first, as
+    attention's output) is carried in the instruction's fragment layout (created there
+    once, not converted on every iteration)."""
     term = body.terminator
     if not isinstance(term, YieldOp) or not kern.exact:
         return init
@@ -188,8 +189,10 @@ def carried_layouts(kern: KernelEmitter, body: Block, carried, init: list[TileVa
                  if isinstance(o, BuiltinOp) and o.name == "mma" and o.result is not None}
     for i, (arg, yv) in enumerate(zip(carried, term.values)):
         o = producers.get(yv.id)
-        acc = o.arg_map.get("acc") if o is not None else None
-        if getattr(acc, "id", None) != arg.id:
+        if o is None:
+            stat = row_stat_layout(kern, body.ops, init[i].shape)
+            if stat is not None:                # a running max / sum beside a product
+                out[i] = to_layout(kern, init[i], stat)
             continue
         plan = tensor_core_plan(kern, o)
         if plan is not None and init[i].shape == plan.acc.shape:

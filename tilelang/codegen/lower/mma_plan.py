@@ -107,3 +107,28 @@ def to_layout(kern: KernelEmitter, t: TileVal, lay: Layout) -> TileVal:
                                               for r in t.regs):
         return TileVal(t.dtype, lay, (first,) * lay.num_regs)
     return convert(kern, t, lay)
+
+
+def row_stat_layout(kern: KernelEmitter, ops, shape: tuple[int, ...]) -> Layout | None:
+    """The layout in which a loop should carry a value of `shape` that a kept-dims reduction
+    in `ops` computes from a tensor-core product's accumulator (attention's running max and
+    sum): the reduction's own result layout, so neither the reduction's result nor the
+    broadcast back onto the accumulator needs an exchange through shared memory."""
+    from tilelang.codegen.layouts.distributed import drop_axes
+    plans = {}
+    for o in ops:
+        if isinstance(o, BuiltinOp) and o.name in ("mma", "matmul", "@"):
+            p = tensor_core_plan(kern, o)
+            if p is not None:
+                plans.setdefault(tuple(p.acc.shape), p)
+    for o in ops:
+        if not (isinstance(o, BuiltinOp) and o.builtin.group == "reduce" and o.result is not None
+                and tuple(o.result.type.shape) == tuple(shape)):
+            continue
+        x = o.arg_map.get("x")
+        p = plans.get(tuple(getattr(x, "type", None) and x.type.shape or ()))
+        if p is None or len(shape) != p.acc.rank or "axis" not in o.arg_map:
+            continue
+        ax = kern.const_ints(o.arg_map["axis"])[0] % len(shape)
+        return drop_axes(p.acc, (ax,), True)
+    return None

@@ -173,9 +173,25 @@ def a_fragment_layout(plan: TensorCorePlan, shape: tuple[int, ...], threads: int
     return wg_acc_layout(tuple(shape), threads, ta)
 
 
+def _narrowed(v: ir.Value) -> ir.Value | None:
+    """The f32 value `v` was rounded from, when it is an f32 -> f16/bf16 conversion."""
+    if isinstance(v, ir.CastInstr) and v.opname == "fptrunc" and \
+            v.operands[0].type == ir.FloatType() and str(v.type) in ("half", "bfloat"):
+        return v.operands[0]
+    return None
+
+
 def _pack16(kern: KernelEmitter, lo: ir.Value, hi: ir.Value) -> ir.Value:
-    """Two 16-bit values as one i32 (lo in the low half)."""
+    """Two 16-bit values as one i32 (lo in the low half). Two f32 values just rounded to
+    f16/bf16 (attention's P) are rounded and packed by one `cvt.rn.{f16,bf16}x2.f32`, the
+    same round-to-nearest-even per element; the separate conversions are then dead."""
     b = kern.builder
+    x, y = _narrowed(lo), _narrowed(hi)
+    if x is not None and y is not None and lo.type == hi.type:
+        kind = "f16x2" if str(lo.type) == "half" else "bf16x2"
+        asm = ir.InlineAsm(ir.FunctionType(I32, [ir.FloatType(), ir.FloatType()]),
+                           f"cvt.rn.{kind}.f32 $0, $1, $2;", "=r,f,f")
+        return b.call(asm, [y, x])
     i16 = ir.IntType(16)
     x, y = (v if v.type == i16 else b.bitcast(v, i16) for v in (lo, hi))
     return b.or_(b.zext(x, I32), b.shl(b.zext(y, I32), _c(16)))
