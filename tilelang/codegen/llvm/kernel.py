@@ -200,6 +200,7 @@ class KernelEmitter:
         self.consts: dict[int, ConstValue] = {}
         self.loops: list[Any] = []          # llvm_control.LoopFrame stack
         self._smem: ir.GlobalVariable | None = None
+        self._kept_smem = 0           # bytes of buffers from kept_smem (static)
         self._cache: dict[Any, ir.Value] = {}
         # Shared-memory events for exchange_slot: a sequence number per event, the barriers
         # emitted (block -> seqs), the last use of the buffer by anyone else, and each slot's
@@ -568,22 +569,38 @@ class KernelEmitter:
             p = b.gep(p, [ir.Constant(I32, offset)])
         return b.bitcast(p, ir.PointerType(ty, addrspace=3))
 
+    def kept_smem(self, nbytes: int, align: int) -> ir.Value:
+        """A static shared buffer of its own (i8 pointer), outside the scratch buffer every
+        user starts at: for data written once before a loop and read in every iteration."""
+        self.require_exact()
+        ty = ir.ArrayType(I8, nbytes)
+        g = ir.GlobalVariable(self.module, ty, f"__tile_kept{self._kept_smem}_"
+                              f"{self.kernel.name}", addrspace=3)
+        g.linkage = "internal"
+        g.align = align
+        g.initializer = ir.Constant(ty, ir.Undefined)
+        self._kept_smem += -(-nbytes // align) * align
+        return g.bitcast(ir.PointerType(I8, addrspace=3))     # a constant: valid anywhere
+
     def finish_smem(self) -> None:
         """Give the scratch buffer its final size (instructions refer to it by name and print
         its type lazily, so retyping the global here is safe)."""
+        kept = self._kept_smem
         if self._smem is None:
+            self.stats.smem_bytes = kept
             return
-        self.stats.smem_bytes = -(-self.stats.smem_bytes // 16) * 16   # whole 16-byte units
-        if self.stats.smem_bytes > STATIC_SMEM_LIMIT:
+        scratch = -(-self.stats.smem_bytes // 16) * 16   # whole 16-byte units
+        self.stats.smem_bytes = scratch + kept
+        if scratch + kept > STATIC_SMEM_LIMIT:
             # More than a block may declare statically (a pipelined ring): the buffer becomes
             # the dynamic shared memory the launch provides (`.extern .shared ... []`).
-            self.stats.dynamic_smem = self.stats.smem_bytes
+            self.stats.dynamic_smem = scratch
             ty = ir.ArrayType(I8, 0)
             self._smem.linkage = "external"
             self._smem.value_type = ty
             self._smem.type = ir.PointerType(ty, addrspace=3)
             return
-        ty = ir.ArrayType(I8, max(self.stats.smem_bytes, 16))
+        ty = ir.ArrayType(I8, max(scratch, 16))
         self._smem.value_type = ty
         self._smem.type = ir.PointerType(ty, addrspace=3)
         self._smem.initializer = ir.Constant(ty, ir.Undefined)
