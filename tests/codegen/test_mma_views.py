@@ -5,6 +5,8 @@ on the emulator against NumPy, ragged edges zero-padded."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -63,3 +65,62 @@ def test_store_between_keeps_the_load_before_it():
     run(STORE_BETWEEN, "between", arrays, (1,))
     assert np.array_equal(arrays["c"], a.astype(np.float64) @ b.astype(np.float64).T)
     assert not arrays["b"].any()
+
+
+KEPT = """
+@launch(reqntid = (128, 1, 1))
+kernel kept(a: Array[f16, 2], b: Array[f16, 3], c: Array[f32, 2]) {
+    // ta is loop-invariant and in registers (scaled): its image is written once, before
+    // the loop; each iteration's B goes to the scratch buffer
+    let ta = astype(load(a, index = (0, 0), shape = (64, 64)) * 2.0, f16);
+    var acc = zeros((64, 64), f32);
+    for j in range(dim(b, 0)) {
+        let tb = reshape(load(b, index = (j, 0, 0), shape = (1, 64, 64)), (64, 64));
+        acc = mma(ta, tb, acc * 0.5);
+    }
+    store(c, index = (0, 0), tile = acc);
+}
+"""
+
+
+def test_loop_invariant_operand_image_written_once():
+    from tilelang.tools.sass import ptx_loop_lines
+    rng = np.random.default_rng(7)
+    a = rng.integers(-3, 4, (64, 64)).astype(np.float16)
+    b = rng.integers(-3, 4, (3, 64, 64)).astype(np.float16)
+    arrays = {"a": a, "b": b, "c": np.full((64, 64), np.nan, np.float32)}
+    res, _ = run(KEPT, "kept", arrays, (1,), race_check=True)
+    lines = res.ptx.splitlines()
+    loop = [lines[n - 1] for n in ptx_loop_lines(res.ptx)]
+    assert any("wgmma.mma_async" in t for t in loop)
+    assert not any("st.shared" in t for t in loop)      # neither A's fill nor an exchange
+    assert ".shared .align 1024 .b8 __tile_kept0_kept[8192];" in res.ptx
+    acc = np.zeros((64, 64))
+    for j in range(3):
+        acc = 2.0 * a.astype(np.float64) @ b[j].astype(np.float64) + acc * 0.5
+    assert np.array_equal(arrays["c"], acc)
+    # the kept image counts as the kernel's static shared memory, beside the scratch buffer
+    declared = [int(n) for n in re.findall(r"\.shared \.align \d+ \.b8 \w+\[(\d+)\];", res.ptx)]
+    assert len(declared) == 2 and res.codegen.kernel("kept").static_smem == sum(declared)
+
+
+def test_attention_loop_on_sm90a():
+    # examples/attention.tile, f16, BM = BN = D = 64: K and V copied by cp.async, Q's image
+    # kept, the running max / sum and output carried in the layouts the loop makes them in
+    # (no shared-memory exchange), P packed by cvt.rn.f16x2.f32
+    from pathlib import Path
+
+    from tilelang.diagnostics import render_all
+    from tilelang.driver import Options, compile_source
+    from tilelang.tools.sass import ptx_loop_lines
+    src = (Path(__file__).resolve().parents[2] / "examples" / "attention.tile").read_text()
+    defines = {"BM": "64", "BN": "64", "D": "64", "CAUSAL": "false"}
+    res = compile_source(src, "attention.tile", Options(target="sm_90a", defines=defines),
+                         kernels=["attention_f16"], until="ptx")
+    assert res.ok, render_all(res.diagnostics)
+    lines = res.ptx.splitlines()
+    loop = [lines[n - 1] for n in ptx_loop_lines(res.ptx)]
+    assert sum("cp.async.cg.shared.global" in t for t in loop) == 8
+    assert sum("wgmma.mma_async" in t for t in loop) == 8
+    assert not any("st.shared" in t or "ld.global" in t for t in loop)
+    assert sum("cvt.rn.f16x2.f32" in t for t in loop) == 16

@@ -252,6 +252,70 @@ def _product_rs(kern: KernelEmitter, plan: TensorCorePlan, a: TileVal, b, acc: T
     return TileVal(acc.dtype, plan.acc, tuple(regs))
 
 
+def _preheader(kern: KernelEmitter):
+    """(block, header) when the innermost loop is entered by one unconditional branch."""
+    if not kern.loops:
+        return None
+    header = kern.loops[-1].header
+    blocks = list(kern.fn.blocks)
+    at = blocks.index(header)
+    into = [bb for bb in blocks[:at] if bb.is_terminated and header in
+            getattr(bb.terminator, "operands", ())]
+    if len(into) != 1 or not isinstance(into[0].terminator, ir.Branch) or \
+            isinstance(into[0].terminator, ir.ConditionalBranch):
+        return None
+    return into[0], header, at
+
+
+def _invariant(kern: KernelEmitter, x: TileVal, at: int) -> bool:
+    """Whether every register of `x` is computed before the loop whose header is block `at`
+    (blocks are appended in emission order, so the loop's own come after its header)."""
+    blocks = list(kern.fn.blocks)
+    pos = {id(bb): i for i, bb in enumerate(blocks)}
+    return all(not isinstance(r, ir.Instruction) or pos.get(id(r.parent), at) < at
+               for r in x.regs)
+
+
+def kept_image(kern: KernelEmitter, x, sop_for) -> tuple | None:
+    """A loop-invariant register operand (attention's Q) stored into an image of its own
+    once, in the loop's preheader, instead of on every iteration: (SmemOperand, 32-bit
+    address) or None. The preheader's branch into the loop is redirected through the fill
+    (barrier; stores; fence.proxy.async; barrier)."""
+    if not isinstance(x, TileVal):
+        return None
+    found = _preheader(kern)
+    if found is None or not _invariant(kern, x, found[2]):
+        return None
+    pre, header, _ = found
+    key = ("wgmma.kept", id(header), tuple(id(r) for r in x.regs))
+    if key in kern._cache:
+        return kern._cache[key]
+    b = kern.builder
+    here = b.block
+    sop0 = sop_for(None)
+    buf = kern.kept_smem(image_bytes(sop0.shape, sop0.itemsize), IMAGE_ALIGN)
+    sop = sop_for(buf)
+    fill = kern.fn.append_basic_block("wgmma.keep")
+    pre.instructions.remove(pre.terminator)
+    pre.terminator = None
+    b.position_at_end(pre)
+    b.branch(fill)
+    b.position_at_end(fill)
+    kern.barrier()                       # a previous fill's readers (an outer loop) are done
+    mma_sync.fill_from_registers(kern, x, sop, kern.storage_type(x.dtype))
+    wgmma_ops.fence_proxy_async(kern)
+    kern.barrier()
+    last = b.block
+    b.branch(header)
+    for ins in header.instructions:
+        if isinstance(ins, ir.PhiInstr):
+            ins.incomings = [(v, last if bb is pre else bb) for v, bb in ins.incomings]
+    b.position_at_end(here)
+    out = (sop, mma_sync.shared_address(kern, buf))
+    kern._cache[key] = out
+    return out
+
+
 def product(kern: KernelEmitter, plan: TensorCorePlan, a, b, acc: TileVal) -> TileVal:
     """acc + a @ b on warp-group MMA; `a`, `b`: TileVals or DeferredLoads."""
     kern.require_exact()
@@ -264,7 +328,18 @@ def product(kern: KernelEmitter, plan: TensorCorePlan, a, b, acc: TileVal) -> Ti
     shapes = [x.shape for x in (a, b)]
     k = shapes[0][-1]
     sops, sources, offsets, offset = [], [], [], 0
+    kept = {}
     for x, shape, k_axis in ((a, shapes[0], rank - 1), (b, shapes[1], rank - 2)):
+        if isinstance(x, TileVal):
+            cax = register_cax(shape, k_axis, form.itemsize)
+            got = kept_image(kern, x, lambda base, shape=shape, cax=cax: mma_sync.SmemOperand(
+                base, shape, cax, form.itemsize, image_span(shape[cax], form.itemsize)))
+            if got is not None:
+                kept[len(sops)] = got[1]
+                sops.append(got[0])
+                sources.append(None)
+                offsets.append(None)
+                continue
         cax = None
         if isinstance(x, mma_operands.DeferredLoad):
             cax = deferred_cax(kern, x, k_axis, form.itemsize)
@@ -280,11 +355,16 @@ def product(kern: KernelEmitter, plan: TensorCorePlan, a, b, acc: TileVal) -> Ti
         offsets.append(offset)
         offset += nbytes
     align_smem(kern)
-    kern.barrier()
-    smem32 = mma_sync.shared_address(kern, sops[0].base)
+    staged = len(kept) < 2
+    if staged:
+        kern.barrier()
+    scratch = next((s.base for s, x in zip(sops, sources) if x is not None), None)
+    smem32 = mma_sync.shared_address(kern, scratch) if scratch is not None else None
     copies = False
     from tilelang.codegen.lower.mma_pipeline import Stream
     for x, sop, off in zip(sources, sops, offsets):
+        if x is None:
+            continue
         if isinstance(x, mma_operands.DeferredLoad):
             Stream(kern, x, x.load_axis(sop.cax), sop.itemsize, off, sop.span).issue(
                 None, smem32, None)
@@ -295,13 +375,17 @@ def product(kern: KernelEmitter, plan: TensorCorePlan, a, b, acc: TileVal) -> Ti
         kern.stats.features.add("cp_async")
         mma_operands.commit_group(kern)
         mma_operands.wait_group(kern, 0)
-    kern.barrier()
-    wgmma_ops.fence_proxy_async(kern)
+    if staged:
+        kern.barrier()
+        wgmma_ops.fence_proxy_async(kern)
     da = Descriptors.build(kern, sops[0], True, plan)
     db = Descriptors.build(kern, sops[1], False, plan)
+    # scratch images start at smem32 (offsets[i] past it); kept ones at their own address
+    addr = [kept[i] if i in kept else
+            (kern.builder.add(smem32, _c(offsets[i])) if offsets[i] else smem32)
+            for i in range(2)]
     regs = wgmma_ops.fence(kern, list(acc.regs))
-    regs = issue(kern, plan, da, db, (da.base(kern, smem32),
-                                      db.base(kern, kern.builder.add(smem32, _c(offsets[1])))),
+    regs = issue(kern, plan, da, db, (da.base(kern, addr[0]), db.base(kern, addr[1])),
                  regs, k)
     wgmma_ops.commit_group(kern)
     regs = wgmma_ops.wait_group(kern, 0, regs)
