@@ -7,8 +7,8 @@ instead of loading it into registers. The product then copies the tile with 16-b
 `cp.async` straight into its swizzled shared-memory image (zero-filling what lies outside the
 array through the instruction's src-size), or loads it the ordinary way when it cannot (a
 product that takes the FMA path, an array without the 16-byte facts, an 8/32-bit operand
-whose contiguous axis is not K). Keeping the tile out of registers is what lets a 128 x 128 f32 accumulator live in 168
-registers without spills.
+whose contiguous axis is not K). Keeping the tile out of registers is what lets a 128 x 128
+f32 accumulator live in 168 registers without spills.
 """
 
 from __future__ import annotations
