@@ -124,3 +124,32 @@ def test_attention_loop_on_sm90a():
     assert sum("wgmma.mma_async" in t for t in loop) == 8
     assert not any("st.shared" in t or "ld.global" in t for t in loop)
     assert sum("cvt.rn.f16x2.f32" in t for t in loop) == 16
+
+
+BATCHED_VIEWS = """
+@launch(reqntid = (128, 1, 1))
+kernel bviews(a: Array[f16, 3], b: Array[f16, 3], e: Array[f16, 3], c: Array[f32, 3]) {
+    let ta = load(a, index = (0, 0, 0), shape = (2, 64, 64));
+    // b is (batch, N, K): transposing the last two axes keeps the batch (copied as it
+    // lies); e is (K, batch, N): moving its batch axis first is not an image of the tile,
+    // so that operand goes through registers
+    let tb = transpose(load(b, index = (0, 0, 0), shape = (2, 64, 64)));
+    let te = permute(load(e, index = (0, 0, 0), shape = (64, 2, 64)), (1, 0, 2));
+    store(c, index = (0, 0, 0), tile = mma(ta, tb, ta @ te));
+}
+"""
+
+
+def test_batched_transposed_view():
+    rng = np.random.default_rng(11)
+    a = rng.integers(-4, 5, (2, 64, 64)).astype(np.float16)
+    b = rng.integers(-4, 5, (2, 64, 64)).astype(np.float16)
+    e = rng.integers(-4, 5, (64, 2, 64)).astype(np.float16)
+    arrays = {"a": a, "b": b, "e": e, "c": np.full((2, 64, 64), np.nan, np.float32)}
+    res, _ = run(BATCHED_VIEWS, "bviews", arrays, (1,), race_check=True)
+    assert "cp.async.cg.shared.global" in res.ptx
+    assert "ld.global" in res.ptx                      # e's tile, through registers
+    a64 = a.astype(np.float64)
+    want = a64 @ b.astype(np.float64).transpose(0, 2, 1) + \
+        a64 @ e.astype(np.float64).transpose(1, 0, 2)
+    assert np.array_equal(arrays["c"], want)
