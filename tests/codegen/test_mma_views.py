@@ -83,6 +83,24 @@ kernel kept(a: Array[f16, 2], b: Array[f16, 3], c: Array[f32, 2]) {
 """
 
 
+def test_loop_carries_a_rescaled_product_in_its_layout():
+    # acc = mma(...) * 0.5: the yield is an element-wise op of the product, still carried in
+    # the accumulator's layout, so nothing is exchanged through shared memory per iteration
+    from tilelang.tools.sass import ptx_loop_lines
+    src = KEPT.replace("acc = mma(ta, tb, acc * 0.5);", "acc = mma(ta, tb, acc) * 0.5;")
+    rng = np.random.default_rng(8)
+    a = rng.integers(-3, 4, (64, 64)).astype(np.float16)
+    b = rng.integers(-3, 4, (3, 64, 64)).astype(np.float16)
+    arrays = {"a": a, "b": b, "c": np.full((64, 64), np.nan, np.float32)}
+    res, _ = run(src, "kept", arrays, (1,))
+    lines = res.ptx.splitlines()
+    assert not any("st.shared" in lines[n - 1] for n in ptx_loop_lines(res.ptx))
+    acc = np.zeros((64, 64))
+    for j in range(3):
+        acc = (2.0 * a.astype(np.float64) @ b[j].astype(np.float64) + acc) * 0.5
+    assert np.array_equal(arrays["c"], acc)
+
+
 def test_loop_invariant_operand_image_written_once():
     from tilelang.tools.sass import ptx_loop_lines
     rng = np.random.default_rng(7)

@@ -21,7 +21,8 @@ from tilelang.codegen.llvm.sync import convert
 from tilelang.codegen.lower import mma_epilogue
 from tilelang.codegen.lower.mma_operands import PRODUCTS, deferrable
 from tilelang.codegen.lower.mma_pipeline import emit_pipelined, loop_plan
-from tilelang.codegen.lower.mma_plan import row_stat_layout, tensor_core_plan, to_layout
+from tilelang.codegen.lower.mma_plan import (product_behind, row_stat_layout, tensor_core_plan,
+                                             to_layout)
 from tilelang.ir.ops import (Block, BreakOp, BuiltinOp, ConditionOp, ConstantOp, ContinueOp,
                              ForOp, IfOp, ReturnOp, WhileOp, YieldOp)
 from tilelang.sema.types import DType
@@ -178,17 +179,15 @@ def _loop_results(kern: KernelEmitter, frame: LoopFrame, normal_exit: ir.Block,
 def carried_layouts(kern: KernelEmitter, body: Block, carried, init: list[TileVal]
                     ) -> list[TileVal]:
     """Choose the layout of loop-carried values before the loop: a value that the body
-    yields from a tensor-core `mma` (its accumulator, possibly rescaled first, as
-    attention's output) is carried in the instruction's fragment layout (created there
-    once, not converted on every iteration)."""
+    yields from a tensor-core `mma` (possibly rescaled before or after it, as attention's
+    output) is carried in the instruction's fragment layout (created there once, not
+    converted on every iteration)."""
     term = body.terminator
     if not isinstance(term, YieldOp) or not kern.exact:
         return init
     out = list(init)
-    producers = {o.result.id: o for o in body.ops
-                 if isinstance(o, BuiltinOp) and o.name == "mma" and o.result is not None}
     for i, (arg, yv) in enumerate(zip(carried, term.values)):
-        o = producers.get(yv.id)
+        o = product_behind(body.ops, yv)
         if o is None:
             stat = row_stat_layout(kern, body.ops, init[i].shape)
             if stat is not None:                # a running max / sum beside a product

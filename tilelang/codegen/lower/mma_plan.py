@@ -132,3 +132,27 @@ def row_stat_layout(kern: KernelEmitter, ops, shape: tuple[int, ...]) -> Layout 
         ax = kern.const_ints(o.arg_map["axis"])[0] % len(shape)
         return drop_axes(p.acc, (ax,), True)
     return None
+
+
+ELEMENTWISE_GROUPS = ("operator", "math", "dtype")
+
+
+def product_behind(ops, value) -> BuiltinOp | None:
+    """The `mma` among `ops` whose result `value` is, directly or through element-wise ops
+    that keep the layout of their first operand of the result's shape (`mma(...) * s`): a
+    loop carrying `value` should carry it in that product's accumulator layout."""
+    defs = {o.result.id: o for o in ops if isinstance(o, BuiltinOp) and o.result is not None}
+    seen = 0
+    while seen < len(ops):
+        o = defs.get(getattr(value, "id", None))
+        if o is None:
+            return None
+        if o.name == "mma":
+            return o
+        if o.builtin.group not in ELEMENTWISE_GROUPS:
+            return None
+        shape = tuple(o.result.type.shape)
+        value = next((v for _, v in o.args if hasattr(v, "id") and
+                      tuple(getattr(v.type, "shape", ())) == shape), None)
+        seen += 1
+    return None
