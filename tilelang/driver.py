@@ -290,11 +290,6 @@ def _compile(text, path, options, kernels, facts, until, res: CompileResult, t0)
     res.timings["sema"] = t2 - t1
     if not res.ok:
         return
-    if until == "cubin" and not options.ptxas:
-        # nvJitLink's start-up overlaps with lowering, code generation's imports and LLVM (a
-        # source with mistakes never gets here, so its process does not wait for the thread)
-        from . import nvjitlink
-        nvjitlink.prewarm(options.target)
     if kernels:
         known = {k.name for k in typed.kernels}
         for name in kernels:

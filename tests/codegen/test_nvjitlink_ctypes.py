@@ -104,49 +104,6 @@ def test_unavailable_is_a_diagnostic(monkeypatch):
     assert "--ptxas" in d.help
 
 
-@needs
-def test_prewarm_once_per_arch_and_harmless(monkeypatch):
-    monkeypatch.setattr(nvjitlink, "_prewarmed", {})
-    monkeypatch.setattr(nvjitlink, "_idle_core", lambda: True)
-    nvjitlink.prewarm("sm_90a")
-    nvjitlink.prewarm("sm_90a")
-    assert list(nvjitlink._prewarmed) == ["sm_90a"]
-    t = nvjitlink._prewarmed["sm_90a"]
-    # a link while (or after) the warm-up runs is unaffected
-    r = link_ptx(SMEM_PTX, "sm_90a", env={})
-    assert r.resources["smem_kernel"].smem_static == 4096
-    t.join(30)
-    assert not t.is_alive()
-    nvjitlink._prewarm("sm_bogus")          # a failing warm-up raises nothing
-
-
-def test_driver_prewarms_only_for_a_cubin_through_nvjitlink(monkeypatch):
-    from tilelang.driver import Options, compile_source
-    seen = []
-    monkeypatch.setattr(nvjitlink, "prewarm", seen.append)
-    src = "kernel k(a: Array[f32, 1]) { store(a, index = (0,), tile = load(a, index = (0,), " \
-          "shape = (1,))); }\n"
-    compile_source(src, "k.tile", Options(), until="ptx")
-    compile_source(src, "k.tile", Options(ptxas="/nonexistent/ptxas"))
-    assert seen == []
-    if HAVE:
-        assert compile_source(src, "k.tile", Options(target="sm_80")).ok
-        assert seen == ["sm_80"]
-
-
-def test_no_prewarm_without_an_idle_core(monkeypatch):
-    monkeypatch.setattr(nvjitlink, "_prewarmed", {})
-    monkeypatch.setattr(nvjitlink.os, "cpu_count", lambda: 2)
-    monkeypatch.setattr(nvjitlink.os, "getloadavg", lambda: (1.5, 1.0, 1.0))
-    nvjitlink.prewarm("sm_80")
-    assert nvjitlink._prewarmed == {}
-    monkeypatch.setattr(nvjitlink.os, "cpu_count", lambda: 1)
-    monkeypatch.setattr(nvjitlink.os, "getloadavg", lambda: (0.0, 0.0, 0.0))
-    assert not nvjitlink._idle_core()
-    monkeypatch.setattr(nvjitlink.os, "cpu_count", lambda: 4)
-    assert nvjitlink._idle_core()
-
-
 def test_compiler_id_loads_neither_llvm_nor_nvjitlink():
     """The runtime's cache key: computed from file identities, so a process whose kernels are
     all cached never loads libllvmlite or nvJitLink (nor imports Lark)."""
