@@ -114,25 +114,25 @@
     (tile-test--check
      '((9 "@launch" 1 tile-attribute-face)
        (10 "matmul" 1 font-lock-function-name-face)
-       (10 "f16" 1 font-lock-type-face)
-       (11 "const" 1 font-lock-keyword-face)
-       (14 "var" 1 font-lock-keyword-face)
-       (14 "zeros" 1 font-lock-builtin-face)
-       (15 "for" 1 font-lock-keyword-face)
-       (15 "in" 1 font-lock-keyword-face)
-       (15 "range" 1 nil)               ; the for statement owns it, no built-in
-       (15 "num_tiles" 1 font-lock-builtin-face)
-       (18 "mma" 1 font-lock-builtin-face)))))
+       (11 "f16" 1 font-lock-type-face)
+       (14 "const" 1 font-lock-keyword-face)
+       (20 "var" 1 font-lock-keyword-face)
+       (20 "zeros" 1 font-lock-builtin-face)
+       (21 "for" 1 font-lock-keyword-face)
+       (21 "in" 1 font-lock-keyword-face)
+       (21 "range" 1 nil)               ; the for statement owns it, no built-in
+       (21 "num_tiles" 1 font-lock-builtin-face)
+       (24 "mma" 1 font-lock-builtin-face)))))
 
 (ert-deftest tile-mode-faces-layernorm ()
   (tile-test--with-file "examples/layernorm.tile"
     (tile-test--check
      '((7 "layernorm" 1 font-lock-function-name-face)
-       (10 "astype" 1 font-lock-builtin-face)
-       (13 "arange" 1 font-lock-builtin-face)
-       (13 "i32" 1 font-lock-type-face)
-       (14 "where" 1 font-lock-builtin-face)
-       (18 "rsqrt" 1 font-lock-builtin-face)))))
+       (16 "astype" 1 font-lock-builtin-face)
+       (19 "arange" 1 font-lock-builtin-face)
+       (19 "i32" 1 font-lock-type-face)
+       (20 "where" 1 font-lock-builtin-face)
+       (24 "rsqrt" 1 font-lock-builtin-face)))))
 
 (ert-deftest tile-mode-faces-sample ()
   (tile-test--with-file "tests/editors/fixtures/sample.tile"

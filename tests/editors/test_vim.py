@@ -86,15 +86,15 @@ POSITIONS = [
     ("softmax.tile", 10, "exp", 1, "tileBuiltin"),
     ("softmax.tile", 10, "max", 1, "tileBuiltin"),
     ("softmax.tile", 10, "true", 1, "tileBoolean"),
-    ("matmul.tile", 14, "var", 1, "tileStorage"),
-    ("matmul.tile", 15, "for", 1, "tileRepeat"),
-    ("matmul.tile", 15, "in", 1, "tileRepeat"),
-    ("matmul.tile", 15, "range", 1, ""),  # no registry built-in: the for statement owns it
+    ("matmul.tile", 20, "var", 1, "tileStorage"),
+    ("matmul.tile", 21, "for", 1, "tileRepeat"),
+    ("matmul.tile", 21, "in", 1, "tileRepeat"),
+    ("matmul.tile", 21, "range", 1, ""),  # no registry built-in: the for statement owns it
     ("matmul.tile", 10, "matmul", 1, "tileFunctionName"),  # a declared name beats a built-in
-    ("matmul.tile", 18, "mma", 1, "tileBuiltin"),
-    ("layernorm.tile", 13, "arange", 1, "tileBuiltin"),
-    ("layernorm.tile", 13, "i32", 1, "tileType"),
-    ("layernorm.tile", 13, "<", 1, "tileOperator"),
+    ("matmul.tile", 24, "mma", 1, "tileBuiltin"),
+    ("layernorm.tile", 19, "arange", 1, "tileBuiltin"),
+    ("layernorm.tile", 19, "i32", 1, "tileType"),
+    ("layernorm.tile", 19, "<", 1, "tileOperator"),
 ]
 
 SAMPLE_POSITIONS = [

@@ -30,7 +30,7 @@ def extension_modules():
     if not node or not npm:
         pytest.skip("node/npm not available: cannot run the VS Code extension's client")
     modules = VSCODE / "node_modules"
-    if not (modules / "vscode-languageclient").is_dir() or not (modules / "@vscode" / "vsce").is_dir():
+    if not all((modules / m).is_dir() for m in ("vscode-languageclient", "@vscode/vsce")):
         proc = subprocess.run([npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"],
                               cwd=VSCODE, capture_output=True, text=True, timeout=600)
         if proc.returncode != 0:
