@@ -119,15 +119,15 @@ def test_each_mode_emits_its_instructions(ran):
     bodies = dict(re.findall(r"\.entry (k\d+)\((.*?)\n}", kb.ptx, re.S))
     want = {
         "ieee": {op: () for op in OPS},
-        "fast": {"exp": ("ex2.approx.f32",), "exp2": ("ex2.approx.f32",),
-                 "sigmoid": ("ex2.approx.f32", "rcp.approx.f32"),
+        "fast": {"exp": ("ex2.approx.ftz.f32",), "exp2": ("ex2.approx.ftz.f32",),
+                 "sigmoid": ("ex2.approx.ftz.f32", "rcp.approx.f32"),
                  "rsqrt": ("rsqrt.approx.f32",), "/": ("div.full.f32",),
                  "log": (), "log2": (), "sin": (), "cos": (), "tanh": ()},
-        "approx": {"exp": ("ex2.approx.f32",), "exp2": ("ex2.approx.f32",),
+        "approx": {"exp": ("ex2.approx.ftz.f32",), "exp2": ("ex2.approx.ftz.f32",),
                    "log": ("lg2.approx.f32",), "log2": ("lg2.approx.f32",),
                    "sin": ("sin.approx.f32",), "cos": ("cos.approx.f32",),
                    "tanh": ("tanh.approx.f32",), "rsqrt": ("rsqrt.approx.f32",),
-                   "sigmoid": ("ex2.approx.f32", "rcp.approx.f32"), "/": ("div.full.f32",)},
+                   "sigmoid": ("ex2.approx.ftz.f32", "rcp.approx.f32"), "/": ("div.full.f32",)},
     }
     for c in kb.cases:
         body = bodies[c.name]
@@ -190,7 +190,7 @@ def _run(ck, x):
 
 def test_default_is_fast_with_one_reciprocal_per_row(tmp_path):
     ck = _compile(tmp_path)
-    assert "ex2.approx.f32" in ck.ptx
+    assert "ex2.approx.ftz.f32" in ck.ptx
     # the row sum is a shared divisor: reciprocals, and no division per element
     assert "rcp.approx.f32" in ck.ptx and "div." not in ck.ptx
     x = (np.random.default_rng(1).standard_normal((4, 256)) * 4).astype(np.float32)
@@ -207,10 +207,10 @@ def test_launch_attribute_and_module_option_and_per_call(tmp_path):
     assert ".approx" not in _compile(tmp_path, precision="ieee").ptx
     # the kernel's own attribute wins over the module's option
     fast = _compile(tmp_path, launch='@launch(precision = "fast")', precision="ieee")
-    assert "ex2.approx.f32" in fast.ptx
+    assert "ex2.approx.ftz.f32" in fast.ptx
     # a per-call mode wins over the module's
     call = _compile(tmp_path, call=', precision = "approx"', precision="ieee")
-    assert "ex2.approx.f32" in call.ptx and "div.rn.f32" in call.ptx
+    assert "ex2.approx.ftz.f32" in call.ptx and "div.rn.f32" in call.ptx
     x = (np.random.default_rng(2).standard_normal((3, 256)) * 4).astype(np.float32)
     got = _run(ieee, x)
     e = np.exp(x.astype(np.float64) - x.max(axis=1, keepdims=True))
@@ -232,7 +232,7 @@ kernel k(x: Array[f32, 1], y: Array[f32, 1]) {
 }
 """
     ck = compile_kernel(text, str(tmp_path / "k.tile"), "k", link=False)
-    assert "ex2.approx.f32" in ck.ptx and "div.full.f32" in ck.ptx
+    assert "ex2.approx.ftz.f32" in ck.ptx and "div.full.f32" in ck.ptx
 
 
 def test_bad_modes_are_diagnosed(tmp_path):

@@ -186,3 +186,13 @@ def test_cvt_wide_ints_round_once(hw):
                           np.array([16777216, -16777218] * 32, np.float32))
     assert np.array_equal(hw.elementwise("cvt.rp.f32.s32 {d}, {a};", [y], np.float32),
                           np.array([16777218, -16777218] * 32, np.float32))
+
+
+def test_ex2_ftz_flushes_subnormal_results(hw):
+    # 2^-130 is subnormal in f32: kept by ex2.approx.f32, flushed to +0 by the .ftz form
+    x = np.resize(np.array([-130.0, -126.0, -149.0, 0.0, 3.0, -1.0], np.float32), 64)
+    plain = hw.elementwise("ex2.approx.f32 {d}, {a};", [x], np.float32)
+    ftz = hw.elementwise("ex2.approx.ftz.f32 {d}, {a};", [x], np.float32)
+    assert plain[0] == np.float32(2.0 ** -130) and plain[2] == np.float32(2.0 ** -149)
+    assert list(ftz[:6]) == [0.0, np.float32(2.0 ** -126), 0.0, 1.0, 8.0, 0.5]
+    assert not np.signbit(ftz[0])

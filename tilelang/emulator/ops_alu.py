@@ -828,6 +828,9 @@ def build_unary_float(ctx, ins, parts):
             if ftz and ti.size == 4:
                 x = np.where(np.abs(x) < np.finfo(np.float32).tiny, 0.0 * np.sign(x) +
                              np.where(np.signbit(x), -0.0, 0.0), x)
-            res.append(f(x))
+            r = f(x)
+            if ftz and ti.size == 4:       # .ftz flushes subnormal results too, keeping the sign
+                r = np.where(np.abs(r) < np.finfo(np.float32).tiny, np.copysign(0.0, r), r)
+            res.append(r)
         put(st, pack(res, ti, mode), m)
     return run
