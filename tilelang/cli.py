@@ -99,6 +99,8 @@ def _main_parser() -> argparse.ArgumentParser:
     p.add_argument("--precision", choices=("ieee", "fast", "approx"), default=None,
                    help="math precision of kernels without @launch(precision=): ieee, fast "
                         "(the default) or approx (docs/numerics.md)")
+    p.add_argument("--lineinfo", action="store_true",
+                   help="source lines in the PTX (`.file`/`.loc`), as nvcc -lineinfo")
     p.add_argument("--ptxas", metavar="PATH", help="assemble with this ptxas instead of nvJitLink")
     p.add_argument("--ptxas-knobs", metavar="FILE", help="forward --knobs-file=FILE to ptxas")
     p.add_argument("--report", action="store_true",
@@ -209,7 +211,7 @@ def cmd_compile(argv: list[str]) -> int:
             p.error(f"--block {args.block}: a block has at most {most} threads and at most "
                     f"64 along z; got {prod(block)} threads")
     options = Options(_includes(args.include, p), _defines(args.defines, p), args.arch,
-                      args.opt, args.ptxas, args.ptxas_knobs, args.precision)
+                      args.opt, args.ptxas, args.ptxas_knobs, args.precision, args.lineinfo)
     if args.emit in ("ast", "typed-ast"):
         result = check_file(args.file, options)
         status = _report([result])

@@ -38,12 +38,13 @@ class Options:
     ptxas: str | None = None         # assemble with this ptxas binary instead of nvJitLink
     knobs_file: str | None = None    # --ptxas-knobs FILE (seed 002)
     precision: str | None = None     # --precision: the module's math mode (docs/numerics.md)
+    lineinfo: bool = False           # --lineinfo: `.file`/`.loc` source lines in the PTX
 
     def key(self) -> str:
         """The options that change generated code, for cache keys."""
         return f"target={self.target};O{self.opt_level};ptxas={self.ptxas or ''};" \
                f"knobs={self.knobs_file or ''};I={os.pathsep.join(self.include_dirs)};" \
-               f"precision={self.precision or ''}"
+               f"precision={self.precision or ''}" + (";lineinfo" if self.lineinfo else "")
 
 
 @dataclass
@@ -312,7 +313,8 @@ def _compile(text, path, options, kernels, facts, until, res: CompileResult, t0)
     from .codegen.generate import generate
     t_imported = time.perf_counter()
     res.timings["imports"] = t_imported - t3       # code generation's modules, on first use
-    cg = generate(ir, options.target, options.opt_level, facts, precision=options.precision)
+    cg = generate(ir, options.target, options.opt_level, facts, precision=options.precision,
+                  lineinfo=options.lineinfo)
     t4 = time.perf_counter()
     res.codegen = cg
     res.llvm_ir, res.ptx = cg.llvm_ir, cg.ptx

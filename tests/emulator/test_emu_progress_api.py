@@ -1,6 +1,8 @@
 """A Tile kernel whose lock is never released fails with the emulator's no-progress error
 through the Python API (E0931), and the back end's step limit is an option."""
 
+import re
+
 import numpy as np
 import pytest
 
@@ -25,6 +27,19 @@ def test_lock_never_released_through_the_api(tmp_path):
                        r"no progress: \d+ thread\(s\) spin in the loop at PTX lines \d+-\d+"):
         m.stuck[(2,)](acc, lock)
     m.stuck[(1,)](acc, np.zeros(1, np.int32))          # one block: takes the lock, finishes
+
+
+def test_no_progress_names_the_tile_source_line(tmp_path):
+    # the emulator back end compiles with line information by default: the error names the
+    # .tile file and the line of the spinning `while` (line 3 of STUCK)
+    src = tmp_path / "stuck.tile"
+    src.write_text(STUCK)
+    m = tilelang.compile(str(src), backend=EmulatorBackend(max_steps=2_000_000),
+                         cache_dir=str(tmp_path / "cache"))
+    acc, lock = np.zeros(64, np.float32), np.zeros(1, np.int32)
+    with pytest.raises(DeviceError, match=r"spin in the loop at PTX lines \d+-\d+ \(source "
+                       + re.escape(f"{src}:3)")):
+        m.stuck[(2,)](acc, lock)
 
 
 LOCKED = """

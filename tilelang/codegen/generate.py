@@ -139,8 +139,8 @@ def _new_module(name: str, target: Target) -> ir.Module:
 
 
 def emit_kernel(kernel: Kernel, target: Target, block, facts: Mapping[str, ArrayFacts],
-                *, exact: bool, layout: str, fast_math: bool = False, tma: bool = False
-                ) -> tuple[ir.Module, KernelStats, bool]:
+                *, exact: bool, layout: str, fast_math: bool = False, tma: bool = False,
+                lineinfo: bool = False) -> tuple[ir.Module, KernelStats, bool]:
     """(module holding the kernel, what it used, whether it runs in exact mode). With `tma`,
     loads that want TMA tensor maps (lower/tma_load.py) make a second emission that has the
     maps as parameters."""
@@ -150,7 +150,8 @@ def emit_kernel(kernel: Kernel, target: Target, block, facts: Mapping[str, Array
             m = _new_module(kernel.name, target)
             m.data_layout = layout
             kern = KernelEmitter(m, kernel, target, block=block, exact=mode, facts=facts,
-                                 fast_math=fast_math, tma=tma, tensor_maps=maps)
+                                 fast_math=fast_math, tma=tma, tensor_maps=maps,
+                                 lineinfo=lineinfo)
             try:
                 emit_kernel_body(kern)
             except NeedsExactThreads:
@@ -166,7 +167,7 @@ def emit_kernel(kernel: Kernel, target: Target, block, facts: Mapping[str, Array
 def generate(module: IRModule, target: str = "sm_90a", opt_level: int = 3,
              facts: Mapping[str, Mapping[str, ArrayFacts]] | None = None, *,
              fast_math: bool = False, precision: str | None = None,
-             tma: bool = True) -> CodegenResult:
+             tma: bool = True, lineinfo: bool = False) -> CodegenResult:
     t_start = time.perf_counter()
     tgt = get_target(target)
     if opt_level not in (0, 1, 2, 3):
@@ -191,7 +192,8 @@ def generate(module: IRModule, target: str = "sm_90a", opt_level: int = 3,
     for k, spec, block, kfacts in pending:
         layout = data_layout(tgt.llvm_cpu, tgt.llvm_features(tgt.min_ptx))
         m, st, exact = emit_kernel(k, tgt, block, kfacts, exact=spec.reqntid is not None,
-                                   layout=layout, fast_math=precision or fast_math, tma=tma)
+                                   layout=layout, fast_math=precision or fast_math, tma=tma,
+                                   lineinfo=lineinfo)
         feats = CodegenFeatures(cross_warp_reduction=exact and spec.reqntid is None,
                                 threads=None if spec.reqntid else block,
                                 wgmma="wgmma" in st.features or st.wgmma_declined,

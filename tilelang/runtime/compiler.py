@@ -24,11 +24,15 @@ class CompileOptions:
     include_dirs: tuple[str, ...] = ()
     opt_level: int = 3
     precision: str | None = None      # the module's math mode (docs/numerics.md)
+    lineinfo: bool = False            # `.file`/`.loc` source lines in the PTX
 
     def key(self) -> dict:
-        return {"target": self.target, "defines": [list(d) for d in self.defines],
-                "include_dirs": list(self.include_dirs), "opt_level": self.opt_level,
-                "precision": self.precision}
+        key = {"target": self.target, "defines": [list(d) for d in self.defines],
+               "include_dirs": list(self.include_dirs), "opt_level": self.opt_level,
+               "precision": self.precision}
+        if self.lineinfo:            # only when set: the keys of existing caches stay valid
+            key["lineinfo"] = True
+        return key
 
 
 @dataclass(frozen=True)
@@ -84,7 +88,7 @@ class DriverCompiler:
         driver = self._get()
         wanted = {"include_dirs": list(options.include_dirs), "defines": dict(options.defines),
                   "target": options.target, "opt_level": options.opt_level,
-                  "precision": options.precision}
+                  "precision": options.precision, "lineinfo": options.lineinfo}
         names = {f.name for f in dataclasses.fields(driver.Options)}
         return driver.Options(**{k: v for k, v in wanted.items() if k in names})
 

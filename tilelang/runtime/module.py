@@ -186,19 +186,31 @@ def _check_precision(mode) -> str | None:
                       "as `tilec --precision=...` (docs/numerics.md)")
 
 
+def _check_lineinfo(flag, backend) -> bool:
+    if flag is None:
+        return getattr(backend, "name", None) == "emulator"
+    if isinstance(flag, bool):
+        return flag
+    raise value_error(f"`lineinfo` is {flag!r}; it is True or False",
+                      "as `tilec --lineinfo` (docs/python-api.md)")
+
+
 def compile(path_or_source, arch: str | None = None, defines: Mapping[str, Any] | None = None,
             *, include_dirs=(), opt_level: int = 3, backend=None, cache: bool = True,
             cache_dir: str | None = None, compiler: Compiler | None = None,
-            precision: str | None = None) -> "Module":
+            precision: str | None = None, lineinfo: bool | None = None) -> "Module":
     """Check a Tile module and return it with its kernels as attributes. Kernels are compiled
     for each specialization at their first launch (or `Kernel.compile()`). `precision`
-    ("ieee", "fast", "approx") is the math mode of kernels without `@launch(precision=)`."""
+    ("ieee", "fast", "approx") is the math mode of kernels without `@launch(precision=)`.
+    `lineinfo` puts source lines in the PTX (`tilec --lineinfo`); by default only for the
+    emulator, whose errors then name them."""
     text, path = _read_input(path_or_source)
     be = get_backend(backend)
     options = CompileOptions(
         target=_check_arch(arch) or be.default_target(), defines=_check_defines(defines),
         include_dirs=_check_include_dirs(include_dirs), opt_level=_check_opt_level(opt_level),
-        precision=_check_precision(precision))
+        precision=_check_precision(precision),
+        lineinfo=_check_lineinfo(lineinfo, be))
     if cache_dir is not None and not isinstance(cache_dir, (str, os.PathLike)):
         raise value_error(f"`cache_dir` is {type(cache_dir).__name__}, not a folder name",
                           "pass a path, or leave it out for TILELANG_CACHE_DIR / "

@@ -47,7 +47,13 @@ def emit_region(kern: KernelEmitter, block: Block) -> tuple[str, list]:
     the region's end, or (ESCAPED, []) when it ended in break/continue/return (branch done)."""
     deferred = deferrable(kern, block) if any(
         isinstance(o, BuiltinOp) and o.name in PRODUCTS for o in block.ops) else ()
+    lines = kern.lineinfo
+    outer = kern.builder.debug_metadata
     for op in block.ops:
+        if lines is not None and op.span is not None:
+            # every instruction of the op carries its line; the region's end (a loop's latch,
+            # an if's merge) goes back to the enclosing op's (below, at yield and condition)
+            kern.builder.debug_metadata = lines.loc(op.span)
         if isinstance(op, BuiltinOp) and op.result is not None and op.result.id in deferred:
             if deferred[op.result.id] is not None:      # the product copies it (cp.async)
                 kern.env[op.result.id] = deferred[op.result.id]
@@ -64,9 +70,13 @@ def emit_region(kern: KernelEmitter, block: Block) -> tuple[str, list]:
         elif isinstance(op, WhileOp):
             emit_while(kern, op)
         elif isinstance(op, YieldOp):
-            return YIELD, [kern.tile(v) for v in op.values]
+            vals = [kern.tile(v) for v in op.values]
+            kern.builder.debug_metadata = outer
+            return YIELD, vals
         elif isinstance(op, ConditionOp):
-            return CONDITION, [kern.tile(op.values[0])]
+            cond = [kern.tile(op.values[0])]
+            kern.builder.debug_metadata = outer
+            return CONDITION, cond
         elif isinstance(op, BreakOp):
             frame = kern.loops[-1]
             vals = _to_layouts(kern, [kern.tile(v) for v in op.values], frame.layouts)

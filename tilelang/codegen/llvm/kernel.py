@@ -28,6 +28,7 @@ import llvmlite.ir as ir
 from tilelang.codegen.api import ArrayFacts, DEFAULT_FACTS
 from tilelang.codegen.layouts.distributed import (Layout, blocked, drop_axes, floor_pow2,
                                                   scalar_layout)
+from tilelang.codegen.llvm.lineinfo import LineInfo
 from tilelang.codegen.lower.table import lookup
 from tilelang.codegen.scalar.emitter import ScalarEmitter
 from tilelang.diagnostics import InternalCompilerError, register_codes
@@ -186,7 +187,8 @@ class KernelStats:
 class KernelEmitter:
     def __init__(self, module: ir.Module, kernel: Kernel, target, *, block: tuple[int, ...],
                  exact: bool, facts: Mapping[str, ArrayFacts] | None = None,
-                 fast_math: bool | str = False, tma: bool = False, tensor_maps: tuple = ()):
+                 fast_math: bool | str = False, tma: bool = False, tensor_maps: tuple = (),
+                 lineinfo: bool = False):
         self.module = module
         self.kernel = kernel
         self.target = target
@@ -242,6 +244,11 @@ class KernelEmitter:
                                         module.add_metadata([ir.Constant(I32, first + i + 1)])]))
         self.entry = self.fn.append_basic_block("entry")
         self.builder.position_at_end(self.entry)
+        # with line information every instruction carries a location (LLVM's verifier wants one
+        # on each inlinable call in a function that has a subprogram): the kernel's line first
+        self.lineinfo = LineInfo(module, self.fn, kernel.name, kernel.span) if lineinfo else None
+        if self.lineinfo is not None:
+            self.builder.debug_metadata = self.lineinfo.kernel_loc
         self._bind_params(params)
 
     # ------------------------------------------------------------------ types
