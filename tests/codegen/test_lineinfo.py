@@ -121,3 +121,42 @@ def test_same_results_on_the_emulator(tmp_path):
 def test_lineinfo_must_be_a_bool():
     with pytest.raises(ValueError, match="`lineinfo` is 1; it is True or False"):
         tilelang.compile(SCALE, backend=EmulatorBackend(), lineinfo=1)
+
+
+FLOW = """\
+kernel flow(x: Array[i32, 1], y: Array[i32, 1]) {
+    var acc = zeros((4,), i32);
+    for i in range(8) {
+        if i == 5 {
+            break;
+        }
+        if i == 2 {
+            continue;
+        }
+        acc = acc + load(x, index = (i,), shape = (4,));
+    }
+    print("acc {}", sum(acc));
+    store(y, index = (0,), tile = acc);
+}
+"""
+
+
+def test_loops_branches_and_print_keep_their_results():
+    # every instruction carries a location, calls included (LLVM's verifier requires it in a
+    # function with a subprogram): loops with break/continue and a device printf
+    from gen_support import run_emulated
+    x = np.arange(32, dtype=np.int32)
+    want = sum(x[4 * i:4 * i + 4] for i in (0, 1, 3, 4))     # tile indices 0, 1, 3, 4
+    for lineinfo in (False, True):
+        res = compile_source(FLOW, "flow.tile", Options(target="sm_80", lineinfo=lineinfo),
+                             until="ptx")
+        assert res.ok, [str(d) for d in res.diagnostics]
+        named = {int(m) for m in re.findall(r"^\s*\.loc\s+\d+\s+(\d+)", res.ptx, re.M)}
+        if not lineinfo:
+            assert not named and ".file" not in res.ptx
+        else:
+            assert {3, 4, 10, 12, 13} <= named <= {0, 1, 2, 3, 4, 5, 7, 8, 10, 12, 13}
+        y = np.zeros(4, np.int32)
+        rep = run_emulated(res.codegen, "flow", [x, y], (1, 1, 1))
+        np.testing.assert_array_equal(y, want)
+        assert rep.output.strip() == f"[block (0, 0, 0)] acc {want.sum()}"
