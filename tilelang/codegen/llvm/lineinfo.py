@@ -44,7 +44,8 @@ class LineInfo:
     def file(self, path: str) -> ir.DIValue:
         f = self._files.get(path)
         if f is None:
-            d, b = os.path.split(os.path.abspath(path)) if path != "<unknown>" else ("", path)
+            # `<string>` (source given as text) is no path: keep it as it is
+            d, b = ("", path) if path.startswith("<") else os.path.split(os.path.abspath(path))
             f = self._files[path] = self.module.add_debug_info(
                 "DIFile", {"filename": b, "directory": d})
         return f
