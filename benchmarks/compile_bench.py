@@ -26,7 +26,8 @@ kernels (benchmarks/instructions.py's softmax at width 1,024 with 4 warps, the 1
 examples/softmax.tile; benchmarks/triton_ref/gen_matmul_ptx.py's matmul at the tile of
 examples/matmul.tile with the specialization its JIT gives aligned 4096^3 tensors) for
 GPUTarget("cuda", 90, 32): no GPU is needed. Without a Python that has Triton
-(`--triton-python`, default $TRITON_PYTHON or /work/tvenv/bin/python) its column is left out.
+(`--triton-python`, default $TRITON_PYTHON, else this Python if it has Triton) its column is
+left out.
 
 A second table splits Tile's cold and warm compiles into stages (parse, sema, ir, imports: code
 generation's modules imported on first use, llvm: building the LLVM IR, ptx: LLVM's passes and
@@ -308,7 +309,7 @@ def report(b: Bench, rounds: int) -> str:
 
 
 def default_triton_python() -> str | None:
-    for cand in (os.environ.get("TRITON_PYTHON"), "/work/tvenv/bin/python"):
+    for cand in (os.environ.get("TRITON_PYTHON"), sys.executable):
         if cand and shutil.which(cand):
             p = subprocess.run([cand, "-c", "import triton"], capture_output=True)
             if p.returncode == 0:
@@ -322,7 +323,7 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--repeat", type=int, default=3, help="warm compiles per process")
     ap.add_argument("--triton-python", default=None,
-                    help="a Python with Triton (default $TRITON_PYTHON, /work/tvenv/bin/python)")
+                    help="a Python with Triton (default $TRITON_PYTHON, else this one)")
     args = ap.parse_args(argv)
     tpy = args.triton_python or default_triton_python()
     b = Bench(args.arch, tpy, args.repeat)

@@ -18,8 +18,8 @@ instructions (in all and in the main loop), and SASS instructions per K-step of 
 (the backward-branch loop with the most multiply-adds; one K-step of the matmul is BM * BN * BK
 / warps multiply-adds per warp, one of attention a key tile: 2 * BM * BN * D / warps).
 
-Triton runs in its own Python (`--triton-python`, else $TRITON_PYTHON, else /work/tvenv's, else
-this Python when it can import triton); without one the Triton rows are left out with a note.
+Triton runs in its own Python (`--triton-python`, else $TRITON_PYTHON, else this Python when
+it can import triton); without one the Triton rows are left out with a note.
 The table goes to benchmarks/results/hopper-static-<date>-cpu.md (or --out).
 """
 
@@ -112,7 +112,7 @@ print(json.dumps({"triton": triton.__version__, "matmul": k.metadata.name,
 
 
 def triton_python(arg: str | None) -> str | None:
-    for cand in (arg, os.environ.get("TRITON_PYTHON"), "/work/tvenv/bin/python"):
+    for cand in (arg, os.environ.get("TRITON_PYTHON")):
         if cand and Path(cand).exists():
             return cand
     try:

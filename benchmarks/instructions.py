@@ -9,7 +9,7 @@ registers per thread of the cubins and the theoretical occupancy at 128 threads 
     python3 benchmarks/instructions.py [--precision ieee|fast|approx] [--triton-python PY]
 
 Triton runs in a subprocess with a Python that has it (`--triton-python`, default
-/work/tvenv/bin/python or $TRITON_PYTHON); the same file compiles the Triton kernels when
+$TRITON_PYTHON, else this Python); the same file compiles the Triton kernels when
 run as `PY benchmarks/instructions.py --emit-triton DIR`. Triton specializes pointers and
 integers divisible by 16 (`tt.divisibility = 16`, what its JIT does for 16-byte-aligned
 tensors and such sizes); the emulator passes 0 for the two scratch pointers Triton appends.
@@ -350,10 +350,8 @@ def run_triton(kernel: str, width: int, d, folder: str, index):
 
 def cubin_registers(path: str) -> int | None:
     """Registers per thread from `cuobjdump --dump-resource-usage` (None without it)."""
-    exe = shutil.which("cuobjdump")
-    for cand in ("/work/tvenv/lib/python3.11/site-packages/triton/backends/nvidia/bin/cuobjdump",):
-        if exe is None and os.path.exists(cand):
-            exe = cand
+    from tilelang.tools.sass import find_tool
+    exe = find_tool("cuobjdump")       # the nvidia-cuda-cuobjdump wheel's, or one on PATH
     if exe is None:
         return None
     try:
@@ -385,8 +383,7 @@ def main(argv=None) -> int:
                          "tutorials' rules")
     ap.add_argument("--precision", choices=("ieee", "fast", "approx"), default=None,
                     help="Tile's math mode (default: the language default, fast)")
-    ap.add_argument("--triton-python", default=os.environ.get("TRITON_PYTHON",
-                                                              "/work/tvenv/bin/python"))
+    ap.add_argument("--triton-python", default=os.environ.get("TRITON_PYTHON", sys.executable))
     ap.add_argument("--kernels", default=",".join(KERNELS))
     ap.add_argument("--widths", default=",".join(map(str, WIDTHS)))
     args = ap.parse_args(argv)

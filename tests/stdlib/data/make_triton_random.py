@@ -1,7 +1,7 @@
 """Regenerates triton_random.json: Triton's own tl.randint/tl.rand/tl.randn for a few seeds and
 offset ranges, run in Triton's CPU interpreter and read back from `tl.device_print`:
 
-    TRITON_INTERPRET=1 /work/tvenv/bin/python tests/stdlib/data/make_triton_random.py \
+    TRITON_INTERPRET=1 $TRITON_PYTHON tests/stdlib/data/make_triton_random.py \
         > tests/stdlib/data/triton_random.json
 
 Offsets are `arange(0, 64) * stride + base`; rand and randn are printed as their f32 bits.
