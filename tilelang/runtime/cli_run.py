@@ -79,6 +79,30 @@ def _dims(text: str, what: str, minimum: int = 1) -> tuple[int, ...]:
     return out
 
 
+def _arg_specs(items: list[str]) -> dict[str, str]:
+    """--arg NAME=VALUE options (also `tilec tune`'s)."""
+    specs = {}
+    for item in items:
+        name, eq, value = item.partition("=")
+        if not eq or not name.isidentifier() or not value:
+            raise _Usage(f"--arg expects NAME=VALUE, got `{item}`")
+        specs[name] = value
+    return specs
+
+
+def _defines(items: list[str]) -> dict[str, str]:
+    """-D NAME=VALUE options (also `tilec tune`'s)."""
+    defines = {}
+    for item in items:
+        name, eq, value = item.partition("=")
+        if not eq or not name.isidentifier() or not value.strip():
+            raise _Usage(f"-D expects NAME=VALUE, got `{item}`")
+        if name in defines:
+            raise _Usage(f"-D {name} is given twice (`{name}={defines[name]}` and `{item}`)")
+        defines[name] = value
+    return defines
+
+
 def _load_npy(path: str, name: str) -> np.ndarray:
     """A `.npy` file's array; never unpickles (a file can hold code)."""
     try:
@@ -224,21 +248,8 @@ def cmd_run(argv: list[str]) -> int:
         grid = _dims(args.grid, "--grid")
         block = _dims(args.block, "--block") if args.block else None
         default_shape = _dims(args.shape, "--shape", 0) if args.shape else None
-        specs = {}
-        for item in args.arg:
-            name, eq, value = item.partition("=")
-            if not eq or not name.isidentifier() or not value:
-                raise _Usage(f"--arg expects NAME=VALUE, got `{item}`")
-            specs[name] = value
-        defines = {}
-        for item in args.defines:
-            name, eq, value = item.partition("=")
-            if not eq or not name.isidentifier() or not value.strip():
-                raise _Usage(f"-D expects NAME=VALUE, got `{item}`")
-            if name in defines:
-                raise _Usage(f"-D {name} is given twice (`{name}={defines[name]}` and "
-                             f"`{item}`)")
-            defines[name] = value
+        specs = _arg_specs(args.arg)
+        defines = _defines(args.defines)
         for d in args.include:
             if not os.path.isdir(d):
                 why = "does not exist" if not os.path.exists(d) else "is not a folder"

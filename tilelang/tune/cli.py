@@ -221,7 +221,8 @@ def _eval(node, meta: dict, text: str) -> int:
 def main(argv: list[str]) -> int:
     p = _parser()
     args = p.parse_args(argv)
-    from tilelang.runtime.cli_run import _Usage as RunUsage, _dims, _make_args
+    from tilelang.runtime.cli_run import (_Usage as RunUsage, _arg_specs, _defines, _dims,
+                                          _make_args)
     try:
         grid = grid_function(args.grid)
         space = _space(args.space)
@@ -229,18 +230,8 @@ def main(argv: list[str]) -> int:
         if not space and not configs:
             raise _Usage("give the configurations: --space NAME=V1,V2 or --config NAME=V,...")
         default_shape = _dims(args.shape, "--shape", 0) if args.shape else None
-        specs = {}
-        for item in args.arg:
-            name, eq, value = item.partition("=")
-            if not eq or not name.isidentifier() or not value:
-                raise _Usage(f"--arg expects NAME=VALUE, got `{item}`")
-            specs[name] = value
-        defines = {}
-        for item in args.defines:
-            name, eq, value = item.partition("=")
-            if not eq or not name.isidentifier() or not value.strip():
-                raise _Usage(f"-D expects NAME=VALUE, got `{item}`")
-            defines[name] = value
+        specs = _arg_specs(args.arg)
+        defines = _defines(args.defines)
         tuned_names = set(space) | {n for c in configs for n in c}
         both = tuned_names & set(defines)
         if both:
