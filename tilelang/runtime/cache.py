@@ -219,6 +219,26 @@ def _read_regular(path: str, limit: int, size: int | None = None) -> bytes:
         os.close(fd)
 
 
+def read_sealed_record(path: str, limit: int, fmt: int, key: str, field: str, what: str,
+                       seal) -> str:
+    """The sealed text `field` of a one-file JSON record {format, key, <field>, sha256, seal}
+    (a module signature, a tuning result). `seal(sha)` is the expected seal, or None without
+    a seal key. Anything else is `Damaged`."""
+    try:
+        d = json.loads(_read_regular(path, limit))
+    except (ValueError, RecursionError):
+        raise Damaged("not valid JSON") from None
+    if not isinstance(d, dict) or d.get("format") != fmt or d.get("key") != key \
+            or not isinstance(d.get(field), str):
+        raise Damaged(f"not {what} of this key")
+    sha = sha256_hex(d[field])
+    expected = seal(sha)
+    if d.get("sha256") != sha or expected is None or not isinstance(d.get("seal"), str) \
+            or not hmac.compare_digest(d["seal"], expected):
+        raise Damaged("checksum or seal mismatch")
+    return d[field]
+
+
 def _write_new(path: str, data: bytes) -> None:
     """Create `path` (which must not exist) 0600 with `data`."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_SAFE, 0o600)
@@ -626,20 +646,12 @@ class DiskCache:
         except OSError:
             return None
         try:
-            try:
-                d = json.loads(_read_regular(path, _META_LIMIT))
-            except (ValueError, RecursionError):
-                raise Damaged("not valid JSON") from None
-            if not isinstance(d, dict) or d.get("format") != FORMAT or d.get("key") != key \
-                    or not isinstance(d.get("info"), str):
-                raise Damaged("not a module signature of this key")
-            sha = sha256_hex(d["info"])
             secret = self._key(create=False)
-            if d.get("sha256") != sha or secret is None or not isinstance(d.get("seal"), str) \
-                    or not hmac.compare_digest(d["seal"], self._seal(secret, key, sha)):
-                raise Damaged("checksum or seal mismatch")
+            text = read_sealed_record(
+                path, _META_LIMIT, FORMAT, key, "info", "a module signature",
+                lambda sha: self._seal(secret, key, sha) if secret is not None else None)
             try:
-                info = ModuleInfo.from_json(d["info"])
+                info = ModuleInfo.from_json(text)
             except Exception as e:
                 raise Damaged(f"damaged signature ({type(e).__name__})") from None
         except Damaged:

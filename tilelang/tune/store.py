@@ -25,7 +25,7 @@ import stat
 import tempfile
 
 from tilelang.runtime import cache as cache_mod
-from tilelang.runtime.cache import Damaged, DiskCache, _read_regular, _unlink_ours
+from tilelang.runtime.cache import Damaged, DiskCache, _unlink_ours
 
 FORMAT = 1
 _LIMIT = 16 << 20                 # bytes; a bigger entry is damage, not a tuning result
@@ -61,20 +61,10 @@ class TuneStore:
         except OSError:
             return None
         try:
-            try:
-                d = json.loads(_read_regular(path, _LIMIT))
-            except (ValueError, RecursionError):
-                raise Damaged("not valid JSON") from None
-            if not isinstance(d, dict) or d.get("format") != FORMAT or d.get("key") != key:
-                raise Damaged("not a tuning result of this key")
-            body = d.get("body")
-            if not isinstance(body, str):
-                raise Damaged("no body")
-            sha = cache_mod.sha256_hex(body)
             secret = self.cache._key(create=False)
-            if d.get("sha256") != sha or secret is None or not isinstance(d.get("seal"), str) \
-                    or not hmac.compare_digest(d["seal"], self._seal(secret, key, sha)):
-                raise Damaged("checksum or seal mismatch")
+            body = cache_mod.read_sealed_record(
+                path, _LIMIT, FORMAT, key, "body", "a tuning result",
+                lambda sha: self._seal(secret, key, sha) if secret is not None else None)
             try:
                 b = json.loads(body)
             except (ValueError, RecursionError):
