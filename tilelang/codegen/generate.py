@@ -133,7 +133,8 @@ def abi_params(kernel: Kernel) -> tuple[AbiParam, ...]:
 
 
 def _new_module(name: str, target: Target) -> ir.Module:
-    m = ir.Module(name)
+    # its own context: a named type (lower/wgmma_ops.py) is declared only where it is used
+    m = ir.Module(name, context=ir.Context())
     m.triple = TRIPLE
     return m
 

@@ -63,6 +63,18 @@ def fence_proxy_async(kern: KernelEmitter) -> None:
     _void_asm(kern, "fence.proxy.async.shared::cta;")
 
 
+def _f32s(kern: KernelEmitter, n: int) -> ir.Type:
+    """The return type of an asm giving `n` f32 registers: one named struct per module, since a
+    literal `{float, ...}` is spelled out in full at each of its extractvalues (64 of them per
+    m64n128 MMA), text that llvmlite formats and LLVM parses again."""
+    if n == 1:
+        return F32
+    ty = kern.module.context.get_identified_type(f"f32x{n}")
+    if ty.is_opaque:
+        ty.set_body(*[F32] * n)
+    return ty
+
+
 def _through(kern: KernelEmitter, text: str, regs: list[ir.Value]) -> list[ir.Value]:
     """`text` as an asm that takes and returns `regs` (f32), so they are ordered by it."""
     if not regs:
@@ -70,7 +82,7 @@ def _through(kern: KernelEmitter, text: str, regs: list[ir.Value]) -> list[ir.Va
         return []
     b = kern.builder
     n = len(regs)
-    ret = ir.LiteralStructType([F32] * n) if n > 1 else F32
+    ret = _f32s(kern, n)
     cons = ",".join(["=f"] * n + [str(i) for i in range(n)] + ["~{memory}"])
     asm = ir.InlineAsm(ir.FunctionType(ret, [F32] * n), text, cons, side_effect=True)
     r = b.call(asm, list(regs))
@@ -107,7 +119,7 @@ def mma_async(kern: KernelEmitter, n: int, ab: str, k: int, acc: list[ir.Value],
             f"wgmma.mma_async.sync.aligned.m64n{n}k{k}.f32.{ab}.{ab} "
             f"{{{regs}}}, ${cnt}, ${cnt + 1}, p{tail}; }}")
     cons = ",".join(["=f"] * cnt + ["l", "l"] + [str(i) for i in range(cnt)] + ["~{memory}"])
-    ret = ir.LiteralStructType([F32] * cnt) if cnt > 1 else F32
+    ret = _f32s(kern, cnt)
     asm = ir.InlineAsm(ir.FunctionType(ret, [I64, I64] + [F32] * cnt), text, cons,
                        side_effect=True)
     r = b.call(asm, [desc_a, desc_b] + list(acc))
@@ -128,7 +140,7 @@ def mma_async_rs(kern: KernelEmitter, n: int, ab: str, acc: list[ir.Value],
             f"{int(trans_b)}; }}")
     cons = ",".join(["=f"] * cnt + ["r"] * 4 + ["l"] + [str(i) for i in range(cnt)] +
                     ["~{memory}"])
-    ret = ir.LiteralStructType([F32] * cnt) if cnt > 1 else F32
+    ret = _f32s(kern, cnt)
     asm = ir.InlineAsm(ir.FunctionType(ret, [I32] * 4 + [I64] + [F32] * cnt), text, cons,
                        side_effect=True)
     r = b.call(asm, list(a_regs) + [desc_b] + list(acc))
