@@ -76,7 +76,8 @@ def test_example_ptx_uses_wgmma():
     assert -1 not in pos and pos == sorted(pos), list(zip(order, pos))
     # descriptors: 128-byte swizzle (bits 62-63 = 1), SBO 1024 bytes; B (row-major (K, N))
     # is MN-major: transposed (imm-trans-b 1), LBO = one 64-row panel of 128 bytes
-    assert re.search(r"m64n128k16\.f32\.f16\.f16 \{[^}]*\}, %rd\d+, %rd\d+, p, 1, 1, 0, 1;", body)
+    assert re.search(r"m64n128k16\.f32\.f16\.f16 \{[^}]*\}, %rd\d+, %rd\d+, %p\d+, 1, 1, 0, 1;",
+                     body)
     consts = {int(c) for c in re.findall(r"\b(46116\d{14})\b", ptx)}
     assert (1 << 62) | (64 << 32) | (1 << 16) in consts                # A: K-major
     assert (1 << 62) | (64 << 32) | ((64 * 128 >> 4) << 16) in consts  # B: MN-major
@@ -186,7 +187,7 @@ def test_transposed_majors():
               "c": np.full((64, 128), np.nan, np.float32)}
     res, _ = run(MAJORS, "majors", arrays, (1, 1))
     # A transposed by the instruction, B not
-    assert re.search(r"m64n128k16\.f32\.f16\.f16 \{[^}]*\}, %rd\d+, %rd\d+, p, 1, 1, 1, 0;",
+    assert re.search(r"m64n128k16\.f32\.f16\.f16 \{[^}]*\}, %rd\d+, %rd\d+, %p\d+, 1, 1, 1, 0;",
                      res.ptx)
     assert np.array_equal(arrays["c"], a.astype(np.float64) @ b.astype(np.float64))
 
@@ -273,7 +274,7 @@ def test_a_from_registers():
     res, _ = run(CHAINED, "chained", arrays, (1,))
     # the second product's A is four 32-bit registers, B a descriptor (MN-major: trans 1)
     assert re.search(r"m64n128k16\.f32\.f16\.f16 \{[^}]*\}, \{%r\d+, %r\d+, %r\d+, %r\d+\}, "
-                     r"%rd\d+, p, 1, 1, 1;", res.ptx)
+                     r"%rd\d+, %p\d+, 1, 1, 1;", res.ptx)
     p = (a.astype(np.float64) @ b.astype(np.float64) * 0.125).astype(np.float16)  # exact
     want = p.astype(np.float64) @ v.astype(np.float64)
     assert np.all(np.abs(arrays["c"] - want) <= product_bound(p, v))

@@ -35,6 +35,10 @@ import llvmlite.ir as ir
 from tilelang.codegen.llvm.kernel import I32, I64, KernelEmitter
 
 F32 = ir.FloatType()
+I1 = ir.IntType(1)
+# scale-d (D = A * B + D) as a predicate operand: a `setp` inside each MMA's asm would write a
+# register between the MMAs of a group, and ptxas then waits for each before the next
+SCALE_D = ir.Constant(I1, 1)
 SWIZZLE_MODE = {128: 1, 64: 2, 32: 3}   # the descriptor's layout type per swizzle span
 
 
@@ -115,14 +119,14 @@ def mma_async(kern: KernelEmitter, n: int, ab: str, k: int, acc: list[ir.Value],
     regs = ",".join(f"${i}" for i in range(cnt))
     trans = f"{int(trans_a)}, {int(trans_b)}" if ab in ("f16", "bf16") else None
     tail = f", 1, 1, {trans}" if trans is not None else ", 1, 1"
-    text = ("{ .reg .pred p; setp.ne.b32 p, 1, 0; "
-            f"wgmma.mma_async.sync.aligned.m64n{n}k{k}.f32.{ab}.{ab} "
-            f"{{{regs}}}, ${cnt}, ${cnt + 1}, p{tail}; }}")
-    cons = ",".join(["=f"] * cnt + ["l", "l"] + [str(i) for i in range(cnt)] + ["~{memory}"])
+    text = (f"wgmma.mma_async.sync.aligned.m64n{n}k{k}.f32.{ab}.{ab} "
+            f"{{{regs}}}, ${cnt}, ${cnt + 1}, ${cnt + 2}{tail};")
+    cons = ",".join(["=f"] * cnt + ["l", "l", "b"] + [str(i) for i in range(cnt)] +
+                    ["~{memory}"])
     ret = _f32s(kern, cnt)
-    asm = ir.InlineAsm(ir.FunctionType(ret, [I64, I64] + [F32] * cnt), text, cons,
+    asm = ir.InlineAsm(ir.FunctionType(ret, [I64, I64, I1] + [F32] * cnt), text, cons,
                        side_effect=True)
-    r = b.call(asm, [desc_a, desc_b] + list(acc))
+    r = b.call(asm, [desc_a, desc_b, SCALE_D] + list(acc))
     return [b.extract_value(r, i) for i in range(cnt)] if cnt > 1 else [r]
 
 
@@ -134,14 +138,13 @@ def mma_async_rs(kern: KernelEmitter, n: int, ab: str, acc: list[ir.Value],
     b = kern.builder
     cnt = len(acc)
     regs = ",".join(f"${i}" for i in range(cnt))
-    text = ("{ .reg .pred p; setp.ne.b32 p, 1, 0; "
-            f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ab}.{ab} "
-            f"{{{regs}}}, {{${cnt}, ${cnt + 1}, ${cnt + 2}, ${cnt + 3}}}, ${cnt + 4}, p, 1, 1, "
-            f"{int(trans_b)}; }}")
-    cons = ",".join(["=f"] * cnt + ["r"] * 4 + ["l"] + [str(i) for i in range(cnt)] +
+    text = (f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ab}.{ab} "
+            f"{{{regs}}}, {{${cnt}, ${cnt + 1}, ${cnt + 2}, ${cnt + 3}}}, ${cnt + 4}, "
+            f"${cnt + 5}, 1, 1, {int(trans_b)};")
+    cons = ",".join(["=f"] * cnt + ["r"] * 4 + ["l", "b"] + [str(i) for i in range(cnt)] +
                     ["~{memory}"])
     ret = _f32s(kern, cnt)
-    asm = ir.InlineAsm(ir.FunctionType(ret, [I32] * 4 + [I64] + [F32] * cnt), text, cons,
+    asm = ir.InlineAsm(ir.FunctionType(ret, [I32] * 4 + [I64, I1] + [F32] * cnt), text, cons,
                        side_effect=True)
-    r = b.call(asm, list(a_regs) + [desc_b] + list(acc))
+    r = b.call(asm, list(a_regs) + [desc_b, SCALE_D] + list(acc))
     return [b.extract_value(r, i) for i in range(cnt)] if cnt > 1 else [r]

@@ -230,14 +230,20 @@ def _product_rs(kern: KernelEmitter, plan: TensorCorePlan, a: TileVal, b, acc: T
     wgmma_ops.fence_proxy_async(kern)
     db = Descriptors.build(kern, sop, False, plan)
     base_b = db.base(kern, smem32)
-    regs = wgmma_ops.fence(kern, list(acc.regs))
     bld = kern.builder
     per_tile = k // 8 * 4                    # A registers of one 64-row tile
+    # every fragment packed before the first MMA: a register written between two MMAs of a
+    # group makes ptxas wait for the earlier ones (one warpgroup.arrive and wait per MMA)
+    frags = {}
     for k0 in range(0, k, 16):
         for mi in range(t.m_tiles):
             first = mi * per_tile + k0 // 8 * 4
             r = a.regs[first:first + 8]
-            frag = [_pack16(kern, r[i], r[i + 1]) for i in range(0, 8, 2)]
+            frags[k0, mi] = [_pack16(kern, r[i], r[i + 1]) for i in range(0, 8, 2)]
+    regs = wgmma_ops.fence(kern, list(acc.regs))
+    for k0 in range(0, k, 16):
+        for mi in range(t.m_tiles):
+            frag = frags[k0, mi]
             for ni in range(t.n_instrs):
                 ob = db.offset(0, ni * t.instr_n, k0) >> 4
                 pb = bld.add(base_b, ir.Constant(I64, ob)) if ob else base_b
