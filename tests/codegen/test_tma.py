@@ -43,13 +43,15 @@ def test_ptx_structure():
     cg = compile_tma(MATMUL, "matmul", arrays).codegen
     ptx = cg.ptx
     art = cg.kernel("matmul")
-    # a (M, K): one 64-wide panel of 128 rows; b (K, N): panels of 64 columns x 64 rows
-    assert art.tensor_maps == (TensorMapSpec("a", art.params[0].dtype, (64, 128), 128),
-                               TensorMapSpec("b", art.params[1].dtype, (64, 64), 128))
-    # 3 arrays x 5 ABI parameters, then the two maps
+    # a (M, K): one 64-wide panel of 128 rows; b (K, N): panels of 64 columns x 64 rows;
+    # then the epilogue's map for c (test_tma_store.py)
+    assert art.tensor_maps[:2] == (TensorMapSpec("a", art.params[0].dtype, (64, 128), 128),
+                                   TensorMapSpec("b", art.params[1].dtype, (64, 64), 128))
+    assert [m.array for m in art.tensor_maps] == ["a", "b", "c"]
+    # 3 arrays x 5 ABI parameters, then the maps
     assert ".param .align 64 .b8 matmul_param_15[128]" in ptx
     assert ".param .align 64 .b8 matmul_param_16[128]" in ptx
-    assert ptx.count("cvta.param.u64") == 2
+    assert ptx.count("cvta.param.u64") == 3
     assert ptx.count("mbarrier.init.shared::cta.b64") == 3            # 3 stages
     assert ptx.count("mbarrier.inval.shared::cta.b64") == 3
     assert "mbarrier.try_wait.parity.shared::cta.b64" in ptx
@@ -68,7 +70,9 @@ def test_cp_async_without_tma_or_facts():
                                               tma=False).ptx
     arrays = matmul_arrays(128, 128, 66)
     cg = compile_tma(MATMUL, "matmul", arrays).codegen
-    assert cg.kernel("matmul").tensor_maps == () and "cp.async.bulk" not in cg.ptx
+    # (c keeps the epilogue's store map, test_tma_store.py)
+    assert [m.array for m in cg.kernel("matmul").tensor_maps] == ["c"]
+    assert "cp.async.bulk.tensor.2d.shared" not in cg.ptx
 
 
 @needs_ptxas
@@ -104,7 +108,7 @@ def test_transposed_majors():
     arrays = {"at": np.ascontiguousarray(a.T), "bt": np.ascontiguousarray(b.T),
               "c": np.full((64, 128), np.nan, np.float32)}
     res, _ = run(MAJORS, "majors", arrays, (1, 1), tma=True)
-    assert len(res.codegen.kernel("majors").tensor_maps) == 2
+    assert [m.array for m in res.codegen.kernel("majors").tensor_maps] == ["at", "bt", "c"]
     assert np.array_equal(arrays["c"], a.astype(np.float64) @ b.astype(np.float64))
 
 
@@ -128,7 +132,7 @@ def test_batched_3d_boxes():
     arrays = {"a": a, "b": b, "c": np.full((4, 64, 64), np.nan, np.float32)}
     res, _ = run(BATCHED_LOOP, "bloop", arrays, (2,), tma=True)
     maps = res.codegen.kernel("bloop").tensor_maps
-    assert [m.box for m in maps] == [(64, 64, 2), (64, 64, 2)]
+    assert [m.box for m in maps] == [(64, 64, 2), (64, 64, 2), (32, 64, 2)]   # a, b, c
     assert "cp.async.bulk.tensor.3d" in res.ptx
     exact(arrays)
 

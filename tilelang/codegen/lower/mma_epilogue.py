@@ -9,7 +9,9 @@ read-back is a run-time loop (one chunk per thread per round), which keeps the c
 compile time small; chunks that cross the array's edge are stored element by element.
 
 Used for `store(A, index, tile)` of a tile held in an accumulator layout when A is
-contiguous with 16-byte aligned rows; anything else takes the ordinary store lowering.
+contiguous with 16-byte aligned rows; anything else takes the ordinary store lowering. On
+targets with TMA (sm_90) such a store goes through a tensor map instead when it qualifies
+(lower/tma_store.py: the copy engine writes the image out and clips the edges).
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ import llvmlite.ir as ir
 
 from tilelang.codegen.layouts.distributed import log2
 from tilelang.codegen.llvm.kernel import I1, I32, I64, KernelEmitter, TileVal
+from tilelang.codegen.lower import tma_store
 from tilelang.codegen.lower.memory import gated, tile_indexed, vectorizable
+from tilelang.codegen.lower.tma_store import store_pair
 from tilelang.ir.ops import BuiltinOp
 from tilelang.ir.values import Value
 
@@ -53,6 +57,8 @@ def applies(kern: KernelEmitter, op: BuiltinOp) -> bool:
 
 
 def store(kern: KernelEmitter, op: BuiltinOp) -> None:
+    if tma_store.store(kern, op):
+        return
     b = kern.builder
     args = op.arg_map
     arr = kern.array(args["A"])
@@ -121,7 +127,7 @@ def store(kern: KernelEmitter, op: BuiltinOp) -> None:
                 row = b.add(row_t, _c(rrow)) if rrow else row_t
                 col = tc[-1] if not rc[-1] else b.add(tc[-1], _c(rc[-1]))
                 addr = image_addr(row, col)
-            _store_pair(kern, addr, t.regs[r], t.regs[r + 1], itemsize)
+            store_pair(kern, addr, t.regs[r], t.regs[r + 1], itemsize)
 
     gated(kern, kern.owner(lay), fragments)
     kern.barrier()
@@ -194,23 +200,6 @@ def store(kern: KernelEmitter, op: BuiltinOp) -> None:
     i.add_incoming(i1, nxt)
     b.cbranch(b.icmp_unsigned("<", i1, _c(rounds)), head, done)
     b.position_at_end(done)
-
-
-def _store_pair(kern: KernelEmitter, addr: ir.Value, x: ir.Value, y: ir.Value,
-                itemsize: int) -> None:
-    b = kern.builder
-    if itemsize == 4:
-        xi, yi = (v if v.type == I32 else b.bitcast(v, I32) for v in (x, y))
-        asm = ir.InlineAsm(ir.FunctionType(ir.VoidType(), [I32, I32, I32]),
-                           "st.shared.v2.b32 [$0], {$1, $2};", "r,r,r,~{memory}",
-                           side_effect=True)
-        b.call(asm, [addr, xi, yi])
-        return
-    i16 = ir.IntType(16)
-    xi, yi = (b.bitcast(v, i16) for v in (x, y))
-    asm = ir.InlineAsm(ir.FunctionType(ir.VoidType(), [I32, i16, i16]),
-                       "st.shared.v2.b16 [$0], {$1, $2};", "r,h,h,~{memory}", side_effect=True)
-    b.call(asm, [addr, xi, yi])
 
 
 def _load_chunk(kern: KernelEmitter, addr: ir.Value, vecty: ir.VectorType) -> ir.Value:
