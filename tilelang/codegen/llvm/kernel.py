@@ -19,7 +19,7 @@ generate.py then emits the kernel again in exact mode.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from math import prod
 from typing import Any, Mapping
 
@@ -144,6 +144,8 @@ class TileVal:
     dtype: DType
     layout: Layout
     regs: tuple[ir.Value, ...]
+    # the op that computed it when it can be computed again in another layout (lower/remat.py)
+    origin: Any = field(default=None, compare=False, repr=False)
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -204,6 +206,7 @@ class KernelEmitter:
         self._smem: ir.GlobalVariable | None = None
         self._kept_smem = 0           # bytes of buffers from kept_smem (static)
         self._cache: dict[Any, ir.Value] = {}
+        self.remat_cost: dict[int, int] = {}    # lower/remat.py: value id -> ops per element
         # Shared-memory events for exchange_slot: a sequence number per event, the barriers
         # emitted (block -> seqs), the last use of the buffer by anyone else, and each slot's
         # reads (seq, block).
@@ -633,6 +636,9 @@ class KernelEmitter:
             if result is None:
                 raise InternalCompilerError.at("E0781", f"`{op.name}` produced no value",
                                                op.span)
+            from tilelang.codegen.lower import remat   # it imports this module
+            if isinstance(result, TileVal) and remat.pure(self, op):
+                result = replace(result, origin=op)
             self.env[op.result.id] = result
 
     def emit_constant(self, op: ConstantOp) -> None:

@@ -31,6 +31,7 @@ from tilelang.codegen.layouts import convert as C
 from tilelang.codegen.layouts.distributed import Layout
 from tilelang.codegen.llvm.kernel import I32, KernelEmitter, TileVal
 from tilelang.codegen.llvm.warp import shuffle_bfly, shuffle_idx
+from tilelang.codegen.lower import remat
 
 PAD_EVERY = 32
 
@@ -55,7 +56,14 @@ def broadcast(kern: KernelEmitter, src: TileVal, dst: Layout) -> tuple[ir.Value,
     """Registers of `dst` holding the elements of `src` that broadcast to dst.shape."""
     if src.layout == dst:
         return src.regs
-    return apply_need(kern, src, C.need_of(dst, src.shape))
+    need = C.need_of(dst, src.shape)
+    if src.origin is not None and remat.renames(src.layout, need) is None:
+        # computed from aranges and scalars: computed again where it is wanted (lower/remat.py)
+        lay = remat.broadcast_source(dst, src.shape)
+        again = remat.rematerialize(kern, src, lay) if lay is not None else None
+        if again is not None:
+            return apply_need(kern, again, need)
+    return apply_need(kern, src, need)
 
 
 def gather_elements(kern: KernelEmitter, src: TileVal, thread_w: tuple[int, ...],

@@ -48,8 +48,11 @@ def emit_elementwise(kern: KernelEmitter, op: BuiltinOp) -> TileVal:
         else:
             raise InternalCompilerError.at("E0781", f"`{op.name}`: unexpected argument "
                                            f"`{name}`", op.span)
-    layout = next((t.layout for t in operands if isinstance(t, TileVal) and t.shape == rt.shape),
-                  None) or kern.layout_for(rt)
+    # an operand that could be computed again in any layout (lower/remat.py: a mask from
+    # aranges) follows the others
+    full = sorted((t for t in operands if isinstance(t, TileVal) and t.shape == rt.shape),
+                  key=lambda t: t.origin is not None)
+    layout = full[0].layout if full else kern.layout_for(rt)
     if op.name in ("/", "div") and len(operands) == 2:
         recip = _shared_reciprocal(kern, operands[1], layout, rt.dtype, params)
         if recip is not None:
