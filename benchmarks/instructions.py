@@ -13,7 +13,8 @@ $TRITON_PYTHON, else this Python); the same file compiles the Triton kernels whe
 run as `PY benchmarks/instructions.py --emit-triton DIR`. Triton specializes pointers and
 integers divisible by 16 (`tt.divisibility = 16`, what its JIT does for 16-byte-aligned
 tensors and such sizes); the emulator passes 0 for the two scratch pointers Triton appends.
-Tile compiles with the facts of the same arrays (contiguous, 16-byte aligned, extent16).
+Tile compiles with the facts the runtime derives from the same arrays (docs/abi.md: contiguous,
+16-byte aligned, extent16, and offsets that fit in 32 bits).
 
 Registers: Tile's from the cubin nvJitLink makes of its PTX; Triton's from the cubin Triton's
 own ptxas made (cuobjdump --dump-resource-usage) and, in brackets, from nvJitLink on Triton's
@@ -282,13 +283,11 @@ def run_tile(kernel: str, width: int, d, precision: str | None, rows: int = 1):
     from tilelang.codegen.link import link_ptx
     from tilelang.driver import Options, compile_kernel
     from tilelang.emulator import EmulatorDevice
+    from tilelang.codegen.api import ArrayFacts
+    from tilelang.runtime.args import facts_key
     text, path, name, const = tile_source(kernel if rows == 1 else f"{kernel}_rows")
     opts = Options(target="sm_90a", precision=precision)
     consts = {const: width} if rows == 1 else {const: width, "R": rows}
-    ck = compile_kernel(text, path, name, consts=consts, options=opts, link=False)
-    art = ck.artifact
-    dev = EmulatorDevice()
-    fn = dev.load_module(ck.ptx).get_function(name)
     arrays = {"a": d.get("a"), "b": d.get("b"), "c": None, "x": d.get("x"), "w": d.get("w"),
               "y": None}
     if kernel == "vadd":
@@ -297,11 +296,21 @@ def run_tile(kernel: str, width: int, d, precision: str | None, rows: int = 1):
     else:
         arrays["y"] = np.zeros((ROWS, width), np.float32)
         grid = ROWS // rows
-    ptrs, packed = {}, []
+    dev = EmulatorDevice()
+    ptrs = {k: dev.to_device(a) for k, a in arrays.items() if a is not None}
+    # the specialization the runtime would pick for these arrays (docs/abi.md)
+    facts = {k: ArrayFacts.from_key(facts_key(int(ptrs[k]), a.shape,
+                                              tuple(s // a.itemsize for s in a.strides),
+                                              a.itemsize))
+             for k, a in arrays.items() if a is not None}
+    ck = compile_kernel(text, path, name, consts=consts, options=opts, link=False,
+                        facts=facts)
+    art = ck.artifact
+    fn = dev.load_module(ck.ptx).get_function(name)
+    packed = []
     for p in art.params:
         if p.kind == "array":
             a = arrays[p.name]
-            ptrs[p.name] = dev.to_device(a)
             packed.append(ptrs[p.name])
             packed += [np.int64(n) for n in a.shape]
             packed += [np.int64(s // a.itemsize) for s in a.strides]

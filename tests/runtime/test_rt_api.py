@@ -90,7 +90,7 @@ def test_specializations_memory_cache(mod, comp):
         c = np.zeros(512, np.float32)
         mod.vadd[1](a, b, c)
     assert len(comp.builds) == 1
-    assert set(mod.vadd._specs) == {("cae", "cae", "cae")}
+    assert set(mod.vadd._specs) == {("caes", "caes", "caes")}
 
 
 @pytest.mark.parametrize("case", ["strided", "negative", "offset", "broadcast"])
@@ -99,16 +99,16 @@ def test_facts_choose_the_right_specialization(mod, comp, case):
     base = RNG.standard_normal(4 * n).astype(np.float32)
     b = RNG.standard_normal(n).astype(np.float32)
     if case == "strided":
-        a, want = base[::3][:n], "-ae"      # 700 x 4 bytes: whole 16-byte chunks
+        a, want = base[::3][:n], "-aes"     # 700 x 4 bytes: whole 16-byte chunks
     elif case == "negative":
-        a, want = base[::-2][:n], "--e"
+        a, want = base[::-2][:n], "--es"
     elif case == "offset":
         # a host array is copied to a fresh (aligned) buffer; a device view 4 bytes past a
         # 16-byte boundary keeps its address: contiguous, unaligned
-        a, want = mod.to_device(base)[1:n + 1], "c-e"
+        a, want = mod.to_device(base)[1:n + 1], "c-es"
     else:                           # stride 0: every element is base[5]
         a = np.broadcast_to(base[5], (n,))
-        want = "-" + ("a" if a.ctypes.data % 16 == 0 else "-") + "e"
+        want = "-" + ("a" if a.ctypes.data % 16 == 0 else "-") + "es"
     c = np.zeros(n, np.float32)
     mod.vadd[1](a, b, c)
     host_a = a.numpy() if isinstance(a, DeviceArray) else np.asarray(a)
@@ -122,7 +122,7 @@ def test_two_dimensional_views(mod, comp):
     mod.copy2d[40](src.T, dst)                  # transposed source: strides (1, 40)
     np.testing.assert_array_equal(dst, src.T)
     # dst rows are 24 bytes apart: contiguous but not 16-byte aligned rows (nor extents)
-    assert comp.builds[-1][2] == {"src": "---", "dst": "c--"}
+    assert comp.builds[-1][2] == {"src": "---s", "dst": "c--s"}
     dst2 = np.zeros((6, 40), np.float32)
     mod.copy2d[6](src[:, ::-1], dst2)           # negative last stride
     np.testing.assert_array_equal(dst2, src[:, ::-1])

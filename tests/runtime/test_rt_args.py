@@ -10,7 +10,8 @@ import pytest
 
 import tilelang
 from rt_support import FakeCompiler, fresh_runtime, source  # noqa: F401 (autouse fixture)
-from tilelang.runtime.args import extract, facts_key
+from tilelang.codegen.api import ArrayFacts
+from tilelang.runtime.args import _facts, extract, facts_key
 from tilelang.runtime.dlpack import read_dlpack
 from tilelang.runtime.emulator_backend import EmulatorBackend
 from tilelang.runtime.errors import KernelArgumentError
@@ -229,14 +230,38 @@ def test_dlpack_reader_matches_numpy():
 
 
 def test_facts_key():
-    assert facts_key(256, (8, 8), (8, 1), 4) == "cae"       # 32-byte rows
-    assert facts_key(256, (8, 8), (6, 1), 4) == "c-e"       # 24-byte rows
-    assert facts_key(256, (8, 8), (1, 8), 4) == "--e"
-    assert facts_key(260, (8,), (1,), 4) == "c-e"
-    assert facts_key(256, (8, 1), (3, 7), 4) == "c--"       # last extent 1: stride unused
-    assert facts_key(256, (1, 8), (3, 1), 4) == "cae"       # first extent 1: stride unused
-    assert facts_key(256, (), (), 4) == "cae"
-    assert facts_key(256, (8, 6), (8, 1), 4) == "ca-"       # 24-byte last extent
+    assert facts_key(256, (8, 8), (8, 1), 4) == "caes"      # 32-byte rows
+    assert facts_key(256, (8, 8), (6, 1), 4) == "c-es"      # 24-byte rows
+    assert facts_key(256, (8, 8), (1, 8), 4) == "--es"
+    assert facts_key(260, (8,), (1,), 4) == "c-es"
+    assert facts_key(256, (8, 1), (3, 7), 4) == "c--s"      # last extent 1: stride unused
+    assert facts_key(256, (1, 8), (3, 1), 4) == "caes"      # first extent 1: stride unused
+    assert facts_key(256, (), (), 4) == "caes"
+    assert facts_key(256, (8, 6), (8, 1), 4) == "ca-s"      # 24-byte last extent
+
+
+@pytest.mark.parametrize("shape,strides,is_small", [
+    ((1 << 31,), (1,), True),               # offsets 0 .. 2^31 - 1
+    ((1 << 31 | 1,), (1,), False),          # offset 2^31 does not fit
+    ((1 << 30, 2), (2, 1), True),           # (2^30 - 1) * 2 + 1 = 2^31 - 1
+    ((1 << 30, 3), (3, 1), False),          # (2^30 - 1) * 3 + 2 > 2^31 - 1
+    ((2, 1 << 30), (-(1 << 30), 1), True),  # span 2^31 - 1 either way
+    ((2, 1 << 30), (-(1 << 30), 2), False),
+    ((1 << 40,), (0,), True),               # a broadcast: every element at offset 0
+    ((0, 1 << 40), (1 << 40, 1), True),     # empty: nothing to reach
+    ((3,), (1 << 30,), False),              # 2 * 2^30
+])
+def test_small_fact(shape, strides, is_small):
+    """`s`: every element's offset from the address, in elements, fits in a signed 32-bit
+    integer, so the kernel computes offsets in 32 bits; the rank-1 fast reader agrees."""
+    span = 0 if 0 in shape else sum((n - 1) * abs(s) for n, s in zip(shape, strides))
+    assert (span < 1 << 31) == is_small
+    key = facts_key(256, shape, strides, 4)
+    assert key.endswith("s") == is_small and len(key) == 3 + is_small
+    if len(shape) == 1:
+        assert _facts(256, shape, strides, 4) == key
+    assert ArrayFacts.from_key(key).small == is_small
+    assert ArrayFacts.from_key(key).key() == key
 
 
 def _key(a: np.ndarray, address: int = 256) -> str:
@@ -253,17 +278,17 @@ def test_extent16_from_numpy_arrays(dtype, cols, extent16):
     """`e`: the last extent in bytes is a multiple of 16 (rank 1 and 2, views of wider rows
     too), whatever the other facts."""
     e = "e" if extent16 else "-"
-    assert _key(np.zeros((5, cols), dtype)) == "c" + ("a" if extent16 else "-") + e
-    assert _key(np.zeros(cols, dtype)) == "ca" + e
+    assert _key(np.zeros((5, cols), dtype)) == "c" + ("a" if extent16 else "-") + e + "s"
+    assert _key(np.zeros(cols, dtype)) == "ca" + e + "s"
     wide = np.zeros((5, 128), dtype)                 # 16-byte aligned rows
-    assert _key(wide[:, :cols]) == "ca" + e
-    assert _key(wide[:, ::-1][:, :cols]) == "-a" + e    # not contiguous: e still measured
+    assert _key(wide[:, :cols]) == "ca" + e + "s"
+    assert _key(wide[:, ::-1][:, :cols]) == "-a" + e + "s"  # not contiguous: e still measured
 
 
 def test_extent16_of_a_view_of_aligned_rows():
     """The issue's case: a (M, 65) view of a (M, 72) f16 buffer is contiguous and aligned,
     and its chunks of 16 bytes do not tile its rows."""
     buf = np.zeros((100, 72), np.float16)
-    assert _key(buf) == "cae"
-    assert _key(buf[:, :65]) == "ca-"
-    assert _key(buf[:, :64]) == "cae"
+    assert _key(buf) == "caes"
+    assert _key(buf[:, :65]) == "ca-s"
+    assert _key(buf[:, :64]) == "caes"

@@ -247,7 +247,7 @@ def test_vadd_parameters_reach_the_driver(mod, drv):
     lay = mod.vadd._layout
     assert read_params(launch["params"], lay) == (a.ptr, 3000, 1, a.ptr, 1500, 2, c.ptr, 3000, 1)
     assert ("cuLibraryGetKernel", b"vadd") in drv.calls
-    spec = mod.vadd._specs[("cae", "-ae", "cae")]
+    spec = mod.vadd._specs[("caes", "-aes", "caes")]
     assert spec.cubin[:4] == b"\x7fELF"
     np.testing.assert_array_equal(a.numpy(), np.arange(3000, dtype=np.float32))
 
@@ -357,7 +357,7 @@ def test_cuda_array_interface_arrays(mod, drv):
     mod.copy2d[4](CAI(), buf)
     vals = read_params(drv.launches[0]["params"], mod.copy2d._layout)
     assert vals[:5] == (buf.ptr, 4, 3, 6, 2)
-    assert mod.copy2d._specs.keys() == {("---", "c--")}     # 24-byte rows: not aligned16
+    assert mod.copy2d._specs.keys() == {("---s", "c--s")}   # 24-byte rows: not aligned16
 
 
 def test_device_array_exports_on_cuda(mod, drv):

@@ -88,7 +88,7 @@ def test_compile_facts(mod):
         "facts of `a` for kernel `vadd`: 'zz' is not a facts key",
         "use ArrayFacts(...) or a key of three characters, `c` or `-`, `a` or `-`, `e` or `-` "
         "(c: contiguous, a: 16-byte aligned, e: last extent a multiple of 16 bytes, -: not), "
-        "e.g. `cae`")
+        "e.g. `cae`, and `s` after them for offsets below 2^31 elements")
     assert usage(lambda: mod.vadd.compile(facts={"a": 3}))[0] == \
         "facts of `a` for kernel `vadd`: 3 is not a facts key"
     assert usage(lambda: mod.vadd.compile(facts=["a"]))[0] == (
@@ -102,6 +102,7 @@ def test_compile_facts(mod):
         mod.scalars.compile(facts={"a": "ca"})          # a scalar, not an array
     assert e.value.code == "E0910"
     assert mod.vadd.compile(facts={"a": "-a"}).facts == ("-a-", "cae", "cae")
+    assert mod.vadd.compile(facts={"a": "caes"}).facts == ("caes", "cae", "cae")
 
 
 def test_compile_options(tmp_path):

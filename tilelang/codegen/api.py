@@ -30,17 +30,21 @@ class ArrayFacts:
     extent16: bool = True     # the last axis's extent, in bytes, is a multiple of 16: with
     #                           `contiguous`, a 16-byte chunk that starts at a multiple of 16
     #                           bytes along that axis lies wholly inside or wholly outside
+    small: bool = False       # every element's offset from the address, in elements, lies
+    #                           in [-2^31, 2^31): offsets are computed in 32 bits and widened
+    #                           once. Not assumed without an argument to look at
 
     def key(self) -> str:
+        """Three characters `c`/`-`, `a`/`-`, `e`/`-`, then `s` when `small` holds."""
         return ("c" if self.contiguous else "-") + ("a" if self.aligned16 else "-") + \
-            ("e" if self.extent16 else "-")
+            ("e" if self.extent16 else "-") + ("s" if self.small else "")
 
     @staticmethod
     def from_key(text: str) -> "ArrayFacts":
         """The facts of a key; a two-character key (before `extent16` existed) claims no
-        extent16."""
+        extent16, one without the fourth character no `small`."""
         return ArrayFacts(contiguous=text[0] == "c", aligned16=text[1] == "a",
-                          extent16=text[2:3] == "e")
+                          extent16=text[2:3] == "e", small=text[3:4] == "s")
 
 
 GENERIC = ArrayFacts(contiguous=False, aligned16=False, extent16=False)

@@ -216,11 +216,15 @@ def _a(obj) -> str:
     return f"an {name}" if name[:1].lower() in "aeiou" else f"a {name}"
 
 
+SMALL_SPAN = 1 << 31           # the `small` fact: every element's offset (in elements) below
+
+
 def facts_key(ptr: int, shape: tuple, strides: tuple, itemsize: int) -> str:
     """ArrayFacts.key() of one argument: 'c' when the last stride is 1 (or the last extent is
     at most 1, so the stride is never used), 'a' when the address and every other stride with
     an extent above 1 are multiples of 16 bytes, 'e' when the last extent in bytes is a
-    multiple of 16 (a 0-d array has no last axis: 'e')."""
+    multiple of 16 (a 0-d array has no last axis: 'e'), then 's' when every element's offset
+    from the address, in elements, lies in [-2^31, 2^31) (`small`)."""
     n = len(shape)
     contiguous = n == 0 or strides[-1] == 1 or shape[-1] <= 1
     aligned = ptr % 16 == 0
@@ -230,7 +234,20 @@ def facts_key(ptr: int, shape: tuple, strides: tuple, itemsize: int) -> str:
                 aligned = False
                 break
     extent = n == 0 or (shape[-1] * itemsize) % 16 == 0
-    return ("c" if contiguous else "-") + ("a" if aligned else "-") + ("e" if extent else "-")
+    return ("c" if contiguous else "-") + ("a" if aligned else "-") + \
+        ("e" if extent else "-") + ("s" if small(shape, strides) else "")
+
+
+def small(shape: tuple, strides: tuple) -> bool:
+    """Every element's offset from the address, in elements, fits in a signed 32-bit integer
+    (the kernel computes it in 32 bits and widens it once): the elements span fewer than 2^31
+    elements either way. An empty array has no element to reach."""
+    if 0 in shape:
+        return True
+    span = 0
+    for n, s in zip(shape, strides):
+        span += (n - 1) * abs(s)
+    return span < SMALL_SPAN
 
 
 def itemsize(dtype: str) -> int:
@@ -334,6 +351,8 @@ def fast_reader(tp: type, p: ParamInfo, backend):
 
 def _facts(ptr: int, shape, strides, size: int) -> str:
     if len(shape) == 1:                     # the common case, without the loop
-        return ("c" if strides[0] == 1 or shape[0] <= 1 else "-") + \
-            ("a" if ptr % 16 == 0 else "-") + ("e" if (shape[0] * size) % 16 == 0 else "-")
+        n = shape[0]
+        return ("c" if strides[0] == 1 or n <= 1 else "-") + \
+            ("a" if ptr % 16 == 0 else "-") + ("e" if (n * size) % 16 == 0 else "-") + \
+            ("s" if n <= 1 or (n - 1) * abs(strides[0]) < SMALL_SPAN else "")
     return facts_key(ptr, shape, strides, size)

@@ -33,8 +33,8 @@ from .validate import LaunchShape, check_launch, dims
 BACKENDS = ("cuda", "emulator", "interp")
 # three characters (c: contiguous, a: 16-byte aligned, e: last extent a multiple of 16 bytes);
 # the two-character keys from before `e` existed are accepted and claim no `e`
-FACT_KEYS = tuple(c + a + e for c in "c-" for a in "a-" for e in "e-") + \
-    ("ca", "c-", "-a", "--")
+FACT_KEYS = tuple(c + a + e + s for c in "c-" for a in "a-" for e in "e-" for s in ("", "s")) \
+    + ("ca", "c-", "-a", "--")
 _BACKENDS: dict[str, Any] = {}
 _BUILT: dict[str, Built] = {}          # disk key -> build, for every module of the process
 _DEFAULT_COMPILER: Compiler | None = None
@@ -597,7 +597,8 @@ class Kernel:
                                   "a facts key", "use ArrayFacts(...) or a key of three "
                                   "characters, `c` or `-`, `a` or `-`, `e` or `-` (c: "
                                   "contiguous, a: 16-byte aligned, e: last extent a multiple "
-                                  "of 16 bytes, -: not), e.g. `cae`", self.params[i].span)
+                                  "of 16 bytes, -: not), e.g. `cae`, and `s` after them for "
+                                  "offsets below 2^31 elements", self.params[i].span)
             key.append(ArrayFacts.from_key(f).key())
         if facts:
             bad = next(iter(facts))

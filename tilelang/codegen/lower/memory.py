@@ -63,16 +63,39 @@ class TileAccess:
         self.mask, self.aligned, self.mask_rows = mask, aligned, mask_rows
         self.ext = [arr.extents[a] for a in axes]
         self.stride = [arr.strides[a] for a in axes]
-        # This thread's first coordinate per tile axis, and its element offset.
-        self.base = [b.add(g, b.zext(kern.thread_coord(layout, k), I64))
-                     for k, g in enumerate(self.g0)]
-        off = _i64(0)
-        for c, s in zip(self.base, self.stride):
-            off = b.add(off, b.mul(c, s))
+        # This thread's first coordinate per tile axis (i64: the bounds tests stay exact for
+        # any start), and its element offset: in 32 bits when every element's offset fits
+        # (the `small` fact), where an element inside the array gets its exact offset and
+        # one outside, whose offset may wrap, is never accessed.
+        self.ity = I32 if arr.facts.small else I64
+        tc = [kern.thread_coord(layout, k) for k in range(len(self.g0))]
+        self.tc = tc
+        self._bases: dict = {}
+        off = ir.Constant(self.ity, 0)
+        for g, t, s in zip(self.g0, tc, self.stride):
+            # the narrow offset from narrow terms (not a truncated wide coordinate, which
+            # LLVM would sign-extend again at every access)
+            c = b.add(self._narrow(g), t) if self.ity is I32 else b.add(g, b.zext(t, I64))
+            off = b.add(off, b.mul(c, self._narrow(s)))
         self.off = off
         self.elem = kern.storage_type(arr.dtype)
         self.ptr = b.inttoptr(arr.address, ir.PointerType(self.elem, addrspace=1))
         self.itemsize = arr.dtype.itemsize
+
+    @property
+    def base(self) -> list[ir.Value]:
+        """This thread's first coordinate per tile axis (i64), made in the block that first
+        asks (the predicated edge code): the full-tile path needs the offset alone."""
+        b = self.kern.builder
+        got = self._bases.get(id(b.block))
+        if got is None:
+            got = self._bases[id(b.block)] = [b.add(g, b.zext(t, I64))
+                                              for g, t in zip(self.g0, self.tc)]
+        return got
+
+    def _narrow(self, v: ir.Value) -> ir.Value:
+        """An i64 offset term in the offsets' width."""
+        return v if self.ity is I64 else self.kern.builder.trunc(v, I32)
 
     def inside(self) -> ir.Value:
         """i1, uniform: the whole tile lies inside the array."""
@@ -101,7 +124,7 @@ class TileAccess:
             if c and isinstance(s, ir.Constant):
                 imm += c * int(s.constant) * self.itemsize
             elif c:
-                off = b.add(off, b.mul(_i64(c), s))
+                off = b.add(off, b.mul(ir.Constant(self.ity, c), self._narrow(s)))
         ok = ir.Constant(I1, 1) if self.mask is None else self.mask[r]
         for base, c, e in zip(self.base, rc, self.ext):
             coord = b.add(base, _i64(c)) if c else base
@@ -171,7 +194,7 @@ class TileAccess:
         fast_bb = kern.fn.append_basic_block("load.full")
         edge_bb = kern.fn.append_basic_block("load.edge")
         join = kern.fn.append_basic_block("load.join")
-        b.cbranch(self.inside(), fast_bb, edge_bb)
+        b.cbranch(self.inside(), fast_bb, edge_bb).set_weights([1024, 1])
 
         b.position_at_end(fast_bb)
         fast = []
@@ -260,7 +283,7 @@ class TileAccess:
         fast_bb = kern.fn.append_basic_block("store.full")
         edge_bb = kern.fn.append_basic_block("store.edge")
         done = kern.fn.append_basic_block("store.done")
-        b.cbranch(self.inside(), fast_bb, edge_bb)
+        b.cbranch(self.inside(), fast_bb, edge_bb).set_weights([1024, 1])
 
         b.position_at_end(fast_bb)
         for grp in groups:
@@ -487,12 +510,19 @@ def _element_operands(kern: KernelEmitter, op: BuiltinOp, arr: ArrayVal, shape, 
 
 
 def _element_ptr(kern: KernelEmitter, arr: ArrayVal, idx, r, mask):
+    """(pointer, in-bounds-and-unmasked i1) of register r's element: the bounds tested on
+    the 64-bit indices, the offset in 32 bits under the `small` fact (an index outside,
+    whose offset may wrap, is never accessed)."""
     b = kern.builder
-    off = _i64(0)
+    small = arr.facts.small
+    off = ir.Constant(I32, 0) if small else _i64(0)
     ok = ir.Constant(I1, 1) if mask is None else mask[r]
     for k in range(arr.rank):
         i = idx[k][r]
-        off = b.add(off, b.mul(i, arr.strides[k]))
+        if small:
+            off = b.add(off, b.mul(b.trunc(i, I32), b.trunc(arr.strides[k], I32)))
+        else:
+            off = b.add(off, b.mul(i, arr.strides[k]))
         ok = b.and_(ok, b.icmp_unsigned("<", i, arr.extents[k]))
     ptr = b.inttoptr(arr.address, ir.PointerType(kern.storage_type(arr.dtype), addrspace=1))
     return b.gep(ptr, [off]), ok

@@ -1,0 +1,146 @@
+"""The `small` fact (docs/abi.md): an array whose every element lies fewer than 2^31 elements
+from its address gets its offsets computed in 32 bits and widened once. The same kernels as
+test_gen_memory.py with the fact claimed — edge tiles, negative and non-unit strides,
+transposed loads, gather/scatter with out-of-range indices — run on the emulator against the
+interpreter; the PTX has no 64-bit multiply for an offset with the fact and keeps them without
+it (the default: an array may be larger)."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from gen_support import Strided, compile_kernel, run_both, same
+from test_gen_memory import copy_kernel, expected_copy
+from tilelang.codegen.api import ArrayFacts
+from tilelang.ir.builder import KernelBuilder
+from tilelang.sema.types import F16, F32, I32, ArrayType
+
+SMALL = ArrayFacts(small=True)
+SMALL_GENERIC = ArrayFacts(contiguous=False, aligned16=False, extent16=False, small=True)
+
+
+def _wide_math(ptx: str) -> list[str]:
+    """64-bit multiplies and multiply-adds (offset arithmetic in 64 bits)."""
+    return re.findall(r"\b(?:mul\.lo|mad\.lo)\.[su]64\b", ptx)
+
+
+def row_kernel(n: int):
+    """y[r, :] = x[r, :] * 2 over (1, n) tiles: offsets are row * stride + column."""
+    kb = KernelBuilder("rows")
+    x, y = kb.param("x", ArrayType(F32, 2)), kb.param("y", ArrayType(F32, 2))
+    r = kb.op("bid", 0)
+    zero = kb.constant(0, I32)
+    t = kb.op("load", x, index=(r, zero), shape=(1, n), padding=0.0)
+    kb.op("store", y, index=(r, zero), tile=kb.op("*", t, 2.0))
+    return kb.finish()
+
+
+@pytest.mark.parametrize("n,tile", [(300, 128), (256, 128), (5, 8)])
+def test_1d_edges(n, tile):
+    k = copy_kernel(F32, 1, (tile,), -1.5)
+    x = np.arange(n, dtype=np.float32) + 0.25
+    grid = (-(-n // tile) + 1,)
+    y = np.zeros(grid[0] * tile - tile // 2, np.float32)
+    facts = {"x": ArrayFacts(extent16=n % 4 == 0, small=True),
+             "y": ArrayFacts(extent16=y.size % 4 == 0, small=True)}
+    (_, ye), (_, yr), _, _ = run_both(k, [x, y], grid + (1, 1), facts=facts)
+    want = expected_copy(x, y.shape, (tile,), -1.5, grid, np.float32)
+    same(yr, want)
+    same(ye, want)
+
+
+def test_rows_with_a_pitch_and_a_ragged_last_row():
+    """(7, 100) rows of a (7, 104) buffer over 128-wide tiles: the pitch comes from the
+    stride parameter, the last 28 columns of each tile are padding."""
+    k = row_kernel(128)
+    base = np.random.default_rng(0).standard_normal((7, 104)).astype(np.float32)
+    ybase = np.full((7, 104), 5.0, np.float32)
+    x, y = Strided(base, base[:, :100]), Strided(ybase, ybase[:, :100])
+    facts = {"x": SMALL, "y": SMALL}
+    (_, ye), (_, yr), r, _ = run_both(k, [x, y], (7, 1, 1), facts=facts)
+    want = ybase.copy()
+    want[:, :100] = base[:, :100] * 2
+    same(yr, want[:, :100])
+    same(ye, want[:, :100])
+    assert not _wide_math(r.ptx)
+    wide = compile_kernel(k, facts={"x": ArrayFacts(), "y": ArrayFacts()})
+    assert _wide_math(wide.ptx)
+
+
+def test_negative_and_non_unit_strides():
+    k = copy_kernel(F32, 2, (8, 16), -2.0)
+    base = np.random.default_rng(1).standard_normal((30, 90)).astype(np.float32)
+    xv = base[::-2, 5::3]                          # (15, 29), negative row stride
+    ybase = np.full((40, 100), 3.0, np.float32)
+    yv = ybase[1::2, ::-2]                         # (20, 50), negative column stride
+    (_, ye), (_, yr), r, _ = run_both(k, [Strided(base, xv), Strided(ybase, yv)], (2, 2, 1),
+                                      facts={"x": SMALL_GENERIC, "y": SMALL_GENERIC})
+    want = yv.copy()
+    want[:16, :32] = expected_copy(xv, (16, 32), (8, 16), -2.0, (2, 2), np.float32)
+    same(yr, want)
+    same(ye, want)
+    assert not _wide_math(r.ptx)
+
+
+def test_transposed_load_with_order():
+    kb = KernelBuilder("tload")
+    x, y = kb.param("x", ArrayType(F16, 2)), kb.param("y", ArrayType(F16, 2))
+    i, j = kb.op("bid", 0), kb.op("bid", 1)
+    t = kb.op("load", x, index=(i, j), shape=(16, 8), padding=0.5, order=(1, 0))
+    kb.op("store", y, index=(i, j), tile=t)
+    k = kb.finish()
+    x = np.random.default_rng(2).standard_normal((20, 24)).astype(np.float16)
+    y = np.zeros((32, 24), np.float16)
+    (_, ye), (_, yr), _, _ = run_both(k, [x, y], (2, 3, 1), facts={"x": SMALL, "y": SMALL})
+    want = expected_copy(x.T, (32, 24), (16, 8), 0.5, (2, 3), np.float16)
+    same(yr, want)
+    same(ye, want)
+
+
+def test_gather_scatter_out_of_range_indices():
+    """Indices far outside the array (and negative) are masked by 64-bit tests even though
+    the offset itself is computed in 32 bits and may wrap for them."""
+    kb = KernelBuilder("perm")
+    x, idx, perm, y = (kb.param("x", ArrayType(F32, 1)), kb.param("idx", ArrayType(I32, 1)),
+                       kb.param("perm", ArrayType(I32, 1)), kb.param("y", ArrayType(F32, 1)))
+    b = kb.op("bid", 0)
+    it = kb.op("load", idx, index=(b,), shape=(64,), padding=-1)
+    pt = kb.op("load", perm, index=(b,), shape=(64,), padding=-1)
+    v = kb.op("gather", x, it, padding=-7.0)
+    kb.op("scatter", y, pt, v, mask=kb.op(">", v, 0.0))
+    k = kb.finish()
+    rng = np.random.default_rng(4)
+    n = 100
+    x = rng.standard_normal(n).astype(np.float32)
+    ix = rng.integers(-5, n + 5, n).astype(np.int32)
+    ix[:4] = [2**31 - 1, -2**31, 2**30 + 3, -(2**30) + 7]   # wrap to in-range offsets x4
+    pm = rng.permutation(n).astype(np.int32)
+    y = np.zeros(n, np.float32)
+    facts = {name: ArrayFacts(extent16=False, small=True) for name in ("x", "idx", "perm", "y")}
+    (_, _, _, ye), (_, _, _, yr), _, _ = run_both(k, [x, ix, pm, y], (2, 1, 1), facts=facts)
+    vals = np.where((ix >= 0) & (ix < n), x[np.clip(ix, 0, n - 1)], -7.0)
+    want = np.zeros(n, np.float32)
+    want[pm[vals > 0]] = vals[vals > 0]
+    same(yr, want)
+    same(ye, want)
+
+
+def test_start_beyond_2_to_the_31():
+    """A tile start past 2^31 elements (a large block index times the tile): the uniform
+    inside test is 64-bit, so the tile is outside and reads padding, even though its 32-bit
+    offset wraps to an element inside the array."""
+    kb = KernelBuilder("far")
+    x, y = kb.param("x", ArrayType(F32, 1)), kb.param("y", ArrayType(F32, 1))
+    far = kb.op("+", kb.op("*", kb.op("bid", 0), kb.constant(0, I32)),
+                kb.constant(2**24, I32))                  # 2^24 tiles of 256: start 2^32
+    t = kb.op("load", x, index=(far,), shape=(256,), padding=4.0)
+    kb.op("store", y, index=(kb.op("bid", 0),), tile=t)
+    k = kb.finish()
+    x = np.arange(256, dtype=np.float32)
+    y = np.zeros(256, np.float32)
+    (_, ye), (_, yr), _, _ = run_both(k, [x, y], (1, 1, 1), facts={"x": SMALL, "y": SMALL})
+    same(yr, np.full(256, 4.0, np.float32))
+    same(ye, np.full(256, 4.0, np.float32))
