@@ -231,3 +231,25 @@ def test_batched_3d_box():
     assert res.codegen.kernel("bmm").tensor_maps[-1].box == (32, 64, 2)
     assert epilogue(res.ptx).count("cp.async.bulk.tensor.3d.global") == 2
     check(arrays["c"], product(a, b))
+
+
+@pytest.mark.gpu
+def test_ragged_views_on_gpu():
+    # examples/matmul.tile through the runtime on an sm_90 GPU: the driver's tensor maps
+    # (cuTensorMapEncodeTiled) for the loads and the epilogue's store; the padding of each
+    # view must come back untouched
+    import tilelang
+    from test_wgmma import ROOT
+    mod = tilelang.compile(str(ROOT / "examples" / "matmul.tile"), backend="cuda")
+    M, N, K = 1001, 999, 520
+    a, b = operands((M, K), (K, N))
+    da = tilelang.to_device(padded(a, 8).base, backend=mod.backend)[:, :K]
+    db = tilelang.to_device(padded(b, 9).base, backend=mod.backend)[:, :N]
+    full = np.full((M, N + 5), np.nan, np.float32)
+    dfull = tilelang.to_device(full, backend=mod.backend)
+    gx = -(-M // 128)
+    mod.matmul[(gx + gx % 2, -(-N // 128))](da, db, dfull[:, :N])
+    mod.backend.synchronize()
+    got = np.asarray(dfull)
+    assert np.array_equal(got[:, :N], product(a, b))
+    assert np.isnan(got[:, N:]).all()
