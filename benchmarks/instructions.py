@@ -16,10 +16,11 @@ tensors and such sizes); the emulator passes 0 for the two scratch pointers Trit
 Tile compiles with the facts the runtime derives from the same arrays (docs/abi.md: contiguous,
 16-byte aligned, extent16, and offsets that fit in 32 bits).
 
-Registers: Tile's from the cubin nvJitLink makes of its PTX; Triton's from the cubin Triton's
-own ptxas made (cuobjdump --dump-resource-usage) and, in brackets, from nvJitLink on Triton's
-PTX. Occupancy is at 128 threads per block with those registers (`tilec --report`'s model).
-Without Triton the Triton columns are left out.
+Registers: Tile's from the cubin the driver makes (nvJitLink, and the `.maxnreg` step of
+codegen/register_fit.py when it reaches an occupancy step without spilling); Triton's from the
+cubin Triton's own ptxas made (cuobjdump --dump-resource-usage) and, in brackets, from nvJitLink
+on Triton's PTX. Occupancy is at 128 threads per block with those registers (`tilec --report`'s
+model). Without Triton the Triton columns are left out.
 """
 
 from __future__ import annotations
@@ -303,8 +304,9 @@ def run_tile(kernel: str, width: int, d, precision: str | None, rows: int = 1):
                                               tuple(s // a.itemsize for s in a.strides),
                                               a.itemsize))
              for k, a in arrays.items() if a is not None}
-    ck = compile_kernel(text, path, name, consts=consts, options=opts, link=False,
-                        facts=facts)
+    # linked as the driver links (register_fit may add `.maxnreg`): the PTX run here is the
+    # PTX of the cubin whose registers are reported
+    ck = compile_kernel(text, path, name, consts=consts, options=opts, link=True, facts=facts)
     art = ck.artifact
     fn = dev.load_module(ck.ptx).get_function(name)
     packed = []
