@@ -29,6 +29,7 @@ from tilelang.codegen.contract import CodegenFeatures, KernelContract, decide_co
 from tilelang.codegen.llvm.compile import TRIPLE, compile_modules, data_layout
 from tilelang.codegen.llvm.control import emit_kernel_body
 from tilelang.codegen.llvm.kernel import KernelEmitter, KernelStats, NeedsExactThreads
+from tilelang.codegen.llvm.map_params import MapParams
 from tilelang.codegen.ptx_header import plan_module, rewrite_ptx
 from tilelang.diagnostics import DiagnosticSink, TileUsageError, register_codes
 from tilelang.ir.ops import BuiltinOp, IRModule, Kernel, walk
@@ -143,25 +144,22 @@ def emit_kernel(kernel: Kernel, target: Target, block, facts: Mapping[str, Array
                 *, exact: bool, layout: str, fast_math: bool = False, tma: bool = False,
                 lineinfo: bool = False) -> tuple[ir.Module, KernelStats, bool]:
     """(module holding the kernel, what it used, whether it runs in exact mode). With `tma`,
-    loads that want TMA tensor maps (lower/tma_load.py) make a second emission that has the
-    maps as parameters."""
-    maps: tuple = ()
+    the TMA tensor maps that loads and stores ask for become parameters as they are asked for
+    (llvm/map_params.py); the kernel's `stats.tensor_maps` is then their order."""
     for mode in ((True,) if exact else (False, True)):
-        while True:
-            m = _new_module(kernel.name, target)
-            m.data_layout = layout
-            kern = KernelEmitter(m, kernel, target, block=block, exact=mode, facts=facts,
-                                 fast_math=fast_math, tma=tma, tensor_maps=maps,
-                                 lineinfo=lineinfo)
-            try:
-                emit_kernel_body(kern)
-            except NeedsExactThreads:
-                break
-            wanted = tuple(dict.fromkeys(kern.stats.tensor_maps))
-            if wanted and not maps:
-                maps = wanted
-                continue
-            return m, kern.stats, mode
+        m = _new_module(kernel.name, target)
+        m.data_layout = layout
+        kern = KernelEmitter(m, kernel, target, block=block, exact=mode, facts=facts,
+                             fast_math=fast_math, tma=tma, lineinfo=lineinfo)
+        if tma:
+            kern.tensor_maps = MapParams(m, kern.fn)
+        try:
+            emit_kernel_body(kern)
+        except NeedsExactThreads:
+            continue
+        if tma:
+            kern.stats.tensor_maps = list(kern.tensor_maps)
+        return m, kern.stats, mode
     raise AssertionError("exact mode cannot need exact mode")
 
 

@@ -32,7 +32,10 @@ def compile_modules(ir_texts: list[str], cpu: str, features: str,
                     opt_level: int) -> tuple[str, str]:
     """(the linked module's LLVM IR before optimization, the PTX)."""
     llvm = _llvm()
-    mods = [llvm.parse_assembly(t) for t in ir_texts]
+    # a context of its own: LLVM's global one would keep every compile's named types (the
+    # second compile's %f32x64 printing as %f32x64.1) for the life of the process
+    ctx = llvm.create_context()
+    mods = [llvm.parse_assembly(t, context=ctx) for t in ir_texts]
     main = mods[0]
     for m in mods[1:]:
         main.link_in(m)
