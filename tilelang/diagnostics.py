@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass, field
 from enum import Enum
 from typing import Iterable, Mapping, Sequence, TextIO
 
+from .record import field, record
 
-@dataclass(frozen=True)
+
+@record(frozen=True)
 class Span:
     """A region of one source file: 1-based lines and columns, `end_col` exclusive."""
 
@@ -45,7 +46,7 @@ class Severity(Enum):
     NOTE = "note"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Label:
     """A secondary span with a short message ("first assigned here")."""
 
@@ -53,7 +54,7 @@ class Label:
     message: str
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Diagnostic:
     severity: Severity
     code: str | None
@@ -313,7 +314,7 @@ def emit(diags: Iterable[Diagnostic], stream: TextIO | None = None) -> None:
                              if use_color(stream) else summary) + "\n")
 
 
-@dataclass
+@record
 class DiagnosticSink:
     """Collects warnings and notes (which never fail a build) and errors (which do)."""
 

@@ -6,10 +6,8 @@ the same diagnostics for the same input.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import time
-from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
 from .diagnostics import (Diagnostic, InternalCompilerError, Severity, TileError,
@@ -17,6 +15,7 @@ from .diagnostics import (Diagnostic, InternalCompilerError, Severity, TileError
 from .frontend import ast
 from .frontend.parser import parse
 from .frontend.source import read_source
+from .record import field, record, replace
 from .sema import checker
 
 
@@ -29,7 +28,7 @@ register_codes({"E9999": "internal compiler error",
 USAGE_CODES = frozenset({"E0271", "E0272"})
 
 
-@dataclass
+@record
 class Options:
     include_dirs: list[str] = field(default_factory=list)
     defines: dict[str, str] = field(default_factory=dict)
@@ -47,7 +46,7 @@ class Options:
                f"precision={self.precision or ''}" + (";lineinfo" if self.lineinfo else "")
 
 
-@dataclass
+@record
 class CheckResult:
     path: str
     module: ast.Module | None
@@ -194,6 +193,7 @@ def _raise_errors(diags: list[Diagnostic]) -> None:
 
 
 def _sources(text: str, path: str, files: list[str]) -> tuple[tuple[str, str], ...]:
+    import hashlib      # here: `tilec check` never hashes (OpenSSL costs ~4 ms to load)
     out = [(path, hashlib.sha256(text.encode()).hexdigest())]
     for f in files:
         if f == path:

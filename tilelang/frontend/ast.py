@@ -1,20 +1,20 @@
-"""The Tile abstract syntax tree: frozen dataclasses, each node with a source span.
+"""The Tile abstract syntax tree: frozen records, each node with a source span.
 
 Spans are excluded from equality so that a printed-and-reparsed module compares equal to the
 original; literal spellings (`0x2A` vs `42`) are excluded too, only their values count.
 
-The classes are dataclasses (`fields`, `replace` and `asdict` work on them) whose `__init__`,
-`__repr__`, `__eq__`, `__hash__` and frozen `__setattr__` are written once on `Node` instead of
-generated per class: generating them compiled some 200 small functions at every start-up, a
-quarter of what `tilec check` did before it read its file. They behave as the generated ones.
+The classes are records (`tilelang.record`): they behave as frozen dataclasses (and
+`dataclasses.fields`, `replace` and `asdict` work on them) but their methods are written once
+instead of generated per class: generating them compiled some 200 small functions at every
+start-up, a quarter of what `tilec check` did before it read its file.
 """
 
 from __future__ import annotations
 
-from dataclasses import MISSING, FrozenInstanceError, dataclass, field, fields
 from typing import Iterator, Union
 
 from ..diagnostics import Span
+from ..record import field, record
 
 _NOSPAN = Span("<none>", 0, 0, 0, 0)
 
@@ -23,62 +23,14 @@ def _span() -> Span:
     return field(default=_NOSPAN, compare=False, repr=False)
 
 
-def _node(cls):
-    """A dataclass of the `Node` protocol: the fields are read once, into class attributes."""
-    cls = dataclass(init=False, repr=False, eq=False)(cls)
-    fs = fields(cls)
-    cls._names = tuple(f.name for f in fs)
-    cls._defaults = {f.name: f.default for f in fs if f.default is not MISSING}
-    cls._compared = tuple(f.name for f in fs if f.compare)
-    cls._shown = tuple(f.name for f in fs if f.repr)
-    return cls
+_node = record(frozen=True)
 
 
 @_node
 class Node:
-    def __init__(self, *args, **kwargs):
-        names = self._names
-        if len(args) > len(names):
-            raise TypeError(f"{type(self).__name__}() takes {len(names)} arguments but "
-                            f"{len(args)} were given")
-        d = self.__dict__
-        for name, value in zip(names, args):
-            d[name] = value
-        for name in names[len(args):]:
-            if name in kwargs:
-                d[name] = kwargs.pop(name)
-            elif name in self._defaults:
-                d[name] = self._defaults[name]
-            else:
-                raise TypeError(f"{type(self).__name__}() missing argument {name!r}")
-        if kwargs:
-            name = next(iter(kwargs))
-            raise TypeError(f"{type(self).__name__}() got an unexpected or repeated argument "
-                            f"{name!r}")
-
-    def __setattr__(self, name: str, value) -> None:
-        raise FrozenInstanceError(f"cannot assign to field {name!r}")
-
-    def __delattr__(self, name: str) -> None:
-        raise FrozenInstanceError(f"cannot delete field {name!r}")
-
-    def __repr__(self) -> str:
-        return (f"{type(self).__qualname__}("
-                + ", ".join(f"{n}={getattr(self, n)!r}" for n in self._shown) + ")")
-
-    def __eq__(self, other: object) -> bool:
-        if other.__class__ is not self.__class__:
-            return NotImplemented
-        names = self._compared
-        return (tuple(map(self.__dict__.__getitem__, names))
-                == tuple(map(other.__dict__.__getitem__, names)))
-
-    def __hash__(self) -> int:
-        return hash(tuple(map(self.__dict__.__getitem__, self._compared)))
-
     def children(self) -> Iterator["Node"]:
         """Direct child nodes, in source order."""
-        for name in self._names:
+        for name in self._fields:
             value = self.__dict__[name]
             if isinstance(value, Node):
                 yield value

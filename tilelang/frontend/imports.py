@@ -9,9 +9,9 @@ modules in it.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 
 from ..diagnostics import Label, Span, TileError, TileImportError, register_codes
+from ..record import field, record
 from . import ast
 from .parser import parse
 from .resources import stdlib_dir
@@ -24,14 +24,14 @@ register_codes({
 })
 
 
-@dataclass
+@record
 class LoadedModule:
     name: str            # dotted name, or the file path for the root module
     path: str
     module: ast.Module
 
 
-@dataclass
+@record
 class ModuleLoader:
     """Loads each module once; detects cycles through the chain of modules being loaded."""
 

@@ -14,7 +14,6 @@ see each module's docstring for its semantics.
 
 from __future__ import annotations
 
-import difflib
 from types import MappingProxyType
 from typing import Mapping
 
@@ -30,7 +29,7 @@ from tilelang.sema.builtins_grid import GridContext
 # `//` always starts a comment in Tile source, so floor division is called by name. It is the
 # same entry as the `//` operator (typing, folding and reference semantics).
 if "floordiv" not in REGISTRY:
-    from dataclasses import replace as _replace
+    from tilelang.record import replace as _replace
     REGISTRY["floordiv"] = _replace(
         OPERATOR_TABLE["//"], name="floordiv", group="math", symbol=None,
         doc="floor division rounding toward negative infinity, like Python's `//`; the "
@@ -48,6 +47,7 @@ def lookup(name: str, span: Span | None = None) -> Builtin:
     b = REGISTRY.get(name)
     if b is not None:
         return b
+    import difflib      # only a misspelt name needs it
     close = difflib.get_close_matches(name, list(REGISTRY), n=1)
     raise TileSemanticError.at(
         "E0501", f"unknown operation `{name}`", span,

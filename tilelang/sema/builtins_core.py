@@ -16,10 +16,10 @@ Conventions every entry follows:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping
 
 from tilelang.diagnostics import Span, TileSemanticError, register_codes, source_line
+from tilelang.record import field, record, replace
 from tilelang.sema.constants import (Const, ConstStr, ConstTuple, ConstValue, materialize)
 from tilelang.sema.promotion import broadcast_all, operand_dtype, promote
 from tilelang.sema.types import (STRING, ArrayType, Dim, DType, DTypeType, LooseType, Sym,
@@ -59,7 +59,7 @@ ABSENT = _Absent()      # optional with no value (`padding=None`): the bound arg
 VALUE, CONST, DTYPE, STRING_KIND = "value", "const", "dtype", "string"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Param:
     name: str
     kind: str = VALUE            # value | const | dtype | string
@@ -72,7 +72,7 @@ class Param:
         return f"{self.name}={self.default}"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ArgInfo:
     """What the checker knows about one argument: its type, its constant value if it has one,
     its span, and for a tuple expression the ArgInfo of each element (optional). `ir` is an
@@ -100,7 +100,7 @@ def arg_of_dtype(d: DType, span: Span | None = None) -> ArgInfo:
     return ArgInfo(DTypeType(d), None, span)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class BoundArgs:
     """Arguments matched to parameters; defaults filled in, absent optionals are None."""
 
@@ -116,7 +116,7 @@ class BoundArgs:
         return self.args.get(name) is not None
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Builtin:
     name: str
     group: str

@@ -8,11 +8,11 @@ remainder is non-zero); it folds on constants, so `@host fn`s and const shapes c
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 from tilelang.lazy import lazy_module
 
 from tilelang.diagnostics import TileSemanticError
+from tilelang.record import record
 from tilelang.sema.builtins_core import (CONST, Builtin, BoundArgs, Param, arg, common_dtype,
                                          const_int, fail, int_scalar, register)
 from tilelang.sema.constants import ConstValue, materialize
@@ -21,7 +21,7 @@ from tilelang.sema.types import I32, LOOSE_INT, Type, round_to_dtype, scalar
 np = lazy_module("numpy")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class GridContext:
     """Where the reference interpreter is: this block's id, the grid, the cluster shape."""
 

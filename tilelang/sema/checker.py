@@ -24,9 +24,7 @@ Decisions (language reference §Names, §Constants):
 
 from __future__ import annotations
 
-import difflib
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
 from typing import Iterator
 
 from ..diagnostics import (Diagnostic, Label, Severity, Span, TileError, TileSemanticError,
@@ -34,6 +32,7 @@ from ..diagnostics import (Diagnostic, Label, Severity, Span, TileError, TileSem
 from ..frontend import ast
 from ..frontend.imports import ModuleLoader
 from ..frontend.parser import parse_expr
+from ..record import field, record, replace
 from .builtins import BUILTINS, OPERATORS, bind_call
 from .builtins_core import ArgInfo, Builtin
 from .launch_attrs import AttrValue, ByTarget, resolve_launch
@@ -96,6 +95,11 @@ TILE_ONLY_GROUPS = ("memory",)
 TILE_ONLY_NAMES = ("bid", "num_blocks", "cluster_rank", "cluster_size")
 
 
+def _close_matches(name: str, candidates: list[str], n: int) -> list[str]:
+    import difflib      # only a misspelt name needs it: not imported by every check
+    return difflib.get_close_matches(name, candidates, n=n)
+
+
 class _TooLarge(Exception):
     """The statement budget (MAX_UNROLLED_STATEMENTS) ran out: stop walking this body."""
 
@@ -115,7 +119,7 @@ class _NeedsValue(Exception):
 # Results
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class BindingRecord:
     """One binding for `--emit typed-ast`: where, which name, its type and constant value."""
 
@@ -127,7 +131,7 @@ class BindingRecord:
     const: object | None
 
 
-@dataclass
+@record
 class KernelInfo:
     name: str
     node: ast.KernelDef
@@ -135,7 +139,7 @@ class KernelInfo:
     launch: object | None = None  # the resolved LaunchSpec
 
 
-@dataclass
+@record
 class TypedProgram:
     module: ModuleInfo
     kernels: list[KernelInfo] = field(default_factory=list)
@@ -187,7 +191,7 @@ class Scope:
         return out
 
 
-@dataclass
+@record
 class Ctx:
     """The function or kernel body being checked."""
 
@@ -279,7 +283,7 @@ class Checker:
                     for n in item.names:
                         b = sub.names.get(n.name)
                         if b is None:
-                            close = difflib.get_close_matches(n.name, list(sub.names), n=1)
+                            close = _close_matches(n.name, list(sub.names), n=1)
                             raise TileSemanticError.at(
                                 "E0603", f"module `{sub.name}` has no `{n.name}`", n.span,
                                 help=f"did you mean `{close[0]}`?" if close else
@@ -700,7 +704,7 @@ class Checker:
                 related=(Label(later, f"`{name}` is declared here, in a block that has ended"),),
                 help=f"declare `{name}` before that block (with `var` if the block sets it)")
         candidates = scope.all_names() + list(ctx.module.names) + list(BUILTINS) + list(DTYPES)
-        close = difflib.get_close_matches(name, candidates, n=1)
+        close = _close_matches(name, candidates, n=1)
         raise TileSemanticError.at(
             "E0201", f"cannot find `{name}` in this scope", span,
             help=f"did you mean `{close[0]}`?" if close else
@@ -718,7 +722,7 @@ class Checker:
                     "E0320", f"`{t.name}` needs arguments", t.span,
                     help="write `Tile[f32, 128, 64]`" if t.name == "Tile"
                     else "write `Array[f16, 2]` (dtype, rank)")
-            close = difflib.get_close_matches(t.name, list(DTYPES) + ["Tile", "Array"], n=1)
+            close = _close_matches(t.name, list(DTYPES) + ["Tile", "Array"], n=1)
             raise TileSemanticError.at("E0320", f"unknown type `{t.name}`", t.span,
                                        help=f"did you mean `{close[0]}`?" if close else None)
         if t.name not in ("Tile", "Array"):
@@ -1242,7 +1246,7 @@ class Checker:
     def module_member(self, info: ModuleInfo, name: str, span) -> ArgInfo:
         b = info.names.get(name)
         if b is None:
-            close = difflib.get_close_matches(name, list(info.names), n=1)
+            close = _close_matches(name, list(info.names), n=1)
             raise TileSemanticError.at(
                 "E0221", f"module `{info.name}` has no `{name}`", span,
                 help=f"did you mean `{close[0]}`?" if close else

@@ -39,12 +39,12 @@ from __future__ import annotations
 
 import math
 import struct
-from dataclasses import dataclass
 from typing import Union
 
 from tilelang.lazy import lazy_module
 
 from tilelang.diagnostics import Span, TileSemanticError, register_codes
+from tilelang.record import record
 from tilelang.sema.promotion import promote, promote_loose
 from tilelang.sema.types import (BOOL, DEFAULT_FLOAT, DType, LOOSE_FLOAT, LOOSE_INT,
                                  LooseType, Sym, TileType, round_scalar, round_to_dtype, scalar)
@@ -71,7 +71,7 @@ MAX_LOOSE_BITS = 4096
 Number = Union[int, float, bool]
 
 
-@dataclass(frozen=True, eq=False)
+@record(frozen=True, eq=False)
 class ConstValue:
     """A compile-time scalar. `dtype is None` means loose. `value` is a Python int, float or
     bool already representable in `dtype` (floats rounded to it), or a `Sym` for a const
@@ -126,7 +126,7 @@ class ConstValue:
         return f"ConstValue({self.value!r}, {self.dtype})"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ConstTuple:
     """A tuple of constants (`shape = (128, 64)`)."""
 
@@ -138,7 +138,7 @@ class ConstTuple:
         return "(" + ", ".join(str(i) for i in self.items) + ")"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ConstStr:
     """A string literal (messages of `print`, `assert`, `static_assert`)."""
 

@@ -8,11 +8,11 @@ every attribute's span so later rules (contract.py) can point at the right place
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Mapping, Union
 
 from tilelang.diagnostics import (Diagnostic, Label, Severity, Span, TileLaunchError,
                                   register_codes)
+from tilelang.record import field, record
 from tilelang.targets import TARGETS, Target, get_target
 
 register_codes({
@@ -37,7 +37,7 @@ register_codes({
 })
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ByTarget:
     """`by_target(sm_90a = 168, default = 128)`: values are raw or `AttrValue`s."""
 
@@ -45,7 +45,7 @@ class ByTarget:
     span: Span | None = None
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class AttrValue:
     value: Union[int, tuple, bool, ByTarget]
     span: Span | None = None
@@ -70,7 +70,7 @@ _KIND_TEXT = {"dims": "an integer or a tuple of 1 to 3 integers", "dims3": "a tu
               "choice": "a string"}
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class LaunchSpec:
     """The user's verified-in-isolation launch attributes for one target (None: not given).
     Cross-attribute rules live in contract.verify_attrs."""

@@ -6,11 +6,11 @@ seed 000. Pure checks on attribute values: semantic analysis runs them on the us
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from math import prod
 from typing import Mapping
 
 from tilelang.diagnostics import Diagnostic, Label, Severity, Span, TileLaunchError
+from tilelang.record import record
 from tilelang.sema.launch_attrs import Dims, LaunchSpec
 
 MAX_CTA_THREADS = 1024
@@ -19,7 +19,7 @@ PORTABLE_CLUSTER = 8
 NONPORTABLE_CLUSTER = 16
 DEFAULT_THREADS: Dims = (128, 1, 1)
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class NvvmAttrs:
     """The explicit `nvvm.*` attribute set of one kernel (seed 002's table)."""
 

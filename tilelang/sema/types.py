@@ -17,12 +17,12 @@ Decisions (also in docs/language.md §3 once the reference is written):
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Union
 
 from tilelang.lazy import lazy_module
 
 from tilelang.diagnostics import Span, TileSemanticError, register_codes
+from tilelang.record import record
 
 np = lazy_module("numpy")
 
@@ -47,7 +47,7 @@ BOOL_CAT, INT_CAT, FLOAT_CAT = "bool", "int", "float"
 _CATEGORY_RANK = {BOOL_CAT: 0, INT_CAT: 1, FLOAT_CAT: 2}
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class DType:
     """A scalar element type. `restricted` floats never take part in implicit promotion."""
 
@@ -271,7 +271,7 @@ def round_to_dtype(x, dtype: DType) -> np.ndarray:
 # ---------------------------------------------------------------------------------------------
 # Types
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Sym:
     """A symbolic dimension: a `const` parameter whose value is fixed only at specialization."""
 
@@ -299,7 +299,7 @@ def format_shape(shape: tuple[Dim, ...]) -> str:
     return "(" + ", ".join(str(d) for d in shape) + ")"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class TileType:
     """`Tile[dtype, d0, d1, ...]`; shape () is a scalar. Construct checked tiles with
     `tile_type`, which reports non-power-of-two dimensions."""
@@ -406,7 +406,7 @@ def specialize_shape(dtype: DType, shape: tuple[Dim, ...], values: dict[str, int
     return check_shape(dtype, tuple(out), span)  # type: ignore[return-value]
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class LooseType:
     """The type of a loose constant: an integer literal (unbounded) or float literal (double)."""
 
@@ -420,7 +420,7 @@ LOOSE_INT = LooseType("int")
 LOOSE_FLOAT = LooseType("float")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ArrayType:
     """`Array[dtype, rank]`: a strided view of global memory (kernel parameters only)."""
 
@@ -431,7 +431,7 @@ class ArrayType:
         return f"Array[{self.dtype}, {self.rank}]"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class TupleType:
     elements: tuple["Type", ...]
 
@@ -441,7 +441,7 @@ class TupleType:
         return "(" + ", ".join(str(e) for e in self.elements) + ")"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class DTypeType:
     """The type of a dtype used as a value (`f16` in `astype(x, f16)`); it knows which one."""
 
@@ -451,13 +451,13 @@ class DTypeType:
         return f"dtype {self.dtype}"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class StringType:
     def __str__(self) -> str:
         return "str"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class VoidType:
     """The result of operations called for their effect (`store`, `print`, ...)."""
 

@@ -7,14 +7,14 @@ rule unchanged. Functions, kernels, modules and built-ins are values too, with t
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 
 from ..diagnostics import Span
 from ..frontend import ast
+from ..record import field, record
 from .builtins_core import ArgInfo, Builtin
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ErrorType:
     """The type of an expression that already failed: it silences follow-on errors."""
 
@@ -25,7 +25,7 @@ class ErrorType:
 ERROR = ErrorType()
 
 
-@dataclass(frozen=True, eq=False)
+@record(frozen=True, eq=False)
 class FnType:
     fn: ast.FnDef
     module: "ModuleInfo"
@@ -34,7 +34,7 @@ class FnType:
         return f"fn {self.fn.name}"
 
 
-@dataclass(frozen=True, eq=False)
+@record(frozen=True, eq=False)
 class KernelType:
     kernel: ast.KernelDef
 
@@ -42,7 +42,7 @@ class KernelType:
         return f"kernel {self.kernel.name}"
 
 
-@dataclass(frozen=True, eq=False)
+@record(frozen=True, eq=False)
 class ModuleType:
     info: "ModuleInfo"
 
@@ -50,7 +50,7 @@ class ModuleType:
         return f"module {self.info.name}"
 
 
-@dataclass(frozen=True, eq=False)
+@record(frozen=True, eq=False)
 class BuiltinType:
     builtin: Builtin
 
@@ -72,7 +72,7 @@ def is_error(v: ArgInfo) -> bool:
     return bool(v.elements) and any(is_error(e) for e in v.elements)
 
 
-@dataclass
+@record
 class Binding:
     """A name in a scope."""
 
@@ -84,7 +84,7 @@ class Binding:
     used: bool = False
 
 
-@dataclass
+@record
 class ModuleInfo:
     """A checked module: its top-level names."""
 
