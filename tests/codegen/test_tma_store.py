@@ -50,7 +50,7 @@ def run_views(src: str, kernel: str, arrays: dict, grid, *, race_check: bool = F
         base = x.base if x.base is not None else x
         assert base.flags.c_contiguous
         off = x.__array_interface__["data"][0] - base.__array_interface__["data"][0]
-        bases[p.name] = (base, dev.to_device(base))
+        bases[p.name] = (base, dev.to_device(carrier(base)))
         addr[p.name] = int(bases[p.name][1]) + off
         args += [np.uint64(addr[p.name]), *map(np.int64, x.shape),
                  *(np.int64(s // x.itemsize) for s in x.strides)]
@@ -64,8 +64,16 @@ def run_views(src: str, kernel: str, arrays: dict, grid, *, race_check: bool = F
     rep = dev.launch(dev.load_module(res.ptx).get_function(kernel), (gx, gy, gz), art.block,
                      args, cluster=art.cluster, shared_mem=art.dynamic_smem)
     for base, ptr in bases.values():
-        base[...] = dev.from_device(ptr, base.shape, base.dtype)
+        base[...] = dev.from_device(ptr, base.shape, carrier(base).dtype).view(base.dtype)
     return res, rep
+
+
+def carrier(x: np.ndarray) -> np.ndarray:
+    """ml_dtypes' bf16 and f8 arrays have no buffer format: move their bits as integers."""
+    if type(x.dtype).__module__.startswith("ml_dtypes") or \
+            x.dtype.type.__module__.startswith("ml_dtypes"):
+        return x.view({1: np.uint8, 2: np.uint16}[x.itemsize])
+    return x
 
 
 def product(a, b):

@@ -1,9 +1,9 @@
 """Whether and how a matrix product runs on tensor cores: the instruction form, the warps'
 tiling of the accumulator and its fragment layout (layouts/mma.py), decided from the operand
 and accumulator dtypes, the target and the block's threads. None sends the product to the FMA
-path of lower/matmul.py. On sm_90a, with whole warp groups, f16/bf16 operands, an f32
-accumulator of whole 64-row tiles and operands that fit 128-byte panels, the plan is
-warp-group MMA (`wg`, layouts/wgmma.py; lower/wgmma_product.py emits it)."""
+path of lower/matmul.py. On sm_90a, with whole warp groups, f16/bf16 (or f8e4m3/f8e5m2,
+K-major) operands, an f32 accumulator of whole 64-row tiles and operands that fit 128-byte
+panels, the plan is warp-group MMA (`wg`, layouts/wgmma.py; lower/wgmma_product.py emits it)."""
 
 from __future__ import annotations
 
@@ -36,6 +36,12 @@ def wgmma_ready(kern: KernelEmitter) -> bool:
         kern.declared_threads % 128 == 0 and kern.threads == kern.declared_threads
 
 
+def wg_k(form: MmaForm) -> int:
+    """K of one wgmma instruction: 32 bytes of each operand row (k16 for 16-bit types, k32
+    for the 8-bit floats)."""
+    return 32 // form.itemsize
+
+
 def image_span(extent: int, itemsize: int) -> int:
     """The swizzle span (128, 64 or 32 bytes: the widest that divides it) of a wgmma image
     whose contiguous axis is a tile axis of `extent` elements; 0 when none does."""
@@ -51,17 +57,19 @@ def image_fits(extent: int, itemsize: int) -> bool:
 
 def _wg_plan(kern: KernelEmitter, form: MmaForm, a_shape, b_shape, out_shape
              ) -> WgTiling | None:
-    if form.ab not in ("f16", "bf16") or form.acc != "f32" or \
+    if form.ab not in ("f16", "bf16", "e4m3", "e5m2") or form.acc != "f32" or \
             kern.target.name not in FEATURES["wgmma"].arch_targets:
         return None
     m, k = a_shape[-2], a_shape[-1]
     n = b_shape[-1]
-    if k % 16:
+    if k % wg_k(form):
         return None
     # each operand needs K or its M/N extent to be whole panels of 32 bytes or more (16-bit:
-    # either axis may be contiguous, the instruction transposes)
+    # either axis may be contiguous, the instruction transposes; 8-bit: K only, an operand
+    # stored along M/N is staged through registers into a K-major image)
     for mn in (m, n):
-        if not (image_fits(k, form.itemsize) or image_fits(mn, form.itemsize)):
+        if not (image_fits(k, form.itemsize) or
+                (form.itemsize == 2 and image_fits(mn, form.itemsize))):
             return None
     if not wgmma_ready(kern):
         # the product fits wgmma but the block is not whole warp groups: the contract

@@ -108,18 +108,22 @@ def wait_group(kern: KernelEmitter, n: int, regs: list[ir.Value]) -> list[ir.Val
 
 
 def mma_async(kern: KernelEmitter, n: int, ab: str, k: int, acc: list[ir.Value],
-              desc_a: ir.Value, desc_b: ir.Value, trans_a: bool, trans_b: bool
-              ) -> list[ir.Value]:
-    """One `wgmma.mma_async.sync.aligned.m64n{n}k{k}.f32.{ab}.{ab}` with both operands in
-    shared memory, accumulating into `acc` (n / 2 f32 registers); returns the new registers
-    (valid only after a wait_group that covers this MMA)."""
+              desc_a: ir.Value, desc_b: ir.Value, trans_a: bool, trans_b: bool,
+              bt: str | None = None) -> list[ir.Value]:
+    """One `wgmma.mma_async.sync.aligned.m64n{n}k{k}.f32.{ab}.{bt}` (bt: B's type, `ab` when
+    None; the 8-bit floats mix, k32) with both operands in shared memory, accumulating into
+    `acc` (n / 2 f32 registers); returns the new registers (valid only after a wait_group
+    that covers this MMA). Only 16-bit types take the transpose immediates: 8-bit operands
+    are K-major."""
     b = kern.builder
     cnt = len(acc)
     assert cnt == n // 2
+    bt = bt or ab
     regs = ",".join(f"${i}" for i in range(cnt))
     trans = f"{int(trans_a)}, {int(trans_b)}" if ab in ("f16", "bf16") else None
+    assert trans is not None or not (trans_a or trans_b), "8-bit wgmma operands are K-major"
     tail = f", 1, 1, {trans}" if trans is not None else ", 1, 1"
-    text = (f"wgmma.mma_async.sync.aligned.m64n{n}k{k}.f32.{ab}.{ab} "
+    text = (f"wgmma.mma_async.sync.aligned.m64n{n}k{k}.f32.{ab}.{bt} "
             f"{{{regs}}}, ${cnt}, ${cnt + 1}, ${cnt + 2}{tail};")
     cons = ",".join(["=f"] * cnt + ["l", "l", "b"] + [str(i) for i in range(cnt)] +
                     ["~{memory}"])

@@ -26,7 +26,8 @@ from tilelang.codegen.layouts.wgmma import WG_M, WgTiling, instr_regs, wg_acc_la
 from tilelang.codegen.llvm.kernel import I32, I64, KernelEmitter, TileVal
 from tilelang.codegen.lower import mma_operands, mma_sync, tma_load, wgmma_ops
 from tilelang.codegen.lower.mma_epilogue import remember_acc_layout
-from tilelang.codegen.lower.mma_plan import TensorCorePlan, image_fits, image_span, to_layout
+from tilelang.codegen.lower.mma_plan import (TensorCorePlan, image_fits, image_span, to_layout,
+                                              wg_k)
 
 IMAGE_ALIGN = 1024          # the 128-byte swizzle repeats every 8 rows of 128 bytes
 
@@ -144,7 +145,8 @@ def issue(kern: KernelEmitter, plan: TensorCorePlan, da: Descriptors, db: Descri
     t: WgTiling = plan.wg
     form = plan.form
     regs = list(regs)
-    for k0 in range(0, k, 16):
+    kstep = wg_k(form)
+    for k0 in range(0, k, kstep):
         for bi in range(t.batch_per_group):
             for mi in range(t.m_tiles):
                 for ni in range(t.n_instrs):
@@ -153,9 +155,9 @@ def issue(kern: KernelEmitter, plan: TensorCorePlan, da: Descriptors, db: Descri
                     pa = b.add(bases[0], ir.Constant(I64, oa)) if oa else bases[0]
                     pb = b.add(bases[1], ir.Constant(I64, ob)) if ob else bases[1]
                     idx = instr_regs(t, bi, mi, ni)
-                    out = wgmma_ops.mma_async(kern, t.instr_n, form.ab, 16,
+                    out = wgmma_ops.mma_async(kern, t.instr_n, form.ab, kstep,
                                               [regs[i] for i in idx], pa, pb,
-                                              da.trans, db.trans)
+                                              da.trans, db.trans, plan.b_class)
                     for i, v in zip(idx, out):
                         regs[i] = v
     return regs
@@ -329,7 +331,8 @@ def product(kern: KernelEmitter, plan: TensorCorePlan, a, b, acc: TileVal) -> Ti
     form = plan.form
     acc = to_layout(kern, acc, plan.acc)
     rank = acc.layout.rank
-    if isinstance(a, TileVal) and a.layout == a_fragment_layout(plan, a.shape, kern.threads):
+    if isinstance(a, TileVal) and form.itemsize == 2 and \
+            a.layout == a_fragment_layout(plan, a.shape, kern.threads):
         return _product_rs(kern, plan, a, b, acc, a.shape[-1])
     shapes = [x.shape for x in (a, b)]
     k = shapes[0][-1]
