@@ -254,6 +254,7 @@ def summarize(instrs: list[Instr]) -> SassSummary:
 # -- PTX ---------------------------------------------------------------------------------------
 _PTX_LABEL = re.compile(r"^\s*([$%\w]+):")
 _PTX_BRA = re.compile(r"^\s*(?:@!?%\w+\s+)?bra(?:\.uni)?\s+([$%\w]+)\s*;")
+_PTX_TENSOR = re.compile(r"^\s*(?:@!?%\w+\s+)?(?:mma\.sync|wgmma\.mma_async)")
 _PTX_MATH = re.compile(r"^\s*(?:@!?%\w+\s+)?(?:mma|wgmma|fma|mad)\b")
 
 
@@ -271,7 +272,13 @@ def ptx_loop_lines(ptx: str) -> list[int]:
         m = _PTX_BRA.match(text)
         if m and m.group(1) in labels:
             start = labels[m.group(1)]
-            math = sum(1 for t in lines[start - 1:n] if _PTX_MATH.match(t))
-            if math and (best is None or (math, start - n) > (best[0], best[1] - best[2])):
-                best = (math, start, n)
+            body = lines[start - 1:n]
+            math = sum(1 for t in body if _PTX_MATH.match(t))
+            # tensor-core instructions first: a backward branch that is no loop (a block
+            # LLVM placed after the loop jumping back before it) spans the loop and some
+            # integer `mad`s more, and must not win over the loop it contains
+            tensor = sum(1 for t in body if _PTX_TENSOR.match(t))
+            key = (tensor, 0 if tensor else math, start - n)
+            if math and (best is None or key > best[0]):
+                best = (key, start, n)
     return list(range(best[1], best[2] + 1)) if best else []

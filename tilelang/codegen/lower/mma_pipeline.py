@@ -188,21 +188,32 @@ class Stream:
             m = b.sub(self.arr.extents[self.axes[ax]], start)
             m = b.select(b.icmp_signed("<", m, _c64(0)), _c64(0), m)
             m = b.select(b.icmp_signed(">", m, _c64(self.shape[ax])), _c64(self.shape[ax]), m)
-            left.append(b.select(inside, b.trunc(m, I32), _c(0)))
+            left.append(b.trunc(m, I32))
         # threads that replicate another's chunks (a tile smaller than the block's 16-byte
         # slots) copy nothing: two warps writing the same words would race
-        gated(kern, kern.owner(self.lay), lambda: self._copies(p0, image, left))
+        gated(kern, kern.owner(self.lay), lambda: self._copies(p0, image, left, inside))
 
-    def _copies(self, p0: ir.Value, image: ir.Value, left: list) -> None:
+    def _copies(self, p0: ir.Value, image: ir.Value, left: list, inside: ir.Value) -> None:
         kern, b = self.kern, self.kern.builder
         ptr = p0
         dst0 = b.add(image, self.dst_first)
+        # the axes along which no chunk moves: their tests (`0 < left`) are the same for every
+        # chunk, combined once so that each chunk adds one test (ptxas folds it into the
+        # compare that feeds the predicated copy)
+        fixed = [ax for ax in range(len(self.shape))
+                 if all(self.lay.reg_coord(g)[ax] == 0 for g in self.chunks)
+                 and (ax != self.cax or self.whole)]
+        common = inside
+        for ax in fixed:
+            common = b.and_(common, b.icmp_signed("<", _c(0), left[ax]))
         for g in self.chunks:
             if g:
                 ptr = _add64(kern, ptr, self.steps[self.delta[g]])
             rc = self.lay.reg_coord(g)
-            ok, n = None, None
+            ok, n = common, None
             for ax in range(len(self.shape)):
+                if ax in fixed:
+                    continue
                 lim = left[ax]
                 if ax == self.cax and not self.whole:
                     m = b.sub(lim, _c(rc[ax])) if rc[ax] else lim
@@ -218,9 +229,7 @@ class Stream:
             if n is None:
                 b.call(_cp_async_pred_asm(imm), [dst, ptr, ok])
                 continue
-            nbytes = b.mul(n, _c(self.itemsize))
-            if ok is not None:
-                nbytes = b.select(ok, nbytes, _c(0))
+            nbytes = b.select(ok, b.mul(n, _c(self.itemsize)), _c(0))
             b.call(_cp_async_asm(imm), [dst, ptr, nbytes])
 
 
