@@ -24,7 +24,7 @@ import llvmlite.ir as ir
 from tilelang.codegen.layouts.distributed import log2
 from tilelang.codegen.layouts.wgmma import WG_M, WgTiling, instr_regs, wg_acc_layout
 from tilelang.codegen.llvm.kernel import I32, I64, KernelEmitter, TileVal
-from tilelang.codegen.lower import mma_operands, mma_sync, tma_load, wgmma_ops
+from tilelang.codegen.lower import mma_operands, mma_sync, tma_load, tma_multicast, wgmma_ops
 from tilelang.codegen.lower.mma_epilogue import remember_acc_layout
 from tilelang.codegen.lower.mma_plan import (TensorCorePlan, image_fits, image_span, to_layout,
                                               wg_k)
@@ -566,7 +566,9 @@ def _tma_loop(kern: KernelEmitter, op, lp, tma, base, da, db, k, init, start, st
                   MMAs; commit; wgmma.wait_group 1; barrier (every warp group is done with
                   iteration j-1's slot); thread 0 issues iteration j+S-1 into that slot
         exit:     wgmma.wait_group 0; barrier; thread 0 invalidates the mbarriers; barrier
-    An iteration past the end is not issued (so none is in flight at the exit).
+    An iteration past the end is not issued (so none is in flight at the exit). With a
+    multicast plan (lower/tma_multicast.py) the setup's second barrier and the loop's are
+    cluster barriers, and the cluster's CTA 0 copies the shared operands into every CTA.
     """
     b = kern.builder
     plan, S = lp.plan, lp.stages
@@ -588,15 +590,22 @@ def _tma_loop(kern: KernelEmitter, op, lp, tma, base, da, db, k, init, start, st
         b.branch(after)
         b.position_at_end(after)
 
+    mc = tma_multicast.plan(kern, op, tma)
+    sync = kern.barrier if mc is None else (lambda: tma_multicast.cluster_sync(kern))
+
     def issue(iv, s, image, slot_bytes):
         kern.env[iv_var.id] = TileVal(ivt, kern.scalar_layout, (iv,))
-        tma_load.issue_stage(kern, tma, (iv_ahead(iv, s), iv_var, lp.scalars), image,
-                             bar(slot_bytes), valid_ahead(iv, s))
+        env_iv = (iv_ahead(iv, s), iv_var, lp.scalars)
+        if mc is None:
+            tma_load.issue_stage(kern, tma, env_iv, image, bar(slot_bytes), valid_ahead(iv, s))
+        else:
+            tma_multicast.issue_stage(kern, mc, tma, env_iv, image, bar(slot_bytes),
+                                      valid_ahead(iv, s))
 
     kern.barrier()                       # earlier users of the shared buffer are done
     on_thread0(lambda: [tma_load.mbarrier_init(kern, b.add(bars, _c(8 * i)), 1)
-                        for i in range(S)])
-    kern.barrier()
+                        for i in range(S)] + ([tma_multicast.publish_init(kern)] if mc else []))
+    sync()
     for s in range(S - 1):
         issue(start, s, b.add(base, _c(s * stage_bytes)), s * stage_bytes)
     pre = b.block
@@ -629,7 +638,7 @@ def _tma_loop(kern: KernelEmitter, op, lp, tma, base, da, db, k, init, start, st
     regs = issue_mmas(kern, plan, da, db, image, lp.image_bytes[0], regs, k)
     wgmma_ops.commit_group(kern)
     regs = wgmma_ops.wait_group(kern, 1, regs)
-    kern.barrier()
+    sync()
     last = (S - 1) * stage_bytes
     wslot = b.select(b.icmp_unsigned("==", slot, _c(0)), _c(last), b.sub(slot, _c(stage_bytes)))
     issue(iv, S - 1, b.add(base, wslot), wslot)
