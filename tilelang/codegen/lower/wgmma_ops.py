@@ -107,31 +107,42 @@ def wait_group(kern: KernelEmitter, n: int, regs: list[ir.Value]) -> list[ir.Val
     return _through(kern, f"wgmma.wait_group.sync.aligned {n};", regs)
 
 
-def mma_async(kern: KernelEmitter, n: int, ab: str, k: int, acc: list[ir.Value],
-              desc_a: ir.Value, desc_b: ir.Value, trans_a: bool, trans_b: bool,
-              bt: str | None = None) -> list[ir.Value]:
-    """One `wgmma.mma_async.sync.aligned.m64n{n}k{k}.f32.{ab}.{bt}` (bt: B's type, `ab` when
-    None; the 8-bit floats mix, k32) with both operands in shared memory, accumulating into
-    `acc` (n / 2 f32 registers); returns the new registers (valid only after a wait_group
-    that covers this MMA). Only 16-bit types take the transpose immediates: 8-bit operands
-    are K-major."""
+def mma_async(kern: KernelEmitter, n: int, ab: str, k: int, mmas: list, regs: list[ir.Value],
+              trans_a: bool, trans_b: bool, bt: str | None = None) -> list[ir.Value]:
+    """`wgmma.mma_async.sync.aligned.m64n{n}k{k}.f32.{ab}.{bt}` (bt: B's type, `ab` when None;
+    the 8-bit floats mix, k32) with both operands in shared memory, one per entry of `mmas`
+    in order: (indices into `regs` of its n / 2 f32 accumulator registers, desc_a, desc_b).
+    Returns `regs` with the new registers (valid only after a wait_group that covers these
+    MMAs). Only 16-bit types take the transpose immediates: 8-bit operands are K-major.
+
+    All of them are one asm that takes and returns each register once: an asm per MMA would
+    return every register once per MMA, and those extractvalues (512 per K-step of the
+    128 x 128 matmul instead of 128) were most of LLVM's work on a wgmma kernel. The PTX
+    instructions are the same, one per line (`\\0A\\09`: LLVM's newline and tab)."""
     b = kern.builder
-    cnt = len(acc)
-    assert cnt == n // 2
     bt = bt or ab
-    regs = ",".join(f"${i}" for i in range(cnt))
     trans = f"{int(trans_a)}, {int(trans_b)}" if ab in ("f16", "bf16") else None
     assert trans is not None or not (trans_a or trans_b), "8-bit wgmma operands are K-major"
     tail = f", 1, 1, {trans}" if trans is not None else ", 1, 1"
-    text = (f"wgmma.mma_async.sync.aligned.m64n{n}k{k}.f32.{ab}.{bt} "
-            f"{{{regs}}}, ${cnt}, ${cnt + 1}, ${cnt + 2}{tail};")
-    cons = ",".join(["=f"] * cnt + ["l", "l", "b"] + [str(i) for i in range(cnt)] +
-                    ["~{memory}"])
-    ret = _f32s(kern, cnt)
-    asm = ir.InlineAsm(ir.FunctionType(ret, [I64, I64, I1] + [F32] * cnt), text, cons,
-                       side_effect=True)
-    r = b.call(asm, [desc_a, desc_b, SCALE_D] + list(acc))
-    return [b.extract_value(r, i) for i in range(cnt)] if cnt > 1 else [r]
+    used = list(dict.fromkeys(i for idx, _, _ in mmas for i in idx))
+    slot = {r: j for j, r in enumerate(used)}
+    cnt, scale = len(used), len(used) + 2 * len(mmas)
+    lines = []
+    for m, (idx, _, _) in enumerate(mmas):
+        assert len(idx) == n // 2
+        acc = ",".join(f"${slot[i]}" for i in idx)
+        lines.append(f"wgmma.mma_async.sync.aligned.m64n{n}k{k}.f32.{ab}.{bt} "
+                     f"{{{acc}}}, ${cnt + 2 * m}, ${cnt + 2 * m + 1}, ${scale}{tail};")
+    cons = ",".join(["=f"] * cnt + ["l", "l"] * len(mmas) + ["b"] +
+                    [str(i) for i in range(cnt)] + ["~{memory}"])
+    fnty = ir.FunctionType(_f32s(kern, cnt), [I64] * (2 * len(mmas)) + [I1] + [F32] * cnt)
+    asm = ir.InlineAsm(fnty, "\\0A\\09".join(lines), cons, side_effect=True)
+    r = b.call(asm, [d for _, da, db in mmas for d in (da, db)] + [SCALE_D] +
+               [regs[i] for i in used])
+    regs = list(regs)
+    for j, i in enumerate(used):
+        regs[i] = b.extract_value(r, j) if cnt > 1 else r
+    return regs
 
 
 def mma_async_rs(kern: KernelEmitter, n: int, ab: str, acc: list[ir.Value],

@@ -144,8 +144,8 @@ def issue(kern: KernelEmitter, plan: TensorCorePlan, da: Descriptors, db: Descri
     b = kern.builder
     t: WgTiling = plan.wg
     form = plan.form
-    regs = list(regs)
     kstep = wg_k(form)
+    mmas = []
     for k0 in range(0, k, kstep):
         for bi in range(t.batch_per_group):
             for mi in range(t.m_tiles):
@@ -154,13 +154,9 @@ def issue(kern: KernelEmitter, plan: TensorCorePlan, da: Descriptors, db: Descri
                     ob = db.offset(bi, ni * t.instr_n, k0) >> 4
                     pa = b.add(bases[0], ir.Constant(I64, oa)) if oa else bases[0]
                     pb = b.add(bases[1], ir.Constant(I64, ob)) if ob else bases[1]
-                    idx = instr_regs(t, bi, mi, ni)
-                    out = wgmma_ops.mma_async(kern, t.instr_n, form.ab, kstep,
-                                              [regs[i] for i in idx], pa, pb,
-                                              da.trans, db.trans, plan.b_class)
-                    for i, v in zip(idx, out):
-                        regs[i] = v
-    return regs
+                    mmas.append((instr_regs(t, bi, mi, ni), pa, pb))
+    return wgmma_ops.mma_async(kern, t.instr_n, form.ab, kstep, mmas, regs, da.trans,
+                               db.trans, plan.b_class)
 
 
 def a_fragment_layout(plan: TensorCorePlan, shape: tuple[int, ...], threads: int):
