@@ -8,7 +8,7 @@ stretched axes; `extract` adds a constant). The planner tries, in order:
 
 1. **same** — the source layout is the destination (the caller checks);
 2. **rename** — every thread already holds what it needs, in one register for all threads
-   (`distributed.register_map`): SSA values are renamed, nothing is emitted;
+   (`rename_map`): SSA values are renamed, nothing is emitted;
 3. **shuffle** — each destination register comes from one source register of another lane of
    the same warp: solve `S_lane(z) = need` over GF(2) for every thread bit (warp bits must keep
    the warp: their need minus the source's warp basis must be reachable by lane bits alone),
@@ -36,10 +36,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 
-import numpy as np
-
 from tilelang.codegen.layouts.distributed import (Layout, linear_index, log2, reg_part,
-                                                  register_map, thread_part)
+                                                  thread_part)
 from tilelang.codegen.layouts.gf2 import LinearMap, avoiding_vector, bits_of, echelon
 from tilelang.codegen.layouts.shared import (PHASE_BYTES, SharedLayout, lanes_per_phase,
                                              wavefronts)
@@ -55,12 +53,15 @@ class Need:
     thread: tuple[int, ...]
     regs: tuple[int, ...]
 
-    def thread_part(self, threads: int) -> np.ndarray:
-        return LinearMap(self.thread, 64).apply_all(np.arange(threads, dtype=np.int64))
+    def thread_part(self, threads: int) -> list[int]:
+        """Each thread's part of what it needs (what its register 0 needs, XOR regs[0])."""
+        return LinearMap(self.thread, 64).images(range(threads))
 
-    def table(self, threads: int) -> np.ndarray:
-        """[threads, registers] linear indices."""
-        return self.thread_part(threads)[:, None] ^ np.array(self.regs, np.int64)[None, :]
+    def table(self, threads: int):
+        """[threads, registers] NumPy int64 array of the linear indices (for tests)."""
+        import numpy as np
+        part = np.array(self.thread_part(threads), np.int64)
+        return part[:, None] ^ np.array(self.regs, np.int64)[None, :]
 
 
 def need_of(dst: Layout, src_shape: tuple[int, ...]) -> Need:
@@ -127,6 +128,21 @@ class SharedTrip:
 Plan = Same | Rename | Shuffle | SharedTrip
 
 
+def rename_map(src: Layout, need: Need) -> list[int] | None:
+    """`distributed.register_map` of `need.table(src.threads)` without the table: both sides
+    are XORs of a thread part and a register part, so register r of every thread holds what
+    register k needs iff the thread bits weigh the same on both sides and r's part is k's."""
+    weights = src.thread_weights()
+    if any(w != (need.thread[b] if b < len(need.thread) else 0)
+           for b, w in enumerate(weights)):
+        return None
+    first: dict[int, int] = {}
+    for r, v in enumerate(src.reg_linears):
+        first.setdefault(v, r)
+    out = [first.get(v) for v in need.regs]
+    return None if None in out else out
+
+
 def plan_conversion(src: Layout, dst: Layout, itemsize: int, shuffles: bool = True) -> Plan:
     if src == dst:
         return Same()
@@ -139,7 +155,7 @@ def plan(src: Layout, need: Need, itemsize: int, shuffles: bool = True) -> Plan:
     """The cheapest way to give every destination register what `need` says (see the module
     docstring). `shuffles=False` where lanes of a warp may be missing."""
     assert len(need.thread) == len(src.thread_bases), (need, src)
-    m = register_map(src, need.table(src.threads))
+    m = rename_map(src, need)
     if m is not None:
         return Rename(tuple(m))
     trip = shared_trip(src, need, itemsize)
@@ -279,7 +295,9 @@ def shared_trip(src: Layout, need: Need, itemsize: int) -> SharedTrip:
     n = src.n_bits
     kw, kr = write_vector_bits(src, itemsize), read_vector_bits(need, itemsize)
     owned = src.owned_regs()
-    src_tab, need_tab = src.table, need.table(src.threads)
+    # The first warp's threads (every warp's requests cost the same: `_waves`).
+    src_thr = src.thread_linears[:32]
+    need_thr = need.thread_part(min(src.threads, 32))
     nl = len(src.lane)
     src_lanes = src.matrix.cols[len(src.reg):len(src.reg) + nl]
     warps = max(src.threads // 32, 1)
@@ -297,11 +315,12 @@ def shared_trip(src: Layout, need: Need, itemsize: int) -> SharedTrip:
                 continue
             sh = SharedLayout(src.shape, mp)
             inv = sh.inverse
-            w = _waves(inv.apply_all(src_tab[:32, wregs[0]]), len(wregs) * warps,
+            w0, r0 = src.reg_linears[wregs[0]], need.regs[0]
+            w = _waves([inv(t ^ w0) for t in src_thr], len(wregs) * warps,
                        wv * itemsize, itemsize)
-            r = _waves(inv.apply_all(need_tab[:32, 0]), len(need.regs) // rv * warps,
+            r = _waves([inv(t ^ r0) for t in need_thr], len(need.regs) // rv * warps,
                        rv * itemsize, itemsize)
-            xors = _xor_count(inv, src.thread_weights(), [src_tab[0, i] for i in wregs]) + \
+            xors = _xor_count(inv, src.thread_weights(), [src.reg_linears[i] for i in wregs]) + \
                 _xor_count(inv, need.thread, list(need.regs[::rv]))
             trip = SharedTrip(sh, wv, wregs, rv, len(need.regs), w, r, xors, warps)
             if best is None or trip.cost < best.cost:
@@ -310,13 +329,13 @@ def shared_trip(src: Layout, need: Need, itemsize: int) -> SharedTrip:
     return best
 
 
-def _waves(offsets: np.ndarray, count: int, size: int, itemsize: int) -> tuple[int, int]:
-    """Wavefronts of `count` requests like the one whose lanes access these element offsets.
-    Every request of a linear access pattern is the first one's addresses XOR a constant,
-    which permutes banks and keeps distinct words distinct: they all cost the same."""
-    addr = np.full(32, -1, np.int64)
-    addr[:len(offsets)] = offsets * itemsize
-    w, ideal = wavefronts(addr[None, :], size)
+def _waves(offsets, count: int, size: int, itemsize: int) -> tuple[int, int]:
+    """Wavefronts of `count` requests like the one whose lanes access these element offsets
+    (at most 32 lanes). Every request of a linear access pattern is the first one's addresses
+    XOR a constant, which permutes banks and keeps distinct words distinct: they all cost the
+    same."""
+    addr = [int(o) * itemsize for o in offsets]
+    w, ideal = wavefronts([addr + [-1] * (32 - len(addr))], size)
     return w * count, ideal * count
 
 
@@ -326,8 +345,7 @@ def _xor_count(inv: LinearMap, thread_w, consts) -> int:
     tmask = 0
     for w in thread_w:
         tmask |= inv(int(w))
-    offs = inv.apply_all(np.asarray(consts, np.int64)) & tmask
-    return len(set(offs.tolist()) - {0})
+    return len({inv(int(c)) & tmask for c in consts} - {0})
 
 
 def describe(p: Plan) -> str:
@@ -341,5 +359,6 @@ def describe(p: Plan) -> str:
     return p.kind
 
 
-__all__ = ["Need", "need_of", "plan", "plan_conversion", "Same", "Rename", "Shuffle",
-           "SharedTrip", "shared_trip", "shuffle_plan", "describe", "linear_index", "bits_of"]
+__all__ = ["Need", "need_of", "plan", "plan_conversion", "rename_map", "Same", "Rename",
+           "Shuffle", "SharedTrip", "shared_trip", "shuffle_plan", "describe", "linear_index",
+           "bits_of"]

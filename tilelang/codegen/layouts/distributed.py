@@ -29,14 +29,15 @@ coordinate (global loads/stores) assert `is_one_hot`.
   broadcasting a reduced value, a free conversion). Otherwise the conversion planner
   (convert.py) picks shuffles or a shared-memory round trip (llvm/sync.py emits them).
 
-The tables here are computed with NumPy at compile time; nothing in this module emits code.
+The tables here are plain Python (`rows`, `reg_linears`); `table`, `reg_table` and
+`broadcast_table` are NumPy views of them for tests and analyses, which import NumPy when
+called: the compiler never does. Nothing in this module emits code.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
-import numpy as np
 
 from tilelang.codegen.layouts.gf2 import LinearMap, popcount
 
@@ -91,12 +92,18 @@ class Layout:
         return _combine(self.thread_bases, t, self.rank)
 
     def reg_linear(self, r: int) -> int:
-        return int(self.reg_table[r])
+        return self.reg_linears[r]
 
     @cached_property
-    def reg_table(self) -> np.ndarray:
+    def reg_linears(self) -> tuple[int, ...]:
         """The linear index each register holds in thread 0."""
-        return LinearMap(tuple(self.linear(b) for b in self.reg), self.n_bits).table()
+        return tuple(LinearMap(tuple(self.linear(b) for b in self.reg), self.n_bits).table())
+
+    @property
+    def reg_table(self):
+        """`reg_linears` as a NumPy int64 array."""
+        import numpy as np
+        return np.array(self.reg_linears, dtype=np.int64)
 
     def thread_weights(self) -> tuple[int, ...]:
         """Linear-index weight of each thread-index bit (0 for replicating bits); a thread's
@@ -104,12 +111,20 @@ class Layout:
         return tuple(self.linear(b) for b in self.thread_bases)
 
     @cached_property
-    def table(self) -> np.ndarray:
-        """[threads, regs] array of the row-major linear index each register holds."""
-        regs = self.reg_table
-        thr = LinearMap(self.thread_weights(), self.n_bits).apply_all(
-            np.arange(self.threads, dtype=np.int64))
-        return thr[:, None] ^ regs[None, :]
+    def thread_linears(self) -> tuple[int, ...]:
+        """Each thread's part of the linear indices it holds (what register 0 holds)."""
+        return tuple(LinearMap(self.thread_weights(), self.n_bits).table())
+
+    def rows(self) -> list[list[int]]:
+        """[threads][regs]: the row-major linear index each register of each thread holds."""
+        regs = self.reg_linears
+        return [[t ^ r for r in regs] for t in self.thread_linears]
+
+    @property
+    def table(self):
+        """`rows` as a NumPy [threads, regs] int64 array."""
+        import numpy as np
+        return np.array(self.rows(), dtype=np.int64).reshape(self.threads, self.num_regs)
 
     # ------------------------------------------------------------------ the GF(2) view
     @property
@@ -349,10 +364,11 @@ def drop_axes(layout: Layout, axes: tuple[int, ...], keepdims: bool) -> Layout:
 # ---------------------------------------------------------------------------------------------
 # What a consumer needs from a producer
 
-def broadcast_table(dst: Layout, src_shape: tuple[int, ...]) -> np.ndarray:
-    """[threads, regs of dst] linear indices into a tile of `src_shape` that broadcasts (NumPy
-    rules: right-aligned, size-1 axes stretch) to dst.shape: the source element each register
-    of each thread of `dst` needs."""
+def broadcast_table(dst: Layout, src_shape: tuple[int, ...]):
+    """[threads, regs of dst] NumPy array of the linear indices into a tile of `src_shape`
+    that broadcasts (NumPy rules: right-aligned, size-1 axes stretch) to dst.shape: the source
+    element each register of each thread of `dst` needs."""
+    import numpy as np
     t = np.arange(dst.threads, dtype=np.int64)
     thr = np.zeros(dst.threads, dtype=np.int64)
     for b, w in enumerate(thread_part(dst, src_shape)):
@@ -360,24 +376,19 @@ def broadcast_table(dst: Layout, src_shape: tuple[int, ...]) -> np.ndarray:
     return thr[:, None] + np.array(reg_part(dst, src_shape), dtype=np.int64)[None, :]
 
 
-def register_map(src: Layout, need: np.ndarray) -> list[int] | None:
-    """For each column (register) of `need` ([threads, k] linear indices into src.shape), the
-    source register that holds that element in the same thread for every thread, or None when
-    some element must come from another thread."""
-    table = src.table
-    if need.shape[0] != table.shape[0]:
+def register_map(src: Layout, need) -> list[int] | None:
+    """For each column (register) of `need` ([threads][k] linear indices into src.shape, lists
+    or a NumPy array), the lowest source register that holds that element in the same thread
+    for every thread, or None when some element must come from another thread. (A need that
+    is itself linear is answered faster by `convert.rename_map`.)"""
+    rows = need.tolist() if hasattr(need, "tolist") else need
+    if len(rows) != src.threads:
         return None
-    out = []
-    for k in range(need.shape[1]):
-        col = need[:, k]
-        hits = np.nonzero(table[0] == col[0])[0]
-        for r in hits:
-            if np.array_equal(table[:, r], col):
-                out.append(int(r))
-                break
-        else:
-            return None
-    return out
+    first: dict[tuple[int, ...], int] = {}
+    for r, col in enumerate(zip(*src.rows())):
+        first.setdefault(col, r)
+    out = [first.get(col) for col in zip(*rows)]
+    return None if None in out else out
 
 
 def thread_part(dst: Layout, src_shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -400,4 +411,4 @@ def reg_part(dst: Layout, src_shape: tuple[int, ...]) -> list[int]:
         c = tuple(0 if s == 1 else rc[i + off] for i, s in enumerate(src_shape))
         cols.append(linear_index(src_shape, c))
     n = sum(log2(s) for s in src_shape)
-    return LinearMap(tuple(cols), n).table().tolist()
+    return LinearMap(tuple(cols), n).table()

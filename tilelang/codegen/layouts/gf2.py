@@ -6,8 +6,9 @@ the columns of x's set bits. Layouts (distributed.py) map register/lane/warp bit
 a tile's row-major linear index; shared layouts (shared.py) map offset bits to it; the planner
 (convert.py) composes, inverts and solves them.
 
-Elimination works on Python integers (any width); tables of images (`apply_all`, `table`) and
-the 0/1 `matrix` view are NumPy arrays (int64: indices below 2^63).
+Everything here is plain Python on integers (any width): elimination, `table` and `images`.
+`apply_all` and `matrix` are NumPy views for tests and analyses; they import NumPy when
+called, and the compiler never calls them (NumPy's import would be a third of a cold compile).
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 
-import numpy as np
 
 
 def popcount(x: int) -> int:
@@ -114,8 +114,13 @@ class LinearMap:
                 y ^= c
         return y
 
-    def apply_all(self, xs: np.ndarray) -> np.ndarray:
-        """The image of every entry of an integer array (vectorized)."""
+    def images(self, xs) -> list[int]:
+        """The image of each of the integers `xs`."""
+        return [self(x) for x in xs]
+
+    def apply_all(self, xs):
+        """The image of every entry of an integer NumPy array (vectorized, int64)."""
+        import numpy as np
         xs = np.asarray(xs, dtype=np.int64)
         out = np.zeros(xs.shape, dtype=np.int64)
         for i, c in enumerate(self.cols):
@@ -123,9 +128,13 @@ class LinearMap:
                 out ^= ((xs >> i) & 1) * c
         return out
 
-    def table(self) -> np.ndarray:
-        """The image of every input 0 .. 2^n_in - 1."""
-        return self.apply_all(np.arange(1 << self.n_in, dtype=np.int64))
+    def table(self) -> list[int]:
+        """The image of every input 0 .. 2^n_in - 1 (each input bit doubles the table: the
+        new half is the old one XOR that bit's column)."""
+        out = [0]
+        for c in self.cols:
+            out += [y ^ c for y in out]
+        return out
 
     @cached_property
     def _ech(self) -> Echelon:
@@ -183,8 +192,9 @@ class LinearMap:
                 m |= 1 << i
         return m
 
-    def matrix(self) -> np.ndarray:
-        """[n_out, n_in] 0/1 matrix (row j = output bit j)."""
+    def matrix(self):
+        """[n_out, n_in] 0/1 NumPy matrix (row j = output bit j)."""
+        import numpy as np
         m = np.zeros((self.n_out, self.n_in), dtype=np.uint8)
         for i, c in enumerate(self.cols):
             for j in bits_of(c):
@@ -196,9 +206,9 @@ def identity(n: int) -> LinearMap:
     return LinearMap(tuple(1 << i for i in range(n)), n)
 
 
-def random_invertible(n: int, rng: np.random.Generator) -> LinearMap:
-    """A uniformly random invertible n x n matrix (rejection: about 29% of random matrices
-    are invertible for any n, so this takes a few tries)."""
+def random_invertible(n: int, rng) -> LinearMap:
+    """A uniformly random invertible n x n matrix drawn with a NumPy Generator (rejection:
+    about 29% of random matrices are invertible for any n, so this takes a few tries)."""
     while True:
         cols = tuple(int(rng.integers(0, 1 << n)) if n else 0 for _ in range(n))
         m = LinearMap(cols, n)

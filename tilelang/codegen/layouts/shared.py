@@ -26,14 +26,15 @@ Banks: shared memory has 32 banks of 4-byte words. A warp's request is served in
 (an `ldmatrix` serves its 8 row addresses per matrix the same way). A phase takes as many
 wavefronts as the most distinct words any one bank holds among its lanes' accesses (lanes that
 read the same word share it). `wavefronts` counts them; the ideal is one per phase in use.
+
+All of it is plain Python on lists (NumPy arrays are accepted where addresses are taken);
+`SharedLayout.offsets` is a NumPy view for tests and imports NumPy when called.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
-
-import numpy as np
 
 from tilelang.codegen.layouts.distributed import Layout, log2
 from tilelang.codegen.layouts.gf2 import LinearMap, identity
@@ -69,8 +70,8 @@ class SharedLayout:
     def offset_of(self, idx: int) -> int:
         return self.inverse(idx)
 
-    def offsets(self, idx: np.ndarray) -> np.ndarray:
-        """Offsets of an array of linear indices."""
+    def offsets(self, idx):
+        """Offsets of a NumPy array of linear indices."""
         return self.inverse.apply_all(idx)
 
     def is_identity(self) -> bool:
@@ -178,51 +179,70 @@ def lanes_per_phase(size: int) -> int:
     return 32 if size <= WORD else PHASE_BYTES // size
 
 
-def wavefronts(addresses: np.ndarray, size: int) -> tuple[int, int]:
+def _flat_ints(x) -> list[int]:
+    """The integers of a NumPy array or nested lists, in row-major order."""
+    if hasattr(x, "reshape"):                          # a NumPy array
+        return x.reshape(-1).tolist()
+    if x and isinstance(x[0], (list, tuple)):
+        return [v for row in x for v in _flat_ints(row)]
+    return [int(v) for v in x]
+
+
+def wavefronts(addresses, size: int) -> tuple[int, int]:
     """(wavefronts, ideal) of warp requests. `addresses` is [requests, 32] byte addresses (-1
-    for a lane that does not take part), each lane accessing `size` bytes (1..16, aligned)."""
-    a = np.asarray(addresses, dtype=np.int64).reshape(-1, 32)
-    per = lanes_per_phase(size)
-    nph = 32 // per
+    for a lane that does not take part; nested lists or a NumPy array), each lane accessing
+    `size` bytes (1..16, aligned)."""
+    flat = _flat_ints(addresses)
+    if len(flat) % 32:
+        raise ValueError(f"{len(flat)} addresses are not whole requests of 32 lanes")
+    per = lanes_per_phase(size)            # a request's phases are runs of `per` lanes
     nwords = max(size // WORD, 1)
-    # [requests, phases, lanes-in-phase * words]
-    words = np.repeat(a // WORD, nwords, axis=1) + np.tile(np.arange(nwords), 32)
-    active = np.repeat(a >= 0, nwords, axis=1)
-    words = np.where(active, words, -1).reshape(a.shape[0], nph, per * nwords)
-    words = np.sort(words, axis=2)
-    new = np.ones(words.shape, bool)
-    new[..., 1:] = words[..., 1:] != words[..., :-1]
-    new &= words >= 0
-    req, ph, k = np.nonzero(new)
-    key = (req * nph + ph) * BANKS + words[req, ph, k] % BANKS
-    per_bank = np.bincount(key, minlength=a.shape[0] * nph * BANKS).reshape(-1, BANKS)
-    waves = per_bank.max(axis=1)
-    return int(waves.sum()), int(np.count_nonzero(waves))
+    total = ideal = 0
+    for p in range(0, len(flat), per):
+        lanes = [a for a in flat[p:p + per] if a >= 0]
+        if not lanes:
+            continue
+        if nwords == 1:
+            words = {a // WORD for a in lanes}
+        else:
+            words = {a // WORD + k for a in lanes for k in range(nwords)}
+        banks = [0] * BANKS
+        for w in words:
+            banks[w % BANKS] += 1
+        total += max(banks)
+        ideal += 1
+    return total, ideal
 
 
-def ldmatrix_wavefronts(rows: np.ndarray) -> tuple[int, int]:
+def ldmatrix_wavefronts(rows) -> tuple[int, int]:
     """(wavefronts, ideal) of `ldmatrix` requests: [requests, 8 * matrices] byte addresses of
-    the 16-byte rows (lanes 0-7 give matrix 0's rows, 8-15 matrix 1's, ...)."""
-    r = np.asarray(rows, dtype=np.int64)
-    r = r.reshape(r.shape[0] if r.ndim > 1 else 1, -1)
-    full = np.full((r.shape[0], 32), -1, np.int64)
-    full[:, :r.shape[1]] = r
+    the 16-byte rows (lanes 0-7 give matrix 0's rows, 8-15 matrix 1's, ...); one request may
+    be a flat list."""
+    r = rows.tolist() if hasattr(rows, "tolist") else rows
+    reqs = [r] if r and not isinstance(r[0], (list, tuple)) else r
+    full = []
+    for req in reqs:
+        lanes = _flat_ints(req)
+        if len(lanes) > 32:
+            raise ValueError(f"an ldmatrix request has {len(lanes)} row addresses, over 32")
+        full.append(lanes + [-1] * (32 - len(lanes)))
     return wavefronts(full, 16)
 
 
 def access_addresses(layout: Layout, shared: SharedLayout, itemsize: int, vec: int = 1,
-                     regs: list[int] | None = None) -> np.ndarray:
-    """[warps * groups, 32] byte addresses of the requests that access `layout`'s registers in
+                     regs: list[int] | None = None) -> list[list[int]]:
+    """[warps * groups][32] byte addresses of the requests that access `layout`'s registers in
     `shared`, `vec` consecutive registers per request (their first register's element is the
     vector's address). `regs`: the first registers of the requests (default every `vec`-th)."""
     starts = list(range(0, layout.num_regs, vec)) if regs is None else regs
-    tab = layout.table                                   # [threads, regs]
-    threads = layout.threads
-    out = np.full((max(threads // 32, 1), len(starts), 32), -1, np.int64)
-    off = shared.offsets(tab[:, starts]) * itemsize      # [threads, groups]
-    for t in range(threads):
-        out[t // 32, :, t % 32] = off[t]
-    return out.reshape(-1, 32)
+    inv = shared.inverse
+    reg_lin = layout.reg_linears
+    warps = max(layout.threads // 32, 1)
+    out = [[[-1] * 32 for _ in starts] for _ in range(warps)]
+    for t, base in enumerate(layout.thread_linears):
+        for g, r in enumerate(starts):
+            out[t // 32][g][t % 32] = inv(base ^ reg_lin[r]) * itemsize
+    return [req for warp in out for req in warp]
 
 
 def access_wavefronts(layout: Layout, shared: SharedLayout, itemsize: int, vec: int = 1,

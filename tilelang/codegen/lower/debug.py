@@ -29,7 +29,6 @@ import weakref
 from math import prod
 
 import llvmlite.ir as ir
-import numpy as np
 
 from tilelang.codegen.layouts.distributed import Layout
 from tilelang.codegen.llvm.format import BUF_BYTES, FORMATS, format_function
@@ -37,11 +36,13 @@ from tilelang.codegen.llvm.kernel import I1, I8, I32, I64, KernelEmitter, TileVa
 from tilelang.codegen.llvm.sync import padded, stage
 from tilelang.codegen.lower.table import lowers
 from tilelang.codegen.lower.memory import gated
+from tilelang.codegen.scalar.float_text import float_text
+from tilelang.codegen.scalar.rounding import round_to
 from tilelang.ir.ops import BuiltinOp
 from tilelang.ir.values import Value
 from tilelang.sema.builtins_debug import _PLACEHOLDER
 from tilelang.sema.constants import ConstValue
-from tilelang.sema.types import F32, DType, round_to_dtype
+from tilelang.sema.types import F32, DType
 
 PTR = ir.PointerType(I8)
 THRESHOLD, EDGE = 1000, 3      # NumPy's print options: summarize above 1000, 3 edge items
@@ -98,9 +99,19 @@ def tile_template(shape: tuple[int, ...]) -> list[str | int]:
 
 
 def const_text(c: ConstValue) -> str:
-    """How the interpreter prints an inline constant (its `_const_value`, then str)."""
-    v = c.value if c.dtype is None else round_to_dtype(np.asarray(c.value), c.dtype)
-    return str(np.asarray(v))
+    """How the interpreter prints an inline constant (its `_const_value`, then `str` of it as
+    a 0-d array), without NumPy: loose floats print as f64; bf16, tf32 and f8 as the f32 value
+    they hold; integers wrap to their dtype as NumPy's cast does."""
+    v, dt = c.value, c.dtype
+    if dt is None:
+        return float_text(v, "f64") if isinstance(v, float) else str(v)
+    if dt.is_bool:
+        return str(bool(v))
+    if dt.is_int:
+        w = int(v) % (1 << dt.bits)
+        return str(w - (1 << dt.bits) if dt.signed and w > dt.max else w)
+    fmt = dt.name if dt.name in ("f16", "f64") else "f32"
+    return float_text(round_to(float(v), dt), fmt)
 
 
 def _escape(text: str) -> str:

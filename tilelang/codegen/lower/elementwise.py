@@ -12,12 +12,11 @@ one reciprocal per register it has and a multiply per element, where the precisi
 
 from __future__ import annotations
 
-import numpy as np
-
 from tilelang.codegen.llvm.kernel import InternalCompilerError, KernelEmitter, TileVal
 from tilelang.codegen.llvm.sync import broadcast
 from tilelang.codegen.lower.table import lowers, lowers_group
 from tilelang.codegen.scalar.emitter import ELEMENTWISE
+from tilelang.codegen.scalar.rounding import f32
 from tilelang.ir.ops import BuiltinOp
 from tilelang.ir.values import Value
 from tilelang.sema.constants import ConstStr, ConstValue, construct
@@ -95,7 +94,8 @@ def _shared_reciprocal(kern: KernelEmitter, d, layout, dtype: DType, params: dic
         # inside div.full's 2), where 1/c is a normal number
         c = float(d.value)
         if 2.0 ** -125 < abs(c) < 2.0 ** 125:
-            r = se.constant(float(np.float32(1.0) / np.float32(c)), dtype)
+            # f32 operands divided in double, then rounded to f32: the f32 quotient (53 >= 2*24+2)
+            r = se.constant(f32(1.0 / f32(c)), dtype)
             return (r,) * layout.num_regs
         return None
     if not isinstance(d, TileVal) or d.dtype != dtype or dtype.name != "f32":

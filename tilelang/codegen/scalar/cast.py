@@ -16,12 +16,12 @@ Conversions (all round to nearest even, one rounding from the exact source value
 
 from __future__ import annotations
 
-import numpy as np
 import llvmlite.ir as ir
 
 from tilelang.codegen.scalar.ir import BF16, F16, F32, F64, I1, I8, I16, I32, I64, IRKit
-from tilelang.sema.builtins_dtype import convert_value, to_bits
-from tilelang.sema.types import F8E4M3, F8E5M2, TF32, DType, round_to_dtype
+from tilelang.codegen.scalar.rounding import f8_code, round_to
+from tilelang.sema.builtins_dtype import convert_value
+from tilelang.sema.types import F8E4M3, F8E5M2, TF32, DType
 
 F8_SPEC = {  # name: (exponent bias, fraction bits, largest finite value)
     "f8e4m3": (7, 3, 448.0),
@@ -51,10 +51,9 @@ def constant(value, dtype: DType) -> ir.Constant:
             v -= 1 << dtype.bits        # LLVM prints integer constants signed
         return ir.Constant(t, v)
     if dtype.name in F8_SPEC:
-        code = int(to_bits(np.array([float(value)], dtype=np.float64), dtype)[0])
+        code = f8_code(float(value), dtype)
         return ir.Constant(I8, code - 256 if code >= 128 else code)
-    v = float(round_to_dtype(np.array([float(value)], dtype=np.float64), dtype)[0]) \
-        if dtype.name in ("tf32", "f16", "f32") else float(value)
+    v = round_to(float(value), dtype) if dtype.name in ("tf32", "f16", "f32") else float(value)
     return ir.Constant(t, v)
 
 

@@ -8,6 +8,8 @@ import math
 from decimal import Decimal, getcontext
 from fractions import Fraction
 
+from tilelang.codegen.scalar import rounding
+
 getcontext().prec = 60
 
 LN2 = Decimal(2).ln()
@@ -34,8 +36,7 @@ PI = _pi()
 
 
 def f32(x) -> float:
-    import numpy as np
-    return float(np.float32(float(x)))
+    return rounding.f32(float(x))
 
 
 def split(value: Decimal, parts: int, bits: int | None, to32: bool) -> list[float]:

@@ -7,10 +7,9 @@ import struct
 from typing import Sequence
 
 import llvmlite.ir as ir
-import numpy as np
 from llvmlite.ir.types import _BaseFloatType
 
-from tilelang.sema.types import round_to_bf16
+from tilelang.codegen.scalar.rounding import bf16_bits
 
 
 class BFloatType(_BaseFloatType):
@@ -28,13 +27,6 @@ class BFloatType(_BaseFloatType):
 
 
 BFloatType._create_instance()
-
-
-def bf16_bits(value: float) -> int:
-    """The bf16 bit pattern of the bf16 value nearest to `value` (ties to even, overflow to
-    inf; the registry's rounding)."""
-    r = round_to_bf16(np.array([value], dtype=np.float64))
-    return int(r.view(np.uint32)[0] >> 16)
 
 
 I1, I8, I16, I32, I64 = (ir.IntType(n) for n in (1, 8, 16, 32, 64))

@@ -6,7 +6,6 @@ from __future__ import annotations
 import math
 
 import llvmlite.ir as ir
-import numpy as np
 
 from tilelang.codegen.scalar import consts as K
 from tilelang.codegen.scalar.ir import F32, F64, I1, I32, I64, IRKit
@@ -36,14 +35,31 @@ def tanh(k: IRKit, x, exp):
 # erf: Taylor series below 0.9, Chebyshev fits of erfc on a few intervals above, 1 beyond the
 # point where erf rounds to 1.
 
+def _pairwise_sum(v: list[float]) -> float:
+    """A sum in NumPy's order for up to 128 terms (eight running sums, combined pairwise, then
+    the leftovers), so that the fits below keep the exact coefficients they had with NumPy."""
+    if len(v) < 8:
+        return sum(v, 0.0)
+    assert len(v) <= 128
+    r = v[:8]
+    end = len(v) - len(v) % 8
+    for i in range(8, end, 8):
+        r = [a + b for a, b in zip(r, v[i:i + 8])]
+    s = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]))
+    for x in v[end:]:
+        s += x
+    return s
+
+
 def _erfc_fit(a: float, b: float, deg: int) -> list[float]:
+    """Chebyshev coefficients of erfc on [a, b] from its values at the deg + 1 nodes."""
     n = deg + 1
-    th = np.pi * (np.arange(n) + 0.5) / n
-    xs = (a + b) / 2 + (b - a) / 2 * np.cos(th)
-    f = np.array([math.erfc(v) for v in xs])
-    c = np.array([2.0 / n * np.sum(f * np.cos(j * th)) for j in range(n)])
+    th = [math.pi * (i + 0.5) / n for i in range(n)]
+    f = [math.erfc((a + b) / 2 + (b - a) / 2 * math.cos(t)) for t in th]
+    c = [2.0 / n * _pairwise_sum([y * math.cos(j * t) for y, t in zip(f, th)])
+         for j in range(n)]
     c[0] /= 2
-    return [float(v) for v in c]
+    return c
 
 
 _ERF_PIECES = {
