@@ -94,7 +94,7 @@ def plan_for(kern: KernelEmitter, src: TileVal, need: C.Need) -> C.Plan:
 
 def apply_need(kern: KernelEmitter, src: TileVal, need: C.Need) -> tuple[ir.Value, ...]:
     """Emit the planned movement (module docstring)."""
-    m = C.register_map(src.layout, need.table(src.layout.threads))
+    m = C.rename_map(src.layout, need)
     if m is not None:               # before plan_for: renaming needs no exact thread count
         return tuple(src.regs[i] for i in m)
     p = plan_for(kern, src, need)
