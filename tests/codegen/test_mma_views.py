@@ -112,14 +112,17 @@ def test_loop_invariant_operand_image_written_once():
     loop = [lines[n - 1] for n in ptx_loop_lines(res.ptx)]
     assert any("wgmma.mma_async" in t for t in loop)
     assert not any("st.shared" in t for t in loop)      # neither A's fill nor an exchange
-    assert ".shared .align 1024 .b8 __tile_kept0_kept[8192];" in res.ptx
+    # A's image (8 KiB) and, the loop copying b a slice ahead (lower/mma_prefetch.py), a
+    # ring of two 8 KiB images of b, each a buffer of its own
+    kept = re.findall(r"\.shared \.align 1024 \.b8 __tile_kept\d+_kept\[(\d+)\];", res.ptx)
+    assert sorted(kept) == ["16384", "8192"]
     acc = np.zeros((64, 64))
     for j in range(3):
         acc = 2.0 * a.astype(np.float64) @ b[j].astype(np.float64) + acc * 0.5
     assert np.array_equal(arrays["c"], acc)
     # the kept image counts as the kernel's static shared memory, beside the scratch buffer
     declared = [int(n) for n in re.findall(r"\.shared \.align \d+ \.b8 \w+\[(\d+)\];", res.ptx)]
-    assert len(declared) == 2 and res.codegen.kernel("kept").static_smem == sum(declared)
+    assert len(declared) == 3 and res.codegen.kernel("kept").static_smem == sum(declared)
 
 
 def test_attention_loop_on_sm90a():

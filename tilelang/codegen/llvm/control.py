@@ -18,7 +18,7 @@ import llvmlite.ir as ir
 from tilelang.codegen.layouts.distributed import Layout
 from tilelang.codegen.llvm.kernel import KernelEmitter, TileVal
 from tilelang.codegen.llvm.sync import convert
-from tilelang.codegen.lower import mma_epilogue
+from tilelang.codegen.lower import mma_epilogue, mma_prefetch
 from tilelang.codegen.lower.mma_operands import PRODUCTS, deferrable
 from tilelang.codegen.lower.mma_pipeline import emit_pipelined, loop_plan
 from tilelang.codegen.lower.mma_plan import (product_behind, row_stat_layout, tensor_core_plan,
@@ -218,6 +218,9 @@ def emit_for(kern: KernelEmitter, op: ForOp) -> None:
     start, stop, step = (kern.tile(v).value for v in (op.start, op.stop, op.step))
     ivt = kern.tile(op.start).dtype
     init = carried_layouts(kern, op.body, op.carried, [kern.tile(v) for v in op.init])
+    pf = mma_prefetch.plan(kern, op)    # product operands copied an iteration ahead
+    if pf is not None:
+        pf.begin(kern, start, stop, step, ivt)
     pre = b.block
     header = kern.fn.append_basic_block("for.header")
     body = kern.fn.append_basic_block("for.body")
@@ -227,6 +230,8 @@ def emit_for(kern: KernelEmitter, op: ForOp) -> None:
     iv = b.phi(start.type)
     iv.add_incoming(start, pre)
     phis = _header_phis(kern, init, pre)
+    if pf is not None:
+        pf.header(kern, pre)
     zero = ir.Constant(step.type, 0)
     if ivt.signed:
         go = b.and_(b.icmp_signed(">", step, zero), b.icmp_signed("<", iv, stop))
@@ -241,11 +246,17 @@ def emit_for(kern: KernelEmitter, op: ForOp) -> None:
     for a, t in zip(op.carried, carried):
         kern.env[a.id] = t
     kern.loops.append(frame)
+    if pf is not None:
+        pf.enter(kern, iv)
     kind, vals = emit_region(kern, op.body)
     if kind == YIELD:
+        if pf is not None:
+            pf.latch(kern)
         _next_iteration(kern, frame, vals)
     kern.loops.pop()
     _loop_results(kern, frame, header, carried, op.results)
+    if pf is not None:
+        pf.finish(kern)
 
 
 def emit_while(kern: KernelEmitter, op: WhileOp) -> None:

@@ -30,6 +30,15 @@ from tilelang.codegen.lower.mma_plan import (TensorCorePlan, image_fits, image_s
                                               wg_k)
 
 IMAGE_ALIGN = 1024          # the 128-byte swizzle repeats every 8 rows of 128 bytes
+PREFETCHED = "wgmma.prefetched"   # kern._cache: load id -> (SmemOperand, image address)
+
+
+def prefetched(kern: KernelEmitter, x) -> tuple | None:
+    """(SmemOperand, 32-bit address of this iteration's image) of an operand that the loop
+    around the product already copies ahead (lower/mma_prefetch.py), else None."""
+    if not isinstance(x, mma_operands.DeferredLoad):
+        return None
+    return kern._cache.get(PREFETCHED, {}).get(x.op.result.id)
 
 
 def _c(v: int) -> ir.Constant:
@@ -202,6 +211,10 @@ def _product_rs(kern: KernelEmitter, plan: TensorCorePlan, a: TileVal, b, acc: T
     t: WgTiling = plan.wg
     rank = acc.layout.rank
     shape_b = b.shape
+    ready = prefetched(kern, b)
+    if ready is not None:                    # the loop copied it ahead: no staging
+        db = Descriptors.build(kern, ready[0], False, plan)
+        return _rs_issue(kern, plan, a, acc, k, db, db.base(kern, ready[1]))
     cax = None
     if isinstance(b, mma_operands.DeferredLoad):
         cax = deferred_cax(kern, b, rank - 2, form.itemsize)
@@ -227,7 +240,14 @@ def _product_rs(kern: KernelEmitter, plan: TensorCorePlan, a: TileVal, b, acc: T
     kern.barrier()
     wgmma_ops.fence_proxy_async(kern)
     db = Descriptors.build(kern, sop, False, plan)
-    base_b = db.base(kern, smem32)
+    return _rs_issue(kern, plan, a, acc, k, db, db.base(kern, smem32))
+
+
+def _rs_issue(kern: KernelEmitter, plan: TensorCorePlan, a: TileVal, acc: TileVal, k: int,
+              db: "Descriptors", base_b: ir.Value) -> TileVal:
+    """The MMAs of a register-A product whose B image is ready (descriptors `db`)."""
+    t: WgTiling = plan.wg
+    form = plan.form
     bld = kern.builder
     per_tile = k // 8 * 4                    # A registers of one 64-row tile
     # every fragment packed before the first MMA: a register written between two MMAs of a
@@ -335,6 +355,13 @@ def product(kern: KernelEmitter, plan: TensorCorePlan, a, b, acc: TileVal) -> Ti
     sops, sources, offsets, offset = [], [], [], 0
     kept = {}
     for x, shape, k_axis in ((a, shapes[0], rank - 1), (b, shapes[1], rank - 2)):
+        ready = prefetched(kern, x)
+        if ready is not None:                # copied ahead by the loop (lower/mma_prefetch)
+            kept[len(sops)] = ready[1]
+            sops.append(ready[0])
+            sources.append(None)
+            offsets.append(None)
+            continue
         if isinstance(x, TileVal):
             cax = register_cax(shape, k_axis, form.itemsize)
             got = kept_image(kern, x, lambda base, shape=shape, cax=cax: mma_sync.SmemOperand(

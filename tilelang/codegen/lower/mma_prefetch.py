@@ -1,0 +1,227 @@
+"""Prefetching the operand loads of a loop whose body does more than load -> one `mma`
+(attention: two products with a softmax between them), on warp-group MMA (sm_90a).
+
+A deferred load (lower/mma_operands.py) in the loop body that a warp-group product copies
+into its image, whose index depends only on the loop variable, values from outside the loop
+and pure scalar ops of the body, gets a ring of S images in a shared buffer of its own
+(`kern.kept_smem`, so the body's other shared-memory users keep the scratch buffer):
+
+    before:  barrier (in an outer loop: the previous run's readers are done); copy
+             iterations 0 .. S-2 into slots 0 .. S-2, one cp.async group each
+    top j:   wait until at most S-2 groups are pending (iteration j's copies have landed);
+             barrier (everyone's copies are visible, everyone is done with iteration j-1's
+             slot); fence.proxy.async; copy iteration j+S-1 into slot (j-1) mod S (zeros
+             past the end); commit
+    body:    as ever, except that the products read slot j mod S (`prefetched`) instead of
+             copying their operand and passing two barriers
+    exit:    wait for every copy group (the zero-filled ones past the end)
+
+So the copies of iteration j+1 run under iteration j's arithmetic, as Triton's two-stage
+pipeline does. S = `@launch(num_stages = n)` when given, else 2, as far as the static shared
+memory left (48 KiB) allows; below 2 the loop is not prefetched. A body with `break`,
+`continue` or `return` is not prefetched (its copies would outlive the loop's structure).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import llvmlite.ir as ir
+
+from tilelang.codegen.llvm.kernel import I32, I64, STATIC_SMEM_LIMIT, KernelEmitter, TileVal
+from tilelang.codegen.lower import mma_operands, mma_sync, wgmma_ops, wgmma_product
+from tilelang.codegen.lower.mma_operands import PRODUCTS, DeferredLoad, deferrable
+from tilelang.codegen.lower.mma_plan import image_span, tensor_core_plan
+from tilelang.ir.ops import BreakOp, BuiltinOp, ContinueOp, ForOp, ReturnOp, walk
+from tilelang.ir.values import Value
+
+DEFAULT_STAGES = 2
+
+
+def _c(v: int) -> ir.Constant:
+    return ir.Constant(I32, v)
+
+
+@dataclass
+class Fetch:
+    d: DeferredLoad
+    sop: mma_sync.SmemOperand     # its image (base None: the ring holds it)
+    offset: int                   # byte offset of its image in a stage
+
+
+def _index_scalars(op: ForOp, d: DeferredLoad, defs: dict, carried: set) -> list | None:
+    """The body's ops the load's index needs (pure scalar ops, in body order), or None when
+    the index depends on anything else computed in the body or carried by the loop."""
+    need, todo = set(), []
+    for a in KernelEmitter.tuple_items(d.op.arg_map["index"]):
+        if isinstance(a, Value):
+            todo.append(a)
+    while todo:
+        v = todo.pop()
+        if v.id == op.iv.id:
+            continue
+        if v.id in carried:
+            return None
+        o = defs.get(v.id)
+        if o is None:                       # defined before the loop
+            continue
+        if not mma_operands.is_pure_scalar(o):
+            return None
+        if id(o) not in need:
+            need.add(id(o))
+            todo.extend(v2 for v2 in o.operands)
+    return [o for o in op.body.ops if id(o) in need]
+
+
+def plan(kern: KernelEmitter, op: ForOp) -> "Prefetch | None":
+    """The prefetch plan of loop `op` (see the module docstring), or None."""
+    if not kern.exact:
+        return None
+    body = op.body
+    if any(isinstance(o, (BreakOp, ContinueOp, ReturnOp)) for o in walk(body)):
+        return None
+    deferred = deferrable(kern, body)
+    if not deferred:
+        return None
+    defs = {o.result.id: o for o in body.ops if getattr(o, "result", None) is not None}
+    for o in body.ops:
+        for r in getattr(o, "results", ()) or ():
+            defs.setdefault(r.id, o)
+    carried = {c.id for c in op.carried}
+    fetches: list[Fetch] = []
+    keys: dict[int, Fetch] = {}
+    scalars: dict[int, object] = {}
+    offset = 0
+    itemsize = None
+    for p in body.ops:
+        if not (isinstance(p, BuiltinOp) and p.name in PRODUCTS):
+            continue
+        tp = tensor_core_plan(kern, p)
+        if tp is None or tp.wg is None:
+            continue
+        rank = tp.acc.rank
+        for key, k_axis in (("a", rank - 1), ("b", rank - 2)):
+            v = p.arg_map.get(key)
+            d = deferred.get(v.id) if isinstance(v, Value) else None
+            if d is None or d.op.result.id in keys:
+                continue
+            size = tp.form.itemsize
+            cax = wgmma_product.deferred_cax(kern, d, k_axis, size)
+            if cax is None or (itemsize is not None and size != itemsize):
+                continue
+            need = _index_scalars(op, d, defs, carried)
+            if need is None:
+                continue
+            for o in need:
+                scalars[id(o)] = o
+            shape = d.shape
+            sop = mma_sync.SmemOperand(None, shape, cax, size, image_span(shape[cax], size))
+            f = Fetch(d, sop, offset)
+            offset += wgmma_product.image_bytes(shape, size)
+            fetches.append(f)
+            keys[d.op.result.id] = f
+            itemsize = size
+    if not fetches:
+        return None
+    stage_bytes = offset
+    spec = kern.kernel.launch
+    user = getattr(spec, "num_stages", None) if spec is not None else \
+        kern.kernel.attributes.get("num_stages")
+    room = (STATIC_SMEM_LIMIT - kern._kept_smem) // stage_bytes
+    stages = min(int(user) if user is not None else DEFAULT_STAGES, room)
+    if stages < 2:
+        return None
+    ordered = [o for o in body.ops if id(o) in scalars]
+    return Prefetch(op, fetches, ordered, stages, stage_bytes)
+
+
+class Prefetch:
+    def __init__(self, op: ForOp, fetches: list[Fetch], scalars: list, stages: int,
+                 stage_bytes: int):
+        self.op, self.fetches, self.scalars = op, fetches, scalars
+        self.S, self.stage_bytes = stages, stage_bytes
+
+    # the loop variable `s` iterations ahead, and whether that iteration exists (compared in
+    # i64: no overflow)
+    def _ahead(self, kern: KernelEmitter, iv, s: int):
+        b = kern.builder
+        step, stop, ivt = self.step, self.stop, self.ivt
+
+        def wide(v):
+            return b.sext(v, I64) if ivt.signed else b.zext(v, I64)
+
+        ahead = b.mul(wide(step), ir.Constant(I64, s))
+        ok = b.and_(self.positive, b.icmp_signed("<", ahead, b.sub(wide(stop), wide(iv))))
+        nxt = b.add(iv, b.mul(step, ir.Constant(step.type, s))) if s else iv
+        return nxt, ok
+
+    def _issue(self, kern: KernelEmitter, iv, s: int, slot) -> None:
+        """Copy iteration iv + s * step into the stage at byte offset `slot` (i32)."""
+        nxt, ok = self._ahead(kern, iv, s)
+        image = kern.builder.add(self.base, slot) if not (
+            isinstance(slot, ir.Constant) and slot.constant == 0) else self.base
+        for st in self.streams:
+            st.issue((nxt, self.op.iv, self.scalars), image, ok)
+        mma_operands.commit_group(kern)
+
+    def begin(self, kern: KernelEmitter, start, stop, step, ivt) -> None:
+        """Before the loop (in its preheader): the ring, the copy streams, the prologue."""
+        from tilelang.codegen.lower.mma_pipeline import Stream
+        b = kern.builder
+        self.start, self.stop, self.step, self.ivt = start, stop, step, ivt
+        zero = ir.Constant(step.type, 0)
+        self.positive = b.icmp_signed(">", step, zero) if ivt.signed else \
+            b.icmp_unsigned(">", step, zero)
+        ring = kern.kept_smem(self.S * self.stage_bytes, wgmma_product.IMAGE_ALIGN)
+        self.base = mma_sync.shared_address(kern, ring)
+        kern.stats.features.add("cp_async")
+        self.streams = [Stream(kern, f.d, f.d.load_axis(f.sop.cax), f.sop.itemsize, f.offset,
+                               f.sop.span) for f in self.fetches]
+        if kern.loops:
+            kern.barrier()                # the previous run's readers of the ring are done
+        saved = kern.env.get(self.op.iv.id)
+        kern.env[self.op.iv.id] = TileVal(ivt, kern.scalar_layout, (start,))
+        for s in range(self.S - 1):
+            self._issue(kern, start, s, _c(s * self.stage_bytes))
+        if saved is None:
+            kern.env.pop(self.op.iv.id, None)
+        else:
+            kern.env[self.op.iv.id] = saved
+
+    def header(self, kern: KernelEmitter, pre: ir.Block) -> None:
+        """In the loop header: the current iteration's stage (byte offset)."""
+        self.slot = kern.builder.phi(I32, "prefetch.slot")
+        self.slot.add_incoming(_c(0), pre)
+
+    def enter(self, kern: KernelEmitter, iv) -> None:
+        """At the top of the body: wait for this iteration's copies, publish them, refill the
+        previous iteration's stage, and point the products at this one."""
+        b = kern.builder
+        S, sb = self.S, self.stage_bytes
+        mma_operands.wait_group(kern, S - 2)
+        kern.barrier()
+        wgmma_ops.fence_proxy_async(kern)
+        slot = self.slot
+        wslot = b.select(b.icmp_unsigned("==", slot, _c(0)), _c((S - 1) * sb),
+                         b.sub(slot, _c(sb)))
+        self._issue(kern, iv, S - 1, wslot)
+        image = b.add(self.base, slot)
+        table = kern._cache.setdefault(wgmma_product.PREFETCHED, {})
+        for f in self.fetches:
+            table[f.d.op.result.id] = (f.sop, b.add(image, _c(f.offset)) if f.offset else image)
+
+    def latch(self, kern: KernelEmitter) -> None:
+        """At the end of the body: the next iteration's stage."""
+        b = kern.builder
+        nxt = b.add(self.slot, _c(self.stage_bytes))
+        nxt = b.select(b.icmp_unsigned("==", nxt, _c(self.S * self.stage_bytes)), _c(0), nxt)
+        self.slot.add_incoming(nxt, b.block)
+
+    def finish(self, kern: KernelEmitter) -> None:
+        """At the loop's exit: the copies past the end have landed; the products of code
+        after the loop copy their operands again."""
+        mma_operands.wait_group(kern, 0)
+        table = kern._cache.get(wgmma_product.PREFETCHED, {})
+        for f in self.fetches:
+            table.pop(f.d.op.result.id, None)
+
