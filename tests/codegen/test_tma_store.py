@@ -58,10 +58,10 @@ def run_views(src: str, kernel: str, arrays: dict, grid, *, race_check: bool = F
         x = arrays[spec.array]
         args.append(encode_emulator(map_args(spec, addr[spec.array], x.shape,
                                              [s // x.itemsize for s in x.strides])))
-    gx, gy, gz = (tuple(grid) + (1, 1))[:3]
-    if art.cluster:
-        gx += -gx % art.cluster[0]
-    rep = dev.launch(dev.load_module(res.ptx).get_function(kernel), (gx, gy, gz), art.block,
+    dims = list((tuple(grid) + (1, 1))[:3])
+    if art.cluster:                       # the grid is whole clusters (extra blocks: outside)
+        dims = [g + -g % c for g, c in zip(dims, tuple(art.cluster) + (1, 1))]
+    rep = dev.launch(dev.load_module(res.ptx).get_function(kernel), tuple(dims), art.block,
                      args, cluster=art.cluster, shared_mem=art.dynamic_smem)
     for base, ptr in bases.values():
         base[...] = dev.from_device(ptr, base.shape, carrier(base).dtype).view(base.dtype)

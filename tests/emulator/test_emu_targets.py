@@ -26,6 +26,7 @@ E4M3_MMA = ("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%r2,%r3,%r4,%r
     ("sm_90", "setmaxnreg.inc.sync.aligned.u32 240;", "needs the arch-specific target sm_90a"),
     ("sm_89", "elect.sync %r2|%p1, 0xffffffff;", "needs sm_90"),
     ("sm_89", "fence.proxy.async.shared::cta;", "needs sm_90"),
+    ("sm_89", "fence.mbarrier_init.release.cluster;", "needs sm_90"),
     ("sm_89", "prefetch.tensormap [%rd1];", "needs sm_90"),
     ("sm_89", "ld.shared::cluster.u32 %r2, [%r1];", "needs sm_90"),
     ("sm_89", "griddepcontrol.wait;", "needs sm_90"),

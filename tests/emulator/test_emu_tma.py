@@ -330,3 +330,61 @@ def test_tma_store_without_proxy_fence_is_reported():
         dev.launch(fn, (1, 1, 1), (64, 1, 1), [raw, dev.to_device(np.ones(1024, np.float32)),
                                                np.uint32(0), np.uint32(0),
                                                dev.malloc(64), 0])
+
+
+INVAL = """.version 8.0
+.target sm_90a
+.address_size 64
+.visible .entry k(.param .align 64 .b8 k_map[128], .param .u32 k_mode)
+{
+  .reg .pred %p<8>;
+  .reg .b32 %r<24>;
+  .reg .b64 %rd<4>;
+  .shared .align 1024 .b8 smem[4096];
+  .shared .align 8 .b64 bar;
+  mov.u32 %r1, %tid.x;
+  mov.u32 %r2, bar;
+  mov.u32 %r3, smem;
+  setp.eq.u32 %p1, %r1, 0;
+  @%p1 mbarrier.init.shared::cta.b64 [%r2], 1;
+  bar.sync 0;
+  mov.u64 %rd1, k_map;
+  cvta.param.u64 %rd1, %rd1;
+  ld.param.u32 %r9, [k_mode];
+  mov.u32 %r20, 0;
+  @%p1 mbarrier.arrive.expect_tx.shared::cta.b64 _, [%r2], 512;
+  @%p1 cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%r3], [%rd1, {%r20, %r20}], [%r2];
+  setp.eq.u32 %p2, %r9, 1;
+  and.pred %p3, %p1, %p2;
+  @%p3 cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%r3], [%rd1, {%r20, %r20}], [%r2];
+  setp.eq.u32 %p5, %r9, 2;
+  @%p5 bra INVAL;
+WAIT:
+  mbarrier.try_wait.parity.shared::cta.b64 %p4, [%r2], 0;
+  @!%p4 bra WAIT;
+INVAL:
+  bar.sync 0;
+  @%p1 mbarrier.inval.shared::cta.b64 [%r2];
+  ret;
+}
+"""
+
+
+@pytest.mark.parametrize("mode,error", [
+    (0, None),
+    # the same box copied twice: its second 512 bytes complete on the next phase, which no
+    # expect_tx announced (a GPU would complete a later phase early)
+    (1, r"mbarrier.inval with 512 transaction bytes completed that no expect_tx announced"),
+    # invalidated without waiting: the copy would complete on whatever is there next
+    (2, r"mbarrier.inval while the bulk copy at PTX line \d+ is still to complete on it"),
+])
+def test_mbarrier_inval_with_transactions_due_is_reported(mode, error):
+    dev = EmulatorDevice()
+    A = np.arange(8 * 16, dtype=np.float32).reshape(8, 16)
+    raw = tensormap.encode("f32", 2, int(dev.to_device(A)), (16, 8), (64,), (16, 8), (1, 1))
+    fn = dev.load_module(INVAL).get_function("k")
+    if error is None:
+        dev.launch(fn, (1, 1, 1), (32, 1, 1), [raw, np.uint32(mode)])
+        return
+    with pytest.raises(ExecutionError, match=error):
+        dev.launch(fn, (1, 1, 1), (32, 1, 1), [raw, np.uint32(mode)])

@@ -62,6 +62,25 @@ def _settle(st, pending, expected, phase, tx, thread, what):
     return max(pending, 0), phase, tx, False
 
 
+def _check_quiet(st, view, elem, thread):
+    """mbarrier.inval of an object no transaction is still due on: a bulk copy in flight
+    towards it, or a tx-count other than zero (bytes announced that never came, or bytes
+    completed that no expect_tx announced, e.g. a copy issued twice), would complete on
+    whatever the memory holds next on a GPU."""
+    from .errors import ExecutionError
+    for p in st.tma_pending:
+        if p.mbar == elem:
+            raise st.error(ExecutionError, f"mbarrier.inval while the bulk copy at PTX line "
+                           f"{p.line} is still to complete on it", thread)
+    tx = _tx(view[elem])
+    if tx > 0:
+        raise st.error(ExecutionError, f"mbarrier.inval with {tx} transaction bytes announced "
+                       f"by expect_tx that no copy completed", thread)
+    if tx < 0:
+        raise st.error(ExecutionError, f"mbarrier.inval with {-tx} transaction bytes completed "
+                       f"that no expect_tx announced (a copy issued twice?)", thread)
+
+
 def arrive(st, view, elem, counts, drop=False, tx_bytes=None, threads=None):
     """Arrivals in thread order (each after adding its tx_bytes to the tx-count); returns each
     thread's token (the phase it arrived in) and whether any phase completed."""
@@ -137,6 +156,8 @@ def build_mbarrier(ctx, ins, parts):
         def run(st, m):
             idx = st.active_index(m)
             view, elem = _locate(st, addr, idx)
+            for t, e in zip(idx, elem):
+                _check_quiet(st, view, int(e), int(t))
             view[elem] = 0
         return run
     if kind == "expect_tx":

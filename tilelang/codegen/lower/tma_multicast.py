@@ -185,6 +185,8 @@ def issue_stage(kern: KernelEmitter, mc: Multicast, ops: list, env_iv, image: ir
                  for i, s in zip(index, op.shape)]
         rank = len(op.axes)
         coords.append([start[op.axes.index(a)] for a in reversed(range(rank))])
+    # the maps' addresses where every copy's block sees them (one cvta.param each)
+    maps = [tma_load.map_address(kern, op.tmap) for op in ops]
     go = b.and_(valid, b.icmp_unsigned("==", kern.vtid, _c(0)))
     then = kern.fn.append_basic_block("tma.issue")
     after = kern.fn.append_basic_block("tma.issued")
@@ -193,15 +195,14 @@ def issue_stage(kern: KernelEmitter, mc: Multicast, ops: list, env_iv, image: ir
     tma_load.arrive_expect_tx(kern, bar, sum(op.nbytes for op in ops))
 
     def copies(which: bool, mask: int | None) -> None:
-        for op, cs, shared in zip(ops, coords, mc.shared):
+        for op, cs, shared, tmap in zip(ops, coords, mc.shared, maps):
             if shared != which:
                 continue
             per = op.sop.span // op.sop.itemsize
             for p in range(op.panels):
                 inner = b.add(cs[0], _c(p * per)) if p else cs[0]
                 dst = b.add(image, _c(op.image_offset + p * op.sop.panel_bytes))
-                _copy(kern, dst, tma_load.map_address(kern, op.tmap), [inner] + cs[1:], bar,
-                      mask)
+                _copy(kern, dst, tmap, [inner] + cs[1:], bar, mask)
 
     copies(False, None)
     lead = kern.fn.append_basic_block("tma.multicast")
