@@ -55,12 +55,26 @@ def test_ptx_structure():
     assert re.search(r"mov\.b16 \s*%rs\d+, 3;", ptx)
     assert "%cluster_ctarank" in ptx
     assert "fence.mbarrier_init.release.cluster;" in ptx
-    # the setup's and the loop's barriers are cluster barriers; the exit keeps bar.sync
-    assert ptx.count("barrier.cluster.arrive.aligned;") == 2
-    assert ptx.count("barrier.cluster.wait.aligned;") == 2
+    # the setup's barrier is a cluster barrier (mbarriers initialized before any multicast
+    # or remote arrival); the loop keeps its CTA barrier
+    assert ptx.count("barrier.cluster.arrive.aligned;") == 1
+    assert ptx.count("barrier.cluster.wait.aligned;") == 1
+    # 3 full + 3 empty mbarriers, the empty ones counting the cluster's 2 CTAs
+    assert ptx.count("mbarrier.init.shared::cta.b64") == 6
+    assert len(re.findall(r"mbarrier\.init\.shared::cta\.b64 \[%r\d+\], 2;", ptx)) == 3
+    assert ptx.count("mbarrier.inval.shared::cta.b64") == 6
     order = ["mbarrier.init", "fence.mbarrier_init.release.cluster", "barrier.cluster.arrive",
              "barrier.cluster.wait", "multicast::cluster"]
     pos = [ptx.find(s) for s in order]
+    assert -1 not in pos and pos == sorted(pos), list(zip(order, pos))
+    # in the loop: the CTA barrier, every CTA's release of the slot to CTA 0, CTA 0's wait
+    # for all of them, then the multicast
+    body = ptx[ptx.rfind("wgmma.wait_group.sync.aligned 1"):]
+    order = ["bar.sync", "mapa.shared::cluster.u32",
+             "mbarrier.arrive.release.cluster.shared::cluster.b64 _,",
+             "mbarrier.arrive.expect_tx", "mbarrier.try_wait.parity.acquire.cluster",
+             "multicast::cluster"]
+    pos = [body.find(s) for s in order]
     assert -1 not in pos and pos == sorted(pos), list(zip(order, pos))
 
 

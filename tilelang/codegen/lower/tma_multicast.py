@@ -10,16 +10,23 @@ variable and `bid(axis)` of the axes along which the cluster is one CTA wide (a 
 depends on `bid` of a clustered axis, on `cluster_rank`, or on memory, does not). The
 matmul example's clusters of two CTAs along x share their B tiles.
 
-The ring's protocol changes in three places (lower/wgmma_product._tma_loop): every CTA still
-announces its whole stage's bytes on its own slot mbarrier (its own copies and CTA 0's
-multicast land on it, in either order: the tx-count may go below zero while the arrival is
-pending); after initializing the mbarriers thread 0 makes them visible to the cluster
-(`fence.mbarrier_init.release.cluster`) and the setup barrier is a cluster barrier (no
-multicast may reach a CTA's mbarrier before it is initialized); and the per-iteration
-barrier before a slot is refilled is a cluster barrier (`barrier.cluster.arrive` /
-`.wait`, release / acquire), since CTA 0 refills the slot in every CTA, so every CTA's warp
-groups must be done with it. A CTA waits for every byte that lands in it, so after the loop
-nothing is in flight towards it and the exit keeps the CTA barriers.
+The ring's protocol (lower/wgmma_product._tma_loop): every CTA still announces its whole
+stage's bytes on its own slot mbarrier (its own copies and CTA 0's multicast land on it, in
+either order: the tx-count may go below zero while the arrival is pending). A slot CTA 0
+refills in every CTA must be free in every CTA: each CTA has S "empty" mbarriers after its
+S full ones (count: the cluster's CTAs), of which CTA 0's are used. At iteration j, after
+the CTA barrier that ends its warp groups' reads of slot w = (j - 1) mod S, thread 0 of each
+CTA arrives on CTA 0's empty[w] (`mapa` + `mbarrier.arrive.release.cluster.shared::cluster`),
+and before multicasting into w thread 0 of CTA 0 waits for that phase (`try_wait.parity.
+acquire.cluster`); the phase it waits for is the loop's full-barrier phase of iteration j
+(empty[w] completes once per refill, and a refill at iteration j is round (j - 1) div S of
+w, or j div S for w = S - 1, both j div S). Only CTA 0's thread 0 ever waits on a peer, so
+the CTAs otherwise run free. After initializing the mbarriers thread 0 makes them visible to
+the cluster (`fence.mbarrier_init.release.cluster`) and the setup's barrier is a cluster
+barrier (no multicast or remote arrival may reach an uninitialized mbarrier). Every arrival
+and every byte that reaches a CTA is waited for by it (iterations past the end are neither
+released nor issued, by every CTA alike), so after the loop nothing is in flight towards it
+and the exit keeps the CTA barriers.
 """
 
 from __future__ import annotations
@@ -172,11 +179,54 @@ def _copy(kern: KernelEmitter, dst, tmap, coords, bar, mask: int | None) -> None
     _asm(kern, text, args, cons + ",~{memory}")
 
 
+def empties(kern: KernelEmitter, bars: ir.Value, stages: int, ring_bytes: int) -> ir.Value:
+    """The address of the S empty mbarriers, after the S full ones at `bars` (which follow
+    the ring's `ring_bytes` at the start of the shared buffer, which grows by 8 bytes each)."""
+    kern.stats.smem_bytes = max(kern.stats.smem_bytes, ring_bytes + 16 * stages)
+    return kern.builder.add(bars, _c(8 * stages))
+
+
+def init_empties(kern: KernelEmitter, mc: Multicast, addr: ir.Value, stages: int) -> None:
+    """Thread 0: the empty mbarriers (one arrival per CTA of the cluster), then the fence that
+    publishes every initialization of this CTA to the cluster."""
+    for i in range(stages):
+        tma_load.mbarrier_init(kern, kern.builder.add(addr, _c(8 * i)), mc.size)
+    publish_init(kern)
+
+
+def inval_empties(kern: KernelEmitter, addr: ir.Value, stages: int) -> None:
+    for i in range(stages):
+        tma_load.mbarrier_inval(kern, kern.builder.add(addr, _c(8 * i)))
+
+
+def _release(kern: KernelEmitter, empty: ir.Value) -> None:
+    """Arrive on CTA 0's copy of the empty mbarrier at (this CTA's) address `empty`."""
+    _asm(kern, "{ .reg .b32 r; mapa.shared::cluster.u32 r, $0, 0; "
+               "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [r]; }", [empty],
+         "r,~{memory}")
+
+
+def _acquire(kern: KernelEmitter, empty: ir.Value, parity: ir.Value) -> None:
+    """Spin until the phase of parity `parity` of CTA 0's own empty mbarrier completed."""
+    b = kern.builder
+    head = kern.fn.append_basic_block("mc.empty.wait")
+    done = kern.fn.append_basic_block("mc.empty.done")
+    b.branch(head)
+    b.position_at_end(head)
+    ok = _asm(kern, "{ .reg .pred p; mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 "
+                    "p, [$1], $2; selp.u32 $0, 1, 0, p; }", [empty, parity],
+              "=r,r,r,~{memory}", I32)
+    b.cbranch(b.icmp_unsigned("!=", ok, _c(0)), done, head)
+    b.position_at_end(done)
+
+
 def issue_stage(kern: KernelEmitter, mc: Multicast, ops: list, env_iv, image: ir.Value,
-                bar: ir.Value, valid: ir.Value) -> None:
+                bar: ir.Value, valid: ir.Value, refill: tuple | None = None) -> None:
     """tma_load.issue_stage with multicast: thread 0 of every CTA announces the stage's
     bytes and copies the operands of its own; thread 0 of the cluster's CTA 0 also copies
-    the shared ones into every CTA."""
+    the shared ones into every CTA. `refill`: (the slot's empty mbarrier, the phase parity)
+    when the slot held an earlier iteration: every CTA releases it to CTA 0, which waits for
+    all of them before its multicast."""
     b = kern.builder
     coords = []
     for op in ops:
@@ -192,6 +242,8 @@ def issue_stage(kern: KernelEmitter, mc: Multicast, ops: list, env_iv, image: ir
     after = kern.fn.append_basic_block("tma.issued")
     b.cbranch(go, then, after)
     b.position_at_end(then)
+    if refill is not None:
+        _release(kern, refill[0])
     tma_load.arrive_expect_tx(kern, bar, sum(op.nbytes for op in ops))
 
     def copies(which: bool, mask: int | None) -> None:
@@ -209,6 +261,8 @@ def issue_stage(kern: KernelEmitter, mc: Multicast, ops: list, env_iv, image: ir
     done = kern.fn.append_basic_block("tma.multicast.end")
     b.cbranch(b.icmp_unsigned("==", _cta_rank(kern), _c(0)), lead, done)
     b.position_at_end(lead)
+    if refill is not None:
+        _acquire(kern, refill[0], refill[1])
     copies(True, mc.mask)
     b.branch(done)
     b.position_at_end(done)

@@ -590,8 +590,9 @@ def _tma_loop(kern: KernelEmitter, op, lp, tma, base, da, db, k, init, start, st
                   iteration j-1's slot); thread 0 issues iteration j+S-1 into that slot
         exit:     wgmma.wait_group 0; barrier; thread 0 invalidates the mbarriers; barrier
     An iteration past the end is not issued (so none is in flight at the exit). With a
-    multicast plan (lower/tma_multicast.py) the setup's second barrier and the loop's are
-    cluster barriers, and the cluster's CTA 0 copies the shared operands into every CTA.
+    multicast plan (lower/tma_multicast.py) the cluster's CTA 0 copies the shared operands
+    into every CTA once every CTA released the slot on CTA 0's empty mbarriers, and the
+    setup's second barrier is a cluster barrier.
     """
     b = kern.builder
     plan, S = lp.plan, lp.stages
@@ -614,21 +615,26 @@ def _tma_loop(kern: KernelEmitter, op, lp, tma, base, da, db, k, init, start, st
         b.position_at_end(after)
 
     mc = tma_multicast.plan(kern, op, tma)
-    sync = kern.barrier if mc is None else (lambda: tma_multicast.cluster_sync(kern))
+    empty = tma_multicast.empties(kern, bars, S, S * stage_bytes) if mc else None
 
-    def issue(iv, s, image, slot_bytes):
+    def issue(iv, s, image, slot_bytes, parity=None):
         kern.env[iv_var.id] = TileVal(ivt, kern.scalar_layout, (iv,))
         env_iv = (iv_ahead(iv, s), iv_var, lp.scalars)
         if mc is None:
             tma_load.issue_stage(kern, tma, env_iv, image, bar(slot_bytes), valid_ahead(iv, s))
-        else:
+        else:                            # a refill (parity given) first frees the slot
+            refill = None if parity is None else (b.add(bar(slot_bytes), _c(8 * S)), parity)
             tma_multicast.issue_stage(kern, mc, tma, env_iv, image, bar(slot_bytes),
-                                      valid_ahead(iv, s))
+                                      valid_ahead(iv, s), refill)
 
     kern.barrier()                       # earlier users of the shared buffer are done
     on_thread0(lambda: [tma_load.mbarrier_init(kern, b.add(bars, _c(8 * i)), 1)
-                        for i in range(S)] + ([tma_multicast.publish_init(kern)] if mc else []))
-    sync()
+                        for i in range(S)] + ([tma_multicast.init_empties(kern, mc, empty, S)]
+                                              if mc else []))
+    if mc is None:
+        kern.barrier()
+    else:
+        tma_multicast.cluster_sync(kern)
     for s in range(S - 1):
         issue(start, s, b.add(base, _c(s * stage_bytes)), s * stage_bytes)
     pre = b.block
@@ -661,10 +667,10 @@ def _tma_loop(kern: KernelEmitter, op, lp, tma, base, da, db, k, init, start, st
     regs = issue_mmas(kern, plan, da, db, image, lp.image_bytes[0], regs, k)
     wgmma_ops.commit_group(kern)
     regs = wgmma_ops.wait_group(kern, 1, regs)
-    sync()
+    kern.barrier()
     last = (S - 1) * stage_bytes
     wslot = b.select(b.icmp_unsigned("==", slot, _c(0)), _c(last), b.sub(slot, _c(stage_bytes)))
-    issue(iv, S - 1, b.add(base, wslot), wslot)
+    issue(iv, S - 1, b.add(base, wslot), wslot, phase if mc else None)
     nxt = b.add(slot, _c(stage_bytes))
     wrap = b.icmp_unsigned("==", nxt, _c(S * stage_bytes))
     nxt = b.select(wrap, _c(0), nxt)
@@ -680,7 +686,8 @@ def _tma_loop(kern: KernelEmitter, op, lp, tma, base, da, db, k, init, start, st
     out = wgmma_ops.wait_group(kern, 0, list(accs))
     kern.barrier()
     on_thread0(lambda: [tma_load.mbarrier_inval(kern, b.add(bars, _c(8 * i)))
-                        for i in range(S)])
+                        for i in range(S)] + ([tma_multicast.inval_empties(kern, empty, S)]
+                                              if mc else []))
     kern.barrier()                       # the ring is free for the next user
     kern.env[op.results[0].id] = TileVal(init.dtype, plan.acc, tuple(out))
     remember_acc_layout(kern, plan.acc)
