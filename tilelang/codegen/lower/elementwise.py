@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from tilelang.codegen.llvm.kernel import InternalCompilerError, KernelEmitter, TileVal
 from tilelang.codegen.llvm.sync import broadcast
+from tilelang.codegen.lower import stream
 from tilelang.codegen.lower.table import lowers, lowers_group
 from tilelang.codegen.scalar.emitter import ELEMENTWISE
 from tilelang.codegen.scalar.rounding import f32
@@ -35,6 +36,9 @@ def elementwise(kern: KernelEmitter, op: BuiltinOp) -> TileVal:
 
 @lowers("cdiv")
 def emit_elementwise(kern: KernelEmitter, op: BuiltinOp) -> TileVal:
+    later = stream.deferred(kern, op)
+    if later is not None:
+        return later                        # computed per vector by its store (stream.py)
     rt = op.result.type
     operands, params = [], {}
     for name, a in op.args:

@@ -405,6 +405,10 @@ def _mask_regs(kern: KernelEmitter, op: BuiltinOp, layout: Layout, arr: ArrayVal
 
 @lowers("load")
 def load(kern: KernelEmitter, op: BuiltinOp) -> TileVal:
+    from tilelang.codegen.lower import stream      # it imports this module
+    later = stream.deferred(kern, op)
+    if later is not None:
+        return later                                # its store loads it (stream.py)
     args = op.arg_map
     arr = kern.array(args["A"])
     rt = op.result.type
@@ -420,6 +424,15 @@ def load(kern: KernelEmitter, op: BuiltinOp) -> TileVal:
 
 @lowers("store")
 def store(kern: KernelEmitter, op: BuiltinOp) -> None:
+    from tilelang.codegen.lower import stream      # it imports this module
+    s = stream.streams(kern, op)
+    if s is not None:
+        stream.emit(kern, s, lambda: _plain_store(kern, op))
+        return
+    _plain_store(kern, op)
+
+
+def _plain_store(kern: KernelEmitter, op: BuiltinOp) -> None:
     args = op.arg_map
     arr = kern.array(args["A"])
     t = kern.tile(args["tile"])
