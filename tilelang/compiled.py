@@ -2,18 +2,19 @@
 compiled kernel (`compile_kernel`) and every stage's product (`compile_source`).
 
 Apart from tilelang/driver.py (which re-exports them) so that `tilec check`, which needs none
-of them, does not pay for creating these dataclasses (about 1 ms of CPU each).
+of them, does not load them; records (tilelang/record.py), not dataclasses (about 1 ms of CPU
+each to create).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from .diagnostics import Diagnostic, Severity
+from .record import field, record
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ParamSig:
     name: str
     kind: str                 # "array" | "scalar" | "const"
@@ -23,7 +24,7 @@ class ParamSig:
     span: Any = field(default=None, compare=False)   # the parameter in the source
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class KernelSig:
     name: str
     params: tuple[ParamSig, ...]
@@ -31,14 +32,14 @@ class KernelSig:
     span: Any = field(default=None, compare=False)   # the kernel's name in the source
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ModuleSig:
     path: str
     kernels: Mapping[str, KernelSig]
     sources: tuple[tuple[str, str], ...]   # (path, sha256) of the module and its imports
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class CompiledKernel:
     artifact: Any             # codegen.api.KernelArtifact
     ptx: str
@@ -50,7 +51,7 @@ class CompiledKernel:
     llvm_ir: str = ""
 
 
-@dataclass
+@record
 class CompileResult:
     """`compile_source`: every stage's product, for `tilec --emit` and the benchmarks."""
 

@@ -3,21 +3,22 @@ per-array facts a kernel is specialized on, and the result of `generate`.
 
 These types are shared by codegen (which produces them), the driver (which caches them) and the
 runtime (which packs arguments and launches by them). They are plain frozen data, so a compiled
-kernel can be stored on disk as JSON and rebuilt without importing the compiler.
+kernel can be stored on disk as JSON and rebuilt without importing the compiler; records
+(tilelang/record.py), not dataclasses, which cost ~1 ms each to create on every cold compile.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from tilelang.diagnostics import Diagnostic
+from tilelang.record import field, record
 from tilelang.sema.types import DTYPES, DType
 
 Dims = tuple[int, int, int]
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ArrayFacts:
     """What a kernel specialization assumes about one `Array` argument (part of the kernel
     key). The runtime computes them from the argument and picks or builds the matching
@@ -51,7 +52,7 @@ GENERIC = ArrayFacts(contiguous=False, aligned16=False, extent16=False)
 DEFAULT_FACTS = ArrayFacts()
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class AbiParam:
     """One source-level kernel parameter as the ABI passes it (const parameters have none).
 
@@ -103,7 +104,7 @@ def scalar_storage(dtype: DType) -> str:
             "f64": "float64"}[n]
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class TensorMapSpec:
     """A TMA tensor map the kernel takes as a 128-byte `__grid_constant__` parameter
     (docs/abi.md): it describes array parameter `array` with the box `box` (elements,
@@ -126,7 +127,7 @@ class TensorMapSpec:
                              int(d["swizzle"]))
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class KernelArtifact:
     """One compiled kernel of a PTX module: how to launch it."""
 
@@ -142,7 +143,7 @@ class KernelArtifact:
     tensor_maps: tuple[TensorMapSpec, ...] = ()  # appended after the source parameters
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class CodegenResult:
     target: str
     opt_level: int

@@ -16,9 +16,9 @@ exponent of at least two digits ("1e+16", "1.5e-05"); "nan", "inf", "-inf".
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import llvmlite.ir as ir
+
+from tilelang.record import record
 
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
 F64 = ir.DoubleType()
@@ -26,7 +26,7 @@ LOG10_2 = 0.30102999566398119521373889472449
 BUF_BYTES = 32
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class FloatFormat:
     name: str
     bits: int            # storage width
