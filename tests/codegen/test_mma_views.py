@@ -112,10 +112,11 @@ def test_loop_invariant_operand_image_written_once():
     loop = [lines[n - 1] for n in ptx_loop_lines(res.ptx)]
     assert any("wgmma.mma_async" in t for t in loop)
     assert not any("st.shared" in t for t in loop)      # neither A's fill nor an exchange
-    # A's image (8 KiB) and, the loop copying b a slice ahead (lower/mma_prefetch.py), a
-    # ring of two 8 KiB images of b, each a buffer of its own
+    # A's image (8 KiB) and, the loop copying b a slice ahead by TMA (lower/mma_prefetch.py),
+    # a ring of two 8 KiB images of b and their two mbarriers (in whole KiB), each a buffer
+    # of its own
     kept = re.findall(r"\.shared \.align 1024 \.b8 __tile_kept\d+_kept\[(\d+)\];", res.ptx)
-    assert sorted(kept) == ["16384", "8192"]
+    assert sorted(kept) == ["17408", "8192"]
     acc = np.zeros((64, 64))
     for j in range(3):
         acc = 2.0 * a.astype(np.float64) @ b[j].astype(np.float64) + acc * 0.5
@@ -126,9 +127,9 @@ def test_loop_invariant_operand_image_written_once():
 
 
 def test_attention_loop_on_sm90a():
-    # examples/attention.tile, f16, BM = BN = D = 64: K and V copied by cp.async, Q's image
-    # kept, the running max / sum and output carried in the layouts the loop makes them in
-    # (no shared-memory exchange), P packed by cvt.rn.f16x2.f32
+    # examples/attention.tile, f16, BM = BN = D = 64: K and V copied by TMA a key tile ahead
+    # (test_prefetch.py), Q's image kept, the running max / sum and output carried in the
+    # layouts the loop makes them in (no shared-memory exchange), P packed by cvt.rn.f16x2.f32
     from pathlib import Path
 
     from tilelang.diagnostics import render_all
@@ -141,7 +142,7 @@ def test_attention_loop_on_sm90a():
     assert res.ok, render_all(res.diagnostics)
     lines = res.ptx.splitlines()
     loop = [lines[n - 1] for n in ptx_loop_lines(res.ptx)]
-    assert sum("cp.async.cg.shared.global" in t for t in loop) == 8
+    assert len(re.findall(r"cp\.async\.bulk\.tensor\.3d\.shared::cluster", res.ptx)) == 4
     assert sum("wgmma.mma_async" in t for t in loop) == 8
     assert not any("st.shared" in t or "ld.global" in t for t in loop)
     assert sum("cvt.rn.f16x2.f32" in t for t in loop) == 16

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import llvmlite.ir as ir
 
 from tilelang.codegen.llvm.kernel import I32, I64, STATIC_SMEM_LIMIT, KernelEmitter, TileVal
-from tilelang.codegen.lower import mma_operands, mma_sync, wgmma_ops, wgmma_product
+from tilelang.codegen.lower import mma_operands, mma_sync, tma_load, wgmma_ops, wgmma_product
 from tilelang.codegen.lower.mma_operands import PRODUCTS, DeferredLoad, deferrable
 from tilelang.codegen.lower.mma_plan import image_span, tensor_core_plan
 from tilelang.ir.ops import BreakOp, BuiltinOp, ContinueOp, ForOp, ReturnOp, walk
@@ -143,16 +143,33 @@ class Prefetch:
 
     # the loop variable `s` iterations ahead, and whether that iteration exists (compared in
     # i64: no overflow)
+    def _limit(self, kern: KernelEmitter, s: int) -> ir.Value | None:
+        """For a signed i32 loop variable: the bound L (i32) with iteration iv + s * step
+        existing iff step > 0 and iv < L, i.e. stop - s * step computed in i64 and clamped
+        below to the i32 minimum (then no iv is below it); made before the loop, so the
+        test in the loop is one 32-bit compare. None for other loop variables."""
+        if not (self.ivt.signed and self.step.type == I32):
+            return None
+        b = kern.builder
+        lim = b.sub(b.sext(self.stop, I64), b.mul(b.sext(self.step, I64), ir.Constant(I64, s)))
+        low = ir.Constant(I64, -2 ** 31)
+        lim = b.select(b.icmp_signed("<", lim, low), low, lim)
+        return self.positive, b.trunc(lim, I32)
+
     def _ahead(self, kern: KernelEmitter, iv, s: int):
+        """(the loop variable s iterations ahead, whether that iteration exists)."""
         b = kern.builder
         step, stop, ivt = self.step, self.stop, self.ivt
+        nxt = b.add(iv, b.mul(step, ir.Constant(step.type, s))) if s else iv
+        lim = self.limits.get(s)
+        if lim is not None:
+            return nxt, b.and_(lim[0], b.icmp_signed("<", iv, lim[1]))
 
         def wide(v):
             return b.sext(v, I64) if ivt.signed else b.zext(v, I64)
 
         ahead = b.mul(wide(step), ir.Constant(I64, s))
         ok = b.and_(self.positive, b.icmp_signed("<", ahead, b.sub(wide(stop), wide(iv))))
-        nxt = b.add(iv, b.mul(step, ir.Constant(step.type, s))) if s else iv
         return nxt, ok
 
     def _issue(self, kern: KernelEmitter, iv, s: int, slot) -> None:
@@ -164,63 +181,145 @@ class Prefetch:
             st.issue((nxt, self.op.iv, self.scalars), image, ok)
         mma_operands.commit_group(kern)
 
+    def _issue_tma(self, kern: KernelEmitter, iv, s: int, slot) -> None:
+        """Thread 0 copies iteration iv + s * step, if it exists, into the stage at `slot`
+        with TMA, completing on that stage's mbarrier."""
+        nxt, ok = self._ahead(kern, iv, s)
+        b = kern.builder
+        tma_load.issue_stage(kern, self.tma, (nxt, self.op.iv, self.scalars),
+                             b.add(self.base, slot), self._bar(kern, slot), ok)
+
+    def _bar(self, kern: KernelEmitter, slot) -> ir.Value:
+        """The mbarrier (32-bit shared address) of the stage at byte offset `slot`."""
+        b = kern.builder
+        sb = self.stage_bytes
+        if sb & (sb - 1) == 0:          # slot is a multiple of sb: one shift
+            return b.add(self.bars, b.lshr(slot, _c(sb.bit_length() - 1 - 3)))
+        return b.add(self.bars, b.shl(b.udiv(slot, _c(sb)), _c(3)))
+
+    def _on_thread0(self, kern: KernelEmitter, fn) -> None:
+        b = kern.builder
+        then = kern.fn.append_basic_block("prefetch.t0")
+        after = kern.fn.append_basic_block("prefetch.t0.end")
+        b.cbranch(b.icmp_unsigned("==", kern.vtid, _c(0)), then, after)
+        b.position_at_end(then)
+        fn()
+        b.branch(after)
+        b.position_at_end(after)
+
     def begin(self, kern: KernelEmitter, start, stop, step, ivt) -> None:
-        """Before the loop (in its preheader): the ring, the copy streams, the prologue."""
+        """Before the loop (in its preheader): the ring, the copies' setup, the prologue."""
         from tilelang.codegen.lower.mma_pipeline import Stream
         b = kern.builder
+        S, sb = self.S, self.stage_bytes
         self.start, self.stop, self.step, self.ivt = start, stop, step, ivt
         zero = ir.Constant(step.type, 0)
         self.positive = b.icmp_signed(">", step, zero) if ivt.signed else \
             b.icmp_unsigned(">", step, zero)
-        ring = kern.kept_smem(self.S * self.stage_bytes, wgmma_product.IMAGE_ALIGN)
+        self.limits = {}
+        lim = self._limit(kern, S - 1)
+        if lim is not None:
+            self.limits[S - 1] = lim
+        # TMA when every operand qualifies (lower/tma_load.py: its images in the load's
+        # own axes), else cp.async
+        tsops = [mma_sync.SmemOperand(None, tuple(f.d.op.result.type.shape),
+                                      f.d.load_axis(f.sop.cax), f.sop.itemsize, f.sop.span)
+                 for f in self.fetches]
+        self.tma = tma_load.plan_operands(kern, [f.d for f in self.fetches], tsops,
+                                          [f.offset for f in self.fetches])
+        # whole 1024-byte units (the buffers' alignment), as the static size counts them
+        ring = kern.kept_smem(wgmma_product.image_bytes((S * sb + (8 * S if self.tma else 0),),
+                                                        1), wgmma_product.IMAGE_ALIGN)
         self.base = mma_sync.shared_address(kern, ring)
-        kern.stats.features.add("cp_async")
-        self.streams = [Stream(kern, f.d, f.d.load_axis(f.sop.cax), f.sop.itemsize, f.offset,
-                               f.sop.span) for f in self.fetches]
-        if kern.loops:
-            kern.barrier()                # the previous run's readers of the ring are done
         saved = kern.env.get(self.op.iv.id)
         kern.env[self.op.iv.id] = TileVal(ivt, kern.scalar_layout, (start,))
-        for s in range(self.S - 1):
-            self._issue(kern, start, s, _c(s * self.stage_bytes))
+        if self.tma:
+            tma_load.hoist(kern, self.tma)
+            # barrier (the previous run's waiters are done); thread 0 initializes the
+            # stages' mbarriers; barrier (everyone sees them initialized)
+            self.bars = b.add(self.base, _c(S * sb))
+            kern.barrier()
+            self._on_thread0(kern, lambda: [tma_load.mbarrier_init(
+                kern, b.add(self.bars, _c(8 * i)), 1) for i in range(S)])
+            kern.barrier()
+            for s in range(S - 1):
+                self._issue_tma(kern, start, s, _c(s * sb))
+        else:
+            kern.stats.features.add("cp_async")
+            self.streams = [Stream(kern, f.d, f.d.load_axis(f.sop.cax), f.sop.itemsize,
+                                   f.offset, f.sop.span) for f in self.fetches]
+            if kern.loops:
+                kern.barrier()            # the previous run's readers of the ring are done
+            for s in range(S - 1):
+                self._issue(kern, start, s, _c(s * sb))
         if saved is None:
             kern.env.pop(self.op.iv.id, None)
         else:
             kern.env[self.op.iv.id] = saved
 
     def header(self, kern: KernelEmitter, pre: ir.Block) -> None:
-        """In the loop header: the current iteration's stage (byte offset)."""
-        self.slot = kern.builder.phi(I32, "prefetch.slot")
+        """In the loop header: the current iteration's stage (byte offset) and, with TMA,
+        the parity of its mbarrier's phase to wait for."""
+        b = kern.builder
+        self.slot = b.phi(I32, "prefetch.slot")
         self.slot.add_incoming(_c(0), pre)
+        if self.tma:
+            self.phase = b.phi(I32, "prefetch.phase")
+            self.phase.add_incoming(_c(0), pre)
 
     def enter(self, kern: KernelEmitter, iv) -> None:
         """At the top of the body: wait for this iteration's copies, publish them, refill the
         previous iteration's stage, and point the products at this one."""
         b = kern.builder
         S, sb = self.S, self.stage_bytes
-        mma_operands.wait_group(kern, S - 2)
-        kern.barrier()
-        wgmma_ops.fence_proxy_async(kern)
         slot = self.slot
-        wslot = b.select(b.icmp_unsigned("==", slot, _c(0)), _c((S - 1) * sb),
-                         b.sub(slot, _c(sb)))
-        self._issue(kern, iv, S - 1, wslot)
-        image = b.add(self.base, slot)
+        wslot = self._step(kern, slot, S - 1)
+        if self.tma:
+            # the TMA's writes are the async proxy's, as the MMAs' reads: the phase is all
+            # they need; the barrier tells thread 0 that everyone is done with iteration
+            # j-1's stage
+            tma_load.wait_parity(kern, self._bar(kern, slot), self.phase)
+            kern.barrier()
+            self._issue_tma(kern, iv, S - 1, wslot)
+        else:
+            mma_operands.wait_group(kern, S - 2)
+            kern.barrier()
+            wgmma_ops.fence_proxy_async(kern)
+            self._issue(kern, iv, S - 1, wslot)
         table = kern._cache.setdefault(wgmma_product.PREFETCHED, {})
         for f in self.fetches:
-            table[f.d.op.result.id] = (f.sop, b.add(image, _c(f.offset)) if f.offset else image)
+            image = b.add(self.base, _c(f.offset)) if f.offset else self.base
+            table[f.d.op.result.id] = (f.sop, image, slot)
 
     def latch(self, kern: KernelEmitter) -> None:
-        """At the end of the body: the next iteration's stage."""
+        """At the end of the body: the next iteration's stage (and phase parity)."""
         b = kern.builder
-        nxt = b.add(self.slot, _c(self.stage_bytes))
-        nxt = b.select(b.icmp_unsigned("==", nxt, _c(self.S * self.stage_bytes)), _c(0), nxt)
+        nxt = self._step(kern, self.slot, 1)
         self.slot.add_incoming(nxt, b.block)
+        if self.tma:                    # the ring wrapped: the next pass waits for the
+            wrap = b.icmp_unsigned("==", nxt, _c(0))    # other parity
+            self.phase.add_incoming(b.xor(self.phase, b.zext(wrap, I32)), b.block)
+
+    def _step(self, kern: KernelEmitter, slot, k: int) -> ir.Value:
+        """The stage k stages after `slot` in the ring (byte offsets)."""
+        b = kern.builder
+        ring = self.S * self.stage_bytes
+        nxt = b.add(slot, _c(k * self.stage_bytes))
+        if ring & (ring - 1) == 0:
+            return b.and_(nxt, _c(ring - 1))
+        return b.select(b.icmp_unsigned(">=", nxt, _c(ring)), b.sub(nxt, _c(ring)), nxt)
 
     def finish(self, kern: KernelEmitter) -> None:
-        """At the loop's exit: the copies past the end have landed; the products of code
-        after the loop copy their operands again."""
-        mma_operands.wait_group(kern, 0)
+        """At the loop's exit: the cp.async copies past the end have landed (TMA issues
+        none), or the mbarriers are invalidated once nobody waits on them; the products of
+        code after the loop copy their operands again."""
+        if self.tma:
+            b = kern.builder
+            kern.barrier()
+            self._on_thread0(kern, lambda: [tma_load.mbarrier_inval(
+                kern, b.add(self.bars, _c(8 * i))) for i in range(self.S)])
+        else:
+            mma_operands.wait_group(kern, 0)
         table = kern._cache.get(wgmma_product.PREFETCHED, {})
         for f in self.fetches:
             table.pop(f.d.op.result.id, None)

@@ -46,6 +46,7 @@ class TmaOperand:
     shape: tuple[int, ...]
     sop: object
     image_offset: int
+    address: ir.Value | None = None   # the map's generic address, once computed (`hoist`)
 
     @property
     def panels(self) -> int:
@@ -194,9 +195,17 @@ def issue_stage(kern: KernelEmitter, ops: list[TmaOperand], env_iv, image: ir.Va
         for p in range(op.panels):
             inner = b.add(cs[0], _c(p * per)) if p else cs[0]
             dst = b.add(image, _c(op.image_offset + p * op.sop.panel_bytes))
-            _bulk_tensor(kern, dst, map_address(kern, op.tmap), [inner] + cs[1:], bar)
+            addr = op.address if op.address is not None else map_address(kern, op.tmap)
+            _bulk_tensor(kern, dst, addr, [inner] + cs[1:], bar)
     b.branch(after)
     b.position_at_end(after)
+
+
+def hoist(kern: KernelEmitter, ops: list[TmaOperand]) -> None:
+    """Compute the maps' generic addresses here (before a loop) instead of in every issue:
+    an issue is a branch taken by thread 0, out of which LLVM does not hoist them."""
+    for op in ops:
+        op.address = map_address(kern, op.tmap)
 
 
 def map_address(kern: KernelEmitter, tmap: ir.Value) -> ir.Value:

@@ -30,12 +30,13 @@ from tilelang.codegen.lower.mma_plan import (TensorCorePlan, image_fits, image_s
                                               wg_k)
 
 IMAGE_ALIGN = 1024          # the 128-byte swizzle repeats every 8 rows of 128 bytes
-PREFETCHED = "wgmma.prefetched"   # kern._cache: load id -> (SmemOperand, image address)
+PREFETCHED = "wgmma.prefetched"   # kern._cache: load id -> (SmemOperand, image, slot)
 
 
 def prefetched(kern: KernelEmitter, x) -> tuple | None:
-    """(SmemOperand, 32-bit address of this iteration's image) of an operand that the loop
-    around the product already copies ahead (lower/mma_prefetch.py), else None."""
+    """(SmemOperand, 32-bit address of the image in the ring's first stage, byte offset of
+    this iteration's stage) of an operand that the loop around the product already copies
+    ahead (lower/mma_prefetch.py), else None."""
     if not isinstance(x, mma_operands.DeferredLoad):
         return None
     return kern._cache.get(PREFETCHED, {}).get(x.op.result.id)
@@ -141,15 +142,32 @@ class Descriptors:
         return (tile0 // e) * s.panel_bytes + (tile0 % e) * s.itemsize + \
             (bi * s.rows_per_batch + k0) * s.span
 
-    def base(self, kern: KernelEmitter, image: ir.Value) -> ir.Value:
-        """The warp group's descriptor for the image at 32-bit shared address `image`."""
-        return wgmma_ops.descriptor(kern, kern.builder.add(image, self.wg_off), self.const)
+    def base(self, kern: KernelEmitter, image: ir.Value, slot: ir.Value | None = None
+             ) -> ir.Value:
+        """The low word of the warp group's descriptor for the image at 32-bit shared address
+        `image` (+ `slot` bytes, a ring stage that changes per iteration: added to the
+        field, so the rest is computed once before the loop): the start-address field
+        (16-byte units) and the LBO."""
+        b = kern.builder
+        addr = b.add(image, self.wg_off)
+        start = b.and_(b.lshr(addr, ir.Constant(I32, 4)), ir.Constant(I32, 0x3FFF))
+        low = b.or_(start, ir.Constant(I32, self.const & 0xFFFFFFFF))
+        return low if slot is None else b.add(low, b.lshr(slot, ir.Constant(I32, 4)))
+
+    def at(self, kern: KernelEmitter, start: ir.Value, off16: int) -> ir.Value:
+        """The descriptor (i64) `off16` 16-byte units past `start` (from `base`). The offset
+        is added to the 32-bit field: an instruction's tile lies inside the image, so the
+        field cannot carry into the others (Triton adds it the same way), and a slot that
+        changes per iteration costs one 32-bit add per MMA instead of a 64-bit one."""
+        b = kern.builder
+        field = b.add(start, ir.Constant(I32, off16)) if off16 else start
+        return b.or_(b.zext(field, I64), ir.Constant(I64, self.const & ~0xFFFFFFFF))
 
 
 def issue(kern: KernelEmitter, plan: TensorCorePlan, da: Descriptors, db: Descriptors,
           bases: tuple[ir.Value, ir.Value], regs: list[ir.Value], k: int) -> list[ir.Value]:
     """Every `wgmma.mma_async` of acc += A @ B over K = k for this warp group (no fence,
-    commit or wait); `bases`: the two operands' warp-group descriptors."""
+    commit or wait); `bases`: the two operands' warp-group start fields (Descriptors.base)."""
     b = kern.builder
     t: WgTiling = plan.wg
     form = plan.form
@@ -161,8 +179,8 @@ def issue(kern: KernelEmitter, plan: TensorCorePlan, da: Descriptors, db: Descri
                 for ni in range(t.n_instrs):
                     oa = da.offset(bi, mi * WG_M, k0) >> 4
                     ob = db.offset(bi, ni * t.instr_n, k0) >> 4
-                    pa = b.add(bases[0], ir.Constant(I64, oa)) if oa else bases[0]
-                    pb = b.add(bases[1], ir.Constant(I64, ob)) if ob else bases[1]
+                    pa = da.at(kern, bases[0], oa)
+                    pb = db.at(kern, bases[1], ob)
                     mmas.append((instr_regs(t, bi, mi, ni), pa, pb))
     return wgmma_ops.mma_async(kern, t.instr_n, form.ab, kstep, mmas, regs, da.trans,
                                db.trans, plan.b_class)
@@ -214,7 +232,7 @@ def _product_rs(kern: KernelEmitter, plan: TensorCorePlan, a: TileVal, b, acc: T
     ready = prefetched(kern, b)
     if ready is not None:                    # the loop copied it ahead: no staging
         db = Descriptors.build(kern, ready[0], False, plan)
-        return _rs_issue(kern, plan, a, acc, k, db, db.base(kern, ready[1]))
+        return _rs_issue(kern, plan, a, acc, k, db, db.base(kern, ready[1], ready[2]))
     cax = None
     if isinstance(b, mma_operands.DeferredLoad):
         cax = deferred_cax(kern, b, rank - 2, form.itemsize)
@@ -264,7 +282,7 @@ def _rs_issue(kern: KernelEmitter, plan: TensorCorePlan, a: TileVal, acc: TileVa
             frag = frags[k0, mi]
             for ni in range(t.n_instrs):
                 ob = db.offset(0, ni * t.instr_n, k0) >> 4
-                pb = bld.add(base_b, ir.Constant(I64, ob)) if ob else base_b
+                pb = db.at(kern, base_b, ob)
                 idx = instr_regs(t, 0, mi, ni)
                 out = wgmma_ops.mma_async_rs(kern, t.instr_n, form.ab,
                                              [regs[i] for i in idx], frag, pb, db.trans)
@@ -357,7 +375,7 @@ def product(kern: KernelEmitter, plan: TensorCorePlan, a, b, acc: TileVal) -> Ti
     for x, shape, k_axis in ((a, shapes[0], rank - 1), (b, shapes[1], rank - 2)):
         ready = prefetched(kern, x)
         if ready is not None:                # copied ahead by the loop (lower/mma_prefetch)
-            kept[len(sops)] = ready[1]
+            kept[len(sops)] = ready[1:]
             sops.append(ready[0])
             sources.append(None)
             offsets.append(None)
@@ -417,7 +435,8 @@ def product(kern: KernelEmitter, plan: TensorCorePlan, a, b, acc: TileVal) -> Ti
             (kern.builder.add(smem32, _c(offsets[i])) if offsets[i] else smem32)
             for i in range(2)]
     regs = wgmma_ops.fence(kern, list(acc.regs))
-    regs = issue(kern, plan, da, db, (da.base(kern, addr[0]), db.base(kern, addr[1])),
+    regs = issue(kern, plan, da, db, tuple(d.base(kern, *(x if isinstance(x, tuple) else (x,)))
+                                           for d, x in zip((da, db), addr)),
                  regs, k)
     wgmma_ops.commit_group(kern)
     regs = wgmma_ops.wait_group(kern, 0, regs)
