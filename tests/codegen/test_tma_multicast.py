@@ -67,12 +67,11 @@ def test_ptx_structure():
              "barrier.cluster.wait", "multicast::cluster"]
     pos = [ptx.find(s) for s in order]
     assert -1 not in pos and pos == sorted(pos), list(zip(order, pos))
-    # in the loop: the CTA barrier, every CTA's release of the slot to CTA 0, CTA 0's wait
-    # for all of them, then the multicast
+    # in the loop: the CTA barrier, every CTA's release of the slot to CTA 0 (a remote
+    # arrive on CTA 0's empty mbarrier), CTA 0's wait for all of them, then the copies
     body = ptx[ptx.rfind("wgmma.wait_group.sync.aligned 1"):]
-    order = ["bar.sync", "mapa.shared::cluster.u32",
-             "mbarrier.arrive.release.cluster.shared::cluster.b64 _,",
-             "mbarrier.arrive.expect_tx", "mbarrier.try_wait.parity.acquire.cluster",
+    order = ["bar.sync", "mapa.shared::cluster.u32", "mbarrier.arrive.shared::cluster.b64 _,",
+             "mbarrier.try_wait.parity.shared::cta.b64", "mbarrier.arrive.expect_tx",
              "multicast::cluster"]
     pos = [body.find(s) for s in order]
     assert -1 not in pos and pos == sorted(pos), list(zip(order, pos))

@@ -16,12 +16,14 @@ either order: the tx-count may go below zero while the arrival is pending). A sl
 refills in every CTA must be free in every CTA: each CTA has S "empty" mbarriers after its
 S full ones (count: the cluster's CTAs), of which CTA 0's are used. At iteration j, after
 the CTA barrier that ends its warp groups' reads of slot w = (j - 1) mod S, thread 0 of each
-CTA arrives on CTA 0's empty[w] (`mapa` + `mbarrier.arrive.release.cluster.shared::cluster`),
-and before multicasting into w thread 0 of CTA 0 waits for that phase (`try_wait.parity.
-acquire.cluster`); the phase it waits for is the loop's full-barrier phase of iteration j
-(empty[w] completes once per refill, and a refill at iteration j is round (j - 1) div S of
-w, or j div S for w = S - 1, both j div S). Only CTA 0's thread 0 ever waits on a peer, so
-the CTAs otherwise run free. After initializing the mbarriers thread 0 makes them visible to
+CTA arrives on CTA 0's empty[w] (`mapa` + `mbarrier.arrive.shared::cluster`, release
+semantics as CUTLASS's cluster barrier arrive; `.release.cluster` costs a MEMBAR.ALL.GPU per
+iteration), and CTA 0 waits for that phase before its thread 0 multicasts into w; the phase
+is the loop's full-barrier phase of iteration j (empty[w] completes once per refill, and a
+refill at iteration j is round (j - 1) div S of w, or j div S for w = S - 1, both j div S).
+All of CTA 0 waits, not thread 0 alone: a spin loop inside thread 0's branch makes ptxas
+keep the loop's descriptor arithmetic in vector registers (38 R2UR per K-step). Only CTA 0
+ever waits on a peer, so the other CTAs run free. After initializing the mbarriers thread 0 makes them visible to
 the cluster (`fence.mbarrier_init.release.cluster`) and the setup's barrier is a cluster
 barrier (no multicast or remote arrival may reach an uninitialized mbarrier). Every arrival
 and every byte that reaches a CTA is waited for by it (iterations past the end are neither
@@ -202,8 +204,7 @@ def inval_empties(kern: KernelEmitter, addr: ir.Value, stages: int) -> None:
 def _release(kern: KernelEmitter, empty: ir.Value) -> None:
     """Arrive on CTA 0's copy of the empty mbarrier at (this CTA's) address `empty`."""
     _asm(kern, "{ .reg .b32 r; mapa.shared::cluster.u32 r, $0, 0; "
-               "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [r]; }", [empty],
-         "r,~{memory}")
+               "mbarrier.arrive.shared::cluster.b64 _, [r]; }", [empty], "r,~{memory}")
 
 
 def _acquire(kern: KernelEmitter, empty: ir.Value, parity: ir.Value) -> None:
@@ -213,11 +214,22 @@ def _acquire(kern: KernelEmitter, empty: ir.Value, parity: ir.Value) -> None:
     done = kern.fn.append_basic_block("mc.empty.done")
     b.branch(head)
     b.position_at_end(head)
-    ok = _asm(kern, "{ .reg .pred p; mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 "
+    ok = _asm(kern, "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 "
                     "p, [$1], $2; selp.u32 $0, 1, 0, p; }", [empty, parity],
               "=r,r,r,~{memory}", I32)
     b.cbranch(b.icmp_unsigned("!=", ok, _c(0)), done, head)
     b.position_at_end(done)
+
+
+def _when(kern: KernelEmitter, cond: ir.Value, body) -> None:
+    b = kern.builder
+    then = kern.fn.append_basic_block("mc.when")
+    after = kern.fn.append_basic_block("mc.when.end")
+    b.cbranch(cond, then, after)
+    b.position_at_end(then)
+    body()
+    b.branch(after)
+    b.position_at_end(after)
 
 
 def issue_stage(kern: KernelEmitter, mc: Multicast, ops: list, env_iv, image: ir.Value,
@@ -237,13 +249,18 @@ def issue_stage(kern: KernelEmitter, mc: Multicast, ops: list, env_iv, image: ir
         coords.append([start[op.axes.index(a)] for a in reversed(range(rank))])
     # the maps' addresses where every copy's block sees them (one cvta.param each)
     maps = [tma_load.map_address(kern, op.tmap) for op in ops]
+    rank0 = b.icmp_unsigned("==", _cta_rank(kern), _c(0))
+    if refill is not None:
+        # every CTA's thread 0 releases the slot; all of CTA 0 waits (a loop in thread 0's
+        # branch alone would cost ptxas its proof that the loop's addresses are uniform)
+        _when(kern, b.and_(valid, b.icmp_unsigned("==", kern.vtid, _c(0))),
+              lambda: _release(kern, refill[0]))
+        _when(kern, b.and_(valid, rank0), lambda: _acquire(kern, refill[0], refill[1]))
     go = b.and_(valid, b.icmp_unsigned("==", kern.vtid, _c(0)))
     then = kern.fn.append_basic_block("tma.issue")
     after = kern.fn.append_basic_block("tma.issued")
     b.cbranch(go, then, after)
     b.position_at_end(then)
-    if refill is not None:
-        _release(kern, refill[0])
     tma_load.arrive_expect_tx(kern, bar, sum(op.nbytes for op in ops))
 
     def copies(which: bool, mask: int | None) -> None:
@@ -259,10 +276,8 @@ def issue_stage(kern: KernelEmitter, mc: Multicast, ops: list, env_iv, image: ir
     copies(False, None)
     lead = kern.fn.append_basic_block("tma.multicast")
     done = kern.fn.append_basic_block("tma.multicast.end")
-    b.cbranch(b.icmp_unsigned("==", _cta_rank(kern), _c(0)), lead, done)
+    b.cbranch(rank0, lead, done)
     b.position_at_end(lead)
-    if refill is not None:
-        _acquire(kern, refill[0], refill[1])
     copies(True, mc.mask)
     b.branch(done)
     b.position_at_end(done)
