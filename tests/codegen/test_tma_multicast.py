@@ -164,3 +164,23 @@ def test_ptxas_accepts(tmp_path):
                          capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert "0 bytes spill stores, 0 bytes spill loads" in out.stderr, out.stderr
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("cluster", ["(2, 1, 1)", "(1, 2, 1)"])
+def test_matches_numpy_on_gpu(cluster):
+    # the driver's tensor maps and a real cluster launch: B (x) or A (y) multicast
+    import tilelang
+    mod = tilelang.compile(MATMUL.replace("cluster = (2, 1, 1)", f"cluster = {cluster}"),
+                           backend="cuda")
+    M, N, K = 1000, 1000, 520
+    a, b = operands((M, K), (K, N))
+    full = np.full((M, N + 8), np.nan, np.float32)
+    dc = tilelang.to_device(full, backend=mod.backend)
+    gx, gy = -(-M // 128), -(-N // 128)
+    gx, gy = (gx + gx % 2, gy) if cluster.startswith("(2") else (gx, gy + gy % 2)
+    mod.matmul[(gx, gy)](tilelang.to_device(a, backend=mod.backend),
+                         tilelang.to_device(b, backend=mod.backend), dc[:, :N])
+    mod.backend.synchronize()
+    got = np.asarray(dc)
+    assert np.array_equal(got[:, :N], product(a, b)) and np.isnan(got[:, N:]).all()
