@@ -316,9 +316,9 @@ def shared_trip(src: Layout, need: Need, itemsize: int) -> SharedTrip:
             sh = SharedLayout(src.shape, mp)
             inv = sh.inverse
             w0, r0 = src.reg_linears[wregs[0]], need.regs[0]
-            w = _waves([inv(t ^ w0) for t in src_thr], len(wregs) * warps,
+            w = _waves(inv.images(t ^ w0 for t in src_thr), len(wregs) * warps,
                        wv * itemsize, itemsize)
-            r = _waves([inv(t ^ r0) for t in need_thr], len(need.regs) // rv * warps,
+            r = _waves(inv.images(t ^ r0 for t in need_thr), len(need.regs) // rv * warps,
                        rv * itemsize, itemsize)
             xors = _xor_count(inv, src.thread_weights(), [src.reg_linears[i] for i in wregs]) + \
                 _xor_count(inv, need.thread, list(need.regs[::rv]))
@@ -345,7 +345,7 @@ def _xor_count(inv: LinearMap, thread_w, consts) -> int:
     tmask = 0
     for w in thread_w:
         tmask |= inv(int(w))
-    return len({inv(int(c)) & tmask for c in consts} - {0})
+    return len({y & tmask for y in inv.images(int(c) for c in consts)} - {0})
 
 
 def describe(p: Plan) -> str:
