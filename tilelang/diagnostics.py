@@ -16,9 +16,11 @@ from typing import Iterable, Mapping, Sequence, TextIO
 from .record import field, record
 
 
-@record(frozen=True)
+@record(unsafe_hash=True)
 class Span:
-    """A region of one source file: 1-based lines and columns, `end_col` exclusive."""
+    """A region of one source file: 1-based lines and columns, `end_col` exclusive. Hashed by
+    value and never changed once made (not guarded by a frozen `__setattr__`: the parser
+    makes one per syntax node, and the guard doubled what each costs)."""
 
     file: str
     line: int

@@ -18,6 +18,8 @@ on records too: `__dataclass_fields__` is built (importing `dataclasses`) on fir
 
 from __future__ import annotations
 
+from operator import attrgetter
+
 __all__ = ["FrozenInstanceError", "field", "fields_of", "record", "replace"]
 
 _MISSING = object()
@@ -53,14 +55,18 @@ def fields_of(cls_or_obj) -> tuple[str, ...]:
 def _init(self, *args, **kwargs):
     cls = self.__class__
     names = cls._fields
-    d = self.__dict__
+    # `object.__setattr__` passes a frozen class's guard and keeps the values inline (reading
+    # `__dict__` would make every instance allocate a dict of its own)
+    put = _setattr
     if not kwargs and len(args) == len(names):
-        d.update(zip(names, args))
+        for name, value in zip(names, args):
+            put(self, name, value)
     else:
         if len(args) > len(names):
             raise TypeError(f"{cls.__name__}() takes {len(names)} arguments but {len(args)} "
                             f"were given")
-        d.update(zip(names, args))
+        for name, value in zip(names, args):
+            put(self, name, value)
         defaults = cls._defaults
         for name in names[len(args):]:
             value = kwargs.pop(name, _MISSING)
@@ -71,13 +77,16 @@ def _init(self, *args, **kwargs):
                     if factory is None:
                         raise TypeError(f"{cls.__name__}() missing argument {name!r}")
                     value = factory()
-            d[name] = value
+            put(self, name, value)
         if kwargs:
             name = next(iter(kwargs))
             raise TypeError(f"{cls.__name__}() got an unexpected or repeated argument "
                             f"{name!r}")
     if cls._post_init:
         self.__post_init__()
+
+
+_setattr = object.__setattr__
 
 
 def _repr(self) -> str:
@@ -88,13 +97,23 @@ def _repr(self) -> str:
 def _eq(self, other) -> bool:
     if other.__class__ is not self.__class__:
         return NotImplemented
-    get, oget = self.__dict__.__getitem__, other.__dict__.__getitem__
-    names = self._compared
-    return tuple(map(get, names)) == tuple(map(oget, names))
+    key = self._compare_key
+    return key(self) == key(other)
 
 
 def _hash(self) -> int:
-    return hash(tuple(map(self.__dict__.__getitem__, self._hashed)))
+    return hash(self._hash_key(self))
+
+
+def _key(names: tuple[str, ...]):
+    """The tuple of `names`' values of an instance (a tuple also for one name, so that, as in
+    dataclasses, an identical NaN still compares equal)."""
+    if len(names) > 1:
+        return attrgetter(*names)
+    if len(names) == 1:
+        one = attrgetter(names[0])
+        return lambda obj: (one(obj),)
+    return lambda obj: ()
 
 
 # As in dataclasses: an instance of the frozen class itself refuses every attribute, one of a
@@ -115,8 +134,8 @@ class _DataclassFields:
     """`__dataclass_fields__` of one record class, built on first use so that the
     `dataclasses` functions accept records while checking a file never imports the module."""
 
-    def __init__(self, cls, frozen: bool, eq: bool):
-        self.cls, self.frozen, self.eq = cls, frozen, eq
+    def __init__(self, cls, frozen: bool, eq: bool, unsafe_hash: bool):
+        self.cls, self.frozen, self.eq, self.unsafe_hash = cls, frozen, eq, unsafe_hash
 
     def __get__(self, obj, owner=None):
         import dataclasses
@@ -130,7 +149,8 @@ class _DataclassFields:
             elif name in cls._factories:
                 kw["default_factory"] = cls._factories[name]
             ns[name] = dataclasses.field(**kw)
-        shadow = dataclasses.dataclass(frozen=self.frozen, eq=self.eq)(
+        shadow = dataclasses.dataclass(frozen=self.frozen, eq=self.eq,
+                                       unsafe_hash=self.unsafe_hash)(
             type(cls.__name__, (), ns))
         # replace this descriptor by the table itself (and the parameters beside it)
         type.__setattr__(cls, "__dataclass_fields__", shadow.__dataclass_fields__)
@@ -149,14 +169,17 @@ class _DataclassParams:
         return self.cls.__dict__["__dataclass_params__"]
 
 
-def record(cls=None, /, *, frozen: bool = False, eq: bool = True):
-    """Make `cls` a record (see the module's docstring); `@record` or `@record(frozen=True)`."""
+def record(cls=None, /, *, frozen: bool = False, eq: bool = True, unsafe_hash: bool = False):
+    """Make `cls` a record (see the module's docstring); `@record` or `@record(frozen=True)`.
+    `unsafe_hash` hashes a class that is not frozen by its compared fields, as dataclasses do:
+    for classes whose instances are never changed, where the guard against assignment would
+    cost more than the rest of making one (the syntax tree, `Span`)."""
     if cls is None:
-        return lambda c: _make(c, frozen, eq)
-    return _make(cls, frozen, eq)
+        return lambda c: _make(c, frozen, eq, unsafe_hash)
+    return _make(cls, frozen, eq, unsafe_hash)
 
 
-def _make(cls, frozen: bool, eq: bool):
+def _make(cls, frozen: bool, eq: bool, unsafe_hash: bool = False):
     own = cls.__dict__
     names: list[str] = []
     types: dict[str, object] = {}
@@ -217,9 +240,11 @@ def _make(cls, frozen: bool, eq: bool):
     cls._compared = tuple(n for n in names if n in compared)
     cls._shown = tuple(n for n in names if n in shown)
     cls._hashed = tuple(n for n in names if n in hashed)
+    cls._compare_key = staticmethod(_key(cls._compared))
+    cls._hash_key = staticmethod(_key(cls._hashed))
     cls._post_init = hasattr(cls, "__post_init__")
     cls.__match_args__ = tuple(names)
-    cls.__dataclass_fields__ = _DataclassFields(cls, frozen, eq)
+    cls.__dataclass_fields__ = _DataclassFields(cls, frozen, eq, unsafe_hash)
     cls.__dataclass_params__ = _DataclassParams(cls)
 
     def put(name, fn):
@@ -231,7 +256,9 @@ def _make(cls, frozen: bool, eq: bool):
     if eq:
         put("__eq__", _eq)
     explicit_hash = "__hash__" in own and not (own["__hash__"] is None and "__eq__" in own)
-    if eq and not explicit_hash:
+    if unsafe_hash:
+        cls.__hash__ = _hash
+    elif eq and not explicit_hash:
         cls.__hash__ = _hash if frozen else None
     if frozen:
         cls._frozen_cls = cls
@@ -247,11 +274,9 @@ def replace(obj, /, **changes):
     for name in changes:
         if name not in names:
             raise TypeError(f"{cls.__name__} has no field {name!r}")
-    old = obj.__dict__
     if cls._post_init or cls.__init__ is not _init:
-        return cls(**{n: changes[n] if n in changes else old[n] for n in names})
+        return cls(**{n: changes[n] if n in changes else getattr(obj, n) for n in names})
     new = object.__new__(cls)     # what `_init` would do, without matching arguments
-    d = new.__dict__
     for n in names:
-        d[n] = changes[n] if n in changes else old[n]
+        _setattr(new, n, changes[n] if n in changes else getattr(obj, n))
     return new

@@ -53,104 +53,94 @@ def _string_value(raw: str) -> str:
     return "".join(out)
 
 
-# The most frequent nodes are built without their dataclass `__init__`, whose frozen
-# `object.__setattr__` per field costs more than the rest of parsing the node: the same fields
-# go straight into the instance's dict. The differential test compares every field.
+# The most frequent nodes are built without their record `__init__` (a generic one, matching
+# arguments to fields): the fields are stored one by one, as the attributes they are. The
+# differential test compares every field.
 _new = object.__new__
 
 
 def _name(id, span):
     o = _new(A.Name)
-    d = o.__dict__
-    d["id"] = id
-    d["span"] = span
+    o.id = id
+    o.span = span
     return o
 
 
 def _arg(value, name, span):
     o = _new(A.Arg)
-    d = o.__dict__
-    d["value"] = value
-    d["name"] = name
-    d["span"] = span
+    o.value = value
+    o.name = name
+    o.span = span
     return o
 
 
 def _int(value, text, span):
     o = _new(A.IntLit)
-    d = o.__dict__
-    d["value"] = value
-    d["text"] = text
-    d["span"] = span
+    o.value = value
+    o.text = text
+    o.span = span
     return o
 
 
 def _call(func, args, span):
     o = _new(A.Call)
-    d = o.__dict__
-    d["func"] = func
-    d["args"] = args
-    d["span"] = span
+    o.func = func
+    o.args = args
+    o.span = span
     return o
 
 
 def _binop(op, left, right, span):
     o = _new(A.BinOp)
-    d = o.__dict__
-    d["op"] = op
-    d["left"] = left
-    d["right"] = right
-    d["span"] = span
+    o.op = op
+    o.left = left
+    o.right = right
+    o.span = span
     return o
 
 
 def _tuple(elts, span):
     o = _new(A.TupleExpr)
-    d = o.__dict__
-    d["elts"] = elts
-    d["span"] = span
+    o.elts = elts
+    o.span = span
     return o
 
 
 def _type(name, args, span):
     o = _new(A.TypeExpr)
-    d = o.__dict__
-    d["name"] = name
-    d["args"] = args
-    d["span"] = span
+    o.name = name
+    o.args = args
+    o.span = span
     return o
 
 
 def _float(value, text, span):
     o = _new(A.FloatLit)
-    d = o.__dict__
-    d["value"] = value
-    d["text"] = text
-    d["span"] = span
+    o.value = value
+    o.text = text
+    o.span = span
     return o
 
 
 def _let(mutable, names, is_tuple, type, value, span, name_spans):
     o = _new(A.Let)
-    d = o.__dict__
-    d["mutable"] = mutable
-    d["names"] = names
-    d["is_tuple"] = is_tuple
-    d["type"] = type
-    d["value"] = value
-    d["span"] = span
-    d["name_spans"] = name_spans
+    o.mutable = mutable
+    o.names = names
+    o.is_tuple = is_tuple
+    o.type = type
+    o.value = value
+    o.span = span
+    o.name_spans = name_spans
     return o
 
 
 def _param(name, type, default, is_const, span):
     o = _new(A.Param)
-    d = o.__dict__
-    d["name"] = name
-    d["type"] = type
-    d["default"] = default
-    d["is_const"] = is_const
-    d["span"] = span
+    o.name = name
+    o.type = type
+    o.default = default
+    o.is_const = is_const
+    o.span = span
     return o
 
 
@@ -173,18 +163,30 @@ def _parse_module(text: str, file: str) -> A.Module:
     K.append("$END")        # a second end: looking one token ahead never leaves the list
     pos = 0
     new = object.__new__
-    Name = _name
+    NameNode = A.Name
 
     def span(a: int, b: int) -> Span:
         """Token a's start to token b's end."""
         s = new(Span)
-        d = s.__dict__
-        d["file"] = file
-        d["line"] = L[a]
-        d["col"] = C[a]
-        d["end_line"] = L[b]
-        d["end_col"] = C[b] + len(T[b])
+        s.file = file
+        s.line = L[a]
+        s.col = C[a]
+        s.end_line = L[b]
+        s.end_col = C[b] + len(T[b])
         return s
+
+    def name_at(i: int) -> A.Name:
+        """The `Name` of token i (the most frequent node: its span built in the same call)."""
+        s = new(Span)
+        s.file = file
+        s.line = line = L[i]
+        s.col = c = C[i]
+        s.end_line = line
+        s.end_col = c + len(T[i])
+        o = new(NameNode)
+        o.id = T[i]
+        o.span = s
+        return o
 
     def expect(kind: str) -> None:
         nonlocal pos
@@ -206,7 +208,7 @@ def _parse_module(text: str, file: str) -> A.Module:
         i = pos
         if k == "NAME":
             pos += 1
-            return Name(T[i], span(i, i))
+            return name_at(i)
         if k in _INT_KINDS:
             pos += 1
             tok = T[i]
@@ -283,7 +285,9 @@ def _parse_module(text: str, file: str) -> A.Module:
                 value = test()
                 if call and seen:
                     raise Fallback("positional after keyword")
-                args.append(_arg(value, None, span(i, pos - 1)))
+                # The argument's tokens are the value's, whose span is theirs unless the
+                # value is a parenthesized operand (its span leaves the parentheses out).
+                args.append(_arg(value, None, value.span if K[i] != "(" else span(i, pos - 1)))
             if K[pos] != ",":
                 break
             pos += 1
@@ -301,7 +305,7 @@ def _parse_module(text: str, file: str) -> A.Module:
             return A.UnaryOp(k, operand, span(start, pos - 1))
         if k == "NAME":
             pos += 1
-            node = Name(T[start], span(start, start))
+            node = name_at(start)
         else:
             node = atom()
         k = K[pos]
@@ -335,7 +339,7 @@ def _parse_module(text: str, file: str) -> A.Module:
         k = K[pos]
         if k == "NAME" and K[pos + 1] not in _POSTFIX:
             pos += 1
-            left = Name(T[start], span(start, start))
+            left = name_at(start)
         elif k == "not":
             if min_level > NOT_LEVEL:
                 raise Fallback("not")
@@ -368,7 +372,7 @@ def _parse_module(text: str, file: str) -> A.Module:
         if K[pos + 1] in _ENDS_OPERAND:        # the common `f(x, 0.0)`: a single token
             if K[pos] == "NAME":
                 pos += 1
-                return Name(T[start], span(start, start))
+                return name_at(start)
             return atom()
         node = climb(1)
         if K[pos] != "if":
