@@ -11,8 +11,6 @@ return target (the end of the block's work, or the next virtual thread).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import llvmlite.ir as ir
 
 from tilelang.codegen.layouts.distributed import Layout
@@ -25,12 +23,13 @@ from tilelang.codegen.lower.mma_plan import (product_behind, row_stat_layout, te
                                              to_layout)
 from tilelang.ir.ops import (Block, BreakOp, BuiltinOp, ConditionOp, ConstantOp, ContinueOp,
                              ForOp, IfOp, ReturnOp, WhileOp, YieldOp)
+from tilelang.record import field, record
 from tilelang.sema.types import DType
 
 YIELD, CONDITION, ESCAPED = "yield", "condition", "escaped"
 
 
-@dataclass
+@record
 class LoopFrame:
     header: ir.Block
     exit: ir.Block

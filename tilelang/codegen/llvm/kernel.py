@@ -35,6 +35,7 @@ from tilelang.diagnostics import InternalCompilerError, register_codes
 from tilelang.ir.args import TupleArg
 from tilelang.ir.ops import BuiltinOp, ConstantOp, Kernel
 from tilelang.ir.values import Value
+from tilelang.record import field as rfield, record
 from tilelang.sema.builtins_math import DEFAULT_PRECISION, PRECISIONS
 from tilelang.sema.constants import ConstTuple, ConstValue
 from tilelang.sema.types import ArrayType, DType, TileType
@@ -136,6 +137,8 @@ class NeedsExactThreads(Exception):
     """Raised in virtual-thread mode by an op that communicates between threads."""
 
 
+# TileVal stays a dataclass: one is made per value (a record's shared __init__ is ~4x slower
+# per instance); the rarely made classes below are records (~1 ms less each to create).
 @dataclass(frozen=True)
 class TileVal:
     """A tile (or scalar) as the registers of one thread: `regs[r]` holds the element at
@@ -158,7 +161,7 @@ class TileVal:
         return self.regs[0]
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ArrayVal:
     """An `Array` parameter: global address, extents and strides (i64, elements)."""
 
@@ -171,7 +174,7 @@ class ArrayVal:
     name: str = ""
 
 
-@dataclass
+@record
 class KernelStats:
     """What the emission used: reported to the launch contract and the tests."""
 
@@ -179,11 +182,11 @@ class KernelStats:
     barriers: int = 0
     smem_bytes: int = 0
     exchanges: int = 0           # layout conversions through shared memory
-    features: set = field(default_factory=set)   # targets.FEATURES names the code uses
+    features: set = rfield(default_factory=set)  # targets.FEATURES names the code uses
     dynamic_smem: int = 0        # of smem_bytes: the part launched as dynamic shared memory
     wgmma_acc_regs: int = 0      # accumulator registers per thread of its warp-group MMAs
     wgmma_declined: bool = False # a product could use wgmma but for the block's thread count
-    tensor_maps: list = field(default_factory=list)  # TensorMapSpecs the TMA loads want
+    tensor_maps: list = rfield(default_factory=list)  # TensorMapSpecs the TMA loads want
 
 
 class KernelEmitter:
