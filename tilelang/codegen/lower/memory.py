@@ -133,13 +133,7 @@ class TileAccess:
 
     def vector_width(self) -> int:
         """Registers per vector access (1: scalar accesses)."""
-        if not vectorizable(self.arr, self.axes):
-            return 1
-        vw = vector_width(self.layout, self.axes.index(self.arr.rank - 1))
-        a = self.aligned
-        while vw > 1 and (vw * self.itemsize > 16 or (type(a) is int and a % vw)):
-            vw //= 2
-        return vw
+        return access_vector_width(self.arr, self.axes, self.layout, self.aligned)
 
     def _start_aligned(self, vw: int) -> ir.Value:
         """i1, uniform: the start along the contiguous axis is a multiple of vw."""
@@ -311,6 +305,17 @@ class TileAccess:
                 align=len(grp) * self.itemsize)
 
 
+def access_vector_width(arr: ArrayVal, axes: tuple[int, ...], layout: Layout,
+                        aligned: bool | int | None = True) -> int:
+    """Registers per vector access of a tile of `arr` in `layout` (1: scalar accesses)."""
+    if not vectorizable(arr, axes):
+        return 1
+    vw = vector_width(layout, axes.index(arr.rank - 1))
+    while vw > 1 and (vw * arr.dtype.itemsize > 16 or (type(aligned) is int and aligned % vw)):
+        vw //= 2
+    return vw
+
+
 def _phi2(b: ir.IRBuilder, x: ir.Value, bx: ir.Block, y: ir.Value, by: ir.Block) -> ir.Value:
     phi = b.phi(x.type)
     phi.add_incoming(x, bx)
@@ -427,12 +432,8 @@ def store(kern: KernelEmitter, op: BuiltinOp) -> None:
     from tilelang.codegen.lower import stream      # it imports this module
     s = stream.streams(kern, op)
     if s is not None:
-        stream.emit(kern, s, lambda: _plain_store(kern, op))
+        stream.emit(kern, s)
         return
-    _plain_store(kern, op)
-
-
-def _plain_store(kern: KernelEmitter, op: BuiltinOp) -> None:
     args = op.arg_map
     arr = kern.array(args["A"])
     t = kern.tile(args["tile"])

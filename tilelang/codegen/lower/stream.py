@@ -9,9 +9,8 @@ Planned once per kernel over the top-level ops of its body (`_plan`); the load a
 lowerings leave a planned op to the store (`deferred`), which emits the stream (`emit`). The
 loads move down to the store, so every op between the first streamed load and the store must
 write no global memory (`mma_operands._writes_nothing`); each streamed value has one use.
-When the layouts do not line up at emission (a streamed operand whose vectors are not the
-store's, a replicated tile), the streamed ops are emitted whole at the store instead and the
-store is the plain one: the same values, only later.
+The layouts must line up (`_lines_up`: each load's registers and vectors are the store's, no
+replicated registers), else the statement is emitted as written.
 
 The stream has one uniform test for all its accesses: every load and the store inside their
 arrays takes the straight path (plain vector loads, the element-wise code, plain vector stores,
@@ -34,10 +33,9 @@ import llvmlite.ir as ir
 from tilelang.codegen.layouts import convert as C
 from tilelang.codegen.llvm.kernel import KernelEmitter
 from tilelang.codegen.llvm.sync import broadcast
-from tilelang.codegen.lower.memory import (TileAccess, _padding, access_layout, tile_indexed,
-                                           tile_start)
+from tilelang.codegen.lower.memory import (TileAccess, _padding, access_layout,
+                                           access_vector_width, tile_indexed, tile_start)
 from tilelang.codegen.lower.mma_operands import PRODUCTS, _writes_nothing, use_counts
-from tilelang.codegen.lower.table import lookup
 from tilelang.codegen.scalar.emitter import ELEMENTWISE
 from tilelang.ir.ops import BuiltinOp, walk
 from tilelang.ir.values import Value
@@ -61,7 +59,6 @@ class Stream:
 class Plan:
     streams: dict[int, Stream] = field(default_factory=dict)     # store op id -> its stream
     deferred: dict[int, Stream] = field(default_factory=dict)    # result id -> its stream
-    materializing: bool = False
 
 
 class Deferred:
@@ -116,7 +113,8 @@ def _make_plan(kern: KernelEmitter) -> Plan:
             continue
         first = min(pos[o.result.id] for o in chain)
         inner = {id(o) for o in chain}
-        if not all(_writes_nothing(o) or id(o) in inner for o in ops[first:p]):
+        if not all(_writes_nothing(o) or id(o) in inner for o in ops[first:p]) or \
+                not _lines_up(kern, st, loads):
             continue
         chain.sort(key=lambda o: pos[o.result.id])
         s = Stream(st, chain, loads)
@@ -126,11 +124,43 @@ def _make_plan(kern: KernelEmitter) -> Plan:
     return out
 
 
+def _store_layout(kern: KernelEmitter, st: BuiltinOp):
+    """(array, layout, registers per vector) of a streamed store."""
+    arr = kern.array(st.arg_map["A"])
+    t = st.arg_map["tile"].type
+    axes = tuple(range(arr.rank))
+    lay = access_layout(kern, arr, axes, tuple(t.shape), t.dtype)
+    return arr, lay, access_vector_width(arr, axes, lay)
+
+
+def _load_layout(kern: KernelEmitter, op: BuiltinOp):
+    src = kern.array(op.arg_map["A"])
+    t = op.result.type
+    axes = tuple(range(src.rank))
+    lay = access_layout(kern, src, axes, tuple(t.shape), t.dtype)
+    return src, lay, access_vector_width(src, axes, lay)
+
+
+def _lines_up(kern: KernelEmitter, st: BuiltinOp, loads: list[BuiltinOp]) -> bool:
+    """Every thread owns its registers of the store (no replicas to gate), has two vectors or
+    more, and each load's registers are the store's, in vectors as wide."""
+    _, lay, vw = _store_layout(kern, st)
+    if lay.replicated_thread_mask() or kern.primary is not None or lay.num_regs <= vw or \
+            len(lay.owned_regs()) != lay.num_regs:
+        return False
+    for op in loads:
+        _, llay, lvw = _load_layout(kern, op)
+        if lvw != vw or llay.num_regs != lay.num_regs or C.rename_map(
+                llay, C.need_of(lay, tuple(op.result.type.shape))) != list(range(lay.num_regs)):
+            return False
+    return True
+
+
 def deferred(kern: KernelEmitter, op: BuiltinOp) -> Deferred | None:
     """The placeholder when `op` is left to the store of its stream (its lowering returns it),
     else None."""
     plan = _plan(kern)
-    if plan.materializing or op.result is None or op.result.id not in plan.deferred:
+    if op.result is None or op.result.id not in plan.deferred:
         return None
     return Deferred(op)
 
@@ -139,53 +169,22 @@ def streams(kern: KernelEmitter, store: BuiltinOp) -> Stream | None:
     return _plan(kern).streams.get(id(store))
 
 
-def _materialize(kern: KernelEmitter, s: Stream) -> None:
-    """The streamed ops emitted whole, in program order, at the store (the fallback)."""
-    plan = _plan(kern)
-    plan.materializing = True
-    try:
-        for op in s.ops:
-            kern.env[op.result.id] = lookup(op.name, op.builtin.group)(kern, op)
-    finally:
-        plan.materializing = False
-
-
-def emit(kern: KernelEmitter, s: Stream, plain) -> None:
-    """Emit the stream's store; `plain()` makes the plain store of the materialized tile, where
-    the stream cannot be streamed (layouts) or may not be (overlapping arrays)."""
+def emit(kern: KernelEmitter, s: Stream) -> None:
+    """The stream's store: per vector of the store's layout, that vector of each load, the
+    element-wise ops on it, the vector store (layouts checked by `_lines_up`)."""
     st = s.store
-    arr = kern.array(st.arg_map["A"])
+    arr, lay, vw = _store_layout(kern, st)
     shape = tuple(st.arg_map["tile"].type.shape)
-    dtype = st.arg_map["tile"].type.dtype
-    lay = access_layout(kern, arr, tuple(range(arr.rank)), shape, dtype)
     start, _ = tile_start(kern, st, shape)
     out = TileAccess(kern, arr, start, shape, None, lay)
-    vw = out.vector_width()
-    ok = kern.owner(lay) is None and len(lay.owned_regs()) == lay.num_regs and \
-        lay.num_regs > vw
     loads = []
-    for op in s.loads if ok else ():
-        src = kern.array(op.arg_map["A"])
+    for op in s.loads:
+        src, llay, _ = _load_layout(kern, op)
         ldt = op.result.type
-        lshape = tuple(ldt.shape)
-        llay = access_layout(kern, src, tuple(range(src.rank)), lshape, ldt.dtype)
-        if llay.num_regs != lay.num_regs or \
-                C.rename_map(llay, C.need_of(lay, lshape)) != list(range(lay.num_regs)):
-            ok = False
-            break
-        lstart, _ = tile_start(kern, op, lshape)
-        acc = TileAccess(kern, src, lstart, lshape, None, llay)
-        if acc.vector_width() != vw:
-            ok = False
-            break
-        spad = kern.to_storage(_padding(kern, op, ldt.dtype), src.dtype)
-        loads.append((op, acc, spad))
-    if not ok:
-        _materialize(kern, s)
-        plain()
-        return
+        lstart, _ = tile_start(kern, op, tuple(ldt.shape))
+        acc = TileAccess(kern, src, lstart, tuple(ldt.shape), None, llay)
+        loads.append((op, acc, kern.to_storage(_padding(kern, op, ldt.dtype), src.dtype)))
     b = kern.builder
-    done = kern.fn.append_basic_block("stream.done")
     # materialized operands, broadcast into the store's layout once
     inner = {o.result.id for o in s.ops}
     fixed: dict[int, tuple] = {}
@@ -198,6 +197,7 @@ def emit(kern: KernelEmitter, s: Stream, plain) -> None:
         inside = b.and_(inside, acc.inside())
     fast_bb = kern.fn.append_basic_block("stream.full")
     edge_bb = kern.fn.append_basic_block("stream.edge")
+    done = kern.fn.append_basic_block("stream.done")
     b.cbranch(inside, fast_bb, edge_bb).set_weights([1024, 1])
     groups = [list(range(g, g + vw)) for g in range(0, lay.num_regs, vw)]
     for bb, edge in ((fast_bb, False), (edge_bb, True)):
