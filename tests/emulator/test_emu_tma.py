@@ -388,3 +388,23 @@ def test_mbarrier_inval_with_transactions_due_is_reported(mode, error):
         return
     with pytest.raises(ExecutionError, match=error):
         dev.launch(fn, (1, 1, 1), (32, 1, 1), [raw, np.uint32(mode)])
+
+
+@pytest.mark.parametrize("wait", [True, False])
+def test_tma_store_source_overwritten_before_the_wait_is_reported(wait):
+    # thread 0 writes the image again after issuing the store and before its wait_group.read
+    # (or with no wait at all): a GPU may store the old or the new value
+    dev = EmulatorDevice()
+    pc = dev.to_device(np.zeros((10, 24), np.float32))
+    raw = tensormap.encode("f32", 2, int(pc), (24, 10), (96,), (32, 8), (1, 1), 0, 3, 0, 0)
+    ptx = STORE.replace("  @%p1 cp.async.bulk.commit_group;\n",
+                        "  @%p1 cp.async.bulk.commit_group;\n"
+                        "  @%p1 st.shared.u32 [%r3+4], %r1;\n")
+    if not wait:
+        ptx = ptx.replace("  @%p1 cp.async.bulk.wait_group.read 0;\n", "")
+    fn = dev.load_module(ptx).get_function("k")
+    when = "a cp.async.bulk.wait_group covered the store" if wait else "the block ended"
+    with pytest.raises(ExecutionError, match=r"shared memory that the bulk store at PTX line "
+                       rf"\d+ reads was overwritten before {when}"):
+        dev.launch(fn, (1, 1, 1), (64, 1, 1), [raw, dev.to_device(np.ones(1024, np.float32)),
+                                               np.uint32(0), np.uint32(0), dev.malloc(64), 0])

@@ -9,9 +9,10 @@ writes the data and then performs the complete-tx on the barrier of every destin
 
 Stores (shared → global, `.bulk_group`) are done when the issuing thread waits for their
 group (`cp.async.bulk.wait_group[.read] N`), or when the batch ends; they read shared memory
-then. Tensor copies address a box of the tensor map (`tensormap.py`, the emulator's own
-128-byte encoding); box elements outside the tensor read as zeros (or NaN with the
-NaN-request OOB fill) and are not stored.
+then, and a source byte that changed since the store was issued is an error (a GPU reads it
+at some moment in between). Tensor copies address a box of the tensor map (`tensormap.py`,
+the emulator's own 128-byte encoding); box elements outside the tensor read as zeros (or NaN
+with the NaN-request OOB fill) and are not stored.
 """
 
 from __future__ import annotations
@@ -37,11 +38,12 @@ class TmaLoad:
 
 
 class BulkStore:
-    __slots__ = ("thread", "group", "src", "gaddr", "line")
+    __slots__ = ("thread", "group", "src", "gaddr", "line", "snap")
 
-    def __init__(self, thread, group, src, gaddr, line):
+    def __init__(self, thread, group, src, gaddr, line, snap=None):
         self.thread, self.group, self.src, self.gaddr, self.line = (
             thread, group, src, gaddr, line)
+        self.snap = snap            # the source bytes at issue (None: not checked)
 
 
 def land_on(st, elems):
@@ -75,6 +77,12 @@ def finish_stores(st, idx=None, limit=None):
             keep.append(p)
             continue
         data = st.shared[p.src]
+        if p.snap is not None and not np.array_equal(data, p.snap):
+            when = "the block ended" if idx is None else \
+                "a cp.async.bulk.wait_group covered the store"
+            raise st.error(ExecutionError, f"shared memory that the bulk store at PTX line "
+                           f"{p.line} reads was overwritten before {when} (a GPU may store "
+                           f"either value)", p.thread)
         (region, _, off, _), = locate(st, "global", p.gaddr.astype(np.uint64),
                                       np.full(p.gaddr.size, p.thread), 1, 1)
         region_view(st, region, np.uint8)[off] = data
@@ -283,7 +291,8 @@ def _build_tensor_store(ctx, ins, ops, rank, _Addr):
                 st.proxy.check(st, offs, 1, t, ins.opcode)
             gaddr = (tm.global_address + goff[inb])[:, None] + np.arange(es)[None, :]
             st.bulk_pending.append(BulkStore(t, int(st.bulk_commits[t]), offs,
-                                             gaddr.reshape(-1), ins.line))
+                                             gaddr.reshape(-1), ins.line,
+                                             st.shared[offs].copy()))
     return run
 
 
@@ -307,7 +316,8 @@ def _build_plain_store(ctx, ins, ops, _Addr):
                                ins.opcode)
             ga = np.broadcast_to(np.asarray(dst.get(st), np.uint64), (st.T,))[t]
             locate(st, "global", np.array([ga]), np.array([t]), 16, 16)
-            st.bulk_pending.append(BulkStore(t, int(st.bulk_commits[t]),
-                                             blk * st.shared_size + o + np.arange(n),
-                                             ga + np.arange(n, dtype=np.uint64), ins.line))
+            sbytes = blk * st.shared_size + o + np.arange(n)
+            st.bulk_pending.append(BulkStore(t, int(st.bulk_commits[t]), sbytes,
+                                             ga + np.arange(n, dtype=np.uint64), ins.line,
+                                             st.shared[sbytes].copy()))
     return run
