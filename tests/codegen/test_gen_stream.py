@@ -182,3 +182,28 @@ def test_strided_arrays_stream_element_by_element():
     assert _loads_first(mixed.codegen.ptx, "vadd") == 16
     emu, _ = run(mixed, "vadd", {"a": a, "b": b, "c": c}, (5,))
     np.testing.assert_array_equal(emu["c"], want)
+
+
+@pytest.mark.parametrize("dt,npdt,pad", [("f16", np.float16, "2.0"), ("f64", np.float64, "7.0"),
+                                         ("i8", np.int8, "-3"), ("bool", np.bool_, "true"),
+                                         ("u16", np.uint16, "9")])
+def test_ragged_copies_of_every_dtype(dt, npdt, pad):
+    """A copy streams too (the tile is the load): 16 x 256 tiles, 32 elements per thread,
+    over a ragged (37, 300) array into a larger one; padding where y is outside x."""
+    src = f"""
+kernel copy(x: Array[{dt}, 2], y: Array[{dt}, 2]) {{
+    let t = load(x, index = (bid(0), bid(1)), shape = (16, 256), padding = {pad});
+    store(y, index = (bid(0), bid(1)), tile = t);
+}}
+"""
+    rng = np.random.default_rng(7)
+    x = (rng.integers(0, 2, (37, 300)) if dt == "bool"
+         else rng.integers(-50, 50, (37, 300))).astype(npdt)
+    y = np.zeros((40, 310), npdt)
+    res = compile_for(src, "copy", {"x": x, "y": y})
+    assert _loads_first(res.codegen.ptx, "copy") == 1
+    emu, ref = run(res, "copy", {"x": x, "y": y}, (3, 2))
+    want = np.full(y.shape, np.asarray(True if pad == "true" else float(pad)).astype(npdt))
+    want[:37, :300] = x
+    np.testing.assert_array_equal(ref["y"], want)
+    np.testing.assert_array_equal(emu["y"], want)
