@@ -1,0 +1,119 @@
+"""The shape of the generated LLVM IR that LLVM's and Python's time depend on (issue 18,
+compile speed), and what must not change with it: the tensor-core matmul's wgmma asm returns
+named structs, the MMAs of a K-step are one asm, a TMA kernel is emitted once with its map
+parameters, and a compile's LLVM context is its own."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+import tilelang.codegen.generate as generate_mod
+from tilelang.codegen.llvm import control
+from tilelang.driver import Options, compile_source
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _compile(name: str, until: str = "ptx", target: str = "sm_90a"):
+    path = ROOT / "examples" / f"{name}.tile"
+    res = compile_source(path.read_text(), str(path), Options(target=target), until=until)
+    assert res.ok, [d.message for d in res.diagnostics]
+    return res
+
+
+@pytest.fixture(scope="module")
+def matmul():
+    return _compile("matmul")
+
+
+def test_wgmma_results_are_named_structs(matmul):
+    text = matmul.llvm_ir
+    # no literal struct of floats anywhere: it would be spelled out at every extractvalue
+    body = "\n".join(ln for ln in text.splitlines() if " = type {" not in ln)
+    assert not re.search(r"\{\s*float\s*,", body)
+    named = set(re.findall(r'^%"?(f32x\d+)"? = type \{', text, re.M))
+    assert named == {"f32x128"}, named          # fence, the MMAs, the waits
+    for line in text.splitlines():
+        if "extractvalue" in line:
+            assert re.search(r'extractvalue %"?f32x\d+"? ', line), line
+    # the 128 x 128 f32 accumulator over 128 threads: 128 registers; every asm returning them
+    # is extracted once per register
+    assert len(text) < 150_000, len(text)
+
+
+def test_mmas_of_a_k_step_are_one_asm(matmul):
+    text, ptx = matmul.llvm_ir, matmul.ptx
+    calls = [ln for ln in text.splitlines() if "call" in ln and "wgmma.mma_async" in ln]
+    # one asm holds all eight m64n128k16 MMAs of a 64-deep K step (two 64-row tiles by four
+    # k16 steps); the PTX has them one per line
+    per_call = [ln.count("wgmma.mma_async") for ln in calls]
+    assert per_call and all(n == 8 for n in per_call), per_call
+    mma_lines = [ln for ln in ptx.splitlines() if ln.strip().startswith("wgmma.mma_async")]
+    assert len(mma_lines) == 8 * len(calls)
+    # each instruction names its own 64 accumulator registers and descriptors
+    for ln in mma_lines:
+        regs = re.search(r"\{([^}]*)\}", ln).group(1).split(",")
+        assert len(regs) == 64 and len(set(regs)) == 64
+
+
+def test_tma_kernel_is_emitted_once(monkeypatch):
+    calls = []
+    real = generate_mod.emit_kernel_body
+
+    def counting(kern):
+        calls.append(kern.kernel.name)
+        return real(kern)
+
+    monkeypatch.setattr(generate_mod, "emit_kernel_body", counting)
+    res = _compile("matmul", until="llvm")
+    assert calls == ["matmul"]
+    maps = res.codegen.kernel("matmul").tensor_maps
+    assert [m.array for m in maps] == ["a", "b", "c"]
+    # the maps follow the source parameters, in that order, 64-byte aligned and byval
+    head = re.search(r'define ptx_kernel void @"?matmul"?\((.*)\)', res.llvm_ir).group(1)
+    params = [p.strip() for p in head.split(", ")]
+    assert [p.rsplit(" ", 1)[-1] for p in params[-3:]] == \
+        ['%"a_tmap0"', '%"b_tmap1"', '%"c_tmap2"']
+    assert all("byval([128 x i8]) align 64" in p for p in params[-3:])
+    # each is a grid constant, annotated with its 1-based parameter index
+    ints = dict(re.findall(r"^(!\d+) = !\{ i32 (\d+) \}", res.llvm_ir, re.M))
+    marked = re.findall(r'@"?matmul"?, !"grid_constant", (!\d+) \}', res.llvm_ir)
+    assert sorted(int(ints[m]) for m in marked) == [len(params) - 2, len(params) - 1,
+                                                    len(params)]
+
+
+def test_tma_maps_match_a_second_emission_with_them_given(monkeypatch):
+    """The lazily added parameters give the kernel the old way gave it: emitting with the maps
+    known from the start (KernelEmitter(tensor_maps=...)) yields the same PTX."""
+    first = _compile("matmul")
+    maps = first.codegen.kernel("matmul").tensor_maps
+    real_emitter = generate_mod.KernelEmitter
+
+    def with_maps(*args, **kwargs):
+        kwargs["tensor_maps"] = maps
+        return real_emitter(*args, **kwargs)
+
+    def eager_emit(kernel, target, block, facts, *, exact, layout, fast_math=False, tma=False,
+                   lineinfo=False):
+        m = generate_mod._new_module(kernel.name, target)
+        m.data_layout = layout
+        kern = with_maps(m, kernel, target, block=block, exact=exact, facts=facts,
+                         fast_math=fast_math, tma=tma, lineinfo=lineinfo)
+        control.emit_kernel_body(kern)
+        return m, kern.stats, exact
+
+    monkeypatch.setattr(generate_mod, "emit_kernel", eager_emit)
+    second = _compile("matmul")
+    assert second.ptx == first.ptx
+
+
+def test_a_compile_has_its_own_llvm_context():
+    # attention's two kernels are linked into one module, whose text LLVM prints: in the
+    # process-wide context the second compile's named types would print as %f32x32.1 ...
+    a = _compile("attention", until="ptx")
+    b = _compile("attention", until="ptx")
+    assert "%f32x" in a.llvm_ir and ".1 = type" not in b.llvm_ir
+    assert a.llvm_ir == b.llvm_ir and a.ptx == b.ptx
