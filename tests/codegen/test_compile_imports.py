@@ -66,14 +66,16 @@ def test_compiling_every_example_imports_no_numpy():
 def test_constants_of_every_dtype_and_print_import_no_numpy():
     """What used NumPy at compile time: f16/bf16/tf32/f8 constants (rounding, bit patterns),
     a constant divisor's reciprocal, erf's fitted coefficients, `print` of constants, layout
-    conversions through shared memory and shuffles."""
+    conversions through shared memory and shuffles, and sema's folding of float constant
+    arithmetic (`1.0 / 3.0`)."""
     src = """\
 kernel k(a: Array[f32, 2], h: Array[f16, 1], e: Array[f8e4m3, 1], o: Array[f32, 2]) {
     let x = load(a, index = (0, 0), shape = (32, 32), padding = 0.1);
     let y = load(h, index = (0,), shape = (64,), padding = f16(0.3));
     store(h, index = (0,), tile = y * f16(3.14159) - bf16(0.7).astype(f16));
     store(e, index = (0,), tile = (y.astype(f32) * 0.33).astype(f8e4m3));
-    store(o, index = (0, 0), tile = transpose(x) / 3.0 + erf(x) + tf32(0.1).astype(f32)
+    let c = 1.0 / 3.0 + 7.5 % 2.0 - floordiv(-7.0, 2.0) + f32(0.1) * f32(3.0) - 2.0 * 0.25;
+    store(o, index = (0, 0), tile = transpose(x) / 3.0 + erf(x) + tf32(0.1).astype(f32) + c
                                    + f8e5m2(300.0).astype(f32) + sum(x, axis = 0));
     print("{} {} {} {} {}", 0.1, f32(1.0e-5), f16(0.1), bf16(0.1), f8e4m3(0.3));
 }

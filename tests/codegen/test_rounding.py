@@ -105,3 +105,25 @@ def test_every_f8_code_round_trips():
             v = float(table[code])
             want = 0x7F if math.isnan(v) else code   # the table's NaNs carry no sign
             assert R.f8_code(v, DTYPES[name]) == want, (name, hex(code), v)
+
+
+@pytest.mark.parametrize("op", ["+", "-", "*", "/", "//", "%", "**"])
+def test_constant_folding_arithmetic_is_numpys(op):
+    """sema folds `a op b` of float constants in plain Python where that gives NumPy's float64
+    result (the common case imports no NumPy), and through NumPy for the rest."""
+    from tilelang.sema.constants import _float_op
+    rng = np.random.default_rng(7)
+    vals = [0.0, -0.0, 1.0, -1.0, 0.5, -2.5, 3.0, 1e308, -1e308, 5e-324, 1e-310, math.inf,
+            -math.inf, math.nan, 0.1, 2.0 ** 53, 1 / 3] + \
+        (np.exp(rng.uniform(-40, 40, 60)) * rng.choice([-1, 1], 60)).tolist() + \
+        rng.integers(-9, 9, 20).astype(float).tolist()
+    fn = {"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.divide,
+          "//": np.floor_divide, "%": np.mod, "**": np.power}[op]
+    bad = []
+    for x in vals:
+        for y in vals:
+            with np.errstate(all="ignore"):
+                want = float(fn(np.float64(x), np.float64(y)))
+            if not _same(_float_op(op, x, y), want):
+                bad.append((x, y, _float_op(op, x, y), want))
+    assert not bad, bad[:5]

@@ -400,6 +400,19 @@ def _overflow(op: str, x, y, r, dt: DType, span: Span | None) -> TileSemanticErr
 
 
 def _float_op(op: str, x: float, y: float) -> float:
+    """`x op y` as NumPy's float64 computes it (±inf and NaN, never an exception). Python's
+    floats give the same where they give a result without raising: the same IEEE operations,
+    and `//`/`%` by the same fmod-based algorithm on finite operands, so the common folds do
+    not import NumPy; a zero divisor, infinities and `**` (NumPy special-cases exponents such
+    as 0.5) go to NumPy."""
+    x, y = float(x), float(y)
+    try:
+        if op in ("+", "-", "*", "/"):
+            return x + y if op == "+" else x - y if op == "-" else x * y if op == "*" else x / y
+        if op in ("//", "%") and math.isfinite(x) and math.isfinite(y):
+            return x // y if op == "//" else x % y
+    except ZeroDivisionError:
+        pass
     with np.errstate(all="ignore"):
         fx, fy = np.float64(x), np.float64(y)
         r = {"+": lambda: fx + fy, "-": lambda: fx - fy, "*": lambda: fx * fy,
