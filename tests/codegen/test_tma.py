@@ -135,7 +135,7 @@ def test_batched_3d_boxes():
     arrays = {"a": a, "b": b, "c": np.full((4, 64, 64), np.nan, np.float32)}
     res, _ = run(BATCHED_LOOP, "bloop", arrays, (2,), tma=True)
     maps = res.codegen.kernel("bloop").tensor_maps
-    assert [m.box for m in maps] == [(64, 64, 2), (64, 64, 2), (32, 64, 2)]   # a, b, c
+    assert [m.box for m in maps] == [(64, 64, 2), (64, 64, 2), (8, 64, 2)]    # a, b, c
     assert "cp.async.bulk.tensor.3d" in res.ptx
     exact(arrays)
 

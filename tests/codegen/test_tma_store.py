@@ -35,13 +35,13 @@ def padded(x: np.ndarray, pad_cols: int, fill=np.nan) -> np.ndarray:
 
 
 def run_views(src: str, kernel: str, arrays: dict, grid, *, race_check: bool = False,
-              defines: dict | None = None):
+              defines: dict | None = None, target: str = "sm_90a"):
     """Launch on the emulator with each array passed as the view it is (its own address,
     extents and strides inside its base allocation, which is what goes to the device and
     comes back); tensor maps built by the runtime's emulator encoding."""
     from tilelang.emulator import EmulatorDevice
     from tilelang.runtime.tensormap import encode_emulator, map_args
-    res = compile_for(src, kernel, arrays, defines=defines)
+    res = compile_for(src, kernel, arrays, defines=defines, target=target)
     art = res.codegen.kernel(kernel)
     dev = EmulatorDevice(race_check=race_check)
     bases, addr, args = {}, {}, []
@@ -99,8 +99,9 @@ def test_ptx_structure():
     arrays = {"a": a, "b": b, "c": np.zeros((256, 256), np.float32)}
     res = compile_for(MATMUL, "matmul", arrays)
     art = res.codegen.kernel("matmul")
-    # c (M, N) f32: panels of 32 columns (128 bytes) by the tile's 128 rows
-    assert art.tensor_maps[-1] == TensorMapSpec("c", art.params[2].dtype, (32, 128), 128)
+    # c (M, N) f32: panels of 8 columns (32 bytes: conflict-free 8-byte stores) by the
+    # tile's 128 rows
+    assert art.tensor_maps[-1] == TensorMapSpec("c", art.params[2].dtype, (8, 128), 32)
     assert len(art.tensor_maps) == 3
     assert ".param .align 64 .b8 matmul_param_17[128]" in res.ptx
     epi = epilogue(res.ptx)
@@ -108,7 +109,7 @@ def test_ptx_structure():
     assert epi.count("st.shared.v2.b32") == 64             # 128 x 128 f32 / 128 threads / 2
     stores = re.findall(r"cp\.async\.bulk\.tensor\.2d\.global\.shared::cta\.bulk_group "
                         r"\[%rd\d+, \{%r\d+, %r\d+\}\], \[%r\d+\];", epi)
-    assert len(stores) == 4                                 # 4 panels of 32 columns
+    assert len(stores) == 16                                # 16 panels of 8 columns
     order = ["st.shared.v2.b32", "fence.proxy.async.shared::cta", "bar.sync",
              "cp.async.bulk.tensor.2d.global", "cp.async.bulk.commit_group;",
              "cp.async.bulk.wait_group.read 0;"]
@@ -155,19 +156,26 @@ def test_square():
     a, b = operands((256, 256), (256, 256))
     arrays = {"a": padded(a, 8), "b": padded(b, 8), "c": padded(np.zeros((256, 256),
                                                                          np.float32), 4)}
-    res, _ = run_views(MATMUL, "matmul", arrays, (2, 2), race_check=True)
+    res, rep = run_views(MATMUL, "matmul", arrays, (2, 2), race_check=True)
     assert "bulk_group" in res.ptx
     check(arrays["c"], product(a, b))
+    # the fragment stores into 32-byte panels: one wavefront per half-warp (the loop's
+    # operands come by TMA and go to wgmma, so these are the kernel's only shared accesses)
+    assert rep.bank_conflicts == 0
 
 
-def test_ragged_edges_are_clipped():
+@pytest.mark.parametrize("target", ["sm_90a", "sm_90"])
+def test_ragged_edges_are_clipped(target):
     # 127 x 129 x 65: every edge ragged; the row pitches are padded to 16 bytes (the facts
-    # TMA needs), so the store's box hangs over the view's last row and column
+    # TMA needs), so the store's box hangs over the view's last row and column. On sm_90
+    # (no wgmma) the accumulator is mma.sync's, its loads cp.async, its store TMA all the same
     a, b = operands((127, 65), (65, 129))
     arrays = {"a": padded(a, 7), "b": padded(b, 7),
               "c": padded(np.full((127, 129), np.nan, np.float32), 3)}
-    res, _ = run_views(MATMUL, "matmul", arrays, (1, 2))
-    assert [m.array for m in res.codegen.kernel("matmul").tensor_maps] == ["a", "b", "c"]
+    res, _ = run_views(MATMUL, "matmul", arrays, (1, 2), target=target)
+    maps = [m.array for m in res.codegen.kernel("matmul").tensor_maps]
+    assert maps == (["a", "b", "c"] if target == "sm_90a" else ["c"])
+    assert ("mma.sync" in res.ptx) == (target == "sm_90")
     check(arrays["c"], product(a, b))
 
 
@@ -199,18 +207,19 @@ def test_f16_output_two_panels():
     check(arrays["c"], (product(a, b) * 0.5).astype(np.float16))
 
 
-@pytest.mark.parametrize("out,span", [("f32", 64), ("f16", 32)])
-def test_narrow_tiles_64_and_32_byte_swizzle(out, span):
-    # 16 columns: 64 bytes of f32, 32 bytes of f16 per row, the whole row one panel
+@pytest.mark.parametrize("out,bn,span", [("f32", 16, 32), ("f16", 32, 64), ("f16", 16, 32)])
+def test_narrow_tiles_64_and_32_byte_swizzle(out, bn, span):
+    # f32 rows take 32-byte panels (2 of 16 columns); 32 f16 columns are one 64-byte panel,
+    # 16 one 32-byte panel
     src = HALF_OUT if out == "f16" else HALF_OUT.replace(
         "Array[f16, 2], const", "Array[f32, 2], const").replace("astype(acc * 0.5, f16)", "acc")
     dtype = np.float16 if out == "f16" else np.float32
     a, b = operands((64, 64), (64, 40))
     arrays = {"a": padded(a, 8), "b": padded(b, 8),
               "c": padded(np.full((64, 40), np.nan, dtype), 8)}
-    res, _ = run_views(src, "half", arrays, (1, 3), defines={"BN": 16})
+    res, _ = run_views(src, "half", arrays, (1, -(-40 // bn)), defines={"BN": bn})
     spec = res.codegen.kernel("half").tensor_maps[-1]
-    assert (spec.array, spec.box, spec.swizzle) == ("c", (16, 64), span)
+    assert (spec.array, spec.box, spec.swizzle) == ("c", (span // dtype().itemsize, 64), span)
     want = product(a, b)
     check(arrays["c"], want if out == "f32" else (want * 0.5).astype(np.float16))
 
@@ -236,8 +245,8 @@ def test_batched_3d_box():
     arrays = {"a": padded(a, 8), "b": padded(b, 8),
               "c": padded(np.full((3, 60, 56), np.nan, np.float32), 4)}
     res, _ = run_views(BATCHED, "bmm", arrays, (2,))
-    assert res.codegen.kernel("bmm").tensor_maps[-1].box == (32, 64, 2)
-    assert epilogue(res.ptx).count("cp.async.bulk.tensor.3d.global") == 2
+    assert res.codegen.kernel("bmm").tensor_maps[-1].box == (8, 64, 2)
+    assert epilogue(res.ptx).count("cp.async.bulk.tensor.3d.global") == 8
     check(arrays["c"], product(a, b))
 
 

@@ -6,7 +6,8 @@ when the target has TMA, A is contiguous and 16-byte aligned (the facts the tens
 the tile's rows are whole 32-, 64- or 128-byte panels and every box dimension is at most 256.
 
 The image is the box layout the TMA unit reads: the tile cut along its last axis into panels
-of `span` bytes (the widest of 128, 64, 32 that divides a row), each panel its rows of `span`
+of `span` bytes (32 for 32-bit elements, else the widest of 128, 64, 32 dividing a row; see
+"Banks" below), each panel its rows of `span`
 bytes in order (batch-major for a 3-d tile) with the hardware's swizzle (16-byte chunk bits
 4.. XORed with address bits 7..), panels 1024-byte aligned so the swizzle's phase is the
 row's. One tensor map (api.TensorMapSpec: box = span / itemsize elements by the tile's other
@@ -22,9 +23,12 @@ next user of the buffer starts with a barrier, so nothing overwrites it earlier;
 does not exit before it either. Out-of-bounds box elements are not written (the TMA unit
 clips), so a ragged edge needs no code here.
 
-32-bit values into 128-byte rows: a half-warp's 8-byte stores (4 rows x 2 chunks) meet rows r
-and r ^ 1 on the same two chunk slots, a 2-way bank conflict the box's swizzle fixes in
-place; 16-bit values are conflict-free.
+Banks: a half-warp's 8-byte stores of 32-bit pairs cover 4 rows x 2 chunks; in 128-byte
+(or 64-byte) swizzled rows rows r and r ^ 1 (r and r + 2) meet on the same two chunk slots, a
+2-way conflict on every store, so 32-bit tiles use 32-byte panels (4 rows = 128 bytes, one
+wavefront; more copies for thread 0 to issue: 16 instead of 4 for 128 f32 columns). A warp's
+4-byte stores of 16-bit pairs cover 8 rows x 1 chunk, which the 128-byte swizzle spreads over
+8 chunk slots.
 """
 
 from __future__ import annotations
@@ -67,7 +71,11 @@ def spec_for(kern: KernelEmitter, arr, t: TileVal) -> TensorMapSpec | None:
     if itemsize not in (2, 4) or kern.storage_type(t.dtype) != kern.llvm_type(t.dtype) or \
             t.dtype != arr.dtype:
         return None
-    span = span_of(t.shape[-1] * itemsize)
+    row = t.shape[-1] * itemsize
+    # 32-bit pairs: 32-byte panels, whose rows a half-warp's 8-byte stores (4 rows x 32
+    # bytes) cover without a bank conflict; 16-bit pairs (8 rows x 16 bytes a warp): the
+    # widest panel, conflict-free under its swizzle
+    span = 32 if itemsize == 4 and row % 32 == 0 else span_of(row)
     if not span:
         return None
     box = (span // itemsize,) + tuple(reversed(t.shape[:-1]))
