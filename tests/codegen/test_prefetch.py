@@ -1,8 +1,9 @@
 """A loop whose body does more than load -> one product (attention) copies its product
 operands one iteration ahead into a ring of images of their own (lower/mma_prefetch.py), by
-TMA or cp.async: results on the emulator against NumPy under the race checker, over enough
-iterations for the ring to wrap, ragged and empty loops, and the PTX of the loop (one barrier
-per iteration, the copies of the next iteration before the products)."""
+TMA or cp.async: results on the emulator against NumPy over enough iterations for the ring to
+wrap, ragged and empty loops, under the race checker (which checks the cp.async rings; it
+does not model mbarriers, so a TMA ring's launch is checked by its results), and the PTX of
+the loop (one barrier per iteration, the copies of the next iteration before the products)."""
 
 from __future__ import annotations
 

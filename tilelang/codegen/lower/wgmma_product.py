@@ -616,8 +616,17 @@ def _tma_loop(kern: KernelEmitter, op, lp, tma, base, da, db, k, init, start, st
     b = kern.builder
     plan, S = lp.plan, lp.stages
     stage_bytes = sum(lp.image_bytes)
-    bars = b.add(base, _c(S * stage_bytes))
+    ring = S * stage_bytes
     iv_var = op.iv
+    mc = tma_multicast.plan(kern, op, tma)
+    # inside an outer run-time loop (a persistent kernel's loop over output tiles) the ring
+    # carries on from one run to the next: mbarriers of their own, initialized once, and the
+    # consumer's stage and phase parity kept across runs (`_carried_state`)
+    carried = mc is None and bool(kern.loops)
+    if carried:
+        bars = mma_sync.shared_address(kern, kern.kept_smem(8 * S, 8))
+    else:
+        bars = b.add(base, _c(ring))
 
     def bar(slot_bytes):           # slot (a byte offset) -> its mbarrier's address
         idx = b.udiv(slot_bytes, _c(stage_bytes)) if not isinstance(slot_bytes, int) else \
@@ -633,7 +642,6 @@ def _tma_loop(kern: KernelEmitter, op, lp, tma, base, da, db, k, init, start, st
         b.branch(after)
         b.position_at_end(after)
 
-    mc = tma_multicast.plan(kern, op, tma)
     empty = tma_multicast.empties(kern, bars, S, S * stage_bytes) if mc else None
 
     def issue(iv, s, image, slot_bytes, parity=None):
@@ -647,15 +655,33 @@ def _tma_loop(kern: KernelEmitter, op, lp, tma, base, da, db, k, init, start, st
                                       valid_ahead(iv, s), refill)
 
     kern.barrier()                       # earlier users of the shared buffer are done
-    on_thread0(lambda: [tma_load.mbarrier_init(kern, b.add(bars, _c(8 * i)), 1)
-                        for i in range(S)] + ([tma_multicast.init_empties(kern, mc, empty, S)]
-                                              if mc else []))
-    if mc is None:
+    if carried:
+        state = _carried_state(kern, op)
+        first = kern.fn.append_basic_block("tma.init")
+        ready = kern.fn.append_basic_block("tma.ready")
+        b.cbranch(b.icmp_unsigned("==", b.load(state[2]), _c(0)), first, ready)
+        b.position_at_end(first)         # the first run: thread 0 initializes, all see it
+        on_thread0(lambda: [tma_load.mbarrier_init(kern, b.add(bars, _c(8 * i)), 1)
+                            for i in range(S)])
         kern.barrier()
+        b.store(_c(1), state[2])
+        b.branch(ready)
+        b.position_at_end(ready)
+        slot0, phase0 = b.load(state[0]), b.load(state[1])
+        for s in range(S - 1):
+            sl = _ring_add(kern, slot0, s * stage_bytes, ring)
+            issue(start, s, b.add(base, sl), sl)
     else:
-        tma_multicast.cluster_sync(kern)
-    for s in range(S - 1):
-        issue(start, s, b.add(base, _c(s * stage_bytes)), s * stage_bytes)
+        on_thread0(lambda: [tma_load.mbarrier_init(kern, b.add(bars, _c(8 * i)), 1)
+                            for i in range(S)] + ([tma_multicast.init_empties(kern, mc, empty, S)]
+                                                  if mc else []))
+        if mc is None:
+            kern.barrier()
+        else:
+            tma_multicast.cluster_sync(kern)
+        slot0, phase0 = _c(0), _c(0)
+        for s in range(S - 1):
+            issue(start, s, b.add(base, _c(s * stage_bytes)), s * stage_bytes)
     pre = b.block
     header = kern.fn.append_basic_block("tma.pipe")
     body = kern.fn.append_basic_block("tma.pipe.body")
@@ -665,9 +691,9 @@ def _tma_loop(kern: KernelEmitter, op, lp, tma, base, da, db, k, init, start, st
     iv = b.phi(start.type, "iv")
     iv.add_incoming(start, pre)
     slot = b.phi(I32, "slot")
-    slot.add_incoming(_c(0), pre)
+    slot.add_incoming(slot0, pre)
     phase = b.phi(I32, "phase")
-    phase.add_incoming(_c(0), pre)
+    phase.add_incoming(phase0, pre)
     accs = []
     for r in init.regs:
         p = b.phi(r.type)
@@ -703,13 +729,43 @@ def _tma_loop(kern: KernelEmitter, op, lp, tma, base, da, db, k, init, start, st
 
     b.position_at_end(exit_)
     out = wgmma_ops.wait_group(kern, 0, list(accs))
-    kern.barrier()
-    on_thread0(lambda: [tma_load.mbarrier_inval(kern, b.add(bars, _c(8 * i)))
-                        for i in range(S)] + ([tma_multicast.inval_empties(kern, empty, S)]
-                                              if mc else []))
-    kern.barrier()                       # the ring is free for the next user
+    if carried:
+        # nothing is in flight: the next run goes on from here; the images are the scratch
+        # buffer's, whose next user (the epilogue, the next run's setup) passes a barrier
+        # before writing it
+        b.store(slot, state[0])
+        b.store(phase, state[1])
+    else:
+        kern.barrier()
+        on_thread0(lambda: [tma_load.mbarrier_inval(kern, b.add(bars, _c(8 * i)))
+                            for i in range(S)] + ([tma_multicast.inval_empties(kern, empty, S)]
+                                                  if mc else []))
+        kern.barrier()                   # the ring is free for the next user
     kern.env[op.results[0].id] = TileVal(init.dtype, plan.acc, tuple(out))
     remember_acc_layout(kern, plan.acc)
+
+
+def _carried_state(kern: KernelEmitter, op) -> tuple:
+    """Three i32 slots in the kernel's entry block, zero there: the ring's consumer stage
+    (byte offset), its phase parity and whether the mbarriers are initialized. LLVM promotes
+    them to registers (phis through the outer loop)."""
+    b = kern.builder
+    here = b.block
+    b.position_at_start(kern.entry)
+    ptrs = tuple(b.alloca(I32, name=f"tma.ring.{n}") for n in ("slot", "phase", "ready"))
+    for p in ptrs:
+        b.store(_c(0), p)
+    b.position_at_end(here)
+    return ptrs
+
+
+def _ring_add(kern: KernelEmitter, slot: ir.Value, d: int, ring: int) -> ir.Value:
+    """(slot + d) mod ring for byte offsets with 0 <= d < ring."""
+    b = kern.builder
+    if not d:
+        return slot
+    nxt = b.add(slot, _c(d))
+    return b.select(b.icmp_unsigned(">=", nxt, _c(ring)), b.sub(nxt, _c(ring)), nxt)
 
 
 def issue_mmas(kern, plan, da, db, image, b_offset, regs, k):
