@@ -165,6 +165,32 @@ def test_n_major_b_is_staged_through_registers():
     assert np.array_equal(arrays["c"], product(a, b))
 
 
+AMAJOR = """
+@launch(reqntid = (128, 1, 1))
+kernel mm8a(at: Array[f8e5m2, 2], bt: Array[f8e5m2, 2], c: Array[f32, 2]) {
+    var acc = zeros((64, 64), f32);
+    for k in range(num_tiles(at, axis = 0, shape = (64, 64))) {
+        // a stored (K, M): M-major, staged; b stored (N, K): K-major, copied
+        let ta = load(at, index = (0, k), shape = (64, 64), order = (1, 0), padding = 0);
+        let tb = load(bt, index = (k, 0), shape = (64, 64), order = (1, 0), padding = 0);
+        acc = mma(ta, tb, acc);
+    }
+    store(c, index = (0, 0), tile = acc);
+}
+"""
+
+
+def test_m_major_a_is_staged_through_registers():
+    a = eighths((64, 160), "f8e5m2", 7)
+    b = eighths((160, 64), "f8e5m2", 8)
+    arrays = {"at": padded(np.ascontiguousarray(a.T), 16, 0),
+              "bt": padded(np.ascontiguousarray(b.T), 0, 0),
+              "c": padded(np.full((64, 64), np.nan, np.float32), 4)}
+    res, _ = run_views(AMAJOR, "mm8a", arrays, (1, 1), race_check=True)
+    assert "wgmma.mma_async.sync.aligned.m64n64k32.f32.e5m2.e5m2" in res.ptx
+    assert np.array_equal(arrays["c"], product(a, b))
+
+
 @needs_ptxas
 def test_ptxas_accepts(tmp_path):
     _, _, arrays = arrays_kmajor(256, 256, 256, "f8e5m2", "f8e4m3")
