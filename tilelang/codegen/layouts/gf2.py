@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from functools import cached_property
 
 
-
 def popcount(x: int) -> int:
     return bin(x).count("1")
 
