@@ -2,12 +2,15 @@
 
     python3 benchmarks/hopper_static.py [--triton-python PY] [--out FILE.md]
 
-Two kernels, each at the same tile for both compilers:
+Three kernels, each at the same tile for both compilers:
 
 * matmul: `examples/matmul.tile` (128 x 128 x 64, f16 -> f32, 4 warps = one warp group,
   specialized for contiguous 16-byte aligned operands, as `tilec` does) against Triton's
   tutorial-style matmul (benchmarks/triton_ref/gen_matmul_ptx.py with the JIT's
   divisibility-by-16 specialization of 4096^3 operands), compiled for compute capability 9.0;
+* matmul_persistent: `examples/matmul_persistent.tile` (the same tile; one block per SM walking
+  the output tiles in grouped order) against benchmarks/triton_ref/gen_persistent_matmul_ptx.py
+  (the structure of Triton's persistent-matmul tutorial, its two loops flattened);
 * attention: `examples/attention.tile`'s forward kernel (f16, BM = BN = D = 64, not causal,
   4 warps) against a Triton FlashAttention-style forward written here (TRITON_ATTENTION: the
   same online softmax in base 2, the same tiles and warps, 2 stages).
@@ -46,6 +49,7 @@ ARCH = "sm_90a"
 MM = (128, 128, 64)
 ATT = {"BM": 64, "BN": 64, "D": 64}
 WARPS = 4
+KERNELS = ("matmul", "matmul_persistent", "attention")
 
 TRITON_ATTENTION = r'''
 import json, os, sys, tempfile
@@ -92,9 +96,11 @@ def attention_fwd(q_ptr, k_ptr, v_ptr, o_ptr, scale, seq, stride_h, stride_s,
 
 sys.path.insert(0, sys.argv[2])
 import gen_matmul_ptx as mm
+import gen_persistent_matmul_ptx as pm
 out = sys.argv[1]
 k = mm.compile_kernel(90, "jit4096")
 open(os.path.join(out, "matmul.ptx"), "w").write(k.asm["ptx"])
+open(os.path.join(out, "matmul_persistent.ptx"), "w").write(pm.compile_kernel().asm["ptx"])
 sig = {"q_ptr": "*fp16", "k_ptr": "*fp16", "v_ptr": "*fp16", "o_ptr": "*fp16", "scale": "fp32",
        "seq": "i32", "stride_h": "i32", "stride_s": "i32",
        "BM": "constexpr", "BN": "constexpr", "D": "constexpr"}
@@ -133,8 +139,7 @@ def triton_ptx(py: str) -> tuple[dict, str]:
         if proc.returncode:
             raise RuntimeError(f"Triton failed:\n{proc.stderr[-3000:]}")
         info = json.loads(proc.stdout.strip().splitlines()[-1])
-        return ({k: (Path(d) / f"{k}.ptx").read_text() for k in ("matmul", "attention")},
-                info["triton"])
+        return ({k: (Path(d) / f"{k}.ptx").read_text() for k in KERNELS}, info["triton"])
 
 
 def ours() -> dict:
@@ -145,6 +150,10 @@ def ours() -> dict:
     res = compile_source(src, "matmul.tile", Options(target=ARCH), until="ptx")
     assert res.ok, render_all(res.diagnostics)
     out["matmul"] = res.ptx
+    src = (ROOT / "examples" / "matmul_persistent.tile").read_text()
+    res = compile_source(src, "matmul_persistent.tile", Options(target=ARCH), until="ptx")
+    assert res.ok, render_all(res.diagnostics)
+    out["matmul_persistent"] = res.ptx
     src = (ROOT / "examples" / "attention.tile").read_text()
     defines = {k: str(v) for k, v in ATT.items()}
     defines["CAUSAL"] = "false"
@@ -190,6 +199,7 @@ def main(argv=None) -> int:
               "nvidia-cuda-nvdisasm)", file=sys.stderr)
         return 1
     steps = {"matmul": MM[0] * MM[1] * MM[2] // WARPS,
+             "matmul_persistent": MM[0] * MM[1] * MM[2] // WARPS,
              "attention": 2 * ATT["BM"] * ATT["BN"] * ATT["D"] // WARPS}
     rows = [(k, "Tile", analyze(p, steps[k])) for k, p in ours().items()]
     note = ""
@@ -198,14 +208,16 @@ def main(argv=None) -> int:
         note = "\nTriton not available: its rows are left out.\n"
     else:
         theirs, version = triton_ptx(py)
-        for k in ("matmul", "attention"):
+        for k in KERNELS:
             rows.append((k, f"Triton {version}", analyze(theirs[k], steps[k])))
-    rows.sort(key=lambda r: (r[0] != "matmul", r[1] != "Tile"))
+    rows.sort(key=lambda r: (KERNELS.index(r[0]), r[1] != "Tile"))
     today = datetime.date.today().isoformat()
     text = (f"# Hopper static comparison, {today} (no GPU)\n\n"
             f"`python3 benchmarks/hopper_static.py`: sm_90a, both PTX texts assembled by the "
             f"same nvJitLink. matmul: {MM[0]} x {MM[1]} x {MM[2]} tile, f16 -> f32, {WARPS} "
-            f"warps, operands contiguous and 16-byte aligned. attention: forward, f16, "
+            f"warps, operands contiguous and 16-byte aligned; matmul_persistent: the same "
+            f"tile, one block per SM looping over output tiles in grouped order (Triton: its "
+            f"persistent-matmul tutorial's structure, flattened loops). attention: forward, f16, "
             f"BM = BN = D = 64, not causal, {WARPS} warps. A K-step: BM * BN * BK (matmul) or "
             f"2 * BM * BN * D (attention) multiply-adds over the block's warps.\n\n"
             + table(rows) + "\n" + note)
