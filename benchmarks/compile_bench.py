@@ -15,9 +15,9 @@ measurement once in a fresh process, Tile and Triton alternating which goes firs
   its cubin;
 * `tilec check` of an example as a whole process, and the parser's speed on the generated
   5,000-line file of benchmarks/frontend_bench.py (Tile only);
-* the CPU time of the whole processes (user + system, every thread and every process they
-  waited for, so Triton's ptxas too): unlike wall time, it hardly moves with the load of a
-  shared machine.
+* the CPU time of the whole processes and of the cold compiles in process (user + system,
+  every thread and every process they waited for, so Triton's ptxas too): unlike wall time,
+  it hardly moves with the load of a shared machine.
 
 Caches are off for both: Tile's kernel cache plays no part in `compile_source` or `tilec FILE`
 (TILELANG_CACHE_DIR still points at a fresh folder per process); Triton gets a fresh
@@ -63,13 +63,13 @@ path, arch, repeat = sys.argv[1], sys.argv[2], int(sys.argv[3])
 text = open(path).read()
 runs = []
 for _ in range(1 + repeat):
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     res = compile_source(text, path, Options(target=arch))
-    total = time.perf_counter() - t
+    total, cpu = time.perf_counter() - t, time.process_time() - c
     if not res.ok:
         print(json.dumps({"error": [d.message for d in res.diagnostics]}))
         sys.exit(1)
-    runs.append({"total": total, **res.timings})
+    runs.append({"total": total, "cpu": cpu, **res.timings})
 print(json.dumps({"import": t_import, "runs": runs}))
 """
 
@@ -92,8 +92,11 @@ print(json.dumps({"lines": src.count("\n"), "seconds": min(times)}))
 
 # Triton: `inproc` prints timings; `whole` compiles once and writes the cubin (argv[4]).
 TRITON = r"""
-import json, os, sys, time
+import json, os, resource, sys, time
 mode, kernel, bench_dir, out, repeat = sys.argv[1:6]
+def cpu():     # this process and the ptxas processes it waited for
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + r.ru_utime + r.ru_stime
 t0 = time.perf_counter()
 import triton
 from triton.backends.compiler import GPUTarget
@@ -127,9 +130,9 @@ if mode == "whole":
     sys.exit(0)
 runs = []
 for _ in range(1 + int(repeat)):
-    t = time.perf_counter()
+    t, c = time.perf_counter(), cpu()
     k = build()
-    runs.append({"total": time.perf_counter() - t})
+    runs.append({"total": time.perf_counter() - t, "cpu": cpu() - c})
 assert k.asm["cubin"][:4] == b"\x7fELF"
 print(json.dumps({"import": t_import, "runs": runs, "version": triton.__version__}))
 """
@@ -188,6 +191,7 @@ class Bench:
             self.add("tile import", r["import"])
         cold, warm = r["runs"][0], r["runs"][1:]
         self.add(f"tile {name} cold", cold["total"])
+        self.add(f"tile {name} cold cpu", cold["cpu"])
         self.add(f"tile {name} warm", statistics.median(w["total"] for w in warm))
         self.stages.setdefault(name, []).append(r)
 
@@ -198,6 +202,7 @@ class Bench:
         if name == "softmax":
             self.add("triton import", r["import"])
         self.add(f"triton {name} cold", r["runs"][0]["total"])
+        self.add(f"triton {name} cold cpu", r["runs"][0]["cpu"])
         self.add(f"triton {name} warm", statistics.median(w["total"] for w in r["runs"][1:]))
 
     def tile_whole(self, name: str) -> None:
@@ -268,6 +273,10 @@ def report(b: Bench, rounds: int) -> str:
          m("tile softmax whole cpu"), m("triton softmax whole cpu"), ""),
         ("matmul, whole process, CPU time", m("tile matmul whole cpu"),
          m("triton matmul whole cpu"), ""),
+        ("softmax, cold compile in process, CPU time", m("tile softmax cold cpu"),
+         m("triton softmax cold cpu"), ""),
+        ("matmul, cold compile in process, CPU time", m("tile matmul cold cpu"),
+         m("triton matmul cold cpu"), ""),
     ]
     tv = b.triton_version or "(not run)"
     out = [f"| | Tile | Triton {tv} | ratio | goal |", "|---|---|---|---|---|"]

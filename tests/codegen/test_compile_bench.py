@@ -35,6 +35,18 @@ def test_table_medians_and_ratios():
     assert "medians of 3 interleaved rounds" in text
 
 
+def test_cold_compile_cpu_rows():
+    b = cb.Bench("sm_90a", "/some/python", 1)
+    b.triton_version = "3.9.0"
+    for v in (0.30, 0.35, 0.32):
+        b.add("tile matmul cold cpu", v)
+    for v in (1.2, 1.0):
+        b.add("triton matmul cold cpu", v)
+    lines = cb.report(b, 3).splitlines()
+    assert "| matmul, cold compile in process, CPU time | 320 ms | 1,100 ms | 0.29 |  |" in lines
+    assert "| softmax, cold compile in process, CPU time | — | — | — |  |" in lines
+
+
 def test_children_run_with_caches_off(tmp_path):
     env = cb.child_env(str(tmp_path))
     assert env["TRITON_ALWAYS_COMPILE"] == "1"
