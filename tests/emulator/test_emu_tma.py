@@ -353,10 +353,12 @@ INVAL = """.version 8.0
   ld.param.u32 %r9, [k_mode];
   mov.u32 %r20, 0;
   @%p1 mbarrier.arrive.expect_tx.shared::cta.b64 _, [%r2], 512;
-  @%p1 cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%r3], [%rd1, {%r20, %r20}], [%r2];
+  @%p1 cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes
+      [%r3], [%rd1, {%r20, %r20}], [%r2];
   setp.eq.u32 %p2, %r9, 1;
   and.pred %p3, %p1, %p2;
-  @%p3 cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%r3], [%rd1, {%r20, %r20}], [%r2];
+  @%p3 cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes
+      [%r3], [%rd1, {%r20, %r20}], [%r2];
   setp.eq.u32 %p5, %r9, 2;
   @%p5 bra INVAL;
 WAIT:

@@ -23,9 +23,9 @@ is the loop's full-barrier phase of iteration j (empty[w] completes once per ref
 refill at iteration j is round (j - 1) div S of w, or j div S for w = S - 1, both j div S).
 All of CTA 0 waits, not thread 0 alone: a spin loop inside thread 0's branch makes ptxas
 keep the loop's descriptor arithmetic in vector registers (38 R2UR per K-step). Only CTA 0
-ever waits on a peer, so the other CTAs run free. After initializing the mbarriers thread 0 makes them visible to
-the cluster (`fence.mbarrier_init.release.cluster`) and the setup's barrier is a cluster
-barrier (no multicast or remote arrival may reach an uninitialized mbarrier). Every arrival
+ever waits on a peer, so the other CTAs run free. After initializing the mbarriers thread 0
+makes them visible to the cluster (`fence.mbarrier_init.release.cluster`) and the setup's
+barrier is a cluster barrier (no multicast or remote arrival may reach an uninitialized mbarrier). Every arrival
 and every byte that reaches a CTA is waited for by it (iterations past the end are neither
 released nor issued, by every CTA alike), so after the loop nothing is in flight towards it
 and the exit keeps the CTA barriers.
