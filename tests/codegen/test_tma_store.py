@@ -22,7 +22,7 @@ import pytest
 from tilelang.codegen.api import TensorMapSpec
 
 from test_wgmma import MATMUL, operands
-from wgmma_support import compile_for, compile_tma, facts_of
+from wgmma_support import compile_for, compile_tma
 
 needs_ptxas = pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas not on PATH")
 
