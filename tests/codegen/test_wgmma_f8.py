@@ -191,6 +191,35 @@ def test_m_major_a_is_staged_through_registers():
     assert np.array_equal(arrays["c"], product(a, b))
 
 
+PREFETCHED = """
+@launch(reqntid = (128, 1, 1))
+kernel pf(a: Array[f8e4m3, 2], bt: Array[f8e4m3, 2], c: Array[f32, 2]) {
+    var acc = zeros((64, 64), f32);
+    for k in range(num_tiles(a, axis = 1, shape = (64, 64))) {
+        let ta = load(a, index = (0, k), shape = (64, 64), padding = 0);
+        let tb = load(bt, index = (k, 0), shape = (64, 64), order = (1, 0), padding = 0);
+        acc = mma(ta, tb, acc) * 0.5;
+    }
+    store(c, index = (0, 0), tile = acc);
+}
+"""
+
+
+def test_loop_doing_more_than_the_product():
+    # the body rescales the product: not the pipelined ring but the prefetching loop
+    # (lower/mma_prefetch.py), its operands still copied by TMA into K-major images
+    a = eighths((64, 192), "f8e4m3", 9)
+    b = eighths((192, 64), "f8e4m3", 10)
+    arrays = {"a": padded(a, 0, 0), "bt": padded(np.ascontiguousarray(b.T), 0, 0),
+              "c": padded(np.full((64, 64), np.nan, np.float32), 4)}
+    res, _ = run_views(PREFETCHED, "pf", arrays, (1, 1), race_check=True)
+    assert "m64n64k32.f32.e4m3.e4m3" in res.ptx and "cp.async.bulk.tensor" in res.ptx
+    want = np.zeros((64, 64))
+    for k in range(3):
+        want = (want + product(a[:, 64 * k:64 * k + 64], b[64 * k:64 * k + 64])) * 0.5
+    assert np.array_equal(arrays["c"], want)
+
+
 @needs_ptxas
 def test_ptxas_accepts(tmp_path):
     _, _, arrays = arrays_kmajor(256, 256, 256, "f8e5m2", "f8e4m3")
