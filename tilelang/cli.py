@@ -14,22 +14,32 @@ Exit status: 0 success, 1 user errors (diagnostics on stderr), 2 usage errors.
 
 from __future__ import annotations
 
-import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from . import __version__
 from .diagnostics import Diagnostic, Severity, TileError, emit
 from .driver import Options, check_file
 
+if TYPE_CHECKING:
+    import argparse
+
 EMIT_KINDS = ("ast", "typed-ast", "tir", "llvm", "ptx", "cubin")
 SUBCOMMANDS = ("check", "lsp", "run", "cache", "fmt", "tune")
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # usage errors exit 2 with a one-line hint
-        self.print_usage(sys.stderr)
-        sys.stderr.write(f"tilec: error: {message}\n")
-        sys.exit(2)
+def _Parser(**kwargs) -> argparse.ArgumentParser:
+    """argparse's parser, loaded on first use: `tilec check` with plain arguments never needs
+    it (importing and building it was a tenth of what the check cost)."""
+    import argparse
+
+    class Parser(argparse.ArgumentParser):
+        def error(self, message: str):  # usage errors exit 2 with a one-line hint
+            self.print_usage(sys.stderr)
+            sys.stderr.write(f"tilec: error: {message}\n")
+            sys.exit(2)
+
+    return Parser(**kwargs)
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -122,11 +132,50 @@ def _report(results, stream=None) -> int:
     return _status(diags)
 
 
+class _CheckUsage:
+    """Stands for the check's parser where the arguments were read without it: an error in
+    them builds the parser to report it exactly as argparse's own errors are reported."""
+
+    def error(self, message: str):
+        _check_parser().error(message)
+
+
+def _plain_check_args(argv: list[str]) -> tuple[list[str], list[str], list[str]] | None:
+    """(files, -I folders, -D items) when `argv` is only files in one run and `-I X` / `-D X`
+    pairs whose values do not start with `-` (which argparse reads the same way); otherwise
+    None, and argparse reads them (other spellings, --help, mistakes)."""
+    files: list[str] = []
+    include: list[str] = []
+    defines: list[str] = []
+    i, n = 0, len(argv)
+    ended = False               # a run of files has ended: argparse refuses a second run
+    while i < n:
+        a = argv[i]
+        if a == "-I" or a == "-D":
+            if i + 1 == n or argv[i + 1][:1] == "-":
+                return None
+            (include if a == "-I" else defines).append(argv[i + 1])
+            i += 2
+            ended = bool(files)
+        elif a[:1] == "-" or ended:
+            return None
+        else:
+            files.append(a)
+            i += 1
+    return (files, include, defines) if files else None
+
+
 def cmd_check(argv: list[str]) -> int:
-    p = _check_parser()
-    args = p.parse_args(argv)
-    options = Options(_includes(args.include, p), _defines(args.defines, p))
-    results = [check_file(f, options) for f in args.files]
+    plain = _plain_check_args(argv)
+    if plain is not None:
+        files, include, defines = plain
+        p = _CheckUsage()
+    else:
+        p = _check_parser()
+        args = p.parse_args(argv)
+        files, include, defines = args.files, args.include, args.defines
+    options = Options(_includes(include, p), _defines(defines, p))
+    results = [check_file(f, options) for f in files]
     if len(results) > 1:        # a -D is unknown only when no file takes it: say so once
         def name(d):
             return d.message.split(":", 1)[0]

@@ -248,7 +248,9 @@ def _make(cls, frozen: bool, eq: bool, unsafe_hash: bool = False):
     cls.__dataclass_params__ = _DataclassParams(cls)
 
     def put(name, fn):
-        if name not in own:
+        # (a subclass of a record usually inherits the very function: setting a special
+        # method on a class costs a few microseconds of slot updates)
+        if name not in own and getattr(cls, name, None) is not fn:
             setattr(cls, name, fn)
 
     put("__init__", _init)
@@ -256,10 +258,10 @@ def _make(cls, frozen: bool, eq: bool, unsafe_hash: bool = False):
     if eq:
         put("__eq__", _eq)
     explicit_hash = "__hash__" in own and not (own["__hash__"] is None and "__eq__" in own)
-    if unsafe_hash:
-        cls.__hash__ = _hash
-    elif eq and not explicit_hash:
-        cls.__hash__ = _hash if frozen else None
+    if unsafe_hash or (eq and not explicit_hash):
+        wanted = _hash if unsafe_hash or frozen else None
+        if getattr(cls, "__hash__", None) is not wanted:
+            cls.__hash__ = wanted
     if frozen:
         cls._frozen_cls = cls
         put("__setattr__", _frozen_setattr)
