@@ -330,8 +330,8 @@ def test_without_extent16_chunks_straddling_the_edge_take_a_byte_count():
     ha, hb, c = padded(a), padded(b), padded(np.zeros((M, N), np.float32), 4)
     hb = hb.base[:, :N]
     facts = facts_of("mm", {"a": ha, "b": hb, "c": c})["mm"]
-    assert facts["a"] == ArrayFacts(contiguous=True, aligned16=True, extent16=False)
-    assert facts["b"] == ArrayFacts()
+    assert facts["a"] == ArrayFacts(contiguous=True, aligned16=True, extent16=False, small=True)
+    assert facts["b"] == ArrayFacts(small=True)
     res = compile_text(source("f16", "f16", "f32", BK=32), "mm.tile", target="sm_80",
                        facts={"mm": facts})
     total, whole = copies(res.ptx)

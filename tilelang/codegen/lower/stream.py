@@ -36,6 +36,7 @@ from tilelang.codegen.llvm.sync import broadcast
 from tilelang.codegen.lower.memory import (TileAccess, _padding, access_layout,
                                            access_vector_width, tile_indexed, tile_start)
 from tilelang.codegen.lower.mma_operands import PRODUCTS, _writes_nothing, use_counts
+from tilelang.codegen.lower.table import lookup
 from tilelang.codegen.scalar.emitter import ELEMENTWISE
 from tilelang.ir.ops import BuiltinOp, walk
 from tilelang.ir.values import Value
@@ -100,7 +101,8 @@ def _make_plan(kern: KernelEmitter) -> Plan:
             if op.name == "load" and tile_indexed(op) and "order" not in op.arg_map:
                 chain.append(op)
             elif op.builtin.group in _GROUPS and op.name in ELEMENTWISE and \
-                    op.name not in _EXCLUDED and tuple(op.result.type.shape) == shape:
+                    op.name not in _EXCLUDED and tuple(op.result.type.shape) == shape and \
+                    _lowered_elementwise(op):
                 chain.append(op)
                 for _, a in op.args:
                     visit(a)
@@ -122,6 +124,13 @@ def _make_plan(kern: KernelEmitter) -> Plan:
         for o in chain:
             out.deferred[o.result.id] = s
     return out
+
+
+def _lowered_elementwise(op: BuiltinOp) -> bool:
+    """The op's lowering is elementwise.py's (one ScalarEmitter.emit per register), which the
+    stream repeats per vector; not one registered over it."""
+    fn = lookup(op.name, op.builtin.group)
+    return getattr(fn, "__module__", None) == "tilelang.codegen.lower.elementwise"
 
 
 def _store_layout(kern: KernelEmitter, st: BuiltinOp):
