@@ -39,6 +39,8 @@ def random_pair(rng):
 
 
 def check_plan(src, need, p):
+    # the planner's table-free renaming test agrees with the table's
+    assert C.rename_map(src, need) == L.register_map(src, need.table(src.threads))
     got = simulate(src, need, p, src.table)
     assert (got == need.table(src.threads)).all(), (C.describe(p), src, need)
     return got
