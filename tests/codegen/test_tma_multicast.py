@@ -111,6 +111,20 @@ def test_cluster_along_y_shares_a():
     assert np.array_equal(arrays["c"], product(a, b))
 
 
+@pytest.mark.parametrize("M,N", [(256, 256), (300, 200)])
+def test_2x2_cluster_shares_a_along_y_and_b_along_x(M, N):
+    # each operand is common to a sub-group of the cluster: A to the CTAs of one m (a
+    # column of the cluster), B to those of one n; each sub-group's first CTA multicasts it
+    # with a partial mask and waits for its sub-group's releases on its own empty mbarriers
+    src = MATMUL.replace("cluster = (2, 1, 1)", "cluster = (2, 2, 1)")
+    a, b, arrays = arrays_for(M, N, 192)
+    res, _ = run_views(src, "matmul", arrays, (-(-M // 128), -(-N // 128)), race_check=True)
+    assert copies(res.ptx) == (1 * 3 + 2 * 3, 0)
+    # 3 full mbarriers, then 3 empty ones per pattern, each counting its 2 CTAs
+    assert len(re.findall(r"mbarrier\.init\.shared::cta\.b64 \[%r\d+\], 2;", res.ptx)) == 6
+    assert np.array_equal(arrays["c"], product(a, b))
+
+
 NONUNIFORM = """
 @launch(reqntid = (128, 1, 1), cluster = (2, 1, 1))
 kernel skew(a: Array[f16, 2], b: Array[f16, 2], c: Array[f32, 2]) {

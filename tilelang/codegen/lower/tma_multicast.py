@@ -1,34 +1,40 @@
 """TMA multicast (sm_90): in a kernel that declares a cluster shape, an operand tile of the
-TMA ring that every CTA of a cluster loads from the same place is loaded once per cluster,
-by the cluster's CTA 0, with `.multicast::cluster` and a mask of every CTA: the copy engine
-writes the box at the same shared offset in each CTA and completes its bytes on each CTA's
-mbarrier at the same offset (PTX ISA, cp.async.bulk.tensor).
+TMA ring that several CTAs of a cluster load from the same place is loaded once for them,
+by one of them, with `.multicast::cluster` and the mask of those CTAs: the copy engine
+writes the box at the same shared offset in each CTA of the mask and completes its bytes on
+each one's mbarrier at the same offset (PTX ISA, cp.async.bulk.tensor).
 
-An operand qualifies when its tile index and the loop's bounds are the same in every CTA of
-a cluster: computed from constants, scalar parameters, array extents and strides, the loop
-variable and `bid(axis)` of the axes along which the cluster is one CTA wide (a value that
-depends on `bid` of a clustered axis, on `cluster_rank`, or on memory, does not). The
-matmul example's clusters of two CTAs along x share their B tiles.
+Which CTAs share a tile: its index may depend on `bid` of some clustered axes (those along
+which the cluster is more than one CTA wide); the CTAs that differ only along the other
+clustered axes (the operand's *pattern*) read the same tile. The matmul example's clusters
+of 2 along x share B (index (k, n)) between both CTAs; clusters of 2 x 2 share A along y
+and B along x, each within a column / row of the cluster. An index built from constants,
+scalar parameters, array extents and strides, the loop variable and `bid` qualifies; one
+that depends on `cluster_rank`, memory or a carried value does not, and the loop's bounds
+may depend on no clustered axis (every CTA runs the same iterations). The sub-group of CTAs
+whose coordinates off the pattern are equal has as issuer the one at 0 along the pattern;
+its mask is the pattern of CTA 0 shifted by the issuer's rank.
 
 The ring's protocol (lower/wgmma_product._tma_loop): every CTA still announces its whole
-stage's bytes on its own slot mbarrier (its own copies and CTA 0's multicast land on it, in
-either order: the tx-count may go below zero while the arrival is pending). A slot CTA 0
-refills in every CTA must be free in every CTA: each CTA has S "empty" mbarriers after its
-S full ones (count: the cluster's CTAs), of which CTA 0's are used. At iteration j, after
-the CTA barrier that ends its warp groups' reads of slot w = (j - 1) mod S, thread 0 of each
-CTA arrives on CTA 0's empty[w] (`mapa` + `mbarrier.arrive.shared::cluster`, release
-semantics as CUTLASS's cluster barrier arrive; `.release.cluster` costs a MEMBAR.ALL.GPU per
-iteration), and CTA 0 waits for that phase before its thread 0 multicasts into w; the phase
-is the loop's full-barrier phase of iteration j (empty[w] completes once per refill, and a
-refill at iteration j is round (j - 1) div S of w, or j div S for w = S - 1, both j div S).
-All of CTA 0 waits, not thread 0 alone: a spin loop inside thread 0's branch makes ptxas
-keep the loop's descriptor arithmetic in vector registers (38 R2UR per K-step). Only CTA 0
-ever waits on a peer, so the other CTAs run free. After initializing the mbarriers thread 0
-makes them visible to the cluster (`fence.mbarrier_init.release.cluster`) and the setup's
-barrier is a cluster barrier (no multicast or remote arrival may reach an uninitialized mbarrier). Every arrival
-and every byte that reaches a CTA is waited for by it (iterations past the end are neither
-released nor issued, by every CTA alike), so after the loop nothing is in flight towards it
-and the exit keeps the CTA barriers.
+stage's bytes on its own slot mbarrier (its own copies and the multicasts land on it, in
+any order: the tx-count may go below zero while the arrival is pending). A slot an issuer
+refills in every CTA of its sub-group must be free in all of them: each CTA has S "empty"
+mbarriers per pattern after its S full ones (count: the sub-group's CTAs), of which the
+issuers' are used. At iteration j, after the CTA barrier that ends its warp groups' reads
+of slot w = (j - 1) mod S, thread 0 of each CTA arrives on each issuer's empty[w] (`mapa` +
+`mbarrier.arrive.shared::cluster`, release semantics as CUTLASS's cluster barrier arrive;
+`.release.cluster` costs a MEMBAR.ALL.GPU per iteration), and an issuing CTA waits for that
+phase before its thread 0 multicasts into w; the phase is the loop's full-barrier phase of
+iteration j (empty[w] completes once per refill, and a refill at iteration j is round
+(j - 1) div S of w, or j div S for w = S - 1, both j div S). All of the issuing CTA waits,
+not thread 0 alone: a spin loop inside thread 0's branch makes ptxas keep the loop's
+descriptor arithmetic in vector registers (38 R2UR per K-step). Only issuers wait on
+peers. After initializing the mbarriers thread 0 makes them visible to the cluster
+(`fence.mbarrier_init.release.cluster`) and the setup's barrier is a cluster barrier (no
+multicast or remote arrival may reach an uninitialized mbarrier). Every arrival and every
+byte that reaches a CTA is waited for by it (iterations past the end are neither released
+nor issued, by every CTA alike), so after the loop nothing is in flight towards it and the
+exit keeps the CTA barriers.
 """
 
 from __future__ import annotations
@@ -49,17 +55,46 @@ def _c(v: int) -> ir.Constant:
     return ir.Constant(I32, v)
 
 
+MAX_SETS = 2                # distinct sharing patterns: one per operand of a product
+
+
 @dataclass(frozen=True)
 class Multicast:
-    """The ring's multicast plan: the cluster's size and, per TMA operand, whether the
-    cluster's CTA 0 loads it for every CTA."""
+    """The ring's multicast plan: the cluster's shape and, per TMA operand, the cluster axes
+    along which its CTAs share its tile (None: each CTA loads its own)."""
 
-    size: int
-    shared: tuple[bool, ...]
+    cluster: tuple[int, int, int]
+    groups: tuple[frozenset | None, ...]
 
     @property
-    def mask(self) -> int:
-        return (1 << self.size) - 1
+    def size(self) -> int:
+        return self.cluster[0] * self.cluster[1] * self.cluster[2]
+
+    @property
+    def sets(self) -> list[frozenset]:
+        """The distinct sharing patterns, in operand order: each has its own empty mbarriers
+        and its own issuing CTA per sub-group."""
+        out: list[frozenset] = []
+        for g in self.groups:
+            if g is not None and g not in out:
+                out.append(g)
+        return out
+
+    def group_size(self, g: frozenset) -> int:
+        n = 1
+        for a in g:
+            n *= self.cluster[a]
+        return n
+
+    def pattern(self, g: frozenset) -> int:
+        """The mask of the sub-group of CTA 0: the ranks whose coordinates off `g` are 0."""
+        cx, cy, cz = self.cluster
+        m = 0
+        for z in (range(cz) if 2 in g else (0,)):
+            for y in (range(cy) if 1 in g else (0,)):
+                for x in (range(cx) if 0 in g else (0,)):
+                    m |= 1 << (x + cx * (y + cy * z))
+        return m
 
 
 def cluster_shape(kern: KernelEmitter) -> tuple[int, int, int] | None:
@@ -75,8 +110,13 @@ def cluster_shape(kern: KernelEmitter) -> tuple[int, int, int] | None:
     return tuple(dims) + (1,) * (3 - len(dims))
 
 
-class _Uniform:
-    """Which values are the same in every CTA of a cluster of shape `cluster`."""
+_EMPTY: frozenset = frozenset()
+
+
+class _Deps:
+    """The clustered axes (a frozenset) whose `bid` a value depends on, or None when it may
+    differ between the CTAs of a cluster for another reason (memory, cluster_rank, a
+    carried value)."""
 
     def __init__(self, kern: KernelEmitter, cluster):
         self.cluster = cluster
@@ -88,61 +128,72 @@ class _Uniform:
             if isinstance(op, ForOp) and op.body.args:
                 self.ivs[op.body.args[0].id] = op
         self.params = {p.id for p in kern.kernel.params}
-        self.memo: dict[int, bool] = {}
+        self.memo: dict[int, frozenset | None] = {}
 
-    def value(self, v) -> bool:
-        got = self.memo.get(v.id)
-        if got is not None:
-            return got
-        self.memo[v.id] = False                 # a cycle (a carried value) is not uniform
+    def value(self, v) -> frozenset | None:
+        if v.id in self.memo:
+            return self.memo[v.id]
+        self.memo[v.id] = None                  # a cycle (a carried value) is not uniform
         self.memo[v.id] = got = self._compute(v)
         return got
 
-    def _compute(self, v) -> bool:
+    def _union(self, values) -> frozenset | None:
+        out = _EMPTY
+        for a in values:
+            d = self.value(a)
+            if d is None:
+                return None
+            out = out | d
+        return out
+
+    def _compute(self, v) -> frozenset | None:
         if v.id in self.params:
-            return True
+            return _EMPTY
         loop = self.ivs.get(v.id)
         if loop is not None:
             return self.loop(loop)
         op = self.defs.get(v.id)
         if isinstance(op, ConstantOp):
-            return True
+            return _EMPTY
         if not isinstance(op, BuiltinOp) or op.result is None:
-            return False
+            return None
         if op.name == "bid":
             axis = op.arg_map["axis"]
             axis = getattr(axis, "value", axis)
-            return isinstance(axis, int) and 0 <= axis < 3 and self.cluster[axis] == 1
-        group = op.builtin.group
-        if group == "grid" and op.name not in _UNIFORM_GRID:
-            return False
+            if not isinstance(axis, int) or not 0 <= axis < 3:
+                return None
+            return frozenset((axis,)) if self.cluster[axis] > 1 else _EMPTY
+        if op.builtin.group == "grid" and op.name not in _UNIFORM_GRID:
+            return None
         from tilelang.codegen.lower.mma_operands import is_pure_scalar
         if not is_pure_scalar(op):
-            return False
-        return all(self.value(a) for a in op.operands)
+            return None
+        return self._union(op.operands)
 
-    def loop(self, op: ForOp) -> bool:
-        return all(self.value(v) for v in (op.start, op.stop, op.step))
+    def loop(self, op: ForOp) -> frozenset | None:
+        return self._union((op.start, op.stop, op.step))
 
 
 def plan(kern: KernelEmitter, op: ForOp, tma: list) -> Multicast | None:
-    """Which of the ring's TMA operands the cluster loads once (module docstring); None when
-    none or the kernel has no clusters."""
+    """Which of the ring's TMA operands the CTAs of a cluster share, and along which axes
+    (module docstring); None when none or the kernel has no clusters."""
     cluster = cluster_shape(kern)
     if cluster is None or cluster[0] * cluster[1] * cluster[2] <= 1:
         return None
-    size = cluster[0] * cluster[1] * cluster[2]
-    if size > 16:                                 # the mask is 16 bits
+    if cluster[0] * cluster[1] * cluster[2] > 16:       # the mask is 16 bits
         return None
-    uni = _Uniform(kern, cluster)
-    if not uni.loop(op):
+    deps = _Deps(kern, cluster)
+    if deps.loop(op) != _EMPTY:                 # every CTA runs the same iterations
         return None
-    shared = tuple(all(uni.value(v) for v in arg_values(t.d.op.arg_map["index"]))
-                   for t in tma)
-    if not any(shared):
+    clustered = frozenset(a for a in range(3) if cluster[a] > 1)
+    groups = []
+    for t in tma:
+        d = deps._union(arg_values(t.d.op.arg_map["index"]))
+        groups.append(None if d is None or not clustered - d else clustered - d)
+    if all(g is None for g in groups):
         return None
     kern.stats.features.add("cluster")
-    return Multicast(size, shared)
+    return Multicast(cluster, tuple(groups))
 
 
 def _asm(kern: KernelEmitter, text: str, args: list, cons: str, ret=ir.VoidType()):
@@ -166,7 +217,7 @@ def _cta_rank(kern: KernelEmitter) -> ir.Value:
     return _asm(kern, "mov.u32 $0, %cluster_ctarank;", [], "=r", I32)
 
 
-def _copy(kern: KernelEmitter, dst, tmap, coords, bar, mask: int | None) -> None:
+def _copy(kern: KernelEmitter, dst, tmap, coords, bar, mask: ir.Value | None) -> None:
     n = len(coords)
     cs = ", ".join(f"${i + 2}" for i in range(n))
     mc = ".multicast::cluster" if mask is not None else ""
@@ -176,39 +227,42 @@ def _copy(kern: KernelEmitter, dst, tmap, coords, bar, mask: int | None) -> None
     args = [dst, tmap] + coords + [bar]
     cons = "r,l," + "r," * n + "r"
     if mask is not None:
-        args.append(ir.Constant(ir.IntType(16), mask))
+        args.append(mask)
         cons += ",h"
     _asm(kern, text, args, cons + ",~{memory}")
 
 
 def empties(kern: KernelEmitter, bars: ir.Value, stages: int, ring_bytes: int) -> ir.Value:
-    """The address of the S empty mbarriers, after the S full ones at `bars` (which follow
-    the ring's `ring_bytes` at the start of the shared buffer, which grows by 8 bytes each)."""
-    kern.stats.smem_bytes = max(kern.stats.smem_bytes, ring_bytes + 16 * stages)
+    """The address of the empty mbarriers (S per sharing pattern, MAX_SETS patterns), after
+    the S full ones at `bars` (which follow the ring's `ring_bytes` at the start of the
+    shared buffer, which grows by them)."""
+    kern.stats.smem_bytes = max(kern.stats.smem_bytes, ring_bytes + 8 * stages * (1 + MAX_SETS))
     return kern.builder.add(bars, _c(8 * stages))
 
 
 def init_empties(kern: KernelEmitter, mc: Multicast, addr: ir.Value, stages: int) -> None:
-    """Thread 0: the empty mbarriers (one arrival per CTA of the cluster), then the fence that
-    publishes every initialization of this CTA to the cluster."""
-    for i in range(stages):
-        tma_load.mbarrier_init(kern, kern.builder.add(addr, _c(8 * i)), mc.size)
+    """Thread 0: the empty mbarriers (one arrival per CTA of the pattern's sub-group), then
+    the fence that publishes every initialization of this CTA to the cluster."""
+    for k, g in enumerate(mc.sets):
+        for i in range(stages):
+            tma_load.mbarrier_init(kern, kern.builder.add(addr, _c(8 * (k * stages + i))),
+                                   mc.group_size(g))
     publish_init(kern)
 
 
-def inval_empties(kern: KernelEmitter, addr: ir.Value, stages: int) -> None:
-    for i in range(stages):
+def inval_empties(kern: KernelEmitter, mc: Multicast, addr: ir.Value, stages: int) -> None:
+    for i in range(len(mc.sets) * stages):
         tma_load.mbarrier_inval(kern, kern.builder.add(addr, _c(8 * i)))
 
 
-def _release(kern: KernelEmitter, empty: ir.Value) -> None:
-    """Arrive on CTA 0's copy of the empty mbarrier at (this CTA's) address `empty`."""
-    _asm(kern, "{ .reg .b32 r; mapa.shared::cluster.u32 r, $0, 0; "
-               "mbarrier.arrive.shared::cluster.b64 _, [r]; }", [empty], "r,~{memory}")
+def _release(kern: KernelEmitter, empty: ir.Value, rank: ir.Value) -> None:
+    """Arrive on CTA `rank`'s copy of the empty mbarrier at (this CTA's) address `empty`."""
+    _asm(kern, "{ .reg .b32 r; mapa.shared::cluster.u32 r, $0, $1; "
+               "mbarrier.arrive.shared::cluster.b64 _, [r]; }", [empty, rank], "r,r,~{memory}")
 
 
 def _acquire(kern: KernelEmitter, empty: ir.Value, parity: ir.Value) -> None:
-    """Spin until the phase of parity `parity` of CTA 0's own empty mbarrier completed."""
+    """Spin until the phase of parity `parity` of this CTA's empty mbarrier completed."""
     b = kern.builder
     head = kern.fn.append_basic_block("mc.empty.wait")
     done = kern.fn.append_basic_block("mc.empty.done")
@@ -232,13 +286,36 @@ def _when(kern: KernelEmitter, cond: ir.Value, body) -> None:
     b.position_at_end(after)
 
 
+def _sub_groups(kern: KernelEmitter, mc: Multicast) -> list[tuple]:
+    """Per sharing pattern: (the rank of this CTA's sub-group's issuing CTA, whether this CTA
+    is it, the mask of the sub-group as i16). A sub-group is the CTAs whose cluster
+    coordinates off the pattern's axes are this CTA's; its issuer has 0 along them."""
+    b = kern.builder
+    cx, cy, _ = mc.cluster
+    rank = _cta_rank(kern)
+    coord = [b.urem(rank, _c(cx)), b.urem(b.udiv(rank, _c(cx)), _c(cy)),
+             b.udiv(rank, _c(cx * cy))]
+    stride = (1, cx, cx * cy)
+    out = []
+    for g in mc.sets:
+        lead = _c(0)
+        for a in range(3):
+            if a not in g and mc.cluster[a] > 1:
+                lead = b.add(lead, b.mul(coord[a], _c(stride[a])))
+        mask = b.trunc(b.shl(_c(mc.pattern(g)), lead), ir.IntType(16))
+        out.append((lead, b.icmp_unsigned("==", rank, lead), mask))
+    return out
+
+
 def issue_stage(kern: KernelEmitter, mc: Multicast, ops: list, env_iv, image: ir.Value,
                 bar: ir.Value, valid: ir.Value, refill: tuple | None = None) -> None:
     """tma_load.issue_stage with multicast: thread 0 of every CTA announces the stage's
-    bytes and copies the operands of its own; thread 0 of the cluster's CTA 0 also copies
-    the shared ones into every CTA. `refill`: (the slot's empty mbarrier, the phase parity)
-    when the slot held an earlier iteration: every CTA releases it to CTA 0, which waits for
-    all of them before its multicast."""
+    bytes and copies the operands of its own; the issuing CTA of each sub-group also copies
+    the operands it shares into every CTA of the sub-group. `refill`: (the slot's first
+    empty mbarrier, the phase parity) when the slot held an earlier iteration: every CTA
+    releases it to each issuer that writes into it, and each issuing CTA waits for its
+    sub-group's releases before its multicast; the k-th pattern's empty mbarriers are S
+    (`refill[2]`) mbarriers further on."""
     b = kern.builder
     coords = []
     for op in ops:
@@ -249,13 +326,21 @@ def issue_stage(kern: KernelEmitter, mc: Multicast, ops: list, env_iv, image: ir
         coords.append([start[op.axes.index(a)] for a in reversed(range(rank))])
     # the maps' addresses where every copy's block sees them (one cvta.param each)
     maps = [tma_load.map_address(kern, op.tmap) for op in ops]
-    rank0 = b.icmp_unsigned("==", _cta_rank(kern), _c(0))
+    sets = mc.sets
+    subs = _sub_groups(kern, mc)
     if refill is not None:
-        # every CTA's thread 0 releases the slot; all of CTA 0 waits (a loop in thread 0's
-        # branch alone would cost ptxas its proof that the loop's addresses are uniform)
-        _when(kern, b.and_(valid, b.icmp_unsigned("==", kern.vtid, _c(0))),
-              lambda: _release(kern, refill[0]))
-        _when(kern, b.and_(valid, rank0), lambda: _acquire(kern, refill[0], refill[1]))
+        # every CTA's thread 0 releases the slot to each issuer; all of an issuing CTA waits
+        # (a loop in thread 0's branch alone would cost ptxas its proof that the loop's
+        # addresses are uniform)
+        t0 = b.and_(valid, b.icmp_unsigned("==", kern.vtid, _c(0)))
+
+        def release():
+            for k, (lead, _, _) in enumerate(subs):
+                _release(kern, b.add(refill[0], _c(8 * refill[2] * k)), lead)
+        _when(kern, t0, release)
+        for k, (_, mine, _) in enumerate(subs):
+            _when(kern, b.and_(valid, mine), lambda k=k: _acquire(
+                kern, b.add(refill[0], _c(8 * refill[2] * k)), refill[1]))
     go = b.and_(valid, b.icmp_unsigned("==", kern.vtid, _c(0)))
     then = kern.fn.append_basic_block("tma.issue")
     after = kern.fn.append_basic_block("tma.issued")
@@ -263,9 +348,9 @@ def issue_stage(kern: KernelEmitter, mc: Multicast, ops: list, env_iv, image: ir
     b.position_at_end(then)
     tma_load.arrive_expect_tx(kern, bar, sum(op.nbytes for op in ops))
 
-    def copies(which: bool, mask: int | None) -> None:
-        for op, cs, shared, tmap in zip(ops, coords, mc.shared, maps):
-            if shared != which:
+    def copies(which, mask) -> None:
+        for op, cs, g, tmap in zip(ops, coords, mc.groups, maps):
+            if g != which:
                 continue
             per = op.sop.span // op.sop.itemsize
             for p in range(op.panels):
@@ -273,13 +358,8 @@ def issue_stage(kern: KernelEmitter, mc: Multicast, ops: list, env_iv, image: ir
                 dst = b.add(image, _c(op.image_offset + p * op.sop.panel_bytes))
                 _copy(kern, dst, tmap, [inner] + cs[1:], bar, mask)
 
-    copies(False, None)
-    lead = kern.fn.append_basic_block("tma.multicast")
-    done = kern.fn.append_basic_block("tma.multicast.end")
-    b.cbranch(rank0, lead, done)
-    b.position_at_end(lead)
-    copies(True, mc.mask)
-    b.branch(done)
-    b.position_at_end(done)
+    copies(None, None)
+    for g, (_, mine, mask) in zip(sets, subs):
+        _when(kern, mine, lambda g=g, mask=mask: copies(g, mask))
     b.branch(after)
     b.position_at_end(after)

@@ -650,7 +650,8 @@ def _tma_loop(kern: KernelEmitter, op, lp, tma, base, da, db, k, init, start, st
         if mc is None:
             tma_load.issue_stage(kern, tma, env_iv, image, bar(slot_bytes), valid_ahead(iv, s))
         else:                            # a refill (parity given) first frees the slot
-            refill = None if parity is None else (b.add(bar(slot_bytes), _c(8 * S)), parity)
+            refill = None if parity is None else (b.add(bar(slot_bytes), _c(8 * S)), parity,
+                                                  S)
             tma_multicast.issue_stage(kern, mc, tma, env_iv, image, bar(slot_bytes),
                                       valid_ahead(iv, s), refill)
 
@@ -738,7 +739,7 @@ def _tma_loop(kern: KernelEmitter, op, lp, tma, base, da, db, k, init, start, st
     else:
         kern.barrier()
         on_thread0(lambda: [tma_load.mbarrier_inval(kern, b.add(bars, _c(8 * i)))
-                            for i in range(S)] + ([tma_multicast.inval_empties(kern, empty, S)]
+                            for i in range(S)] + ([tma_multicast.inval_empties(kern, mc, empty, S)]
                                                   if mc else []))
         kern.barrier()                   # the ring is free for the next user
     kern.env[op.results[0].id] = TileVal(init.dtype, plan.acc, tuple(out))
