@@ -170,10 +170,12 @@ def test_loop_bound_depending_on_the_clustered_axis_is_not_multicast():
 
 
 @needs_ptxas
-def test_ptxas_accepts(tmp_path):
+@pytest.mark.parametrize("cluster", ["(2, 1, 1)", "(2, 2, 1)"])
+def test_ptxas_accepts(tmp_path, cluster):
     _, _, arrays = arrays_for(256, 256, 256)
     p = tmp_path / "m.ptx"
-    p.write_text(compile_for(MATMUL, "matmul", arrays).ptx)
+    src = MATMUL.replace("cluster = (2, 1, 1)", f"cluster = {cluster}")
+    p.write_text(compile_for(src, "matmul", arrays).ptx)
     out = subprocess.run(["ptxas", "-arch=sm_90a", "-v", str(p), "-o", str(tmp_path / "m.o")],
                          capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
@@ -181,9 +183,9 @@ def test_ptxas_accepts(tmp_path):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("cluster", ["(2, 1, 1)", "(1, 2, 1)"])
+@pytest.mark.parametrize("cluster", ["(2, 1, 1)", "(1, 2, 1)", "(2, 2, 1)"])
 def test_matches_numpy_on_gpu(cluster):
-    # the driver's tensor maps and a real cluster launch: B (x) or A (y) multicast
+    # the driver's tensor maps and a real cluster launch: B (x), A (y) or both multicast
     import tilelang
     mod = tilelang.compile(MATMUL.replace("cluster = (2, 1, 1)", f"cluster = {cluster}"),
                            backend="cuda")
@@ -192,7 +194,8 @@ def test_matches_numpy_on_gpu(cluster):
     full = np.full((M, N + 8), np.nan, np.float32)
     dc = tilelang.to_device(full, backend=mod.backend)
     gx, gy = -(-M // 128), -(-N // 128)
-    gx, gy = (gx + gx % 2, gy) if cluster.startswith("(2") else (gx, gy + gy % 2)
+    cx, cy = int(cluster[1]), int(cluster[4])
+    gx, gy = gx + -gx % cx, gy + -gy % cy
     mod.matmul[(gx, gy)](tilelang.to_device(a, backend=mod.backend),
                          tilelang.to_device(b, backend=mod.backend), dc[:, :N])
     mod.backend.synchronize()
