@@ -5,7 +5,11 @@ parameters, and a compile's LLVM context is its own."""
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -117,3 +121,32 @@ def test_a_compile_has_its_own_llvm_context():
     b = _compile("attention", until="ptx")
     assert "%f32x" in a.llvm_ir and ".1 = type" not in b.llvm_ir
     assert a.llvm_ir == b.llvm_ir and a.ptx == b.ptx
+
+
+def test_tensor_core_lowerings_load_only_for_products():
+    """A kernel without a matrix product does not import the tensor-core lowerings (~16 ms of
+    CPU on every cold compile); the matmul loads them when it meets its product."""
+    code = (
+        "import json, sys\n"
+        "from tilelang.driver import Options, compile_source\n"
+        "out = {}\n"
+        "for name in ('softmax', 'matmul'):\n"
+        "    p = f'examples/{name}.tile'\n"
+        "    r = compile_source(open(p).read(), p, Options(target='sm_90a'), until='ptx')\n"
+        "    assert r.ok\n"
+        "    out[name] = sorted(m for m in sys.modules if m.startswith('tilelang.codegen'))\n"
+        "print(json.dumps(out))\n")
+    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                       env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    mods = json.loads(r.stdout.splitlines()[-1])
+    heavy = {"tilelang.codegen.lower.wgmma_product", "tilelang.codegen.lower.mma_sync",
+             "tilelang.codegen.lower.mma_pipeline", "tilelang.codegen.lower.tma_load",
+             "tilelang.codegen.layouts.wgmma"}
+    assert not (heavy | {"tilelang.codegen.lower.matmul"}) & set(mods["softmax"])
+    assert heavy <= set(mods["matmul"])     # (its pipelined loop lowers the product itself)
+
+
+def test_product_names_agree():
+    from tilelang.codegen.lower import mma_operands, table
+    assert table.PRODUCTS == mma_operands.PRODUCTS

@@ -16,13 +16,9 @@ import llvmlite.ir as ir
 from tilelang.codegen.layouts.distributed import Layout
 from tilelang.codegen.llvm.kernel import KernelEmitter, TileVal
 from tilelang.codegen.llvm.sync import convert
-from tilelang.codegen.lower import mma_epilogue, mma_prefetch
-from tilelang.codegen.lower.mma_operands import PRODUCTS, deferrable
-from tilelang.codegen.lower.mma_pipeline import emit_pipelined, loop_plan
-from tilelang.codegen.lower.mma_plan import (product_behind, row_stat_layout, tensor_core_plan,
-                                             to_layout)
+from tilelang.codegen.lower.table import PRODUCTS
 from tilelang.ir.ops import (Block, BreakOp, BuiltinOp, ConditionOp, ConstantOp, ContinueOp,
-                             ForOp, IfOp, ReturnOp, WhileOp, YieldOp)
+                             ForOp, IfOp, ReturnOp, WhileOp, YieldOp, walk)
 from tilelang.record import field, record
 from tilelang.sema.types import DType
 
@@ -41,11 +37,26 @@ class LoopFrame:
     breaks: list[tuple[ir.Block, list[TileVal]]] = field(default_factory=list)
 
 
+def products(kern: KernelEmitter) -> bool:
+    """Whether the kernel has a matrix product: the tensor-core lowerings (lower/mma_*.py,
+    wgmma_*, tma_*; ~16 ms of CPU to import) are imported and consulted only then."""
+    has = kern._cache.get("control.products")
+    if has is None:
+        has = kern._cache["control.products"] = any(
+            isinstance(o, BuiltinOp) and o.name in PRODUCTS for o in walk(kern.kernel.body))
+    return has
+
+
 def emit_region(kern: KernelEmitter, block: Block) -> tuple[str, list]:
     """Emit a region's ops. Returns (YIELD, tiles) or (CONDITION, [cond]) with the builder at
     the region's end, or (ESCAPED, []) when it ended in break/continue/return (branch done)."""
-    deferred = deferrable(kern, block) if any(
-        isinstance(o, BuiltinOp) and o.name in PRODUCTS for o in block.ops) else ()
+    deferred: dict = {}
+    mma_epilogue = None
+    if products(kern):
+        from tilelang.codegen.lower import mma_epilogue
+        from tilelang.codegen.lower.mma_operands import deferrable
+        if any(isinstance(o, BuiltinOp) and o.name in PRODUCTS for o in block.ops):
+            deferred = deferrable(kern, block)
     lines = kern.lineinfo
     outer = kern.builder.debug_metadata
     for op in block.ops:
@@ -56,7 +67,8 @@ def emit_region(kern: KernelEmitter, block: Block) -> tuple[str, list]:
         if isinstance(op, BuiltinOp) and op.result is not None and op.result.id in deferred:
             if deferred[op.result.id] is not None:      # the product copies it (cp.async)
                 kern.env[op.result.id] = deferred[op.result.id]
-        elif isinstance(op, BuiltinOp) and op.name == "store" and mma_epilogue.applies(kern, op):
+        elif isinstance(op, BuiltinOp) and op.name == "store" and mma_epilogue is not None \
+                and mma_epilogue.applies(kern, op):
             mma_epilogue.store(kern, op)                # an accumulator: 16-byte stores
         elif isinstance(op, BuiltinOp):
             kern.emit_builtin(op)
@@ -192,8 +204,10 @@ def carried_layouts(kern: KernelEmitter, body: Block, carried, init: list[TileVa
     output) is carried in the instruction's fragment layout (created there once, not
     converted on every iteration)."""
     term = body.terminator
-    if not isinstance(term, YieldOp) or not kern.exact:
+    if not isinstance(term, YieldOp) or not kern.exact or not products(kern):
         return init
+    from tilelang.codegen.lower.mma_plan import (product_behind, row_stat_layout,
+                                                 tensor_core_plan, to_layout)
     out = list(init)
     for i, (arg, yv) in enumerate(zip(carried, term.values)):
         o = product_behind(body.ops, yv)
@@ -209,15 +223,20 @@ def carried_layouts(kern: KernelEmitter, body: Block, carried, init: list[TileVa
 
 
 def emit_for(kern: KernelEmitter, op: ForOp) -> None:
-    lp = loop_plan(kern, op)
-    if lp is not None:      # loads -> mma: a cp.async ring, software-pipelined
-        emit_pipelined(kern, op, lp)
-        return
+    pf = None
+    if products(kern):
+        from tilelang.codegen.lower import mma_prefetch
+        from tilelang.codegen.lower.mma_pipeline import emit_pipelined, loop_plan
+        lp = loop_plan(kern, op)
+        if lp is not None:      # loads -> mma: a cp.async ring, software-pipelined
+            emit_pipelined(kern, op, lp)
+            return
     b = kern.builder
     start, stop, step = (kern.tile(v).value for v in (op.start, op.stop, op.step))
     ivt = kern.tile(op.start).dtype
     init = carried_layouts(kern, op.body, op.carried, [kern.tile(v) for v in op.init])
-    pf = mma_prefetch.plan(kern, op)    # product operands copied an iteration ahead
+    if products(kern):
+        pf = mma_prefetch.plan(kern, op)    # product operands copied an iteration ahead
     if pf is not None:
         pf.begin(kern, start, stop, step, ivt)
     pre = b.block
