@@ -158,7 +158,7 @@ def test_entry_contents(tmp_path):
     spec = m.vadd.specialize(TILE=256).compile({"a": "-ae"})
     [e] = kernel_entries(tmp_path)
     assert e["kernel"] == "vadd" and e["consts"] == {"TILE": 256} and e["target"] == "sm_90a"
-    assert e["facts"] == {"a": "-ae", "b": "cae", "c": "cae"}
+    assert e["facts"] == {"a": "-ae", "b": "caes", "c": "caes"}
     with open(os.path.join(e["path"], "kernel.ptx")) as f:
         assert f.read() == spec.ptx
     loaded = DiskCache(str(tmp_path)).load(e["key"])

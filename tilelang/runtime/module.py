@@ -573,8 +573,8 @@ class Kernel:
     # -- compiling ----------------------------------------------------------------------------
     def compile(self, facts: Mapping[str, ArrayFacts | str] | None = None) -> Specialization:
         """Compile (or load from the caches) the specialization for the given array facts;
-        arrays not named get all three (contiguous, 16-byte aligned, last extent a multiple
-        of 16 bytes)."""
+        arrays not named get all four (contiguous, 16-byte aligned, last extent a multiple
+        of 16 bytes, offsets below 2^31 elements): what a launch with ordinary tensors uses."""
         if self.module.backend.name == "interp":
             raise usage_error("E0925", f"kernel `{self.name}` runs on the interpreter back end, "
                               "which needs no compiled code", "compile PTX on the `emulator` or "
@@ -589,7 +589,7 @@ class Kernel:
         key = []
         for i in self._arrays:
             name = self.params[i].name
-            f = facts.pop(name, "cae")
+            f = facts.pop(name, "caes")
             if isinstance(f, ArrayFacts):
                 f = f.key()
             if f not in FACT_KEYS:
