@@ -94,8 +94,20 @@ class TileAccess:
         return got
 
     def _narrow(self, v: ir.Value) -> ir.Value:
-        """An i64 offset term in the offsets' width."""
-        return v if self.ity is I64 else self.kern.builder.trunc(v, I32)
+        """An i64 offset term in the offsets' width. A kernel parameter (a stride) is narrowed
+        once, in the entry block, where the back end loads its low half (`ld.param.b32`)
+        instead of converting a 64-bit load in each block that uses it."""
+        if self.ity is I64:
+            return v
+        b = self.kern.builder
+        if not isinstance(v, ir.Argument):
+            return b.trunc(v, I32)
+        cache = self.kern._cache.setdefault("memory.narrow", {})
+        got = cache.get(id(v))
+        if got is None:
+            with b.goto_block(self.kern.entry):
+                got = cache[id(v)] = b.trunc(v, I32)
+        return got
 
     def inside(self) -> ir.Value:
         """i1, uniform: the whole tile lies inside the array."""
