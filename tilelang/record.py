@@ -65,23 +65,27 @@ def _init(self, *args, **kwargs):
         if len(args) > len(names):
             raise TypeError(f"{cls.__name__}() takes {len(names)} arguments but {len(args)} "
                             f"were given")
-        for name, value in zip(names, args):
-            put(self, name, value)
-        defaults = cls._defaults
-        for name in names[len(args):]:
-            value = kwargs.pop(name, _MISSING)
-            if value is _MISSING:
-                value = defaults.get(name, _MISSING)
-                if value is _MISSING:
+        values = cls._defaults.copy()
+        values.update(zip(names, args))
+        if kwargs:
+            if args and not kwargs.keys().isdisjoint(names[:len(args)]):
+                name = next(n for n in names[:len(args)] if n in kwargs)
+                raise TypeError(f"{cls.__name__}() got an unexpected or repeated argument "
+                                f"{name!r}")
+            values.update(kwargs)
+        if values.keys() != cls._field_set:
+            for name in kwargs:
+                if name not in cls._field_set:
+                    raise TypeError(f"{cls.__name__}() got an unexpected or repeated "
+                                    f"argument {name!r}")
+            for name in names:
+                if name not in values:
                     factory = cls._factories.get(name)
                     if factory is None:
                         raise TypeError(f"{cls.__name__}() missing argument {name!r}")
-                    value = factory()
-            put(self, name, value)
-        if kwargs:
-            name = next(iter(kwargs))
-            raise TypeError(f"{cls.__name__}() got an unexpected or repeated argument "
-                            f"{name!r}")
+                    values[name] = factory()
+        for name in names:
+            put(self, name, values[name])
     if cls._post_init:
         self.__post_init__()
 
@@ -233,7 +237,15 @@ def _make(cls, frozen: bool, eq: bool, unsafe_hash: bool = False):
             else:
                 have.discard(name)
 
+    seen_default = False
+    for n in names:
+        if n in defaults or n in factories:
+            seen_default = True
+        elif seen_default:
+            raise TypeError(f"{cls.__name__}: field {n!r} without a default follows one with "
+                            f"a default")
     cls._fields = tuple(names)
+    cls._field_set = frozenset(names)
     cls._types = types
     cls._defaults = defaults
     cls._factories = factories

@@ -186,3 +186,32 @@ def test_check_does_not_import_dataclasses():
                          timeout=120, cwd=__file__.rsplit("/tests/", 1)[0])
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout.splitlines()[-1]) == [0, False, False]
+
+
+def test_unsafe_hash_and_plain_attributes():
+    """The syntax tree's and `Span`'s form: hashed by value, fields stored as attributes."""
+    @record(unsafe_hash=True)
+    class Node:
+        name: str
+        span: object = field(default=None, compare=False)
+
+    a, b = Node("x", 1), Node("x", 2)
+    assert a == b and hash(a) == hash(b) and len({a, b}) == 1
+    assert Node("x") != Node("y")
+    assert dataclasses.fields(Node)[1].compare is False
+    assert Node.__dataclass_params__.unsafe_hash is True
+    # what the fast parser does: make one without `__init__`, set the fields
+    c = object.__new__(Node)
+    c.name = "x"
+    c.span = 3
+    assert c == a and hash(c) == hash(a) and repr(c) == "test_unsafe_hash_and_plain_" \
+        "attributes.<locals>.Node(name='x', span=3)"
+
+
+def test_a_field_without_default_after_one_with_is_refused():
+    class Bad:
+        a: int = 0
+        b: int
+
+    with pytest.raises(TypeError):
+        record(Bad)
