@@ -137,6 +137,33 @@ def test_not_on_sm_80():
     assert "cp.async.bulk" not in res.ptx and "st.global.v4" in res.ptx
 
 
+def test_map_args_ignore_the_strides_of_unit_axes():
+    # one row of a matrix whose pitch is not whole 16-byte units is still 16-byte aligned for
+    # the kernel (a unit axis's stride is never used): its map takes the packed stride there
+    from tilelang.runtime.tensormap import TensorMapError, map_args
+    spec = TensorMapSpec("c", "f32", (8, 128), 32)
+    got = map_args(spec, 0x1000, (1, 100), (37, 1))
+    assert got.dims == (100, 1) and got.strides == (400,)
+    spec3 = TensorMapSpec("c", "f32", (8, 64, 2), 32)
+    assert map_args(spec3, 0x1000, (1, 60, 56), (7, 60, 1)).strides == (240, 240 * 60)
+    # an axis that is used keeps its stride, and TMA cannot take a negative one
+    with pytest.raises(TensorMapError, match="positive strides"):
+        map_args(spec, 0x1000, (2, 100), (-112, 1))
+
+
+def test_one_row_view_on_the_emulator():
+    # c is row 3 of a (5, 132) buffer seen as a (1, 129) array whose unused row stride is
+    # 37 elements: the kernel was specialized for aligned facts, its store map still encodes
+    a, b = operands((1, 64), (64, 129))
+    buf = np.full((5, 132), np.nan, np.float32)
+    view = np.ndarray((1, 129), np.float32, buffer=buf, offset=3 * 132 * 4,
+                      strides=(37 * 4, 4))
+    arrays = {"a": padded(a, 8), "b": padded(b, 7), "c": view}
+    run_views(MATMUL, "matmul", arrays, (1, 2))
+    assert np.array_equal(buf[3, :129], product(a, b)[0])
+    assert np.isnan(np.delete(buf, 3, axis=0)).all() and np.isnan(buf[3, 129:]).all()
+
+
 @needs_ptxas
 def test_ptxas_accepts(tmp_path):
     a, b = operands((256, 256), (256, 256))

@@ -59,7 +59,15 @@ def map_args(spec, address: int, shape: Sequence[int], strides: Sequence[int]) -
     # an empty array is never read through its map (its loop runs no iteration): describe
     # one element so that the encoding stays valid
     dims = tuple(max(int(n), 1) for n in reversed(shape))
-    gstrides = tuple(int(s) * size for s in reversed(tuple(strides)[:-1]))
+    # the stride of an axis of extent 1 is never used (its only coordinate is 0; a box that
+    # starts further is outside): the packed stride stands in for it, so a view such as one
+    # row of a matrix with any pitch still gets a map
+    packed, inner = [], size * max(int(shape[-1]), 1)
+    for n, st in zip(reversed(tuple(shape)[:-1]), reversed(tuple(strides)[:-1])):
+        sb = int(st) * size if int(n) > 1 else -(-inner // 16) * 16
+        packed.append(sb)
+        inner = abs(sb) * max(int(n), 1)
+    gstrides = tuple(packed)
     if address % 16 or any(s % 16 or s <= 0 for s in gstrides):
         raise TensorMapError(f"TMA needs a 16-byte aligned address and positive strides that "
                              f"are multiples of 16 bytes (address {address:#x}, strides "
