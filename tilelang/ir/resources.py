@@ -88,6 +88,7 @@ def estimate_registers(kernel, block, maxnreg: int | None = None) -> RegisterEst
 
     staged: set[int] = set()   # mma operands: staged through shared memory, not registers
     other_use: set[int] = set()
+    splats: set[int] = set()   # constant splats: rebuilt where they are used, held nowhere
 
     def visit(blk, owner: int) -> None:
         for v in blk.args:
@@ -104,6 +105,10 @@ def estimate_registers(kernel, block, maxnreg: int | None = None) -> RegisterEst
                 at = 2 * here if op.is_terminator or op.regions or v.id in in_place \
                     else 2 * here + 1
                 uses.setdefault(v.id, []).append(at)
+            if getattr(op, "name", None) in ("zeros", "ones") or (
+                    getattr(op, "name", None) == "full"
+                    and not hasattr(op.arg_map.get("value"), "id")):
+                splats.update(v.id for v in op.results)
             if getattr(op, "name", None) in MMA_OPS:
                 staged.update(a.id for n, a in op.args if n in ("a", "b") and hasattr(a, "id"))
                 other_use.update(a.id for n, a in op.args if n not in ("a", "b")
@@ -127,7 +132,8 @@ def estimate_registers(kernel, block, maxnreg: int | None = None) -> RegisterEst
             if d <= start and any(start < u <= stop for u in us):
                 end = max(end, stop)
         last[k] = end
-    defs = {k: max(d, 0) for k, d in defs.items() if k not in staged - other_use}
+    defs = {k: max(d, 0) for k, d in defs.items()
+            if k not in staged - other_use and k not in splats}
     n = 2 * len(spans) + 2
     delta = [0] * (n + 1)
     for k, d in defs.items():
