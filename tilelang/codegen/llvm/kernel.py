@@ -210,6 +210,7 @@ class KernelEmitter:
         self._kept_smem = 0           # bytes of buffers from kept_smem (static)
         self._cache: dict[Any, ir.Value] = {}
         self.remat_cost: dict[int, int] = {}    # lower/remat.py: value id -> ops per element
+        self.barrier_threads = 0      # > 0: barriers are named ones of that many threads
         # Shared-memory events for exchange_slot: a sequence number per event, the barriers
         # emitted (block -> seqs), the last use of the buffer by anyone else, and each slot's
         # reads (seq, block).
@@ -623,6 +624,14 @@ class KernelEmitter:
         self.stats.barriers += 1
         self._smem_seq += 1
         self._bars.setdefault(self.builder.block, []).append(self._smem_seq)
+        if self.barrier_threads:
+            # after a warp-specialized loop only the consumers go on: a named barrier of
+            # their count (lower/wgmma_product._ws_loop)
+            asm = ir.InlineAsm(ir.FunctionType(ir.VoidType(), []),
+                               f"barrier.sync 1, {self.barrier_threads};", "~{memory}",
+                               side_effect=True)
+            self.builder.call(asm, [])
+            return
         fn = self.se.declare("llvm.nvvm.barrier0", ir.VoidType(), [])
         self.builder.call(fn, [])
 

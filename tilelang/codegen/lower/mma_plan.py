@@ -31,9 +31,17 @@ class TensorCorePlan:
 
 
 def wgmma_ready(kern: KernelEmitter) -> bool:
-    """The target has wgmma (sm_90a) and the block is whole warp groups."""
+    """The target has wgmma (sm_90a) and the block is whole warp groups (or a power of two
+    of them and one more, the producer of a warp-specialized block: `specialized`)."""
     return kern.target.name in FEATURES["wgmma"].arch_targets and \
-        kern.declared_threads % 128 == 0 and kern.threads == kern.declared_threads
+        kern.declared_threads % 128 == 0 and (kern.threads == kern.declared_threads
+                                              or specialized(kern))
+
+
+def specialized(kern: KernelEmitter) -> bool:
+    """A block of 2^k warp groups and one more (384 threads: two consumer warp groups and a
+    producer): its pipelined TMA + wgmma loops are warp-specialized (wgmma_product)."""
+    return kern.exact and kern.threads >= 256 and kern.declared_threads == kern.threads + 128
 
 
 def wg_k(form: MmaForm) -> int:

@@ -26,8 +26,8 @@ from tilelang.codegen.layouts.wgmma import WG_M, WgTiling, instr_regs, wg_acc_la
 from tilelang.codegen.llvm.kernel import I32, I64, KernelEmitter, TileVal
 from tilelang.codegen.lower import mma_operands, mma_sync, tma_load, tma_multicast, wgmma_ops
 from tilelang.codegen.lower.mma_epilogue import remember_acc_layout
-from tilelang.codegen.lower.mma_plan import (TensorCorePlan, image_fits, image_span, to_layout,
-                                              wg_k)
+from tilelang.codegen.lower.mma_plan import (TensorCorePlan, image_fits, image_span,
+                                              specialized, to_layout, wg_k)
 
 IMAGE_ALIGN = 1024          # the 128-byte swizzle repeats every 8 rows of 128 bytes
 PREFETCHED = "wgmma.prefetched"   # kern._cache: load id -> (SmemOperand, image, slot)
@@ -490,8 +490,12 @@ def emit_pipelined(kern: KernelEmitter, op, lp) -> None:
                                  image_span(tuple(d.op.result.type.shape)[cax], form.itemsize))
             for d, cax in zip(lp.operands, lp.axes)]
     tma = tma_load.plan_operands(kern, lp.operands, sops, offs)
-    # the TMA ring's mbarriers (8 bytes each) follow the operand images
-    ring = kern.smem(S * stage_bytes + (8 * S if tma else 0), ir.IntType(8), 0)
+    # warp-specialized (a producer warp group: _ws_loop) or not
+    ws = bool(tma) and specialized(kern) and not kern.loops and \
+        tma_multicast.plan(kern, op, tma) is None
+    # the TMA ring's mbarriers (8 bytes each; a full and an empty one per stage when
+    # specialized) follow the operand images
+    ring = kern.smem(S * stage_bytes + ((16 if ws else 8) * S if tma else 0), ir.IntType(8), 0)
     align_smem(kern)
     base = mma_sync.shared_address(kern, ring)
     streams = [] if tma else [Stream(kern, d, sop.cax, form.itemsize, o, sop.span)
@@ -527,8 +531,8 @@ def emit_pipelined(kern: KernelEmitter, op, lp) -> None:
         mma_operands.commit_group(kern)
 
     if tma:
-        _tma_loop(kern, op, lp, tma, base, da, db, k, init, start, stop, step, ivt,
-                  valid_ahead, iv_ahead, positive)
+        (_ws_loop if ws else _tma_loop)(kern, op, lp, tma, base, da, db, k, init, start, stop, step, ivt, valid_ahead,
+             iv_ahead, positive)
         return
     kern.barrier()                       # earlier users of the shared buffer are done
     entry = b.block
@@ -742,6 +746,162 @@ def _tma_loop(kern: KernelEmitter, op, lp, tma, base, da, db, k, init, start, st
                             for i in range(S)] + ([tma_multicast.inval_empties(kern, mc, empty, S)]
                                                   if mc else []))
         kern.barrier()                   # the ring is free for the next user
+    kern.env[op.results[0].id] = TileVal(init.dtype, plan.acc, tuple(out))
+    remember_acc_layout(kern, plan.acc)
+
+
+WS_PRODUCER_REGS = 40          # setmaxnreg of the producer warp group (it only issues TMA)
+
+
+def _ws_loop(kern: KernelEmitter, op, lp, tma, base, da, db, k, init, start, stop, step,
+             ivt, valid_ahead, iv_ahead, positive) -> None:
+    """The TMA ring of a warp-specialized block (mma_plan.specialized: P = 2^k threads of
+    consumer warp groups, the layouts' threads, and one producer warp group after them):
+
+        setup:    barrier; thread 0 initializes full[s] (count 1) and empty[s] (count P);
+                  barrier
+        producer: setmaxnreg.dec; its first thread, for every iteration j: wait for empty
+                  slot j mod S's release of iteration j-S (j >= S), announce the stage's
+                  bytes on full[j mod S] and copy iteration j into it; then the warp group
+                  exits
+        consumer: setmaxnreg.inc; for every j: wait for full[j mod S]'s phase; the MMAs;
+                  commit; wgmma.wait_group 1 (iteration j-1's MMAs are done); every thread
+                  arrives on empty[(j-1) mod S]; at the end wgmma.wait_group 0
+    No barrier of the whole block runs in the loop. From the loop on only the consumers
+    run: later barriers are named barriers of P threads (`kern.barrier_threads`). The
+    registers move from the producer to the consumers: the block's .maxnreg is the even
+    share of the register file, the producer keeps WS_PRODUCER_REGS and the consumers take
+    the rest."""
+    b = kern.builder
+    plan, S = lp.plan, lp.stages
+    stage_bytes = sum(lp.image_bytes)
+    ring = S * stage_bytes
+    P = kern.threads
+    share = (65536 // kern.declared_threads) // 8 * 8
+    consumer_regs = min(256, (share * kern.declared_threads - WS_PRODUCER_REGS * 128) // P
+                        // 8 * 8)
+    if not kern._cache.get("wgmma.unbounded"):
+        kern.stats.wgmma_acc_regs = share - 40      # contract.wgmma_maxnreg: `share`
+    bars = b.add(base, _c(ring))
+    iv_var = op.iv
+
+    def full(slot):
+        return b.add(bars, b.shl(b.udiv(slot, _c(stage_bytes)), _c(3)))
+
+    def empty(slot):
+        return b.add(full(slot), _c(8 * S))
+
+    def setmaxnreg(kind, n):
+        tma_load._asm(kern, f"setmaxnreg.{kind}.sync.aligned.u32 {n};", [], "~{memory}")
+
+    def ring_loop(name, extra):
+        """A loop over the iterations (iv, slot, parity and `extra` phis): returns
+        (iv, slot, parity, extra phis, body block, exit block); the builder in the body."""
+        pre = b.block
+        header = kern.fn.append_basic_block(f"{name}.loop")
+        body = kern.fn.append_basic_block(f"{name}.body")
+        exit_ = kern.fn.append_basic_block(f"{name}.exit")
+        b.branch(header)
+        b.position_at_end(header)
+        iv = b.phi(start.type, "iv")
+        iv.add_incoming(start, pre)
+        slot = b.phi(I32, "slot")
+        slot.add_incoming(_c(0), pre)
+        par = b.phi(I32, "parity")
+        par.add_incoming(_c(0), pre)
+        phis = []
+        for v in extra:
+            p = b.phi(v.type)
+            p.add_incoming(v, pre)
+            phis.append(p)
+        if ivt.signed:
+            go = b.and_(positive, b.icmp_signed("<", iv, stop))
+        else:
+            go = b.and_(positive, b.icmp_unsigned("<", iv, stop))
+        b.cbranch(go, body, exit_)
+        b.position_at_end(body)
+        return iv, slot, par, phis, header, exit_
+
+    def latch(header, iv, slot, par, phis, vals):
+        nxt = b.add(slot, _c(stage_bytes))
+        wrap = b.icmp_unsigned("==", nxt, _c(ring))
+        tail = b.block
+        iv.add_incoming(b.add(iv, step), tail)
+        slot.add_incoming(b.select(wrap, _c(0), nxt), tail)
+        par.add_incoming(b.xor(par, b.zext(wrap, I32)), tail)
+        for p, v in zip(phis, vals):
+            p.add_incoming(v, tail)
+        b.branch(header)
+
+    kern.barrier()                       # earlier users of the shared buffer are done
+    then = kern.fn.append_basic_block("ws.init")
+    after = kern.fn.append_basic_block("ws.init.end")
+    b.cbranch(b.icmp_unsigned("==", kern.tid, _c(0)), then, after)
+    b.position_at_end(then)
+    for i in range(S):
+        tma_load.mbarrier_init(kern, b.add(bars, _c(8 * i)), 1)
+        tma_load.mbarrier_init(kern, b.add(bars, _c(8 * (S + i))), P)
+    b.branch(after)
+    b.position_at_end(after)
+    kern.barrier()
+    producer = kern.fn.append_basic_block("ws.producer")
+    consumer = kern.fn.append_basic_block("ws.consumer")
+    b.cbranch(b.icmp_unsigned(">=", kern.tid, _c(P)), producer, consumer)
+
+    # the producer warp group: one thread issues every stage, then the group exits
+    b.position_at_end(producer)
+    setmaxnreg("dec", WS_PRODUCER_REGS)
+    lead = kern.fn.append_basic_block("ws.lead")
+    gone = kern.fn.append_basic_block("ws.producer.done")
+    b.cbranch(b.icmp_unsigned("==", kern.tid, _c(P)), lead, gone)
+    b.position_at_end(lead)
+    count = _c(0)
+    iv, slot, par, (j,), header, pexit = ring_loop("ws.produce", [count])
+    # iteration j >= S refills a stage: wait for the consumers' release of iteration j - S,
+    # the empty mbarrier's completion j / S - 1 (parity: one less than the full one's)
+    wait = kern.fn.append_basic_block("ws.wait.empty")
+    go_on = kern.fn.append_basic_block("ws.issue")
+    b.cbranch(b.icmp_unsigned(">=", j, _c(S)), wait, go_on)
+    b.position_at_end(wait)
+    tma_load.wait_parity(kern, empty(slot), b.xor(par, _c(1)))
+    b.branch(go_on)
+    b.position_at_end(go_on)
+    kern.env[iv_var.id] = TileVal(ivt, kern.scalar_layout, (iv,))
+    tma_load.issue_stage(kern, tma, (iv, iv_var, lp.scalars), b.add(base, slot), full(slot),
+                         ir.Constant(ir.IntType(1), 1))
+    latch(header, iv, slot, par, [j], [b.add(j, _c(1))])
+    b.position_at_end(pexit)
+    b.branch(gone)
+    b.position_at_end(gone)
+    b.branch(kern.return_target)
+
+    # the consumer warp groups
+    b.position_at_end(consumer)
+    setmaxnreg("inc", consumer_regs)
+    iv, slot, par, phis, header, cexit = ring_loop(
+        "ws.consume", list(init.regs) + [ir.Constant(ir.IntType(1), 0)])
+    accs, started = phis[:-1], phis[-1]
+    tma_load.wait_parity(kern, full(slot), par)
+    image = b.add(base, slot)
+    regs = wgmma_ops.fence(kern, list(accs))
+    regs = issue_mmas(kern, plan, da, db, image, lp.image_bytes[0], regs, k)
+    wgmma_ops.commit_group(kern)
+    regs = wgmma_ops.wait_group(kern, 1, regs)
+    # iteration j-1's MMAs are done: release its stage
+    rel = kern.fn.append_basic_block("ws.release")
+    cont = kern.fn.append_basic_block("ws.released")
+    b.cbranch(started, rel, cont)
+    b.position_at_end(rel)
+    prev = b.select(b.icmp_unsigned("==", slot, _c(0)), _c(ring - stage_bytes),
+                    b.sub(slot, _c(stage_bytes)))
+    tma_load._asm(kern, "mbarrier.arrive.shared::cta.b64 _, [$0];", [empty(prev)],
+                  "r,~{memory}")
+    b.branch(cont)
+    b.position_at_end(cont)
+    latch(header, iv, slot, par, phis, list(regs) + [ir.Constant(ir.IntType(1), 1)])
+    b.position_at_end(cexit)
+    out = wgmma_ops.wait_group(kern, 0, list(accs))
+    kern.barrier_threads = P
     kern.env[op.results[0].id] = TileVal(init.dtype, plan.acc, tuple(out))
     remember_acc_layout(kern, plan.acc)
 

@@ -1,0 +1,68 @@
+"""Warp specialization (issue 16 scope 3): a block of two consumer warp groups and one
+producer warp group (`@launch(reqntid = (384, 1, 1))`) runs its pipelined TMA + wgmma loop
+specialized (wgmma_product._ws_loop): the producer's first thread issues every stage's TMA
+copies on full mbarriers after the consumers released the stage on empty ones, the consumers
+wait, multiply and release; `setmaxnreg` moves registers from the producer (40) to the
+consumers (232). Results on the emulator against NumPy, the PTX's protocol, and nvJitLink's
+assembly (no spills)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from wgmma_support import compile_for, run
+
+ROOT = Path(__file__).resolve().parents[2]
+SRC = (ROOT / "examples" / "matmul.tile").read_text().replace(
+    "@launch(reqntid = (128, 1, 1), maxnreg = 168, cluster = (2, 1, 1))",
+    "@launch(reqntid = (384, 1, 1))")
+
+
+def _arrays(m, n, k, seed=0):
+    rng = np.random.default_rng(seed)
+    a = rng.integers(-3, 4, (m, k)).astype(np.float16)
+    b = rng.integers(-3, 4, (k, n)).astype(np.float16)
+    return {"a": a, "b": b, "c": np.full((m, n), np.nan, np.float32)}
+
+
+@pytest.mark.parametrize("m,n,k,tile", [
+    (128, 128, 512, None),           # 8 K-steps: the ring of stages wraps, empties released
+    (200, 136, 200, None),           # ragged on every side
+    (128, 128, 40, None),            # K below one step
+    (192, 64, 96, (64, 64, 32)),     # 64 x 64 tiles: the two consumer groups split N
+])
+def test_matches_numpy(m, n, k, tile):
+    arrays = _arrays(m, n, k)
+    defines = {} if tile is None else dict(zip(("BM", "BN", "BK"), map(str, tile)))
+    bm, bn = tile[:2] if tile else (128, 128)
+    run(SRC, "matmul", arrays, (-(-m // bm), -(-n // bn)), defines=defines)
+    want = arrays["a"].astype(np.float64) @ arrays["b"].astype(np.float64)
+    assert np.array_equal(arrays["c"], want)
+
+
+def test_protocol_and_contract():
+    res = compile_for(SRC, "matmul", _arrays(256, 256, 256), until="cubin")
+    ptx = res.ptx
+    assert ".reqntid 384, 1, 1" in ptx and ".maxnreg 168" in ptx
+    assert "setmaxnreg.dec.sync.aligned.u32 40;" in ptx
+    assert "setmaxnreg.inc.sync.aligned.u32 232;" in ptx
+    # full and empty mbarriers: consumers arrive on the empties, the producer waits on them
+    assert re.search(r"mbarrier\.init\.shared::cta\.b64 \[%r\d+\], 256;", ptx)
+    assert "mbarrier.arrive.shared::cta.b64" in ptx
+    # no block-wide barrier after the split: the epilogue's are named barriers of the 256
+    # consumer threads
+    split = ptx.index("setmaxnreg.inc")
+    assert "bar.sync" not in ptx[split:] and "barrier.sync 1, 256;" in ptx[split:]
+    r = res.link.resources["matmul"]
+    assert (r.spill_stores, r.spill_loads) == (0, 0)
+
+
+def test_without_a_producer_group_nothing_changes():
+    # 256 threads: two warp groups, no producer; the ring is the ordinary one
+    src = SRC.replace("reqntid = (384, 1, 1)", "reqntid = (256, 1, 1)")
+    ptx = compile_for(src, "matmul", _arrays(256, 256, 256)).ptx
+    assert "setmaxnreg" not in ptx and "barrier.sync 1" not in ptx
