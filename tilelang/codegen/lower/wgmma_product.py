@@ -531,7 +531,8 @@ def emit_pipelined(kern: KernelEmitter, op, lp) -> None:
         mma_operands.commit_group(kern)
 
     if tma:
-        (_ws_loop if ws else _tma_loop)(kern, op, lp, tma, base, da, db, k, init, start, stop, step, ivt, valid_ahead,
+        loop = _ws_loop if ws else _tma_loop
+        loop(kern, op, lp, tma, base, da, db, k, init, start, stop, step, ivt, valid_ahead,
              iv_ahead, positive)
         return
     kern.barrier()                       # earlier users of the shared buffer are done
