@@ -11,7 +11,6 @@ exactly the checker's answer: loose literals stay loose, shapes stay constant.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Callable, Iterator, Union
 
 from tilelang.sema.builtins_core import ArgInfo, arg_of_const, arg_of_dtype
@@ -19,9 +18,10 @@ from tilelang.sema.constants import ConstStr, ConstTuple, ConstValue, loose
 from tilelang.sema.types import DType, TupleType
 
 from tilelang.ir.values import Value
+from tilelang.record import record
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class TupleArg:
     """A tuple argument with at least one run-time element."""
 

@@ -19,11 +19,11 @@ target's per-block limit is E0788.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from math import prod
 
 from tilelang.diagnostics import DiagnosticSink, Span, TileUsageError, register_codes
 from tilelang.sema.types import TileType
+from tilelang.record import record
 
 register_codes({
     "E0787": "a kernel's live tiles need far more registers per thread than exist",
@@ -42,7 +42,7 @@ SPILL_FACTOR = 4        # or more than 4x the registers it has: most of its tile
 MMA_OPS = ("mma", "matmul", "@")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class RegisterEstimate:
     words: int                  # 32-bit registers of the tiles live at the peak
     cap: int                    # registers a thread may have

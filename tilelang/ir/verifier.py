@@ -18,7 +18,6 @@ Messages name the kernel and show the offending op as the printer writes it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Callable
 
 from tilelang.diagnostics import TileError
@@ -31,13 +30,14 @@ from tilelang.ir.ops import (Block, BreakOp, BuiltinOp, ConditionOp, ConstantOp,
                              walk)
 from tilelang.ir.printer import Namer, format_kernel, format_op
 from tilelang.ir.values import Value
+from tilelang.record import record
 
 
 class IRVerificationError(Exception):
     """Malformed IR: a compiler bug (or a hand-built kernel's mistake), never a user error."""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class _Ctx:
     """What a block's terminator must give, and the innermost loop's carried types."""
 
