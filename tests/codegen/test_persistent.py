@@ -94,3 +94,21 @@ def test_matches_numpy_on_gpu():
     mod.matmul_persistent[(132,)](da, db, dc)
     mod.backend.synchronize()
     assert np.array_equal(np.asarray(dc), a.astype(np.float64) @ b.astype(np.float64))
+
+
+def test_a_replicating_warp_group_does_not_copy_again():
+    # 384 threads inside the loop over tiles: the ring is the carried one (not specialized),
+    # and the third warp group, a replica of the first, issues no TMA of its own
+    src = SRC.replace("reqntid = (128, 1, 1)", "reqntid = (384, 1, 1)")
+    rng = np.random.default_rng(4)
+    a = rng.integers(-3, 4, (200, 104)).astype(np.float16)
+    b = rng.integers(-3, 4, (104, 136)).astype(np.float16)
+    arrays = {"a": a, "b": b, "c": np.full((200, 136), np.nan, np.float32)}
+    res, rep = run(src, "matmul_persistent", arrays, (3,), defines=SMALL)
+    assert "setmaxnreg" not in res.ptx
+    assert np.array_equal(arrays["c"], a.astype(np.float64) @ b.astype(np.float64))
+    # 4 x 3 tiles of 4 K-steps: 48 stages announced, an A and a B tile each, by one thread
+    ops = rep.instructions
+    assert ops["mbarrier.arrive.expect_tx.shared::cta.b64"] == 48
+    assert sum(n for o, n in ops.items()
+               if o.startswith("cp.async.bulk.tensor.2d.shared::cluster.global")) == 96

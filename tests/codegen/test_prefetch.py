@@ -149,3 +149,20 @@ def test_one_operand_prefetched_the_other_through_registers():
     assert "b" in [m.array for m in res.codegen.kernel("mm").tensor_maps]
     assert "a" not in [m.array for m in res.codegen.kernel("mm").tensor_maps]
     assert np.array_equal(arrays["c"], a.astype(np.float64) @ b.astype(np.float64))
+
+
+def test_a_replicating_warp_group_does_not_copy_again():
+    # 384 threads: the layouts use 256, the third warp group replicates the first; only the
+    # block's thread 0 (not its replica, thread 256) may announce and issue a stage's TMA
+    src = TWO.replace("reqntid = (128, 1, 1)", "reqntid = (384, 1, 1)")
+    rng = np.random.default_rng(9)
+    a = rng.integers(-3, 4, (64, 64)).astype(np.float16)
+    k = rng.integers(-3, 4, (200, 64)).astype(np.float16)
+    v = rng.integers(-3, 4, (200, 64)).astype(np.float16)
+    arrays = {"a": a, "k": k, "v": v, "c": np.full((64, 64), np.nan, np.float32)}
+    res, rep = run(src, "two", arrays, (1,), scalars=[np.int32(4)])
+    assert np.array_equal(arrays["c"], _two_reference(a, k, v, 4))
+    # 4 stages announced, 2 tiles each, by one thread
+    ops = rep.instructions
+    assert ops["mbarrier.arrive.expect_tx.shared::cta.b64"] == 4
+    assert sum(n for o, n in ops.items() if re.match(TMA_LOAD, o)) == 8

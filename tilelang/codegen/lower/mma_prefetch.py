@@ -201,7 +201,7 @@ class Prefetch:
         b = kern.builder
         then = kern.fn.append_basic_block("prefetch.t0")
         after = kern.fn.append_basic_block("prefetch.t0.end")
-        b.cbranch(b.icmp_unsigned("==", kern.vtid, _c(0)), then, after)
+        b.cbranch(b.icmp_unsigned("==", kern.tid, _c(0)), then, after)   # not a replica
         b.position_at_end(then)
         fn()
         b.branch(after)

@@ -173,9 +173,11 @@ def tile_index(kern: KernelEmitter, d, env_iv) -> list[ir.Value]:
 
 
 def issue_stage(kern: KernelEmitter, ops: list[TmaOperand], env_iv, image: ir.Value,
-                bar: ir.Value, valid: ir.Value) -> None:
-    """Thread 0, when `valid`: announce the stage's bytes on `bar` and copy every panel of
-    every operand into the stage at 32-bit shared address `image`."""
+                bar: ir.Value, valid: ir.Value, leader: ir.Value | None = None) -> None:
+    """Thread 0 (the block's: a thread past the layouts' threads replicates one of them, and
+    must not copy again), or where `leader` holds, when `valid`: announce the stage's bytes
+    on `bar` and copy every panel of every operand into the stage at 32-bit shared address
+    `image`."""
     b = kern.builder
     coords = []
     for op in ops:
@@ -184,7 +186,9 @@ def issue_stage(kern: KernelEmitter, ops: list[TmaOperand], env_iv, image: ir.Va
                  for i, s in zip(index, op.shape)]
         rank = len(op.axes)
         coords.append([start[op.axes.index(a)] for a in reversed(range(rank))])
-    go = b.and_(valid, b.icmp_unsigned("==", kern.vtid, _c(0)))
+    if leader is None:
+        leader = b.icmp_unsigned("==", kern.tid, _c(0))
+    go = b.and_(valid, leader)
     then = kern.fn.append_basic_block("tma.issue")
     after = kern.fn.append_basic_block("tma.issued")
     b.cbranch(go, then, after)

@@ -641,7 +641,7 @@ def _tma_loop(kern: KernelEmitter, op, lp, tma, base, da, db, k, init, start, st
     def on_thread0(fn):
         then = kern.fn.append_basic_block("tma.t0")
         after = kern.fn.append_basic_block("tma.t0.end")
-        b.cbranch(b.icmp_unsigned("==", kern.vtid, _c(0)), then, after)
+        b.cbranch(b.icmp_unsigned("==", kern.tid, _c(0)), then, after)   # not a replica
         b.position_at_end(then)
         fn()
         b.branch(after)
@@ -868,8 +868,9 @@ def _ws_loop(kern: KernelEmitter, op, lp, tma, base, da, db, k, init, start, sto
     b.branch(go_on)
     b.position_at_end(go_on)
     kern.env[iv_var.id] = TileVal(ivt, kern.scalar_layout, (iv,))
+    true = ir.Constant(ir.IntType(1), 1)          # the leader's branch already
     tma_load.issue_stage(kern, tma, (iv, iv_var, lp.scalars), b.add(base, slot), full(slot),
-                         ir.Constant(ir.IntType(1), 1))
+                         true, leader=true)
     latch(header, iv, slot, par, [j], [b.add(j, _c(1))])
     b.position_at_end(pexit)
     b.branch(gone)
