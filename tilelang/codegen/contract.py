@@ -8,7 +8,6 @@ warp-group MMA) and runs `verify_attrs`, the cross-attribute rules of seed 002.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
 from math import prod
 from typing import Mapping
 
@@ -19,6 +18,7 @@ from tilelang.sema.launch_verify import (DEFAULT_THREADS, MAX_CTA_THREADS, MAX_D
                                          NONPORTABLE_CLUSTER, PORTABLE_CLUSTER, NvvmAttrs,
                                          _pad3, _show, _SPAN_KEYS, verify_attrs)
 from tilelang.targets import FEATURES, Target, get_target
+from tilelang.record import field, record, replace
 
 register_codes({
     "E0716": "warp-group MMA was requested but the thread shape is not a multiple of 128",
@@ -43,7 +43,7 @@ def wgmma_maxnreg(accumulator_regs: int) -> int:
     return max(24, min(255, -(-n // 8) * 8))
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class CodegenFeatures:
     """What the generated code relies on, reported by codegen before the contract is fixed."""
 
@@ -62,7 +62,7 @@ class CodegenFeatures:
             self.cross_warp_reduction
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class KernelContract:
     name: str
     attrs: NvvmAttrs

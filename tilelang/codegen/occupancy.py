@@ -12,14 +12,15 @@ Model (seed 004 §6-7, with the CUDA occupancy calculator's allocation rules):
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from math import ceil, prod
 from typing import Mapping, Sequence
+
+from tilelang.record import field, record
 
 KiB = 1024
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ArchLimits:
     name: str
     max_warps_per_sm: int
@@ -56,7 +57,7 @@ def _round_up(x: int, unit: int) -> int:
     return -(-x // unit) * unit
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Occupancy:
     blocks_per_sm: int
     active_warps: int
@@ -107,7 +108,7 @@ def occupancy(target: str | ArchLimits, threads: int | Sequence[int], regs_per_t
     return Occupancy(blocks, blocks * warps, lim.max_warps_per_sm, limiter, limits)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Waves:
     grid_blocks: int
     wave_size: int               # blocks that run at once: num_sms * blocks_per_sm
@@ -126,7 +127,7 @@ def waves(grid_blocks: int, blocks_per_sm: int, num_sms: int) -> Waves:
     return Waves(grid_blocks, size, count, tail, tail / size)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class KernelReport:
     name: str
     target: str

@@ -33,7 +33,6 @@ wavefronts; a barrier counts `BARRIER`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import cached_property, lru_cache
 
 from tilelang.codegen.layouts.distributed import (Layout, linear_index, log2, reg_part,
@@ -41,12 +40,13 @@ from tilelang.codegen.layouts.distributed import (Layout, linear_index, log2, re
 from tilelang.codegen.layouts.gf2 import LinearMap, avoiding_vector, bits_of, echelon
 from tilelang.codegen.layouts.shared import (PHASE_BYTES, SharedLayout, lanes_per_phase,
                                              wavefronts)
+from tilelang.record import record
 
 BARRIER = 4         # cost of one bar.sync in issue slots (it also stalls the warp)
 MAX_VECTOR = 16     # bytes per shared-memory access
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Need:
     """Register r of thread t needs source element `XOR(thread[b] for set bits b of t) ^
     regs[r]` (a row-major linear index of the source shape)."""
@@ -70,19 +70,19 @@ def need_of(dst: Layout, src_shape: tuple[int, ...]) -> Need:
     return Need(tuple(thread_part(dst, src_shape)), tuple(reg_part(dst, src_shape)))
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Same:
     kind = "same"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Rename:
     """Destination register i is source register regs[i] of the same thread."""
     regs: tuple[int, ...]
     kind = "rename"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Shuffle:
     """Destination register i of thread t is source register steps[i][0] of lane
     `XOR(lane[b] for set bits b of t) ^ steps[i][1]` of the same warp."""
@@ -96,7 +96,7 @@ class Shuffle:
         return 2 * words * len(self.steps) + consts + 1
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class SharedTrip:
     """Write every owned source register at `shared.offset_of(its element)`, `write_vec`
     registers per access starting at each of `write_regs`; barrier; read destination

@@ -36,10 +36,10 @@ called: the compiler never does. Nothing in this module emits code.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import cached_property
 
 from tilelang.codegen.layouts.gf2 import LinearMap, popcount
+from tilelang.record import record
 
 Basis = tuple[int, ...]
 WARP = 32
@@ -55,7 +55,7 @@ def floor_pow2(n: int) -> int:
     return 1 << (max(n, 1).bit_length() - 1)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Layout:
     shape: tuple[int, ...]
     reg: tuple[Basis, ...]      # one basis per register-index bit

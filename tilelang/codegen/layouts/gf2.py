@@ -13,8 +13,9 @@ called, and the compiler never calls them (NumPy's import would be a third of a 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import cached_property
+
+from tilelang.record import record
 
 
 def popcount(x: int) -> int:
@@ -32,7 +33,7 @@ def bits_of(x: int) -> list[int]:
     return out
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Echelon:
     """A reduced basis of the span of some vectors: `basis[i]` has its highest set bit at
     `pivots[i]`, a bit no other basis vector has; `combo[i]` says which input vectors XOR to
@@ -92,7 +93,7 @@ def in_span(vectors, y: int) -> bool:
     return echelon(vectors).reduce(y)[0] == 0
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class LinearMap:
     """x (n_in bits) -> XOR of cols[i] over the set bits i of x (n_out bits)."""
     cols: tuple[int, ...]

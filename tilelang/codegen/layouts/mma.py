@@ -17,14 +17,13 @@ Nothing here emits code.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from tilelang.codegen.layouts.distributed import WARP, Layout, log2
+from tilelang.record import record
 
 MT, NT = 16, 8          # instruction tile: rows, columns of the accumulator
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class MmaForm:
     """One `mma.sync` instruction form."""
 
@@ -67,7 +66,7 @@ def mma_form(a: str, b: str, acc: str, sm: int) -> tuple[MmaForm, str] | None:
     return None
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class WarpTiling:
     """How a block's warps cover an (batch, M, N) accumulator."""
 

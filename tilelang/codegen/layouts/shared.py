@@ -33,18 +33,18 @@ All of it is plain Python on lists (NumPy arrays are accepted where addresses ar
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import cached_property
 
 from tilelang.codegen.layouts.distributed import Layout, log2
 from tilelang.codegen.layouts.gf2 import LinearMap, identity
+from tilelang.record import record
 
 BANKS = 32
 WORD = 4
 PHASE_BYTES = BANKS * WORD
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class SharedLayout:
     """Element offset bits -> linear-index bits of a tile of `shape` (invertible)."""
     shape: tuple[int, ...]

@@ -17,9 +17,8 @@ Nothing here emits code.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from tilelang.codegen.layouts.distributed import Layout, log2
+from tilelang.record import record
 
 WG_THREADS = 128
 WG_M = 64               # rows of one instruction
@@ -27,7 +26,7 @@ MAX_N = 256             # the widest instruction
 PANEL_BYTES = 128       # the 128-byte swizzle's row: one panel of an operand image
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class WgTiling:
     """How a block's warp groups cover a (batch, M, N) accumulator."""
 

@@ -13,8 +13,6 @@ f32 accumulator live in 168 registers without spills.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import llvmlite.ir as ir
 
 from tilelang.codegen.llvm.kernel import I32, KernelEmitter, TileVal
@@ -24,6 +22,7 @@ from tilelang.ir.ops import Block, BuiltinOp, ConstantOp, walk
 from tilelang.ir.values import Value
 from tilelang.sema.constants import ConstValue
 from tilelang.sema.types import TileType
+from tilelang.record import record
 
 PRODUCTS = ("mma", "matmul", "@")
 PURE_GROUPS = ("math", "dtype", "grid", "operator")
@@ -34,7 +33,7 @@ PURE_TILE = PURE_GROUPS + ("creation", "shape", "reduce", "scan", "matmul", "ran
 VIEWS = ("reshape", "transpose", "permute")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class DeferredLoad:
     """A `load` not emitted yet (see the module docstring), seen through `chain`: the view
     ops from the load's tile to the operand, in order."""

@@ -28,8 +28,6 @@ memory divided by the blocks per SM the registers allow (at most 2), and one blo
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import llvmlite.ir as ir
 
 from tilelang.codegen.layouts.distributed import blocked, log2
@@ -45,6 +43,7 @@ from tilelang.codegen.lower.mma_sync import (SmemOperand, element_row_col, fragm
 from tilelang.codegen.occupancy import ARCH_LIMITS
 from tilelang.ir.ops import BuiltinOp, ConstantOp, ForOp, YieldOp
 from tilelang.ir.values import Value
+from tilelang.record import record
 
 MAX_STAGES = 4
 
@@ -251,7 +250,7 @@ def _cp_async_pred_asm(offset: int) -> ir.InlineAsm:
 # ---------------------------------------------------------------------------------------------
 # The pipelined loop
 
-@dataclass
+@record
 class LoopPlan:
     mma: BuiltinOp
     operands: tuple[DeferredLoad, DeferredLoad]

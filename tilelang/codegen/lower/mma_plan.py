@@ -7,8 +7,6 @@ panels, the plan is warp-group MMA (`wg`, layouts/wgmma.py; lower/wgmma_product.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import llvmlite.ir as ir
 
 from tilelang.codegen.layouts.distributed import Layout
@@ -18,9 +16,10 @@ from tilelang.codegen.llvm.kernel import KernelEmitter, TileVal
 from tilelang.codegen.llvm.sync import convert
 from tilelang.ir.ops import BuiltinOp
 from tilelang.targets import FEATURES
+from tilelang.record import record
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class TensorCorePlan:
     form: MmaForm
     b_class: str

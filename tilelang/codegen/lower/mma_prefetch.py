@@ -24,8 +24,6 @@ memory left (48 KiB) allows; below 2 the loop is not prefetched. A body with `br
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import llvmlite.ir as ir
 
 from tilelang.codegen.llvm.kernel import I32, I64, STATIC_SMEM_LIMIT, KernelEmitter, TileVal
@@ -34,6 +32,7 @@ from tilelang.codegen.lower.mma_operands import PRODUCTS, DeferredLoad, deferrab
 from tilelang.codegen.lower.mma_plan import image_span, tensor_core_plan
 from tilelang.ir.ops import BreakOp, BuiltinOp, ContinueOp, ForOp, ReturnOp, walk
 from tilelang.ir.values import Value
+from tilelang.record import record
 
 DEFAULT_STAGES = 2
 
@@ -42,7 +41,7 @@ def _c(v: int) -> ir.Constant:
     return ir.Constant(I32, v)
 
 
-@dataclass
+@record
 class Fetch:
     d: DeferredLoad
     sop: mma_sync.SmemOperand     # its image (base None: the ring holds it)

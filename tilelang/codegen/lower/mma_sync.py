@@ -18,20 +18,19 @@ the contiguous axis is not K (a 16-bit operand stored along M or N), the rows ar
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import llvmlite.ir as ir
 
 from tilelang.codegen.layouts.distributed import Layout, log2, vector_width
 from tilelang.codegen.layouts.mma import MT, NT, MmaForm, WarpTiling, acc_register
 from tilelang.codegen.llvm.kernel import I32, KernelEmitter, TileVal
 from tilelang.codegen.lower.memory import gated
+from tilelang.record import record
 
 I8 = ir.IntType(8)
 HALF2 = ir.VectorType(ir.HalfType(), 2)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class SmemOperand:
     """An operand tile in shared memory (see the module docstring)."""
 

@@ -26,8 +26,6 @@ vectors or more per thread are streamed: one vector has nothing to interleave.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import llvmlite.ir as ir
 
 from tilelang.codegen.layouts import convert as C
@@ -42,6 +40,7 @@ from tilelang.ir.ops import BuiltinOp, walk
 from tilelang.ir.values import Value
 from tilelang.sema.constants import ConstStr, ConstValue
 from tilelang.sema.types import DType
+from tilelang.record import field, record
 
 # element-wise ops a stream recomputes per vector: `/` is left out (a divisor shared by a row
 # becomes one reciprocal per row in elementwise.py, which a per-vector emission would not see)
@@ -49,14 +48,14 @@ _GROUPS = ("operator", "math")
 _EXCLUDED = ("/", "div")
 
 
-@dataclass
+@record
 class Stream:
     store: BuiltinOp
     ops: list[BuiltinOp]              # the streamed loads and element-wise ops, program order
     loads: list[BuiltinOp]
 
 
-@dataclass
+@record
 class Plan:
     streams: dict[int, Stream] = field(default_factory=dict)     # store op id -> its stream
     deferred: dict[int, Stream] = field(default_factory=dict)    # result id -> its stream

@@ -20,13 +20,12 @@ the maps (`KernelEmitter.tensor_maps`), when TMA is enabled (`generate(tma=True)
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import llvmlite.ir as ir
 
 from tilelang.codegen.api import TensorMapSpec
 from tilelang.codegen.llvm.kernel import I32, I64, KernelEmitter, TileVal
 from tilelang.ir.ops import ConstantOp
+from tilelang.record import record
 
 MAX_BOX = 256
 
@@ -35,7 +34,7 @@ def _c(v: int) -> ir.Constant:
     return ir.Constant(I32, v)
 
 
-@dataclass
+@record
 class TmaOperand:
     """One deferred operand copied by TMA into its image (`sop`: a wgmma SmemOperand)."""
 

@@ -39,14 +39,13 @@ exit keeps the CTA barriers.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import llvmlite.ir as ir
 
 from tilelang.codegen.llvm.kernel import I32, I64, KernelEmitter
 from tilelang.codegen.lower import tma_load
 from tilelang.ir.args import arg_values
 from tilelang.ir.ops import BuiltinOp, ConstantOp, ForOp, walk
+from tilelang.record import record
 
 _UNIFORM_GRID = ("num_blocks", "cluster_size", "cdiv")
 
@@ -58,7 +57,7 @@ def _c(v: int) -> ir.Constant:
 MAX_SETS = 2                # distinct sharing patterns: one per operand of a product
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Multicast:
     """The ring's multicast plan: the cluster's shape and, per TMA operand, the cluster axes
     along which its CTAs share its tile (None: each CTA loads its own)."""

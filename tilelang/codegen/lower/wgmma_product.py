@@ -16,7 +16,6 @@ N-instruction (N = min(its columns, 256)), all in one commit group.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from math import prod
 
 import llvmlite.ir as ir
@@ -28,6 +27,7 @@ from tilelang.codegen.lower import mma_operands, mma_sync, tma_load, tma_multica
 from tilelang.codegen.lower.mma_epilogue import remember_acc_layout
 from tilelang.codegen.lower.mma_plan import (TensorCorePlan, image_fits, image_span,
                                               specialized, to_layout, wg_k)
+from tilelang.record import record
 
 IMAGE_ALIGN = 1024          # the 128-byte swizzle repeats every 8 rows of 128 bytes
 PREFETCHED = "wgmma.prefetched"   # kern._cache: load id -> (SmemOperand, image, slot)
@@ -87,7 +87,7 @@ def deferred_cax(kern: KernelEmitter, d, k_axis: int, itemsize: int) -> int | No
     return cax if image_fits(d.shape[cax], itemsize) else None
 
 
-@dataclass
+@record
 class Descriptors:
     """The descriptors of one operand image for every (batch, tile, k-step) of a warp
     group: a per-warp-group base descriptor (computed once) plus compile-time offsets."""
