@@ -19,7 +19,6 @@ generate.py then emits the kernel again in exact mode.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
 from math import prod
 from typing import Any, Mapping
 
@@ -35,7 +34,7 @@ from tilelang.diagnostics import InternalCompilerError, register_codes
 from tilelang.ir.args import TupleArg
 from tilelang.ir.ops import BuiltinOp, ConstantOp, Kernel
 from tilelang.ir.values import Value
-from tilelang.record import field as rfield, record
+from tilelang.record import field as rfield, record, replace
 from tilelang.sema.builtins_math import DEFAULT_PRECISION, PRECISIONS
 from tilelang.sema.constants import ConstTuple, ConstValue
 from tilelang.sema.types import ArrayType, DType, TileType
@@ -137,9 +136,7 @@ class NeedsExactThreads(Exception):
     """Raised in virtual-thread mode by an op that communicates between threads."""
 
 
-# TileVal stays a dataclass: one is made per value (a record's shared __init__ is ~4x slower
-# per instance); the rarely made classes below are records (~1 ms less each to create).
-@dataclass(frozen=True)
+@record(frozen=True)
 class TileVal:
     """A tile (or scalar) as the registers of one thread: `regs[r]` holds the element at
     register r of `layout`, in the compute type of `dtype`."""
@@ -148,7 +145,7 @@ class TileVal:
     layout: Layout
     regs: tuple[ir.Value, ...]
     # the op that computed it when it can be computed again in another layout (lower/remat.py)
-    origin: Any = field(default=None, compare=False, repr=False)
+    origin: Any = rfield(default=None, compare=False, repr=False)
 
     @property
     def shape(self) -> tuple[int, ...]:

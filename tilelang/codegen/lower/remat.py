@@ -15,8 +15,6 @@ anywhere its scalars dominate (the use point of the original, which they dominat
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import llvmlite.ir as ir
 
 from tilelang.codegen.layouts import convert as C
@@ -24,6 +22,7 @@ from tilelang.codegen.layouts import distributed as L
 from tilelang.codegen.llvm.kernel import TileVal
 from tilelang.codegen.scalar.emitter import ELEMENTWISE
 from tilelang.ir.values import Value
+from tilelang.record import replace
 from tilelang.sema.constants import ConstStr, ConstValue
 from tilelang.sema.types import DType, I32 as T_I32
 
