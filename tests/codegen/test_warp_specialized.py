@@ -82,3 +82,50 @@ def test_matches_numpy_on_gpu():
     mod.matmul[(-(-m // 128), -(-n // 128))](da, db, dc)
     mod.backend.synchronize()
     assert np.array_equal(np.asarray(dc), a.astype(np.float64) @ b.astype(np.float64))
+
+
+def _two(n, rows):
+    import test_prefetch as tp
+    src = tp.TWO.replace("reqntid = (128, 1, 1)", "reqntid = (384, 1, 1)")
+    rng = np.random.default_rng(rows)
+    a = rng.integers(-3, 4, (64, 64)).astype(np.float16)
+    k = rng.integers(-3, 4, (rows, 64)).astype(np.float16)
+    v = rng.integers(-3, 4, (rows, 64)).astype(np.float16)
+    arrays = {"a": a, "k": k, "v": v, "c": np.full((64, 64), np.nan, np.float32)}
+    res, _ = run(src, "two", arrays, (1,), scalars=[np.int32(n)])
+    assert np.array_equal(arrays["c"], tp._two_reference(a, k, v, n))
+    return res.ptx
+
+
+@pytest.mark.parametrize("n,rows", [(5, 320), (4, 200), (1, 64), (0, 64)])
+def test_prefetched_loop_specialized(n, rows):
+    # a loop of two products (lower/mma_prefetch.py) in a block of 384 threads: the producer
+    # group copies K and V ahead on full mbarriers, the consumers release each stage at the
+    # end of its iteration; the ring wraps, a ragged tile, one iteration, none
+    ptx = _two(n, rows)
+    assert "setmaxnreg.dec.sync.aligned.u32 40;" in ptx and ".maxnreg 168" in ptx
+    assert "mbarrier.arrive.shared::cta.b64" in ptx and "barrier.sync 1, 256;" in ptx
+
+
+@pytest.mark.parametrize("causal", ["false", "true"])
+def test_attention_specialized(causal):
+    # examples/attention.tile with 384 threads and 128 query rows: two consumer warp groups
+    # of 64 rows, K and V by the producer group; vs NumPy's softmax
+    src = (ROOT / "examples" / "attention.tile").read_text().replace(
+        "@launch(reqntid = (128, 1, 1))", "@launch(reqntid = (384, 1, 1))")
+    seq, d = 200, 64
+    rng = np.random.default_rng(3)
+    q, k, v = (rng.standard_normal((1, seq, d)).astype(np.float16) for _ in range(3))
+    arrays = {"q": q, "k": k, "v": v, "o": np.full((1, seq, d), np.nan, np.float16)}
+    scale = 1.0 / np.sqrt(d)
+    res, _ = run(src, "attention_f16", arrays, (2, 1), scalars=[np.float32(scale)],
+                 defines={"BM": "128", "BN": "64", "D": "64", "CAUSAL": causal})
+    assert "setmaxnreg.inc" in res.ptx
+    qq, kk, vv = (x[0].astype(np.float64) for x in (q, k, v))
+    s = qq @ kk.T * scale
+    if causal == "true":
+        s = np.where(np.arange(seq)[None, :] <= np.arange(seq)[:, None], s, -np.inf)
+    p = np.exp(s - s.max(axis=1, keepdims=True))
+    want = (p / p.sum(axis=1, keepdims=True)) @ vv
+    got = arrays["o"][0].astype(np.float64)
+    assert np.abs(got - want).max() / np.abs(want).max() < 4e-3

@@ -29,7 +29,7 @@ import llvmlite.ir as ir
 from tilelang.codegen.llvm.kernel import I32, I64, STATIC_SMEM_LIMIT, KernelEmitter, TileVal
 from tilelang.codegen.lower import mma_operands, mma_sync, tma_load, wgmma_ops, wgmma_product
 from tilelang.codegen.lower.mma_operands import PRODUCTS, DeferredLoad, deferrable
-from tilelang.codegen.lower.mma_plan import image_span, tensor_core_plan
+from tilelang.codegen.lower.mma_plan import image_span, specialized, tensor_core_plan
 from tilelang.ir.ops import BreakOp, BuiltinOp, ContinueOp, ForOp, ReturnOp, walk
 from tilelang.ir.values import Value
 from tilelang.record import record
@@ -226,9 +226,12 @@ class Prefetch:
                  for f in self.fetches]
         self.tma = tma_load.plan_operands(kern, [f.d for f in self.fetches], tsops,
                                           [f.offset for f in self.fetches])
+        # a block of 2^k warp groups and a producer group (mma_plan.specialized) splits
+        self.ws = bool(self.tma) and specialized(kern) and not kern.loops
+        bar_bytes = (16 if self.ws else 8) * S if self.tma else 0
         # whole 1024-byte units (the buffers' alignment), as the static size counts them
-        ring = kern.kept_smem(wgmma_product.image_bytes((S * sb + (8 * S if self.tma else 0),),
-                                                        1), wgmma_product.IMAGE_ALIGN)
+        ring = kern.kept_smem(wgmma_product.image_bytes((S * sb + bar_bytes,), 1),
+                              wgmma_product.IMAGE_ALIGN)
         self.base = mma_sync.shared_address(kern, ring)
         saved = kern.env.get(self.op.iv.id)
         kern.env[self.op.iv.id] = TileVal(ivt, kern.scalar_layout, (start,))
@@ -239,10 +242,15 @@ class Prefetch:
             self.bars = b.add(self.base, _c(S * sb))
             kern.barrier()
             self._on_thread0(kern, lambda: [tma_load.mbarrier_init(
-                kern, b.add(self.bars, _c(8 * i)), 1) for i in range(S)])
+                kern, b.add(self.bars, _c(8 * i)), 1) for i in range(S)] + ([
+                    tma_load.mbarrier_init(kern, b.add(self.bars, _c(8 * (S + i))),
+                                           kern.threads) for i in range(S)] if self.ws else []))
             kern.barrier()
-            for s in range(S - 1):
-                self._issue_tma(kern, start, s, _c(s * sb))
+            if self.ws:
+                self._producer(kern)
+            else:
+                for s in range(S - 1):
+                    self._issue_tma(kern, start, s, _c(s * sb))
         else:
             kern.stats.features.add("cp_async")
             self.streams = [Stream(kern, f.d, f.d.load_axis(f.sop.cax), f.sop.itemsize,
@@ -255,6 +263,68 @@ class Prefetch:
             kern.env.pop(self.op.iv.id, None)
         else:
             kern.env[self.op.iv.id] = saved
+
+    def _producer(self, kern: KernelEmitter) -> None:
+        """Warp specialization (wgmma_product._ws_loop's protocol): the last warp group's
+        first thread issues every iteration's stage once the consumers released it, then the
+        group exits; the consumers go on to the loop, whose barriers from here on are named
+        barriers of theirs."""
+        b = kern.builder
+        S, sb, P = self.S, self.stage_bytes, kern.threads
+        share = (65536 // kern.declared_threads) // 8 * 8
+        consumer = min(256, (share * kern.declared_threads - wgmma_product.WS_PRODUCER_REGS
+                             * 128) // P // 8 * 8)
+        kern._cache["wgmma.ws_share"] = share     # the contract's .maxnreg (note_use)
+        kern.stats.wgmma_acc_regs = share - 40
+        prod = kern.fn.append_basic_block("ws.producer")
+        cons = kern.fn.append_basic_block("ws.consumer")
+        b.cbranch(b.icmp_unsigned(">=", kern.tid, _c(P)), prod, cons)
+        b.position_at_end(prod)
+        tma_load._asm(kern, f"setmaxnreg.dec.sync.aligned.u32 "
+                            f"{wgmma_product.WS_PRODUCER_REGS};", [], "~{memory}")
+        lead = kern.fn.append_basic_block("ws.lead")
+        gone = kern.fn.append_basic_block("ws.producer.done")
+        b.cbranch(b.icmp_unsigned("==", kern.tid, _c(P)), lead, gone)
+        b.position_at_end(lead)
+        header = kern.fn.append_basic_block("ws.produce")
+        body = kern.fn.append_basic_block("ws.produce.body")
+        b.branch(header)
+        b.position_at_end(header)
+        iv = b.phi(self.start.type, "iv")
+        iv.add_incoming(self.start, lead)
+        slot = b.phi(I32, "slot")
+        slot.add_incoming(_c(0), lead)
+        j = b.phi(I32, "j")
+        j.add_incoming(_c(0), lead)
+        stop = self.stop
+        go = b.icmp_signed("<", iv, stop) if self.ivt.signed else \
+            b.icmp_unsigned("<", iv, stop)
+        b.cbranch(b.and_(self.positive, go), body, gone)
+        b.position_at_end(body)
+        # iteration j >= S refills a stage: wait for the release of iteration j - S, the
+        # empty mbarrier's completion j / S - 1
+        wait = kern.fn.append_basic_block("ws.wait.empty")
+        issue = kern.fn.append_basic_block("ws.issue")
+        b.cbranch(b.icmp_unsigned(">=", j, _c(S)), wait, issue)
+        b.position_at_end(wait)
+        parity = b.and_(b.add(b.udiv(j, _c(S)), _c(1)), _c(1))
+        tma_load.wait_parity(kern, b.add(self._bar(kern, slot), _c(8 * S)), parity)
+        b.branch(issue)
+        b.position_at_end(issue)
+        true = ir.Constant(ir.IntType(1), 1)
+        kern.env[self.op.iv.id] = TileVal(self.ivt, kern.scalar_layout, (iv,))
+        tma_load.issue_stage(kern, self.tma, (iv, self.op.iv, self.scalars),
+                             b.add(self.base, slot), self._bar(kern, slot), true, leader=true)
+        tail = b.block
+        iv.add_incoming(b.add(iv, self.step), tail)
+        slot.add_incoming(self._step(kern, slot, 1), tail)
+        j.add_incoming(b.add(j, _c(1)), tail)
+        b.branch(header)
+        b.position_at_end(gone)
+        b.branch(kern.return_target)
+        b.position_at_end(cons)
+        tma_load._asm(kern, f"setmaxnreg.inc.sync.aligned.u32 {consumer};", [], "~{memory}")
+        kern.barrier_threads = P
 
     def header(self, kern: KernelEmitter, pre: ir.Block) -> None:
         """In the loop header: the current iteration's stage (byte offset) and, with TMA,
@@ -273,7 +343,9 @@ class Prefetch:
         S, sb = self.S, self.stage_bytes
         slot = self.slot
         wslot = self._step(kern, slot, S - 1)
-        if self.tma:
+        if self.ws:                     # the producer fills it: wait for it, no barrier
+            tma_load.wait_parity(kern, self._bar(kern, slot), self.phase)
+        elif self.tma:
             # the TMA's writes are the async proxy's, as the MMAs' reads: the phase is all
             # they need; the barrier tells thread 0 that everyone is done with iteration
             # j-1's stage
@@ -293,6 +365,9 @@ class Prefetch:
     def latch(self, kern: KernelEmitter) -> None:
         """At the end of the body: the next iteration's stage (and phase parity)."""
         b = kern.builder
+        if self.ws:                     # this iteration's products are done with its stage
+            tma_load._asm(kern, "mbarrier.arrive.shared::cta.b64 _, [$0];",
+                          [b.add(self._bar(kern, self.slot), _c(8 * self.S))], "r,~{memory}")
         nxt = self._step(kern, self.slot, 1)
         self.slot.add_incoming(nxt, b.block)
         if self.tma:                    # the ring wrapped: the next pass waits for the
@@ -312,7 +387,9 @@ class Prefetch:
         """At the loop's exit: the cp.async copies past the end have landed (TMA issues
         none), or the mbarriers are invalidated once nobody waits on them; the products of
         code after the loop copy their operands again."""
-        if self.tma:
+        if self.ws:
+            pass                        # the producer is gone: nobody to invalidate with
+        elif self.tma:
             b = kern.builder
             kern.barrier()
             self._on_thread0(kern, lambda: [tma_load.mbarrier_inval(

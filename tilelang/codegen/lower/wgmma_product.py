@@ -62,7 +62,10 @@ def note_use(kern: KernelEmitter, plan: TensorCorePlan, pipelined: bool) -> None
     kern.stats.features.add("wgmma")
     if not pipelined:
         kern._cache["wgmma.unbounded"] = True
-    if kern._cache.get("wgmma.unbounded"):
+    if kern._cache.get("wgmma.ws_share"):
+        # a warp-specialized block: .maxnreg is the even share setmaxnreg redistributes
+        kern.stats.wgmma_acc_regs = kern._cache["wgmma.ws_share"] - 40
+    elif kern._cache.get("wgmma.unbounded"):
         kern.stats.wgmma_acc_regs = 255
     else:
         kern.stats.wgmma_acc_regs = max(kern.stats.wgmma_acc_regs, plan.acc.num_regs)
