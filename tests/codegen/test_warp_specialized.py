@@ -129,3 +129,27 @@ def test_attention_specialized(causal):
     want = (p / p.sum(axis=1, keepdims=True)) @ vv
     got = arrays["o"][0].astype(np.float64)
     assert np.abs(got - want).max() / np.abs(want).max() < 4e-3
+
+
+def test_only_the_first_loop_specializes():
+    # the producer group exits after the first specialized loop: a second loop runs on the
+    # consumers alone with thread 0 issuing its copies (one setmaxnreg.dec in the kernel)
+    import test_prefetch as tp
+    second = ("    var acc2 = zeros((64, 64), f32);\n"
+              "    for j in range(n) {\n"
+              "        let tk = load(k, index = (j, 0), shape = (64, 64), padding = 0);\n"
+              "        let tv = load(v, index = (j, 0), shape = (64, 64), padding = 0);\n"
+              "        let s = mma(ta, transpose(tk), zeros((64, 64), f32)) * 0.25;\n"
+              "        acc2 = mma(astype(s, f16), tv, acc2);\n"
+              "    }\n"
+              "    store(c, index = (0, 0), tile = acc + acc2);\n}")
+    src = tp.TWO.replace("reqntid = (128, 1, 1)", "reqntid = (384, 1, 1)").replace(
+        "    store(c, index = (0, 0), tile = acc);\n}", second)
+    rng = np.random.default_rng(9)
+    a = rng.integers(-3, 4, (64, 64)).astype(np.float16)
+    k = rng.integers(-3, 4, (200, 64)).astype(np.float16)
+    v = rng.integers(-3, 4, (200, 64)).astype(np.float16)
+    arrays = {"a": a, "k": k, "v": v, "c": np.full((64, 64), np.nan, np.float32)}
+    res, _ = run(src, "two", arrays, (1,), scalars=[np.int32(4)])
+    assert res.ptx.count("setmaxnreg.dec") == 1
+    assert np.array_equal(arrays["c"], 2 * tp._two_reference(a, k, v, 4))

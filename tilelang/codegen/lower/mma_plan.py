@@ -34,13 +34,20 @@ def wgmma_ready(kern: KernelEmitter) -> bool:
     of them and one more, the producer of a warp-specialized block: `specialized`)."""
     return kern.target.name in FEATURES["wgmma"].arch_targets and \
         kern.declared_threads % 128 == 0 and (kern.threads == kern.declared_threads
-                                              or specialized(kern))
+                                              or producer_block(kern))
+
+
+def producer_block(kern: KernelEmitter) -> bool:
+    """A block of 2^k warp groups and one more (384 threads: two consumer warp groups and a
+    producer)."""
+    return kern.exact and kern.threads >= 256 and kern.declared_threads == kern.threads + 128
 
 
 def specialized(kern: KernelEmitter) -> bool:
-    """A block of 2^k warp groups and one more (384 threads: two consumer warp groups and a
-    producer): its pipelined TMA + wgmma loops are warp-specialized (wgmma_product)."""
-    return kern.exact and kern.threads >= 256 and kern.declared_threads == kern.threads + 128
+    """Whether a pipelined TMA + wgmma loop emitted now is warp-specialized (wgmma_product,
+    mma_prefetch): a producer block whose producer group has not exited yet (after its
+    first specialized loop it has)."""
+    return producer_block(kern) and not kern.barrier_threads
 
 
 def wg_k(form: MmaForm) -> int:
