@@ -74,7 +74,8 @@ kernel k(a: Array[f32, 2], h: Array[f16, 1], e: Array[f8e4m3, 1], o: Array[f32, 
     let y = load(h, index = (0,), shape = (64,), padding = f16(0.3));
     store(h, index = (0,), tile = y * f16(3.14159) - bf16(0.7).astype(f16));
     store(e, index = (0,), tile = (y.astype(f32) * 0.33).astype(f8e4m3));
-    let c = 1.0 / 3.0 + 7.5 % 2.0 - floordiv(-7.0, 2.0) + f32(0.1) * f32(3.0) - 2.0 * 0.25;
+    let c = 1.0 / 3.0 + 7.5 % 2.0 - floordiv(-7.0, 2.0) + f32(0.1) * f32(3.0) - 2.0 * 0.25
+            + minimum(1.0 / 0.0, 2.0) + maximum(-inf + 1.0, 3.0);
     store(o, index = (0, 0), tile = transpose(x) / 3.0 + erf(x) + tf32(0.1).astype(f32) + c
                                    + f8e5m2(300.0).astype(f32) + sum(x, axis = 0));
     print("{} {} {} {} {}", 0.1, f32(1.0e-5), f16(0.1), bf16(0.1), f8e4m3(0.3));

@@ -400,25 +400,27 @@ def _overflow(op: str, x, y, r, dt: DType, span: Span | None) -> TileSemanticErr
 
 
 def _float_op(op: str, x: float, y: float) -> float:
-    """`x op y` as NumPy's float64 computes it (±inf and NaN, never an exception). Python's
-    floats give the same where they give a result without raising: the same IEEE operations,
-    and `//`/`%` by the same fmod-based algorithm on finite operands, so the common folds do
-    not import NumPy; a zero divisor, infinities and `**` (NumPy special-cases exponents such
-    as 0.5) go to NumPy."""
+    """`x op y` as NumPy's float64 computes it (±inf and NaN, never an exception), in plain
+    Python but for `**` (NumPy special-cases exponents such as 2 and 0.5): Python's floats do
+    the same IEEE operations, and `//`/`%` by the same fmod-based algorithm; where Python
+    raises, a zero divisor, IEEE's answer is ±inf or NaN."""
     x, y = float(x), float(y)
-    try:
-        if op in ("+", "-", "*", "/"):
-            return x + y if op == "+" else x - y if op == "-" else x * y if op == "*" else x / y
-        if op in ("//", "%") and math.isfinite(x) and math.isfinite(y):
-            return x // y if op == "//" else x % y
-    except ZeroDivisionError:
-        pass
-    with np.errstate(all="ignore"):
-        fx, fy = np.float64(x), np.float64(y)
-        r = {"+": lambda: fx + fy, "-": lambda: fx - fy, "*": lambda: fx * fy,
-             "/": lambda: fx / fy, "//": lambda: np.floor_divide(fx, fy),
-             "%": lambda: np.mod(fx, fy), "**": lambda: np.power(fx, fy)}[op]()
-    return float(r)
+    if op == "**":
+        with np.errstate(all="ignore"):
+            return float(np.power(np.float64(x), np.float64(y)))
+    if op in ("/", "//", "%") and y == 0:
+        if op == "%" or x == 0 or math.isnan(x):
+            return math.nan
+        return math.copysign(math.inf, x) * math.copysign(1.0, y)
+    if op == "+":
+        return x + y
+    if op == "-":
+        return x - y
+    if op == "*":
+        return x * y
+    if op == "/":
+        return x / y
+    return x // y if op == "//" else x % y
 
 
 def _compare(op: str, x, y) -> bool:
