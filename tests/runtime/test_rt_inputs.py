@@ -88,7 +88,8 @@ def test_compile_facts(mod):
         "facts of `a` for kernel `vadd`: 'zz' is not a facts key",
         "use ArrayFacts(...) or a key of three characters, `c` or `-`, `a` or `-`, `e` or `-` "
         "(c: contiguous, a: 16-byte aligned, e: last extent a multiple of 16 bytes, -: not), "
-        "e.g. `cae`, and `s` after them for offsets below 2^31 elements")
+        "e.g. `cae`, then `s` for offsets below 2^31 elements, then `n` for an array no "
+        "tensor map describes (a zero or negative stride)")
     assert usage(lambda: mod.vadd.compile(facts={"a": 3}))[0] == \
         "facts of `a` for kernel `vadd`: 3 is not a facts key"
     assert usage(lambda: mod.vadd.compile(facts=["a"]))[0] == (

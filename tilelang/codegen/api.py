@@ -34,18 +34,25 @@ class ArrayFacts:
     small: bool = False       # every element's offset from the address, in elements, lies
     #                           in [-2^31, 2^31): offsets are computed in 32 bits and widened
     #                           once. Not assumed without an argument to look at
+    tensor_map: bool = True   # a tensor map (TMA) can describe the array: every stride over
+    #                           an extent above 1 is positive (a reversed view or a broadcast
+    #                           axis has none), every extent below 2^32, every stride below
+    #                           2^40 bytes. With `contiguous` and `aligned16`, what TMA needs
 
     def key(self) -> str:
-        """Three characters `c`/`-`, `a`/`-`, `e`/`-`, then `s` when `small` holds."""
+        """Three characters `c`/`-`, `a`/`-`, `e`/`-`, then `s` when `small` holds, then `n`
+        when `tensor_map` does not (so the keys of ordinary arrays are unchanged)."""
         return ("c" if self.contiguous else "-") + ("a" if self.aligned16 else "-") + \
-            ("e" if self.extent16 else "-") + ("s" if self.small else "")
+            ("e" if self.extent16 else "-") + ("s" if self.small else "") + \
+            ("" if self.tensor_map else "n")
 
     @staticmethod
     def from_key(text: str) -> "ArrayFacts":
         """The facts of a key; a two-character key (before `extent16` existed) claims no
-        extent16, one without the fourth character no `small`."""
+        extent16, one without `s` no `small`, one without `n` a `tensor_map`."""
         return ArrayFacts(contiguous=text[0] == "c", aligned16=text[1] == "a",
-                          extent16=text[2:3] == "e", small=text[3:4] == "s")
+                          extent16=text[2:3] == "e", small="s" in text[3:],
+                          tensor_map="n" not in text[3:])
 
 
 GENERIC = ArrayFacts(contiguous=False, aligned16=False, extent16=False)

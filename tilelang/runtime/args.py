@@ -217,6 +217,7 @@ def _a(obj) -> str:
 
 
 SMALL_SPAN = 1 << 31           # the `small` fact: every element's offset (in elements) below
+TMA_DIM, TMA_STRIDE = 1 << 32, 1 << 40    # a tensor map's extents and byte strides are below
 
 
 def facts_key(ptr: int, shape: tuple, strides: tuple, itemsize: int) -> str:
@@ -224,7 +225,8 @@ def facts_key(ptr: int, shape: tuple, strides: tuple, itemsize: int) -> str:
     at most 1, so the stride is never used), 'a' when the address and every other stride with
     an extent above 1 are multiples of 16 bytes, 'e' when the last extent in bytes is a
     multiple of 16 (a 0-d array has no last axis: 'e'), then 's' when every element's offset
-    from the address, in elements, lies in [-2^31, 2^31) (`small`)."""
+    from the address, in elements, lies in [-2^31, 2^31) (`small`), then 'n' when no tensor
+    map describes the array (`tensor_map` fails, below)."""
     n = len(shape)
     contiguous = n == 0 or strides[-1] == 1 or shape[-1] <= 1
     aligned = ptr % 16 == 0
@@ -235,7 +237,20 @@ def facts_key(ptr: int, shape: tuple, strides: tuple, itemsize: int) -> str:
                 break
     extent = n == 0 or (shape[-1] * itemsize) % 16 == 0
     return ("c" if contiguous else "-") + ("a" if aligned else "-") + \
-        ("e" if extent else "-") + ("s" if small(shape, strides) else "")
+        ("e" if extent else "-") + ("s" if small(shape, strides) else "") + \
+        ("" if mappable(shape, strides, itemsize) else "n")
+
+
+def mappable(shape: tuple, strides: tuple, itemsize: int) -> bool:
+    """The `tensor_map` fact: cuTensorMapEncodeTiled takes positive strides below 2^40 bytes
+    and extents below 2^32 (runtime/tensormap.py). An axis of extent 1 never uses its stride
+    (the map packs one in its place), so a zero or negative stride there is fine; over a
+    longer axis (a reversed view, a broadcast) it is not, and such an array must get a kernel
+    that reaches it without TMA."""
+    for n, s in zip(shape, strides):
+        if n >= TMA_DIM or (n > 1 and not 0 < s * itemsize < TMA_STRIDE):
+            return False
+    return True
 
 
 def small(shape: tuple, strides: tuple) -> bool:
@@ -354,5 +369,6 @@ def _facts(ptr: int, shape, strides, size: int) -> str:
         n = shape[0]
         return ("c" if strides[0] == 1 or n <= 1 else "-") + \
             ("a" if ptr % 16 == 0 else "-") + ("e" if (n * size) % 16 == 0 else "-") + \
-            ("s" if n <= 1 or (n - 1) * abs(strides[0]) < SMALL_SPAN else "")
+            ("s" if n <= 1 or (n - 1) * abs(strides[0]) < SMALL_SPAN else "") + \
+            ("" if n <= 1 or (n < TMA_DIM and 0 < strides[0] * size < TMA_STRIDE) else "n")
     return facts_key(ptr, shape, strides, size)

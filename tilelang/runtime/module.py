@@ -31,10 +31,11 @@ from .signature import KernelInfo, ModuleInfo, ParamInfo
 from .validate import LaunchShape, check_launch, dims
 
 BACKENDS = ("cuda", "emulator", "interp")
-# three characters (c: contiguous, a: 16-byte aligned, e: last extent a multiple of 16 bytes);
+# three characters (c: contiguous, a: 16-byte aligned, e: last extent a multiple of 16 bytes),
+# then `s` (small) and `n` (no tensor map) when they apply;
 # the two-character keys from before `e` existed are accepted and claim no `e`
-FACT_KEYS = tuple(c + a + e + s for c in "c-" for a in "a-" for e in "e-" for s in ("", "s")) \
-    + ("ca", "c-", "-a", "--")
+FACT_KEYS = tuple(c + a + e + s + t for c in "c-" for a in "a-" for e in "e-" for s in ("", "s")
+                  for t in ("", "n")) + ("ca", "c-", "-a", "--")
 _BACKENDS: dict[str, Any] = {}
 _BUILT: dict[str, Built] = {}          # disk key -> build, for every module of the process
 _DEFAULT_COMPILER: Compiler | None = None
@@ -597,8 +598,9 @@ class Kernel:
                                   "a facts key", "use ArrayFacts(...) or a key of three "
                                   "characters, `c` or `-`, `a` or `-`, `e` or `-` (c: "
                                   "contiguous, a: 16-byte aligned, e: last extent a multiple "
-                                  "of 16 bytes, -: not), e.g. `cae`, and `s` after them for "
-                                  "offsets below 2^31 elements", self.params[i].span)
+                                  "of 16 bytes, -: not), e.g. `cae`, then `s` for offsets "
+                                  "below 2^31 elements, then `n` for an array no tensor map "
+                                  "describes (a zero or negative stride)", self.params[i].span)
             key.append(ArrayFacts.from_key(f).key())
         if facts:
             bad = next(iter(facts))

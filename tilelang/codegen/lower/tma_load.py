@@ -2,8 +2,9 @@
 `cp.async.bulk.tensor` straight into their swizzled images, completing on `mbarrier`s with
 transaction counts.
 
-A deferred load (lower/mma_operands.py) qualifies when its array is contiguous and 16-byte
-aligned (the ABI facts; TMA needs a 16-byte aligned address and strides), its tile keeps the
+A deferred load (lower/mma_operands.py) qualifies when its array is contiguous, 16-byte
+aligned and has the `tensor_map` fact (the ABI facts; TMA needs a 16-byte aligned address and
+positive strides: a reversed view or a broadcast axis takes cp.async), its tile keeps the
 array's order of the non-contiguous axes, and every box dimension is at most 256. Its
 tensor map (api.TensorMapSpec) describes one *panel* of the operand image: the box is
 span / itemsize elements of the contiguous axis (the swizzle span, 128 bytes for a 64-wide
@@ -66,7 +67,8 @@ def _spec(kern: KernelEmitter, d, sop) -> tuple[TensorMapSpec, tuple] | None:
         return None
     args = d.op.arg_map
     arr = kern.array(args["A"])
-    if not (arr.facts.contiguous and arr.facts.aligned16) or not 2 <= arr.rank <= 5:
+    if not (arr.facts.contiguous and arr.facts.aligned16 and arr.facts.tensor_map) or \
+            not 2 <= arr.rank <= 5:
         return None
     order = kern.const_ints(args["order"]) if "order" in args else None
     axes = tuple(order) if order is not None else tuple(range(arr.rank))

@@ -2,7 +2,8 @@
 swizzled shared-memory image, the copy engine clipping the box at the array's edges.
 
 Used by lower/mma_epilogue.py for `store(A, index, tile)` of a tile in an accumulator layout
-when the target has TMA, A is contiguous and 16-byte aligned (the facts the tensor map needs),
+when the target has TMA, A is contiguous, 16-byte aligned and has the `tensor_map` fact (the
+facts the tensor map needs; a reversed view takes the ordinary stores),
 the tile's rows are whole 32-, 64- or 128-byte panels and every box dimension is at most 256.
 
 The image is the box layout the TMA unit reads: the tile cut along its last axis into panels
@@ -63,7 +64,8 @@ def spec_for(kern: KernelEmitter, arr, t: TileVal) -> TensorMapSpec | None:
     """The tensor map a TMA store of `t` into `arr` uses, or None when it cannot be one."""
     if not kern.tma or kern.target.sm < FEATURES["tma"].min_sm:
         return None
-    if not (arr.facts.contiguous and arr.facts.aligned16) or not 2 <= arr.rank <= 5:
+    if not (arr.facts.contiguous and arr.facts.aligned16 and arr.facts.tensor_map) or \
+            not 2 <= arr.rank <= 5:
         return None
     if arr.rank != len(t.shape) or not t.layout.is_one_hot():
         return None
