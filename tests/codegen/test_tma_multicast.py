@@ -201,3 +201,25 @@ def test_matches_numpy_on_gpu(cluster):
     mod.backend.synchronize()
     got = np.asarray(dc)
     assert np.array_equal(got[:, :N], product(a, b)) and np.isnan(got[:, N:]).all()
+
+
+def test_a_replicating_warp_group_neither_releases_nor_copies_again():
+    # 384 threads: the layouts use 256, the third warp group replicates the first; only the
+    # block's thread 0 (not its replica, thread 256) may release a slot to the issuer,
+    # announce a stage and issue its copies (a replica's second release completes the
+    # issuer's empty phase early and its copies land twice: the launch hangs)
+    src = MATMUL.replace("reqntid = (128, 1, 1)", "reqntid = (384, 1, 1)")
+    M, N, K = 256, 256, 320
+    a, b, arrays = arrays_for(M, N, K)
+    res, rep = run_views(src, "matmul", arrays, (2, 2))
+    assert np.array_equal(arrays["c"], product(a, b))
+    ops = rep.instructions
+    blocks, steps, stages = 4, K // 64, 3
+    load = "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+    # every CTA announces each of its K-steps once and copies its own A box (one per step);
+    # each cluster's CTA 0 multicasts B (two boxes of 64 columns per step)
+    assert ops["mbarrier.arrive.expect_tx.shared::cta.b64"] == blocks * steps
+    assert ops[load] == blocks * steps
+    assert ops[load + ".multicast::cluster"] == (blocks // 2) * steps * 2
+    # every CTA releases each refilled slot (iterations S-1 .. steps-1) once
+    assert ops["mbarrier.arrive.shared::cluster.b64"] == blocks * (steps - (stages - 1))

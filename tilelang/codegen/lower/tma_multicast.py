@@ -331,7 +331,8 @@ def issue_stage(kern: KernelEmitter, mc: Multicast, ops: list, env_iv, image: ir
         # every CTA's thread 0 releases the slot to each issuer; all of an issuing CTA waits
         # (a loop in thread 0's branch alone would cost ptxas its proof that the loop's
         # addresses are uniform)
-        t0 = b.and_(valid, b.icmp_unsigned("==", kern.vtid, _c(0)))
+        # the block's thread 0, not a replica of it (a thread past the layouts' threads)
+        t0 = b.and_(valid, b.icmp_unsigned("==", kern.tid, _c(0)))
 
         def release():
             for k, (lead, _, _) in enumerate(subs):
@@ -340,7 +341,7 @@ def issue_stage(kern: KernelEmitter, mc: Multicast, ops: list, env_iv, image: ir
         for k, (_, mine, _) in enumerate(subs):
             _when(kern, b.and_(valid, mine), lambda k=k: _acquire(
                 kern, b.add(refill[0], _c(8 * refill[2] * k)), refill[1]))
-    go = b.and_(valid, b.icmp_unsigned("==", kern.vtid, _c(0)))
+    go = b.and_(valid, b.icmp_unsigned("==", kern.tid, _c(0)))       # not a replica
     then = kern.fn.append_basic_block("tma.issue")
     after = kern.fn.append_basic_block("tma.issued")
     b.cbranch(go, then, after)
