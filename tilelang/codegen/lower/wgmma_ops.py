@@ -108,7 +108,8 @@ def wait_group(kern: KernelEmitter, n: int, regs: list[ir.Value]) -> list[ir.Val
 
 
 def mma_async(kern: KernelEmitter, n: int, ab: str, k: int, mmas: list, regs: list[ir.Value],
-              trans_a: bool, trans_b: bool, bt: str | None = None) -> list[ir.Value]:
+              trans_a: bool, trans_b: bool, bt: str | None = None, *, fence: bool = False,
+              commit: bool = False) -> list[ir.Value]:
     """`wgmma.mma_async.sync.aligned.m64n{n}k{k}.f32.{ab}.{bt}` (bt: B's type, `ab` when None;
     the 8-bit floats mix, k32) with both operands in shared memory, one per entry of `mmas`
     in order: (indices into `regs` of its n / 2 f32 accumulator registers, desc_a, desc_b).
@@ -118,7 +119,10 @@ def mma_async(kern: KernelEmitter, n: int, ab: str, k: int, mmas: list, regs: li
     All of them are one asm that takes and returns each register once: an asm per MMA would
     return every register once per MMA, and those extractvalues (512 per K-step of the
     128 x 128 matmul instead of 128) were most of LLVM's work on a wgmma kernel. The PTX
-    instructions are the same, one per line (`\\0A\\09`: LLVM's newline and tab)."""
+    instructions are the same, one per line (`\\0A\\09`: LLVM's newline and tab). With `fence`
+    the asm starts with `wgmma.fence` and with `commit` it ends with `commit_group` (what
+    fence() and commit_group() would emit around it, without another asm through every
+    register)."""
     b = kern.builder
     bt = bt or ab
     trans = f"{int(trans_a)}, {int(trans_b)}" if ab in ("f16", "bf16") else None
@@ -135,6 +139,8 @@ def mma_async(kern: KernelEmitter, n: int, ab: str, k: int, mmas: list, regs: li
                      f"{{{acc}}}, ${cnt + 2 * m}, ${cnt + 2 * m + 1}, ${scale}{tail};")
     cons = ",".join(["=f"] * cnt + ["l", "l"] * len(mmas) + ["b"] +
                     [str(i) for i in range(cnt)] + ["~{memory}"])
+    lines = (["wgmma.fence.sync.aligned;"] if fence else []) + lines + \
+        (["wgmma.commit_group.sync.aligned;"] if commit else [])
     fnty = ir.FunctionType(_f32s(kern, cnt), [I64] * (2 * len(mmas)) + [I1] + [F32] * cnt)
     asm = ir.InlineAsm(fnty, "\\0A\\09".join(lines), cons, side_effect=True)
     r = b.call(asm, [d for _, da, db in mmas for d in (da, db)] + [SCALE_D] +

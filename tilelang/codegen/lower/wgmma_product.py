@@ -168,9 +168,11 @@ class Descriptors:
 
 
 def issue(kern: KernelEmitter, plan: TensorCorePlan, da: Descriptors, db: Descriptors,
-          bases: tuple[ir.Value, ir.Value], regs: list[ir.Value], k: int) -> list[ir.Value]:
-    """Every `wgmma.mma_async` of acc += A @ B over K = k for this warp group (no fence,
-    commit or wait); `bases`: the two operands' warp-group start fields (Descriptors.base)."""
+          bases: tuple[ir.Value, ir.Value], regs: list[ir.Value], k: int, *,
+          fenced: bool = False) -> list[ir.Value]:
+    """Every `wgmma.mma_async` of acc += A @ B over K = k for this warp group (no wait;
+    `fenced`: after `wgmma.fence` and before `commit_group`, in the same asm);
+    `bases`: the two operands' warp-group start fields (Descriptors.base)."""
     b = kern.builder
     t: WgTiling = plan.wg
     form = plan.form
@@ -186,7 +188,7 @@ def issue(kern: KernelEmitter, plan: TensorCorePlan, da: Descriptors, db: Descri
                     pb = db.at(kern, bases[1], ob)
                     mmas.append((instr_regs(t, bi, mi, ni), pa, pb))
     return wgmma_ops.mma_async(kern, t.instr_n, form.ab, kstep, mmas, regs, da.trans,
-                               db.trans, plan.b_class)
+                               db.trans, plan.b_class, fence=fenced, commit=fenced)
 
 
 def a_fragment_layout(plan: TensorCorePlan, shape: tuple[int, ...], threads: int):
@@ -437,11 +439,9 @@ def product(kern: KernelEmitter, plan: TensorCorePlan, a, b, acc: TileVal) -> Ti
     addr = [kept[i] if i in kept else
             (kern.builder.add(smem32, _c(offsets[i])) if offsets[i] else smem32)
             for i in range(2)]
-    regs = wgmma_ops.fence(kern, list(acc.regs))
     regs = issue(kern, plan, da, db, tuple(d.base(kern, *(x if isinstance(x, tuple) else (x,)))
                                            for d, x in zip((da, db), addr)),
-                 regs, k)
-    wgmma_ops.commit_group(kern)
+                 list(acc.regs), k, fenced=True)
     regs = wgmma_ops.wait_group(kern, 0, regs)
     remember_acc_layout(kern, plan.acc)
     return TileVal(acc.dtype, plan.acc, tuple(regs))
@@ -580,10 +580,9 @@ def emit_pipelined(kern: KernelEmitter, op, lp) -> None:
     kern.barrier()
     wgmma_ops.fence_proxy_async(kern)
     image = b.add(base, slot)
-    regs = wgmma_ops.fence(kern, list(accs))
     regs = issue(kern, plan, da, db, (da.base(kern, image),
-                                      db.base(kern, b.add(image, _c(offs[1])))), regs, k)
-    wgmma_ops.commit_group(kern)
+                                      db.base(kern, b.add(image, _c(offs[1])))), list(accs), k,
+                 fenced=True)
     regs = wgmma_ops.wait_group(kern, depth, regs)
     last = _c((S - 1) * stage_bytes)
     wslot = b.select(b.icmp_unsigned("==", slot, _c(0)), last, b.sub(slot, _c(stage_bytes)))
@@ -717,9 +716,7 @@ def _tma_loop(kern: KernelEmitter, op, lp, tma, base, da, db, k, init, start, st
     b.position_at_end(body)
     tma_load.wait_parity(kern, bar(slot), phase)
     image = b.add(base, slot)
-    regs = wgmma_ops.fence(kern, list(accs))
-    regs = issue_mmas(kern, plan, da, db, image, lp.image_bytes[0], regs, k)
-    wgmma_ops.commit_group(kern)
+    regs = issue_mmas(kern, plan, da, db, image, lp.image_bytes[0], list(accs), k)
     regs = wgmma_ops.wait_group(kern, 1, regs)
     kern.barrier()
     last = (S - 1) * stage_bytes
@@ -888,9 +885,7 @@ def _ws_loop(kern: KernelEmitter, op, lp, tma, base, da, db, k, init, start, sto
     accs, started = phis[:-1], phis[-1]
     tma_load.wait_parity(kern, full(slot), par)
     image = b.add(base, slot)
-    regs = wgmma_ops.fence(kern, list(accs))
-    regs = issue_mmas(kern, plan, da, db, image, lp.image_bytes[0], regs, k)
-    wgmma_ops.commit_group(kern)
+    regs = issue_mmas(kern, plan, da, db, image, lp.image_bytes[0], list(accs), k)
     regs = wgmma_ops.wait_group(kern, 1, regs)
     # iteration j-1's MMAs are done: release its stage
     rel = kern.fn.append_basic_block("ws.release")
@@ -935,6 +930,7 @@ def _ring_add(kern: KernelEmitter, slot: ir.Value, d: int, ring: int) -> ir.Valu
 
 
 def issue_mmas(kern, plan, da, db, image, b_offset, regs, k):
+    """issue() between a `wgmma.fence` and a `commit_group` (one asm)."""
     return issue(kern, plan, da, db, (da.base(kern, image),
                                       db.base(kern, kern.builder.add(image, _c(b_offset)))),
-                 regs, k)
+                 regs, k, fenced=True)
