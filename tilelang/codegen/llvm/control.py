@@ -316,28 +316,43 @@ def emit_kernel_body(kern: KernelEmitter) -> None:
         kern.return_target = done
         emit_region(kern, kern.kernel.body)
     else:
+        # The first virtual thread is the real one (setup_threads assumes tid < threads when
+        # `threads` is the declared count), so the body runs once before any test. The
+        # runtime launches exactly the declared threads (docs/launch.md): then one uniform
+        # test of ntid, made in the entry block, leaves the loop, costing a compare and a
+        # branch per thread; a smaller block goes round for v + ntid, v + 2 ntid, ... below
+        # `threads`.
+        i32 = ir.IntType(32)
         pre = b.block
-        header = kern.fn.append_basic_block("vthread")
+        full = b.icmp_unsigned(">=", kern.nthreads, ir.Constant(i32, kern.threads))
         body = kern.fn.append_basic_block("vthread.body")
         latch = kern.fn.append_basic_block("vthread.next")
-        b.branch(header)
-        b.position_at_end(header)
-        v = b.phi(ir.IntType(32), name="v")
-        v.add_incoming(kern.tid, pre)
-        b.cbranch(b.icmp_unsigned("<", v, ir.Constant(ir.IntType(32), kern.threads)), body,
-                  done)
-        kern.return_target = latch
+        again = kern.fn.append_basic_block("vthread.again")
+        if kern.declared_threads == kern.threads:
+            b.branch(body)
+        else:
+            # a block of up to `declared_threads` (not a power of two) does the work of the
+            # power of two below it: the real threads past it have none
+            b.cbranch(b.icmp_unsigned("<", kern.tid, ir.Constant(i32, kern.threads)), body,
+                      done)
         b.position_at_end(body)
-        # the virtual thread index through an opaque move: LLVM's loop strength reduction
-        # would otherwise turn every address into a 64-bit induction variable set up before
-        # the loop, which costs more than the one iteration a full-size launch runs
-        kern.vtid = b.asm(ir.FunctionType(ir.IntType(32), [ir.IntType(32)]), "mov.u32 $0, $1;",
-                          "=r,r", [v], False, name="vt")
+        v = b.phi(i32, name="v")
+        v.add_incoming(kern.tid, pre)
+        kern.vtid = v
+        kern.return_target = latch
         emit_region(kern, kern.kernel.body)
         b.position_at_end(latch)
-        nxt = b.add(v, kern.nthreads)
-        v.add_incoming(nxt, latch)
-        b.branch(header)
+        # the full launch's exit is the branch taken (NVPTX cannot invert a branch: the other
+        # way round costs a `bra.uni` per thread after it)
+        b.cbranch(full, done, again).set_weights([1024, 1])
+        b.position_at_end(again)
+        # the next virtual thread through an opaque add: LLVM's loop strength reduction would
+        # otherwise turn every address into a 64-bit induction variable set up before the
+        # loop, which costs more than the one iteration a full-size launch runs
+        nxt = b.asm(ir.FunctionType(i32, [i32, i32]), "add.u32 $0, $1, $2;", "=r,r,r",
+                    [v, kern.nthreads], False, name="vnext")
+        v.add_incoming(nxt, again)
+        b.cbranch(b.icmp_unsigned("<", nxt, ir.Constant(i32, kern.threads)), body, done)
     b.position_at_end(done)
     b.ret_void()
     kern.finish_smem()
