@@ -42,7 +42,7 @@ READ_OTHER = "ld.shared.u32 %r10, [%r7];"
 
 
 def test_read_after_write_without_barrier():
-    with pytest.raises(SharedMemoryRace, match=r"warp 0 reads a word that warp 1 wrote"):
+    with pytest.raises(SharedMemoryRace, match=r"warp 0 reads shared memory that warp 1 wrote"):
         run(WRITE, "", READ_OTHER)
 
 
@@ -58,7 +58,7 @@ def test_off_by_default():
 
 def test_write_after_read_without_barrier():
     # the pipeline-stage bug: a buffer refilled while another warp may still read it
-    with pytest.raises(SharedMemoryRace, match=r"warp 0 writes a word that warp 1 read"):
+    with pytest.raises(SharedMemoryRace, match=r"warp 0 writes shared memory that warp 1 read"):
         run("bar.sync 0;\n  ld.shared.u32 %r10, [%r7];", "", "st.shared.u32 [%r4], %r1;")
 
 
@@ -68,7 +68,7 @@ def test_same_warp_needs_no_barrier():
 
 
 def test_two_warps_writing_one_word_in_one_instruction():
-    with pytest.raises(SharedMemoryRace, match="writes a word that another warp writes"):
+    with pytest.raises(SharedMemoryRace, match="writes shared memory that another warp writes in the same instruction"):
         run("and.b32 %r8, %r1, 31;\n  shl.b32 %r8, %r8, 2;\n  add.s32 %r8, %r2, %r8;\n"
             "  st.shared.u32 [%r8], %r1;", "", "")
 
@@ -80,7 +80,7 @@ def test_cp_async_into_a_buffer_another_warp_reads():
     second = ("ld.param.u64 %rd5, [k_p0];\n  mul.wide.u32 %rd6, %r1, 4;\n"
               "  add.s64 %rd7, %rd5, %rd6;\n"
               "  cp.async.ca.shared.global [%r4], [%rd7], 4;\n  cp.async.wait_all;")
-    with pytest.raises(SharedMemoryRace, match="writes a word that warp . read"):
+    with pytest.raises(SharedMemoryRace, match="writes shared memory that warp . read"):
         run(first, "", second)
     assert run(first, "bar.sync 0;", second).race_check.startswith("checked")
 
@@ -90,7 +90,7 @@ def test_cp_async_landing_read_by_another_warp_before_the_barrier():
              "  add.s64 %rd7, %rd5, %rd6;\n"
              "  cp.async.ca.shared.global [%r4], [%rd7], 4;\n  cp.async.commit_group;\n"
              "  bar.sync 0;\n  cp.async.wait_group 0;")       # waits after the barrier: bug
-    with pytest.raises(SharedMemoryRace, match="reads a word that warp . wrote"):
+    with pytest.raises(SharedMemoryRace, match="reads shared memory that warp . wrote"):
         run(first, "", READ_OTHER)
     ok = first.replace("  bar.sync 0;\n  cp.async.wait_group 0;",
                        "  cp.async.wait_group 0;\n  bar.sync 0;")
@@ -103,12 +103,115 @@ def test_ldmatrix_of_rows_another_warp_wrote():
              "  st.shared.v4.u32 [%r12], {%r1, %r1, %r1, %r1};")
     second = ("and.b32 %r13, %r1, 31;\n  shl.b32 %r13, %r13, 4;\n  add.s32 %r13, %r2, %r13;\n"
               "  ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%r10, %r14, %r15, %r16}, [%r13];")
-    with pytest.raises(SharedMemoryRace, match="warp 1 reads a word that warp 0 wrote"):
+    with pytest.raises(SharedMemoryRace, match="warp 1 reads shared memory that warp 0 wrote"):
         run(first, "", second)
     assert run(first, "bar.sync 0;", second).race_check.startswith("checked")
 
 
-def test_mbarrier_kernels_are_not_checked():
-    rep = run(WRITE, "mov.u32 %r20, mb;\n  mbarrier.init.shared.b64 [%r20], 64;\n  bar.sync 0;",
-              READ_OTHER, prelude=".shared .align 8 .b8 mb[8];\n")
-    assert rep.race_check == "not checked: the kernel synchronizes through mbarriers"
+def test_halves_of_one_word_by_two_warps_are_no_race():
+    # lane l of warp w stores 2 bytes at 4 l + 2 w: the warps share every word, not a byte
+    # (an f16 tile row split between warps); shifted by one byte they overlap
+    half = ("and.b32 %r8, %r1, 31;\n  shl.b32 %r8, %r8, 2;\n  shr.u32 %r9, %r1, 5;\n"
+            "  shl.b32 %r9, %r9, {shift};\n  add.s32 %r8, %r8, %r9;\n  add.s32 %r8, %r2, %r8;\n"
+            "  cvt.u16.u32 %h1, %r1;\n  st.shared.u16 [%r8], %h1;")
+    read = "ld.shared.u16 %h2, [%r8];"          # each thread reads its own two bytes back
+    assert run(half.format(shift=1), "", read).race_check == "checked: no shared-memory race"
+    # shift 5: lane l of warp 1 writes where lane l + 8 of warp 0 did
+    with pytest.raises(SharedMemoryRace, match="warp . writes shared memory that another "
+                       "warp writes in the same instruction"):
+        run(half.format(shift=5), "", read)
+
+
+def test_a_byte_overlap_between_two_warps_is_a_race():
+    # warp 0 stores 4 bytes at 4 l, warp 1 one byte at 4 l + 3: they share one byte
+    first = ("and.b32 %r8, %r1, 31;\n  shl.b32 %r8, %r8, 2;\n  add.s32 %r8, %r2, %r8;\n"
+             "  setp.lt.u32 %p1, %r1, 32;\n  @%p1 st.shared.u32 [%r8], %r1;\n"
+             "  cvt.u16.u32 %h1, %r1;\n  @!%p1 st.shared.u8 [%r8+{k}], %h1;")
+    with pytest.raises(SharedMemoryRace, match="warp 1 writes shared memory that warp 0 wrote"):
+        run(first.format(k=3), "", "")
+    # at 4 l + 4 it is the next lane's word's first byte, written by warp 0 too: a race; the
+    # bytes just past warp 0's 128 are not
+    with pytest.raises(SharedMemoryRace):
+        run(first.format(k=4), "", "")
+    assert run(first.format(k=128), "", "").race_check.startswith("checked")
+
+
+# warp 0 writes word t, then arrives on the mbarrier `mb` (32 arrivals complete a phase);
+# warp 1 waits for that phase ({wait}), then reads word t - 32 (warp 0's)
+MBAR = """
+  mov.u32 %r20, mb;
+  setp.eq.u32 %p1, %r1, 0;
+  @%p1 mbarrier.init.shared.b64 [%r20], 32;
+  bar.sync 0;
+  setp.lt.u32 %p2, %r1, 32;
+  @!%p2 bra WAITER;
+  {producer}
+  bra DONE;
+WAITER:
+  {wait}
+  ld.shared.u32 %r10, [%r7];
+DONE:
+"""
+WAIT = ("mbarrier.try_wait.parity.shared.b64 %p3, [%r20], 0;\n  @!%p3 bra WAITER;")
+WRITE_ARRIVE = "st.shared.u32 [%r4], %r1;\n  mbarrier.arrive.shared.b64 %rd10, [%r20];"
+
+
+def run_mbar(producer, wait=WAIT):
+    return run(MBAR.format(producer=producer, wait=wait), "", "",
+               prelude=".shared .align 8 .b8 mb[8];\n")
+
+
+def test_an_mbarrier_phase_orders_the_arrivals_before_the_waiters():
+    assert run_mbar(WRITE_ARRIVE).race_check == "checked: no shared-memory race"
+
+
+def test_reading_without_waiting_for_the_phase_is_a_race():
+    with pytest.raises(SharedMemoryRace, match="warp 1 reads shared memory that warp 0 wrote"):
+        run_mbar(WRITE_ARRIVE, wait="")
+
+
+def test_a_write_after_the_arrive_is_not_ordered():
+    late = "mbarrier.arrive.shared.b64 %rd10, [%r20];\n  st.shared.u32 [%r4], %r1;"
+    with pytest.raises(SharedMemoryRace, match="warp 1 reads shared memory that warp 0 wrote"):
+        run_mbar(late)
+
+
+# thread 0 announces 256 bytes and copies them from global memory into `buf` by a bulk copy
+# completing on `mb` (count 1); warp 1 waits for the phase ({wait}) and reads
+TMA = ("mov.u32 %r20, mb;\n  ld.param.u64 %rd20, [k_p0];\n  setp.eq.u32 %p4, %r1, 0;\n"
+       "  @!%p4 bra NOTMA;\n  mbarrier.arrive.expect_tx.shared.b64 %rd10, [%r20], 256;\n"
+       "  cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%r2], [%rd20], "
+       "256, [%r20];\nNOTMA:")
+
+
+def run_tma(before, wait=WAIT, after=""):
+    body = MBAR.replace("{producer}", "").replace("bar.sync 0;\n", "bar.sync 0;\n  {pre}\n")
+    body = body.replace("setp.eq.u32 %p1, %r1, 0;\n  @%p1 mbarrier.init.shared.b64 [%r20], 32;",
+                        "setp.eq.u32 %p1, %r1, 0;\n  @%p1 mbarrier.init.shared.b64 [%r20], 1;")
+    body = body.replace("DONE:\n", "DONE:\n  " + after + "\n")
+    return run(body.format(pre=before + "\n  " + TMA, wait=wait), "", "",
+               prelude=".shared .align 8 .b8 mb[8];\n")
+
+
+def test_tma_data_is_read_after_its_phase_completes():
+    assert run_tma("").race_check == "checked: no shared-memory race"
+
+
+def test_tma_data_read_without_waiting_is_a_race():
+    with pytest.raises(SharedMemoryRace, match=r"warp 1 reads shared memory that a TMA copy "
+                       r"wrote \(PTX line \d+\)"):
+        run_tma("", wait="")
+
+
+def test_tma_refill_of_a_buffer_another_warp_still_reads_is_a_race():
+    # warp 1 reads buf, then (no barrier, no mbarrier) thread 0 copies into it
+    with pytest.raises(SharedMemoryRace, match=r"the TMA copy at PTX line \d+ writes shared "
+                       r"memory that warp 1 read"):
+        run_tma("@!%p4 ld.shared.u32 %r11, [%r2];")
+    assert run_tma("@!%p4 ld.shared.u32 %r11, [%r2];\n  bar.sync 0;").race_check \
+        == "checked: no shared-memory race"
+
+
+def test_distributed_shared_memory_is_not_checked():
+    rep = run(WRITE, "bar.sync 0;", "ld.shared::cluster.u32 %r10, [%r7];")
+    assert rep.race_check == "not checked: the kernel accesses distributed shared memory"

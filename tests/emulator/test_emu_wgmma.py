@@ -386,10 +386,11 @@ def test_race_check_sees_wgmma_operands():
                           [dev.to_device(img.view(np.uint32)), dev.malloc(128 * 16),
                            np.uint32(img.size // 4), np.uint64(ad), np.uint64(bd), np.uint32(0),
                            np.uint32(0), dev.to_device(np.zeros(512, np.uint32))])
-    with pytest.raises(SharedMemoryRace, match="warp 1 writes a word that another warp|"
-                       "warp 1 writes a word that warp 0 read"):
+    with pytest.raises(SharedMemoryRace, match="warp 1 writes shared memory that the "
+                       "in-flight wgmma of warp group 0 read"):
         launch(ptx)
-    # after the wait the operands are free again: the same store is no race
+    # after the wait (which warp 1 executes too) the operands are free again: the
+    # same store is no race
     after = _ptx(8).replace("  ret;\n}", clobber + "\n  ret;\n}")
     assert launch(after).race_check == "checked: no shared-memory race"
 

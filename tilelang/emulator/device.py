@@ -42,7 +42,7 @@ from .parser import parse_int, parse_ptx
 from .program import Program
 from .globalrace import MAX_BLOCKS as GLOBAL_RACE_MAX_BLOCKS, GlobalRaceChecker
 from .proxy import ProxyTracker
-from .races import RaceChecker, unchecked_reason
+from .races import RaceChecker, state_bytes as race_state_bytes, unchecked_reason
 from .ptx_types import f32_to_bf16, type_info
 from .state import LaunchGeometry, State
 
@@ -266,12 +266,14 @@ class EmulatorDevice:
         tpb = geom.tpb
         per_thread = prog.local_size + prog.pslot_size + 8 * len(prog.reg_dtypes) + 64
         per_block = tpb * per_thread + shared_size
+        unchecked = unchecked_reason(prog) if self.race_check else "race_check is off"
+        if unchecked is None:              # the race check's state grows with the batch too
+            per_block += race_state_bytes(prog, tpb, shared_size)
         nb = max(1, min(geom.nblocks, BATCH_THREADS // tpb, BATCH_BYTES // max(per_block, 1)))
         csize = cluster[0] * cluster[1] * cluster[2]
         if csize > 1:                      # batches hold whole clusters
             nb = max(nb - nb % csize, csize)
         out, printed = [], []
-        unchecked = unchecked_reason(prog) if self.race_check else "race_check is off"
         grace, grace_note = None, "global_race_check is off"
         if self.global_race_check:
             if geom.nblocks <= GLOBAL_RACE_MAX_BLOCKS:

@@ -123,6 +123,11 @@ def run_batch(st, max_steps: int = MAX_STEPS) -> None:
             act = mask if mask is not None else np.ones(T, bool)
             sel = em if em is not None else act
             if pcs is None and _named_all_complete(st, ins, sel):
+                if st.races is not None:   # a release and acquire among the arrivals
+                    for b, a, _, members, _ in _named_groups(st, ins, sel):
+                        st.races.named_arrive(st, b, a, members)
+                        st.races.named_done(st, b, a, members[:0] if ins.extra[2] else
+                                            members)
                 upc += 1                   # everyone arrived together: nothing waits
                 continue
             if pcs is None:
@@ -304,11 +309,16 @@ def _named_barrier(st, ins, pc, sel, pcs):
     """Count arrivals at a named barrier; release its waiters when the count is reached."""
     is_arrive = ins.extra[2]
     for b, a, expected, members, arrived in _named_groups(st, ins, sel):
+        if st.races is not None:
+            st.races.named_arrive(st, b, a, members)
         st.named_arrived[b, a] += arrived
         if st.named_arrived[b, a] >= expected:
             st.named_arrived[b, a] = 0
             waiting = (st.wait_bar == a) & (st.block_in_batch == b) & (pcs >= PARKED) & \
                 (pcs != EXITED)
+            if st.races is not None:       # the waiters and the last arrivals acquire
+                st.races.named_done(st, b, a, np.concatenate(
+                    [np.flatnonzero(waiting), members[:0] if is_arrive else members]))
             pcs[waiting] = pcs[waiting] - PARKED + 1
             st.wait_bar[waiting] = -1
             pcs[members] = pc + 1

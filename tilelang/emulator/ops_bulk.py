@@ -30,11 +30,12 @@ _FLOAT_TYPES = {6, 7, 8, 9, 10, 11, 12}
 
 
 class TmaLoad:
-    __slots__ = ("mbar", "dst", "data", "nbytes", "line", "thread")
+    __slots__ = ("mbar", "dst", "data", "nbytes", "line", "thread", "seen")
 
-    def __init__(self, mbar, dst, data, nbytes, line, thread):
+    def __init__(self, mbar, dst, data, nbytes, line, thread, seen=None):
         self.mbar, self.dst, self.data, self.nbytes, self.line, self.thread = (
             mbar, dst, data, nbytes, line, thread)
+        self.seen = seen            # the race check's view of the issuing warp (or None)
 
 
 class BulkStore:
@@ -55,6 +56,8 @@ def land_on(st, elems):
         if p.mbar not in want:
             keep.append(p)
             continue
+        if p.seen is not None:             # the bytes land now: a write again
+            st.races.tma_write(st, p.seen, p.dst, p.mbar, p.thread, p.line)
         st.shared[p.dst] = p.data
         st.epoch += 1
         prev = st.ins
@@ -76,6 +79,8 @@ def finish_stores(st, idx=None, limit=None):
                                 (limit is not None and p.group >= limit[p.thread])):
             keep.append(p)
             continue
+        if st.races is not None and idx is not None:    # read until the wait covering it
+            st.races.access(st, np.full(p.src.size, p.thread), p.src, 1, False)
         data = st.shared[p.src]
         if p.snap is not None and not np.array_equal(data, p.snap):
             when = "the block ended" if idx is None else \
@@ -250,6 +255,7 @@ def build_bulk(ctx, ins, parts):
                                f"{o:#x} passes the block's {st.shared_size} bytes", t, o)
             mblk, mo = _shared_target(st, mbar.get, mbar.space, t, 8, 8, "mbarrier")
             targets = [blk] if mask is None else _cluster_blocks(st, blk, mask[t])
+            seen = None if st.races is None else st.races.tma_snapshot(st, t)
             for b in targets:
                 base = b * st.shared_size
                 offs = _byte_offsets(o, soff, es, sw)
@@ -257,8 +263,11 @@ def build_bulk(ctx, ins, parts):
                     raise st.error(MemoryFault, "swizzled bulk copy passes the block's shared "
                                    "memory", t, o)
                 mb = mblk if mask is None else b
-                st.tma_pending.append(TmaLoad((mb * st.shared_size + mo) // 8, base + offs,
-                                              data, nbytes, ins.line, t))
+                elem = (mb * st.shared_size + mo) // 8
+                if seen is not None:        # the copy may write at once: a write now
+                    st.races.tma_write(st, seen, base + offs, elem, t, ins.line)
+                st.tma_pending.append(TmaLoad(elem, base + offs, data, nbytes, ins.line, t,
+                                              seen))
         st.mbar_flipped = True             # wake mbarrier waiters: they land the copies
     return {"run": run, "sync": "mbar_arrive"}
 
@@ -289,6 +298,8 @@ def _build_tensor_store(ctx, ins, ops, rank, _Addr):
             offs = offs.reshape(-1, es)[inb].reshape(-1) + blk * st.shared_size
             if st.proxy is not None:
                 st.proxy.check(st, offs, 1, t, ins.opcode)
+            if st.races is not None:
+                st.races.access(st, np.full(offs.size, t), offs, 1, False)
             gaddr = (tm.global_address + goff[inb])[:, None] + np.arange(es)[None, :]
             st.bulk_pending.append(BulkStore(t, int(st.bulk_commits[t]), offs,
                                              gaddr.reshape(-1), ins.line,
@@ -317,6 +328,8 @@ def _build_plain_store(ctx, ins, ops, _Addr):
             ga = np.broadcast_to(np.asarray(dst.get(st), np.uint64), (st.T,))[t]
             locate(st, "global", np.array([ga]), np.array([t]), 16, 16)
             sbytes = blk * st.shared_size + o + np.arange(n)
+            if st.races is not None:
+                st.races.access(st, np.full(n, t), sbytes, 1, False)
             st.bulk_pending.append(BulkStore(t, int(st.bulk_commits[t]), sbytes,
                                              ga + np.arange(n, dtype=np.uint64), ins.line,
                                              st.shared[sbytes].copy()))

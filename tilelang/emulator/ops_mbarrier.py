@@ -102,6 +102,8 @@ def arrive(st, view, elem, counts, drop=False, tx_bytes=None, threads=None):
                                                None if threads is None else threads[k],
                                                "at an arrive")
             flipped |= done
+            if done and st.races is not None:
+                st.races.mbar_completed(st, int(e))
         view[e] = _word(pending, expected, phase, tx)
     return tokens, flipped
 
@@ -132,6 +134,8 @@ def complete_tx(st, elem_abs, nbytes, thread, what):
     _check_tx_range(st, tx, thread)
     pending, phase, tx, done = _settle(st, pending, expected, phase, tx, thread, what)
     view[elem_abs] = _word(pending, expected, phase, tx)
+    if done and st.races is not None:
+        st.races.mbar_completed(st, int(elem_abs))
     return done
 
 
@@ -190,6 +194,8 @@ def build_mbarrier(ctx, ins, parts):
                 np.broadcast_to(np.asarray(gc(st), np.int64), (st.T,))[idx]
             txb = None if gtx is None else \
                 np.broadcast_to(np.asarray(gtx(st), np.int64), (st.T,))[idx]
+            if st.races is not None:            # a release into the mbarrier
+                st.races.mbar_arrive(st, idx, elem)
             tokens, flipped = arrive(st, view, elem, counts, drop, txb, idx)
             st.mbar_flipped |= flipped
             if put is not None:
@@ -215,6 +221,9 @@ def build_mbarrier(ctx, ins, parts):
                 (np.asarray(want, np.uint64) >> np.uint64(63)).astype(np.int64)
             ok = np.zeros(st.T, bool)
             ok[idx] = phase != want            # the awaited phase has completed
+            if st.races is not None:           # an acquire of what the phase published
+                seen = phase != want
+                st.races.mbar_observed(st, idx[seen], elem[seen])
             return ok
 
         return {"run": lambda st, m: pred(st, np.bool_(True), m), "sync": "mbar_wait",
@@ -234,6 +243,8 @@ def build_cp_async_arrive(ctx, ins, parts):
         idx = st.active_index(m)
         complete(st, idx)
         view, elem = _locate(st, addr, idx)
+        if st.races is not None:
+            st.races.mbar_arrive(st, idx, elem)
         _, flipped = arrive(st, view, elem, np.ones(idx.size, np.int64))
         st.mbar_flipped |= flipped
     return {"run": run, "sync": "mbar_arrive"}

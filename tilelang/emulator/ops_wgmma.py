@@ -337,17 +337,11 @@ def _build_mma_async(ctx, ins, parts):
             out.append(off)
         return out
 
-    def race_read(st, offs, first_threads, retire=False):
-        """The race check sees the operands read by the group's first warp from issue to the
-        wait that completes them (then they are retired: the wait orders the warp group)."""
-        if st.races is None:
-            return
-        for off, t0 in zip(offs, first_threads):
-            idx = np.full(off.size, t0, np.int64)
-            if retire:
-                st.races.retire(st, idx, off)
-            else:
-                st.races.access(st, idx, off, esize, False)
+    def race_read(st, offs, first_threads, clks):
+        """The race check sees the operands read by each warp group's wgmma agent from the
+        issue on; the group's warps see the reads end at the wait that completes them."""
+        for off, t0, c in zip(offs, first_threads, clks):
+            st.races.wgmma_read(st, int(t0), off, esize, int(c))
 
     def proxy_read(st, offs, first_threads, what):
         if st.proxy is not None:
@@ -362,7 +356,6 @@ def _build_mma_async(ctx, ins, parts):
             raw = np.ascontiguousarray(st.shared[off[:, None] + np.arange(esize)[None, :]])
             word = raw.view({1: np.uint8, 2: np.uint16, 4: np.uint32}[esize]).reshape(-1)
             out[w] = element_values(word, kind).reshape(rows, K)
-        race_read(st, offs, first_threads, retire=True)
         return out
 
     def run(st, m):
@@ -372,9 +365,11 @@ def _build_mma_async(ctx, ins, parts):
         threads = np.flatnonzero(np.isin(wg, groups))          # (W*128), group by group
         firsts = threads.reshape(W, 128)[:, 0]
         bdesc = uniform(st, bget(st), threads, "B")
+        clks = None if st.races is None else st.races.wgmma_issue(st, firsts)
         if st.races is not None or st.proxy is not None:
             offs = operand_offsets(st, bdesc, N, not trans_b, firsts, "B")
-            race_read(st, offs, firsts)
+            if clks is not None:
+                race_read(st, offs, firsts, clks)
             proxy_read(st, offs, firsts, "B")
         if a_regs:
             words = np.stack([np.broadcast_to(np.asarray(g_(st), np.uint32), (st.T,))[threads]
@@ -388,7 +383,8 @@ def _build_mma_async(ctx, ins, parts):
             adesc = uniform(st, aget(st), threads, "A")
             if st.races is not None or st.proxy is not None:
                 offs = operand_offsets(st, adesc, 64, not trans_a, firsts, "A")
-                race_read(st, offs, firsts)
+                if clks is not None:
+                    race_read(st, offs, firsts, clks)
                 proxy_read(st, offs, firsts, "A")
             asnap = None
         scale_d = np.broadcast_to(np.asarray(get_scale_d(st), bool), (st.T,))[threads]
@@ -404,6 +400,8 @@ def _build_mma_async(ctx, ins, parts):
             A = asnap[ws] if asnap is not None else \
                 read_tile(st, adesc[ws], 64, not trans_a, firsts[ws], "A", akind)
             B = read_tile(st, bdesc[ws], N, not trans_b, firsts[ws], "B", bty)   # (W, N, K)
+            if clks is not None and st.races is not None:
+                st.races.wgmma_done(st, firsts[ws], clks[ws])
             if integer:
                 D = np.einsum("wmk,wnk->wmn", A.astype(np.int64), B.astype(np.int64))
             else:

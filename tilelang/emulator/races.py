@@ -3,16 +3,38 @@
 The emulator runs the warps of a block in lockstep, so a kernel that forgets a `bar.sync`
 between one warp writing shared memory and another reading it (or overwriting what another
 still reads: a pipeline stage reused too early) gets the right answer here by luck. This
-check reports such a pair instead: two accesses to the same 4-byte word of a block's shared
-memory by different warps, at least one a write, with no full-block barrier (`bar.sync`,
-`barrier.sync`, `bar.red`, `barrier.cluster.wait`) between them.
+check reports such a pair instead: two accesses to the same byte of a block's shared memory
+by different agents, at least one a write, neither ordered before the other.
 
-Per word it keeps the last writer warp and the readers since the last barrier (one warp, or
-"several"), each stamped with the block's barrier epoch. A `cp.async` writes its words when it
-is issued and again when it lands (at the wait), since the hardware may write them at any
-moment in between. Atomics are not checked. Kernels synchronized by means the check does not
-model (mbarriers, named barriers with a thread count, distributed shared memory) are not
-checked at all; the launch report says so.
+Order is happens-before, followed with vector clocks, one per block. The agents are the
+block's warps, one per warp group for its in-flight `wgmma` operand reads, and one per
+mbarrier for the TMA copies that complete on it. A warp's clock advances at each release
+(every barrier it passes, every arrive); its vector says how far it has seen the others:
+
+* a full-block barrier (`bar.sync`/`barrier.sync` without a count, `bar.red`,
+  `barrier.cluster.wait`) joins the vectors of all the block's warps; a named barrier with a
+  thread count joins those of the warps that arrived at it (`bar.arrive` only releases);
+* `mbarrier.arrive` (any form, `cp.async.mbarrier.arrive`) releases the warp's vector into the
+  mbarrier; a phase's completion publishes what arrived, and a `test_wait`/`try_wait` that
+  sees the phase complete joins it;
+* a TMA load (`cp.async.bulk{.tensor}` to shared memory) writes as the mbarrier's agent, with
+  the clock of the phase it completes, ordered after what its issuing warp had seen; it
+  counts as a write when issued and again when it lands (the hardware writes at any moment in
+  between), and its complete-tx makes it part of the phase waiters see. A multicast into
+  another CTA of the cluster is recorded there, but not checked against that CTA's earlier
+  accesses (clocks are per block);
+* `wgmma.mma_async` reads its shared operands as its warp group's agent from the issue on;
+  the warps of the group see those reads finished at the `wgmma.wait_group` that completes
+  it (and others through them);
+* a bulk store (`cp.async.bulk` to global) reads its source when issued and again at the
+  issuing thread's `wait_group{.read}` that covers it;
+* a `cp.async` writes when issued and when it lands.
+
+Per byte it keeps the last writer (agent and clock) and, per reading agent, the clock of its
+last read; an access is a race if the last write, or for a write any recorded read, is by
+another agent and not yet seen by the accessing warp. Atomics are not checked; neither are
+`ld`/`st` on `.shared::cluster` addresses (distributed shared memory: the kernel is reported
+unchecked).
 """
 
 from __future__ import annotations
@@ -21,93 +43,290 @@ import numpy as np
 
 from .errors import SharedMemoryRace
 
-NONE, SEVERAL = -1, -2
+NONE = -1
+BYTES_PER_SHARED_BYTE = 10         # w_ag, w_clk, lines; the read clocks come on top
 
 
 def unchecked_reason(prog) -> str | None:
     """Why a program's shared memory cannot be race-checked, or None."""
     for ins in prog.code:
-        if ins.root == "mbarrier" or "mbarrier" in ins.opcode.split("."):
-            return "the kernel synchronizes through mbarriers"
-        if ins.sync == "named":
-            return "the kernel uses named barriers with thread counts"
-        if "shared::cluster" in ins.opcode or ins.root in ("mapa", "getctarank"):
-            return "the kernel uses distributed shared memory"
+        if ins.root in ("ld", "st", "atom", "red", "ldu", "cp") and \
+                "shared::cluster" in ins.opcode and "bulk" not in ins.opcode:
+            return "the kernel accesses distributed shared memory"
     return None
+
+
+def state_bytes(prog, tpb: int, shared_size: int) -> int:
+    """Bytes of race-check state per block (for the batch size)."""
+    nw = -(-tpb // 32)
+    return shared_size * (BYTES_PER_SHARED_BYTE + 4 * (nw + -(-nw // 4)))
 
 
 class RaceChecker:
     def __init__(self, st):
-        nwords = st.shared.size // 4 + 1
+        n = st.shared.size + 1
         self.shared_size = st.shared_size
-        self.w_warp = np.full(nwords, NONE, np.int16)
-        self.w_epoch = np.zeros(nwords, np.uint16)
-        self.r_warp = np.full(nwords, NONE, np.int16)
-        self.r_epoch = np.zeros(nwords, np.uint16)
-        self.epoch = np.ones(st.nblk, np.uint16)       # 0 never matches a fresh word
+        self.nw = nw = -(-st.tpb // 32)
+        self.ng = ng = -(-nw // 4)
+        self.nr = nw + ng                                   # agents that read
+        self.w_ag = np.full(n, NONE, np.int16)
+        self.w_clk = np.zeros(n, np.int32)
+        self.r_clk = np.zeros((n, self.nr), np.int32)
+        # vc[b, a, c]: how far agent a (a warp or a warp group's wgmma) of block b has seen
+        # agent c; c also indexes the mbarriers' agents (columns added as they appear)
+        self.vc = np.zeros((st.nblk, self.nr, self.nr), np.int32)
+        ar = np.arange(self.nr)
+        self.vc[:, ar, ar] = 1
+        self.mcol: dict = {}                 # mbarrier offset in the block -> its column
+        self.acc: dict = {}                  # (block, element) -> arrivals' vector so far
+        self.pub: dict = {}                  # (block, element) -> what completions published
+        self.phases: dict = {}               # (block, element) -> completed phases
+        self.named: dict = {}                # (block, barrier id) -> arrivals' vector
+        self.lines = np.zeros(n, np.int32)   # PTX line of the last write, for messages
 
+    # -- agents and clocks -----------------------------------------------------------------
+    def _warps(self, st, idx):
+        return (st.thread_linear[idx] // 32).astype(np.int64)
+
+    def _column(self, off_in_block: int) -> int:
+        c = self.mcol.get(off_in_block)
+        if c is None:
+            c = self.mcol[off_in_block] = self.vc.shape[2]
+            self.vc = np.concatenate([self.vc, np.zeros(self.vc.shape[:2] + (1,), np.int32)],
+                                     axis=2)
+        return c
+
+    def _vec(self, v):
+        """A published vector padded to the current number of columns."""
+        w = self.vc.shape[2]
+        return v if v.size == w else np.concatenate([v, np.zeros(w - v.size, np.int32)])
+
+    def _release(self, st, idx):
+        """The warps of threads `idx` release: their later accesses get a new clock."""
+        pairs = np.unique(st.block_in_batch[idx] * self.nw + self._warps(st, idx))
+        b, w = pairs // self.nw, pairs % self.nw
+        self.vc[b, w, w] += 1
+
+    # -- synchronization -------------------------------------------------------------------
     def barrier(self, st, m):
+        """A barrier of the whole block completed for the threads `m`."""
         blocks = np.arange(st.nblk) if m is None else np.unique(st.block_in_batch[m])
-        self.epoch[blocks] += np.uint16(1)
+        nw = self.nw
+        for b in blocks.tolist():
+            joined = self.vc[b, :nw].max(axis=0)
+            self.vc[b, :nw] = joined
+            self.vc[b, np.arange(nw), np.arange(nw)] += 1
 
+    def named_arrive(self, st, b: int, bar: int, members):
+        w = np.unique(self._warps(st, members))
+        v = self.vc[b, w].max(axis=0)
+        old = self.named.get((b, bar))
+        self.named[(b, bar)] = v if old is None else np.maximum(self._vec(old), v)
+        self.vc[b, w, w] += 1
+
+    def named_done(self, st, b: int, bar: int, threads):
+        v = self.named.pop((b, bar), None)
+        if v is None or len(threads) == 0:
+            return
+        w = np.unique(self._warps(st, threads))
+        self.vc[b, w] = np.maximum(self.vc[b, w], self._vec(v)[None, :])
+
+    def mbar_arrive(self, st, idx, elem):
+        """Threads `idx` arrive on the mbarriers at shared 8-byte elements `elem` (of the
+        batch): a release of their warps' vectors into each."""
+        blk = elem * 8 // self.shared_size
+        warps = self._warps(st, idx)
+        tblk = st.block_in_batch[idx]
+        for key in set(zip(blk.tolist(), elem.tolist())):
+            sel = elem == key[1]
+            local = tblk[sel] == key[0]
+            if not local.any():
+                continue                     # another CTA's arrival: clocks are per block
+            v = self.vc[key[0], np.unique(warps[sel][local])].max(axis=0)
+            old = self.acc.get(key)
+            self.acc[key] = v if old is None else np.maximum(self._vec(old), v)
+        self._release(st, idx)
+
+    def mbar_completed(self, st, elem: int):
+        """A phase of the mbarrier at element `elem` completed: publish what arrived and
+        the phase's clock of its TMA agent."""
+        b = elem * 8 // self.shared_size
+        key = (b, elem)
+        n = self.phases[key] = self.phases.get(key, 0) + 1
+        v = self.acc.get(key)
+        v = np.zeros(self.vc.shape[2], np.int32) if v is None else self._vec(v).copy()
+        c = self._column(elem * 8 - b * self.shared_size)
+        v = self._vec(v)
+        v[c] = max(v[c], n)
+        self.pub[key] = v if key not in self.pub else np.maximum(self._vec(self.pub[key]), v)
+
+    def mbar_observed(self, st, idx, elem):
+        """Threads `idx` saw a phase of the mbarriers at `elem` complete (test/try_wait)."""
+        warps = self._warps(st, idx)
+        for e in np.unique(elem).tolist():
+            b = e * 8 // self.shared_size
+            v = self.pub.get((b, e))
+            if v is None:
+                continue
+            v = self._vec(v)
+            w = np.unique(warps[elem == e])
+            self.vc[b, w] = np.maximum(self.vc[b, w], v[None, :])
+
+    # -- TMA ---------------------------------------------------------------------------------
+    def tma_snapshot(self, st, thread: int):
+        """What the warp issuing a bulk copy had seen (its write is ordered after that)."""
+        b = int(st.block_in_batch[thread])
+        return b, self.vc[b, int(st.thread_linear[thread]) // 32].copy()
+
+    def tma_write(self, st, snap, off, mbar_elem: int, thread: int, line: int):
+        """A bulk copy's bytes `off` (of the batch), completing on the mbarrier at
+        `mbar_elem`, written as that mbarrier's agent."""
+        b = int(mbar_elem * 8 // self.shared_size)
+        key = (b, int(mbar_elem))
+        col = self._column(int(mbar_elem) * 8 - b * self.shared_size)
+        clk = self.phases.get(key, 0) + 1
+        off = np.asarray(off, np.int64).reshape(-1)
+        sb, vec = snap
+        if sb == b:                          # checked in the issuing CTA only
+            vec = self._vec(vec).copy()
+            vec[col] = clk
+            self._check(st, off, vec, col, True, thread, line)
+        self.w_ag[off] = col
+        self.w_clk[off] = clk
+        self.lines[off] = line
+
+    # -- wgmma -----------------------------------------------------------------------------
+    def wgmma_issue(self, st, firsts):
+        """Each warp group (by its first thread) issues a wgmma: its agent takes what the
+        issuing warp has seen and a new clock; returns the clocks."""
+        out = []
+        for t in np.asarray(firsts).tolist():
+            b, w = int(st.block_in_batch[t]), int(st.thread_linear[t]) // 32
+            a = self.nw + w // 4
+            c = self.vc[b, a, a] + 1
+            self.vc[b, a] = np.maximum(self.vc[b, a], self.vc[b, w])
+            self.vc[b, a, a] = c
+            out.append(c)
+        return np.asarray(out, np.int64)
+
+    def wgmma_read(self, st, first: int, off, nbytes: int, clk: int):
+        off = np.asarray(off, np.int64).reshape(-1)
+        b, w = int(st.block_in_batch[first]), int(st.thread_linear[first]) // 32
+        a = self.nw + w // 4
+        byt = _bytes(off, nbytes)
+        vec = self.vc[b, a].copy()
+        vec[a] = clk
+        self._check(st, byt, vec, a, False, first)
+        self.r_clk[byt, a] = np.maximum(self.r_clk[byt, a], clk)
+
+    def wgmma_done(self, st, firsts, clks):
+        """The wgmma of each group (first thread, issue clock) completed: the group's warps
+        have seen its reads end."""
+        for t, c in zip(np.asarray(firsts).tolist(), np.asarray(clks).tolist()):
+            b, w = int(st.block_in_batch[t]), int(st.thread_linear[t]) // 32
+            a = self.nw + w // 4
+            g0 = (w // 4) * 4
+            ws = np.arange(g0, min(g0 + 4, self.nw))
+            self.vc[b, ws, a] = np.maximum(self.vc[b, ws, a], c)
+
+    # -- accesses --------------------------------------------------------------------------
     def access(self, st, idx, off, nbytes: int, write: bool):
         """Threads `idx` access `nbytes` at region byte offsets `off` of shared memory."""
         if idx.size == 0:
             return
-        off = np.asarray(off, np.int64)
-        first, last = off // 4, (off + max(nbytes, 1) - 1) // 4
-        span = int((last - first).max()) + 1
-        words = np.concatenate([first + k for k in range(span)])
-        owner = np.tile(np.arange(idx.size), span)
-        keep = words <= np.tile(last, span)
-        words, owner = words[keep], owner[keep]
-        warp = (st.thread_linear[idx] // 32).astype(np.int16)[owner]
-        ep = self.epoch[st.block_in_batch[idx]][owner]
-        # the same word from several warps in this one instruction
-        order = np.lexsort((warp, words))
-        w_s, k_s = words[order], warp[order]
-        dup = np.zeros(words.size, bool)
-        same = (w_s[1:] == w_s[:-1]) & (k_s[1:] != k_s[:-1])
-        dup[order[1:][same]] = True
-        if write and dup.any():
-            j = int(np.flatnonzero(dup)[0])
-            self._raise(st, idx, owner, words, j, warp[j], "writes", None, "writes")
-        prev_w = self.w_warp[words]
-        bad = (self.w_epoch[words] == ep) & (prev_w != NONE) & (prev_w != warp)
+        n = max(int(nbytes), 1)
+        off = np.asarray(off, np.int64).reshape(-1)
+        idx = np.asarray(idx, np.int64).reshape(-1)
+        if n > 1:
+            byt = _bytes(off, n)
+            idx = np.repeat(idx, n)
+        else:
+            byt = off
+        warp = self._warps(st, idx)
+        pair = st.block_in_batch[idx] * self.nw + warp
+        uniq, inv = np.unique(pair, return_inverse=True)
+        vu = self.vc[uniq // self.nw, uniq % self.nw]      # (warps here, columns)
+        clk = vu[inv, warp]
+        self._check_rows(st, byt, vu, inv, warp, write, idx)
+        if write:
+            self.w_ag[byt] = warp
+            self.w_clk[byt] = clk
+            self.lines[byt] = st.ins.line if st.ins is not None else 0
+            clash = self.w_ag[byt] != warp                  # another warp, same instruction
+            if clash.any():
+                j = int(np.flatnonzero(clash)[0])
+                self._raise(st, int(idx[j]), int(byt[j]), f"warp {int(warp[j])}", "writes",
+                            "another warp writes in the same instruction")
+        else:
+            self.r_clk[byt, warp] = clk
+
+    def _check(self, st, byt, vec, agent, write, thread, line=None):
+        """Accesses of bytes `byt` by one agent that has seen `vec`."""
+        name = self._name(agent) if line is None else f"the TMA copy at PTX line {line}"
+        ww = self.w_ag[byt]
+        prev = ww >= 0
+        bad = prev & (ww != agent)
+        if bad.any():
+            bad &= vec[np.where(prev, ww, 0)] < self.w_clk[byt]
         if bad.any():
             j = int(np.flatnonzero(bad)[0])
-            self._raise(st, idx, owner, words, j, warp[j], "writes" if write else "reads",
-                        int(prev_w[j]), "wrote")
-        prev_r = self.r_warp[words]
-        r_now = self.r_epoch[words] == ep
+            self._raise(st, thread, int(byt[j]), name, "writes" if write else
+                        "reads", self._writer(int(ww[j]), int(byt[j])))
         if write:
-            bad = r_now & ((prev_r == SEVERAL) | ((prev_r != NONE) & (prev_r != warp)))
+            r = self.r_clk[byt]
+            seen = vec[:self.nr].copy()
+            if 0 <= agent < self.nr:
+                seen[agent] = np.iinfo(np.int32).max
+            badr = (r > seen[None, :])
+            if badr.any():
+                j, who = (int(v[0]) for v in np.nonzero(badr))
+                self._raise(st, thread, int(byt[j]), name, "writes",
+                            f"{self._reader(who)} read")
+
+    def _check_rows(self, st, byt, vu, inv, warp, write, idx):
+        rows = np.arange(byt.size)
+        ww = self.w_ag[byt]
+        prev = (ww >= 0) & (ww != warp)
+        if prev.any():
+            bad = prev & (vu[inv, np.where(ww >= 0, ww, 0)] < self.w_clk[byt])
             if bad.any():
                 j = int(np.flatnonzero(bad)[0])
-                other = None if prev_r[j] == SEVERAL else int(prev_r[j])
-                self._raise(st, idx, owner, words, j, warp[j], "writes", other, "read")
-            self.w_warp[words] = warp
-            self.w_epoch[words] = ep
-            return
-        readers = np.where(r_now & (prev_r != NONE) & (prev_r != warp), SEVERAL, warp)
-        readers[dup] = SEVERAL
-        self.r_warp[words] = readers
-        self.r_warp[words[dup]] = SEVERAL          # duplicates: the last assignment must not win
-        self.r_epoch[words] = ep
+                self._raise(st, int(idx[j]), int(byt[j]), f"warp {int(warp[j])}",
+                            "writes" if write else "reads",
+                            self._writer(int(ww[j]), int(byt[j])))
+        if write:
+            r = self.r_clk[byt]
+            badr = r > vu[:, :self.nr][inv]
+            badr[rows, warp] = False
+            if badr.any():
+                j, who = (int(v[0]) for v in np.nonzero(badr))
+                self._raise(st, int(idx[j]), int(byt[j]), f"warp {int(warp[j])}", "writes",
+                            f"{self._reader(who)} read")
 
-    def retire(self, st, idx, off):
-        """Reads by the warps of threads `idx` at byte offsets `off` are over (a wgmma the
-        warp group waited for): they no longer conflict with later writes."""
-        words = np.unique(np.asarray(off, np.int64) // 4)
-        warp = (st.thread_linear[idx[:1]] // 32).astype(np.int16)
-        mine = self.r_warp[words] == warp
-        self.r_warp[words[mine]] = NONE
+    # -- messages --------------------------------------------------------------------------
+    def _name(self, agent):
+        if agent < self.nw:
+            return f"warp {agent}"
+        if agent < self.nr:
+            return f"the wgmma of warp group {agent - self.nw}"
+        return "a TMA copy"
 
-    def _raise(self, st, idx, owner, words, j, warp, doing, other, done):
-        t = idx[owner[j]]
-        addr = int(words[j]) * 4 - int(st.block_in_batch[t]) * self.shared_size
-        who = "another warp" if other is None else f"warp {other}"
+    def _reader(self, agent):
+        return self._name(agent) if agent < self.nw else \
+            f"the in-flight wgmma of warp group {agent - self.nw}"
+
+    def _writer(self, agent, byte):
+        if agent < self.nw:
+            return f"warp {agent} wrote"
+        return f"a TMA copy wrote (PTX line {int(self.lines[byte])})"
+
+    def _raise(self, st, t, byte, who, doing, done):
+        addr = byte - int(st.block_in_batch[t]) * self.shared_size
         raise st.error(SharedMemoryRace,
-                       f"shared-memory race: warp {int(warp)} {doing} a word that {who} "
-                       f"{done} with no barrier of the whole block in between", t,
+                       f"shared-memory race: {who} {doing} shared memory that {done}, and "
+                       f"nothing orders the two (no barrier, no mbarrier phase between)", t,
                        max(addr, 0))
+
+
+def _bytes(off, n):
+    return (off[:, None] + np.arange(n)[None, :]).reshape(-1) if n > 1 else off
