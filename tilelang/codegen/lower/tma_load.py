@@ -14,9 +14,9 @@ an image of P panels takes P copies. Out-of-bounds elements of a box are zero-fi
 TMA unit and still count towards the transaction bytes.
 
 A kernel gets its tensor maps as 128-byte `__grid_constant__` parameters after the source
-parameters (docs/abi.md); the first emission records which maps the loads want
-(`KernelStats.tensor_maps`) and copies with cp.async, and generate re-emits the kernel with
-the maps (`KernelEmitter.tensor_maps`), when TMA is enabled (`generate(tma=True)`).
+parameters (docs/abi.md), when TMA is enabled (`generate(tma=True)`): looking a map up in
+`KernelEmitter.tensor_maps` adds its parameter (llvm/map_params.py), and the loads record the
+maps they use in `KernelStats.tensor_maps`.
 """
 
 from __future__ import annotations
@@ -89,8 +89,8 @@ def _spec(kern: KernelEmitter, d, sop) -> tuple[TensorMapSpec, tuple] | None:
 
 def plan_operands(kern: KernelEmitter, loads, sops, offsets) -> list[TmaOperand] | None:
     """TMA copies of every deferred load of a stage into its image, or None (cp.async for
-    all). When the kernel has no parameters for the maps yet they are recorded as wanted
-    (KernelStats.tensor_maps) and None returned."""
+    all). The maps are recorded (KernelStats.tensor_maps); a kernel emitted without map
+    parameters (a KernelEmitter whose `tensor_maps` lack them) gets None."""
     got = [_spec(kern, d, sop) for d, sop in zip(loads, sops)]
     if None in got:
         return None

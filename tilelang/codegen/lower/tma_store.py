@@ -112,8 +112,9 @@ def _asm(kern: KernelEmitter, text: str, args: list, cons: str) -> None:
 
 def store(kern: KernelEmitter, op) -> bool:
     """`store(A, index, tile)` by TMA when it qualifies (module docstring); False when not,
-    and on the first emission, which only records the tensor map it wants
-    (KernelStats.tensor_maps; generate emits the kernel again with it as a parameter)."""
+    or when the kernel has no parameter for the map (a KernelEmitter given fixed
+    `tensor_maps`; generate's adds it on lookup, llvm/map_params.py). The map is recorded in
+    KernelStats.tensor_maps either way."""
     from tilelang.codegen.lower.tma_load import map_address
     args = op.arg_map
     arr = kern.array(args["A"])
