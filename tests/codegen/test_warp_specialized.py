@@ -39,7 +39,10 @@ def test_matches_numpy(m, n, k, tile):
     arrays = _arrays(m, n, k)
     defines = {} if tile is None else dict(zip(("BM", "BN", "BK"), map(str, tile)))
     bm, bn = tile[:2] if tile else (128, 128)
-    run(SRC, "matmul", arrays, (-(-m // bm), -(-n // bn)), defines=defines)
+    _, rep = run(SRC, "matmul", arrays, (-(-m // bm), -(-n // bn)), defines=defines,
+                 race_check=True)
+    # the full/empty rings order every stage's refill after the consumers' reads
+    assert rep.race_check == "checked: no shared-memory race"
     want = arrays["a"].astype(np.float64) @ arrays["b"].astype(np.float64)
     assert np.array_equal(arrays["c"], want)
 
@@ -92,7 +95,8 @@ def _two(n, rows):
     k = rng.integers(-3, 4, (rows, 64)).astype(np.float16)
     v = rng.integers(-3, 4, (rows, 64)).astype(np.float16)
     arrays = {"a": a, "k": k, "v": v, "c": np.full((64, 64), np.nan, np.float32)}
-    res, _ = run(src, "two", arrays, (1,), scalars=[np.int32(n)])
+    res, rep = run(src, "two", arrays, (1,), scalars=[np.int32(n)], race_check=True)
+    assert rep.race_check == "checked: no shared-memory race"
     assert np.array_equal(arrays["c"], tp._two_reference(a, k, v, n))
     return res.ptx
 
@@ -118,8 +122,10 @@ def test_attention_specialized(causal):
     q, k, v = (rng.standard_normal((1, seq, d)).astype(np.float16) for _ in range(3))
     arrays = {"q": q, "k": k, "v": v, "o": np.full((1, seq, d), np.nan, np.float16)}
     scale = 1.0 / np.sqrt(d)
-    res, _ = run(src, "attention_f16", arrays, (2, 1), scalars=[np.float32(scale)],
-                 defines={"BM": "128", "BN": "64", "D": "64", "CAUSAL": causal})
+    res, rep = run(src, "attention_f16", arrays, (2, 1), scalars=[np.float32(scale)],
+                   defines={"BM": "128", "BN": "64", "D": "64", "CAUSAL": causal},
+                   race_check=True)
+    assert rep.race_check == "checked: no shared-memory race"
     assert "setmaxnreg.inc" in res.ptx
     qq, kk, vv = (x[0].astype(np.float64) for x in (q, k, v))
     s = qq @ kk.T * scale
@@ -150,6 +156,7 @@ def test_only_the_first_loop_specializes():
     k = rng.integers(-3, 4, (200, 64)).astype(np.float16)
     v = rng.integers(-3, 4, (200, 64)).astype(np.float16)
     arrays = {"a": a, "k": k, "v": v, "c": np.full((64, 64), np.nan, np.float32)}
-    res, _ = run(src, "two", arrays, (1,), scalars=[np.int32(4)])
+    res, rep = run(src, "two", arrays, (1,), scalars=[np.int32(4)], race_check=True)
+    assert rep.race_check == "checked: no shared-memory race"
     assert res.ptx.count("setmaxnreg.dec") == 1
     assert np.array_equal(arrays["c"], 2 * tp._two_reference(a, k, v, 4))
