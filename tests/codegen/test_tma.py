@@ -91,7 +91,9 @@ def test_ptxas_accepts(tmp_path):
 @pytest.mark.parametrize("M,N,K", [(256, 256, 256), (200, 136, 200), (64, 8, 16)])
 def test_matmul_matches_numpy(M, N, K):
     arrays = matmul_arrays(M, N, K)
-    res, _ = run(MATMUL, "matmul", arrays, (-(-M // 128), -(-N // 128)), tma=True)
+    res, rep = run(MATMUL, "matmul", arrays, (-(-M // 128), -(-N // 128)), tma=True,
+                   race_check=True)
+    assert rep.race_check == "checked: no shared-memory race"    # mbarriers followed
     assert res.codegen.kernel("matmul").tensor_maps
     exact(arrays)
 
@@ -101,7 +103,8 @@ def test_bf16_and_two_warp_groups():
                                                  "reqntid = (256, 1, 1)")
     a, b = operands((256, 320), (320, 128), "bf16")
     arrays = {"a": a, "b": b, "c": np.full((256, 128), np.nan, np.float32)}
-    res, _ = run(src, "matmul", arrays, (2, 1), tma=True)
+    res, rep = run(src, "matmul", arrays, (2, 1), tma=True, race_check=True)
+    assert rep.race_check == "checked: no shared-memory race"
     assert "m64n128k16.f32.bf16.bf16" in res.ptx and "cp.async.bulk.tensor" in res.ptx
     exact(arrays)
 
@@ -133,7 +136,8 @@ kernel bloop(a: Array[f16, 3], b: Array[f16, 3], c: Array[f32, 3]) {
 def test_batched_3d_boxes():
     a, b = operands((4, 64, 192), (4, 192, 64))
     arrays = {"a": a, "b": b, "c": np.full((4, 64, 64), np.nan, np.float32)}
-    res, _ = run(BATCHED_LOOP, "bloop", arrays, (2,), tma=True)
+    res, rep = run(BATCHED_LOOP, "bloop", arrays, (2,), tma=True, race_check=True)
+    assert rep.race_check == "checked: no shared-memory race"
     maps = res.codegen.kernel("bloop").tensor_maps
     assert [m.box for m in maps] == [(64, 64, 2), (64, 64, 2), (8, 64, 2)]    # a, b, c
     assert "cp.async.bulk.tensor.3d" in res.ptx
