@@ -243,3 +243,31 @@ def test_matmul_example_with_f16_halves_split_between_warps(arch):
     assert np.array_equal(np.asarray(c), a.astype(np.float64) @ b.astype(np.float64))
     assert [r.race_check for r in reports] == ["checked: no shared-memory race"]
     assert any(op.startswith("st.shared.b16") for r in reports for op in r.instructions)
+
+
+def test_global_race_check_is_byte_granular():
+    # block b, lane l stores 2 bytes at 4 l + {off} b (block 0, then block 1): halves of one
+    # word (no race), or the same 2 bytes (two blocks' plain stores, nothing between: a race)
+    body = ("  mov.u32 %r1, %tid.x;\n  mov.u32 %r2, %ctaid.x;\n  ld.param.u64 %rd1, [k_p0];\n"
+            "  mul.lo.u32 %r3, %r2, {off};\n  mad.lo.u32 %r3, %r1, 4, %r3;\n"
+            "  cvt.u64.u32 %rd2, %r3;\n  add.s64 %rd3, %rd1, %rd2;\n  cvt.u16.u32 %h1, %r1;\n"
+            "  setp.eq.u32 %p1, %r2, 0;\n  @%p1 st.global.u16 [%rd3], %h1;\n"
+            "  @!%p1 st.global.u16 [%rd3], %h1;\n  ret;")          # block 0 first, then 1
+
+    def launch(off, text=body):
+        dev = EmulatorDevice(global_race_check=True)
+        fn = dev.load_module(kernel_ptx(text.replace("{off}", str(off)), nparams=1)) \
+            .get_function("k")
+        return dev.launch(fn, (2,), (32,), [dev.malloc(256)])
+    assert launch(2).global_race_check == "checked: no global-memory race between blocks"
+    from tilelang.emulator.errors import GlobalMemoryRace
+    with pytest.raises(GlobalMemoryRace, match=r"this block writes a word that block "
+                       r"\(0, 0, 0\) wrote"):
+        launch(0)
+    # both blocks' stores in one step of the lockstep execution: a race too
+    one = body.replace("  setp.eq.u32 %p1, %r2, 0;\n  @%p1 st.global.u16 [%rd3], %h1;\n"
+                       "  @!%p1 ", "  ")
+    assert one.count("st.global") == 1
+    assert launch(2, one).global_race_check.startswith("checked")
+    with pytest.raises(GlobalMemoryRace):
+        launch(0, one)

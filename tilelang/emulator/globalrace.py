@@ -6,9 +6,10 @@ model, nothing orders the data one block wrote before the lock's release with an
 reads after taking it: a data race, which a GPU may resolve with stale data. This check follows
 the model's release/acquire synchronization with vector clocks, one clock per block:
 
-* a plain (weak) store records the word's writer block and that block's current clock;
-* a plain load or store of a word another block wrote is a race unless this block has
-  synchronized with that write: its vector clock has caught up with the writer's clock;
+* a plain (weak) store records each byte's writer block and that block's current clock;
+* a plain load or store of a byte another block wrote is a race unless this block has
+  synchronized with that write: its vector clock has caught up with the writer's clock
+  (bytes, not words: two blocks storing the two halves of a word do not conflict);
 * a release (`st.release`, `red`/`atom` `.release`/`.acq_rel`) publishes the block's vector
   clock at the location (a 4-byte word) and starts a new epoch of the block; an acquire
   (`ld.acquire`, `atom` `.acquire`/`.acq_rel`) at the location joins what was published there;
@@ -46,33 +47,30 @@ class GlobalRaceChecker:
         self.vc[np.arange(nblocks), np.arange(nblocks)] = 1
         self.locs: dict = {}                      # word -> published vector clock
         self.fence_vc = np.zeros(nblocks, np.int32)
-        self.w_blk = np.full(mem_size // 4 + 1, -1, np.int32)
-        self.w_clk = np.zeros(mem_size // 4 + 1, np.int32)
-        self.w_line = np.zeros(mem_size // 4 + 1, np.int32)
+        self.w_blk = np.full(mem_size + 1, -1, np.int16)        # per byte
+        self.w_clk = np.zeros(mem_size + 1, np.int32)
+        self.w_line = np.zeros(mem_size + 1, np.int32)
 
     def _grow(self, words):
         top = int(words.max()) + 1 if words.size else 0
         if top > self.w_blk.size:
             extra = top - self.w_blk.size + (1 << 16)
-            self.w_blk = np.concatenate([self.w_blk, np.full(extra, -1, np.int32)])
+            self.w_blk = np.concatenate([self.w_blk, np.full(extra, -1, np.int16)])
             self.w_clk = np.concatenate([self.w_clk, np.zeros(extra, np.int32)])
             self.w_line = np.concatenate([self.w_line, np.zeros(extra, np.int32)])
 
     @staticmethod
-    def _words(idx, off, nbytes):
-        off = np.asarray(off, np.int64)
-        first, last = off // 4, (off + max(int(nbytes), 1) - 1) // 4
-        span = int((last - first).max()) + 1 if off.size else 1
-        words = np.concatenate([first + k for k in range(span)])
-        owner = np.tile(np.asarray(idx), span)
-        keep = words <= np.tile(last, span)
-        return words[keep], owner[keep]
+    def _bytes(idx, off, nbytes):
+        off = np.asarray(off, np.int64).reshape(-1)
+        n = max(int(nbytes), 1)
+        return (off[:, None] + np.arange(n)[None, :]).reshape(-1), \
+            np.repeat(np.asarray(idx).reshape(-1), n)
 
     def access(self, st, idx, off, nbytes, write: bool, strong: bool):
         """Threads `idx` access global byte offsets `off` (`nbytes` each)."""
         if idx.size == 0:
             return
-        words, owner = self._words(idx, off, nbytes)
+        words, owner = self._bytes(idx, off, nbytes)
         self._grow(words)
         blk = st.block_ids[st.block_in_batch[owner]]
         wb = self.w_blk[words]
@@ -89,6 +87,12 @@ class GlobalRaceChecker:
             self.w_blk[words] = -1 if strong else blk
             self.w_clk[words] = self.vc[blk, blk]
             self.w_line[words] = st.ins.line if st.ins is not None else 0
+            if not strong:                   # two blocks storing one byte in one step
+                clash = self.w_blk[words] != blk
+                if clash.any():
+                    j = int(np.flatnonzero(clash)[0])
+                    self._raise(st, int(owner[j]), int(self.w_blk[words[j]]),
+                                int(self.w_line[words[j]]), "writes", int(words[j]))
 
     def sync(self, st, idx, off, sem):
         """A strong access with `sem` at global byte offsets `off` by threads `idx`, in
@@ -138,4 +142,4 @@ class GlobalRaceChecker:
         raise st.error(GlobalMemoryRace, f"global-memory data race: this block {doing} a word "
                        f"that block {wb} wrote (PTX line {line}) with no release/acquire "
                        f"synchronization between them (a lock or flag with relaxed atomics "
-                       f"and no fence?)", t, GLOBAL_BASE + word * 4)
+                       f"and no fence?)", t, GLOBAL_BASE + word)
