@@ -212,6 +212,22 @@ def test_tma_refill_of_a_buffer_another_warp_still_reads_is_a_race():
         == "checked: no shared-memory race"
 
 
+def test_a_block_barrier_does_not_order_a_tma_copy():
+    # thread 0 copies into buf; after a bar.sync (but no wait on the mbarrier) every thread
+    # reads its word: the copy may still be writing (the async proxy ignores bar.sync)
+    first = ("mov.u32 %r20, mb;\n  setp.eq.u32 %p1, %r1, 0;\n"
+             "  @%p1 mbarrier.init.shared.b64 [%r20], 1;\n  bar.sync 0;\n  " + TMA)
+    with pytest.raises(SharedMemoryRace, match="warp 0 reads shared memory that a TMA copy "
+                       "wrote"):
+        run(first, "bar.sync 0;", "ld.shared.u32 %r10, [%r4];",
+            prelude=".shared .align 8 .b8 mb[8];\n")
+    # waiting for the phase first orders it
+    wait = "WAIT:\n  mbarrier.try_wait.parity.shared.b64 %p3, [%r20], 0;\n  @!%p3 bra WAIT;"
+    rep = run(first, "bar.sync 0;\n  " + wait, "ld.shared.u32 %r10, [%r4];",
+              prelude=".shared .align 8 .b8 mb[8];\n")
+    assert rep.race_check == "checked: no shared-memory race"
+
+
 def test_distributed_shared_memory_is_not_checked():
     rep = run(WRITE, "bar.sync 0;", "ld.shared::cluster.u32 %r10, [%r7];")
     assert rep.race_check == "not checked: the kernel accesses distributed shared memory"

@@ -64,7 +64,7 @@ def state_bytes(prog, tpb: int, shared_size: int) -> int:
 
 class RaceChecker:
     def __init__(self, st):
-        n = st.shared.size + 1
+        n = (st.shared.size + 4) // 4 * 4            # whole words: accesses view them so
         self.shared_size = st.shared_size
         self.nw = nw = -(-st.tpb // 32)
         self.ng = ng = -(-nw // 4)
@@ -83,6 +83,10 @@ class RaceChecker:
         self.phases: dict = {}               # (block, element) -> completed phases
         self.named: dict = {}                # (block, barrier id) -> arrivals' vector
         self.lines = np.zeros(n, np.int32)   # PTX line of the last write, for messages
+        # a block with no write since its last full barrier has nothing a load can race
+        # with (the barrier joined every warp); TMA writes are not ordered by barriers
+        self.dirty = np.zeros(st.nblk, bool)
+        self.tma_used = np.zeros(st.nblk, bool)
 
     # -- agents and clocks -----------------------------------------------------------------
     def _warps(self, st, idx):
@@ -116,6 +120,8 @@ class RaceChecker:
             joined = self.vc[b, :nw].max(axis=0)
             self.vc[b, :nw] = joined
             self.vc[b, np.arange(nw), np.arange(nw)] += 1
+            if not self.tma_used[b]:
+                self.dirty[b] = False
 
     def named_arrive(self, st, b: int, bar: int, members):
         w = np.unique(self._warps(st, members))
@@ -187,6 +193,7 @@ class RaceChecker:
         clk = self.phases.get(key, 0) + 1
         off = np.asarray(off, np.int64).reshape(-1)
         sb, vec = snap
+        self.dirty[b] = self.tma_used[b] = True
         if sb == b:                          # checked in the issuing CTA only
             vec = self._vec(vec).copy()
             vec[col] = clk
@@ -237,28 +244,54 @@ class RaceChecker:
         n = max(int(nbytes), 1)
         off = np.asarray(off, np.int64).reshape(-1)
         idx = np.asarray(idx, np.int64).reshape(-1)
-        if n > 1:
-            byt = _bytes(off, n)
-            idx = np.repeat(idx, n)
-        else:
-            byt = off
-        warp = self._warps(st, idx)
+        warp = st.thread_linear[idx] // 32
         pair = st.block_in_batch[idx] * self.nw + warp
-        uniq, inv = np.unique(pair, return_inverse=True)
-        vu = self.vc[uniq // self.nw, uniq % self.nw]      # (warps here, columns)
-        clk = vu[inv, warp]
-        self._check_rows(st, byt, vu, inv, warp, write, idx)
+        rows = self.vc[:, :self.nw].reshape(-1, self.vc.shape[2])   # (block, warp) -> seen
+        clk = rows[pair, warp]
+        # the state is per byte; whole aligned words (the usual access) are handled as rows
+        # of 4 bytes, others byte by byte
+        width = 4 if n % 4 == 0 and not (off & 3).any() else 1
+        per = n // width
+        unit = off // width
+        if per > 1:
+            unit = (unit[:, None] + np.arange(per)[None, :]).reshape(-1)
+            idx, warp, pair, clk = (np.repeat(x, per) for x in (idx, warp, pair, clk))
+        W, C = self.w_ag.reshape(-1, width), self.w_clk.reshape(-1, width)
+        R = self.r_clk.reshape(-1, width, self.nr)
+        blk = st.block_in_batch[idx]
         if write:
-            self.w_ag[byt] = warp
-            self.w_clk[byt] = clk
-            self.lines[byt] = st.ins.line if st.ins is not None else 0
-            clash = self.w_ag[byt] != warp                  # another warp, same instruction
-            if clash.any():
-                j = int(np.flatnonzero(clash)[0])
-                self._raise(st, int(idx[j]), int(byt[j]), f"warp {int(warp[j])}", "writes",
-                            "another warp writes in the same instruction")
-        else:
-            self.r_clk[byt, warp] = clk
+            self.dirty[blk] = True
+        elif not self.dirty[blk].any():
+            R[unit, :, warp] = clk[:, None]
+            return
+        ww = W[unit]
+        other = (ww >= 0) & (ww != warp[:, None])
+        if other.any():
+            kr, kc = np.nonzero(other)
+            bad = rows[pair[kr], ww[kr, kc]] < C[unit[kr], kc]
+            if bad.any():
+                j = int(np.flatnonzero(bad)[0])
+                r, c = int(kr[j]), int(kc[j])
+                byte = int(unit[r]) * width + c
+                self._raise(st, int(idx[r]), byte, f"warp {int(warp[r])}",
+                            "writes" if write else "reads", self._writer(int(ww[r, c]), byte))
+        if not write:
+            R[unit, :, warp] = clk[:, None]
+            return
+        badr = R[unit] > rows[pair, :self.nr][:, None, :]
+        badr[np.arange(unit.size), :, warp] = False
+        if badr.any():
+            r, c, who = (int(v[0]) for v in np.nonzero(badr))
+            self._raise(st, int(idx[r]), int(unit[r]) * width + c, f"warp {int(warp[r])}",
+                        "writes", f"{self._reader(who)} read")
+        W[unit] = warp[:, None]
+        C[unit] = clk[:, None]
+        self.lines.reshape(-1, width)[unit] = st.ins.line if st.ins is not None else 0
+        clash = W[unit] != warp[:, None]                # another warp, same instruction
+        if clash.any():
+            r, c = (int(v[0]) for v in np.nonzero(clash))
+            self._raise(st, int(idx[r]), int(unit[r]) * width + c, f"warp {int(warp[r])}",
+                        "writes", "another warp writes in the same instruction")
 
     def _check(self, st, byt, vec, agent, write, thread, line=None):
         """Accesses of bytes `byt` by one agent that has seen `vec`."""
@@ -281,26 +314,6 @@ class RaceChecker:
             if badr.any():
                 j, who = (int(v[0]) for v in np.nonzero(badr))
                 self._raise(st, thread, int(byt[j]), name, "writes",
-                            f"{self._reader(who)} read")
-
-    def _check_rows(self, st, byt, vu, inv, warp, write, idx):
-        rows = np.arange(byt.size)
-        ww = self.w_ag[byt]
-        prev = (ww >= 0) & (ww != warp)
-        if prev.any():
-            bad = prev & (vu[inv, np.where(ww >= 0, ww, 0)] < self.w_clk[byt])
-            if bad.any():
-                j = int(np.flatnonzero(bad)[0])
-                self._raise(st, int(idx[j]), int(byt[j]), f"warp {int(warp[j])}",
-                            "writes" if write else "reads",
-                            self._writer(int(ww[j]), int(byt[j])))
-        if write:
-            r = self.r_clk[byt]
-            badr = r > vu[:, :self.nr][inv]
-            badr[rows, warp] = False
-            if badr.any():
-                j, who = (int(v[0]) for v in np.nonzero(badr))
-                self._raise(st, int(idx[j]), int(byt[j]), f"warp {int(warp[j])}", "writes",
                             f"{self._reader(who)} read")
 
     # -- messages --------------------------------------------------------------------------
