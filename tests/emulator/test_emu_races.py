@@ -1,5 +1,6 @@
 """The shared-memory race check (EmulatorDevice(race_check=True)): pairs of accesses to the
-same word by different warps with no barrier of the whole block between them."""
+same byte by different agents (warps, TMA copies, in-flight wgmma) that nothing orders:
+no barrier, no mbarrier phase between them; and the global race check's byte granularity."""
 
 import numpy as np
 import pytest
@@ -68,7 +69,8 @@ def test_same_warp_needs_no_barrier():
 
 
 def test_two_warps_writing_one_word_in_one_instruction():
-    with pytest.raises(SharedMemoryRace, match="writes shared memory that another warp writes in the same instruction"):
+    with pytest.raises(SharedMemoryRace, match="writes shared memory that another warp "
+                       "writes in the same instruction"):
         run("and.b32 %r8, %r1, 31;\n  shl.b32 %r8, %r8, 2;\n  add.s32 %r8, %r2, %r8;\n"
             "  st.shared.u32 [%r8], %r1;", "", "")
 
