@@ -287,3 +287,22 @@ def test_named_barrier_that_never_fills_is_a_deadlock(hw):
     p = hw.dev.malloc(4 * 64)
     with pytest.raises(BarrierDivergence, match="named barrier 1 has 64 arrivals"):
         hw.run(ptx, (1,), (128,), [p])
+
+
+def test_named_barrier_completed_in_step_starts_from_zero(hw):
+    # warp 1 arrives at barrier 1 (count 64) and exits; warp 0, alone, completes it; a second
+    # bar.sync 1, 64 of warp 0 alone can never fill (an arrival left over from the first
+    # completion would let it pass)
+    body = """
+  mov.u32 %r1, %tid.x;
+  setp.lt.u32 %p1, %r1, 32;
+  @%p1 bra W0;
+  bar.arrive 1, 64;
+  ret;
+W0:
+  bar.sync 1, 64;
+  bar.sync 1, 64;
+  ret;
+"""
+    with pytest.raises(BarrierDivergence, match="named barrier 1 has 32 arrivals"):
+        hw.run(kernel_ptx(body, nparams=1), (1,), (64,), [hw.dev.malloc(16)])

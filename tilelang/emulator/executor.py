@@ -123,8 +123,9 @@ def run_batch(st, max_steps: int = MAX_STEPS) -> None:
             act = mask if mask is not None else np.ones(T, bool)
             sel = em if em is not None else act
             if pcs is None and _named_all_complete(st, ins, sel):
-                if st.races is not None:   # a release and acquire among the arrivals
-                    for b, a, _, members, _ in _named_groups(st, ins, sel):
+                for b, a, _, members, _ in _named_groups(st, ins, sel):
+                    st.named_arrived[b, a] = 0     # completed (earlier bar.arrive included)
+                    if st.races is not None:       # a release and acquire of the arrivals
                         st.races.named_arrive(st, b, a, members)
                         st.races.named_done(st, b, a, members[:0] if ins.extra[2] else
                                             members)
