@@ -16,7 +16,7 @@ from gen_support import Strided, compile_kernel, run_both, same
 from test_gen_memory import copy_kernel, expected_copy
 from tilelang.codegen.api import ArrayFacts
 from tilelang.ir.builder import KernelBuilder
-from tilelang.sema.types import F16, F32, I32, ArrayType
+from tilelang.sema.types import F16, F32, I32, ArrayType, scalar
 
 SMALL = ArrayFacts(small=True)
 SMALL_GENERIC = ArrayFacts(contiguous=False, aligned16=False, extent16=False, small=True)
@@ -144,3 +144,48 @@ def test_start_beyond_2_to_the_31():
     (_, ye), (_, yr), _, _ = run_both(k, [x, y], (1, 1, 1), facts={"x": SMALL, "y": SMALL})
     same(yr, np.full(256, 4.0, np.float32))
     same(ye, np.full(256, 4.0, np.float32))
+
+
+def shifted_rows_kernel():
+    """z[0, :] = x[r, 64:128] and y[r, 64:128] = 2 x[r, 64:128] for r = bid + d: a row
+    index that is an i32, a constant column start."""
+    kb = KernelBuilder("shifted")
+    x, y, z = (kb.param(n, ArrayType(F32, 2)) for n in "xyz")
+    d = kb.param("d", scalar(I32))
+    r = kb.op("+", kb.op("bid", 0), d)
+    one, zero = kb.constant(1, I32), kb.constant(0, I32)
+    t = kb.op("load", x, index=(r, one), shape=(1, 64), padding=-3.0)
+    kb.op("store", y, index=(r, one), tile=kb.op("*", t, 2.0))
+    kb.op("store", z, index=(zero, zero), tile=t)
+    return kb.finish()
+
+
+@pytest.mark.parametrize("d", [0, 3, 6, 7, 100, -1, -2**31, 2**31 - 1, 2**30])
+def test_row_bounds_in_32_bits(d):
+    """With `small` (every extent below 2^31) an extent-1 axis that starts at an i32 (a row
+    index) is tested in 32 bits: rows before, after and far from the array (the extremes of
+    i32 included) read the padding and store nothing; the ragged last columns too."""
+    k = shifted_rows_kernel()
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((7, 100)).astype(np.float32)
+    y = np.full((7, 100), 5.0, np.float32)
+    z = np.zeros((1, 64), np.float32)
+    (_, ye, ze, _), (_, yr, zr, _), r, _ = run_both(
+        k, [x, y, z, np.int32(d)], (1, 1, 1),
+        facts={n: ArrayFacts(extent16=False, small=True) for n in "xyz"})
+    want_y, want_z = y.copy(), np.full((1, 64), -3.0, np.float32)
+    if 0 <= d < 7:
+        want_z[0, :36] = x[d, 64:]
+        want_y[d, 64:] = 2 * x[d, 64:]
+    same(zr, want_z)
+    same(ze, want_z)
+    same(yr, want_y)
+    same(ye, want_y)
+    # the row tests (of x and y: the uniform one and the edge code's) compare 32-bit
+    # registers; the columns' stay 64-bit
+    narrow = re.findall(r"setp\.\w+\.[su]32\s+%p\d+, %r\d+, %r\d+;", r.ptx)
+    assert len(narrow) >= 4, r.ptx
+    wide = compile_kernel(k, facts={n: ArrayFacts(extent16=False) for n in "xyz"})
+    assert not re.findall(r"setp\.\w+\.[su]32\s+%p\d+, %r\d+, %r\d+;", wide.ptx)
+    assert len(re.findall(r"setp\.\w+\.[su]64", wide.ptx)) >= \
+        len(re.findall(r"setp\.\w+\.[su]64", r.ptx)) + 4

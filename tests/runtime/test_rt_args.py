@@ -241,21 +241,24 @@ def test_facts_key():
 
 
 @pytest.mark.parametrize("shape,strides,is_small", [
-    ((1 << 31,), (1,), True),               # offsets 0 .. 2^31 - 1
+    (((1 << 31) - 1,), (1,), True),         # offsets 0 .. 2^31 - 2
+    ((1 << 31,), (1,), False),              # offsets fit, the extent 2^31 does not
     ((1 << 31 | 1,), (1,), False),          # offset 2^31 does not fit
     ((1 << 30, 2), (2, 1), True),           # (2^30 - 1) * 2 + 1 = 2^31 - 1
     ((1 << 30, 3), (3, 1), False),          # (2^30 - 1) * 3 + 2 > 2^31 - 1
     ((2, 1 << 30), (-(1 << 30), 1), True),  # span 2^31 - 1 either way
     ((2, 1 << 30), (-(1 << 30), 2), False),
-    ((1 << 40,), (0,), True),               # a broadcast: every element at offset 0
+    ((1 << 30,), (0,), True),               # a broadcast: every element at offset 0
+    ((1 << 40,), (0,), False),              # ... but an extent of 2^31 or more
     ((0, 1 << 40), (1 << 40, 1), True),     # empty: nothing to reach
     ((3,), (1 << 30,), False),              # 2 * 2^30
 ])
 def test_small_fact(shape, strides, is_small):
     """`s`: every element's offset from the address, in elements, fits in a signed 32-bit
-    integer, so the kernel computes offsets in 32 bits; the rank-1 fast reader agrees."""
+    integer and every extent is below 2^31, so the kernel computes offsets (and bounds along
+    axes that start at an i32) in 32 bits; the rank-1 fast reader agrees."""
     span = 0 if 0 in shape else sum((n - 1) * abs(s) for n, s in zip(shape, strides))
-    assert (span < 1 << 31) == is_small
+    assert (span < 1 << 31 and (0 in shape or max(shape) < 1 << 31)) == is_small
     key = facts_key(256, shape, strides, 4)
     assert key.rstrip("n").endswith("s") == is_small and len(key.rstrip("n")) == 3 + is_small
     if len(shape) == 1:

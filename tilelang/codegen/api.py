@@ -32,8 +32,10 @@ class ArrayFacts:
     #                           `contiguous`, a 16-byte chunk that starts at a multiple of 16
     #                           bytes along that axis lies wholly inside or wholly outside
     small: bool = False       # every element's offset from the address, in elements, lies
-    #                           in [-2^31, 2^31): offsets are computed in 32 bits and widened
-    #                           once. Not assumed without an argument to look at
+    #                           in [-2^31, 2^31) and every extent is below 2^31: offsets are
+    #                           computed in 32 bits and widened once, and a row's bounds
+    #                           test (an extent-1 tile axis starting at an i32) is 32-bit.
+    #                           Not assumed without an argument to look at
     tensor_map: bool = True   # a tensor map (TMA) can describe the array: every stride over
     #                           an extent above 1 is positive (a reversed view or a broadcast
     #                           axis has none), every extent below 2^32, every stride below

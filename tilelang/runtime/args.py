@@ -225,7 +225,8 @@ def facts_key(ptr: int, shape: tuple, strides: tuple, itemsize: int) -> str:
     at most 1, so the stride is never used), 'a' when the address and every other stride with
     an extent above 1 are multiples of 16 bytes, 'e' when the last extent in bytes is a
     multiple of 16 (a 0-d array has no last axis: 'e'), then 's' when every element's offset
-    from the address, in elements, lies in [-2^31, 2^31) (`small`), then 'n' when no tensor
+    from the address, in elements, lies in [-2^31, 2^31) and every extent is below 2^31
+    (`small`), then 'n' when no tensor
     map describes the array (`tensor_map` fails, below)."""
     n = len(shape)
     contiguous = n == 0 or strides[-1] == 1 or shape[-1] <= 1
@@ -256,11 +257,15 @@ def mappable(shape: tuple, strides: tuple, itemsize: int) -> bool:
 def small(shape: tuple, strides: tuple) -> bool:
     """Every element's offset from the address, in elements, fits in a signed 32-bit integer
     (the kernel computes it in 32 bits and widens it once): the elements span fewer than 2^31
-    elements either way. An empty array has no element to reach."""
+    elements either way; and every extent is below 2^31, so that bounds tests can be made in
+    32 bits too (a broadcast axis spans nothing at any extent). An empty array has no element
+    to reach: a bounds test fails on its empty axis whatever the others say."""
     if 0 in shape:
         return True
     span = 0
     for n, s in zip(shape, strides):
+        if n >= SMALL_SPAN:
+            return False
         span += (n - 1) * abs(s)
     return span < SMALL_SPAN
 
@@ -369,6 +374,7 @@ def _facts(ptr: int, shape, strides, size: int) -> str:
         n = shape[0]
         return ("c" if strides[0] == 1 or n <= 1 else "-") + \
             ("a" if ptr % 16 == 0 else "-") + ("e" if (n * size) % 16 == 0 else "-") + \
-            ("s" if n <= 1 or (n - 1) * abs(strides[0]) < SMALL_SPAN else "") + \
+            ("s" if n <= 1 or (n < SMALL_SPAN and (n - 1) * abs(strides[0]) < SMALL_SPAN)
+             else "") + \
             ("" if n <= 1 or (n < TMA_DIM and 0 < strides[0] * size < TMA_STRIDE) else "n")
     return facts_key(ptr, shape, strides, size)

@@ -63,11 +63,21 @@ class TileAccess:
         self.mask, self.aligned, self.mask_rows = mask, aligned, mask_rows
         self.ext = [arr.extents[a] for a in axes]
         self.stride = [arr.strides[a] for a in axes]
-        # This thread's first coordinate per tile axis (i64: the bounds tests stay exact for
-        # any start), and its element offset: in 32 bits when every element's offset fits
-        # (the `small` fact), where an element inside the array gets its exact offset and
-        # one outside, whose offset may wrap, is never accessed.
+        # This thread's first coordinate per tile axis (i64 but below: the bounds tests stay
+        # exact for any start), and its element offset: in 32 bits when every element's
+        # offset fits (the `small` fact), where an element inside the array gets its exact
+        # offset and one outside, whose offset may wrap, is never accessed.
         self.ity = I32 if arr.facts.small else I64
+        # Bounds in 32 bits along the extent-1 axes (a row) whose start is exactly an i32 (a
+        # row index, a constant): `small` also bounds every extent below 2^31, so the narrow
+        # extent is exact, and the narrow coordinate x + t (x an i32, t = 0 here) cannot
+        # wrap. A start index * shape may wrap any number of times in 32 bits: it stays
+        # 64-bit. So do the longer axes: a narrow coordinate along them is the very value
+        # the full tile's offsets use, and LLVM would compute it once for both, before the
+        # branch, holding one register per vector through the kernel (layernorm over 4,096:
+        # +7 registers); and the extent would be loaded in both widths.
+        self.g32 = [_exact_i32(g) if arr.facts.small and n == 1 else None
+                    for g, n in zip(start, shape)]
         tc = [kern.thread_coord(layout, k) for k in range(len(self.g0))]
         self.tc = tc
         self._bases: dict = {}
@@ -84,14 +94,20 @@ class TileAccess:
 
     @property
     def base(self) -> list[ir.Value]:
-        """This thread's first coordinate per tile axis (i64), made in the block that first
-        asks (the predicated edge code): the full-tile path needs the offset alone."""
+        """This thread's first coordinate per tile axis (i32 where the axis's bounds are
+        narrow, else i64), made in the block that first asks (the predicated edge code): the
+        full-tile path needs the offset alone."""
         b = self.kern.builder
         got = self._bases.get(id(b.block))
         if got is None:
-            got = self._bases[id(b.block)] = [b.add(g, b.zext(t, I64))
-                                              for g, t in zip(self.g0, self.tc)]
+            got = self._bases[id(b.block)] = [
+                b.add(g, b.zext(t, I64)) if n is None else b.add(n, t)
+                for g, n, t in zip(self.g0, self.g32, self.tc)]
         return got
+
+    def _extent(self, k: int, narrow: bool) -> ir.Value:
+        """The extent of tile axis k, narrowed to 32 bits or not."""
+        return self._narrow(self.ext[k]) if narrow else self.ext[k]
 
     def _narrow(self, v: ir.Value) -> ir.Value:
         """An i64 offset term in the offsets' width. A kernel parameter (a stride) is narrowed
@@ -113,9 +129,15 @@ class TileAccess:
         """i1, uniform: the whole tile lies inside the array."""
         b = self.kern.builder
         ok = ir.Constant(I1, 1)
-        for g, s, e in zip(self.g0, self.shape, self.ext):
-            ok = b.and_(ok, b.icmp_signed(">=", g, _i64(0)))
-            ok = b.and_(ok, b.icmp_signed("<=", b.add(g, _i64(s)), e))
+        for k, (g, s) in enumerate(zip(self.g0, self.shape)):
+            x = self.g32[k]
+            e = self._extent(k, x is not None)
+            if x is None:
+                ok = b.and_(ok, b.icmp_signed(">=", g, _i64(0)))
+                ok = b.and_(ok, b.icmp_signed("<=", b.add(g, _i64(s)), e))
+            else:
+                ok = b.and_(ok, b.icmp_signed(">=", x, ir.Constant(I32, 0)))
+                ok = b.and_(ok, b.icmp_signed("<", x, e))
         return ok
 
     def element(self, r: int) -> tuple[ir.Value, ir.Value]:
@@ -138,8 +160,9 @@ class TileAccess:
             elif c:
                 off = b.add(off, b.mul(ir.Constant(self.ity, c), self._narrow(s)))
         ok = ir.Constant(I1, 1) if self.mask is None else self.mask[r]
-        for base, c, e in zip(self.base, rc, self.ext):
-            coord = b.add(base, _i64(c)) if c else base
+        for k, (base, c) in enumerate(zip(self.base, rc)):
+            coord = b.add(base, ir.Constant(base.type, c)) if c else base
+            e = self._extent(k, self.g32[k] is not None)
             ok = b.and_(ok, b.icmp_unsigned("<", coord, e))
         return b.gep(self.ptr, [off]), imm, ok
 
@@ -378,13 +401,36 @@ def gated(kern: KernelEmitter, cond: ir.Value | None, body) -> None:
     b.position_at_end(done)
 
 
+def _exact_i32(g: ir.Value) -> ir.Value | None:
+    """An i32 whose value is exactly the i64 `g` (a sign-extended i32, a constant in range),
+    else None."""
+    if isinstance(g, ir.Constant):
+        v = int(g.constant)
+        return ir.Constant(I32, v) if -(1 << 31) <= v < 1 << 31 else None
+    if isinstance(g, ir.CastInstr) and g.opname == "sext" and g.operands[0].type == I32:
+        return g.operands[0]
+    return None
+
+
+def _times(kern: KernelEmitter, i: ir.Value, s: int) -> ir.Value:
+    """i * s, folded for a constant index or s = 1 (so that TileAccess sees the index itself
+    and can narrow the axis's bounds)."""
+    if isinstance(i, ir.CastInstr) and i.opname in ("sext", "zext") and \
+            isinstance(i.operands[0], ir.Constant):
+        c = int(i.operands[0].constant)      # a constant op's i32, widened
+        i = _i64(c if i.opname == "sext" or c >= 0 else c + (1 << 32))
+    if isinstance(i, ir.Constant):
+        return _i64(int(i.constant) * s)
+    return i if s == 1 else kern.builder.mul(i, _i64(s))
+
+
 def tile_start(kern: KernelEmitter, op: BuiltinOp, shape: tuple[int, ...]):
     """(per-axis i64 first element, alignment) of a load/store: `index * shape`, aligned to
     any vector (True); or `offset`, whose last entry is a constant (that int) or a run-time
     value (None: tested at run time)."""
     args = op.arg_map
     if "offset" not in args:
-        return [kern.builder.mul(kern.index_i64(i), _i64(s))
+        return [_times(kern, kern.index_i64(i), s)
                 for i, s in zip(kern.tuple_items(args["index"]), shape)], True
     items = kern.tuple_items(args["offset"])
     last = kern.const_of(items[-1]) if items else None
