@@ -98,6 +98,26 @@ def test_refit_keeps_what_pays_and_drops_what_spills():
     assert linked.resources["a"].registers == 32
 
 
+def test_refit_takes_a_second_step_when_the_first_lands_near_the_next():
+    """44 registers: the step below is 40 (12 blocks of 128 threads); linked at 40, the next
+    step, 32 (16 blocks), is within MARGIN and is tried too, kept when it spills nothing; when
+    it spills, the first step stands."""
+    first = SimpleNamespace(resources={"a": _res("a", 44)})
+    for spills_at_32 in (False, True):
+        seen = []
+
+        def link(ptx):
+            cap = int(re.search(r"\.maxnreg (\d+)", ptx).group(1))
+            seen.append(cap)
+            spill = 8 if cap == 32 and spills_at_32 else 0
+            return SimpleNamespace(resources={"a": _res("a", cap, spills=spill)})
+        ptx, linked = rf.refit(PTX, _codegen("a"), "sm_90a", first, link)
+        assert seen == [40, 32]
+        want = 40 if spills_at_32 else 32
+        assert ptx.count(".maxnreg") == 1 and f".maxnreg {want}" in ptx
+        assert linked.resources["a"].registers == want
+
+
 def test_refit_leaves_contract_choices_and_full_occupancy_alone():
     first = SimpleNamespace(resources={"a": _res("a", 34), "b": _res("b", 28)})
 
