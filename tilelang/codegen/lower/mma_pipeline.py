@@ -32,7 +32,7 @@ import llvmlite.ir as ir
 
 from tilelang.codegen.layouts.distributed import blocked, log2
 from tilelang.codegen.llvm.kernel import I1, I32, I64, KernelEmitter, TileVal
-from tilelang.codegen.lower import wgmma_product
+from tilelang.codegen.lower import pipe_loop, wgmma_product
 from tilelang.codegen.lower.memory import gated
 from tilelang.codegen.lower.mma_epilogue import remember_acc_layout
 from tilelang.codegen.lower.mma_operands import (DeferredLoad, async_axis, commit_group,
@@ -408,28 +408,10 @@ def emit_pipelined(kern: KernelEmitter, op: ForOp, lp: LoopPlan) -> None:
         s.add_incoming(s1, b.block)
         b.cbranch(b.icmp_unsigned("<", s1, _c(S - 1)), ploop, pdone)
         b.position_at_end(pdone)
-    pre = b.block
-    header = kern.fn.append_basic_block("mma.pipe")
-    body = kern.fn.append_basic_block("mma.pipe.body")
-    exit_ = kern.fn.append_basic_block("mma.pipe.exit")
-    b.branch(header)
-    b.position_at_end(header)
-    iv = b.phi(start.type, "iv")
-    iv.add_incoming(start, pre)
-    slot = b.phi(I32, "slot")              # byte offset of this iteration's stage
-    slot.add_incoming(_c(0), pre)
-    accs = []
-    for r in init.regs:
-        p = b.phi(r.type)
-        p.add_incoming(r, pre)
-        accs.append(p)
-    if ivt.signed:
-        go = b.and_(positive, b.icmp_signed("<", iv, stop))
-    else:
-        go = b.and_(positive, b.icmp_unsigned("<", iv, stop))
-    b.cbranch(go, body, exit_)
-
-    b.position_at_end(body)
+    # slot: the byte offset of this iteration's stage
+    iv, (slot,), accs, header, exit_ = pipe_loop.loop_header(
+        kern, "mma.pipe", "mma.pipe.body", "mma.pipe.exit", start, stop, ivt, positive,
+        [("slot", I32, _c(0))], init.regs)
     wait_group(kern, S - 2)
     kern.barrier()
     last = _c((S - 1) * stage_bytes)

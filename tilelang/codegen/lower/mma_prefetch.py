@@ -27,7 +27,8 @@ from __future__ import annotations
 import llvmlite.ir as ir
 
 from tilelang.codegen.llvm.kernel import I32, I64, STATIC_SMEM_LIMIT, KernelEmitter, TileVal
-from tilelang.codegen.lower import mma_operands, mma_sync, tma_load, wgmma_ops, wgmma_product
+from tilelang.codegen.lower import (mma_operands, mma_sync, pipe_loop, tma_load, wgmma_ops,
+                                    wgmma_product)
 from tilelang.codegen.lower.mma_operands import PRODUCTS, DeferredLoad, deferrable
 from tilelang.codegen.lower.mma_plan import image_span, specialized, tensor_core_plan
 from tilelang.ir.ops import BreakOp, BuiltinOp, ContinueOp, ForOp, ReturnOp, walk
@@ -197,14 +198,7 @@ class Prefetch:
         return b.add(self.bars, b.shl(b.udiv(slot, _c(sb)), _c(3)))
 
     def _on_thread0(self, kern: KernelEmitter, fn) -> None:
-        b = kern.builder
-        then = kern.fn.append_basic_block("prefetch.t0")
-        after = kern.fn.append_basic_block("prefetch.t0.end")
-        b.cbranch(b.icmp_unsigned("==", kern.tid, _c(0)), then, after)   # not a replica
-        b.position_at_end(then)
-        fn()
-        b.branch(after)
-        b.position_at_end(after)
+        pipe_loop.on_thread0(kern, "prefetch.t0", fn)
 
     def begin(self, kern: KernelEmitter, start, stop, step, ivt) -> None:
         """Before the loop (in its preheader): the ring, the copies' setup, the prologue."""
@@ -286,21 +280,9 @@ class Prefetch:
         gone = kern.fn.append_basic_block("ws.producer.done")
         b.cbranch(b.icmp_unsigned("==", kern.tid, _c(P)), lead, gone)
         b.position_at_end(lead)
-        header = kern.fn.append_basic_block("ws.produce")
-        body = kern.fn.append_basic_block("ws.produce.body")
-        b.branch(header)
-        b.position_at_end(header)
-        iv = b.phi(self.start.type, "iv")
-        iv.add_incoming(self.start, lead)
-        slot = b.phi(I32, "slot")
-        slot.add_incoming(_c(0), lead)
-        j = b.phi(I32, "j")
-        j.add_incoming(_c(0), lead)
-        stop = self.stop
-        go = b.icmp_signed("<", iv, stop) if self.ivt.signed else \
-            b.icmp_unsigned("<", iv, stop)
-        b.cbranch(b.and_(self.positive, go), body, gone)
-        b.position_at_end(body)
+        iv, (slot, j), _, header, _ = pipe_loop.loop_header(
+            kern, "ws.produce", "ws.produce.body", gone, self.start, self.stop, self.ivt,
+            self.positive, [("slot", I32, _c(0)), ("j", I32, _c(0))])
         # iteration j >= S refills a stage: wait for the release of iteration j - S, the
         # empty mbarrier's completion j / S - 1
         wait = kern.fn.append_basic_block("ws.wait.empty")

@@ -23,7 +23,8 @@ import llvmlite.ir as ir
 from tilelang.codegen.layouts.distributed import log2
 from tilelang.codegen.layouts.wgmma import WG_M, WgTiling, instr_regs, wg_acc_layout
 from tilelang.codegen.llvm.kernel import I32, I64, KernelEmitter, TileVal
-from tilelang.codegen.lower import mma_operands, mma_sync, tma_load, tma_multicast, wgmma_ops
+from tilelang.codegen.lower import (mma_operands, mma_sync, pipe_loop, tma_load,
+                                    tma_multicast, wgmma_ops)
 from tilelang.codegen.lower.mma_epilogue import remember_acc_layout
 from tilelang.codegen.lower.mma_plan import (TensorCorePlan, image_fits, image_span,
                                               specialized, to_layout, wg_k)
@@ -554,28 +555,9 @@ def emit_pipelined(kern: KernelEmitter, op, lp) -> None:
         s.add_incoming(s1, b.block)
         b.cbranch(b.icmp_unsigned("<", s1, _c(S - 1)), ploop, pdone)
         b.position_at_end(pdone)
-    pre = b.block
-    header = kern.fn.append_basic_block("wgmma.pipe")
-    body = kern.fn.append_basic_block("wgmma.pipe.body")
-    exit_ = kern.fn.append_basic_block("wgmma.pipe.exit")
-    b.branch(header)
-    b.position_at_end(header)
-    iv = b.phi(start.type, "iv")
-    iv.add_incoming(start, pre)
-    slot = b.phi(I32, "slot")
-    slot.add_incoming(_c(0), pre)
-    accs = []
-    for r in init.regs:
-        p = b.phi(r.type)
-        p.add_incoming(r, pre)
-        accs.append(p)
-    if ivt.signed:
-        go = b.and_(positive, b.icmp_signed("<", iv, stop))
-    else:
-        go = b.and_(positive, b.icmp_unsigned("<", iv, stop))
-    b.cbranch(go, body, exit_)
-
-    b.position_at_end(body)
+    iv, (slot,), accs, header, exit_ = pipe_loop.loop_header(
+        kern, "wgmma.pipe", "wgmma.pipe.body", "wgmma.pipe.exit", start, stop, ivt, positive,
+        [("slot", I32, _c(0))], init.regs)
     mma_operands.wait_group(kern, S - 2)
     kern.barrier()
     wgmma_ops.fence_proxy_async(kern)
@@ -641,13 +623,7 @@ def _tma_loop(kern: KernelEmitter, op, lp, tma, base, da, db, k, init, start, st
         return b.add(bars, b.shl(idx, _c(3)))
 
     def on_thread0(fn):
-        then = kern.fn.append_basic_block("tma.t0")
-        after = kern.fn.append_basic_block("tma.t0.end")
-        b.cbranch(b.icmp_unsigned("==", kern.tid, _c(0)), then, after)   # not a replica
-        b.position_at_end(then)
-        fn()
-        b.branch(after)
-        b.position_at_end(after)
+        pipe_loop.on_thread0(kern, "tma.t0", fn)
 
     empty = tma_multicast.empties(kern, bars, S, S * stage_bytes) if mc else None
 
@@ -690,30 +666,9 @@ def _tma_loop(kern: KernelEmitter, op, lp, tma, base, da, db, k, init, start, st
         slot0, phase0 = _c(0), _c(0)
         for s in range(S - 1):
             issue(start, s, b.add(base, _c(s * stage_bytes)), s * stage_bytes)
-    pre = b.block
-    header = kern.fn.append_basic_block("tma.pipe")
-    body = kern.fn.append_basic_block("tma.pipe.body")
-    exit_ = kern.fn.append_basic_block("tma.pipe.exit")
-    b.branch(header)
-    b.position_at_end(header)
-    iv = b.phi(start.type, "iv")
-    iv.add_incoming(start, pre)
-    slot = b.phi(I32, "slot")
-    slot.add_incoming(slot0, pre)
-    phase = b.phi(I32, "phase")
-    phase.add_incoming(phase0, pre)
-    accs = []
-    for r in init.regs:
-        p = b.phi(r.type)
-        p.add_incoming(r, pre)
-        accs.append(p)
-    if ivt.signed:
-        go = b.and_(positive, b.icmp_signed("<", iv, stop))
-    else:
-        go = b.and_(positive, b.icmp_unsigned("<", iv, stop))
-    b.cbranch(go, body, exit_)
-
-    b.position_at_end(body)
+    iv, (slot, phase), accs, header, exit_ = pipe_loop.loop_header(
+        kern, "tma.pipe", "tma.pipe.body", "tma.pipe.exit", start, stop, ivt, positive,
+        [("slot", I32, slot0), ("phase", I32, phase0)], init.regs)
     tma_load.wait_parity(kern, bar(slot), phase)
     image = b.add(base, slot)
     regs = issue_mmas(kern, plan, da, db, image, lp.image_bytes[0], list(accs), k)
@@ -797,30 +752,10 @@ def _ws_loop(kern: KernelEmitter, op, lp, tma, base, da, db, k, init, start, sto
 
     def ring_loop(name, extra):
         """A loop over the iterations (iv, slot, parity and `extra` phis): returns
-        (iv, slot, parity, extra phis, body block, exit block); the builder in the body."""
-        pre = b.block
-        header = kern.fn.append_basic_block(f"{name}.loop")
-        body = kern.fn.append_basic_block(f"{name}.body")
-        exit_ = kern.fn.append_basic_block(f"{name}.exit")
-        b.branch(header)
-        b.position_at_end(header)
-        iv = b.phi(start.type, "iv")
-        iv.add_incoming(start, pre)
-        slot = b.phi(I32, "slot")
-        slot.add_incoming(_c(0), pre)
-        par = b.phi(I32, "parity")
-        par.add_incoming(_c(0), pre)
-        phis = []
-        for v in extra:
-            p = b.phi(v.type)
-            p.add_incoming(v, pre)
-            phis.append(p)
-        if ivt.signed:
-            go = b.and_(positive, b.icmp_signed("<", iv, stop))
-        else:
-            go = b.and_(positive, b.icmp_unsigned("<", iv, stop))
-        b.cbranch(go, body, exit_)
-        b.position_at_end(body)
+        (iv, slot, parity, extra phis, header block, exit block); the builder in the body."""
+        iv, (slot, par), phis, header, exit_ = pipe_loop.loop_header(
+            kern, f"{name}.loop", f"{name}.body", f"{name}.exit", start, stop, ivt, positive,
+            [("slot", I32, _c(0)), ("parity", I32, _c(0))], extra)
         return iv, slot, par, phis, header, exit_
 
     def latch(header, iv, slot, par, phis, vals):
@@ -835,15 +770,11 @@ def _ws_loop(kern: KernelEmitter, op, lp, tma, base, da, db, k, init, start, sto
         b.branch(header)
 
     kern.barrier()                       # earlier users of the shared buffer are done
-    then = kern.fn.append_basic_block("ws.init")
-    after = kern.fn.append_basic_block("ws.init.end")
-    b.cbranch(b.icmp_unsigned("==", kern.tid, _c(0)), then, after)
-    b.position_at_end(then)
-    for i in range(S):
-        tma_load.mbarrier_init(kern, b.add(bars, _c(8 * i)), 1)
-        tma_load.mbarrier_init(kern, b.add(bars, _c(8 * (S + i))), P)
-    b.branch(after)
-    b.position_at_end(after)
+    def init_bars():
+        for i in range(S):
+            tma_load.mbarrier_init(kern, b.add(bars, _c(8 * i)), 1)
+            tma_load.mbarrier_init(kern, b.add(bars, _c(8 * (S + i))), P)
+    pipe_loop.on_thread0(kern, "ws.init", init_bars)
     kern.barrier()
     producer = kern.fn.append_basic_block("ws.producer")
     consumer = kern.fn.append_basic_block("ws.consumer")
