@@ -163,8 +163,9 @@ def shifted_rows_kernel():
 @pytest.mark.parametrize("d", [0, 3, 6, 7, 100, -1, -2**31, 2**31 - 1, 2**30])
 def test_row_bounds_in_32_bits(d):
     """With `small` (every extent below 2^31) an extent-1 axis that starts at an i32 (a row
-    index) is tested in 32 bits: rows before, after and far from the array (the extremes of
-    i32 included) read the padding and store nothing; the ragged last columns too."""
+    index) and a longer one that starts at a constant (the columns) are tested in 32 bits:
+    rows before, after and far from the array (the extremes of i32 included) read the padding
+    and store nothing; the ragged last columns too."""
     k = shifted_rows_kernel()
     rng = np.random.default_rng(5)
     x = rng.standard_normal((7, 100)).astype(np.float32)
@@ -181,11 +182,30 @@ def test_row_bounds_in_32_bits(d):
     same(ze, want_z)
     same(yr, want_y)
     same(ye, want_y)
-    # the row tests (of x and y: the uniform one and the edge code's) compare 32-bit
-    # registers; the columns' stay 64-bit
-    narrow = re.findall(r"setp\.\w+\.[su]32\s+%p\d+, %r\d+, %r\d+;", r.ptx)
-    assert len(narrow) >= 4, r.ptx
+    # every bounds test is 32-bit (rows: an i32 start; columns: a constant one), and no
+    # 64-bit value is narrowed or widened for them
+    assert not re.findall(r"setp\.\w+\.[su]64|cvt\.u32\.u64|cvt\.u64\.u32", r.ptx), r.ptx
     wide = compile_kernel(k, facts={n: ArrayFacts(extent16=False) for n in "xyz"})
-    assert not re.findall(r"setp\.\w+\.[su]32\s+%p\d+, %r\d+, %r\d+;", wide.ptx)
-    assert len(re.findall(r"setp\.\w+\.[su]64", wide.ptx)) >= \
-        len(re.findall(r"setp\.\w+\.[su]64", r.ptx)) + 4
+    assert re.findall(r"setp\.\w+\.[su]64", wide.ptx)
+
+
+@pytest.mark.parametrize("rows", [8, 7, 5, 4])
+def test_constant_start_block_in_32_bits(rows):
+    """A (4, 64) tile at the constant tile index (1, 1) of (rows, 100) arrays: both axes
+    start at a constant, the edge test is t < extent - (start + c) in 32 bits; against the
+    interpreter and NumPy with the tile wholly inside, ragged, and wholly outside."""
+    kb = KernelBuilder("block")
+    x, y = kb.param("x", ArrayType(F32, 2)), kb.param("y", ArrayType(F32, 2))
+    one = kb.constant(1, I32)
+    t = kb.op("load", x, index=(one, one), shape=(4, 64), padding=-3.0)
+    kb.op("store", y, index=(one, one), tile=kb.op("+", t, 1.0))
+    k = kb.finish()
+    x = np.random.default_rng(6).standard_normal((rows, 100)).astype(np.float32)
+    y = np.full((rows, 100), 5.0, np.float32)
+    (_, ye), (_, yr), r, _ = run_both(
+        k, [x, y], (1, 1, 1), facts={n: ArrayFacts(extent16=False, small=True) for n in "xy"})
+    want = y.copy()
+    want[4:8, 64:] = x[4:8, 64:] + 1
+    same(yr, want)
+    same(ye, want)
+    assert not re.findall(r"setp\.\w+\.[su]64", r.ptx), r.ptx

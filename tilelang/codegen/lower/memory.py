@@ -78,6 +78,12 @@ class TileAccess:
         # +7 registers); and the extent would be loaded in both widths.
         self.g32 = [_exact_i32(g) if arr.facts.small and n == 1 else None
                     for g, n in zip(start, shape)]
+        # A longer axis with a constant start x (the columns of a row) is narrow too: its
+        # edge test is t < extent - (x + c), whose right side the full tile does not use, so
+        # nothing is shared with the offsets; 0 <= x + c < 2^31 keeps it exact.
+        self.cx = [int(g.constant) if arr.facts.small and n > 1 and isinstance(
+            g, ir.Constant) and 0 <= int(g.constant) and int(g.constant) + n <= 1 << 31
+            else None for g, n in zip(start, shape)]
         tc = [kern.thread_coord(layout, k) for k in range(len(self.g0))]
         self.tc = tc
         self._bases: dict = {}
@@ -131,8 +137,10 @@ class TileAccess:
         ok = ir.Constant(I1, 1)
         for k, (g, s) in enumerate(zip(self.g0, self.shape)):
             x = self.g32[k]
-            e = self._extent(k, x is not None)
-            if x is None:
+            e = self._extent(k, x is not None or self.cx[k] is not None)
+            if self.cx[k] is not None:
+                ok = b.and_(ok, b.icmp_signed(">=", e, ir.Constant(I32, self.cx[k] + s)))
+            elif x is None:
                 ok = b.and_(ok, b.icmp_signed(">=", g, _i64(0)))
                 ok = b.and_(ok, b.icmp_signed("<=", b.add(g, _i64(s)), e))
             else:
@@ -161,6 +169,12 @@ class TileAccess:
                 off = b.add(off, b.mul(ir.Constant(self.ity, c), self._narrow(s)))
         ok = ir.Constant(I1, 1) if self.mask is None else self.mask[r]
         for k, (base, c) in enumerate(zip(self.base, rc)):
+            if self.cx[k] is not None:
+                e = self._extent(k, True)
+                k0 = self.cx[k] + c
+                ok = b.and_(ok, b.icmp_signed("<", self.tc[k], b.sub(
+                    e, ir.Constant(I32, k0), flags=["nsw"]) if k0 else e))
+                continue
             coord = b.add(base, ir.Constant(base.type, c)) if c else base
             e = self._extent(k, self.g32[k] is not None)
             ok = b.and_(ok, b.icmp_unsigned("<", coord, e))
