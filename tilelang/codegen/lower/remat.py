@@ -15,16 +15,15 @@ anywhere its scalars dominate (the use point of the original, which they dominat
 
 from __future__ import annotations
 
-import llvmlite.ir as ir
-
 from tilelang.codegen.layouts import convert as C
 from tilelang.codegen.layouts import distributed as L
 from tilelang.codegen.llvm.kernel import TileVal
+from tilelang.codegen.lower.creation import arange_in, full_value
 from tilelang.codegen.scalar.emitter import ELEMENTWISE
 from tilelang.ir.values import Value
 from tilelang.record import replace
 from tilelang.sema.constants import ConstStr, ConstValue
-from tilelang.sema.types import DType, I32 as T_I32
+from tilelang.sema.types import DType
 
 MAX_COST = 12                       # element ops per register a re-emitted chain may cost
 RELABEL = ("reshape", "expand_dims", "permute", "transpose")
@@ -111,12 +110,7 @@ def _emit(kern, op, lay: L.Layout):
         return replace(arange_in(kern, lay, rt.dtype), origin=op)
     if name in SPLAT:
         if name == "full":
-            v = op.arg_map["value"]
-            if isinstance(v, Value):
-                t = kern.tile(v)
-                val = t.value if t.dtype == rt.dtype else kern.se.cast(t.value, t.dtype, rt.dtype)
-            else:
-                val = kern.se.constant(v.value, rt.dtype)
+            val = full_value(kern, op)
         else:
             val = kern.se.constant(0 if name == "zeros" else 1, rt.dtype)
         return replace(kern.splat(val, rt.dtype, lay), origin=op)
@@ -191,14 +185,3 @@ def _perm(kern, op, rank: int) -> tuple[int, ...]:
     dims = list(range(rank))
     dims[a0], dims[a1] = dims[a1], dims[a0]
     return tuple(dims)
-
-
-def arange_in(kern, lay: L.Layout, dtype: DType):
-    """`arange` in `lay`: each register's linear index, the thread's part computed once."""
-    base = kern.thread_linear(lay.thread_weights())
-    b = kern.builder
-    regs = []
-    for r in range(lay.num_regs):
-        i = b.add(base, ir.Constant(ir.IntType(32), lay.reg_linear(r)))
-        regs.append(i if dtype == T_I32 else kern.se.cast(i, T_I32, dtype))
-    return TileVal(dtype, lay, tuple(regs))
