@@ -94,3 +94,16 @@ def product_bound(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     ad, bd = np.abs(a.astype(np.float64)), np.abs(b.astype(np.float64))
     k = a.shape[-1]
     return np.ceil(k / 16) * 2.0 ** -23 * (ad @ bd) + 1e-30
+
+
+def attention_reference(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float,
+                        causal: str) -> np.ndarray:
+    """softmax(q k^T * scale) v in f64 for one head (q, k, v of shape (seq, d)); `causal`
+    ("true"/"false", as the example's define) masks keys after the query."""
+    qq, kk, vv = (x.astype(np.float64) for x in (q, k, v))
+    s = qq @ kk.T * scale
+    if causal == "true":
+        seq = s.shape[0]
+        s = np.where(np.arange(seq)[None, :] <= np.arange(seq)[:, None], s, -np.inf)
+    p = np.exp(s - s.max(axis=1, keepdims=True))
+    return (p / p.sum(axis=1, keepdims=True)) @ vv
