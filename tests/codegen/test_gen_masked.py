@@ -121,8 +121,9 @@ def test_edge_tiles_have_no_branch_per_element(extent16):
         if extent16:     # a vector is wholly in or out: no element-wise access at all
             assert not re.search(r"ld\.global\.b32", body)
         counts.append(branches(body))
-    # (the wider tiles stream, stream.py: one uniform test for the load and the store)
-    assert counts[0] >= counts[1] == counts[2] and counts[0] <= 8, counts
+    # (the wider tiles stream, stream.py: one uniform test for the load and the store; a
+    # `.maxntid` kernel's virtual-thread loop adds its own, a short block's path included)
+    assert counts[0] >= counts[1] == counts[2] and counts[0] <= 12, counts
 
 
 # ---------------------------------------------------------------------------------------------

@@ -41,3 +41,25 @@ def test_smaller_blocks_go_round(block):
     # every real thread takes the loop back until the 256 virtual threads are done
     assert rep.instructions["add.u32"] == 3 * 256
     assert rep.instructions["ret"] == real
+
+
+COUNT = """
+@launch(maxntid = (128, 1, 1))
+kernel count(h: Array[i32, 1]) {
+    atomic_add(h, arange(512, i32), ones((512,), i32), sem = "relaxed");
+}
+"""
+
+
+@pytest.mark.parametrize("block", [(128, 1, 1), (64, 2, 1), (32, 2, 2), (16, 3, 2), (1, 1, 1)])
+def test_every_block_shape_within_maxntid_does_each_element_once(block):
+    """`.maxntid` bounds the product of the extents only (seed 000), so a kernel declared 1-D
+    may be launched as (64, 2, 1): its y and z threads are further threads, not copies of
+    x's (atomics would count twice)."""
+    from tilelang.diagnostics import render_all
+    from tilelang.driver import Options, compile_source
+    res = compile_source(COUNT, "<count>.tile", Options(target="sm_90a"), until="ptx")
+    assert res.ok, render_all(res.diagnostics)
+    h = np.zeros(512, np.int32)
+    run_emulated(res.codegen, "count", [h], (2, 1, 1), block=block)
+    assert (h == 2).all(), np.unique(h, return_counts=True)

@@ -323,11 +323,28 @@ def emit_kernel_body(kern: KernelEmitter) -> None:
         # branch per thread; a smaller block goes round for v + ntid, v + 2 ntid, ... below
         # `threads`.
         i32 = ir.IntType(32)
-        pre = b.block
-        full = b.icmp_unsigned(">=", kern.nthreads, ir.Constant(i32, kern.threads))
+        # NVPTX cannot invert a branch: the entry's test asks for the rare case (a short
+        # block), so that the full launch falls through it.
+        short = b.icmp_unsigned("<", kern.nthreads, ir.Constant(i32, kern.threads))
         body = kern.fn.append_basic_block("vthread.body")
         latch = kern.fn.append_basic_block("vthread.next")
         again = kern.fn.append_basic_block("vthread.again")
+        first, starts, one_d = b.block, [], kern.block[1] == kern.block[2] == 1
+        if one_d:
+            # Declared 1-D, but `.maxntid` bounds only the product of the extents, so a block
+            # may be (64, 2, 1). A full launch has ntid.x >= threads > declared / 2, hence
+            # tid.y = tid.z = 0 and tid.x is the linear index; a short one takes the linear
+            # index, at no cost to the full launch.
+            fast = kern.fn.append_basic_block("vthread.full")
+            slow = kern.fn.append_basic_block("vthread.shape")
+            b.cbranch(short, slow, fast).set_weights([1, 1024])
+            b.position_at_end(slow)
+            ty, tz, ny = kern.sreg("tid.y"), kern.sreg("tid.z"), kern.sreg("ntid.y")
+            lin = b.add(kern.tid, b.mul(kern.nthreads, b.add(ty, b.mul(ny, tz))), name="tidl")
+            b.cbranch(b.icmp_unsigned("<", lin, ir.Constant(i32, kern.threads)), body, done)
+            starts.append((lin, slow))
+            b.position_at_end(fast)
+            first = fast
         if kern.declared_threads == kern.threads:
             b.branch(body)
         else:
@@ -335,22 +352,31 @@ def emit_kernel_body(kern: KernelEmitter) -> None:
             # power of two below it: the real threads past it have none
             b.cbranch(b.icmp_unsigned("<", kern.tid, ir.Constant(i32, kern.threads)), body,
                       done)
+        starts.append((kern.tid, first))
         b.position_at_end(body)
         v = b.phi(i32, name="v")
-        v.add_incoming(kern.tid, pre)
+        for start, pred in starts:
+            v.add_incoming(start, pred)
         kern.vtid = v
         kern.return_target = latch
         emit_region(kern, kern.kernel.body)
         b.position_at_end(latch)
-        # the full launch's exit is the branch taken (NVPTX cannot invert a branch: the other
-        # way round costs a `bra.uni` per thread after it)
-        b.cbranch(full, done, again).set_weights([1024, 1])
+        # the full launch's exit is the branch taken (the other way round costs a `bra.uni`)
+        b.cbranch(b.not_(short), done, again).set_weights([1024, 1])
         b.position_at_end(again)
+        # the block's size, read on this rare path (an asm with side effects, so that LLVM
+        # does not hoist it into the full launch's path)
+        size = kern.nthreads
+        if one_d:
+            size = b.asm(ir.FunctionType(i32, []),
+                         "{ .reg .u32 t; mov.u32 $0, %ntid.x; mov.u32 t, %ntid.y; "
+                         "mul.lo.u32 $0, $0, t; mov.u32 t, %ntid.z; mul.lo.u32 $0, $0, t; }",
+                         "=r", [], True, name="ntidl")
         # the next virtual thread through an opaque add: LLVM's loop strength reduction would
         # otherwise turn every address into a 64-bit induction variable set up before the
         # loop, which costs more than the one iteration a full-size launch runs
         nxt = b.asm(ir.FunctionType(i32, [i32, i32]), "add.u32 $0, $1, $2;", "=r,r,r",
-                    [v, kern.nthreads], False, name="vnext")
+                    [v, size], False, name="vnext")
         v.add_incoming(nxt, again)
         b.cbranch(b.icmp_unsigned("<", nxt, ir.Constant(i32, kern.threads)), body, done)
     b.position_at_end(done)
