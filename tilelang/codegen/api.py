@@ -40,21 +40,29 @@ class ArrayFacts:
     #                           an extent above 1 is positive (a reversed view or a broadcast
     #                           axis has none), every extent below 2^32, every stride below
     #                           2^40 bytes. With `contiguous` and `aligned16`, what TMA needs
+    same_shape: int = -1      # >= 0: the shape equals that of array parameter number
+    #                           `same_shape` (counting array parameters only), the first
+    #                           earlier one with an equal shape; its extents are used in
+    #                           place of this array's, so their bounds tests are shared
 
     def key(self) -> str:
         """Three characters `c`/`-`, `a`/`-`, `e`/`-`, then `s` when `small` holds, then `n`
-        when `tensor_map` does not (so the keys of ordinary arrays are unchanged)."""
+        when `tensor_map` does not (so the keys of ordinary arrays are unchanged), then
+        `=k` when the shape equals that of array parameter k."""
         return ("c" if self.contiguous else "-") + ("a" if self.aligned16 else "-") + \
             ("e" if self.extent16 else "-") + ("s" if self.small else "") + \
-            ("" if self.tensor_map else "n")
+            ("" if self.tensor_map else "n") + \
+            (f"={self.same_shape}" if self.same_shape >= 0 else "")
 
     @staticmethod
     def from_key(text: str) -> "ArrayFacts":
         """The facts of a key; a two-character key (before `extent16` existed) claims no
-        extent16, one without `s` no `small`, one without `n` a `tensor_map`."""
+        extent16, one without `s` no `small`, one without `n` a `tensor_map`, one without
+        `=k` no shape equality."""
+        text, eq, k = text.partition("=")
         return ArrayFacts(contiguous=text[0] == "c", aligned16=text[1] == "a",
                           extent16=text[2:3] == "e", small="s" in text[3:],
-                          tensor_map="n" not in text[3:])
+                          tensor_map="n" not in text[3:], same_shape=int(k) if eq else -1)
 
 
 GENERIC = ArrayFacts(contiguous=False, aligned16=False, extent16=False)

@@ -272,6 +272,7 @@ class KernelEmitter:
     # ------------------------------------------------------------------ parameters
     def _bind_params(self, params) -> None:
         args = iter(self.fn.args)
+        arrays: list[ArrayVal] = []       # the array parameters so far, for `same_shape`
         for p in params:
             t = p.type
             name = p.hint or f"p{p.id}"
@@ -291,8 +292,14 @@ class KernelEmitter:
                 facts = self.facts.get(name, DEFAULT_FACTS)
                 if facts.contiguous and t.rank:
                     strides[-1] = ir.Constant(I64, 1)   # the ABI: the last stride is ignored
-                self.env[p.id] = ArrayVal(t.dtype, t.rank, addr, tuple(extents), tuple(strides),
-                                          facts, name)
+                k = facts.same_shape
+                if 0 <= k < len(arrays) and arrays[k].rank == t.rank:
+                    # the shape equals an earlier array's: its extents, the same SSA values,
+                    # so LLVM shares the bounds tests and never loads these parameters
+                    extents = list(arrays[k].extents)
+                v = ArrayVal(t.dtype, t.rank, addr, tuple(extents), tuple(strides), facts, name)
+                arrays.append(v)
+                self.env[p.id] = v
             else:
                 a = next(args)
                 a.name = name
