@@ -285,7 +285,8 @@ def run_tile(kernel: str, width: int, d, precision: str | None, rows: int = 1):
     from tilelang.driver import Options, compile_kernel
     from tilelang.emulator import EmulatorDevice
     from tilelang.codegen.api import ArrayFacts
-    from tilelang.runtime.args import facts_key
+    from tilelang.driver import inspect_source
+    from tilelang.runtime.args import facts_key, shape_links
     text, path, name, const = tile_source(kernel if rows == 1 else f"{kernel}_rows")
     opts = Options(target="sm_90a", precision=precision)
     consts = {const: width} if rows == 1 else {const: width, "R": rows}
@@ -300,10 +301,14 @@ def run_tile(kernel: str, width: int, d, precision: str | None, rows: int = 1):
     dev = EmulatorDevice()
     ptrs = {k: dev.to_device(a) for k, a in arrays.items() if a is not None}
     # the specialization the runtime would pick for these arrays (docs/abi.md)
-    facts = {k: ArrayFacts.from_key(facts_key(int(ptrs[k]), a.shape,
-                                              tuple(s // a.itemsize for s in a.strides),
-                                              a.itemsize))
-             for k, a in arrays.items() if a is not None}
+    # (same_shape among them: the keys in parameter order)
+    order = [p.name for p in inspect_source(text, path, opts).kernels[name].params
+             if p.kind == "array"]
+    keys = shape_links([facts_key(int(ptrs[k]), arrays[k].shape,
+                                  tuple(s // arrays[k].itemsize for s in arrays[k].strides),
+                                  arrays[k].itemsize) for k in order],
+                       [arrays[k].shape for k in order])
+    facts = {k: ArrayFacts.from_key(f) for k, f in zip(order, keys)}
     # linked as the driver links (register_fit may add `.maxnreg`): the PTX run here is the
     # PTX of the cubin whose registers are reported
     ck = compile_kernel(text, path, name, consts=consts, options=opts, link=True, facts=facts)

@@ -270,6 +270,21 @@ def small(shape: tuple, strides: tuple) -> bool:
     return span < SMALL_SPAN
 
 
+def shape_links(keys: list[str], shapes: list[tuple]) -> list[str]:
+    """The facts keys of a launch's arrays (in parameter order) with `=k` appended to each
+    whose shape equals that of an earlier array k (the first such; counting arrays only),
+    the `same_shape` fact. A 0-d array has no extent to share."""
+    out = list(keys)
+    for j in range(1, len(shapes)):
+        sj = tuple(shapes[j])
+        if sj:
+            for i in range(j):
+                if tuple(shapes[i]) == sj:
+                    out[j] += f"={i}"
+                    break
+    return out
+
+
 def itemsize(dtype: str) -> int:
     return ITEMSIZE[dtype]
 
@@ -290,6 +305,7 @@ def make_binder(params: tuple[ParamInfo, ...], convert: tuple, backend) -> Calla
     env: dict = {"fast_reader": fast_reader, "no_reader": _no_reader, "backend": backend}
     names = [f"x{i}" for i in range(len(params))]
     body, parts, facts, libs = [], [], [], []
+    arr = [i for i, p in enumerate(params) if p.kind == "array"]
     if names:
         body.append(f"    {', '.join(names)}, = args")
     for i, p in enumerate(params):
@@ -311,6 +327,18 @@ def make_binder(params: tuple[ParamInfo, ...], convert: tuple, backend) -> Calla
                 env[f"C{i}"] = convert[i]
                 body.append(f"    {x} = C{i}({x})")
             parts.append(f"({x},)")
+    # the `same_shape` fact: array j's key gains `=i` for the first earlier array i of the
+    # same rank whose extents (values[1:1+rank] of each) are all equal
+    ranks = [p.rank for p in params if p.kind == "array"]
+    for j in range(1, len(ranks)):
+        tests = [(i, " and ".join(f"g{arr[j]}[0][{d}] == g{arr[i]}[0][{d}]"
+                                  for d in range(1, 1 + ranks[j])))
+                 for i in range(j) if ranks[j] and ranks[i] == ranks[j]]
+        if tests:
+            body.append(f"    f{j} = g{arr[j]}[1]")
+            for n, (i, same) in enumerate(tests):
+                body += [f"    {'elif' if n else 'if'} {same}:", f"        f{j} += '={i}'"]
+            facts[j] = f"f{j}"
     lib = " or ".join(libs) or "None"
     body.append(f"    return {' + '.join(parts) or '()'}, "
                 f"({', '.join(facts)}{',' if facts else ''}), {lib}")

@@ -22,7 +22,7 @@ from tilelang.codegen.api import ArrayFacts
 from tilelang.diagnostics import InternalCompilerError
 
 from . import cache as cache_mod
-from .args import check_array, extract, facts_key, make_binder
+from .args import check_array, extract, facts_key, make_binder, shape_links
 from .compiler import Built, CompileOptions, Compiler, DriverCompiler
 from .dtypes import INT_RANGE, ITEMSIZE, SCALAR_CONVERT, accepts, scalar_problem
 from .errors import KernelNotFound, _diag, arg_error, usage_error, value_error
@@ -545,6 +545,7 @@ class Kernel:
                     c = convert[i]
                     values.append(args[i] if c is None else c(args[i]))
             lib = next((v.what for v in views if v.what != "DeviceArray"), None)
+            facts = shape_links(facts, [v.shape for v in views])
             return self._issue(values, tuple(facts), grid, block, stream, lib, args, originals)
         finally:
             if finish is not None:
@@ -588,19 +589,31 @@ class Kernel:
                               "e.g. `kernel.compile(facts={'a': '-ae'})`")
         facts = dict(facts)
         key = []
-        for i in self._arrays:
+        for j, i in enumerate(self._arrays):
             name = self.params[i].name
             f = facts.pop(name, "caes")
             if isinstance(f, ArrayFacts):
                 f = f.key()
-            if f not in FACT_KEYS:
+            base, eq, k = f.partition("=") if isinstance(f, str) else (f, "", "")
+            if eq and not (k.isdigit() and k.isascii() and int(k) < j and self.params[
+                    self._arrays[int(k)]].rank == self.params[i].rank > 0):
+                arrays = ", ".join(f"{n} `{self.params[a].name}`"
+                                   for n, a in enumerate(self._arrays[:j])) or "none"
+                raise value_error(f"facts of `{name}` for kernel `{self.name}`: {f!r} claims "
+                                  f"the shape of array parameter {k}, which is not an earlier "
+                                  f"array of the same rank", "`=k` names an earlier array "
+                                  f"parameter by its number among the arrays (here: {arrays})"
+                                  ", whose shape this array's equals", self.params[i].span)
+            if base not in FACT_KEYS:
                 raise value_error(f"facts of `{name}` for kernel `{self.name}`: {f!r} is not "
                                   "a facts key", "use ArrayFacts(...) or a key of three "
                                   "characters, `c` or `-`, `a` or `-`, `e` or `-` (c: "
                                   "contiguous, a: 16-byte aligned, e: last extent a multiple "
                                   "of 16 bytes, -: not), e.g. `cae`, then `s` for offsets "
                                   "below 2^31 elements, then `n` for an array no tensor map "
-                                  "describes (a zero or negative stride)", self.params[i].span)
+                                  "describes (a zero or negative stride), then `=k` when "
+                                  "the shape equals that of array parameter k",
+                                  self.params[i].span)
             key.append(ArrayFacts.from_key(f).key())
         if facts:
             bad = next(iter(facts))

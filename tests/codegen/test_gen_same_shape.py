@@ -1,0 +1,53 @@
+"""The `same_shape` fact in the lowering (docs/codegen.md): an array whose shape equals an
+earlier array's tests its bounds against that array's extents, the same SSA values, so LLVM
+keeps one compare where there was one per array, and its extent parameters are not loaded."""
+
+from __future__ import annotations
+
+import os
+import re
+
+from tilelang.codegen.api import ArrayFacts
+from tilelang.driver import Options, compile_kernel
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+VADD = os.path.join(ROOT, "examples", "vadd.tile")
+
+
+def vadd_ptx(keys) -> str:
+    with open(VADD) as f:
+        text = f.read()
+    facts = {n: ArrayFacts.from_key(k) for n, k in zip("abc", keys)}
+    return compile_kernel(text, VADD, "vadd", consts={"TILE": 256},
+                          options=Options(target="sm_90a"), facts=facts, link=False).ptx
+
+
+def tile_end_tests(ptx: str) -> list[str]:
+    """The 64-bit compares of the tile's end against an extent: the uniform full-tile test
+    (`setp.gt.s64 %p, end, extent`) each access makes before choosing its edge path."""
+    return re.findall(r"setp\.gt\.s64\s+%p\d+, %rd\d+, %rd\d+;", ptx)
+
+
+def loaded_params(ptx: str) -> set[int]:
+    return {int(n) for n in re.findall(r"ld\.param\.b64\s+%rd\d+, \[vadd_param_(\d+)\];", ptx)}
+
+
+def test_vadd_one_bounds_test_per_vector_under_the_fact():
+    plain = vadd_ptx(("caes", "caes", "caes"))
+    linked = vadd_ptx(("caes", "caes=0", "caes=0"))
+    assert len(tile_end_tests(plain)) == 3                 # a's, b's and c's extents
+    assert len(tile_end_tests(linked)) == 1                # a's only, shared
+    # parameters: a = 0 (address), 1 (extent), 2 (stride); b = 3, 4, 5; c = 6, 7, 8. The last
+    # strides are not read (contiguous); b's and c's extents are not read under the fact
+    assert loaded_params(plain) == {0, 1, 3, 4, 6, 7}
+    assert loaded_params(linked) == {0, 1, 3, 6}
+    # the edge tests of each access compare against a's extent only
+    extent = re.search(r"ld\.param\.b64\s+(%rd\d+), \[vadd_param_1\];", linked).group(1)
+    edge = re.findall(r"setp\.lt\.u64\s+%p\d+, %rd\d+, (%rd\d+);", linked)
+    assert len(edge) == 3 and set(edge) == {extent}
+
+
+def test_partial_link_keeps_the_other_extent():
+    ptx = vadd_ptx(("caes", "caes", "caes=1"))             # c's shape is b's, a's differs
+    assert len(tile_end_tests(ptx)) == 2
+    assert loaded_params(ptx) == {0, 1, 3, 4, 6}
