@@ -89,7 +89,8 @@ def test_compile_facts(mod):
         "use ArrayFacts(...) or a key of three characters, `c` or `-`, `a` or `-`, `e` or `-` "
         "(c: contiguous, a: 16-byte aligned, e: last extent a multiple of 16 bytes, -: not), "
         "e.g. `cae`, then `s` for offsets below 2^31 elements, then `n` for an array no "
-        "tensor map describes (a zero or negative stride)")
+        "tensor map describes (a zero or negative stride), then `=k` when the shape equals "
+        "that of array parameter k")
     assert usage(lambda: mod.vadd.compile(facts={"a": 3}))[0] == \
         "facts of `a` for kernel `vadd`: 3 is not a facts key"
     assert usage(lambda: mod.vadd.compile(facts=["a"]))[0] == (
