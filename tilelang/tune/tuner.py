@@ -22,7 +22,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from tilelang.diagnostics import TileError
-from tilelang.runtime.args import extract, facts_key
+from tilelang.runtime.args import extract, facts_key, shape_links
 from tilelang.runtime.dtypes import ITEMSIZE
 from tilelang.runtime.errors import _diag, RuntimeUsageError, value_error
 from tilelang.runtime.module import Kernel, get_backend
@@ -431,12 +431,16 @@ def _meta(kernel: Kernel, args) -> dict:
 
 
 def _facts(kernel: Kernel, args) -> dict:
-    out = {}
+    out, shapes = {}, []
     for p, a in zip(kernel.params, args):
         if p.kind == "array":
             v = extract(a)
             if v is not None and v.strides is not None and p.dtype in ITEMSIZE:
                 out[p.name] = facts_key(v.ptr, v.shape, v.strides, ITEMSIZE[p.dtype])
+                shapes.append(v.shape)
+    if len(out) == sum(p.kind == "array" for p in kernel.params):
+        # the launch's same_shape links (docs/abi.md), so the trials are its specialization
+        out = dict(zip(out, shape_links(list(out.values()), shapes)))
     return out
 
 
