@@ -40,8 +40,9 @@ def test_run_vadd_on_the_emulator(capsys, tmp_path):
     assert lines[1] == "consts    TILE=1024"
     assert lines[2] == "backend   emulator, target sm_90a"
     assert lines[3] == "launch    grid (4, 1, 1), block (128, 1, 1)"
-    assert lines[4] == "facts     a=caes, b=caes, c=caes  (c: contiguous, a: 16-byte aligned, " \
-        "e: last extent a multiple of 16 B, s: offsets below 2^31 elements)"
+    assert lines[4] == "facts     a=caes, b=caes=0, c=caes=0  (c: contiguous, a: 16-byte " \
+        "aligned, e: last extent a multiple of 16 B, s: offsets below 2^31 elements, =k: the " \
+        "shape of array k)"
     assert "us per launch" in lines[5]
     assert lines[-1] == f"saved     {save}"
     data = np.load(save)

@@ -317,7 +317,8 @@ def cmd_run(argv: list[str]) -> int:
                   + "  (c: contiguous, a: 16-byte aligned, e: last extent a multiple of 16 B, "
                   "s: offsets below 2^31 elements"
                   + (", n: no tensor map" if any("n" in v for v in facts.values()) else "")
-                  + ")\n")
+                  + (", =k: the shape of array k" if any("=" in v for v in facts.values())
+                     else "") + ")\n")
     out.write(f"time      prepare {1e3 * (t1 - t0):.1f} ms, first launch {1e3 * (t2 - t1):.1f} ms"
               " (compiles on a cache miss)")
     if args.repeat > 1:
