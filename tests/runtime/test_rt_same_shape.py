@@ -168,3 +168,51 @@ def test_compile_refuses_a_link_across_ranks(rmsnorm):
         k.compile({"w": "caes=0"})
     assert e.value.diagnostics[0].message == "facts of `w` for kernel `rmsnorm`: 'caes=0' " \
         "claims the shape of array parameter 0, which is not an earlier array of the same rank"
+
+
+def test_binder_and_general_path_agree():
+    """The generated binder (device arrays) derives the keys `shape_links` (the general path's
+    derivation) gives, for every combination of shapes of a kernel with arrays of ranks 2, 1,
+    2, 2 and a scalar between them."""
+    from tilelang.runtime.args import make_binder
+    from tilelang.runtime.device_array import DeviceArray
+    from tilelang.runtime.emulator_backend import EmulatorBackend
+    from tilelang.runtime.signature import ParamInfo
+    params = (ParamInfo("p", "array", "f32", 2), ParamInfo("q", "array", "f32", 1),
+              ParamInfo("s", "scalar", "f32"), ParamInfo("r", "array", "f32", 2),
+              ParamInfo("t", "array", "f32", 2))
+    backend = EmulatorBackend()
+    bind = make_binder(params, (None,) * 5, backend)
+    shapes2 = [(4, 8), (4, 12), (8, 4)]
+    for sp in shapes2:
+        for sr in shapes2:
+            for st in shapes2:
+                shapes = [sp, (8,), sr, st]
+                host = [np.zeros(s, np.float32) for s in shapes]
+                dev = [DeviceArray.from_host(backend, a) for a in host]
+                values, facts, _ = bind((dev[0], dev[1], 1.0, dev[2], dev[3]))
+                keys = [ArrayFacts.from_key(f) for f in facts]
+                assert list(facts) == shape_links([f.split("=")[0] for f in facts], shapes)
+                assert keys[1].same_shape == -1                 # rank 1: nothing to share
+                assert (keys[2].same_shape == 0) == (sr == sp)
+                want_t = 0 if st == sp else 2 if st == sr else -1
+                assert keys[3].same_shape == want_t
+                assert values[1:3] == sp and values[10:12] == sr and values[15:17] == st
+
+
+def test_disk_cache_round_trip(vadd, tmp_path):
+    from tilelang.runtime import cache as cache_mod, module as module_mod
+    mod, k = vadd
+    a = RNG.standard_normal(512).astype(np.float32)
+    c = np.zeros(512, np.float32)
+    k[(2,)](a, a, c)
+    module_mod.clear_memory_cache()
+    cache_mod.STATS["disk_hits"] = cache_mod.STATS["compiles"] = 0
+    again = tilelang.compile(os.path.join(ROOT, "examples", "vadd.tile"),
+                             backend="emulator").vadd.specialize(TILE=256)
+    c2 = np.zeros(512, np.float32)
+    again[(2,)](a, a, c2)
+    np.testing.assert_array_equal(c2, a + a)
+    assert (cache_mod.STATS["disk_hits"], cache_mod.STATS["compiles"]) == (1, 0)
+    spec = again._specs[("caes", "caes=0", "caes=0")]
+    assert spec.artifact.facts["c"] == ArrayFacts(small=True, same_shape=0)
