@@ -216,3 +216,23 @@ def test_disk_cache_round_trip(vadd, tmp_path):
     assert (cache_mod.STATS["disk_hits"], cache_mod.STATS["compiles"]) == (1, 0)
     spec = again._specs[("caes", "caes=0", "caes=0")]
     assert spec.artifact.facts["c"] == ArrayFacts(small=True, same_shape=0)
+
+
+@pytest.mark.gpu
+def test_torch_fast_reader_on_cuda():
+    """On a GPU the torch reader feeds the generated binder: equal lengths link, a shorter
+    output does not, and both are right."""
+    torch = pytest.importorskip("torch")
+    mod = tilelang.compile(os.path.join(ROOT, "examples", "vadd.tile"), backend="cuda")
+    k = mod.vadd
+    n = 100_003
+    a, b = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
+    c = torch.empty(n, device="cuda")
+    k[((n + 1023) // 1024,)](a, b, c)
+    short = torch.full((n - 5000,), 7.0, device="cuda")
+    k[((n + 1023) // 1024,)](a, b, short)
+    torch.cuda.synchronize()
+    assert torch.equal(c, a + b)
+    assert torch.equal(short, (a + b)[:n - 5000])
+    # torch's allocations are 256-byte aligned; 100,003 and 95,003 f32 are not 16-byte lengths
+    assert sorted(k._specs) == [("ca-s", "ca-s=0", "ca-s"), ("ca-s", "ca-s=0", "ca-s=0")]
