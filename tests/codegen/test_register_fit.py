@@ -174,3 +174,118 @@ def test_refit_closes_a_real_relocatable_gap():
     r = linked.resources["vadd"]
     assert r.registers == 32 and r.spill_stores == r.spill_loads == 0
     assert occupancy("sm_90a", 128, 32).fraction == 1.0 > occupancy("sm_90a", 128, 34).fraction
+
+
+def test_deep_tries_reach_half_occupancy_then_the_step():
+    # 128 threads on sm_90a: 96 registers fit 5 blocks (31%), 80 fit 6, 64 fit 8 (50%)
+    assert rf.deep("sm_90a", 128, 96, 0) == [64, 80]
+    assert rf.deep("sm_90a", 256, 96, 0) == [64, 80]      # 2 blocks of 256; 3 at 80; 4 at 64
+    assert rf.deep("sm_90a", 128, 88, 0) == []            # within MARGIN: step_below's
+    assert rf.deep("sm_90a", 128, 72, 0) == []            # 44%, but 64 is within MARGIN
+    assert rf.deep("sm_90a", 128, 64, 0) == []            # already at LOW
+    assert rf.deep("sm_90a", 128, 230, 0) == []           # above DEEP_MAX: its own need
+    assert rf.deep("sm_90a", 128, 96, 100 * 1024) == []   # shared memory limits it
+    for regs in range(rf.MIN_REGS + 1, rf.DEEP_MAX + 1):
+        tries = rf.deep("sm_90a", 128, regs, 0)
+        assert len(tries) <= 2 and all(c < regs - rf.MARGIN for c in tries)
+        if tries:
+            assert occupancy("sm_90a", 128, tries[0]).fraction >= rf.LOW
+
+
+def _deep_link(spill_below, seen):
+    """A link where kernel `a` spills under a cap below `spill_below` and otherwise meets it."""
+    def link(ptx):
+        caps = dict(re.findall(r"\.entry (\w+)[^{]*\.maxnreg (\d+)", ptx, re.S))
+        seen.append({k: int(v) for k, v in caps.items()})
+        cap = int(caps.get("a", 96))
+        res = _res("a", cap, spills=8, frame=16) if cap < spill_below else _res("a", cap)
+        return SimpleNamespace(resources={"a": res, "b": _res("b", 28)})
+    return link
+
+
+@pytest.mark.parametrize("spill_below, want, links", [
+    (0, 64, [{"a": 64}]),                       # reaches 50% at once
+    (72, 80, [{"a": 64}, {"a": 80}]),           # spills at 64: the step below stands
+    (96, None, [{"a": 64}, {"a": 80}]),         # spills at both: the first link stands
+])
+def test_refit_deep(spill_below, want, links):
+    first = SimpleNamespace(resources={"a": _res("a", 96), "b": _res("b", 28)})
+    seen = []
+    ptx, linked = rf.refit(PTX, _codegen("a", "b"), "sm_90a", first, _deep_link(spill_below, seen))
+    assert seen == links
+    if want is None:
+        assert (ptx, linked) == (PTX, first)
+    else:
+        assert ptx.count(".maxnreg") == 1 and f".maxnreg {want}" in ptx
+        r = linked.resources["a"]
+        assert r.registers == want and r.spill_stores == r.spill_loads == r.stack_frame == 0
+
+
+def test_refit_deep_next_to_a_margin_step():
+    """`b` takes the MARGIN step (34 -> 32) in the first link; `a`'s deep tries keep it."""
+    first = SimpleNamespace(resources={"a": _res("a", 96), "b": _res("b", 34)})
+    seen = []
+
+    def link(ptx):
+        caps = {k: int(v) for k, v in re.findall(r"\.entry (\w+)[^{]*\.maxnreg (\d+)", ptx, re.S)}
+        seen.append(caps)
+        a = caps.get("a", 96)
+        return SimpleNamespace(resources={"a": _res("a", a, spills=4 if a < 72 else 0),
+                                          "b": _res("b", caps.get("b", 34))})
+    ptx, linked = rf.refit(PTX, _codegen("a", "b"), "sm_90a", first, link)
+    assert seen == [{"b": 32}, {"a": 64, "b": 32}, {"a": 80, "b": 32}]
+    assert linked.resources["a"].registers == 80 and linked.resources["b"].registers == 32
+    assert ".reqntid 128, 1, 1\n.maxnreg 80\n{" in ptx and ".maxnreg 32" in ptx
+
+
+def _softmax_ieee_4096(**kw):
+    res = compile_source((ROOT / "examples" / "softmax.tile").read_text(), "softmax.tile",
+                         Options(target="sm_90a", precision="ieee"), kernels=["softmax_rows"],
+                         consts={"N": 4096}, **kw)
+    if not res.ok and any(d.code == "E0762" for d in res.diagnostics):
+        pytest.skip("nvJitLink is not installed")
+    assert res.ok, res.diagnostics
+    return res
+
+
+def _nvjitlink_or_skip():
+    from tilelang import nvjitlink
+    try:
+        nvjitlink.library()
+    except nvjitlink.NvJitLinkUnavailable:
+        pytest.skip("nvJitLink is not installed")
+
+
+def test_softmax_ieee_4096_reaches_half_occupancy():
+    """nvJitLink alone: 96 registers, 31% at 128 threads (whole-program ptxas: 56); capped at
+    64 it spills nothing, so the driver keeps 64 (50%)."""
+    _nvjitlink_or_skip()
+    res = _softmax_ieee_4096()
+    r = res.link.resources["softmax_rows"]
+    assert r.registers <= 64 and r.spill_stores == r.spill_loads == r.stack_frame == 0
+    assert occupancy("sm_90a", 128, r.registers).fraction >= 0.5
+    assert ".reqntid 128, 1, 1\n.maxnreg 64\n{" in res.ptx
+
+
+def test_a_cap_that_really_spills_is_refused(monkeypatch):
+    """With LOW raised to 75% the first deep try is 40 registers, where this softmax really
+    spills (nvJitLink 13.5: 204 bytes stored); that link is refused and the step below the
+    first link's 96 (80, no spill) is kept instead."""
+    _nvjitlink_or_skip()
+    from tilelang.codegen.link import link_ptx
+    ptx = _softmax_ieee_4096(until="ptx").ptx
+    seen = []
+
+    def link(text):
+        out = link_ptx(text, "sm_90a", env={})
+        seen.append(out.resources["softmax_rows"])
+        return out
+    first = link(ptx)
+    if first.resources["softmax_rows"].registers != 96:
+        pytest.skip("this nvJitLink allocates differently from 13.5")
+    monkeypatch.setattr(rf, "LOW", 0.75)
+    ptx2, linked = rf.refit(ptx, _codegen("softmax_rows"), "sm_90a", first, link)
+    assert seen[1].registers <= 40 and seen[1].spill_stores > 0     # the refused try
+    r = linked.resources["softmax_rows"]
+    assert ".maxnreg 80\n" in ptx2 and r.registers <= 80
+    assert r.spill_stores == r.spill_loads == r.stack_frame == 0

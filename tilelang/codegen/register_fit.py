@@ -12,6 +12,15 @@ stack; otherwise the first link stands. Kernels whose launch contract already fi
 or `.minnctapersm`, and those limited by something other than registers, are left alone. The
 added directive is part of the PTX the cubin was made from (`CompileResult.ptx`); PTX emitted
 without linking (`tilec --emit ptx`) cannot know it.
+
+A kernel further than MARGIN above the step, below `LOW` occupancy and of at most `DEEP_MAX`
+registers is tried deeper (`deep`), since the relocatable compile can cost far more than one
+allocation unit: softmax at N = 4,096 in precision "ieee" links at 96 registers (31% at 128
+threads) where whole-program ptxas takes 56, and capped at 64 it spills nothing. At most two
+more links: first the largest count that reaches `LOW`, then, when that spills, the step just
+below the first link's count; a cap is kept only when it spills nothing and adds no stack, else
+the first link stands. The examples' softmax, layernorm, vadd and matmul never take this path
+(checked on sm_90a and sm_80 in both precisions; the examples' dropout does: 92 -> 60).
 """
 
 from __future__ import annotations
@@ -23,10 +32,17 @@ from typing import Mapping, NamedTuple
 from tilelang.codegen.occupancy import ARCH_LIMITS, occupancy
 
 # At most one register-allocation unit (256 per warp = 8 per thread) above the step: the
-# relocatable-code overhead measured on the examples is 2-8 registers; a larger gap is the
-# kernel's own need and capping it would spill.
+# relocatable-code overhead measured on most examples is 2-8 registers; a larger gap is usually
+# the kernel's own need (but see LOW).
 MARGIN = 8
 MIN_REGS = 24          # below this a cap is not worth a second link
+# Below this theoretical occupancy a register-limited kernel is tried deeper than MARGIN, up to
+# the count that reaches it: a memory-bound kernel hides latency with resident warps, and
+# whole-program ptxas left the examples' kernels at least there (softmax ieee@4,096: 56, 56%).
+LOW = 0.5
+# ... and only up to this many registers: above it a kernel is register-tiled (matmul, attention
+# on sm_80 at 230) and its allocation is its own need; two failing links of one cost ~1 s.
+DEEP_MAX = 128
 
 
 class KernelShape(NamedTuple):
@@ -74,6 +90,29 @@ def caps(target: str, kernels: list[KernelShape], resources: Mapping) -> dict[st
     return out
 
 
+def deep(target: str, threads: int, registers: int, smem: int) -> list[int]:
+    """The caps to try, in order, for a kernel of at most DEEP_MAX registers below LOW
+    occupancy, limited by registers and further than MARGIN above its step: the largest count
+    that reaches LOW (when one above MIN_REGS does), then the largest count that fits one more
+    block. Empty otherwise."""
+    if target not in ARCH_LIMITS or not MIN_REGS < registers <= DEEP_MAX:
+        return []
+    occ = occupancy(target, threads, registers, smem)
+    if occ.limiter != "registers" or occ.fraction >= LOW:
+        return []
+    if step_below(target, threads, registers, smem) is not None:
+        return []                                   # the MARGIN path handles it
+    to_low = step = None
+    for r in range(registers - 1, MIN_REGS - 1, -1):
+        o = occupancy(target, threads, r, smem)
+        if step is None and o.blocks_per_sm > occ.blocks_per_sm:
+            step = r
+        if o.fraction >= LOW:
+            to_low = r
+            break
+    return [c for c in dict.fromkeys((to_low, step)) if c is not None]
+
+
 _ENTRY = re.compile(r"^(?:\.visible\s+|\.weak\s+)?\.entry\s+([A-Za-z_$][\w$]*)\s*\(", re.M)
 # the directives ptx_header writes before `.maxnreg`, in its order
 _BEFORE = (".maxntid", ".reqntid", ".minnctapersm", ".maxnctapersm")
@@ -115,40 +154,75 @@ def accepted(before, after, caps_by_kernel: Mapping[str, int]) -> list[str]:
 
 
 def refit(ptx: str, codegen, target: str, first, link):
-    """(ptx, link result) after the step-down described above; `first` is the link of `ptx`,
-    `link(ptx)` links another PTX. Returns (ptx, first) when nothing is gained. Where the step
-    is taken and the result is again within MARGIN of the next step, that one is tried too
-    (one more link): nvJitLink's scheduling can hoist a streamed kernel's loads well above
-    what it needs (vadd over 4,096-wide tiles links at 44 registers and fits 40, then 32, with
-    no spill)."""
+    """(ptx, link result) after the step-down and the deep tries described above; `first` is
+    the link of `ptx`, `link(ptx)` links another PTX."""
     kernels = shapes(codegen)
+    got_ptx, got, chosen = _margin(ptx, kernels, target, first, link)
+    pending = {}
+    for k in kernels:
+        r = first.resources.get(k.name)
+        if k.fixed or r is None or r.spill_stores or r.spill_loads or k.name in chosen:
+            continue
+        tries = deep(target, k.threads, r.registers, k.smem)
+        if tries:
+            pending[k.name] = tries
+    unlinked = False                    # caps in `chosen` no kept link has yet
+    for _ in range(2):                  # at most two more links
+        tries = {k: c.pop(0) for k, c in pending.items() if c}
+        if not tries and not unlinked:
+            break
+        trial_ptx = with_maxnreg(ptx, {**chosen, **tries})
+        try:
+            trial = link(trial_ptx)
+        except Exception:               # noqa: BLE001 - what was linked before stands
+            break
+        ok = set(accepted(first.resources, trial.resources, {**chosen, **tries}))
+        if not set(chosen) <= ok:
+            break
+        if set(tries) <= ok:
+            return trial_ptx, trial
+        # a refused kernel leaves its spilling code in this cubin: link again with the kernels
+        # that passed kept and the refused ones at their next cap, if any
+        passed = {k: c for k, c in tries.items() if k in ok}
+        chosen, unlinked = {**chosen, **passed}, unlinked or bool(passed)
+        pending = {k: c for k, c in pending.items() if k not in ok}
+    return got_ptx, got
+
+
+def _margin(ptx: str, kernels, target: str, first, link):
+    """(ptx, link result, the caps it holds) after the step-down within MARGIN; `first` is the
+    link of `ptx`, `link(ptx)` links another PTX. Returns (ptx, first, {}) when nothing is
+    gained. Where the step is taken and the result is again within MARGIN of the next step,
+    that one is tried too (one more link): nvJitLink's scheduling can hoist a streamed kernel's
+    loads well above what it needs (vadd over 4,096-wide tiles links at 44 registers and fits
+    40, then 32, with no spill)."""
     want = caps(target, kernels, first.resources)
     if not want:
-        return ptx, first
+        return ptx, first, {}
     got = None
     for _ in range(2):                  # one more try without the kernels that refused
         trial_ptx = with_maxnreg(ptx, want)
         try:
             trial = link(trial_ptx)
         except Exception:               # noqa: BLE001 - the first link stands
-            return ptx, first
+            return ptx, first, {}
         ok = accepted(first.resources, trial.resources, want)
         if len(ok) == len(want):
             got = trial_ptx, trial
             break
         if not ok:
-            return ptx, first
+            return ptx, first, {}
         want = {k: want[k] for k in ok}
     if got is None:
-        return ptx, first
+        return ptx, first, {}
     more = {k: c for k, c in caps(target, kernels, got[1].resources).items() if k in want}
     if not more:
-        return got
+        return (*got, want)
     trial_ptx = with_maxnreg(ptx, {**want, **more})
     try:
         trial = link(trial_ptx)
     except Exception:                   # noqa: BLE001 - the first step stands
-        return got
+        return (*got, want)
     if len(accepted(first.resources, trial.resources, more)) == len(more):
-        return trial_ptx, trial
-    return got
+        return trial_ptx, trial, {**want, **more}
+    return (*got, want)
