@@ -18,17 +18,6 @@ from tilelang.runtime.args import shape_links
 
 RNG = np.random.default_rng(33)
 
-RMSNORM = """
-kernel rmsnorm(x: Array[f32, 2], w: Array[f32, 1], y: Array[f32, 2], eps: f32,
-               const N: i32 = 256) {
-    let r = bid(0);
-    let t = load(x, index = (r, 0), shape = (1, N), padding = 0.0);
-    let ms = sum(t * t, axis = 1, keepdims = true) / astype(x.shape[1], f32);
-    let scale = load(w, index = (0,), shape = (N,), padding = 0.0);
-    store(y, index = (r, 0), tile = t * rsqrt(ms + eps) * scale);
-}
-"""
-
 
 @pytest.fixture(autouse=True)
 def cache_in_tmp(tmp_path, monkeypatch):
@@ -42,11 +31,9 @@ def vadd():
 
 
 @pytest.fixture
-def rmsnorm(tmp_path):
-    path = tmp_path / "rmsnorm.tile"
-    path.write_text(RMSNORM)
-    mod = tilelang.compile(str(path), backend="emulator")
-    return mod, mod.rmsnorm
+def rmsnorm():
+    mod = tilelang.compile(os.path.join(ROOT, "examples", "rmsnorm.tile"), backend="emulator")
+    return mod, mod.rmsnorm.specialize(N=256)
 
 
 def test_key_text():
