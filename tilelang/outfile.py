@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import secrets
 import stat
 
 
@@ -120,7 +119,8 @@ def _replace(path: str, data: bytes) -> None:
     base = os.path.basename(path)
     fd = tmp = None
     for _ in range(100):
-        tmp = os.path.join(folder, f".{base}.tilec-{secrets.token_hex(4)}")
+        # os.urandom is what `secrets` draws from; importing `secrets` costs ~5 ms (hashlib)
+        tmp = os.path.join(folder, f".{base}.tilec-{os.urandom(4).hex()}")
         try:   # 0666 here: the umask takes its bits away, as for any new file
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
                          | getattr(os, "O_CLOEXEC", 0), 0o666)
