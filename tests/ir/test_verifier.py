@@ -3,13 +3,12 @@ kernel, show the op as printed and say what is wrong."""
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 
 from tilelang.diagnostics import TileSemanticError
 from tilelang.ir import (Block, BreakOp, ContinueOp, ForOp, IfOp, IRBuildError, KernelBuilder,
                          IRVerificationError, ReturnOp, Value, YieldOp, module, samples, verify)
+from tilelang.record import replace
 from tilelang.sema.types import F16, F32, I32, I64, ArrayType, TileType, scalar
 
 

@@ -18,12 +18,12 @@ run-time control flow of a `fn`, a `var` holding a tuple across a region) is a d
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Iterable, Sequence
 
 from tilelang.diagnostics import InternalCompilerError, TileError, TileSemanticError, \
     register_codes
 from tilelang.frontend import ast
+from tilelang.record import replace
 from tilelang.sema.builtins import BUILTINS, Builtin, bind_call
 from tilelang.sema.builtins_core import ArgInfo, DTypeType
 from tilelang.sema.checker import Checker, Ctx, Scope, _NeedsValue, returning_else

@@ -11,16 +11,18 @@ Structure (docs/ir.md has the full description):
   enclosing loop (break: its results; continue: its next iteration), and may sit inside `IfOp`
   regions nested in that loop; `ReturnOp` ends the kernel for this block of the grid.
 
-All are frozen dataclasses: passes build new ops. `span` (source position) is excluded from
-equality so that CSE and golden comparisons ignore where an op came from.
+All are frozen records (tilelang/record.py: dataclass behaviour without the ~1 ms each that
+`@dataclass` costs on every cold compile): passes build new ops with `tilelang.record.replace`.
+`span` (source position) is excluded from equality so that CSE and golden comparisons ignore
+where an op came from.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping, Union
 
 from tilelang.diagnostics import Span
+from tilelang.record import field, record
 from tilelang.sema.builtins import BUILTINS, OPERATORS, Builtin
 from tilelang.sema.constants import ConstValue
 from tilelang.sema.types import Type, VOID
@@ -71,7 +73,7 @@ class Op:
         return visitor.visit(self)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Block:
     """One region: arguments (loop induction variable, carried values) and operations."""
 
@@ -83,7 +85,7 @@ class Block:
         return self.ops[-1] if self.ops and self.ops[-1].is_terminator else None
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ConstantOp(Op):
     """A strict scalar constant as a value (`i32(0)`, a folded result)."""
 
@@ -96,7 +98,7 @@ class ConstantOp(Op):
         return (self.result,)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class BuiltinOp(Op):
     """A call of registry entry `name` with arguments bound to its parameters (in parameter
     order, absent optionals left out) plus the variadic tail (`print`'s values)."""
@@ -133,7 +135,7 @@ class BuiltinOp(Op):
         return self.result.type if self.result is not None else VOID
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class IfOp(Op):
     """`results = if cond { then... yield } else { else_... yield }`; cond a bool scalar."""
 
@@ -156,7 +158,7 @@ class IfOp(Op):
         return (self.then, self.else_)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ForOp(Op):
     """`for iv in range(start, stop, step)` with carried values. `body.args` is
     (iv, *carried); the body ends in yield/continue (next carried values) or break (results).
@@ -192,7 +194,7 @@ class ForOp(Op):
         return self.body.args[1:]
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class WhileOp(Op):
     """`while` with carried values: `cond` (args: carried) ends in `ConditionOp`; when false
     the loop's results are the carried values. `body` (args: carried) ends in yield/continue
@@ -217,7 +219,7 @@ class WhileOp(Op):
         return (self.cond, self.body)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class _Terminator(Op):
     values: tuple[Value, ...] = ()
     span: Span | None = field(default=None, compare=False)
@@ -228,27 +230,27 @@ class _Terminator(Op):
         return self.values
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class YieldOp(_Terminator):
     """End of an if branch (its results) or of a loop body (the next carried values)."""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class BreakOp(_Terminator):
     """Leave the innermost enclosing loop; `values` become its results."""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ContinueOp(_Terminator):
     """Start the innermost enclosing loop's next iteration with `values` as carried values."""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ConditionOp(_Terminator):
     """End of a while's cond region: `values == (cond,)`, a bool scalar."""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ReturnOp(_Terminator):
     """End this block's execution of the kernel (kernels return nothing)."""
 
@@ -258,7 +260,7 @@ AnyOp = Union[ConstantOp, BuiltinOp, IfOp, ForOp, WhileOp, YieldOp, BreakOp, Con
               ConditionOp, ReturnOp]
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Kernel:
     """A kernel: parameters (arrays and scalars, `hint` is the source name), its body, and
     the launch contract's attributes (NvvmAttrs field → value) that the printer shows."""
@@ -274,7 +276,7 @@ class Kernel:
     launch: Any = field(default=None, compare=False, hash=False)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class IRModule:
     kernels: tuple[Kernel, ...]
 

@@ -8,12 +8,11 @@ uses them (see `args.py`), exactly as the checker saw them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
+from tilelang.record import field, record
 from tilelang.sema.types import Type
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Value:
     """An SSA value. `id` is unique within a module (the builder's counter); `hint` is the
     source name (`acc`, a parameter's name), kept for the printer and ignored by equality."""

@@ -6,13 +6,13 @@ starts a new epoch (a load in the body may see the previous iteration's store)."
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Hashable
 
 from tilelang.ir.ops import Block, BuiltinOp, ConstantOp, ForOp, Kernel, Op, WhileOp
 from tilelang.ir.passes.effects import has_effects, reads_memory
 from tilelang.ir.passes.rewrite import remap_operands, substituter, with_regions
 from tilelang.ir.values import Value
+from tilelang.record import replace
 
 
 class _CSE:

@@ -4,12 +4,11 @@ definition). Loops whose results are unused and whose bodies have no effects go 
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from tilelang.ir.ops import Block, Kernel, Op, walk
 from tilelang.ir.passes.effects import has_effects
 from tilelang.ir.passes.rewrite import with_regions
 from tilelang.ir.values import Value
+from tilelang.record import replace
 
 
 def _uses(block: Block) -> set[Value]:

@@ -6,8 +6,6 @@ condition is replaced by the taken branch when that branch ends in `yield`."""
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from tilelang.diagnostics import TileError
 from tilelang.sema.constants import ConstValue, materialize
 from tilelang.sema.types import TileType
@@ -16,6 +14,7 @@ from tilelang.ir.op_typing import bound_of
 from tilelang.ir.ops import Block, BuiltinOp, ConstantOp, IfOp, Kernel, Op, YieldOp
 from tilelang.ir.passes.rewrite import remap_operands, substituter, with_regions
 from tilelang.ir.values import Value
+from tilelang.record import replace
 
 
 class _Folder:

@@ -7,12 +7,11 @@ pure references never fail (out-of-bounds loads read padding, integer division b
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from tilelang.ir.ops import Block, BuiltinOp, ConstantOp, ForOp, Kernel, Op, WhileOp, walk
 from tilelang.ir.passes.effects import has_effects, reads_memory
 from tilelang.ir.passes.rewrite import with_regions
 from tilelang.ir.values import Value
+from tilelang.record import replace
 
 
 def _defined_inside(op: Op) -> set[Value]:

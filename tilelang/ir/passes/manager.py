@@ -8,7 +8,6 @@ their names here."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Callable, Sequence
 
 from tilelang.ir.ops import IRModule, Kernel
@@ -17,7 +16,7 @@ from tilelang.ir.passes.dce import eliminate_dead_code
 from tilelang.ir.passes.fold import fold_constants
 from tilelang.ir.passes.licm import hoist_loop_invariants
 from tilelang.ir.verifier import IRVerificationError, verify
-from tilelang.record import record
+from tilelang.record import record, replace
 
 
 @record(frozen=True)

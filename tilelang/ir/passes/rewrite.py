@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Callable, Mapping
 
 from tilelang.ir.args import map_arg
 from tilelang.ir.ops import (Block, BuiltinOp, ConstantOp, ForOp, IfOp, Kernel, Op, WhileOp,
                              _Terminator)
 from tilelang.ir.values import Value
+from tilelang.record import replace
 
 
 def substituter(subst: Mapping[Value, Value]) -> Callable[[Value], Value]:
