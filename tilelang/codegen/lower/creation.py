@@ -36,6 +36,10 @@ def full(kern: KernelEmitter, op: BuiltinOp) -> TileVal:
 
 @lowers("arange")
 def arange(kern: KernelEmitter, op: BuiltinOp) -> TileVal:
+    from tilelang.codegen.lower import stream      # it imports this module (through remat)
+    later = stream.deferred(kern, op)
+    if later is not None:
+        return later                                # computed per vector by its streams
     rt = op.result.type
     return arange_in(kern, kern.layout_for(rt), rt.dtype)
 

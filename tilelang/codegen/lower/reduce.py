@@ -40,26 +40,77 @@ def _tree(items: list, combine: Callable) -> object:
     return items[0]
 
 
-def reduce_tile(kern: KernelEmitter, x: TileVal, states: list[Pair], dtypes: Sequence[DType],
-                axes: tuple[int, ...], keepdims: bool, combine: Callable) -> tuple[Layout, list]:
-    """Reduce per-register states (lists of LLVM values of `dtypes`) of tile `x` over `axes`.
-    Returns the result layout and one state per result register."""
-    L = x.layout
-
+def in_thread_groups(L: Layout, axes: tuple[int, ...], keepdims: bool):
+    """(result layout, per result register the registers of L it combines, in `_tree`'s
+    order): the in-thread level."""
     def along(basis) -> bool:
         return any(basis[d] for d in axes)
 
     out_layout = drop_axes(L, axes, keepdims)
     keep_bits = [i for i, bs in enumerate(L.reg) if not along(bs)]
     red_bits = [i for i, bs in enumerate(L.reg) if along(bs)]
-
-    # 1. in-thread
-    acc = []
+    groups = []
     for ro in range(out_layout.num_regs):
         base = sum(1 << keep_bits[k] for k in range(len(keep_bits)) if ro >> k & 1)
-        group = [states[base + sum(1 << red_bits[k] for k in range(len(red_bits)) if j >> k & 1)]
-                 for j in range(1 << len(red_bits))]
-        acc.append(_tree(group, combine))
+        groups.append([base + sum(1 << red_bits[k] for k in range(len(red_bits)) if j >> k & 1)
+                       for j in range(1 << len(red_bits))])
+    return out_layout, groups
+
+
+class Tree:
+    """`_tree` over leaves that arrive in any order (lower/stream.py feeds them one vector at
+    a time): each combine is emitted as soon as both of its operands exist, so the values and
+    the operand order are `_tree`'s and only the emission order differs."""
+
+    def __init__(self, n: int, combine: Callable):
+        nodes: list = [("leaf", i) for i in range(n)]
+        while len(nodes) > 1:
+            nodes = [("node", nodes[i], nodes[i + 1]) if i + 1 < len(nodes) else nodes[i]
+                     for i in range(0, len(nodes), 2)]
+        self.root = nodes[0]
+        self.combine = combine
+        self.leaves: dict[int, object] = {}
+        self.done: dict[int, object] = {}
+
+    def feed(self, i: int, state) -> None:
+        self.leaves[i] = state
+        self._try(self.root)
+
+    def _try(self, node):
+        got = self.done.get(id(node))
+        if got is not None:
+            return got
+        if node[0] == "leaf":
+            got = self.leaves.get(node[1])
+        else:
+            a = self._try(node[1])
+            c = self._try(node[2]) if a is not None else None
+            got = self.combine(a, c) if c is not None else None
+        if got is not None:
+            self.done[id(node)] = got
+        return got
+
+    def result(self):
+        got = self._try(self.root)
+        assert got is not None, "Tree.result before every leaf"
+        return got
+
+
+def reduce_tile(kern: KernelEmitter, x: TileVal, states: list[Pair], dtypes: Sequence[DType],
+                axes: tuple[int, ...], keepdims: bool, combine: Callable) -> tuple[Layout, list]:
+    """Reduce per-register states (lists of LLVM values of `dtypes`) of tile `x` over `axes`.
+    Returns the result layout and one state per result register."""
+    out_layout, groups = in_thread_groups(x.layout, axes, keepdims)
+    acc = [_tree([states[i] for i in g], combine) for g in groups]       # 1. in-thread
+    return across(kern, x.layout, out_layout, acc, dtypes, axes, combine)
+
+
+def across(kern: KernelEmitter, L: Layout, out_layout: Layout, acc: list, dtypes: Sequence[DType],
+           axes: tuple[int, ...], combine: Callable) -> tuple[Layout, list]:
+    """Levels 2 and 3 over the in-thread results `acc` (one state per register of
+    out_layout) of a tile in layout L."""
+    def along(basis) -> bool:
+        return any(basis[d] for d in axes)
 
     # 2. in-warp butterflies
     for bit, basis in enumerate(L.lane):
@@ -121,24 +172,46 @@ def _acc_dtype(kind: str, x: DType, result: DType) -> DType:
     return result if kind in ("sum", "prod") else x
 
 
+class Reduction:
+    """What a `sum`/`prod`/`max`/`min` op combines: its axes, the accumulator dtype and the
+    combine; `state` turns an element of x into a state, `result` the final states into the
+    op's value (also lower/stream.py's, which feeds the states one vector at a time)."""
+
+    def __init__(self, kern: KernelEmitter, op: BuiltinOp, x_dtype: DType, rank: int):
+        self.kern, self.op = kern, op
+        self.rt = op.result.type
+        self.x_dtype = x_dtype
+        self.axes, self.keep = _axes(kern, op, rank)
+        self.acc_dt = _acc_dtype(op.name, x_dtype, self.rt.dtype)
+
+    def state(self, v: ir.Value) -> Pair:
+        se = self.kern.se
+        return [v if self.x_dtype == self.acc_dt else se.cast(v, self.x_dtype, self.acc_dt)]
+
+    def combine(self, a: Pair, b: Pair) -> Pair:
+        return [self.kern.se.combine(self.op.name, a[0], b[0], self.acc_dt)]
+
+    def result(self, lay: Layout, out: list[Pair]) -> TileVal:
+        se, rt, acc_dt = self.kern.se, self.rt, self.acc_dt
+        regs = tuple(s[0] if acc_dt == rt.dtype else se.cast(s[0], acc_dt, rt.dtype)
+                     for s in out)
+        return TileVal(rt.dtype, lay, regs)
+
+
 @lowers("sum", "prod", "max", "min")
 def reduce(kern: KernelEmitter, op: BuiltinOp) -> TileVal:
+    from tilelang.codegen.lower import stream      # it imports this module
+    s = stream.streams(kern, op)
+    if s is not None:
+        return stream.emit(kern, s)                 # its input is loaded vector by vector
     x = kern.tile(op.arg_map["x"])
-    rt = op.result.type
-    axes, keep = _axes(kern, op, x.layout.rank)
-    acc_dt = _acc_dtype(op.name, x.dtype, rt.dtype)
-    se = kern.se
-    states = [[r if x.dtype == acc_dt else se.cast(r, x.dtype, acc_dt)] for r in x.regs]
-
-    def combine(a, b):
-        return [se.combine(op.name, a[0], b[0], acc_dt)]
-
-    if not axes:   # a scalar: nothing to reduce
+    red = Reduction(kern, op, x.dtype, x.layout.rank)
+    states = [red.state(r) for r in x.regs]
+    if not red.axes:   # a scalar: nothing to reduce
         lay, out = x.layout, states
     else:
-        lay, out = reduce_tile(kern, x, states, [acc_dt], axes, keep, combine)
-    regs = tuple(s[0] if acc_dt == rt.dtype else se.cast(s[0], acc_dt, rt.dtype) for s in out)
-    return TileVal(rt.dtype, lay, regs)
+        lay, out = reduce_tile(kern, x, states, [red.acc_dt], red.axes, red.keep, red.combine)
+    return red.result(lay, out)
 
 
 @lowers("argmax", "argmin")

@@ -18,8 +18,17 @@ def _x(kern: KernelEmitter, op: BuiltinOp) -> TileVal:
     return kern.tile(op.arg_map["x"])
 
 
+def _streamed(kern: KernelEmitter, op: BuiltinOp):
+    """The placeholder of a relabelling computed per vector by its streams (stream.py)."""
+    from tilelang.codegen.lower import stream      # it imports this module's users
+    return stream.deferred(kern, op)
+
+
 @lowers("reshape")
 def reshape(kern: KernelEmitter, op: BuiltinOp) -> TileVal:
+    later = _streamed(kern, op)
+    if later is not None:
+        return later
     x = _x(kern, op)
     shape = tuple(op.result.type.shape)
     return TileVal(x.dtype, L.reshape(x.layout, shape), x.regs)
@@ -45,6 +54,9 @@ def transpose(kern: KernelEmitter, op: BuiltinOp) -> TileVal:
 
 @lowers("expand_dims")
 def expand_dims(kern: KernelEmitter, op: BuiltinOp) -> TileVal:
+    later = _streamed(kern, op)
+    if later is not None:
+        return later
     x = _x(kern, op)
     axis = kern.const_ints(op.arg_map["axis"])[0] % (x.layout.rank + 1)
     return TileVal(x.dtype, L.expand_dims(x.layout, axis), x.regs)

@@ -1,0 +1,111 @@
+"""Re-loads: a tile computed element-wise from loads of global arrays that would be kept in
+registers across a block reduction is computed again after it, from a second read of the
+same elements, instead (what PyTorch's softmax does for rows too wide to keep).
+
+Why: a block reduction ends with a barrier, and whatever a thread needs after it stays in its
+registers through it. A 4,096-wide f32 row over 128 threads is 32 values per thread; softmax
+keeps its row through the max and its exponentials through the sum, layernorm its row and the
+centred row, RMSNorm its row: 46-48 registers, 62% theoretical occupancy, where 100% allows 32.
+Reading the row again from global memory (L2 holds it: 16 KiB per row) costs one more read
+per pass; computing `exp` again costs its instructions again.
+
+Decision (`again`): at each top-level reduction whose reduced axes span several warps (so it
+has a barrier), the tiles defined before it and used after it cost each thread about
+`ceil(elements x words / threads)` registers, threads being the kernel's block size. When that
+sum exceeds BUDGET (16: half the 32 registers a thread has at full occupancy, 65,536 / 2,048,
+leaving the other half for addresses, the pass's own vectors and the reduction), those tiles
+become candidates, with every value their element-wise definition is computed from; below it
+they are kept (rows of 256 to 2,048 f32 over 128 threads: no instruction more). lower/stream.py
+then lets a candidate's consumers (a store, a reduction) compute it per vector from loads of
+their own, and leaves it out of registers when all its uses are such consumers.
+
+Exactness: a re-load reads what the first load read, because
+- only plain tile loads of global arrays are read again (`index`, no mask, no `order`), by
+  emitting the same op again: the same array, index, shape and padding SSA values, so the same
+  elements in the same layout;
+- only top-level ops of the kernel body take part (run once per thread, never in a loop whose
+  index could change between the two reads);
+- nothing between the load and the re-reading consumer, in program order, writes global
+  memory (stream.py checks `_writes_nothing` over the ops in between) except that consumer's
+  own store, which each thread makes one vector at a time after reading that vector: the
+  vectors a thread re-reads are the ones it writes (stream.py's `_lines_up`), so other threads'
+  stores never touch them, and the thread reads each before writing it (in place, `y` is `x`,
+  works). Other blocks write only their own tiles; a launch whose arrays partially overlap is a
+  race in the plain code already (docs/language.md), which re-reading does not make defined;
+- the recomputation emits the same ScalarEmitter calls on the same operands, and reductions
+  combine in the same tree (reduce.Tree), so results are bit-identical to keeping the tile.
+"""
+
+from __future__ import annotations
+
+from math import ceil, prod
+
+from tilelang.codegen.llvm.kernel import KernelEmitter
+from tilelang.ir.ops import BuiltinOp, walk
+from tilelang.ir.values import Value
+
+BUDGET = 16                 # registers per thread live across a block reduction, see above
+REDUCTIONS = ("sum", "prod", "max", "min", "argmax", "argmin")
+
+
+def again(kern: KernelEmitter) -> frozenset[int]:
+    """Ids of the values lower/stream.py may compute again at their consumers (cached)."""
+    got = kern._cache.get("reload.again")
+    if got is None:
+        got = kern._cache["reload.again"] = _again(kern)
+    return got
+
+
+def _again(kern: KernelEmitter) -> frozenset[int]:
+    ops = kern.kernel.body.ops
+    defined: dict[int, int] = {}
+    last: dict[int, int] = {}
+    for i, op in enumerate(ops):
+        if getattr(op, "result", None) is not None:
+            defined[op.result.id] = i
+        for inner in [op, *(o for r in op.regions for o in walk(r))]:
+            for v in inner.operands:
+                last[v.id] = i              # a use in a nested region counts where it is
+    out: set[int] = set()
+    for i, op in enumerate(ops):
+        if not (isinstance(op, BuiltinOp) and op.name in REDUCTIONS and _across_warps(kern, op)):
+            continue
+        live = [vid for vid, p in defined.items() if p < i < last.get(vid, -1)]
+        cost = {vid: _registers(kern, ops[defined[vid]].result) for vid in live}
+        if sum(cost.values()) > BUDGET:
+            out.update(vid for vid in live if cost[vid] > 1)
+    if not out:
+        return frozenset()
+    # with what they are computed from (element-wise chains of loads): those may have other
+    # uses too; stream.py keeps whatever is still used outside its consumers
+    todo, seen = list(out), set(out)
+    while todo:
+        op = ops[defined[todo.pop()]]
+        for v in op.operands:
+            if isinstance(v, Value) and v.id in defined and v.id not in seen and \
+                    getattr(v.type, "shape", None):
+                seen.add(v.id)
+                todo.append(v.id)
+    return frozenset(seen)
+
+
+def _registers(kern: KernelEmitter, v: Value) -> int:
+    """Registers a thread holds for tile v, about: its share of the elements in 32-bit words."""
+    shape = getattr(v.type, "shape", None)
+    if not shape:
+        return 1
+    words = max(1, v.type.dtype.bits // 32)
+    return ceil(prod(shape) * words / kern.threads)
+
+
+def _across_warps(kern: KernelEmitter, op: BuiltinOp) -> bool:
+    """The reduction's reduced axes span warps in its input's default layout (a barrier)."""
+    x = op.arg_map.get("x")
+    shape = tuple(getattr(getattr(x, "type", None), "shape", ()) or ())
+    if not shape:
+        return False
+    lay = kern.layout_for(x.type)
+    a = op.arg_map.get("axis")
+    axes = range(len(shape)) if a is None else \
+        [kern.const_ints(a)[0] % len(shape)]
+    return any(basis[d] for basis in lay.warp for d in axes)
