@@ -173,22 +173,47 @@ def tile_index(kern: KernelEmitter, d, env_iv) -> list[ir.Value]:
     return index
 
 
+def issuer(kern: KernelEmitter) -> ir.Value:
+    """The block's one issuing thread (i1): the thread that `elect.sync` picks in warp 0
+    (kern.tid is the linear index, so tid < 32 is warp 0; the emulator and a GPU elect lane
+    0, i.e. thread 0). ptxas proves a branch on this predicate single-threaded and issues
+    its bulk copies once; on `tid == 0` it sometimes cannot (the persistent matmul's ring),
+    and wraps each copy in an ELECT loop over the active threads (~6 SASS instructions per
+    copy). The election runs once, at the kernel's entry, where every warp is converged
+    (inside a loop it costs an ELECT and a compare per iteration). A block whose size is not
+    exact (.maxntid: the virtual-thread loop, short warps) keeps `tid == 0`."""
+    b = kern.builder
+    if not kern.exact or kern.declared_threads < 32:
+        return b.icmp_unsigned("==", kern.tid, _c(0))
+    elected = kern._cache.get("tma.elected")
+    if elected is None:
+        at = ir.IRBuilder(kern.entry)
+        at.position_at_start(kern.entry)
+        asm = ir.InlineAsm(ir.FunctionType(I32, []),
+                           "{ .reg .pred p; .reg .b32 l; elect.sync l|p, -1; selp.u32 $0, 1, 0, p; }",
+                           "=r", side_effect=True)
+        elected = kern._cache["tma.elected"] = at.call(asm, [])
+    return b.and_(b.icmp_unsigned("!=", elected, _c(0)),
+                  b.icmp_unsigned("<", kern.tid, _c(32)))
+
+
 def issue_stage(kern: KernelEmitter, ops: list[TmaOperand], env_iv, image: ir.Value,
                 bar: ir.Value, valid: ir.Value, leader: ir.Value | None = None) -> None:
-    """Thread 0 (the block's: a thread past the layouts' threads replicates one of them, and
-    must not copy again), or where `leader` holds, when `valid`: announce the stage's bytes
-    on `bar` and copy every panel of every operand into the stage at 32-bit shared address
-    `image`."""
+    """The block's issuing thread (`issuer`: a thread past the layouts' threads replicates
+    one of them, and must not copy again), or where `leader` holds, when `valid`: announce
+    the stage's bytes on `bar` and copy every panel of every operand into the stage at
+    32-bit shared address `image`. Called where warp 0 is converged."""
     b = kern.builder
     coords = []
     for op in ops:
         index = tile_index(kern, op.d, env_iv)
-        start = [b.trunc(b.mul(i, ir.Constant(I64, s)), I32)
-                 for i, s in zip(index, op.shape)]
+        # 32-bit products (TMA coordinates are 32-bit): a 64-bit one shared with the
+        # epilogue's bounds test made ptxas carry it through vector registers (R2UR)
+        start = [b.mul(b.trunc(i, I32), _c(s)) for i, s in zip(index, op.shape)]
         rank = len(op.axes)
         coords.append([start[op.axes.index(a)] for a in reversed(range(rank))])
     if leader is None:
-        leader = b.icmp_unsigned("==", kern.tid, _c(0))
+        leader = issuer(kern)
     go = b.and_(valid, leader)
     then = kern.fn.append_basic_block("tma.issue")
     after = kern.fn.append_basic_block("tma.issued")

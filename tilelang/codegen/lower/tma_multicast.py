@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
-from tilelang.codegen.llvm.kernel import I32, I64, KernelEmitter
+from tilelang.codegen.llvm.kernel import I32, KernelEmitter
 from tilelang.codegen.lower import tma_load
 from tilelang.ir.args import arg_values
 from tilelang.ir.ops import BuiltinOp, ConstantOp, ForOp, walk
@@ -213,7 +213,17 @@ def publish_init(kern: KernelEmitter) -> None:
 
 
 def _cta_rank(kern: KernelEmitter) -> ir.Value:
-    return _asm(kern, "mov.u32 $0, %cluster_ctarank;", [], "=r", I32)
+    """This CTA's rank in its cluster, read once at the kernel's entry (an asm with side
+    effects stays where it is put: read in the ring's loop, it cost an S2UR and the
+    compares of the issuer tests every iteration)."""
+    rank = kern._cache.get("tma.cta_rank")
+    if rank is None:
+        at = ir.IRBuilder(kern.entry)
+        at.position_at_start(kern.entry)
+        asm = ir.InlineAsm(ir.FunctionType(I32, []), "mov.u32 $0, %cluster_ctarank;", "=r",
+                           side_effect=True)
+        rank = kern._cache["tma.cta_rank"] = at.call(asm, [])
+    return rank
 
 
 def _copy(kern: KernelEmitter, dst, tmap, coords, bar, mask: ir.Value | None) -> None:
@@ -319,8 +329,7 @@ def issue_stage(kern: KernelEmitter, mc: Multicast, ops: list, env_iv, image: ir
     coords = []
     for op in ops:
         index = tma_load.tile_index(kern, op.d, env_iv)
-        start = [b.trunc(b.mul(i, ir.Constant(I64, s)), I32)
-                 for i, s in zip(index, op.shape)]
+        start = [b.mul(b.trunc(i, I32), _c(s)) for i, s in zip(index, op.shape)]
         rank = len(op.axes)
         coords.append([start[op.axes.index(a)] for a in reversed(range(rank))])
     # the maps' addresses where every copy's block sees them (one cvta.param each)
@@ -331,8 +340,9 @@ def issue_stage(kern: KernelEmitter, mc: Multicast, ops: list, env_iv, image: ir
         # every CTA's thread 0 releases the slot to each issuer; all of an issuing CTA waits
         # (a loop in thread 0's branch alone would cost ptxas its proof that the loop's
         # addresses are uniform)
-        # the block's thread 0, not a replica of it (a thread past the layouts' threads)
-        t0 = b.and_(valid, b.icmp_unsigned("==", kern.tid, _c(0)))
+        # the block's issuing thread, not a replica of it (a thread past the layouts'
+        # threads)
+        t0 = b.and_(valid, tma_load.issuer(kern))
 
         def release():
             for k, (lead, _, _) in enumerate(subs):
@@ -341,7 +351,7 @@ def issue_stage(kern: KernelEmitter, mc: Multicast, ops: list, env_iv, image: ir
         for k, (_, mine, _) in enumerate(subs):
             _when(kern, b.and_(valid, mine), lambda k=k: _acquire(
                 kern, b.add(refill[0], _c(8 * refill[2] * k)), refill[1]))
-    go = b.and_(valid, b.icmp_unsigned("==", kern.tid, _c(0)))       # not a replica
+    go = b.and_(valid, tma_load.issuer(kern))                        # not a replica
     then = kern.fn.append_basic_block("tma.issue")
     after = kern.fn.append_basic_block("tma.issued")
     b.cbranch(go, then, after)

@@ -586,6 +586,20 @@ def emit_pipelined(kern: KernelEmitter, op, lp) -> None:
     remember_acc_layout(kern, plan.acc)
 
 
+def _ahead_limit(kern: KernelEmitter, stop, step, ivt, s: int) -> ir.Value | None:
+    """For a signed i32 loop variable: the i32 bound L, made before the loop, such that
+    iteration iv + s * step exists iff step > 0 and iv < L: stop - s * step in i64, clamped
+    below to the i32 minimum (no iv is below it). The loop's test is then one 32-bit compare
+    instead of valid_ahead's 64-bit one (two SASS compares, repeated for each branch that
+    uses it). None for other loop variables."""
+    if not (ivt.signed and step.type == I32 and stop.type == I32):
+        return None
+    b = kern.builder
+    lim = b.sub(b.sext(stop, I64), b.mul(b.sext(step, I64), ir.Constant(I64, s)))
+    low = ir.Constant(I64, -2 ** 31)
+    return b.trunc(b.select(b.icmp_signed("<", lim, low), low, lim), I32)
+
+
 def _tma_loop(kern: KernelEmitter, op, lp, tma, base, da, db, k, init, start, stop, step,
               ivt, valid_ahead, iv_ahead, positive) -> None:
     """The ring filled by TMA (lower/tma_load.py), one mbarrier per slot:
@@ -627,16 +641,18 @@ def _tma_loop(kern: KernelEmitter, op, lp, tma, base, da, db, k, init, start, st
 
     empty = tma_multicast.empties(kern, bars, S, S * stage_bytes) if mc else None
 
-    def issue(iv, s, image, slot_bytes, parity=None):
+    def issue(iv, s, image, slot_bytes, parity=None, valid=None):
         kern.env[iv_var.id] = TileVal(ivt, kern.scalar_layout, (iv,))
         env_iv = (iv_ahead(iv, s), iv_var, lp.scalars)
+        if valid is None:
+            valid = valid_ahead(iv, s)
         if mc is None:
-            tma_load.issue_stage(kern, tma, env_iv, image, bar(slot_bytes), valid_ahead(iv, s))
+            tma_load.issue_stage(kern, tma, env_iv, image, bar(slot_bytes), valid)
         else:                            # a refill (parity given) first frees the slot
             refill = None if parity is None else (b.add(bar(slot_bytes), _c(8 * S)), parity,
                                                   S)
             tma_multicast.issue_stage(kern, mc, tma, env_iv, image, bar(slot_bytes),
-                                      valid_ahead(iv, s), refill)
+                                      valid, refill)
 
     kern.barrier()                       # earlier users of the shared buffer are done
     if carried:
@@ -666,6 +682,7 @@ def _tma_loop(kern: KernelEmitter, op, lp, tma, base, da, db, k, init, start, st
         slot0, phase0 = _c(0), _c(0)
         for s in range(S - 1):
             issue(start, s, b.add(base, _c(s * stage_bytes)), s * stage_bytes)
+    ahead = _ahead_limit(kern, stop, step, ivt, S - 1)
     iv, (slot, phase), accs, header, exit_ = pipe_loop.loop_header(
         kern, "tma.pipe", "tma.pipe.body", "tma.pipe.exit", start, stop, ivt, positive,
         [("slot", I32, slot0), ("phase", I32, phase0)], init.regs)
@@ -676,7 +693,8 @@ def _tma_loop(kern: KernelEmitter, op, lp, tma, base, da, db, k, init, start, st
     kern.barrier()
     last = (S - 1) * stage_bytes
     wslot = b.select(b.icmp_unsigned("==", slot, _c(0)), _c(last), b.sub(slot, _c(stage_bytes)))
-    issue(iv, S - 1, b.add(base, wslot), wslot, phase if mc else None)
+    issue(iv, S - 1, b.add(base, wslot), wslot, phase if mc else None,
+          None if ahead is None else b.and_(positive, b.icmp_signed("<", iv, ahead)))
     nxt = b.add(slot, _c(stage_bytes))
     wrap = b.icmp_unsigned("==", nxt, _c(S * stage_bytes))
     nxt = b.select(wrap, _c(0), nxt)
