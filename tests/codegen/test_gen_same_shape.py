@@ -22,14 +22,16 @@ def vadd_ptx(keys) -> str:
                           options=Options(target="sm_90a"), facts=facts, link=False).ptx
 
 
-def tile_end_tests(ptx: str) -> list[str]:
-    """The 64-bit compares of the tile's end against an extent: the uniform full-tile test
-    (`setp.gt.s64 %p, end, extent`) each access makes before choosing its edge path."""
-    return re.findall(r"setp\.gt\.s64\s+%p\d+, %rd\d+, %rd\d+;", ptx)
+def tile_end_tests(ptx: str) -> set[str]:
+    """The extents the tile's end is tested against: under `small` the uniform full-tile test
+    of each access is `bid < extent >> 8` (256-element tiles), one shift of each extent
+    tested (the full launch's copy of the body and the virtual-thread loop's share it)."""
+    return set(re.findall(r"shr\.s32\s+%r\d+, (%r\d+), 8;", ptx))
 
 
 def loaded_params(ptx: str) -> set[int]:
-    return {int(n) for n in re.findall(r"ld\.param\.b64\s+%rd\d+, \[vadd_param_(\d+)\];", ptx)}
+    return {int(n) for n in re.findall(r"ld\.param\.b(?:64|32)\s+%r[d]?\d+, "
+                                       r"\[vadd_param_(\d+)\];", ptx)}
 
 
 def test_vadd_one_bounds_test_per_vector_under_the_fact():
@@ -41,10 +43,11 @@ def test_vadd_one_bounds_test_per_vector_under_the_fact():
     # strides are not read (contiguous); b's and c's extents are not read under the fact
     assert loaded_params(plain) == {0, 1, 3, 4, 6, 7}
     assert loaded_params(linked) == {0, 1, 3, 6}
-    # the edge tests of each access compare against a's extent only
-    extent = re.search(r"ld\.param\.b64\s+(%rd\d+), \[vadd_param_1\];", linked).group(1)
-    edge = re.findall(r"setp\.lt\.u64\s+%p\d+, %rd\d+, (%rd\d+);", linked)
-    assert len(edge) == 3 and set(edge) == {extent}
+    # the edge tests of each access compare against a's extent only (its low half: `small`)
+    extent = re.search(r"ld\.param\.b32\s+(%r\d+), \[vadd_param_1\];", linked).group(1)
+    assert tile_end_tests(linked) == {extent}
+    edge = re.findall(r"setp\.lt\.u32\s+%p\d+, %r\d+, (%r\d+);", linked)
+    assert len(edge) == 6 and set(edge) == {extent}       # 3 accesses, 2 copies of the body
 
 
 def test_partial_link_keeps_the_other_extent():

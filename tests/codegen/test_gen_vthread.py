@@ -27,10 +27,11 @@ def test_full_launch_runs_the_body_once_without_a_loop_test():
     rep = vadd_run((256, 1, 1))
     threads = 3 * 256
     ops = rep.instructions
-    # one compare of ntid per thread (`setp.gt.u32 %p, %ntid, 255`), nothing of the loop's
-    # next iteration: its opaque add and its test against the virtual threads
-    assert ops["setp.gt.u32"] == threads
-    assert "add.u32" not in ops and "setp.lt.u32" not in ops
+    # one compare of ntid per thread (`setp.lt.u32 %p, %ntid, 256`, its branch not taken),
+    # nothing of the loop's next iteration: its opaque add and its test against the virtual
+    # threads (the other `setp.lt` of the kernel)
+    assert ops["setp.lt.u32"] == threads
+    assert "add.u32" not in ops and "setp.gt.u32" not in ops
     assert ops["ret"] == threads
 
 

@@ -316,69 +316,112 @@ def emit_kernel_body(kern: KernelEmitter) -> None:
         kern.return_target = done
         emit_region(kern, kern.kernel.body)
     else:
-        # The first virtual thread is the real one (setup_threads assumes tid < threads when
-        # `threads` is the declared count), so the body runs once before any test. The
-        # runtime launches exactly the declared threads (docs/launch.md): then one uniform
-        # test of ntid, made in the entry block, leaves the loop, costing a compare and a
-        # branch per thread; a smaller block goes round for v + ntid, v + 2 ntid, ... below
-        # `threads`.
-        i32 = ir.IntType(32)
-        # NVPTX cannot invert a branch: the entry's test asks for the rare case (a short
-        # block), so that the full launch falls through it.
-        short = b.icmp_unsigned("<", kern.nthreads, ir.Constant(i32, kern.threads))
-        body = kern.fn.append_basic_block("vthread.body")
-        latch = kern.fn.append_basic_block("vthread.next")
-        again = kern.fn.append_basic_block("vthread.again")
-        first, starts, one_d = b.block, [], kern.block[1] == kern.block[2] == 1
-        if one_d:
-            # Declared 1-D, but `.maxntid` bounds only the product of the extents, so a block
-            # may be (64, 2, 1). A full launch has ntid.x >= threads > declared / 2, hence
-            # tid.y = tid.z = 0 and tid.x is the linear index; a short one takes the linear
-            # index, at no cost to the full launch.
-            fast = kern.fn.append_basic_block("vthread.full")
-            slow = kern.fn.append_basic_block("vthread.shape")
-            b.cbranch(short, slow, fast).set_weights([1, 1024])
-            b.position_at_end(slow)
-            ty, tz, ny = kern.sreg("tid.y"), kern.sreg("tid.z"), kern.sreg("ntid.y")
-            lin = b.add(kern.tid, b.mul(kern.nthreads, b.add(ty, b.mul(ny, tz))), name="tidl")
-            b.cbranch(b.icmp_unsigned("<", lin, ir.Constant(i32, kern.threads)), body, done)
-            starts.append((lin, slow))
-            b.position_at_end(fast)
-            first = fast
-        if kern.declared_threads == kern.threads:
-            b.branch(body)
-        else:
-            # a block of up to `declared_threads` (not a power of two) does the work of the
-            # power of two below it: the real threads past it have none
-            b.cbranch(b.icmp_unsigned("<", kern.tid, ir.Constant(i32, kern.threads)), body,
-                      done)
-        starts.append((kern.tid, first))
-        b.position_at_end(body)
-        v = b.phi(i32, name="v")
-        for start, pred in starts:
-            v.add_incoming(start, pred)
-        kern.vtid = v
-        kern.return_target = latch
-        emit_region(kern, kern.kernel.body)
-        b.position_at_end(latch)
-        # the full launch's exit is the branch taken (the other way round costs a `bra.uni`)
-        b.cbranch(b.not_(short), done, again).set_weights([1024, 1])
-        b.position_at_end(again)
-        # the block's size, read on this rare path (an asm with side effects, so that LLVM
-        # does not hoist it into the full launch's path)
-        size = kern.nthreads
-        if one_d:
-            size = b.asm(ir.FunctionType(i32, []),
-                         "{ .reg .u32 t; mov.u32 $0, %ntid.x; mov.u32 t, %ntid.y; "
-                         "mul.lo.u32 $0, $0, t; mov.u32 t, %ntid.z; mul.lo.u32 $0, $0, t; }",
-                         "=r", [], True, name="ntidl")
-        # the next virtual thread through an opaque add: LLVM's loop strength reduction would
-        # otherwise turn every address into a 64-bit induction variable set up before the
-        # loop, which costs more than the one iteration a full-size launch runs
-        nxt = b.asm(ir.FunctionType(i32, [i32, i32]), "add.u32 $0, $1, $2;", "=r,r,r",
-                    [v, size], False, name="vnext")
-        v.add_incoming(nxt, again)
-        b.cbranch(b.icmp_unsigned("<", nxt, ir.Constant(i32, kern.threads)), body, done)
+        _virtual_threads(kern, done)
     b.position_at_end(done)
     b.ret_void()
     kern.finish_smem()
+
+
+# A body of at most this many LLVM instructions, without loops, is emitted twice: once for
+# the full launch, straight through to `ret`, and once in the virtual-thread loop. The full
+# launch then needs no test after its body (one branch per thread less); a larger body, or one
+# with loops, would grow the code for a saving it does not notice.
+VERSION_LIMIT = 512
+
+
+def _loop_free(kern: KernelEmitter) -> bool:
+    return not any(isinstance(o, (ForOp, WhileOp)) for o in walk(kern.kernel.body))
+
+
+def _emitted_since(kern: KernelEmitter, first: int) -> int:
+    return sum(len(bb.instructions) for bb in kern.fn.blocks[first:])
+
+
+def _virtual_threads(kern: KernelEmitter, done: ir.Block) -> None:
+    """The body once per virtual thread, laid out for the launch the runtime makes: the
+    declared threads (docs/launch.md), which pass one uniform test of ntid in the entry block
+    and run the body for v = tid; a smaller block goes round for v + ntid, v + 2 ntid, ...
+    below `threads`. The full launch falls through every test of the way (NVPTX cannot
+    invert a branch: the tests ask for the rare case, and the blocks are placed so that
+    LLVM's instruction selection keeps them so)."""
+    b = kern.builder
+    i32 = ir.IntType(32)
+    short = b.icmp_unsigned("<", kern.nthreads, ir.Constant(i32, kern.threads))
+    fast = kern.fn.append_basic_block("vthread.full")
+    loop = kern.fn.append_basic_block("vthread.short")
+    body = kern.fn.append_basic_block("vthread.body")
+    latch = kern.fn.append_basic_block("vthread.next")
+    again = kern.fn.append_basic_block("vthread.again")
+    b.cbranch(short, loop, fast).set_weights([1, 1024])
+    b.position_at_end(loop)
+    one_d = kern.block[1] == kern.block[2] == 1
+    if one_d:
+        # Declared 1-D, but `.maxntid` bounds only the product of the extents, so a block
+        # may be (64, 2, 1). A full launch has ntid.x >= threads > declared / 2, hence
+        # tid.y = tid.z = 0 and tid.x is the linear index; a short one takes the linear
+        # index, at no cost to the full launch.
+        ty, tz, ny = kern.sreg("tid.y"), kern.sreg("tid.z"), kern.sreg("ntid.y")
+        lin = b.add(kern.tid, b.mul(kern.nthreads, b.add(ty, b.mul(ny, tz))), name="tidl")
+    else:
+        lin = kern.tid
+    b.cbranch(b.icmp_unsigned("<", lin, ir.Constant(i32, kern.threads)), body, done)
+    b.position_at_end(body)
+    v = b.phi(i32, name="v")
+    v.add_incoming(lin, loop)
+    kern.vtid = v
+    kern.return_target = latch
+    first = len(kern.fn.blocks)
+    emit_region(kern, kern.kernel.body)
+    looped = kern.fn.blocks[first:]
+    # Versioned: the full launch runs a copy of the body of its own, straight to `ret` (LLVM
+    # keeps the copies apart: their ends go to different blocks), with no test after it and
+    # nothing hoisted out of the loop on its way; else it joins the loop and leaves after
+    # one turn by a second test of ntid.
+    versioned = _loop_free(kern) and \
+        len(body.instructions) + _emitted_since(kern, first) <= VERSION_LIMIT
+    b.position_at_end(latch)
+    if versioned:
+        b.branch(again)
+    else:
+        b.cbranch(short, again, done).set_weights([1, 1024])
+    b.position_at_end(again)
+    # the block's size, read on this rare path (an asm with side effects, so that LLVM does
+    # not hoist it into the full launch's path)
+    size = kern.nthreads
+    if one_d:
+        size = b.asm(ir.FunctionType(i32, []),
+                     "{ .reg .u32 t; mov.u32 $0, %ntid.x; mov.u32 t, %ntid.y; "
+                     "mul.lo.u32 $0, $0, t; mov.u32 t, %ntid.z; mul.lo.u32 $0, $0, t; }",
+                     "=r", [], True, name="ntidl")
+    # the next virtual thread through an opaque add: LLVM's loop strength reduction would
+    # otherwise turn every address into a 64-bit induction variable set up before the loop,
+    # which costs more than the one iteration a full-size launch runs
+    nxt = b.asm(ir.FunctionType(i32, [i32, i32]), "add.u32 $0, $1, $2;", "=r,r,r",
+                [v, size], False, name="vnext")
+    v.add_incoming(nxt, again)
+    b.cbranch(b.icmp_unsigned("<", nxt, ir.Constant(i32, kern.threads)), body, done)
+    b.position_at_end(fast)
+    head = [fast]
+    if kern.declared_threads != kern.threads:
+        # a block of up to `declared_threads` (not a power of two) does the work of the
+        # power of two below it: the real threads past it have none
+        head.append(kern.fn.append_basic_block("vthread.first"))
+        b.cbranch(b.icmp_unsigned("<", kern.tid, ir.Constant(i32, kern.threads)), head[-1],
+                  done)
+        b.position_at_end(head[-1])
+    # Block order: each path's blocks in the order they run, the full launch's first (LLVM's
+    # instruction selection turns a branch whose true side is the next block into a branch
+    # on the opposite condition, which the later block placement cannot do: the
+    # inside-tests' `@p bra edge` would become `@p bra next; bra.uni edge`).
+    if not versioned:
+        b.branch(body)
+        v.add_incoming(kern.tid, head[-1])
+        kern.fn.blocks[:] = [kern.entry] + head + [body] + looped + [latch, done, loop, again]
+        return
+    kern.vtid = kern.tid
+    kern.return_target = done
+    first = len(kern.fn.blocks)
+    if emit_region(kern, kern.kernel.body)[0] != ESCAPED:
+        b.branch(done)
+    kern.fn.blocks[:] = [kern.entry] + head + kern.fn.blocks[first:] + [done, loop, body] + \
+        looped + [latch, again]

@@ -84,18 +84,40 @@ class TileAccess:
         self.cx = [int(g.constant) if arr.facts.small and n > 1 and isinstance(
             g, ir.Constant) and 0 <= int(g.constant) and int(g.constant) + n <= 1 << 31
             else None for g, n in zip(start, shape)]
+        # A start i * 2^k (an i32 tile index: vadd's `bid(0)`) along a longer axis: its
+        # tile end (i + 1) * 2^k <= extent is i < extent >> k, exact for every i and extent
+        # in 32 bits under `small` (no 64-bit start on the full tile's path; the edge path
+        # makes its own, below).
+        self.ix = [_scaled_i32(g, n) if arr.facts.small and n > 1 else None
+                   for g, n in zip(start, shape)]
         tc = [kern.thread_coord(layout, k) for k in range(len(self.g0))]
         self.tc = tc
         self._bases: dict = {}
         off = ir.Constant(self.ity, 0)
-        for g, t, s in zip(self.g0, tc, self.stride):
+        self.x32: list = []
+        for g, x, t, s in zip(self.g0, self.ix, tc, self.stride):
             # the narrow offset from narrow terms (not a truncated wide coordinate, which
-            # LLVM would sign-extend again at every access)
-            c = b.add(self._narrow(g), t) if self.ity is I32 else b.add(g, b.zext(t, I64))
+            # LLVM would sign-extend again at every access); i * 2^k may wrap there, but
+            # only on tiles that take the edge path, whose accesses are predicated exactly
+            n32 = b.mul(x[0], ir.Constant(I32, 1 << x[1])) if x is not None else None
+            c = b.add(n32 or self._narrow(g), t) if self.ity is I32 else \
+                b.add(g, b.zext(t, I64))
+            self.x32.append(c if x is not None else None)
             off = b.add(off, b.mul(c, self._narrow(s)))
         self.off = off
         self.elem = kern.storage_type(arr.dtype)
         self.ptr = b.inttoptr(arr.address, ir.PointerType(self.elem, addrspace=1))
+        # The thread's first address, made here, before the full/edge branch, so that both
+        # paths' accesses share it: a GEP of the i32 offset in each block would widen it in
+        # each. Its byte offset is what LLVM then shares between accesses of equal offsets
+        # (vadd's three arrays: one `mul.wide.s32`, where the widened element offset would
+        # cost a `cvt` and a `shl` per array).
+        if self.ity is I64:
+            self.p0 = b.gep(self.ptr, [off])
+        else:
+            i8p = ir.PointerType(ir.IntType(8), addrspace=1)
+            nbytes = b.mul(b.sext(off, I64), _i64(arr.dtype.itemsize), flags=["nsw"])
+            self.p0 = b.bitcast(b.gep(b.bitcast(self.ptr, i8p), [nbytes]), self.ptr.type)
         self.itemsize = arr.dtype.itemsize
 
     @property
@@ -107,8 +129,8 @@ class TileAccess:
         got = self._bases.get(id(b.block))
         if got is None:
             got = self._bases[id(b.block)] = [
-                b.add(g, b.zext(t, I64)) if n is None else b.add(n, t)
-                for g, n, t in zip(self.g0, self.g32, self.tc)]
+                None if x is not None else b.add(g, b.zext(t, I64)) if n is None else
+                b.add(n, t) for g, n, x, t in zip(self.g0, self.g32, self.ix, self.tc)]
         return got
 
     def _extent(self, k: int, narrow: bool) -> ir.Value:
@@ -140,6 +162,11 @@ class TileAccess:
             e = self._extent(k, x is not None or self.cx[k] is not None)
             if self.cx[k] is not None:
                 ok = b.and_(ok, b.icmp_signed(">=", e, ir.Constant(I32, self.cx[k] + s)))
+            elif self.ix[k] is not None:
+                i, sh = self.ix[k]
+                e = self._extent(k, True)
+                ok = b.and_(ok, b.icmp_signed(">=", i, ir.Constant(I32, 0)))
+                ok = b.and_(ok, b.icmp_signed("<", i, b.ashr(e, ir.Constant(I32, sh))))
             elif x is None:
                 ok = b.and_(ok, b.icmp_signed(">=", g, _i64(0)))
                 ok = b.and_(ok, b.icmp_signed("<=", b.add(g, _i64(s)), e))
@@ -169,6 +196,20 @@ class TileAccess:
                 off = b.add(off, b.mul(ir.Constant(self.ity, c), self._narrow(s)))
         ok = ir.Constant(I1, 1) if self.mask is None else self.mask[r]
         for k, (base, c) in enumerate(zip(self.base, rc)):
+            if self.ix[k] is not None:
+                # Start i * 2^k, extent e: only 0 <= i <= e >> k has elements inside, and
+                # there the narrow coordinate i * 2^k + t + c (the offsets' own) does not
+                # wrap: it is at most e rounded down to 2^k, plus 2^k - 1, below 2^31.
+                # (Tested against e, not as t + c < e mod 2^k: that is one more uniform
+                # value, which LLVM hoists out of a virtual-thread loop onto the full
+                # tile's path.)
+                i, sh = self.ix[k]
+                e = self._extent(k, True)
+                ok = b.and_(ok, b.and_(b.icmp_signed("<=", i, b.ashr(e, ir.Constant(I32, sh))),
+                                       b.icmp_signed(">=", i, ir.Constant(I32, 0))))
+                x = b.add(self.x32[k], ir.Constant(I32, c)) if c else self.x32[k]
+                ok = b.and_(ok, b.icmp_unsigned("<", x, e))
+                continue
             if self.cx[k] is not None:
                 e = self._extent(k, True)
                 k0 = self.cx[k] + c
@@ -178,7 +219,7 @@ class TileAccess:
             coord = b.add(base, ir.Constant(base.type, c)) if c else base
             e = self._extent(k, self.g32[k] is not None)
             ok = b.and_(ok, b.icmp_unsigned("<", coord, e))
-        return b.gep(self.ptr, [off]), imm, ok
+        return (self.p0 if off is self.off else b.gep(self.ptr, [off])), imm, ok
 
     def vector_width(self) -> int:
         """Registers per vector access (1: scalar accesses)."""
@@ -424,6 +465,18 @@ def _exact_i32(g: ir.Value) -> ir.Value | None:
     if isinstance(g, ir.CastInstr) and g.opname == "sext" and g.operands[0].type == I32:
         return g.operands[0]
     return None
+
+
+def _scaled_i32(g: ir.Value, n: int) -> tuple[ir.Value, int] | None:
+    """(i, k) when the i64 `g` is sext(i) * n for an i32 i and n = 2^k (`_times`), else
+    None."""
+    if not (isinstance(g, ir.Instruction) and g.opname == "mul" and n & (n - 1) == 0):
+        return None
+    x, c = g.operands
+    if not (isinstance(c, ir.Constant) and int(c.constant) == n and
+            isinstance(x, ir.CastInstr) and x.opname == "sext" and x.operands[0].type == I32):
+        return None
+    return x.operands[0], n.bit_length() - 1
 
 
 def _times(kern: KernelEmitter, i: ir.Value, s: int) -> ir.Value:
