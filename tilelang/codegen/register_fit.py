@@ -15,8 +15,9 @@ without linking (`tilec --emit ptx`) cannot know it.
 
 A kernel further than MARGIN above the step, below `LOW` occupancy and of at most `DEEP_MAX`
 registers is tried deeper (`deep`), since the relocatable compile can cost far more than one
-allocation unit: softmax at N = 4,096 in precision "ieee" links at 96 registers (31% at 128
-threads) where whole-program ptxas takes 56, and capped at 64 it spills nothing. At most two
+allocation unit: softmax at N = 4,096 in precision "ieee" with its row kept in registers (before
+lower/reload.py re-read it) links at 96 registers (31% at 128 threads) where whole-program
+ptxas takes 56, and capped at 64 it spills nothing. At most two
 more links: first the largest count that reaches `LOW`, then, when that spills, the step just
 below the first link's count; a cap is kept only when it spills nothing and adds no stack, else
 the first link stands. The examples' softmax, layernorm, vadd and matmul never take this path
