@@ -4,6 +4,8 @@ of ntid (no increment, no loop test); a smaller block still does every virtual t
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -64,3 +66,93 @@ def test_every_block_shape_within_maxntid_does_each_element_once(block):
     h = np.zeros(512, np.int32)
     run_emulated(res.codegen, "count", [h], (2, 1, 1), block=block)
     assert (h == 2).all(), np.unique(h, return_counts=True)
+
+
+COUNT_LOOP = """
+@launch(maxntid = (128, 1, 1))
+kernel count2(h: Array[i32, 1]) {
+    for k in range(num_tiles(h, axis = 0, shape = (256,))) {
+        atomic_add(h, arange(512, i32), ones((512,), i32), sem = "relaxed");
+    }
+}
+"""
+
+
+@pytest.mark.parametrize("block", [(128, 1, 1), (64, 2, 1), (16, 3, 2), (5, 1, 1)])
+def test_a_body_with_a_loop_shares_it_with_the_short_blocks(block):
+    """A body with a loop is not versioned: the full launch joins the virtual-thread loop
+    and leaves after one turn; every block shape still does each element once per turn."""
+    from tilelang.diagnostics import render_all
+    from tilelang.driver import Options, compile_source
+    res = compile_source(COUNT_LOOP, "<count2>.tile", Options(target="sm_90a"), until="ptx")
+    assert res.ok, render_all(res.diagnostics)
+    # one copy of the body (its loop's header once in the LLVM IR generated)
+    assert len(re.findall(r"^for\.header[.\d]*:", res.codegen.llvm_ir, re.M)) == 1
+    h = np.zeros(512, np.int32)
+    run_emulated(res.codegen, "count2", [h], (2, 1, 1), block=block)
+    assert (h == 4).all(), np.unique(h, return_counts=True)
+
+
+def example_vadd(tile: int):
+    """examples/vadd.tile at TILE = `tile`, compiled with the facts the runtime derives for
+    three equal-length contiguous f32 arrays (`caes`, then b and c `=0`: docs/abi.md)."""
+    import os
+    from tilelang.codegen.api import ArrayFacts
+    from tilelang.driver import Options, compile_kernel as compile_source_kernel
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "vadd.tile")
+    with open(path) as f:
+        text = f.read()
+    facts = {n: ArrayFacts.from_key(k) for n, k in zip("abc", ("caes", "caes=0", "caes=0"))}
+    return compile_source_kernel(text, path, "vadd", consts={"TILE": tile},
+                                 options=Options(target="sm_90a"), facts=facts, link=False)
+
+
+def run_example(ck, n: int, grid: int, block=(128, 1, 1)):
+    from tilelang.emulator import EmulatorDevice
+    rng = np.random.default_rng(n)
+    a, b = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
+    dev = EmulatorDevice()
+    ptrs = [dev.to_device(v) for v in (a, b, np.full(n, -7.0, np.float32))]
+    fn = dev.load_module(ck.ptx).get_function("vadd")
+    args = []
+    for p in ptrs:
+        args += [p, np.int64(n), np.int64(1)]
+    rep = dev.launch(fn, (grid, 1, 1), block, args)
+    return rep, dev.from_device(ptrs[2], (n,), np.float32), a + b
+
+
+def test_example_vadd_full_launch_takes_no_branch():
+    """issue 14's vadd at 256: the full launch runs its own copy of the body and falls
+    through the ntid test and the three inside tests: per thread the ntid test (3), the
+    parameters (4: a, b, c and the shared extent), the tile end in 32 bits (`bid < n >> 8`:
+    mov, shr, setp), the offset (shl, or, mul.wide) and three addresses, two v2 loads, two
+    adds, a v2 store and `ret`: 23 instructions and no branch taken (26 before: a taken
+    branch each way round the body and a 64-bit tile end)."""
+    ck = example_vadd(256)
+    n = 64 * 256
+    rep, got, want = run_example(ck, n, 64)
+    same(got, want)
+    ops = rep.instructions
+    assert "bra" not in ops and "bra.uni" not in ops, ops
+    assert not [o for o in ops if re.search(r"\.[su]64$", o) and o.startswith("setp")], ops
+    assert rep.total_instructions == 23 * 64 * 128, ops
+
+
+@pytest.mark.parametrize("block", [(128, 1, 1), (32, 1, 1), (64, 2, 1)])
+def test_example_vadd_edge_and_short_blocks(block):
+    """The last block's tile runs past the end (1,000 elements over 4 tiles of 256); short
+    and 2-D blocks take the virtual-thread loop's copy."""
+    ck = example_vadd(256)
+    rep, got, want = run_example(ck, 1000, 4, block)
+    same(got, want)
+
+
+def unpredicated_loads(ptx: str) -> int:
+    return len(re.findall(r"^\s*ld\.global\.v[24]\.b32", ptx, re.M))
+
+
+def test_versioning_is_bounded_by_the_body_size():
+    """Two copies of a small body (256: one v2 load per array per copy), one of a body above
+    VERSION_LIMIT (4,096, streamed, about 1,800 LLVM instructions: 16 v4 loads)."""
+    assert unpredicated_loads(example_vadd(256).ptx) == 2 * 2
+    assert unpredicated_loads(example_vadd(4096).ptx) == 16
