@@ -262,8 +262,9 @@ def _nvjitlink_or_skip():
 
 
 def test_softmax_ieee_4096_reaches_half_occupancy(monkeypatch):
-    """nvJitLink alone: 96 registers, 31% at 128 threads (whole-program ptxas: 56); capped at
-    64 it spills nothing, so the driver keeps 64 (50%)."""
+    """nvJitLink alone: 85 registers, 37% at 128 threads (whole-program ptxas: 56); the MARGIN
+    steps take it to 72 (44%), and capped at 64 it spills nothing, so the driver keeps 64
+    (50%)."""
     _nvjitlink_or_skip()
     res = _softmax_ieee_4096(monkeypatch)
     r = res.link.resources["softmax_rows"]
@@ -273,9 +274,9 @@ def test_softmax_ieee_4096_reaches_half_occupancy(monkeypatch):
 
 
 def test_a_cap_that_really_spills_is_refused(monkeypatch):
-    """With LOW raised to 75% the first deep try is 40 registers, where this softmax really
-    spills (nvJitLink 13.5: 204 bytes stored); that link is refused and the step below the
-    first link's 96 (80, no spill) is kept instead."""
+    """With LOW raised to 75% the deep try is 40 registers, where this softmax really spills
+    (nvJitLink 13.5: some 200 bytes stored); that link is refused and what the MARGIN steps
+    reached is kept."""
     _nvjitlink_or_skip()
     from tilelang.codegen.link import link_ptx
     ptx = _softmax_ieee_4096(monkeypatch, until="ptx").ptx
@@ -286,11 +287,13 @@ def test_a_cap_that_really_spills_is_refused(monkeypatch):
         seen.append(out.resources["softmax_rows"])
         return out
     first = link(ptx)
-    if first.resources["softmax_rows"].registers != 96:
-        pytest.skip("this nvJitLink allocates differently from 13.5")
     monkeypatch.setattr(rf, "LOW", 0.75)
     ptx2, linked = rf.refit(ptx, _codegen("softmax_rows"), "sm_90a", first, link)
-    assert seen[1].registers <= 40 and seen[1].spill_stores > 0     # the refused try
+    refused = [t for t in seen[1:] if t.spill_stores > 0]
+    if not refused:
+        pytest.skip("this nvJitLink fits softmax ieee@4,096 in 40 registers")
+    assert refused[-1].registers <= 40 and ".maxnreg 40\n" not in ptx2
     r = linked.resources["softmax_rows"]
-    assert ".maxnreg 80\n" in ptx2 and r.registers <= 80
+    cap = re.search(r"\.maxnreg (\d+)\n", ptx2)
+    assert cap and 40 < int(cap.group(1)) < seen[0].registers and r.registers <= int(cap.group(1))
     assert r.spill_stores == r.spill_loads == r.stack_frame == 0

@@ -20,8 +20,10 @@ lower/reload.py re-read it) links at 96 registers (31% at 128 threads) where who
 ptxas takes 56, and capped at 64 it spills nothing. At most two
 more links: first the largest count that reaches `LOW`, then, when that spills, the step just
 below the first link's count; a cap is kept only when it spills nothing and adds no stack, else
-the first link stands. The examples' softmax, layernorm, vadd and matmul never take this path
-(checked on sm_90a and sm_80 in both precisions; the examples' dropout does: 92 -> 60).
+the first link stands. A kernel the MARGIN steps leave below LOW is tried once more at the
+count that reaches LOW (softmax ieee@4,096 with its row kept: 85 -> 80 -> 72, then 64). The
+examples' layernorm, vadd and matmul never take these paths (checked on sm_90a and sm_80 in
+both precisions; the examples' dropout does: 92 -> 60).
 """
 
 from __future__ import annotations
@@ -91,17 +93,19 @@ def caps(target: str, kernels: list[KernelShape], resources: Mapping) -> dict[st
     return out
 
 
-def deep(target: str, threads: int, registers: int, smem: int) -> list[int]:
+def deep(target: str, threads: int, registers: int, smem: int, stepped: bool = False) -> list[int]:
     """The caps to try, in order, for a kernel of at most DEEP_MAX registers below LOW
     occupancy, limited by registers and further than MARGIN above its step: the largest count
     that reaches LOW (when one above MIN_REGS does), then the largest count that fits one more
-    block. Empty otherwise."""
+    block. Empty otherwise. `stepped`: `registers` is where the MARGIN steps left the kernel,
+    still below LOW (softmax ieee@4,096 with its row kept: 85 -> 80 -> 72); only the count
+    that reaches LOW is tried."""
     if target not in ARCH_LIMITS or not MIN_REGS < registers <= DEEP_MAX:
         return []
     occ = occupancy(target, threads, registers, smem)
     if occ.limiter != "registers" or occ.fraction >= LOW:
         return []
-    if step_below(target, threads, registers, smem) is not None:
+    if not stepped and step_below(target, threads, registers, smem) is not None:
         return []                                   # the MARGIN path handles it
     to_low = step = None
     for r in range(registers - 1, MIN_REGS - 1, -1):
@@ -111,6 +115,8 @@ def deep(target: str, threads: int, registers: int, smem: int) -> list[int]:
         if o.fraction >= LOW:
             to_low = r
             break
+    if stepped:
+        return [to_low] if to_low is not None else []
     return [c for c in dict.fromkeys((to_low, step)) if c is not None]
 
 
@@ -162,9 +168,13 @@ def refit(ptx: str, codegen, target: str, first, link):
     pending = {}
     for k in kernels:
         r = first.resources.get(k.name)
-        if k.fixed or r is None or r.spill_stores or r.spill_loads or k.name in chosen:
+        if k.fixed or r is None or r.spill_stores or r.spill_loads:
             continue
-        tries = deep(target, k.threads, r.registers, k.smem)
+        if k.name in chosen:
+            # stepped down within MARGIN and still below LOW: the count that reaches LOW
+            tries = deep(target, k.threads, got.resources[k.name].registers, k.smem, True)
+        else:
+            tries = deep(target, k.threads, r.registers, k.smem)
         if tries:
             pending[k.name] = tries
     unlinked = False                    # caps in `chosen` no kept link has yet

@@ -14,8 +14,10 @@ has a barrier), the tiles defined before it and used after it cost each thread a
 `ceil(elements x words / threads)` registers, threads being the kernel's block size. When that
 sum exceeds BUDGET (16: half the 32 registers a thread has at full occupancy, 65,536 / 2,048,
 leaving the other half for addresses, the pass's own vectors and the reduction), those tiles
-become candidates, with every value their element-wise definition is computed from; below it
-they are kept (rows of 256 to 2,048 f32 over 128 threads: no instruction more). lower/stream.py
+become candidates, with every value their element-wise definition is computed from, unless
+that definition has an exact math function (`_costly`: softmax's `exp` in precision "ieee",
+whose second computation would nearly double the kernel's instructions); below it they are
+kept (rows of 256 to 2,048 f32 over 128 threads: no instruction more). lower/stream.py
 then lets a candidate's consumers (a store, a reduction) compute it per vector from loads of
 their own, and leaves it out of registers when all its uses are such consumers.
 
@@ -41,8 +43,10 @@ from __future__ import annotations
 from math import ceil, prod
 
 from tilelang.codegen.llvm.kernel import KernelEmitter
+from tilelang.codegen.scalar.emitter import FLOAT_MATH
 from tilelang.ir.ops import BuiltinOp, walk
 from tilelang.ir.values import Value
+from tilelang.sema.constants import ConstStr
 
 BUDGET = 16                 # registers per thread live across a block reduction, see above
 REDUCTIONS = ("sum", "prod", "max", "min", "argmax", "argmin")
@@ -73,7 +77,8 @@ def _again(kern: KernelEmitter) -> frozenset[int]:
         live = [vid for vid, p in defined.items() if p < i < last.get(vid, -1)]
         cost = {vid: _registers(kern, ops[defined[vid]].result) for vid in live}
         if sum(cost.values()) > BUDGET:
-            out.update(vid for vid in live if cost[vid] > 1)
+            out.update(vid for vid in live if cost[vid] > 1 and
+                       not _costly(kern, ops, defined, vid))
     if not out:
         return frozenset()
     # with what they are computed from (element-wise chains of loads): those may have other
@@ -87,6 +92,27 @@ def _again(kern: KernelEmitter) -> frozenset[int]:
                 seen.add(v.id)
                 todo.append(v.id)
     return frozenset(seen)
+
+
+def _costly(kern: KernelEmitter, ops, defined: dict, vid: int) -> bool:
+    """Computing v again would repeat an exact math function per element (`exp` in precision
+    "ieee": a polynomial of some 25 instructions, where "fast" has `ex2.approx`): such a tile
+    is kept, its second computation costing more issue time than the occupancy step gains."""
+    todo, seen = [vid], {vid}
+    while todo:
+        v = todo.pop()
+        op = ops[defined[v]]
+        if not isinstance(op, BuiltinOp):
+            continue
+        dt = getattr(op.result.type, "dtype", None)
+        if op.name in FLOAT_MATH and dt is not None and not kern.se.approximates(
+                op.name, dt, {n: a for n, a in op.args if isinstance(a, ConstStr)}):
+            return True
+        for a in op.operands:
+            if a.id in defined and a.id not in seen and getattr(a.type, "shape", None):
+                seen.add(a.id)
+                todo.append(a.id)
+    return False
 
 
 def _registers(kern: KernelEmitter, v: Value) -> int:

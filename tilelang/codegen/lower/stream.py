@@ -224,8 +224,8 @@ def _chain(kern: KernelEmitter, ops, pos: dict, uses: dict, allowed: set, p: int
     if not loads:
         return None
     first = pos[chain[0].result.id]
-    if not all(_writes_nothing(o) or o.result is not None and o.result.id in members
-               for o in ops[first:p]):
+    if not all(_writes_nothing(o) or getattr(o, "result", None) is not None and
+               o.result.id in members for o in ops[first:p]):
         return None
     vw = None
     if st.name == "store":
