@@ -120,3 +120,52 @@ def test_multicast_loop_reads_no_special_register():
     ops = s.loop_ops
     assert ops.get("UTMALDG", 0) == 3 and "ELECT" not in ops
     assert "S2UR" not in ops and "S2R" not in ops, ops
+
+
+WS_MATMUL = MATMUL.replace("@launch(reqntid = (128, 1, 1), maxnreg = 168, cluster = (2, 1, 1))",
+                           "@launch(reqntid = (384, 1, 1))")
+WS_ATTENTION = (ROOT / "examples" / "attention.tile").read_text().replace(
+    "@launch(reqntid = (128, 1, 1))", "@launch(reqntid = (384, 1, 1))")
+
+
+def test_warp_specialized_producer_is_elected_and_descriptors_warp_uniform():
+    _, _, arrays = _operands(256, 256, 256)
+    ptx = compile_for(WS_MATMUL, "matmul", arrays).ptx
+    assert ".reqntid 384, 1, 1" in ptx
+    # the producer's issuing thread: elected in warp 8 (thread 256), the election the
+    # kernel's one
+    assert ptx.count("elect.sync") == 1 and ELECT in _entry(ptx)
+    # the consumer warp group's row offset in A's image from lane 0's thread index
+    assert ptx.count("shfl.sync.idx.b32") == 1
+
+
+def test_warp_specialized_ring_issues_each_copy_once():
+    m, n, k = 256, 128, 320
+    a, b, arrays = _operands(m, n, k, seed=2)
+    _, rep = run(WS_MATMUL, "matmul", arrays, (m // 128, n // 128))
+    assert np.array_equal(arrays["c"], a.astype(np.float64) @ b.astype(np.float64))
+    ops = rep.instructions
+    stages = (m // 128) * (n // 128) * (k // 64)
+    assert ops["mbarrier.arrive.expect_tx.shared::cta.b64"] == stages
+    # per stage: A (128 x 64: one panel), B (64 x 128: two 64-column panels)
+    assert ops[LOAD] == 3 * stages
+    # the descriptors' shuffle: once per thread, before the split
+    assert ops["shfl.sync.idx.b32"] == (m // 128) * (n // 128) * 384
+
+
+@needs_sass
+@pytest.mark.parametrize("src,kernel,defines", [
+    (WS_MATMUL, "matmul", {}),
+    (WS_ATTENTION, "attention_f16", {"BM": "128", "BN": "64", "D": "64", "CAUSAL": "false"}),
+], ids=["matmul", "attention"])
+def test_warp_specialized_sass(src, kernel, defines):
+    from tilelang.driver import Options, compile_source
+    res = compile_source(src, f"{kernel}.tile", Options(target="sm_90a", defines=defines),
+                         kernels=[kernel], until="cubin")
+    assert res.ok
+    instrs = sass.disassemble(res.cubin)[kernel]
+    # the producer issues each copy once: no ELECT loop anywhere
+    assert not [i for i in instrs if i.opcode.startswith("BRA.U.ANY")]
+    # the consumers' loop keeps its descriptors in uniform registers
+    ops = sass.summarize(instrs).loop_ops
+    assert ops.get("HGMMA", 0) > 0 and ops.get("R2UR", 0) <= 1, ops

@@ -278,7 +278,7 @@ class Prefetch:
                             f"{wgmma_product.WS_PRODUCER_REGS};", [], "~{memory}")
         lead = kern.fn.append_basic_block("ws.lead")
         gone = kern.fn.append_basic_block("ws.producer.done")
-        b.cbranch(b.icmp_unsigned("==", kern.tid, _c(P)), lead, gone)
+        b.cbranch(tma_load.issuer(kern, P), lead, gone)
         b.position_at_end(lead)
         iv, (slot, j), _, header, _ = pipe_loop.loop_header(
             kern, "ws.produce", "ws.produce.body", gone, self.start, self.stop, self.ivt,

@@ -173,18 +173,19 @@ def tile_index(kern: KernelEmitter, d, env_iv) -> list[ir.Value]:
     return index
 
 
-def issuer(kern: KernelEmitter) -> ir.Value:
-    """The block's one issuing thread (i1): the thread that `elect.sync` picks in warp 0
-    (kern.tid is the linear index, so tid < 32 is warp 0; the emulator and a GPU elect lane
-    0, i.e. thread 0). ptxas proves a branch on this predicate single-threaded and issues
-    its bulk copies once; on `tid == 0` it sometimes cannot (the persistent matmul's ring),
-    and wraps each copy in an ELECT loop over the active threads (~6 SASS instructions per
-    copy). The election runs once, at the kernel's entry, where every warp is converged
-    (inside a loop it costs an ELECT and a compare per iteration). A block whose size is not
-    exact (.maxntid: the virtual-thread loop, short warps) keeps `tid == 0`."""
+def issuer(kern: KernelEmitter, first: int = 0) -> ir.Value:
+    """The one issuing thread (i1) of the warp whose first thread is `first` (kern.tid, the
+    linear index, in first .. first + 31): the thread `elect.sync` picks there (the emulator
+    and a GPU elect lane 0, i.e. thread `first`). ptxas proves a branch on this predicate
+    single-threaded and issues its bulk copies once; on `tid == first` it sometimes cannot
+    (the persistent matmul's ring, the warp-specialized producer), and wraps each copy in an
+    ELECT loop over the active threads (~6 SASS instructions per copy). The election runs
+    once, at the kernel's entry, where every warp is converged (inside a loop it costs an
+    ELECT and a compare per iteration). A block whose size is not exact (.maxntid: the
+    virtual-thread loop, short warps) keeps `tid == first`."""
     b = kern.builder
     if not kern.exact or kern.declared_threads < 32:
-        return b.icmp_unsigned("==", kern.tid, _c(0))
+        return b.icmp_unsigned("==", kern.tid, _c(first))
     elected = kern._cache.get("tma.elected")
     if elected is None:
         at = ir.IRBuilder(kern.entry)
@@ -193,8 +194,8 @@ def issuer(kern: KernelEmitter) -> ir.Value:
                            "{ .reg .pred p; .reg .b32 l; elect.sync l|p, -1; selp.u32 $0, 1, 0, p; }",
                            "=r", side_effect=True)
         elected = kern._cache["tma.elected"] = at.call(asm, [])
-    return b.and_(b.icmp_unsigned("!=", elected, _c(0)),
-                  b.icmp_unsigned("<", kern.tid, _c(32)))
+    lane = kern.tid if first == 0 else b.sub(kern.tid, _c(first))
+    return b.and_(b.icmp_unsigned("!=", elected, _c(0)), b.icmp_unsigned("<", lane, _c(32)))
 
 
 def issue_stage(kern: KernelEmitter, ops: list[TmaOperand], env_iv, image: ir.Value,

@@ -120,7 +120,7 @@ class Descriptors:
 
         def coord(ax):
             w = (0,) * (nl + 2) + tuple(acc.warp[i][ax] for i in range(2, nw))
-            return kern.thread_linear(w)
+            return _warp_uniform(kern, kern.thread_linear, w) if any(w) else _c(0)
 
         mn = coord(axis)
         batch = coord(0) if rank == 3 else _c(0)
@@ -166,6 +166,22 @@ class Descriptors:
         b = kern.builder
         field = b.add(start, ir.Constant(I32, off16)) if off16 else start
         return b.or_(b.zext(field, I64), ir.Constant(I64, self.const & ~0xFFFFFFFF))
+
+
+def _warp_uniform(kern: KernelEmitter, fn, *args):
+    """fn(*args) of the thread index bits above the lane's, computed from lane 0's index
+    (`shfl.sync.idx` from lane 0: the same bits, as warps are consecutive linear indices).
+    ptxas takes a value shuffled from a fixed lane as warp-uniform, so the warp group's
+    descriptors and their per-K-step arithmetic stay in uniform registers; from the thread
+    index itself they were vector registers moved over by an R2UR before each wgmma (two
+    consumer warp groups: 65 -> 52 SASS per K-step). Called where every warp is converged."""
+    first = tma_load._asm(kern, "shfl.sync.idx.b32 $0, $1, 0, 31, -1;", [kern.vtid], "=r,r",
+                          I32)
+    saved, kern.vtid = kern.vtid, first
+    try:
+        return fn(*args)
+    finally:
+        kern.vtid = saved
 
 
 def issue(kern: KernelEmitter, plan: TensorCorePlan, da: Descriptors, db: Descriptors,
@@ -803,7 +819,7 @@ def _ws_loop(kern: KernelEmitter, op, lp, tma, base, da, db, k, init, start, sto
     setmaxnreg("dec", WS_PRODUCER_REGS)
     lead = kern.fn.append_basic_block("ws.lead")
     gone = kern.fn.append_basic_block("ws.producer.done")
-    b.cbranch(b.icmp_unsigned("==", kern.tid, _c(P)), lead, gone)
+    b.cbranch(tma_load.issuer(kern, P), lead, gone)
     b.position_at_end(lead)
     count = _c(0)
     iv, slot, par, (j,), header, pexit = ring_loop("ws.produce", [count])
