@@ -13,7 +13,10 @@ Three kernels, each at the same tile for both compilers:
   (the structure of Triton's persistent-matmul tutorial, its two loops flattened);
 * attention: `examples/attention.tile`'s forward kernel (f16, BM = BN = D = 64, not causal,
   4 warps) against a Triton FlashAttention-style forward written here (TRITON_ATTENTION: the
-  same online softmax in base 2, the same tiles and warps, 2 stages).
+  same online softmax in base 2, the same tiles and warps, 2 stages);
+* matmul_ws, attention_ws (ours only): the matmul and attention (BM = 128) with
+  `reqntid = (384, 1, 1)`: two consumer warp groups and a TMA producer group; the loop counted
+  is the consumers'.
 
 Both PTX texts are assembled by the same nvJitLink for sm_90a and disassembled with cuobjdump
 (tilelang.tools.sass) to count registers, spill bytes, local-memory instructions, HGMMA
@@ -50,6 +53,12 @@ MM = (128, 128, 64)
 ATT = {"BM": 64, "BN": 64, "D": 64}
 WARPS = 4
 KERNELS = ("matmul", "matmul_persistent", "attention")
+# ours only (Triton's warp-specialized kernels are not compiled here): the matmul and
+# attention tiles above with `reqntid = (384, 1, 1)`, two consumer warp groups and a TMA
+# producer group (attention with BM = 128: 64 query rows per consumer group); the loop
+# measured is the consumers', a K-step's multiply-adds over their 8 warps
+WS = ("matmul_ws", "attention_ws")
+ROWS = KERNELS + WS
 
 TRITON_ATTENTION = r'''
 import json, os, sys, tempfile
@@ -161,6 +170,19 @@ def ours() -> dict:
                          kernels=["attention_f16"], until="ptx")
     assert res.ok, render_all(res.diagnostics)
     out["attention"] = res.ptx
+    src = (ROOT / "examples" / "matmul.tile").read_text().replace(
+        "@launch(reqntid = (128, 1, 1), maxnreg = 168, cluster = (2, 1, 1))",
+        "@launch(reqntid = (384, 1, 1))")
+    res = compile_source(src, "matmul.tile", Options(target=ARCH), until="ptx")
+    assert res.ok and ".reqntid 384" in res.ptx, render_all(res.diagnostics)
+    out["matmul_ws"] = res.ptx
+    src = (ROOT / "examples" / "attention.tile").read_text().replace(
+        "@launch(reqntid = (128, 1, 1))", "@launch(reqntid = (384, 1, 1))")
+    res = compile_source(src, "attention.tile",
+                         Options(target=ARCH, defines=dict(defines, BM=str(2 * ATT["BM"]))),
+                         kernels=["attention_f16"], until="ptx")
+    assert res.ok and ".reqntid 384" in res.ptx, render_all(res.diagnostics)
+    out["attention_ws"] = res.ptx
     return out
 
 
@@ -200,7 +222,9 @@ def main(argv=None) -> int:
         return 1
     steps = {"matmul": MM[0] * MM[1] * MM[2] // WARPS,
              "matmul_persistent": MM[0] * MM[1] * MM[2] // WARPS,
-             "attention": 2 * ATT["BM"] * ATT["BN"] * ATT["D"] // WARPS}
+             "attention": 2 * ATT["BM"] * ATT["BN"] * ATT["D"] // WARPS,
+             "matmul_ws": MM[0] * MM[1] * MM[2] // (2 * WARPS),
+             "attention_ws": 2 * (2 * ATT["BM"]) * ATT["BN"] * ATT["D"] // (2 * WARPS)}
     rows = [(k, "Tile", analyze(p, steps[k])) for k, p in ours().items()]
     note = ""
     py = triton_python(args.triton_python)
@@ -210,7 +234,7 @@ def main(argv=None) -> int:
         theirs, version = triton_ptx(py)
         for k in KERNELS:
             rows.append((k, f"Triton {version}", analyze(theirs[k], steps[k])))
-    rows.sort(key=lambda r: (KERNELS.index(r[0]), r[1] != "Tile"))
+    rows.sort(key=lambda r: (ROWS.index(r[0]), r[1] != "Tile"))
     today = datetime.date.today().isoformat()
     text = (f"# Hopper static comparison, {today} (no GPU)\n\n"
             f"`python3 benchmarks/hopper_static.py`: sm_90a, both PTX texts assembled by the "
@@ -219,7 +243,10 @@ def main(argv=None) -> int:
             f"tile, one block per SM looping over output tiles in grouped order (Triton: its "
             f"persistent-matmul tutorial's structure, flattened loops). attention: forward, f16, "
             f"BM = BN = D = 64, not causal, {WARPS} warps. A K-step: BM * BN * BK (matmul) or "
-            f"2 * BM * BN * D (attention) multiply-adds over the block's warps.\n\n"
+            f"2 * BM * BN * D (attention) multiply-adds over the block's warps. matmul_ws, "
+            f"attention_ws (Tile only): the same with `reqntid = (384, 1, 1)`, two consumer "
+            f"warp groups and a TMA producer group (attention: BM = {2 * ATT['BM']}); the "
+            f"loop is the consumers', a K-step over their {2 * WARPS} warps.\n\n"
             + table(rows) + "\n" + note)
     out = Path(args.out) if args.out else \
         ROOT / "benchmarks" / "results" / f"hopper-static-{today}-cpu.md"
