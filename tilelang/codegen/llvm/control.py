@@ -418,6 +418,8 @@ def _virtual_threads(kern: KernelEmitter, done: ir.Block) -> None:
         v.add_incoming(kern.tid, head[-1])
         kern.fn.blocks[:] = [kern.entry] + head + [body] + looped + [latch, done, loop, again]
         return
+    # the body again: its ops' values are made anew (kern.env), and what lowerings keep in
+    # kern._cache must dominate both copies (memory.narrow's are made in the entry block)
     kern.vtid = kern.tid
     kern.return_target = done
     first = len(kern.fn.blocks)
