@@ -361,9 +361,10 @@ class KernelEmitter:
             self.tid = b.add(tx, b.mul(nx, b.add(ty, b.mul(ny, tz))), name="tid")
             if not self.exact:
                 self.nthreads = b.mul(b.mul(nx, ny), self.sreg("ntid.z"), name="ntid")
-        if not self.exact and self.declared_threads == self.threads:
-            # the launch has at most `threads` threads (.maxntid): the first virtual thread
-            # exists, so the loop needs no entry test
+        if self.declared_threads == self.threads:
+            # the launch has at most `threads` threads (.maxntid, .reqntid): the first virtual
+            # thread exists, so the loop needs no entry test, and a thread's offsets need no
+            # mask (layernorm@4,096 kept `tid * 4` and `tid * 4 & 508`: 38 -> 32 registers)
             fn = self.se.declare("llvm.assume", ir.VoidType(), [I1])
             b.call(fn, [b.icmp_unsigned("<", self.tid, ir.Constant(I32, self.threads))])
         # The layouts' thread index: a power of two range; extra real threads replicate.
