@@ -416,7 +416,7 @@ def _virtual_threads(kern: KernelEmitter, done: ir.Block) -> None:
     if not versioned:
         b.branch(body)
         v.add_incoming(kern.tid, head[-1])
-        kern.fn.blocks[:] = [kern.entry] + head + [body] + looped + [latch, done, loop, again]
+        _place(kern, [kern.entry] + head + [body] + looped + [latch, done, loop, again])
         return
     # the body again: its ops' values are made anew (kern.env), and what lowerings keep in
     # kern._cache must dominate both copies (memory.narrow's are made in the entry block)
@@ -425,5 +425,11 @@ def _virtual_threads(kern: KernelEmitter, done: ir.Block) -> None:
     first = len(kern.fn.blocks)
     if emit_region(kern, kern.kernel.body)[0] != ESCAPED:
         b.branch(done)
-    kern.fn.blocks[:] = [kern.entry] + head + kern.fn.blocks[first:] + [done, loop, body] + \
-        looped + [latch, again]
+    _place(kern, [kern.entry] + head + kern.fn.blocks[first:] + [done, loop, body] + looped +
+           [latch, again])
+
+
+def _place(kern: KernelEmitter, order: list) -> None:
+    """Reorder the function's blocks (every block once: a lost one would be a broken IR)."""
+    assert sorted(map(id, order)) == sorted(map(id, kern.fn.blocks)), "block order"
+    kern.fn.blocks[:] = order
