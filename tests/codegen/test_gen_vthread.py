@@ -156,3 +156,32 @@ def test_versioning_is_bounded_by_the_body_size():
     VERSION_LIMIT (4,096, streamed, about 1,800 LLVM instructions: 16 v4 loads)."""
     assert unpredicated_loads(example_vadd(256).ptx) == 2 * 2
     assert unpredicated_loads(example_vadd(4096).ptx) == 16
+
+
+def count_kernel(launch: str) -> str:
+    return f"""
+@launch(maxntid = {launch})
+kernel count3(h: Array[i32, 1]) {{
+    atomic_add(h, arange(512, i32), ones((512,), i32), sem = "relaxed");
+}}
+"""
+
+
+@pytest.mark.parametrize("launch,block", [
+    ("(96, 1, 1)", (96, 1, 1)), ("(96, 1, 1)", (64, 1, 1)), ("(96, 1, 1)", (48, 2, 1)),
+    ("(32, 4, 1)", (32, 4, 1)), ("(32, 4, 1)", (128, 1, 1)), ("(32, 4, 1)", (16, 4, 1)),
+    ("(32, 4, 1)", (8, 2, 3))])
+def test_declared_shapes_versioned(launch, block):
+    """A versioned body under a declared count that is not a power of two (96: the real
+    threads past 64 have no work) and a declared 2-D block (its linear index on both paths):
+    each element once per block, whatever the launch's shape within `.maxntid`."""
+    from tilelang.diagnostics import render_all
+    from tilelang.driver import Options, compile_source
+    res = compile_source(count_kernel(launch), "<count3>.tile", Options(target="sm_90a"),
+                         until="ptx")
+    assert res.ok, render_all(res.diagnostics)
+    # two copies of the body: 4 elements per thread, a `red` each
+    assert len(re.findall(r"\bred\.", res.codegen.llvm_ir)) == 2 * 4
+    h = np.zeros(512, np.int32)
+    run_emulated(res.codegen, "count3", [h], (3, 1, 1), block=block)
+    assert (h == 3).all(), np.unique(h, return_counts=True)
