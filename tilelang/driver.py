@@ -270,7 +270,6 @@ def _compile(text, path, options, kernels, facts, until, res: CompileResult, t0)
     from .ir.lower import lower_module
     from .ir.passes import PassManager
     from .ir.printer import format_module
-    from .ir.verifier import verify
 
     remember_source(path, text)
     try:
@@ -302,8 +301,7 @@ def _compile(text, path, options, kernels, facts, until, res: CompileResult, t0)
     res.diagnostics += [d for d in ldiags if d.severity is Severity.ERROR]
     if ir is None:
         return
-    verify(ir)
-    ir = PassManager().run(ir)
+    ir = PassManager().run(ir)      # verifies the lowered module first, then after each pass
     res.ir = ir
     res.tir = format_module(ir)
     t3 = time.perf_counter()

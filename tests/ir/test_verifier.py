@@ -9,6 +9,7 @@ from tilelang.diagnostics import TileSemanticError
 from tilelang.ir import (Block, BreakOp, ContinueOp, ForOp, IfOp, IRBuildError, KernelBuilder,
                          IRVerificationError, ReturnOp, Value, YieldOp, module, samples, verify)
 from tilelang.record import replace
+from tilelang.sema.constants import ConstValue
 from tilelang.sema.types import F16, F32, I32, I64, ArrayType, TileType, scalar
 
 
@@ -156,3 +157,59 @@ def test_builder_reports_registry_errors_and_misuse():
                                   "odd_sum", "signed_scale", "optimizable"])
 def test_samples_verify(name):
     verify(module(getattr(samples, name)()))
+
+
+def _bid_of_constant():
+    kb = KernelBuilder("k")
+    a = kb.param("a", ArrayType(F32, 1))
+    i = kb.op("bid", kb.constant(0, I32))
+    kb.op("store", a, index=(i,), tile=kb.op("load", a, index=(i,), shape=(16,), padding=0.0))
+    return kb.finish()
+
+
+def test_remembered_types_follow_the_constants_an_op_consulted():
+    """`verify(module, typed)` skips re-typing an op object it has typed before, but not when
+    a constant the registry read for it has changed: `bid`'s axis becomes 5 below while the
+    `bid` op itself stays the same object."""
+    k = _bid_of_constant()
+    typed: dict = {}
+    verify(module(k), typed)
+    bid = k.body.ops[1]
+    assert typed[id(bid)][0] is bid and typed[id(bid)][2] == scalar(I32)
+    axis5 = replace(k.body.ops[0], value=ConstValue(5, I32))
+    _reject(_with_ops(k, (axis5,) + k.body.ops[1:]), r"`bid`: parameter `axis` must be 0, "
+                                                     r"1 or 2 \(x, y, z\), found 5")
+    with pytest.raises(IRVerificationError, match=r"`%1 = bid\(%0\) : i32`: the registry "
+                                                  r"rejects the operand types"):
+        verify(module(_with_ops(k, (axis5,) + k.body.ops[1:])), typed)
+
+
+def test_remembered_types_still_check_a_changed_op(monkeypatch):
+    """An op rebuilt by a pass is a new object and is typed again; ops a pass left alone are
+    not (the pass manager's five verifications re-type only what each pass made)."""
+    import tilelang.ir.verifier as verifier_mod
+    calls = []
+    real = verifier_mod.registry_type
+    monkeypatch.setattr(verifier_mod, "registry_type",
+                        lambda op, const_of: calls.append(op) or real(op, const_of))
+    k = samples.vadd()
+    typed: dict = {}
+    verify(module(k), typed)
+    assert len(calls) == 5                    # bid, two loads, + and store
+    verify(module(k), typed)
+    assert len(calls) == 5
+    ops = list(k.body.ops)
+    ops[3] = replace(ops[3], result=Value(ops[3].result.id, TileType(F16, (1024,))))
+    with pytest.raises(IRVerificationError, match=r"the result type is Tile\[f16, 1024\] but "
+                                                  r"`\+` gives Tile\[f32, 1024\]"):
+        verify(module(_with_ops(k, ops)), typed)
+    assert calls[5:] == [ops[3]]
+
+
+def test_passes_keep_the_ops_they_do_not_change():
+    """CSE, folding, LICM and DCE return an untouched op (and block) as the same object."""
+    from tilelang.ir.passes import PASSES
+    k = samples.vadd()
+    for name in ("fold", "cse", "licm", "dce"):
+        after = PASSES[name].run(k)
+        assert after.body is k.body, name

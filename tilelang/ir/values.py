@@ -21,5 +21,10 @@ class Value:
     type: Type
     hint: str = field(default="", compare=False)
 
+    def __hash__(self) -> int:
+        # equal values have the same id: hashing it alone spares hashing the type (values key
+        # the verifier's, the passes' and code generation's tables)
+        return hash(self.id)
+
     def __repr__(self) -> str:
         return f"%v{self.id}:{self.type}"

@@ -55,8 +55,9 @@ def _show(types: tuple[Type, ...]) -> str:
 
 
 class _Verifier:
-    def __init__(self, kernel: Kernel):
+    def __init__(self, kernel: Kernel, typed: dict | None = None):
         self.kernel = kernel
+        self.typed = typed
         self.defined: set[Value] = set()
         self.consts: dict[Value, ConstValue] = {}
         self.all_defs: set[Value] = set(kernel.params)
@@ -176,28 +177,58 @@ class _Verifier:
             b = op.builtin
         except KeyError:
             raise self.fail(op, lambda n: f"`{op.name}` is not in the registry") from None
-        try:
-            t = registry_type(op, self.consts.get)
-        except TileError as e:
-            msg = e.diagnostics[0].message
-            raise self.fail(op, lambda n: f"the registry rejects the operand types: {msg}") \
-                from None
+        t = self.known_type(op)
+        if t is None:
+            consulted: list[tuple[Value, ConstValue | None]] = []
+
+            def const_of(v: Value) -> ConstValue | None:
+                c = self.consts.get(v)
+                consulted.append((v, c))
+                return c
+
+            try:
+                t = registry_type(op, const_of)
+            except TileError as e:
+                msg = e.diagnostics[0].message
+                raise self.fail(op, lambda n: f"the registry rejects the operand types: "
+                                              f"{msg}") from None
+            if self.typed is not None:
+                self.typed[id(op)] = (op, tuple(consulted), t)
         if t != op.result_type:
             raise self.fail(op, lambda n: f"the result type is {op.result_type} but "
                                           f"`{b.name}` gives {t}")
         if op.result is not None and op.result_type == VOID:
             raise self.fail(op, lambda n: "a void operation has a result")
 
+    def known_type(self, op: BuiltinOp) -> Type | None:
+        """The registry's type for this very op object from an earlier run over the same
+        `typed` table, when the constants it consulted are still the same objects: most ops
+        pass through a pass untouched, and re-typing every op through the registry was most
+        of each verification (the pass manager verifies five times per compile)."""
+        if self.typed is None:
+            return None
+        hit = self.typed.get(id(op))
+        if hit is None or hit[0] is not op:
+            return None
+        consts = self.consts
+        for v, c in hit[1]:
+            if consts.get(v) is not c:
+                return None
+        return hit[2]
 
-def verify_kernel(kernel: Kernel) -> None:
-    _Verifier(kernel).run()
+
+def verify_kernel(kernel: Kernel, typed: dict | None = None) -> None:
+    _Verifier(kernel, typed).run()
 
 
-def verify(module: IRModule) -> IRModule:
-    """Raise IRVerificationError on the first problem; return the module unchanged."""
+def verify(module: IRModule, typed: dict | None = None) -> IRModule:
+    """Raise IRVerificationError on the first problem; return the module unchanged. `typed`
+    (a dict the caller keeps across calls, e.g. between passes) remembers the registry's
+    result type of each op object checked, keyed by `id` (the op is held, so the id stays
+    its own); an op seen before with the same constants is not re-typed."""
     names = [k.name for k in module.kernels]
     if len(set(names)) != len(names):
         raise IRVerificationError("two kernels share a name")
     for k in module.kernels:
-        verify_kernel(k)
+        verify_kernel(k, typed)
     return module

@@ -10,7 +10,7 @@ from typing import Hashable
 
 from tilelang.ir.ops import Block, BuiltinOp, ConstantOp, ForOp, Kernel, Op, WhileOp
 from tilelang.ir.passes.effects import has_effects, reads_memory
-from tilelang.ir.passes.rewrite import remap_operands, substituter, with_regions
+from tilelang.ir.passes.rewrite import remap_operands, substituter, with_ops, with_regions
 from tilelang.ir.values import Value
 from tilelang.record import replace
 
@@ -51,7 +51,7 @@ class _CSE:
                     continue
                 table[k] = op.results[0]
             out.append(op)
-        return replace(block, ops=tuple(out))
+        return with_ops(block, out)
 
 
 def eliminate_common_subexpressions(k: Kernel) -> Kernel:

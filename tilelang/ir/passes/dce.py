@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from tilelang.ir.ops import Block, Kernel, Op, walk
 from tilelang.ir.passes.effects import has_effects
-from tilelang.ir.passes.rewrite import with_regions
+from tilelang.ir.passes.rewrite import with_ops, with_regions
 from tilelang.ir.values import Value
 from tilelang.record import replace
 
@@ -33,7 +33,7 @@ def _sweep(block: Block, used: set[Value]) -> tuple[Block, bool]:
                 changed |= c
             op = with_regions(op, regions)
         out.append(op)
-    return replace(block, ops=tuple(out)), changed
+    return with_ops(block, out), changed
 
 
 def eliminate_dead_code(k: Kernel) -> Kernel:

@@ -12,7 +12,7 @@ from tilelang.sema.types import TileType
 
 from tilelang.ir.op_typing import bound_of
 from tilelang.ir.ops import Block, BuiltinOp, ConstantOp, IfOp, Kernel, Op, YieldOp
-from tilelang.ir.passes.rewrite import remap_operands, substituter, with_regions
+from tilelang.ir.passes.rewrite import remap_operands, substituter, with_ops, with_regions
 from tilelang.ir.values import Value
 from tilelang.record import replace
 
@@ -40,7 +40,7 @@ class _Folder:
             if isinstance(op, ConstantOp):
                 self.consts[op.result] = op.value
             out.append(op)
-        return replace(block, ops=tuple(out))
+        return with_ops(block, out)
 
     def fold(self, op: BuiltinOp) -> Op:
         b = op.builtin

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from tilelang.ir.ops import Block, BuiltinOp, ConstantOp, ForOp, Kernel, Op, WhileOp, walk
 from tilelang.ir.passes.effects import has_effects, reads_memory
-from tilelang.ir.passes.rewrite import with_regions
+from tilelang.ir.passes.rewrite import with_ops, with_regions
 from tilelang.ir.values import Value
 from tilelang.record import replace
 
@@ -52,7 +52,7 @@ def _block(block: Block) -> Block:
             hoisted, op = _hoist(op)
             out.extend(hoisted)
         out.append(op)
-    return replace(block, ops=tuple(out))
+    return with_ops(block, out)
 
 
 def hoist_loop_invariants(k: Kernel) -> Kernel:

@@ -50,14 +50,15 @@ class PassManager:
         self.dump = dump
 
     def run(self, module: IRModule) -> IRModule:
+        typed: dict = {}       # ops already typed through the registry (verifier.verify)
         if self.verify_each:
-            verify(module)
+            verify(module, typed)
         for name in self.pipeline:
             p = PASSES[name]
             module = replace(module, kernels=tuple(p.run(k) for k in module.kernels))
             if self.verify_each:
                 try:
-                    verify(module)
+                    verify(module, typed)
                 except IRVerificationError as e:
                     raise IRVerificationError(f"after pass `{name}`: {e}") from None
             if self.dump is not None:

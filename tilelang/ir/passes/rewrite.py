@@ -20,7 +20,14 @@ def substituter(subst: Mapping[Value, Value]) -> Callable[[Value], Value]:
 
 
 def remap_operands(op: Op, f: Callable[[Value], Value]) -> Op:
-    """`op` with each directly used value `v` replaced by `f(v)` (regions untouched)."""
+    """`op` with each directly used value `v` replaced by `f(v)` (regions untouched); `op`
+    itself when `f` changes none of them, so that an untouched op keeps its identity (the
+    verifier does not re-type an op it has seen, verifier.verify)."""
+    for v in op.operands:
+        if f(v) is not v:
+            break
+    else:
+        return op
     if isinstance(op, BuiltinOp):
         return replace(op, args=tuple((n, map_arg(a, f)) for n, a in op.args),
                        varargs=tuple(map_arg(a, f) for a in op.varargs))
@@ -37,7 +44,17 @@ def remap_operands(op: Op, f: Callable[[Value], Value]) -> Op:
     return op
 
 
+def with_ops(block: Block, ops: list[Op]) -> Block:
+    """`block` with these ops (`block` itself when they are its own, in order)."""
+    if len(ops) == len(block.ops) and all(new is old for new, old in zip(ops, block.ops)):
+        return block
+    return replace(block, ops=tuple(ops))
+
+
 def with_regions(op: Op, regions: list[Block]) -> Op:
+    """`op` with its regions replaced (`op` itself when they are the same blocks)."""
+    if all(new is old for new, old in zip(regions, op.regions)):
+        return op
     if isinstance(op, IfOp):
         return replace(op, then=regions[0], else_=regions[1])
     if isinstance(op, ForOp):
