@@ -11,8 +11,8 @@ per pass; computing `exp` again costs its instructions again.
 
 Decision (`again`): at each top-level reduction whose reduced axes span several warps (so it
 has a barrier), the tiles defined before it and used after it cost each thread about
-`ceil(elements x words / threads)` registers, threads being the kernel's block size. When that
-sum exceeds BUDGET (16: half the 32 registers a thread has at full occupancy, 65,536 / 2,048,
+`ceil(elements x words / threads)` registers, threads being the kernel's block size (scalars
+and a row's statistics, a register each, are not counted). When that sum exceeds BUDGET (16: half the 32 registers a thread has at full occupancy, 65,536 / 2,048,
 leaving the other half for addresses, the pass's own vectors and the reduction), those tiles
 become candidates, with every value their element-wise definition is computed from, unless
 that definition has an exact math function (`_costly`: softmax's `exp` in precision "ieee",
@@ -75,10 +75,11 @@ def _again(kern: KernelEmitter) -> frozenset[int]:
         if not (isinstance(op, BuiltinOp) and op.name in REDUCTIONS and _across_warps(kern, op)):
             continue
         live = [vid for vid, p in defined.items() if p < i < last.get(vid, -1)]
-        cost = {vid: _registers(kern, ops[defined[vid]].result) for vid in live}
+        # tiles only: scalars and a row's statistics are a register each, held anyway
+        cost = {vid: c for vid in live
+                for c in [_registers(kern, ops[defined[vid]].result)] if c > 1}
         if sum(cost.values()) > BUDGET:
-            out.update(vid for vid in live if cost[vid] > 1 and
-                       not _costly(kern, ops, defined, vid))
+            out.update(vid for vid in cost if not _costly(kern, ops, defined, vid))
     if not out:
         return frozenset()
     # with what they are computed from (element-wise chains of loads): those may have other
