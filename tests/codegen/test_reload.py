@@ -252,3 +252,39 @@ def test_full_occupancy_at_4096(kernel, precision):
     r = res.link.resources[name]
     assert r.registers <= 32 and r.spill_stores == r.spill_loads == r.stack_frame == 0, r
     assert occupancy("sm_90a", 128, r.registers).fraction == 1.0
+
+
+SQUARE = """
+kernel sq(x: Array[DT, 2], y: Array[DT, 2]) {
+    let t = load(x, index = (bid(0), 0), shape = (64, 64), padding = 0.0);
+    let s = sum(t, axis = 0);
+    let m = max(t, axis = 1, keepdims = true);
+    store(y, index = (bid(0), 0), tile = (t - s) * 0.5 + m);
+}
+"""
+
+
+@pytest.mark.parametrize("dt,npdt,tol", [("f32", np.float32, 1e-5), ("f16", np.float16, 2e-2)])
+def test_square_tiles_reduced_along_both_axes(dt, npdt, tol, monkeypatch):
+    """A (64, 64) tile (32 f32 registers per thread) reduced over its columns and over its
+    rows: read in three passes, each reduction fed one vector at a time in its own tree; the
+    result equals NumPy's and, bit for bit, the kernel that keeps the tile (f16 accumulates in
+    f32 in both)."""
+    src = SQUARE.replace("DT", dt)
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((128, 64)).astype(npdt)
+    y = np.zeros_like(x)
+    outs = []
+    for budget in (reload.BUDGET, 1 << 30):
+        monkeypatch.setattr(reload, "BUDGET", budget)
+        res = compile_for(src, "sq", {"x": x, "y": y})
+        emu, ref = run(res, "sq", {"x": x, "y": y}, (2,))
+        outs.append((emu["y"], _full_loads(res.codegen.ptx, "sq")))
+    vectors = 8 if dt == "f32" else 4
+    assert [n for _, n in outs] == [3 * vectors, vectors]
+    np.testing.assert_array_equal(outs[0][0], outs[1][0])
+    want = np.empty(x.shape)
+    for i in range(0, 128, 64):
+        t = x[i:i + 64].astype(np.float64)
+        want[i:i + 64] = (t - t.sum(0)) * 0.5 + t.max(1, keepdims=True)
+    assert np.max(np.abs(outs[0][0] - want)) < tol * np.max(np.abs(want))
