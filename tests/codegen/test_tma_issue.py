@@ -169,3 +169,28 @@ def test_warp_specialized_sass(src, kernel, defines):
     # the consumers' loop keeps its descriptors in uniform registers
     ops = sass.summarize(instrs).loop_ops
     assert ops.get("HGMMA", 0) > 0 and ops.get("R2UR", 0) <= 1, ops
+
+
+STRAIGHT = """
+@launch(reqntid = (128, 1, 1))
+kernel one(a: Array[f16, 2], b: Array[f16, 2], c: Array[f32, 2]) {
+    let m = bid(0);
+    let t = load(a, index = (m, 0), shape = (64, 64)) @ load(b, index = (0, 0), shape = (64, 64));
+    store(c, index = (m, 0), tile = t);
+}
+"""
+
+
+def test_store_issued_from_the_entry_block():
+    # no loop and no branch before the epilogue: the TMA store's election lands in the block
+    # being emitted (the entry), ahead of everything else in it
+    m, blocks = 192, 3
+    a, b, arrays = _operands(m, 64, 64, seed=3)
+    res, rep = run(STRAIGHT, "one", arrays, (blocks,))
+    assert np.array_equal(arrays["c"], a.astype(np.float64) @ b.astype(np.float64))
+    ptx = res.ptx
+    assert ptx.count("elect.sync") == 1 and ELECT in _entry(ptx)
+    assert _entry(ptx).index(ELECT) < _entry(ptx).index("%tid.x")
+    store = "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group"
+    panels = ptx.count(store)
+    assert panels >= 1 and rep.instructions[store] == blocks * panels

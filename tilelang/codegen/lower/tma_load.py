@@ -188,12 +188,14 @@ def issuer(kern: KernelEmitter, first: int = 0) -> ir.Value:
         return b.icmp_unsigned("==", kern.tid, _c(first))
     elected = kern._cache.get("tma.elected")
     if elected is None:
-        at = ir.IRBuilder(kern.entry)
-        at.position_at_start(kern.entry)
-        asm = ir.InlineAsm(ir.FunctionType(I32, []),
-                           "{ .reg .pred p; .reg .b32 l; elect.sync l|p, -1; selp.u32 $0, 1, 0, p; }",
-                           "=r", side_effect=True)
-        elected = kern._cache["tma.elected"] = at.call(asm, [])
+        # kern.builder itself (as _entry_alloca): a second builder inserting into the block
+        # kern.builder is in would leave its insertion point one instruction short
+        here = b.block
+        b.position_at_start(kern.entry)
+        elected = kern._cache["tma.elected"] = _asm(
+            kern, "{ .reg .pred p; .reg .b32 l; elect.sync l|p, -1; selp.u32 $0, 1, 0, p; }",
+            [], "=r", I32)
+        b.position_at_end(here)
     lane = kern.tid if first == 0 else b.sub(kern.tid, _c(first))
     return b.and_(b.icmp_unsigned("!=", elected, _c(0)), b.icmp_unsigned("<", lane, _c(32)))
 

@@ -218,11 +218,12 @@ def _cta_rank(kern: KernelEmitter) -> ir.Value:
     compares of the issuer tests every iteration)."""
     rank = kern._cache.get("tma.cta_rank")
     if rank is None:
-        at = ir.IRBuilder(kern.entry)
-        at.position_at_start(kern.entry)
-        asm = ir.InlineAsm(ir.FunctionType(I32, []), "mov.u32 $0, %cluster_ctarank;", "=r",
-                           side_effect=True)
-        rank = kern._cache["tma.cta_rank"] = at.call(asm, [])
+        b = kern.builder                 # not a second builder: see tma_load.issuer
+        here = b.block
+        b.position_at_start(kern.entry)
+        rank = kern._cache["tma.cta_rank"] = _asm(kern, "mov.u32 $0, %cluster_ctarank;", [],
+                                                  "=r", I32)
+        b.position_at_end(here)
     return rank
 
 

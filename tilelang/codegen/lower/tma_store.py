@@ -115,7 +115,7 @@ def store(kern: KernelEmitter, op) -> bool:
     or when the kernel has no parameter for the map (a KernelEmitter given fixed
     `tensor_maps`; generate's adds it on lookup, llvm/map_params.py). The map is recorded in
     KernelStats.tensor_maps either way."""
-    from tilelang.codegen.lower.tma_load import map_address
+    from tilelang.codegen.lower.tma_load import issuer, map_address
     args = op.arg_map
     arr = kern.array(args["A"])
     t: TileVal = kern.env[args["tile"].id]
@@ -198,7 +198,7 @@ def store(kern: KernelEmitter, op) -> bool:
     start = [b.mul(i, ir.Constant(I64, s)) for i, s in zip(index, shape)]
     # a coordinate is an s32: a tile that starts outside that range (so wholly outside any
     # array a map describes) is not stored rather than wrapped around
-    go = b.icmp_unsigned("==", kern.tid, _c(0))
+    go = issuer(kern)
     for s in start:
         inr = b.icmp_unsigned("<", b.sub(s, ir.Constant(I64, _I32_MIN)),
                               ir.Constant(I64, (1 << 32) - 2 * MAX_BOX))
