@@ -12,12 +12,13 @@ per pass; computing `exp` again costs its instructions again.
 Decision (`again`): at each top-level reduction whose reduced axes span several warps (so it
 has a barrier), the tiles defined before it and used after it cost each thread about
 `ceil(elements x words / threads)` registers, threads being the kernel's block size (scalars
-and a row's statistics, a register each, are not counted). When that sum exceeds BUDGET (16: half the 32 registers a thread has at full occupancy, 65,536 / 2,048,
-leaving the other half for addresses, the pass's own vectors and the reduction), those tiles
-become candidates, with every value their element-wise definition is computed from, unless
-that definition has an exact math function (`_costly`: softmax's `exp` in precision "ieee",
-whose second computation would nearly double the kernel's instructions); below it they are
-kept (rows of 256 to 2,048 f32 over 128 threads: no instruction more). lower/stream.py
+and a row's statistics, a register each, are not counted). When that sum exceeds BUDGET (16:
+half the 32 registers a thread has at full occupancy, 65,536 / 2,048, leaving the other half
+for addresses, the pass's own vectors and the reduction), those tiles become candidates,
+with every value their element-wise definition is computed from, unless that definition has
+an exact math function (`_costly`: softmax's `exp` in precision "ieee", whose second
+computation would nearly double the kernel's instructions); below it they are kept (rows of
+256 to 2,048 f32 over 128 threads: no instruction more). lower/stream.py
 then lets a candidate's consumers (a store, a reduction) compute it per vector from loads of
 their own, and leaves it out of registers when all its uses are such consumers.
 
@@ -32,8 +33,9 @@ Exactness: a re-load reads what the first load read, because
   own store, which each thread makes one vector at a time after reading that vector: the
   vectors a thread re-reads are the ones it writes (stream.py's `_lines_up`), so other threads'
   stores never touch them, and the thread reads each before writing it (in place, `y` is `x`,
-  works). Other blocks write only their own tiles; a launch whose arrays partially overlap is a
-  race in the plain code already (docs/language.md), which re-reading does not make defined;
+  works). Another block's writes to elements a block reads are unordered with its reads in
+  the plain code already (a race, docs/language.md), so re-reading makes no defined program
+  undefined;
 - the recomputation emits the same ScalarEmitter calls on the same operands, and reductions
   combine in the same tree (reduce.Tree), so results are bit-identical to keeping the tile.
 """
