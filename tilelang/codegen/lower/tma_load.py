@@ -182,9 +182,10 @@ def issuer(kern: KernelEmitter, first: int = 0) -> ir.Value:
     ELECT loop over the active threads (~6 SASS instructions per copy). The election runs
     once, at the kernel's entry, where every warp is converged (inside a loop it costs an
     ELECT and a compare per iteration). A block whose size is not exact (.maxntid: the
-    virtual-thread loop, short warps) keeps `tid == first`."""
+    virtual-thread loop) or not whole warps (elect.sync's member mask would name threads
+    that do not exist) keeps `tid == first`."""
     b = kern.builder
-    if not kern.exact or kern.declared_threads < 32:
+    if not kern.exact or kern.declared_threads % 32:
         return b.icmp_unsigned("==", kern.tid, _c(first))
     elected = kern._cache.get("tma.elected")
     if elected is None:
