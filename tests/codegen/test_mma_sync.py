@@ -451,3 +451,14 @@ def test_small_tiles_copied_once_without_races(tile):
     assert rep.race_check == "checked: no shared-memory race"
     af, bf = a.astype(np.float64), b.astype(np.float64)
     check(c, af @ bf, np.abs(af) @ np.abs(bf), "f32", K)
+
+
+@pytest.mark.parametrize("target", ["sm_80", "sm_90a"])
+@pytest.mark.parametrize("threads,tensor_cores", [(48, False), (80, False), (64, True)])
+def test_block_of_partial_warps_takes_the_fma_path(target, threads, tensor_cores):
+    # 48 or 80 threads: the layouts use 32 or 64 and the rest replicate them in a partial
+    # warp of 16; ldmatrix / mma.sync (.aligned) need whole warps, so the product is the FMA
+    # one (the emulator reports a partial warp at ldmatrix otherwise)
+    res, _ = run("f16", "f16", "f32", 40, 48, 40, target=target, threads=threads,
+                 BM=32, BN=32, BK=16)
+    assert bool(mma_lines(res.ptx)) == tensor_cores

@@ -100,7 +100,9 @@ def tensor_core_plan(kern: KernelEmitter, op: BuiltinOp) -> TensorCorePlan | Non
     at, bt = (args[n].type for n in ("a", "b"))
     out = op.result.type
     sm = kern.target.sm
-    if sm < 80 or kern.threads < 32:
+    if sm < 80 or kern.threads < 32 or kern.declared_threads % 32:
+        # a block that is not whole warps: its replica threads past the layouts' would run
+        # ldmatrix / mma.sync (.aligned, whole warps only) in a partial warp
         return None
     got = mma_form(at.dtype.name, bt.dtype.name, out.dtype.name, sm)
     if got is None:
