@@ -14,6 +14,7 @@ Exit status: 0 success, 1 user errors (diagnostics on stderr), 2 usage errors.
 
 from __future__ import annotations
 
+import gc
 import sys
 from typing import TYPE_CHECKING
 
@@ -306,8 +307,27 @@ def _write(text: str | bytes, path: str | None) -> int:
     return 0
 
 
+_exit_collection_skipped = False
+
+
+def _skip_exit_collection() -> None:
+    """At exit the interpreter runs the cycle collector over every object it holds (twice:
+    once while modules still exist, once as it tears them down), a twentieth of a whole
+    `tilec check` for garbage no one will see. Freezing the objects at exit, after the command
+    is done, takes them out of both collections. Registered by the one-shot commands only,
+    and only ever acts as the interpreter exits, so a caller of `main` in a longer-lived
+    process keeps its collector as it was."""
+    global _exit_collection_skipped
+    if not _exit_collection_skipped:
+        import atexit
+        atexit.register(gc.freeze)
+        _exit_collection_skipped = True
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] == "check" or argv[0] not in SUBCOMMANDS:
+        _skip_exit_collection()             # `tilec check`, `tilec FILE`
     try:
         if argv and argv[0] in SUBCOMMANDS:
             return {"check": cmd_check, "lsp": cmd_lsp, "run": cmd_run,

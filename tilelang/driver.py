@@ -6,6 +6,7 @@ the same diagnostics for the same input.
 
 from __future__ import annotations
 
+import gc
 import os
 import time
 from typing import Any, Mapping
@@ -254,6 +255,11 @@ def compile_source(text: str, path: str, options: Options | None = None, *,
         options = replace(options, defines={**options.defines,
                                             **{k: _const_text(v) for k, v in consts.items()}})
     res = CompileResult(path, [])
+    # A compile allocates far more than it frees (code generation's modules on first use, the
+    # IR, llvmlite's objects): the cycle collector would only walk them again. Paused, as the
+    # parser does, and resumed as it was.
+    collecting = gc.isenabled()
+    gc.disable()
     t0 = time.perf_counter()
     try:
         _compile(text, path, options, kernels, facts, until, res, t0)
@@ -263,6 +269,9 @@ def compile_source(text: str, path: str, options: Options | None = None, *,
         res.diagnostics.append(_too_deep(path))
     except Exception as e:  # a bug: report it as a diagnostic, never a traceback
         res.diagnostics += internal_error("the compiler", e).diagnostics
+    finally:
+        if collecting:
+            gc.enable()
     return res
 
 

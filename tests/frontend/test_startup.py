@@ -84,3 +84,64 @@ def test_a_syntax_error_loads_the_lark_path(tmp_path):
     result = json.loads(out.stdout.splitlines()[-1])
     assert result["status"] == 1 and "lark" in result["new"]
     assert "error[E0101]: expected `)` to close the `(` at 1:18, found `;`" in out.stderr
+
+
+# `tilec check` and `tilec FILE` freeze the interpreter's objects as it exits (the cycle
+# collector's two passes at exit walked all of them, a twentieth of a whole check); an
+# atexit hook registered before `main` runs after `main`'s and sees the count.
+EXIT_PROBE = """
+import atexit, gc, os, sys
+atexit.register(lambda: os.write(1, f"frozen at exit: {gc.get_freeze_count()}\\n".encode()))
+from tilelang.cli import main
+status = main(sys.argv[1:])
+print("frozen after main:", gc.get_freeze_count(), "collecting:", gc.isenabled(), flush=True)
+sys.exit(status)
+"""
+
+
+@pytest.mark.parametrize("argv", [["check", "examples/softmax.tile"],
+                                  ["--emit", "tir", "examples/softmax.tile"]])
+def test_one_shot_commands_skip_the_exit_collection(argv):
+    out = subprocess.run([sys.executable, "-c", EXIT_PROBE, *argv], capture_output=True,
+                         text=True, cwd=ROOT, timeout=120)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[-2] == "frozen after main: 0 collecting: True"   # nothing changed in `main`
+    frozen = int(lines[-1].removeprefix("frozen at exit: "))
+    assert frozen > 10_000, lines[-2:]
+
+
+def test_other_commands_keep_the_exit_collection():
+    """`tilec fmt` (as `lsp`, `run`, `cache`, `tune`) leaves the exit as it was."""
+    out = subprocess.run([sys.executable, "-c", EXIT_PROBE, "fmt", "--check",
+                          "examples/softmax.tile"], capture_output=True, text=True, cwd=ROOT,
+                         timeout=120)
+    assert out.stdout.splitlines()[-1] == "frozen at exit: 0", out.stdout + out.stderr
+
+
+def test_compiling_pauses_the_collector_and_restores_it(monkeypatch):
+    """compile_source pauses the cycle collector while it runs (no collection happens inside
+    it) and leaves it as it found it."""
+    import gc
+    from tilelang import driver
+    src = (ROOT / "examples" / "attention.tile").read_text()   # collected 4 times unpaused
+    inside, during = [False], []
+    real = driver._compile
+
+    def traced(*args):
+        inside[0] = True
+        try:
+            return real(*args)
+        finally:
+            inside[0] = False
+    monkeypatch.setattr(driver, "_compile", traced)
+    gc.callbacks.append(lambda phase, info: during.append(phase) if inside[0] else None)
+    try:
+        for collecting in (True, False):
+            (gc.enable if collecting else gc.disable)()
+            r = driver.compile_source(src, "attention.tile", driver.Options(), until="tir")
+            assert r.ok and gc.isenabled() is collecting
+        assert during == []
+    finally:
+        gc.callbacks.pop()
+        gc.enable()
