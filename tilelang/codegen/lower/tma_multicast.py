@@ -338,7 +338,8 @@ def issue_stage(kern: KernelEmitter, mc: Multicast, ops: list, env_iv, image: ir
     sets = mc.sets
     subs = _sub_groups(kern, mc)
     if refill is not None:
-        # every CTA's thread 0 releases the slot to each issuer; all of an issuing CTA waits
+        # every CTA's issuing thread (tma_load.issuer: thread 0) releases the slot to each
+        # issuer; all of an issuing CTA waits
         # (a loop in thread 0's branch alone would cost ptxas its proof that the loop's
         # addresses are uniform)
         # the block's issuing thread, not a replica of it (a thread past the layouts'

@@ -193,7 +193,8 @@ def store(kern: KernelEmitter, op) -> bool:
     wgmma_ops.fence_proxy_async(kern)    # each thread's writes, before the TMA unit reads them
     kern.barrier()
 
-    # thread 0: one copy per panel, then wait until the image has been read
+    # the issuing thread (tma_load.issuer: thread 0): one copy per panel, then wait until the
+    # image has been read
     index = [kern.index_i64(i) for i in kern.tuple_items(args["index"])]
     start = [b.mul(i, ir.Constant(I64, s)) for i, s in zip(index, shape)]
     # a coordinate is an s32: a tile that starts outside that range (so wholly outside any
