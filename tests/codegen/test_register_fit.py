@@ -205,7 +205,8 @@ def _deep_link(spill_below, seen):
 
 
 @pytest.mark.parametrize("spill_below, want, links", [
-    (0, 64, [{"a": 64}]),                       # reaches 50% at once
+    (0, 32, [{"a": 64}, {"a": 32}]),            # reaches 50% at once, then full occupancy
+    (40, 64, [{"a": 64}, {"a": 32}]),           # ... where it spills: 50% stands
     (72, 80, [{"a": 64}, {"a": 80}]),           # spills at 64: the step below stands
     (96, None, [{"a": 64}, {"a": 80}]),         # spills at both: the first link stands
 ])
@@ -297,3 +298,52 @@ def test_a_cap_that_really_spills_is_refused(monkeypatch):
     cap = re.search(r"\.maxnreg (\d+)\n", ptx2)
     assert cap and 40 < int(cap.group(1)) < seen[0].registers and r.registers <= int(cap.group(1))
     assert r.spill_stores == r.spill_loads == r.stack_frame == 0
+
+
+def test_full_is_where_registers_stop_limiting():
+    # 128 threads on sm_90a: 32 registers or fewer fit the 16 blocks the thread limit allows
+    assert rf.full("sm_90a", 128, 64, 0) == 32
+    assert rf.full("sm_90a", 128, 33, 0) == 32
+    assert rf.full("sm_90a", 128, 65, 0) is None          # above FULL_MAX
+    assert rf.full("sm_90a", 128, 32, 0) is None          # not limited by registers
+    assert rf.full("sm_90a", 256, 48, 0) == 32
+    assert rf.full("sm_90a", 128, 48, 100 * 1024) is None  # shared memory limits it
+    for regs in range(rf.MIN_REGS + 1, rf.FULL_MAX + 1):
+        c = rf.full("sm_90a", 128, regs, 0)
+        if c is not None:
+            assert occupancy("sm_90a", 128, c).fraction == 1.0 > \
+                occupancy("sm_90a", 128, regs).fraction
+
+
+def test_the_full_try_skips_a_cap_already_refused():
+    """`b` spilled at 32 in the MARGIN step: the full-occupancy try does not link it again."""
+    first = SimpleNamespace(resources={"a": _res("a", 34), "b": _res("b", 36)})
+    seen = []
+
+    def link(ptx):
+        caps = {k: int(v) for k, v in re.findall(r"\.entry (\w+)[^{]*\.maxnreg (\d+)", ptx,
+                                                 re.S)}
+        seen.append(caps)
+        return SimpleNamespace(resources={
+            "a": _res("a", caps.get("a", 34)),
+            "b": _res("b", 32, spills=8) if "b" in caps else _res("b", 36)})
+    rf.refit(PTX, _codegen("a", "b"), "sm_90a", first, link)
+    assert seen == [{"a": 32, "b": 32}, {"a": 32}]
+
+
+def test_rows_of_8192_reach_full_occupancy():
+    """softmax over 8,192-wide rows (re-loaded: 16 vectors per pass), specialized as the
+    runtime specializes it for contiguous aligned rows, links at 75 registers (ptxas hoists a
+    pass's loads); the MARGIN steps reach 64 and the full-occupancy try 32, with no spill.
+    (Compiled without array facts it spills 4 bytes at 32: 64 stands.)"""
+    import numpy as np
+    from test_gen_masked import facts_of
+    _nvjitlink_or_skip()
+    x = np.zeros((2, 8192), np.float32)
+    res = compile_source((ROOT / "examples" / "softmax.tile").read_text(), "softmax.tile",
+                         Options(target="sm_90a"), kernels=["softmax_rows"],
+                         consts={"N": 8192}, facts={"softmax_rows": facts_of({"x": x, "y": x})})
+    assert res.ok, res.diagnostics
+    r = res.link.resources["softmax_rows"]
+    assert r.registers <= 32 and r.spill_stores == r.spill_loads == r.stack_frame == 0
+    assert ".maxnreg 32\n" in res.ptx

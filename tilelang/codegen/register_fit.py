@@ -24,6 +24,10 @@ the first link stands. A kernel the MARGIN steps leave below LOW is tried once m
 count that reaches LOW (softmax ieee@4,096 with its row kept: 85 -> 80 -> 72, then 64). The
 examples' layernorm, vadd and matmul never take these paths (checked on sm_90a and sm_80 in
 both precisions; the examples' dropout does: 92 -> 60).
+
+Last (`full`), a kernel left at FULL_MAX registers or fewer, still limited by them, is linked
+once more at the count where they stop limiting (32 at 128 threads on sm_90a), unless that
+cap was tried already; kept only without spills, else what was linked before stands.
 """
 
 from __future__ import annotations
@@ -46,6 +50,12 @@ LOW = 0.5
 # ... and only up to this many registers: above it a kernel is register-tiled (matmul, attention
 # on sm_80 at 230) and its allocation is its own need; two failing links of one cost ~1 s.
 DEEP_MAX = 128
+# A kernel the steps above leave at most this many registers (50% at 128 threads), limited by
+# registers, is tried once at the count where registers stop limiting (`full`): a streamed
+# memory-bound kernel is allocated its loads hoisted for latency, which full occupancy hides
+# as well (softmax, layernorm, RMSNorm over 8,192-wide rows: 64 -> 32; the examples' dropout
+# 62 -> 30; none of them spills there).
+FULL_MAX = 64
 
 
 class KernelShape(NamedTuple):
@@ -120,6 +130,19 @@ def deep(target: str, threads: int, registers: int, smem: int, stepped: bool = F
     return [c for c in dict.fromkeys((to_low, step)) if c is not None]
 
 
+def full(target: str, threads: int, registers: int, smem: int) -> int | None:
+    """The largest count below `registers` at which registers no longer limit the kernel's
+    occupancy, for a kernel of at most FULL_MAX registers that they limit; else None."""
+    if target not in ARCH_LIMITS or not MIN_REGS < registers <= FULL_MAX:
+        return None
+    if occupancy(target, threads, registers, smem).limiter != "registers":
+        return None
+    for r in range(registers - 1, MIN_REGS - 1, -1):
+        if occupancy(target, threads, r, smem).limiter != "registers":
+            return r
+    return None
+
+
 _ENTRY = re.compile(r"^(?:\.visible\s+|\.weak\s+)?\.entry\s+([A-Za-z_$][\w$]*)\s*\(", re.M)
 # the directives ptx_header writes before `.maxnreg`, in its order
 _BEFORE = (".maxntid", ".reqntid", ".minnctapersm", ".maxnctapersm")
@@ -160,10 +183,50 @@ def accepted(before, after, caps_by_kernel: Mapping[str, int]) -> list[str]:
     return ok
 
 
+_CAPS = re.compile(r"\.entry\s+([A-Za-z_$][\w$]*)\s*\([^{]*?\.maxnreg (\d+)", re.S)
+
+
+def caps_in(ptx: str) -> dict[str, int]:
+    """kernel -> the `.maxnreg` its directives have."""
+    return {n: int(c) for n, c in _CAPS.findall(ptx)}
+
+
 def refit(ptx: str, codegen, target: str, first, link):
-    """(ptx, link result) after the step-down and the deep tries described above; `first` is
-    the link of `ptx`, `link(ptx)` links another PTX."""
+    """(ptx, link result) after the step-down, the deep tries and the full-occupancy try
+    described above; `first` is the link of `ptx`, `link(ptx)` links another PTX."""
     kernels = shapes(codegen)
+    tried: dict[str, set] = {}
+
+    def tracked(text: str):
+        for n, c in caps_in(text).items():
+            tried.setdefault(n, set()).add(c)
+        return link(text)
+    got_ptx, got = _steps(ptx, kernels, target, first, tracked)
+    own = caps_in(ptx)                      # the contract's, on kernels refit leaves alone
+    caps = {n: c for n, c in caps_in(got_ptx).items() if n not in own}
+    more = {}
+    for k in kernels:
+        r, r0 = got.resources.get(k.name), first.resources.get(k.name)
+        if k.fixed or r is None or r0 is None or r0.spill_stores or r0.spill_loads:
+            continue
+        c = full(target, k.threads, r.registers, k.smem)
+        if c is not None and c not in tried.get(k.name, ()):
+            more[k.name] = c
+    if not more:
+        return got_ptx, got
+    want = {**caps, **more}
+    trial_ptx = with_maxnreg(ptx, want)
+    try:
+        trial = link(trial_ptx)
+    except Exception:                   # noqa: BLE001 - what was linked before stands
+        return got_ptx, got
+    if len(accepted(first.resources, trial.resources, want)) == len(want):
+        return trial_ptx, trial
+    return got_ptx, got
+
+
+def _steps(ptx: str, kernels, target: str, first, link):
+    """(ptx, link result) after the step-down and the deep tries."""
     got_ptx, got, chosen = _margin(ptx, kernels, target, first, link)
     pending = {}
     for k in kernels:
