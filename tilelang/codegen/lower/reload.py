@@ -12,15 +12,19 @@ per pass; computing `exp` again costs its instructions again.
 Decision (`again`): at each top-level reduction whose reduced axes span several warps (so it
 has a barrier), the tiles defined before it and used after it cost each thread about
 `ceil(elements x words / threads)` registers, threads being the kernel's block size (scalars
-and a row's statistics, a register each, are not counted). When that sum exceeds BUDGET (16:
-half the 32 registers a thread has at full occupancy, 65,536 / 2,048, leaving the other half
-for addresses, the pass's own vectors and the reduction), those tiles become candidates,
-with every value their element-wise definition is computed from, unless that definition has
-an exact math function (`_costly`: softmax's `exp` in precision "ieee", whose second
-computation would nearly double the kernel's instructions); below it they are kept (rows of
-256 to 2,048 f32 over 128 threads: no instruction more). lower/stream.py
-then lets a candidate's consumers (a store, a reduction) compute it per vector from loads of
-their own, and leaves it out of registers when all its uses are such consumers.
+and a row's statistics, a register each, are not counted). When that sum exceeds the budget,
+those tiles become candidates, with every value their element-wise definition is computed
+from. The budget is BUDGET (16: half the 32 registers a thread has at full occupancy, 65,536 /
+2,048, leaving the other half for addresses, the pass's own vectors and the reduction) when
+one of the tiles has a math function to compute again (softmax's `exp`), CHEAP_BUDGET (8)
+when they are loads and arithmetic only (a second read costs a few instructions per vector:
+layernorm and RMSNorm at 2,048 reach 100% that way, softmax at 2,048 keeps its row and its
+exponentials at 32 registers). A tile whose definition has an exact math function (`_math`:
+`exp` in precision "ieee", whose second computation would nearly double the kernel's
+instructions) is kept. Rows of 256 and 1,024 f32 over 128 threads (2 or 8 registers) never
+change. lower/stream.py then lets a candidate's consumers (a store, a reduction) compute it
+per vector from loads of their own, and leaves it out of registers when all its uses are such
+consumers.
 
 Exactness: a re-load reads what the first load read, because
 - only plain tile loads of global arrays are read again (`index`, no mask, no `order`), by
@@ -51,6 +55,7 @@ from tilelang.ir.values import Value
 from tilelang.sema.constants import ConstStr
 
 BUDGET = 16                 # registers per thread live across a block reduction, see above
+CHEAP_BUDGET = 8            # ... when none of those tiles has a math function to compute again
 REDUCTIONS = ("sum", "prod", "max", "min", "argmax", "argmin")
 
 
@@ -80,8 +85,11 @@ def _again(kern: KernelEmitter) -> frozenset[int]:
         # tiles only: scalars and a row's statistics are a register each, held anyway
         cost = {vid: c for vid in live
                 for c in [_registers(kern, ops[defined[vid]].result)] if c > 1}
-        if sum(cost.values()) > BUDGET:
-            out.update(vid for vid in cost if not _costly(kern, ops, defined, vid))
+        math = {vid: _math(kern, ops, defined, vid) for vid in cost}
+        # a re-read alone is cheap; recomputing a math function costs its instructions again
+        budget = BUDGET if any(math.values()) else CHEAP_BUDGET
+        if sum(cost.values()) > budget:
+            out.update(vid for vid in cost if math[vid] != "exact")
     if not out:
         return frozenset()
     # with what they are computed from (element-wise chains of loads): those may have other
@@ -97,25 +105,27 @@ def _again(kern: KernelEmitter) -> frozenset[int]:
     return frozenset(seen)
 
 
-def _costly(kern: KernelEmitter, ops, defined: dict, vid: int) -> bool:
-    """Computing v again would repeat an exact math function per element (`exp` in precision
-    "ieee": a polynomial of some 25 instructions, where "fast" has `ex2.approx`): such a tile
-    is kept, its second computation costing more issue time than the occupancy step gains."""
-    todo, seen = [vid], {vid}
+def _math(kern: KernelEmitter, ops, defined: dict, vid: int) -> str | None:
+    """The math functions computing v again would repeat per element: "exact" when one runs
+    in an exact mode (`exp` in precision "ieee": a polynomial of some 25 instructions, where
+    "fast" has `ex2.approx`), "approx" when there are only approximated ones, else None."""
+    todo, seen, got = [vid], {vid}, None
     while todo:
         v = todo.pop()
         op = ops[defined[v]]
         if not isinstance(op, BuiltinOp):
             continue
         dt = getattr(op.result.type, "dtype", None)
-        if op.name in FLOAT_MATH and dt is not None and not kern.se.approximates(
-                op.name, dt, {n: a for n, a in op.args if isinstance(a, ConstStr)}):
-            return True
+        if op.name in FLOAT_MATH and dt is not None:
+            if not kern.se.approximates(
+                    op.name, dt, {n: a for n, a in op.args if isinstance(a, ConstStr)}):
+                return "exact"
+            got = "approx"
         for a in op.operands:
             if a.id in defined and a.id not in seen and getattr(a.type, "shape", None):
                 seen.add(a.id)
                 todo.append(a.id)
-    return False
+    return got
 
 
 def _registers(kern: KernelEmitter, v: Value) -> int:
