@@ -159,8 +159,9 @@ def triton_warps(kernel: str, width: int, rule: str = "same") -> int:
     return min(max(width // 256, 1), 8)
 
 
-def emit_triton(out: str, rule: str) -> None:
-    """Compile every Triton kernel and width; write PTX, cubin and a JSON index into `out`."""
+def emit_triton(out: str, rule: str, widths=WIDTHS) -> None:
+    """Compile every Triton kernel at each width; write PTX, cubin and a JSON index into
+    `out`."""
     os.environ.setdefault("TRITON_CACHE_DIR", tempfile.mkdtemp(prefix="triton-cache-"))
     os.environ.setdefault("TRITON_DISABLE_LINE_INFO", "1")
     os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")   # its current default, stated
@@ -176,7 +177,7 @@ def emit_triton(out: str, rule: str) -> None:
     spec.loader.exec_module(mod)
     index = {"triton": triton.__version__, "kernels": {}}
     for kernel, (fname, sig, div16) in TRITON_SPECS.items():
-        for w in WIDTHS:
+        for w in widths:
             consts = {"BLOCK_SIZE": w}
             if kernel == "softmax":
                 consts["num_stages"] = 2
@@ -403,18 +404,19 @@ def main(argv=None) -> int:
     ap.add_argument("--kernels", default=",".join(KERNELS))
     ap.add_argument("--widths", default=",".join(map(str, WIDTHS)))
     args = ap.parse_args(argv)
+    kernels = args.kernels.split(",")
+    widths = [int(w) for w in args.widths.split(",")]
     if args.emit_triton:
-        emit_triton(args.emit_triton, args.triton_warps)
+        emit_triton(args.emit_triton, args.triton_warps, widths)
         return 0
     import numpy as np
     sys.path.insert(0, ROOT)
-    kernels = args.kernels.split(",")
-    widths = [int(w) for w in args.widths.split(",")]
     folder = tempfile.mkdtemp(prefix="tile-instr-")
     index = None
     if os.path.exists(args.triton_python):
         r = subprocess.run([args.triton_python, os.path.abspath(__file__), "--emit-triton",
-                            folder, "--triton-warps", args.triton_warps],
+                            folder, "--triton-warps", args.triton_warps,
+                            "--widths", args.widths],
                            capture_output=True, text=True)
         if r.returncode == 0:
             with open(os.path.join(folder, "index.json")) as f:
