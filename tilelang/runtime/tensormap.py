@@ -90,9 +90,13 @@ def encode_emulator(args: MapArgs) -> bytes:
 
 def encode_cuda(drv: Any, args: MapArgs) -> bytes:
     """cuTensorMapEncodeTiled through `drv` (cuda.bindings.driver or a stand-in)."""
+    # cuda-bindings (12.x and 13.x) takes the four arrays only as lists of its cuuint64_t /
+    # cuuint32_t objects: plain ints raise TypeError ("Cannot convert int to cuuint32_t")
+    u64, u32 = getattr(drv, "cuuint64_t", int), getattr(drv, "cuuint32_t", int)
     err, tm = drv.cuTensorMapEncodeTiled(
-        drv.CUtensorMapDataType(args.dtype), args.rank, args.address, list(args.dims),
-        list(args.strides), list(args.box), [1] * args.rank,
+        drv.CUtensorMapDataType(args.dtype), args.rank, args.address,
+        [u64(n) for n in args.dims], [u64(s) for s in args.strides],
+        [u32(b) for b in args.box], [u32(1)] * args.rank,
         drv.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
         drv.CUtensorMapSwizzle(args.swizzle),
         drv.CUtensorMapL2promotion(L2_PROMOTION_128B),
@@ -158,6 +162,11 @@ class TensorMapLauncher:
                 self._last[key] = raw
             out.append(raw)
         return out
+
+    @property
+    def kernel(self):
+        """The inner launcher's kernel handle (the tuner asks the driver for its registers)."""
+        return self.inner.kernel
 
     def launch(self, values, shape, stream=None):
         return self.inner.launch(list(values) + self.maps(values), shape, stream)
