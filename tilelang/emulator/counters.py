@@ -1,4 +1,15 @@
-"""Launch counters: dynamic instructions per opcode, global sectors, shared bank conflicts."""
+"""Launch counters: dynamic instructions per opcode, global sectors, shared bank conflicts.
+
+Instructions are counted three ways, per PTX instruction (pc):
+- executed thread-instructions (`per_pc`): threads whose guard predicate is true, as ncu's
+  `not_predicated_off_thread_inst_executed`;
+- issued thread-instructions (`issued_threads`): the threads active at the instruction
+  whatever its guard (`thread_inst_executed`);
+- issued warp-instructions (`issued_warps`): once per warp with at least one active thread
+  there, whatever its guard (`inst_executed`): what the warp schedulers issue. A branch that
+  is not taken, or an `@p st` with `p` false in every lane, costs nothing in the first
+  count and one issue slot per warp in this one.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +24,8 @@ class Counters:
 
     def __init__(self, ncode: int, detailed: bool = True):
         self.per_pc = np.zeros(ncode, np.int64)
+        self.issued_threads = np.zeros(ncode, np.int64)
+        self.issued_warps = np.zeros(ncode, np.int64)
         self.detailed = detailed
         self.global_requests = 0
         self.global_sectors = 0
@@ -24,6 +37,12 @@ class Counters:
         # per PTX line: [requests, sectors, bytes] / [requests, wavefronts, conflicts]
         self.global_lines: dict[int, list] = {}
         self.shared_lines: dict[int, list] = {}
+
+    def fold_full(self, full, threads: int, warps: int) -> None:
+        """Add a batch's steps run by all its `threads` (in `warps`), counted per pc."""
+        steps = np.asarray(full, np.int64)
+        self.issued_threads += steps * threads
+        self.issued_warps += steps * warps
 
     @staticmethod
     def _line(st):
@@ -153,6 +172,7 @@ class LaunchReport:
     cluster: tuple
     threads: int
     instructions: dict = field(default_factory=dict)   # opcode -> thread-instructions
+    #                                                     executed (guard true)
     global_requests: int = 0
     global_sectors: int = 0
     global_bytes: int = 0
@@ -165,6 +185,9 @@ class LaunchReport:
     global_lines: dict = field(default_factory=dict)    # PTX line -> [requests, sectors, bytes]
     shared_lines: dict = field(default_factory=dict)    # PTX line -> [requests, wavefronts,
     #                                                     conflicts]
+    issued: dict = field(default_factory=dict)          # opcode -> warp-instructions issued
+    issued_threads: dict = field(default_factory=dict)  # opcode -> thread-instructions issued
+    #                                                     (active threads, whatever the guard)
 
     def bank_conflicts_in(self, lines) -> int:
         """Bank conflicts of the shared-memory instructions on these PTX lines."""
@@ -178,7 +201,19 @@ class LaunchReport:
 
     @property
     def total_instructions(self) -> int:
+        """Thread-instructions executed: active threads whose guard predicate is true."""
         return sum(self.instructions.values())
+
+    @property
+    def total_issued(self) -> int:
+        """Warp-instructions issued: each instruction once per warp with an active thread
+        there, predicated off or not (ncu's inst_executed)."""
+        return sum(self.issued.values())
+
+    @property
+    def total_issued_threads(self) -> int:
+        """Thread-instructions issued: active threads, whatever the guard predicate."""
+        return sum(self.issued_threads.values())
 
     @property
     def coalescing_efficiency(self) -> float:
@@ -192,9 +227,12 @@ class LaunchReport:
     def __str__(self) -> str:
         lines = [f"kernel {self.kernel}  grid={self.grid} block={self.block} "
                  f"cluster={self.cluster}  threads={self.threads}  {self.seconds:.3f} s",
-                 f"  thread-instructions: {self.total_instructions}"]
-        for opc, n in sorted(self.instructions.items(), key=lambda kv: -kv[1]):
-            lines.append(f"    {opc:<32} {n:>14}")
+                 f"  thread-instructions: {self.total_instructions} executed, "
+                 f"{self.total_issued_threads} issued; warp-instructions issued: "
+                 f"{self.total_issued}"]
+        for opc, n in sorted(self.issued.items(), key=lambda kv: -kv[1]):
+            lines.append(f"    {opc:<32} {self.instructions.get(opc, 0):>14} executed "
+                         f"{n:>12} warp-issued")
         lines.append(f"  global: {self.global_requests} requests, {self.global_sectors} "
                      f"sectors ({self.sectors_per_request:.2f}/request), coalescing "
                      f"efficiency {self.coalescing_efficiency:.1%}")
@@ -204,14 +242,18 @@ class LaunchReport:
 
 
 def make_report(prog, counters: Counters, geom, seconds: float, output: str) -> LaunchReport:
-    per_op = Counter()
-    nz = np.flatnonzero(counters.per_pc)
-    for pc in nz:
-        per_op[prog.code[pc].opcode] += int(counters.per_pc[pc])
+    per_op, issued, issued_threads = Counter(), Counter(), Counter()
+    for pc in np.flatnonzero(counters.issued_warps):
+        opc = prog.code[pc].opcode
+        per_op[opc] += int(counters.per_pc[pc])
+        issued[opc] += int(counters.issued_warps[pc])
+        issued_threads[opc] += int(counters.issued_threads[pc])
+    per_op = Counter({k: v for k, v in per_op.items() if v})
     return LaunchReport(prog.kernel.name, geom.grid, geom.block, geom.cluster,
                         geom.nblocks * geom.tpb, dict(per_op), counters.global_requests,
                         counters.global_sectors, counters.global_bytes,
                         counters.shared_requests, counters.shared_wavefronts,
                         counters.bank_conflicts, seconds, output,
                         global_lines=dict(counters.global_lines),
-                        shared_lines=dict(counters.shared_lines))
+                        shared_lines=dict(counters.shared_lines), issued=dict(issued),
+                        issued_threads=dict(issued_threads))

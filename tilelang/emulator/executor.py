@@ -31,11 +31,18 @@ MAX_STEPS = 50_000_000
 def run_batch(st, max_steps: int = MAX_STEPS) -> None:
     code = st.prog.code
     counts = st.counters.per_pc
+    issued = st.counters.issued_threads
+    warps = st.counters.issued_warps
+    # steps run with every thread of the batch active (mask None), per pc: folded into
+    # `issued` / `warps` as T and W each when the batch ends (one list increment a step)
+    full = [0] * len(code)
     T = st.T
+    W = st.nwarps
     upc = 0
     pcs = None                     # None: uniform mode at `upc`
     mask = None                    # uniform-mode active set (None: all T threads)
     nact = T
+    nwarp = W                      # warps with a thread in the active set
     nlive = int(np.count_nonzero(st.live))
     has_calls = any(d.ctrl == "call" for d in code)
     steps = 0
@@ -48,6 +55,7 @@ def run_batch(st, max_steps: int = MAX_STEPS) -> None:
         if pcs is not None:
             pc = int(pcs.min())
             if pc == EXITED:
+                st.counters.fold_full(full, T, W)
                 return
             if pc >= PARKED:               # everyone left is waiting: release or deadlock
                 _release_or_fail(st, pcs)
@@ -57,6 +65,7 @@ def run_batch(st, max_steps: int = MAX_STEPS) -> None:
             else:
                 mask = pcs == pc
             nact = int(np.count_nonzero(mask))
+            nwarp = W if nact == T else _warps_in(st, mask)
             if nact == nlive:
                 # every live thread is here: back to the fast path
                 pcs = None
@@ -79,6 +88,11 @@ def run_batch(st, max_steps: int = MAX_STEPS) -> None:
         else:
             em, n = mask, nact
         counts[pc] += n
+        if mask is None:
+            full[pc] += 1
+        else:
+            issued[pc] += nact
+            warps[pc] += nwarp
         if st.watch:                          # memory changed: spinners look again
             if n and ins.writes:
                 st.epoch += 1
@@ -255,6 +269,14 @@ def run_batch(st, max_steps: int = MAX_STEPS) -> None:
             pcs[idx] = ins.target
             continue
         raise st.error(EmulatorError, f"internal: unknown control kind {ctrl}")
+
+
+def _warps_in(st, mask) -> int:
+    """Warps with at least one thread in `mask` (what a GPU issues an instruction for)."""
+    if st.tpb % 32 == 0:             # warps are aligned runs of 32 threads: 32 bits each
+        return int(np.count_nonzero(np.packbits(mask).view(np.uint32)))
+    w = st.warp_global[mask]         # non-decreasing: distinct values by their steps
+    return int(w.size and 1 + np.count_nonzero(w[1:] != w[:-1]))
 
 
 def _sync_complete(st, ins, group):

@@ -101,6 +101,7 @@ class State:
         self.lane = self.thread_linear % 32
         self.warp_global = self.block_in_batch * ((geom.tpb + 31) // 32) + \
             self.thread_linear // 32
+        self.nwarps = nblk * ((geom.tpb + 31) // 32)
 
     # -- views of the byte memories -------------------------------------------------------
     def shared_view(self, dt):
