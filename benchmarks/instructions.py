@@ -2,11 +2,21 @@
 
 For vadd, softmax, layernorm and RMSNorm at widths 256, 1,024 and 4,096, both compilers' PTX
 (Tile's at -O3 for sm_90a, Triton's tutorial kernels for GPUTarget("cuda", 90, 32), compiled in
-the same run) runs on the PTX emulator on the same data; the table gives warp-instructions
-(executed thread-instructions / 32) per 1,024 elements (vadd) or per row, their ratio, the
-registers per thread of the cubins and the theoretical occupancy at 128 threads (sm_90a):
+the same run) runs on the PTX emulator on the same data; the table gives instructions per
+1,024 elements (vadd) or per row, their ratio, the registers per thread of the cubins and the
+theoretical occupancy at 128 threads (sm_90a):
 
     python3 benchmarks/instructions.py [--precision ieee|fast|approx] [--triton-python PY]
+
+Unit. The main columns (Tile, Triton, ratio) are warp-instructions **issued**: each PTX
+instruction once per warp that has at least one active (not exited, not diverged away) thread
+at it, whatever its guard predicate: a branch no thread takes and an `@p` access predicated
+off in every lane cost one issue each, as they do on the GPU (ncu's `smsp__inst_executed`,
+emulator `LaunchReport.total_issued`). The "old unit" columns are the figure earlier tables
+gave: thread-instructions **executed** (threads whose guard is true, ncu's
+`not_predicated_off_thread_inst_executed`, `LaunchReport.total_instructions`) / 32, which
+leaves out predicated-off work and so favours branches over predication. Both count PTX
+instructions, not SASS.
 
 Triton runs in a subprocess with a Python that has it (`--triton-python`, default
 $TRITON_PYTHON, else this Python); the same file compiles the Triton kernels when
@@ -330,7 +340,7 @@ def run_tile(kernel: str, width: int, d, precision: str | None, rows: int = 1):
     check(kernel, got, d, "Tile")
     regs = link_ptx(ck.ptx, "sm_90a").resources[name].registers
     threads = art.block[0] * art.block[1] * art.block[2]
-    return rep.total_instructions, regs, threads, ck.ptx
+    return (rep.total_issued, rep.total_instructions), regs, threads, ck.ptx
 
 
 def run_triton(kernel: str, width: int, d, folder: str, index):
@@ -362,7 +372,7 @@ def run_triton(kernel: str, width: int, d, folder: str, index):
                      shared_mem=info["shared"])
     got = dev.from_device(po, out.shape, np.float32)
     check(kernel, got, d, "Triton")
-    return rep.total_instructions, ptx
+    return (rep.total_issued, rep.total_instructions), ptx
 
 
 def cubin_registers(path: str) -> int | None:
@@ -385,8 +395,12 @@ def occupancy_at_128(regs: int) -> float:
     return occupancy("sm_90a", 128, regs).percent
 
 
-def per_unit(kernel: str, width: int, thread_instructions: int) -> float:
-    warp = thread_instructions / 32
+def per_unit(kernel: str, width: int, counts) -> tuple[float, float]:
+    """(warp-instructions issued, executed thread-instructions / 32) per unit of work."""
+    return _per(kernel, counts[0]), _per(kernel, counts[1] / 32)
+
+
+def _per(kernel: str, warp: float) -> float:
     if kernel == "vadd":
         return warp / (VADD_N / 1024)
     return warp / ROWS
@@ -426,22 +440,25 @@ def main(argv=None) -> int:
                   file=sys.stderr)
     rng = np.random.default_rng(0)
     head = "| kernel | width | Tile | Triton | ratio | Tile regs | Triton regs | " \
-           "Tile occupancy @128 | Triton occupancy @128 |"
-    print(f"Warp-instructions per 1,024 elements (vadd) or per row, emulator, sm_90a; Tile "
+           "Tile occupancy @128 | Triton occupancy @128 | old unit: Tile | Triton | ratio |"
+    print(f"Warp-instructions issued per 1,024 elements (vadd) or per row (old unit: executed "
+          f"thread-instructions / 32), emulator, sm_90a; Tile "
           f"precision: {args.precision or 'fast (default)'}; Triton "
           f"{index['triton'] if index else '-'}, warps: {args.triton_warps}\n")
     print(head)
-    print("|" + "---|" * 9)
+    print("|" + "---|" * 12)
     for kernel, w, rows in [(k, w, r) for k in kernels for w in widths
                             for r in ((1,) if k == "vadd" or w > 256 else (1, MULTI_ROW))]:
             d = inputs(kernel, w, rng)
             t_ins, t_regs, t_threads, _ = run_tile(kernel, w, d, args.precision, rows)
-            tile_u = per_unit(kernel, w, t_ins)
+            tile_u, tile_old = per_unit(kernel, w, t_ins)
             label = kernel if rows == 1 else f"{kernel} ({rows} rows/block)"
             row = [label, f"{w:,}", f"{tile_u:,.0f}"]
+            old = [f"{tile_old:,.0f}", "-", "-"]
             if index is not None:
                 tr_ins, tr_ptx = run_triton(kernel, w, d, folder, index)
-                tri_u = per_unit(kernel, w, tr_ins)
+                tri_u, tri_old = per_unit(kernel, w, tr_ins)
+                old[1:] = [f"{tri_old:,.0f}", f"{tile_old / tri_old:.2f}"]
                 own = cubin_registers(os.path.join(folder, f"{kernel}_{w}.cubin"))
                 from tilelang.codegen.link import link_ptx
                 linked = link_ptx(tr_ptx, "sm_90a").resources[
@@ -452,7 +469,7 @@ def main(argv=None) -> int:
                         f"{occupancy_at_128(t_regs):.0f}%", f"{occupancy_at_128(regs):.0f}%"]
             else:
                 row += ["-", "-", str(t_regs), "-", f"{occupancy_at_128(t_regs):.0f}%", "-"]
-            print("| " + " | ".join(row) + " |", flush=True)
+            print("| " + " | ".join(row + old) + " |", flush=True)
     shutil.rmtree(folder, ignore_errors=True)
     return 0
 
