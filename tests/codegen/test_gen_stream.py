@@ -3,7 +3,7 @@ vector at a time. Each kernel runs on the emulator and in the interpreter agains
 and ragged tiles, weights broadcast into rows, in-place updates, scalar (non-vector) arrays —
 and the PTX shows the interleaving (a store before the last load) where it applies and its
 absence where it may not (a store to memory between the load and the streamed store, a loaded
-value used twice, a one-vector tile). Registers of a 4,096-wide vadd on nvJitLink: one vector
+value used twice). Registers of a 4,096-wide vadd on nvJitLink: one vector
 per operand live instead of 2 x 32 registers."""
 
 from __future__ import annotations
@@ -154,10 +154,24 @@ kernel twice(a: Array[f32, 1], b: Array[f32, 1], c: Array[f32, 1]) {
         np.testing.assert_array_equal(out["c"], a * np.float32(3.0))
 
 
-def test_one_vector_per_thread_is_not_streamed():
-    res = compile_for(VADD, "vadd", {k: np.zeros(512, np.float32) for k in "abc"},
-                      defines={"T": 512})
-    assert _loads_first(res.codegen.ptx, "vadd") == 2       # one vector of each: the same
+def test_one_vector_per_thread_shares_one_inside_test():
+    """T = 512 over 128 threads: one 4-wide vector per thread. Streamed, its two loads and the
+    store sit under one uniform inside-test: one conditional branch per copy of the body (the
+    full launch's and the virtual-thread loop's), not one per access."""
+    rng = np.random.default_rng(7)
+    n = 512 * 3 + 200                                       # a ragged last tile
+    a, b = (rng.standard_normal(n).astype(np.float32) for _ in range(2))
+    args = {"a": a, "b": b, "c": np.zeros(n, np.float32)}
+    res = compile_for(VADD, "vadd", args, defines={"T": 512})
+    ptx = res.codegen.ptx
+    assert _loads_first(ptx, "vadd") == 2
+    body = ptx[ptx.index(".entry vadd"):]
+    tests = re.findall(r"@%p\d+ bra\s+(\$L__BB\d+_\d+);", body)
+    # the ntid test, the loop's entry test and back edge, and one inside-test per copy
+    assert len(tests) == 5, tests
+    emu, ref = run(res, "vadd", args, (4,))
+    for out in (emu, ref):
+        np.testing.assert_array_equal(out["c"], a * np.float32(2.0) + b)
 
 
 def test_strided_arrays_stream_element_by_element():

@@ -30,8 +30,10 @@ Order: a thread loads and stores its vectors in turn, so an array stored into is
 stream's loads either at the very elements being stored (the same array, or another argument
 viewing the same elements: each vector is read before it is written) or not at all. Arguments
 that are partially overlapping views of one buffer are not ordered by a statement (docs/
-language.md: the block's threads race on them in the plain code too). Only tiles of two
-vectors or more per thread are streamed: one vector has nothing to interleave.
+language.md: the block's threads race on them in the plain code too). A tile of one vector
+per thread has nothing to interleave but is streamed too: its accesses then share the one
+inside-test (vadd@256: 27 -> 25 warp-instructions issued per thread; the branch memory.py
+puts before each access of a tile is issued even where a full tile takes none).
 """
 
 from __future__ import annotations
@@ -297,8 +299,8 @@ def _load_layout(kern: KernelEmitter, op: BuiltinOp):
 
 
 def _lines_up(kern: KernelEmitter, lay, vw: int | None, loads: list[BuiltinOp]) -> bool:
-    """Every thread owns its registers of the consumer's layout (no replicas to gate), has two
-    vectors or more, and each load's registers are the consumer's, in vectors as wide as the
+    """Every thread owns its registers of the consumer's layout (no replicas to gate), has a
+    vector or more, and each load's registers are the consumer's, in vectors as wide as the
     store's (a reduction: as the first load's)."""
     if lay.replicated_thread_mask() or kern.primary is not None or \
             len(lay.owned_regs()) != lay.num_regs:
@@ -309,7 +311,7 @@ def _lines_up(kern: KernelEmitter, lay, vw: int | None, loads: list[BuiltinOp]) 
         if lvw != vw or llay.num_regs != lay.num_regs or C.rename_map(
                 llay, C.need_of(lay, tuple(op.result.type.shape))) != list(range(lay.num_regs)):
             return False
-    return vw is not None and lay.num_regs > vw
+    return vw is not None and lay.num_regs >= vw
 
 
 def _vector_width(kern: KernelEmitter, s: Stream) -> int:
