@@ -1,12 +1,14 @@
 """Matmul throughput on a GPU: our kernel against cuBLAS (torch.matmul) and Triton.
 
     python3 benchmarks/matmul.py [--sizes 1024 2048 4096 8192] [--dtypes f16 bf16]
-                                 [--reps 30] [--warmup 10] [--out FILE.md]
+                                 [--reps 30] [--warmup 10] [--no-cluster] [--out FILE.md]
 
 For every square size and input type, in one process on the same tensors:
 
 * **tile**: `examples/matmul.tile` at its default tile (128 x 128 x 64, 4 warps; for bf16
-  the same source with bf16 inputs), launched through tilelang's CUDA back end;
+  the same source with bf16 inputs), launched through tilelang's CUDA back end; with
+  `--no-cluster` without the example's `cluster = (2, 1, 1)` (no TMA multicast), to measure
+  what the cluster gives;
 * **cuBLAS**: `torch.matmul` (f16/bf16 output, f32 accumulation);
 * **Triton**: the tutorial-style kernel of benchmarks/triton_ref/gen_matmul_ptx.py with the
   same tile, 4 warps and 3 stages, through Triton's JIT (its usual specialization).
@@ -52,8 +54,15 @@ def no_gpu_reason() -> str | None:
     return None
 
 
-def source_for(dtype: str) -> str:
+CLUSTER = ", cluster = (2, 1, 1))"
+
+
+def source_for(dtype: str, cluster: bool = True) -> str:
     text = open(EXAMPLE).read()
+    if not cluster:
+        if CLUSTER not in text:
+            raise ValueError(f"{EXAMPLE} has no `{CLUSTER[2:-1]}` in its @launch line")
+        text = text.replace(CLUSTER, ")", 1)
     return text if dtype == "f16" else text.replace("Array[f16, 2]", f"Array[{dtype}, 2]")
 
 
@@ -103,7 +112,7 @@ def measure(row, key, launch, c, ref, flops, warmup, reps, flush):
     row[key] = flops / time_ms(launch, warmup, reps, flush) / 1e9
 
 
-def run(sizes, dtypes, warmup, reps) -> tuple[list[dict], str]:
+def run(sizes, dtypes, warmup, reps, cluster: bool = True) -> tuple[list[dict], str]:
     import torch
     import tilelang
     rows = []
@@ -117,7 +126,7 @@ def run(sizes, dtypes, warmup, reps) -> tuple[list[dict], str]:
     tdt = {"f16": torch.float16, "bf16": torch.bfloat16}
     for dtype in dtypes:
         try:
-            mod = tilelang.compile(source_for(dtype), backend="cuda")
+            mod = tilelang.compile(source_for(dtype, cluster), backend="cuda")
             ours_kernel = mod.matmul
             ours_note = ""
         except Exception as e:                  # e.g. bf16 mma not supported yet
@@ -172,6 +181,8 @@ def main(argv=None) -> int:
     ap.add_argument("--dtypes", nargs="+", default=["f16", "bf16"], choices=["f16", "bf16"])
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--reps", type=int, default=30)
+    ap.add_argument("--no-cluster", action="store_true",
+                    help="the example without its cluster of 2 blocks (no TMA multicast)")
     ap.add_argument("--out", help="write the markdown table here")
     args = ap.parse_args(argv)
     reason = no_gpu_reason()
@@ -181,9 +192,12 @@ def main(argv=None) -> int:
     import torch
     name = torch.cuda.get_device_name()
     print(f"{name}, torch {torch.__version__}\n{HEADER}")
-    rows, triton_note = run(args.sizes, args.dtypes, args.warmup, args.reps)
+    rows, triton_note = run(args.sizes, args.dtypes, args.warmup, args.reps,
+                            cluster=not args.no_cluster)
+    variant = " without its cluster (`--no-cluster`)" if args.no_cluster else ""
     text = (f"# Matmul throughput ({datetime.date.today().isoformat()}, {name})\n\n"
-            f"`python3 benchmarks/matmul.py` — square N x N x N, tile {BM} x {BN} x {BK}, "
+            f"`python3 benchmarks/matmul.py{' --no-cluster' if args.no_cluster else ''}` — "
+            f"square N x N x N, examples/matmul.tile{variant}, tile {BM} x {BN} x {BK}, "
             f"4 warps; torch {torch.__version__}; {triton_note}; median of {args.reps} "
             f"CUDA-event timings after {args.warmup} warm-up launches, L2 flushed before "
             f"each.\n\n{HEADER}\n" + "\n".join(fmt_row(r) for r in rows) + "\n")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import pathlib
 
 import pytest
@@ -9,6 +10,12 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 SEEDS = ROOT.parent / "shared" / "seeds"
 
+
+if os.environ.get("TILELANG_TEST_EMULATED_GPU") == "1":
+    # test-only: the `gpu` tests run against tests/emulated_cuda.py (the PTX emulator behind
+    # a stand-in for cuda.bindings.driver), before anything imports the driver
+    import emulated_cuda  # noqa: E402
+    emulated_cuda.install()
 
 from gpu_probe import gpu_available  # noqa: E402,F401  (re-exported for older imports)
 

@@ -100,7 +100,7 @@ def arity(fn) -> int | None:
 
 def check(paths=None) -> list[str]:
     from cuda.bindings import driver as drv
-    problems, seen = [], set()
+    problems, seen, missing = [], set(), set()
     for path in sources(paths):
         rel = os.path.relpath(path, ROOT)
         if rel.startswith(os.path.join("tests", "runtime", "test_rt_cuda_mock")):
@@ -113,7 +113,9 @@ def check(paths=None) -> list[str]:
             obj, ok = drv, True
             for part in name.split("."):
                 if not hasattr(obj, part):
-                    problems.append(f"{rel}:{line}: cuda.bindings.driver has no `{name}`")
+                    if name not in missing:
+                        missing.add(name)
+                        problems.append(f"{rel}:{line}: cuda.bindings.driver has no `{name}`")
                     ok = False
                     break
                 obj = getattr(obj, part)

@@ -46,6 +46,17 @@ trap 'echo "stopped by a signal" >>"$summary"; exit 1' INT TERM
 
 left() { echo $(( limit - ($(date +%s) - start) )); }
 
+# record NAME RC SECONDS-STARTED LIMIT: one summary line (and the log's tail on a failure)
+record() {
+    local name=$1 rc=$2 t0=$3 t=$4 what=ok
+    { [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; } && what="TIMEOUT after ${t}s"
+    [ "$rc" -ne 0 ] && [ "$what" = ok ] && what="FAILED rc=$rc"
+    printf '%-5s %-28s %4ss  %s\n' "$([ "$rc" -eq 0 ] && echo ok || echo FAIL)" "$name" \
+        "$(( $(date +%s) - t0 ))" "$what" >>"$summary"
+    [ "$rc" -ne 0 ] && tail -n 15 "$work/$name.log" | sed 's/^/      | /' >>"$summary"
+    return "$rc"
+}
+
 # step NAME SECONDS CMD...: CMD under a timeout that ends 20 s before the budget does
 step() {
     local name=$1 want=$2; shift 2
@@ -53,14 +64,9 @@ step() {
     if [ "$t" -lt 5 ]; then
         echo "SKIP  $name: no time left" >>"$summary"; return 1
     fi
-    local t0=$(date +%s) rc
-    timeout -k 5 "$t" "$@" >"$work/$name.log" 2>&1; rc=$?
-    local what=ok; [ $rc -eq 124 ] || [ $rc -eq 137 ] && what="TIMEOUT after ${t}s"
-    [ $rc -ne 0 ] && [ "$what" = ok ] && what="FAILED rc=$rc"
-    printf '%-5s %-28s %4ss  %s\n' "$([ $rc -eq 0 ] && echo ok || echo FAIL)" "$name" \
-        "$(( $(date +%s) - t0 ))" "$what" >>"$summary"
-    [ $rc -ne 0 ] && tail -n 15 "$work/$name.log" | sed 's/^/      | /' >>"$summary"
-    return $rc
+    local t0; t0=$(date +%s)
+    timeout -k 5 "$t" "$@" >"$work/$name.log" 2>&1
+    record "$name" $? "$t0" "$t"
 }
 
 # -- set-up: the wheels first on every interpreter's path (subprocesses that set PYTHONPATH
@@ -68,18 +74,27 @@ step() {
 setup() {
     if ls .whl/*.whl >/dev/null 2>&1; then
         if ! [ -f /tmp/site/.tile-installed ]; then
-            python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site \
-                .whl/*.whl && touch /tmp/site/.tile-installed || return 1
+            timeout 120 python3 -m pip install -q --no-index --no-deps --no-compile \
+                --target /tmp/site .whl/*.whl && touch /tmp/site/.tile-installed || return 1
         fi
-        local sp; sp=$(python3 -c 'import site; print(site.getsitepackages()[0])') || return 1
-        echo "import sys; sys.path.insert(0, '/tmp/site')" >"$sp/00-tile-gpu-session.pth" \
-            || return 1
+        # tests and benchmarks that start Python with their own PYTHONPATH must see the wheels
+        # too: a .pth file that puts /tmp/site first. Only on the device machine (the device
+        # tool sets OUT there; $OUT is unset on a developer's machine)
+        if [ -n "${OUT:-}" ]; then
+            local sp; sp=$(python3 -c 'import site; print(site.getsitepackages()[0])') \
+                || return 1
+            echo "import sys; sys.path.insert(0, '/tmp/site')" \
+                >"$sp/00-tile-gpu-session.pth" || return 1
+        fi
     fi
     export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
-    python3 -c 'import lark, llvmlite, numpy, tilelang, tilelang.driver
+    timeout 120 python3 -c 'import lark, llvmlite, numpy, tilelang, tilelang.driver
 print("llvmlite", llvmlite.__version__, "lark", lark.__version__, "numpy", numpy.__version__)'
 }
-step setup 120 setup || { echo "set-up failed: nothing else runs" >>"$summary"; exit 1; }
+# in this shell (it exports PYTHONPATH), so not through step's timeout
+t0=$(date +%s)
+setup >"$work/setup.log" 2>&1
+record setup $? "$t0" 240 || { echo "set-up failed: nothing else runs" >>"$summary"; exit 1; }
 
 case "$phase" in
 env)
