@@ -31,6 +31,7 @@ class EmulatorCounts:
 
     launches: int = 0
     instructions: int = 0            # thread-instructions executed
+    issued: int = 0                  # warp-instructions issued (predicated off or not)
     global_requests: int = 0
     global_sectors: int = 0          # 32-byte sectors moved
     global_bytes: int = 0            # bytes the threads asked for
@@ -43,20 +44,21 @@ class EmulatorCounts:
     @property
     def counters(self) -> dict:
         return {k: getattr(self, k) for k in (
-            "launches", "instructions", "global_requests", "global_sectors", "global_bytes",
+            "launches", "instructions", "issued", "global_requests", "global_sectors", "global_bytes",
             "shared_requests", "shared_wavefronts", "bank_conflicts")}
 
     @property
     def cost(self) -> float:
-        """Estimated issue slots: warp-instructions (thread-instructions / 32), plus 8 per
-        global 32-byte sector, plus 1 per shared-memory wavefront."""
-        return (COST_PER_WARP_INSTRUCTION * self.instructions / 32
+        """Estimated issue slots: warp-instructions issued, plus 8 per global 32-byte
+        sector, plus 1 per shared-memory wavefront."""
+        return (COST_PER_WARP_INSTRUCTION * self.issued
                 + COST_PER_GLOBAL_SECTOR * self.global_sectors
                 + COST_PER_SHARED_WAVEFRONT * self.shared_wavefronts)
 
     def add(self, rep) -> None:
         self.launches += 1
         self.instructions += rep.total_instructions
+        self.issued += rep.total_issued
         for k in ("global_requests", "global_sectors", "global_bytes", "shared_requests",
                   "shared_wavefronts", "bank_conflicts"):
             setattr(self, k, getattr(self, k) + getattr(rep, k))
@@ -64,6 +66,7 @@ class EmulatorCounts:
 
     def __str__(self) -> str:
         return (f"{self.launches} launch(es): {self.instructions} thread-instructions, "
+                f"{self.issued} warp-instructions issued, "
                 f"{self.global_sectors} global sectors ({self.global_bytes} B requested), "
                 f"{self.shared_wavefronts} shared wavefronts ({self.bank_conflicts} bank "
                 f"conflicts); cost {self.cost:.0f}")
