@@ -450,7 +450,12 @@ class EmulatedDriver(types.ModuleType):
                                    int(interleave), int(swizzle), int(l2), int(oob)))
         except ValueError:
             return _res(CUresult.CUDA_ERROR_INVALID_VALUE), None
-        tm = types.SimpleNamespace(opaque=list(struct.unpack("<16Q", raw)))
+        words = list(struct.unpack("<16Q", raw))
+        if _real is not None:                   # the bindings' own type, as the driver gives
+            tm = _real.CUtensorMap()
+            tm.opaque = words
+        else:
+            tm = types.SimpleNamespace(opaque=words)
         return _res(0), tm
 
     # -- events -----------------------------------------------------------------------------
