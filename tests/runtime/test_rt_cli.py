@@ -44,6 +44,10 @@ def test_run_vadd_on_the_emulator(capsys, tmp_path):
         "aligned, e: last extent a multiple of 16 B, s: offsets below 2^31 elements, =k: the " \
         "shape of array k)"
     assert "us per launch" in lines[5]
+    ex, issued = lines[6].split(" thread-instructions executed, ")
+    assert ex.startswith("emulator  ") and issued.endswith(" warp-instructions issued")
+    # every executed thread-instruction is in an issued warp-instruction
+    assert 0 < int(ex.split()[1]) <= 32 * int(issued.split()[0])
     assert lines[-1] == f"saved     {save}"
     data = np.load(save)
     np.testing.assert_array_equal(data["c"], data["a"] + data["b"])

@@ -325,7 +325,8 @@ def cmd_run(argv: list[str]) -> int:
         out.write(f", then {1e6 * (t3 - t2) / (args.repeat - 1):.1f} us per launch")
     out.write("\n")
     if result is not None and hasattr(result, "total_instructions"):
-        out.write(f"emulator  {result.total_instructions} thread-instructions\n")
+        out.write(f"emulator  {result.total_instructions} thread-instructions executed, "
+                  f"{result.total_issued} warp-instructions issued\n")
     saved = {}
     for q, a in zip(kernel.params, kargs):
         if q.kind != "array":
