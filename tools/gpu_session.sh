@@ -14,7 +14,8 @@
 # Everything goes under $OUT (or ./gpu-session-out without it), at most 8 files and no
 # subfolders, as the device tool returns them: PHASE-summary.txt (one line per step: exit
 # status, seconds, log), PHASE.tar.gz (every log, junit XML, result tables, plots) and, for
-# bench, the results file. The machine is offline: lark and llvmlite come as wheels in .whl/
+# bench, the results files (PHASE-*.md). Phases can be chained in one call with &&... or ;
+# a phase run a second time in one call writes PHASE-2-*. The machine is offline: lark and llvmlite come as wheels in .whl/
 # (../shared/gpu/wheelhouse.sh makes them; carry `.whl` in the device call).
 set -u
 phase=${1:-}
@@ -30,6 +31,10 @@ start=$(date +%s)
 out=${OUT:-$PWD/gpu-session-out}
 work=$(mktemp -d "${TMPDIR:-/tmp}/gpu-session-$phase.XXXXXX")
 mkdir -p "$out"
+# phases chained in one device call (`... env 150 && ... tools 200`) each get their own files;
+# a phase run twice in one call gets PHASE-2, PHASE-3, ...
+tag=$phase; n=2
+while [ -e "$out/$tag-summary.txt" ]; do tag=$phase-$n; n=$((n + 1)); done
 summary=$work/summary.txt
 export PYTHONUNBUFFERED=1 TILELANG_CACHE_DIR=$work/cache MPLBACKEND=Agg
 echo "phase $phase, budget ${limit}s, $(date -u +%FT%TZ), commit $(git rev-parse --short HEAD 2>/dev/null)" >"$summary"
@@ -37,8 +42,8 @@ echo "phase $phase, budget ${limit}s, $(date -u +%FT%TZ), commit $(git rev-parse
 pack() {
     trap - EXIT INT TERM
     echo "packed after $(( $(date +%s) - start ))s" >>"$summary"
-    cp "$summary" "$out/$phase-summary.txt"
-    tar -czf "$out/$phase.tar.gz" -C "$work" --exclude=cache . 2>/dev/null
+    cp "$summary" "$out/$tag-summary.txt"
+    tar -czf "$out/$tag.tar.gz" -C "$work" --exclude=cache . 2>/dev/null
     cat "$summary"
 }
 trap pack EXIT
@@ -128,7 +133,7 @@ bench)
                 --out-dir "$work/results"
         fi
     done
-    for f in "$work"/results/*.md; do [ -f "$f" ] && cp "$f" "$out/"; done
+    for f in "$work"/results/*.md; do [ -f "$f" ] && cp "$f" "$out/$tag-${f##*/}"; done
     ;;
 tools)
     for t in ncu compute-sanitizer; do
