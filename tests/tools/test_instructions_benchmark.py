@@ -30,4 +30,8 @@ def test_tile_columns_without_triton(tmp_path):
     for r in rows:
         assert r[1] == "1,024" and r[3:5] == ["-", "-"]       # no Triton columns
         assert float(r[2].replace(",", "")) > 0
+        # warp-instructions issued (the main figure) >= executed thread-instructions / 32
+        # (the old unit, at the right, with no Triton figure or ratio beside it)
+        assert r[10:] == ["-", "- |"]
+        assert float(r[2].replace(",", "")) >= float(r[9].replace(",", "")) > 0
         assert 0 < int(r[5]) <= 32 and r[7] == "100%"         # 100% occupancy at 128 threads
