@@ -149,6 +149,19 @@ def test_tensor_map_arguments_pass_cuda_bindings(monkeypatch):
             bindings.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)
 
 
+def test_tuner_reads_registers_of_a_tensor_map_kernel(emulated, tmp_path):
+    """The tuner asks the driver for a specialization's registers through launcher.kernel; a
+    TMA kernel's launcher wraps the back end's (it read 0 before TensorMapLauncher.kernel)."""
+    from tilelang.runtime.tensormap import TensorMapLauncher
+    from tilelang.tune.tuner import _registers
+    mod = tilelang.compile(os.path.join(ROOT, "examples", "matmul.tile"), backend="cuda",
+                           cache_dir=str(tmp_path))
+    spec = mod.matmul.specialize(BM=64, BN=128, BK=64).compile()
+    assert isinstance(spec.launcher, TensorMapLauncher)
+    want = emulated._get(spec.launcher.inner.kernel, emulated_cuda._Kernel).regs
+    assert want > 0 and _registers(mod.backend, spec) == want
+
+
 def test_emulated_driver_enforces_the_dynamic_shared_memory_attribute(emulated, tmp_path):
     """More than 48 KB of dynamic shared memory without the kernel attribute is refused, as
     the driver does; the runtime sets it (test_rt_gpu's bigsmem kernel passes on it)."""
