@@ -32,7 +32,7 @@ viewing the same elements: each vector is read before it is written) or not at a
 that are partially overlapping views of one buffer are not ordered by a statement (docs/
 language.md: the block's threads race on them in the plain code too). A tile of one vector
 per thread has nothing to interleave but is streamed too: its accesses then share the one
-inside-test (vadd@256: 27 -> 25 warp-instructions issued per thread; the branch memory.py
+inside-test (vadd@256: 27 -> 25 instructions issued per warp; the branch memory.py
 puts before each access of a tile is issued even where a full tile takes none).
 """
 
