@@ -260,8 +260,8 @@ class EmulatedDriver(types.ModuleType):
 
     def cuGetErrorName(self, err):
         self._call("cuGetErrorName", (err,))
-        return _res(0), CUresult(int(err)).name.encode() if int(err) in CUresult._value2member_map_ \
-            else f"CUDA_ERROR_{int(err)}".encode()
+        known = int(err) in CUresult._value2member_map_
+        return _res(0), (CUresult(int(err)).name if known else f"CUDA_ERROR_{int(err)}").encode()
 
     def cuGetErrorString(self, err):
         self._call("cuGetErrorString", (err,))

@@ -15,7 +15,8 @@
 # subfolders, as the device tool returns them: PHASE-summary.txt (one line per step: exit
 # status, seconds, log), PHASE.tar.gz (every log, junit XML, result tables, plots) and, for
 # bench, the results files (PHASE-*.md). Phases can be chained in one call with &&... or ;
-# a phase run a second time in one call writes PHASE-2-*. The machine is offline: lark and llvmlite come as wheels in .whl/
+# a phase run a second time in one call writes PHASE-2-*. The machine is offline: lark and
+# llvmlite come as wheels in .whl/
 # (../shared/gpu/wheelhouse.sh makes them; carry `.whl` in the device call).
 set -u
 phase=${1:-}
@@ -37,7 +38,9 @@ tag=$phase; n=2
 while [ -e "$out/$tag-summary.txt" ]; do tag=$phase-$n; n=$((n + 1)); done
 summary=$work/summary.txt
 export PYTHONUNBUFFERED=1 TILELANG_CACHE_DIR=$work/cache MPLBACKEND=Agg
-echo "phase $phase, budget ${limit}s, $(date -u +%FT%TZ), commit $(git rev-parse --short HEAD 2>/dev/null)" >"$summary"
+# (the device machine's copy of the checkout may have no .git: then no commit is named)
+echo "phase $phase, budget ${limit}s, $(date -u +%FT%TZ)," \
+    "commit $(git rev-parse --short HEAD 2>/dev/null)" >"$summary"
 
 pack() {
     trap - EXIT INT TERM
