@@ -102,3 +102,31 @@ def test_tilec_imports_no_numpy(tmp_path):
     assert _run(code) == []
     data = out.read_bytes()
     assert data[:4] == b"\x7fELF" if UNTIL == "cubin" else b".version" in data
+
+
+def test_a_kernel_without_math_functions_imports_no_decimal():
+    """The math library's constants are made on first use (scalar/consts.py): the tensor-core
+    matmul, which calls no math function, imports neither `decimal` nor `fractions` (~3 ms of
+    its cold compile); softmax's exp does."""
+    code = ("import json, sys\nfrom tilelang.driver import Options, compile_source\nout = []\n"
+            "for path in ('examples/matmul.tile', 'examples/softmax.tile'):\n"
+            "    r = compile_source(open(path).read(), path, Options(target='sm_90a'),\n"
+            f"                       until={UNTIL!r})\n"
+            "    assert r.ok, [str(d) for d in r.diagnostics]\n"
+            "    out.append(sorted(m for m in ('decimal', 'fractions') if m in sys.modules))\n"
+            "print(json.dumps(out))\n")
+    assert _run(code) == [[], ["decimal"]]
+
+
+def test_lazy_math_constants():
+    import math
+
+    from tilelang.codegen.scalar import consts as K
+    assert float(K.LN2) == math.log(2) and float(K.LOG2E) == 1 / math.log(2)
+    assert float(K.LN10) == math.log(10) and float(K.LOG10_2) == math.log10(2)
+    assert float(K.PI) == math.pi and K.Decimal(1) / 3 == K.Decimal("0." + "3" * 60)
+    # 60-digit arithmetic: pi right to 55 decimal places (the series stops at 1e-58)
+    assert str(K.PI).startswith("3.1415926535897932384626433832795028841971693993751058209")
+    assert K.split(K.PI / 2, 2, None, False) == [math.pi / 2, 6.123233995736766e-17]
+    with pytest.raises(AttributeError):
+        K.E

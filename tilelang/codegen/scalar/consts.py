@@ -1,25 +1,43 @@
-"""Mathematical constants for the math library, computed here at import time with 60-digit
-decimal arithmetic (so every split constant is exact to the last bit), and the exact series
-coefficients the polynomials use."""
+"""Mathematical constants for the math library, computed with 60-digit decimal arithmetic (so
+every split constant is exact to the last bit), and the exact series coefficients the
+polynomials use.
+
+The constants (LN2, LOG2E, LN10, LOG10_2, PI) and `Decimal` are module attributes made on
+first use: most kernels call no math function, and importing `decimal` and `fractions` and
+computing the constants was ~3 ms of every cold compile. The first use sets the thread's
+decimal precision to 60 digits, as importing this module used to.
+"""
 
 from __future__ import annotations
 
 import math
-from decimal import Decimal, getcontext
-from fractions import Fraction
 
 from tilelang.codegen.scalar import rounding
 
-getcontext().prec = 60
-
-LN2 = Decimal(2).ln()
-LOG2E = 1 / LN2
-LN10 = Decimal(10).ln()
+_LAZY = ("LN2", "LOG2E", "LN10", "LOG10_2", "PI", "Decimal")
 
 
-def _pi() -> Decimal:
+def __getattr__(name: str):
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from decimal import Decimal, getcontext
+    getcontext().prec = 60
+    ln2 = Decimal(2).ln()
+    g = globals()
+    g.update(Decimal=Decimal, LN2=ln2, LOG2E=1 / ln2, LN10=Decimal(10).ln(),
+             LOG10_2=Decimal(2).log10(), PI=_pi(Decimal))
+    return g[name]
+
+
+def _const(name: str):
+    """A lazy constant from inside this module (where `__getattr__` is not consulted)."""
+    g = globals()
+    return g[name] if name in g else __getattr__(name)
+
+
+def _pi(Decimal):
     # Machin: pi = 16 atan(1/5) - 4 atan(1/239)
-    def atan_inv(n: int) -> Decimal:
+    def atan_inv(n: int):
         x = Decimal(1) / n
         x2, term, total, k = x * x, x, x, 1
         while True:
@@ -32,9 +50,6 @@ def _pi() -> Decimal:
     return 16 * atan_inv(5) - 4 * atan_inv(239)
 
 
-PI = _pi()
-
-
 def f32(x) -> float:
     return rounding.f32(float(x))
 
@@ -42,6 +57,7 @@ def f32(x) -> float:
 def split(value: Decimal, parts: int, bits: int | None, to32: bool) -> list[float]:
     """`value` as a sum of `parts` floats; the leading ones keep only `bits` significant bits
     (so that k * part is exact for small integers k); the last one is rounded normally."""
+    Decimal = _const("Decimal")                # and the 60-digit precision
     out = []
     rest = value
     for i in range(parts):
@@ -65,6 +81,7 @@ def taylor_exp(n: int) -> list[float]:
 def tanh_series(n: int) -> list[float]:
     """Coefficients c_k of tanh(x) = x * sum c_k x^(2k), k = 0..n-1 (from Bernoulli numbers:
     c_k = 2^(2k+2) (2^(2k+2) - 1) B_(2k+2) / (2k+2)!)."""
+    from fractions import Fraction
     bern = _bernoulli(2 * n + 2)
     out = []
     for k in range(n):
@@ -75,6 +92,7 @@ def tanh_series(n: int) -> list[float]:
 
 
 def _bernoulli(n: int) -> list[Fraction]:
+    from fractions import Fraction
     b = [Fraction(0)] * (n + 1)
     b[0] = Fraction(1)
     for m in range(1, n + 1):
@@ -104,14 +122,14 @@ def atan_series(n: int) -> list[float]:
 
 def erf_series(n: int) -> list[float]:
     """erf(x) = x * sum a_k x^(2k): a_k = 2/sqrt(pi) (-1)^k / (k! (2k+1))."""
-    c = 2 / PI.sqrt()
+    c = 2 / _const("PI").sqrt()
     return [float(c * (-1) ** k / (math.factorial(k) * (2 * k + 1))) for k in range(n)]
 
 
 def two_over_pi_words(nbits: int = 1344, pad_words: int = 2) -> list[int]:
     """The bits of 2/pi after the binary point as big-endian 32-bit words, preceded by
     `pad_words` zero words (the integer part and a margin for small exponents)."""
-    from decimal import localcontext
+    from decimal import Decimal, localcontext
     with localcontext() as ctx:
         ctx.prec = nbits * 30 // 100 + 40
         two_pi = 2 / _pi_at(ctx.prec)
@@ -124,7 +142,7 @@ def two_over_pi_words(nbits: int = 1344, pad_words: int = 2) -> list[int]:
 
 
 def _pi_at(prec: int) -> Decimal:
-    from decimal import localcontext
+    from decimal import Decimal, localcontext
     with localcontext() as ctx:
         ctx.prec = prec + 10
         eps = Decimal(10) ** -(prec + 5)
@@ -144,4 +162,4 @@ def _pi_at(prec: int) -> Decimal:
 
 def pio2_parts(bits: int, parts: int, to32: bool) -> list[float]:
     """pi/2 split into `parts` floats, the leading ones with `bits` significant bits."""
-    return split(PI / 2, parts, bits, to32)
+    return split(_const("PI") / 2, parts, bits, to32)

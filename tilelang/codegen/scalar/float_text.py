@@ -11,7 +11,6 @@ Exact rational arithmetic, so every value gets NumPy's text; only `print` pays f
 from __future__ import annotations
 
 import math
-from fractions import Fraction
 
 # name: (explicit mantissa bits, smallest normal exponent, positional below)
 FORMATS = {"f16": (10, -14, 1e3), "f32": (23, -126, 1e6), "f64": (52, -1022, 1e16)}
@@ -19,6 +18,7 @@ FORMATS = {"f16": (10, -14, 1e3), "f32": (23, -126, 1e6), "f64": (52, -1022, 1e1
 
 def _interval(v: float, mant: int, emin: int) -> tuple[Fraction, Fraction, bool]:
     """The values that read back to v > 0: [low, high], ends included iff inclusive."""
+    from fractions import Fraction      # only `print` of a constant pays for its import
     m, e = math.frexp(v)                          # v = m * 2^e, 0.5 <= m < 1
     exp = max(e - 1, emin)                        # v = M * 2^(exp - mant)
     ulp = Fraction(2) ** (exp - mant)
@@ -31,6 +31,7 @@ def _interval(v: float, mant: int, emin: int) -> tuple[Fraction, Fraction, bool]
 def shortest_digits(v: float, fmt: str) -> tuple[str, int]:
     """(digits, k) for v > 0 of format `fmt`: v reads as 0.d1d2... * 10^(k + 1), the digits
     the fewest that read back to v, nearest to v, ties to an even last digit."""
+    from fractions import Fraction
     mant, emin, _ = FORMATS[fmt]
     low, high, inclusive = _interval(v, mant, emin)
     x = Fraction(v)

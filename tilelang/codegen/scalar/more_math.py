@@ -18,14 +18,10 @@ classical identities that keep the small-argument accuracy:
 
 from __future__ import annotations
 
-from decimal import Decimal
-
 import llvmlite.ir as ir
 
 from tilelang.codegen.scalar import consts as K
 from tilelang.codegen.scalar.ir import F32, F64, IRKit
-
-LOG10_2 = Decimal(2).log10()
 
 
 def _in_f64(fn):
@@ -48,7 +44,7 @@ def _log2_dd(k: IRKit, x):
 def log10(k: IRKit, x):
     b = k.builder
     hi, lo = _log2_dd(k, x)
-    c_hi, c_lo = K.split(LOG10_2, 2, None, False)
+    c_hi, c_lo = K.split(K.LOG10_2, 2, None, False)
     r = k.fma(hi, k.c(F64, c_hi), b.fadd(b.fmul(hi, k.c(F64, c_lo)),
                                          b.fmul(lo, k.c(F64, c_hi))))
     # ±inf and NaN from log2 (x = 0, inf, < 0, NaN) stay as they are
