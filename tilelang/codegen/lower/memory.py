@@ -153,27 +153,31 @@ class TileAccess:
                 got = cache[id(v)] = b.trunc(v, I32)
         return got
 
-    def inside(self) -> ir.Value:
-        """i1, uniform: the whole tile lies inside the array."""
+    def outside(self) -> ir.Value:
+        """i1, uniform: part of the tile lies outside the array (the edge path's test). Made
+        as the `or` of the failed bounds, not as a negated inside-test: the branch to the
+        edge path then needs no `not.pred`, which LLVM otherwise computes once and keeps for
+        every later access with the same bounds (a row kernel's load and store: one
+        instruction per thread)."""
         b = self.kern.builder
-        ok = ir.Constant(I1, 1)
+        out = ir.Constant(I1, 0)
         for k, (g, s) in enumerate(zip(self.g0, self.shape)):
             x = self.g32[k]
             e = self._extent(k, x is not None or self.cx[k] is not None)
             if self.cx[k] is not None:
-                ok = b.and_(ok, b.icmp_signed(">=", e, ir.Constant(I32, self.cx[k] + s)))
+                out = b.or_(out, b.icmp_signed("<", e, ir.Constant(I32, self.cx[k] + s)))
             elif self.ix[k] is not None:
                 i, sh = self.ix[k]
                 e = self._extent(k, True)
-                ok = b.and_(ok, b.icmp_signed(">=", i, ir.Constant(I32, 0)))
-                ok = b.and_(ok, b.icmp_signed("<", i, b.ashr(e, ir.Constant(I32, sh))))
+                out = b.or_(out, b.icmp_signed("<", i, ir.Constant(I32, 0)))
+                out = b.or_(out, b.icmp_signed(">=", i, b.ashr(e, ir.Constant(I32, sh))))
             elif x is None:
-                ok = b.and_(ok, b.icmp_signed(">=", g, _i64(0)))
-                ok = b.and_(ok, b.icmp_signed("<=", b.add(g, _i64(s)), e))
+                out = b.or_(out, b.icmp_signed("<", g, _i64(0)))
+                out = b.or_(out, b.icmp_signed(">", b.add(g, _i64(s)), e))
             else:
-                ok = b.and_(ok, b.icmp_signed(">=", x, ir.Constant(I32, 0)))
-                ok = b.and_(ok, b.icmp_signed("<", x, e))
-        return ok
+                out = b.or_(out, b.icmp_signed("<", x, ir.Constant(I32, 0)))
+                out = b.or_(out, b.icmp_signed(">=", x, e))
+        return out
 
     def element(self, r: int) -> tuple[ir.Value, ir.Value]:
         """(pointer, in-bounds-and-unmasked i1) of register r."""
@@ -278,7 +282,7 @@ class TileAccess:
         fast_bb = kern.fn.append_basic_block("load.full")
         edge_bb = kern.fn.append_basic_block("load.edge")
         join = kern.fn.append_basic_block("load.join")
-        b.cbranch(self.inside(), fast_bb, edge_bb).set_weights([1024, 1])
+        b.cbranch(self.outside(), edge_bb, fast_bb).set_weights([1, 1024])
 
         b.position_at_end(fast_bb)
         fast = []
@@ -367,7 +371,7 @@ class TileAccess:
         fast_bb = kern.fn.append_basic_block("store.full")
         edge_bb = kern.fn.append_basic_block("store.edge")
         done = kern.fn.append_basic_block("store.done")
-        b.cbranch(self.inside(), fast_bb, edge_bb).set_weights([1024, 1])
+        b.cbranch(self.outside(), edge_bb, fast_bb).set_weights([1, 1024])
 
         b.position_at_end(fast_bb)
         for grp in groups:

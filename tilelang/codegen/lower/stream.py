@@ -355,9 +355,9 @@ def emit(kern: KernelEmitter, s: Stream) -> TileVal | None:
         loads.append((op, acc, kern.to_storage(_padding(kern, op, ldt.dtype), src.dtype)))
     b = kern.builder
     fixed, extra = _before(kern, s, lay)
-    inside = out.inside() if out is not None else None
+    outside = out.outside() if out is not None else None
     for _, acc, _ in loads:
-        inside = acc.inside() if inside is None else b.and_(inside, acc.inside())
+        outside = acc.outside() if outside is None else b.or_(outside, acc.outside())
     red = groups_of = None
     root = st.arg_map["x"] if s.reduces else st.arg_map["tile"]
     if s.reduces:
@@ -367,15 +367,18 @@ def emit(kern: KernelEmitter, s: Stream) -> TileVal | None:
     fast_bb = kern.fn.append_basic_block("stream.full")
     edge_bb = kern.fn.append_basic_block("stream.edge")
     done = kern.fn.append_basic_block("stream.done")
-    b.cbranch(inside, fast_bb, edge_bb).set_weights([1024, 1])
+    b.cbranch(outside, edge_bb, fast_bb).set_weights([1, 1024])
     groups = [list(range(g, g + vw)) for g in range(0, lay.num_regs, vw)]
     ends = []
+    lines, here = kern.lineinfo, b.debug_metadata
     for bb, edge in ((fast_bb, False), (edge_bb, True)):
         b.position_at_end(bb)
         trees = [R.Tree(len(g), red.combine) for g in groups_of] if s.reduces else None
         for grp in groups:
             vals: dict[tuple[int, int], ir.Value] = {}
             for op, acc, spad in loads:
+                if lines is not None and op.span is not None:
+                    b.debug_metadata = lines.loc(op.span)   # a load keeps its own line
                 if edge:
                     got = [kern.from_storage(v, acc.arr.dtype)
                            for v in acc._edge_group(grp, None, spad)]
@@ -383,6 +386,7 @@ def emit(kern: KernelEmitter, s: Stream) -> TileVal | None:
                     got = acc._load_vector(grp[0], vw)
                 for r, v in zip(grp, got):
                     vals[(op.result.id, r)] = v
+                b.debug_metadata = here
             regs = {r: _value(kern, s, root, r, vals, fixed, extra) for r in grp}
             if s.reduces:
                 for r in grp:
