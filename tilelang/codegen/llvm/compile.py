@@ -1,6 +1,13 @@
 """LLVM's part: parse and link the per-kernel modules, optimize (-O0..-O3 with the new pass
 manager) and emit PTX with the NVPTX back end. Targets and features are validated by
-targets.py before anything here runs (some LLVM errors abort the process)."""
+targets.py before anything here runs (some LLVM errors abort the process).
+
+Measured on the examples' matmul for sm_90a (2026-11-24, LLVM 22.1, callgrind): the -O3 pipeline
+is ~250 M instructions and NVPTX's emission ~205 M. The target machine's codegen level (0-3:
+1-3 give the same PTX for every example and the same count; 0 changes the PTX), turning the
+vectorizers off (same PTX, same count) save nothing; the -O2 pipeline changes the matmul's PTX
+on sm_89 and -O1 most examples'; the passes llvmlite can assemble into a pipeline of our own
+(no EarlyCSE, LICM, GVN) change every example's PTX."""
 
 from __future__ import annotations
 
