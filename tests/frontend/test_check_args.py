@@ -11,6 +11,7 @@ import sys
 
 import pytest
 
+from argparse_ref import parsed
 from tilelang import cli
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -18,16 +19,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 def by_argparse(argv: list[str]):
     """(files, include, defines) as argparse reads `argv`, or "error"."""
-    p = cli._check_parser()
-
-    def error(message):
-        raise ValueError(message)
-    p.error = error
-    try:
-        a = p.parse_args(argv)
-    except (ValueError, SystemExit):
-        return "error"
-    return a.files, a.include, a.defines
+    a = parsed(cli._check_parser(), argv)
+    return a if a == "error" else (a.files, a.include, a.defines)
 
 
 WORDS = ["a.tile", "b.tile", "-I", "inc", "-D", "N=4", "-Iinc", "-DN=4", "--", "-", "-h", "",

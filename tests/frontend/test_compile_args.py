@@ -12,6 +12,7 @@ import sys
 
 import pytest
 
+from argparse_ref import parsed
 from tilelang import cli
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -19,15 +20,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 def by_argparse(argv: list[str]):
     """The attributes argparse gives `argv`, or "error"."""
-    p = cli._main_parser()
-
-    def error(message):
-        raise ValueError(message)
-    p.error = error
-    try:
-        return vars(p.parse_args(argv))
-    except (ValueError, SystemExit):
-        return "error"
+    a = parsed(cli._main_parser(), argv)
+    return a if a == "error" else vars(a)
 
 
 WORDS = ["a.tile", "b.tile", "--arch", "sm_80", "-o", "-", "--emit", "ptx", "-O", "7",
