@@ -106,9 +106,10 @@ def test_sdist_holds_the_project(sdist):
                    "tilelang/frontend/parser.py", "tests/frontend/test_wheel.py",
                    "tests/conftest.py", "docs/language.md", "docs/python-api.md",
                    "examples/vadd.tile", "editors/README.md", "editors/generate.py",
-                   "benchmarks/results/launch-overhead-2026-11-22-cpu.md"):
+                   "benchmarks/results/launch-overhead-2026-11-22-cpu.md",
+                   "tools/gpu_session.sh"):
         assert wanted in names, wanted
-    for top in ("tests", "docs", "examples", "editors", "benchmarks"):
+    for top in ("tests", "docs", "examples", "editors", "benchmarks", "tools"):
         tracked = {str(p.relative_to(ROOT)) for p in (ROOT / top).rglob("*")
                    if p.is_file() and not SKIP(str(p.parent), [p.name])
                    and not any(part in ("node_modules", "__pycache__") for part in p.parts)}
