@@ -109,7 +109,7 @@ def wait_group(kern: KernelEmitter, n: int, regs: list[ir.Value]) -> list[ir.Val
 
 def mma_async(kern: KernelEmitter, n: int, ab: str, k: int, mmas: list, regs: list[ir.Value],
               trans_a: bool, trans_b: bool, bt: str | None = None, *, fence: bool = False,
-              commit: bool = False) -> list[ir.Value]:
+              commit: bool = False, wait: int | None = None) -> list[ir.Value]:
     """`wgmma.mma_async.sync.aligned.m64n{n}k{k}.f32.{ab}.{bt}` (bt: B's type, `ab` when None;
     the 8-bit floats mix, k32) with both operands in shared memory, one per entry of `mmas`
     in order: (indices into `regs` of its n / 2 f32 accumulator registers, desc_a, desc_b).
@@ -122,13 +122,20 @@ def mma_async(kern: KernelEmitter, n: int, ab: str, k: int, mmas: list, regs: li
     instructions are the same, one per line (`\\0A\\09`: LLVM's newline and tab). With `fence`
     the asm starts with `wgmma.fence` and with `commit` it ends with `commit_group` (what
     fence() and commit_group() would emit around it, without another asm through every
-    register)."""
+    register). With `wait` (after `commit`) it ends with `wgmma.wait_group wait` and takes
+    every register of `regs` through, as wait_group() after it would: that second asm cost
+    128 more extractvalues per K-step of the matmul and another 256-operand call for LLVM to
+    compare and coalesce."""
     b = kern.builder
     bt = bt or ab
     trans = f"{int(trans_a)}, {int(trans_b)}" if ab in ("f16", "bf16") else None
     assert trans is not None or not (trans_a or trans_b), "8-bit wgmma operands are K-major"
     tail = f", 1, 1, {trans}" if trans is not None else ", 1, 1"
+    assert wait is None or commit, "wgmma.wait_group without commit_group"
     used = list(dict.fromkeys(i for idx, _, _ in mmas for i in idx))
+    if wait is not None:   # the wait orders every register, not only this group's
+        seen = set(used)
+        used += [i for i in range(len(regs)) if i not in seen]
     slot = {r: j for j, r in enumerate(used)}
     cnt, scale = len(used), len(used) + 2 * len(mmas)
     lines = []
@@ -140,7 +147,8 @@ def mma_async(kern: KernelEmitter, n: int, ab: str, k: int, mmas: list, regs: li
     cons = ",".join(["=f"] * cnt + ["l", "l"] * len(mmas) + ["b"] +
                     [str(i) for i in range(cnt)] + ["~{memory}"])
     lines = (["wgmma.fence.sync.aligned;"] if fence else []) + lines + \
-        (["wgmma.commit_group.sync.aligned;"] if commit else [])
+        (["wgmma.commit_group.sync.aligned;"] if commit else []) + \
+        ([f"wgmma.wait_group.sync.aligned {wait};"] if wait is not None else [])
     fnty = ir.FunctionType(_f32s(kern, cnt), [I64] * (2 * len(mmas)) + [I1] + [F32] * cnt)
     asm = ir.InlineAsm(fnty, "\\0A\\09".join(lines), cons, side_effect=True)
     r = b.call(asm, [d for _, da, db in mmas for d in (da, db)] + [SCALE_D] +

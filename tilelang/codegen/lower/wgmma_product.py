@@ -186,9 +186,10 @@ def _warp_uniform(kern: KernelEmitter, fn, *args):
 
 def issue(kern: KernelEmitter, plan: TensorCorePlan, da: Descriptors, db: Descriptors,
           bases: tuple[ir.Value, ir.Value], regs: list[ir.Value], k: int, *,
-          fenced: bool = False) -> list[ir.Value]:
-    """Every `wgmma.mma_async` of acc += A @ B over K = k for this warp group (no wait;
-    `fenced`: after `wgmma.fence` and before `commit_group`, in the same asm);
+          fenced: bool = False, wait: int | None = None) -> list[ir.Value]:
+    """Every `wgmma.mma_async` of acc += A @ B over K = k for this warp group (`fenced`: after
+    `wgmma.fence` and before `commit_group`, in the same asm; `wait`: then
+    `wgmma.wait_group wait`, also in it);
     `bases`: the two operands' warp-group start fields (Descriptors.base)."""
     b = kern.builder
     t: WgTiling = plan.wg
@@ -205,7 +206,7 @@ def issue(kern: KernelEmitter, plan: TensorCorePlan, da: Descriptors, db: Descri
                     pb = db.at(kern, bases[1], ob)
                     mmas.append((instr_regs(t, bi, mi, ni), pa, pb))
     return wgmma_ops.mma_async(kern, t.instr_n, form.ab, kstep, mmas, regs, da.trans,
-                               db.trans, plan.b_class, fence=fenced, commit=fenced)
+                               db.trans, plan.b_class, fence=fenced, commit=fenced, wait=wait)
 
 
 def a_fragment_layout(plan: TensorCorePlan, shape: tuple[int, ...], threads: int):
@@ -458,8 +459,7 @@ def product(kern: KernelEmitter, plan: TensorCorePlan, a, b, acc: TileVal) -> Ti
             for i in range(2)]
     regs = issue(kern, plan, da, db, tuple(d.base(kern, *(x if isinstance(x, tuple) else (x,)))
                                            for d, x in zip((da, db), addr)),
-                 list(acc.regs), k, fenced=True)
-    regs = wgmma_ops.wait_group(kern, 0, regs)
+                 list(acc.regs), k, fenced=True, wait=0)
     remember_acc_layout(kern, plan.acc)
     return TileVal(acc.dtype, plan.acc, tuple(regs))
 
@@ -580,8 +580,7 @@ def emit_pipelined(kern: KernelEmitter, op, lp) -> None:
     image = b.add(base, slot)
     regs = issue(kern, plan, da, db, (da.base(kern, image),
                                       db.base(kern, b.add(image, _c(offs[1])))), list(accs), k,
-                 fenced=True)
-    regs = wgmma_ops.wait_group(kern, depth, regs)
+                 fenced=True, wait=depth)
     last = _c((S - 1) * stage_bytes)
     wslot = b.select(b.icmp_unsigned("==", slot, _c(0)), last, b.sub(slot, _c(stage_bytes)))
     copy(iv, S - 1, b.add(base, wslot))
@@ -704,8 +703,7 @@ def _tma_loop(kern: KernelEmitter, op, lp, tma, base, da, db, k, init, start, st
         [("slot", I32, slot0), ("phase", I32, phase0)], init.regs)
     tma_load.wait_parity(kern, bar(slot), phase)
     image = b.add(base, slot)
-    regs = issue_mmas(kern, plan, da, db, image, lp.image_bytes[0], list(accs), k)
-    regs = wgmma_ops.wait_group(kern, 1, regs)
+    regs = issue_mmas(kern, plan, da, db, image, lp.image_bytes[0], list(accs), k, wait=1)
     kern.barrier()
     last = (S - 1) * stage_bytes
     wslot = b.select(b.icmp_unsigned("==", slot, _c(0)), _c(last), b.sub(slot, _c(stage_bytes)))
@@ -850,8 +848,7 @@ def _ws_loop(kern: KernelEmitter, op, lp, tma, base, da, db, k, init, start, sto
     accs, started = phis[:-1], phis[-1]
     tma_load.wait_parity(kern, full(slot), par)
     image = b.add(base, slot)
-    regs = issue_mmas(kern, plan, da, db, image, lp.image_bytes[0], list(accs), k)
-    regs = wgmma_ops.wait_group(kern, 1, regs)
+    regs = issue_mmas(kern, plan, da, db, image, lp.image_bytes[0], list(accs), k, wait=1)
     # iteration j-1's MMAs are done: release its stage
     rel = kern.fn.append_basic_block("ws.release")
     cont = kern.fn.append_basic_block("ws.released")
@@ -894,8 +891,8 @@ def _ring_add(kern: KernelEmitter, slot: ir.Value, d: int, ring: int) -> ir.Valu
     return b.select(b.icmp_unsigned(">=", nxt, _c(ring)), b.sub(nxt, _c(ring)), nxt)
 
 
-def issue_mmas(kern, plan, da, db, image, b_offset, regs, k):
-    """issue() between a `wgmma.fence` and a `commit_group` (one asm)."""
+def issue_mmas(kern, plan, da, db, image, b_offset, regs, k, wait=None):
+    """issue() between a `wgmma.fence` and a `commit_group` (one asm, with the wait)."""
     return issue(kern, plan, da, db, (da.base(kern, image),
                                       db.base(kern, kern.builder.add(image, _c(b_offset)))),
-                 regs, k, fenced=True)
+                 regs, k, fenced=True, wait=wait)
