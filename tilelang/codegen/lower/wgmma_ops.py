@@ -159,21 +159,29 @@ def mma_async(kern: KernelEmitter, n: int, ab: str, k: int, mmas: list, regs: li
     return regs
 
 
-def mma_async_rs(kern: KernelEmitter, n: int, ab: str, acc: list[ir.Value],
-                 a_regs: list[ir.Value], desc_b: ir.Value, trans_b: bool) -> list[ir.Value]:
-    """`wgmma.mma_async.m64n{n}k16` with A from registers (`a_regs`: four i32, each two
-    16-bit elements: the mma.sync m16n8k16 A fragment of the warp's 16 rows) and B through
-    its descriptor."""
+def mma_async_rs_group(kern: KernelEmitter, n: int, ab: str, mmas: list, regs: list[ir.Value],
+                       trans_b: bool, wait: int) -> list[ir.Value]:
+    """wgmma.fence; per entry of `mmas` a `wgmma.mma_async.m64n{n}k16` with A from registers
+    and B through its descriptor: (indices into `regs` of its n / 2 accumulator registers, its
+    A fragment: four i32 of two 16-bit elements each, the mma.sync m16n8k16 A fragment of the
+    warp's 16 rows, desc_b); commit_group; wait_group `wait`. All one asm that takes and
+    returns every register of `regs` once: an asm per MMA, plus the fence's and the wait's,
+    returned them again each time (192 extractvalues per m64n64 k64 product instead of 32)."""
     b = kern.builder
-    cnt = len(acc)
-    regs = ",".join(f"${i}" for i in range(cnt))
-    text = (f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ab}.{ab} "
-            f"{{{regs}}}, {{${cnt}, ${cnt + 1}, ${cnt + 2}, ${cnt + 3}}}, ${cnt + 4}, "
-            f"${cnt + 5}, 1, 1, {int(trans_b)};")
-    cons = ",".join(["=f"] * cnt + ["r"] * 4 + ["l", "b"] + [str(i) for i in range(cnt)] +
-                    ["~{memory}"])
-    ret = _f32s(kern, cnt)
-    asm = ir.InlineAsm(ir.FunctionType(ret, [I32] * 4 + [I64, I1] + [F32] * cnt), text, cons,
-                       side_effect=True)
-    r = b.call(asm, list(a_regs) + [desc_b, SCALE_D] + list(acc))
+    cnt, scale = len(regs), len(regs) + 5 * len(mmas)
+    lines = ["wgmma.fence.sync.aligned;"]
+    for m, (idx, _, _) in enumerate(mmas):
+        assert len(idx) == n // 2
+        acc = ",".join(f"${i}" for i in idx)
+        o = cnt + 5 * m
+        lines.append(f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ab}.{ab} "
+                     f"{{{acc}}}, {{${o}, ${o + 1}, ${o + 2}, ${o + 3}}}, ${o + 4}, "
+                     f"${scale}, 1, 1, {int(trans_b)};")
+    lines += ["wgmma.commit_group.sync.aligned;", f"wgmma.wait_group.sync.aligned {wait};"]
+    cons = ",".join(["=f"] * cnt + ["r", "r", "r", "r", "l"] * len(mmas) + ["b"] +
+                    [str(i) for i in range(cnt)] + ["~{memory}"])
+    fnty = ir.FunctionType(_f32s(kern, cnt), [I32, I32, I32, I32, I64] * len(mmas) + [I1] +
+                           [F32] * cnt)
+    asm = ir.InlineAsm(fnty, "\\0A\\09".join(lines), cons, side_effect=True)
+    r = b.call(asm, [v for _, frag, db in mmas for v in (*frag, db)] + [SCALE_D] + list(regs))
     return [b.extract_value(r, i) for i in range(cnt)] if cnt > 1 else [r]

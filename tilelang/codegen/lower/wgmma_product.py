@@ -299,20 +299,14 @@ def _rs_issue(kern: KernelEmitter, plan: TensorCorePlan, a: TileVal, acc: TileVa
             first = mi * per_tile + k0 // 8 * 4
             r = a.regs[first:first + 8]
             frags[k0, mi] = [_pack16(kern, r[i], r[i + 1]) for i in range(0, 8, 2)]
-    regs = wgmma_ops.fence(kern, list(acc.regs))
+    mmas = []
     for k0 in range(0, k, 16):
         for mi in range(t.m_tiles):
-            frag = frags[k0, mi]
             for ni in range(t.n_instrs):
-                ob = db.offset(0, ni * t.instr_n, k0) >> 4
-                pb = db.at(kern, base_b, ob)
-                idx = instr_regs(t, 0, mi, ni)
-                out = wgmma_ops.mma_async_rs(kern, t.instr_n, form.ab,
-                                             [regs[i] for i in idx], frag, pb, db.trans)
-                for i, v in zip(idx, out):
-                    regs[i] = v
-    wgmma_ops.commit_group(kern)
-    regs = wgmma_ops.wait_group(kern, 0, regs)
+                pb = db.at(kern, base_b, db.offset(0, ni * t.instr_n, k0) >> 4)
+                mmas.append((instr_regs(t, 0, mi, ni), frags[k0, mi], pb))
+    regs = wgmma_ops.mma_async_rs_group(kern, t.instr_n, form.ab, mmas, list(acc.regs),
+                                        db.trans, 0)
     remember_acc_layout(kern, plan.acc)
     return TileVal(acc.dtype, plan.acc, tuple(regs))
 
