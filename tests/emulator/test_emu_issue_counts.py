@@ -20,6 +20,15 @@ STORE_R3 = """
   st.global.u32 [%rd3], %r3;
 """
 
+# r3 = tid + 7 behind a branch on tid >= 1000, which no thread of these launches takes
+BRANCH_NOT_TAKEN = """
+  mov.u32 %r1, %tid.x;
+  setp.ge.u32 %p1, %r1, 1000;
+  @%p1 bra SKIP;
+  add.u32 %r3, %r1, 7;
+SKIP:
+""" + STORE_R3 + "  ret;\n"
+
 
 def launch(hw, body, grid, block, nout):
     out = hw.dev.malloc(4 * nout)
@@ -51,13 +60,7 @@ def test_predicated_off_instructions_are_issued(hw):
 
 @pytest.mark.parametrize("block", [64, 48])
 def test_branch_not_taken_costs_an_issue_per_warp(hw, block):
-    body = """
-  mov.u32 %r1, %tid.x;
-  setp.ge.u32 %p1, %r1, 1000;
-  @%p1 bra SKIP;
-  add.u32 %r3, %r1, 7;
-SKIP:
-""" + STORE_R3 + "  ret;\n"
+    body = BRANCH_NOT_TAKEN
     rep, got = launch(hw, body, 3, block, block)
     # 9 instructions, all reached by every thread; the branch executes for none
     nwarps = 2                      # 64 = 2 full warps; 48 = a full warp and one of 16
@@ -162,13 +165,7 @@ def test_batches_of_different_sizes_are_counted_per_batch(hw, monkeypatch):
 
 
 def test_report_lists_issued_counts(hw):
-    body = """
-  mov.u32 %r1, %tid.x;
-  setp.ge.u32 %p1, %r1, 1000;
-  @%p1 bra SKIP;
-  add.u32 %r3, %r1, 7;
-SKIP:
-""" + STORE_R3 + "  ret;\n"
+    body = BRANCH_NOT_TAKEN
     rep, _ = launch(hw, body, 1, 32, 32)
     text = str(rep)
     assert "thread-instructions: 256 executed, 288 issued; warp-instructions issued: 9" in text
