@@ -1,0 +1,91 @@
+"""Every example's PTX, byte for byte, on sm_80, sm_90a and sm_120 in every precision mode,
+with the default array facts and with `small` added (the 32-bit offset path the runtime takes
+for ordinary arrays): the guard of refactorings that must not change generated code.
+
+The expected values are SHA-256 digests in golden/ptx_digests.json. A change that is meant to
+change the PTX regenerates them (`TILELANG_REGEN_GOLDEN=1 python3 -m pytest -q
+tests/codegen/test_ptx_golden.py`) and says in its commit message what changed and why; one
+that is not (a code move, a rename) must leave every digest as it is. To see what moved,
+compare `tilec --emit ptx` of the failing case before and after the change.
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import json
+import os
+
+import pytest
+
+from tilelang.codegen.api import ArrayFacts
+from tilelang.driver import Options, compile_source
+from tilelang.sema.types import ArrayType
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+DIGESTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "golden", "ptx_digests.json")
+EXAMPLES = sorted(os.path.basename(p) for p in glob.glob(os.path.join(ROOT, "examples", "*.tile")))
+TARGETS = ("sm_80", "sm_90a", "sm_120")
+PRECISIONS = ("ieee", "fast", "approx")
+SMALL = ArrayFacts(small=True)
+
+
+def _ptx(example: str, target: str, precision: str, small: bool) -> str:
+    path = os.path.join(ROOT, "examples", example)
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    options = Options(target=target, precision=precision)
+    facts = None
+    if small:
+        first = compile_source(text, path, options, until="tir")
+        assert first.ok, first.diagnostics
+        facts = {k.name: {p.hint: SMALL for p in k.params if isinstance(p.type, ArrayType)}
+                 for k in first.ir.kernels}
+    res = compile_source(text, path, options, facts=facts, until="ptx")
+    assert res.ok and res.ptx, [d.render() if hasattr(d, "render") else str(d)
+                                for d in res.diagnostics]
+    return res.ptx
+
+
+def _cases():
+    return [(e, t, p, s) for e in EXAMPLES for t in TARGETS for p in PRECISIONS
+            for s in (False, True)]
+
+
+def _key(example, target, precision, small):
+    return f"{example}:{target}:{precision}" + (":small" if small else "")
+
+
+def _expected() -> dict:
+    try:
+        with open(DIGESTS, encoding="utf-8") as f:
+            return json.load(f)
+    except FileNotFoundError:
+        return {}
+
+
+_REGEN = os.environ.get("TILELANG_REGEN_GOLDEN") == "1"
+_GOT: dict[str, str] = {}
+
+
+@pytest.mark.parametrize("example,target,precision,small", _cases(),
+                         ids=[_key(*c) for c in _cases()])
+def test_example_ptx_is_unchanged(example, target, precision, small):
+    digest = hashlib.sha256(_ptx(example, target, precision, small).encode()).hexdigest()
+    key = _key(example, target, precision, small)
+    if _REGEN:
+        _GOT[key] = digest
+        table = {**_expected(), **_GOT}
+        with open(DIGESTS, "w", encoding="utf-8") as f:
+            json.dump(dict(sorted(table.items())), f, indent=0)
+            f.write("\n")
+        return
+    want = _expected().get(key)
+    assert want is not None, f"no golden digest for {key}: regenerate (module docstring)"
+    assert digest == want, f"the PTX of {key} changed (module docstring says what to do)"
+
+
+def test_every_case_has_a_digest_and_no_stale_ones():
+    if _REGEN:
+        pytest.skip("regenerating")
+    assert set(_expected()) == {_key(*c) for c in _cases()}
