@@ -346,3 +346,129 @@ def test_refused_launches_write_nothing(tmp_path):
     d = DeviceArray(env.emu.backend, one.ptr, (N,), "f32", (0,), one)
     with pytest.raises(TileError):
         env.emu.vadd[1](env.a, env.b, d)
+
+
+# ---------------------------------------------------------------------------------------------
+# Verdicts that must not depend on launch history: each launch gets the same answer (the same
+# error code, or the same result) on a fresh module as on one that has served a history of
+# other launches, whose caches (bound const values, specializations, launch shapes, readers)
+# are warm with values that compare equal to the new ones (True == 1 == 1.0 == np.int8(1)).
+
+CONSTS = [1, 2, 64, True, False, 64.0, 2.0, np.float64(64), np.int8(64), np.int64(2),
+          np.uint16(64), 64 + 0j, np.bool_(True), np.float32(2)]
+INT_SCALARS = [3, -3, True, False, np.int8(3), np.int64(-3), np.uint8(3), 3.0, np.float32(3),
+               np.bool_(True), 2**31, "3", 1 + 0j]
+FLOAT_SCALARS = [1.5, 1, True, np.float32(1.5), np.float64(-2.5), np.int16(2), 1e39,
+                 3.4028235e38, np.bool_(False), 1 + 0j, "1.5"]
+BOOL_SCALARS = [True, False, 1, 0, 2, np.bool_(True), 0.0, np.int8(1), None]
+GRIDS = [1, 1, 1, (1,), (1, 1), 2, [1], np.int64(1), (np.int32(1),), True, 1.0, (True, 1)]
+
+
+def _verdict(call):
+    """'ok' and the outputs, or the error code."""
+    try:
+        outs = call()
+    except TileError as e:
+        return e.code
+    except LEAKS as e:                                   # an internal error escaped
+        raise AssertionError(f"{type(e).__name__} leaked: {e}") from e
+    return ("ok",) + tuple(o.tobytes() for o in outs)
+
+
+def _history_case(rng):
+    """A launch as a function of a module pair (emulator, interpreter): it returns the arrays
+    the launch wrote, for comparison."""
+    kind = int(rng.integers(4))
+    if kind == 0:                                        # const values on both paths
+        tile = CONSTS[rng.integers(len(CONSTS))]
+        interp = bool(rng.integers(2))
+        grid = GRIDS[rng.integers(len(GRIDS))]
+
+        def call(emu, itp):
+            c = np.zeros(N, np.float32)
+            a, b = np.arange(N, dtype=np.float32), np.full(N, 2.0, np.float32)
+            if interp:
+                itp.vadd[grid](a, b, c, 1, TILE=tile)
+            else:
+                emu.vadd[grid](a, b, c, TILE=tile)
+            return (c,)
+        return f"vadd TILE={tile!r} grid={grid!r} interp={interp}", call
+    if kind == 1:                                        # scalar spellings, fast and slow path
+        c = INT_SCALARS[rng.integers(len(INT_SCALARS))]
+        f = FLOAT_SCALARS[rng.integers(len(FLOAT_SCALARS))]
+        h = BOOL_SCALARS[rng.integers(len(BOOL_SCALARS))]
+        device = bool(rng.integers(2))
+
+        def call(emu, itp):
+            out = np.zeros(10, np.uint64)
+            arg = emu.to_device(out) if device else out
+            emu.scalars[1](arg, 1, 2, c, 4, 0.5, f, 7.0, h, 1.0, 3)
+            return (arg.numpy() if device else out,)
+        return f"scalars c={c!r} f={f!r} h={h!r} device={device}", call
+    if kind == 2:                                        # empty outputs of every layout
+        shape = [(5, 0), (0, 5), (0, 0), (3, 4)][rng.integers(4)]
+        how = int(rng.integers(3))
+
+        def call(emu, itp):
+            src = np.ones(shape, np.float32)
+            dst = np.zeros(shape, np.float32)
+            if how == 1:
+                dst = np.broadcast_to(np.zeros(shape[1:], np.float32), shape)
+            elif how == 2:
+                dst = emu.to_device(dst)
+            emu.copy2d[max(shape[0], 1)](src, dst)
+            return (dst.numpy() if how == 2 else np.ascontiguousarray(dst),)
+        return f"copy2d shape={shape} how={how}", call
+    n = [N, 0][rng.integers(2)]                          # the interpreter's scalar checks
+
+    def call(emu, itp):
+        c = np.zeros(n, np.float32)
+        itp.vadd[1](np.zeros(n, np.float32), np.zeros(n, np.float32), c,
+                    INT_SCALARS[kind_value])
+        return (c,)
+    kind_value = int(rng.integers(len(INT_SCALARS)))
+    return f"interp vadd n={n} n-arg={INT_SCALARS[kind_value]!r}", call
+
+
+def _modules(tmp):
+    env = Env(tmp)
+    return env.emu, env.interp
+
+
+def _primer(emu, itp):
+    """Valid launches whose cached values equal the spellings the cases try."""
+    a = np.arange(N, dtype=np.float32)
+    for tile in (1, 2, 64):
+        emu.vadd[1](a, a, np.zeros(N, np.float32), TILE=tile)
+        itp.vadd[1](a, a, np.zeros(N, np.float32), 1, TILE=tile)
+    out = np.zeros(10, np.uint64)
+    for arg in (out, emu.to_device(out)):
+        emu.scalars[1](arg, 1, 2, 3, 4, 0.5, 1.5, 7.0, True, 1.0, 3)
+        emu.scalars[1](arg, 1, 2, 1, 4, 0.5, 2.0, 7.0, 1, 1.0, 3)
+    emu.copy2d[5](np.ones((5, 4), np.float32), np.zeros((5, 4), np.float32))
+
+
+def run_history(tmp, seed: int, count: int) -> int:
+    rng = np.random.default_rng(seed)
+    warm = _modules(tmp)
+    _primer(*warm)
+    refused = 0
+    for i in range(count):
+        what, call = _history_case(rng)
+        fresh = _verdict(lambda: call(*_modules(tmp)))
+        after = _verdict(lambda: call(*warm))
+        assert fresh == after, (f"case {i} ({what}, seed {seed}): "
+                                f"{fresh if isinstance(fresh, str) else 'ok'} on a fresh module,"
+                                f" {after if isinstance(after, str) else 'ok'} after a history")
+        refused += isinstance(fresh, str)
+    return refused
+
+
+def test_verdicts_do_not_depend_on_history(tmp_path):
+    refused = run_history(tmp_path, seed=26, count=QUICK)
+    assert 0 < refused < QUICK                  # both verdicts occur
+
+
+@pytest.mark.slow
+def test_verdicts_do_not_depend_on_history_full(tmp_path):
+    run_history(tmp_path, seed=8, count=FULL)

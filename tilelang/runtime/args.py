@@ -14,7 +14,7 @@ from typing import Callable, NamedTuple
 import numpy as np
 
 from .dlpack import KDL_CPU, KDL_CUDA, KDL_CUDA_HOST, KDL_CUDA_MANAGED, read_dlpack
-from .dtypes import DLPACK_TO_TILE, ITEMSIZE, NUMPY_TO_TILE, TORCH_TO_TILE
+from .dtypes import DLPACK_TO_TILE, INT_RANGE, ITEMSIZE, NUMPY_TO_TILE, TORCH_TO_TILE
 from .device_array import DeviceArray
 from .errors import arg_error
 from .signature import ParamInfo
@@ -323,9 +323,16 @@ def make_binder(params: tuple[ParamInfo, ...], convert: tuple, backend) -> Calla
             facts.append(f"g{i}[1]")
             libs.append(f"g{i}[2]")
         else:
-            if convert[i] is not None:
-                env[f"C{i}"] = convert[i]
+            # the exact Python type struct packs as is skips the converter (the check and
+            # conversion of `_scalar_converter`): an int for an integer parameter (struct
+            # checks its range as `scalar_problem` does), a float for a float one
+            env[f"C{i}"] = convert[i]
+            exact = "int" if p.dtype in INT_RANGE else \
+                "float" if p.dtype in ("f16", "f32", "tf32", "f64") else None
+            if exact is None:
                 body.append(f"    {x} = C{i}({x})")
+            else:
+                body += [f"    if {x}.__class__ is not {exact}:", f"        {x} = C{i}({x})"]
             parts.append(f"({x},)")
     # the `same_shape` fact: array j's key gains `=i` for the first earlier array i of the
     # same rank whose extents (values[1:1+rank] of each) are all equal

@@ -129,8 +129,9 @@ class DeviceArray:
         # What a launch passes, computed once (a DeviceArray never changes): docs/abi.md
         from .args import facts_key
         # a broadcast view (a zero stride) never matches, so launches take the general path,
-        # which refuses it where the kernel writes
-        self._sig = (dtype, len(self.shape)) if 0 not in self.strides else None
+        # which refuses it where the kernel writes (an empty array has nothing to share)
+        self._sig = (dtype, len(self.shape)) \
+            if 0 not in self.strides or 0 in self.shape else None
         self._abi = (self.ptr, *self.shape, *self.strides)
         self._facts = facts_key(self.ptr, self.shape, self.strides, ITEMSIZE[dtype])
 

@@ -94,15 +94,22 @@ SCALAR_CONVERT = {"bf16": _bf16_bits, "f8e4m3": _f8_bits("e4m3"), "f8e5m2": _f8_
 
 
 def scalar_problem(dtype: str, value) -> str | None:
-    """Why `value` cannot be passed as a `dtype` scalar, or None when it can. Python and NumPy
-    numbers are accepted when the value is representable: ints for integer parameters (range
-    checked), ints and floats for float parameters, bools and 0/1 for bool."""
+    """Why `value` cannot be passed as a `dtype` scalar, or None when it can (docs/python-api.md,
+    "Scalars"). Python and NumPy numbers are accepted when the value is representable: ints
+    (and NumPy integers of any width) for integer parameters, range checked; ints and floats
+    for float parameters, refused where they round to infinity; bools and 0/1 for bool. A bool
+    is refused for integer and float parameters, as for grids: `True` where a count belongs is
+    a mistake more often than a 1."""
     if isinstance(value, np.generic) and value.shape == ():
         value = value.item()
     if dtype == "bool":
         if isinstance(value, bool) or (isinstance(value, int) and value in (0, 1)):
             return None
         return f"expected a bool (or 0/1), got {_describe(value)}"
+    if isinstance(value, bool):
+        return (f"expected {'an integer' if dtype in INT_RANGE else 'a number'}, got "
+                f"{_describe(value)} (a bool is refused for {dtype}: pass "
+                f"`{'int' if dtype in INT_RANGE else 'float'}(x)`)")
     if dtype in INT_RANGE:
         if not isinstance(value, int):
             return f"expected an integer, got {_describe(value)}"
@@ -112,11 +119,16 @@ def scalar_problem(dtype: str, value) -> str | None:
         return None
     if not isinstance(value, (int, float)):
         return f"expected a number, got {_describe(value)}"
-    if dtype == "f16" and abs(float(value)) >= 65520 and np.isfinite(float(value)):
-        return f"{value} overflows f16 (largest finite 65504)"
-    if dtype in ("f32", "tf32") and np.isfinite(float(value)) and \
-            abs(float(value)) > float(np.finfo(np.float32).max):
+    try:
+        f = float(value)
+    except OverflowError:                       # an int beyond every float format
         return f"{value} overflows {dtype}"
+    if dtype in ("f16", "f32", "tf32") and np.isfinite(f):
+        try:                                    # overflow = rounds to infinity, as packing
+            struct.pack("<" + STRUCT_CHAR[dtype], f)
+        except OverflowError:
+            largest = "65504" if dtype == "f16" else "3.4028235e+38"
+            return f"{value} overflows {dtype} (largest finite {largest})"
     return None
 
 

@@ -244,6 +244,18 @@ class Module:
         self.text, self.path, self.options = text, path, options
         self.backend, self.compiler, self.info, self.disk = backend, compiler, info, disk
         self.kernels = {name: Kernel(self, k, {}) for name, k in info.kernels.items()}
+        self._variants: dict[tuple, Kernel] = {}
+
+    def _bound(self, info: KernelInfo, consts: dict) -> "Kernel":
+        """The kernel with these checked const values: one object per distinct set of values
+        (`TILE=64` and `TILE=np.int64(64)` share their specializations)."""
+        key = (info.name, tuple(sorted((n, type(v).__name__, v) for n, v in consts.items())))
+        k = self._variants.get(key)
+        if k is None:
+            k = Kernel(self, info, consts)
+            if len(self._variants) < 4096:
+                self._variants[key] = k
+        return k
 
     @property
     def target(self) -> str:
@@ -382,7 +394,9 @@ class Kernel:
         """This kernel with more `const` values bound: `mod.vadd.specialize(TILE=512)`."""
         if not consts:
             return self
-        key = tuple(sorted(consts.items(), key=lambda kv: kv[0]))
+        # keyed by each value's type as well: True == 1 == 1.0 == np.int8(1) as dict keys,
+        # and each spelling must get the verdict it gets on a fresh module
+        key = tuple(sorted((n, v.__class__, v) for n, v in consts.items()))
         try:
             k = self._variants.get(key)
         except TypeError:                    # unhashable value: let the check explain it
@@ -391,7 +405,7 @@ class Kernel:
             merged = dict(self.consts)
             for name, value in consts.items():
                 merged[name] = _check_const(self.info, name, value)
-            k = Kernel(self.module, self.info, merged)
+            k = self.module._bound(self.info, merged)
             if len(self._variants) < 256:
                 self._variants[key] = k
         return k
@@ -489,6 +503,8 @@ class Kernel:
                 continue
             p = self.params[i]
             where = f"argument `{p.name}` of kernel `{self.name}` ({p.show()})"
+            if 0 in v.shape:                 # no elements: nothing is stored, nothing races
+                continue
             keep = v.keep
             if isinstance(keep, np.ndarray) and not keep.flags.writeable:
                 raise arg_error("E0914", f"{where} is a read-only array, but the kernel writes "
@@ -743,18 +759,27 @@ def _exact_dims(d) -> bool:
 
 
 def _scalar_converter(kernel: str, p: ParamInfo) -> Callable | None:
-    """None when struct packs the value as given (its checks then reject bad values)."""
+    """The check and conversion of one scalar parameter's argument: refuses what
+    `scalar_problem` refuses (E0915) and returns what struct packs (NumPy scalars as Python
+    numbers, bf16/f8 as their bits, bools as 0/1). Both launch paths use it, so a value's
+    verdict does not depend on which path (or which earlier launch) served the call."""
     if p.kind != "scalar":
         return None
     conv = SCALAR_CONVERT.get(p.dtype)
-    if p.dtype == "bool" or conv is not None:
-        def convert(v, p=p, conv=conv):
-            why = scalar_problem(p.dtype, v)
-            if why:
-                raise scalar_error(kernel, p, why)
-            return conv(float(v)) if conv is not None else (1 if v else 0)
-        return convert
-    return None
+    is_bool = p.dtype == "bool"
+
+    def convert(v, p=p, conv=conv):
+        why = scalar_problem(p.dtype, v)
+        if why:
+            raise scalar_error(kernel, p, why)
+        if isinstance(v, np.generic):
+            v = v.item()
+        if conv is not None:
+            return conv(float(v))
+        if is_bool:
+            return 1 if v else 0
+        return v
+    return convert
 
 
 def scalar_error(kernel: str, p: ParamInfo, why: str):
