@@ -12,7 +12,7 @@ interpreter as back ends.
 The API names are loaded on first use, so `import tilelang` needs neither NumPy nor a driver.
 """
 
-__version__ = "0.1.0"
+from .version import __version__
 
 from .runtime import errors as _runtime_errors  # noqa: F401,E402  (registers E09xx codes)
 

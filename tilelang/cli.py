@@ -18,7 +18,7 @@ import gc
 import sys
 from typing import TYPE_CHECKING
 
-from . import __version__
+from .version import __version__
 from .diagnostics import Diagnostic, Severity, TileError, emit
 from .driver import Options, check_file
 

@@ -63,7 +63,7 @@ def _version_id() -> str:
     loading them: a runtime process that finds its kernels cached needs neither (loading them
     was ~50 ms of CPU). A library is named by its file's identity, which changes whenever it
     is replaced."""
-    from . import __version__
+    from .version import __version__
     parts = [f"tilec {__version__} (code {code_digest()[:16]})"]
     try:
         import llvmlite

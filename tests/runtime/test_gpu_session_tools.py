@@ -24,7 +24,7 @@ sys.path.insert(0, os.path.join(ROOT, "tools"))
 import check_cuda_bindings  # noqa: E402
 import emulated_cuda  # noqa: E402
 from tilelang.runtime import cuda as rt_cuda  # noqa: E402
-from tilelang.runtime import module as rt_module  # noqa: E402
+from tilelang.runtime import backends as rt_backends  # noqa: E402
 
 bindings = pytest.importorskip("cuda.bindings.driver")
 SCRIPT = os.path.join(ROOT, "tools", "gpu_session.sh")
@@ -103,7 +103,7 @@ def emulated(monkeypatch):
     drv = emulated_cuda.EmulatedDriver()
     emulated_cuda._record_links()
     monkeypatch.setattr(rt_cuda, "_driver", lambda: drv)
-    monkeypatch.setattr(rt_module, "_BACKENDS", {})
+    monkeypatch.setattr(rt_backends, "_BACKENDS", {})
     return drv
 
 

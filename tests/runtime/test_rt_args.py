@@ -11,7 +11,8 @@ import pytest
 import tilelang
 from rt_support import FakeCompiler, fresh_runtime, source  # noqa: F401 (autouse fixture)
 from tilelang.codegen.api import ArrayFacts
-from tilelang.runtime.args import _facts, extract, facts_key
+from tilelang.runtime.args import extract, facts_key
+from tilelang.runtime.facts import facts_of
 from tilelang.runtime.dlpack import read_dlpack
 from tilelang.runtime.emulator_backend import EmulatorBackend
 from tilelang.runtime.errors import KernelArgumentError
@@ -262,7 +263,7 @@ def test_small_fact(shape, strides, is_small):
     key = facts_key(256, shape, strides, 4)
     assert key.rstrip("n").endswith("s") == is_small and len(key.rstrip("n")) == 3 + is_small
     if len(shape) == 1:
-        assert _facts(256, shape, strides, 4) == key
+        assert facts_of(256, shape, strides, 4) == key
     assert ArrayFacts.from_key(key).small == is_small
     assert ArrayFacts.from_key(key).key() == key
 
@@ -291,7 +292,7 @@ def test_tensor_map_fact(shape, strides, itemsize, mappable):
     assert ArrayFacts.from_key(key).tensor_map == mappable
     assert ArrayFacts.from_key(key).key() == key
     if len(shape) == 1:
-        assert _facts(256, shape, strides, itemsize) == key
+        assert facts_of(256, shape, strides, itemsize) == key
     assert facts_key(256, (8, 8), (8, 1), 4) == "caes"
 
 

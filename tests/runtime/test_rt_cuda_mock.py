@@ -19,7 +19,7 @@ import pytest
 import tilelang
 from rt_support import FakeCompiler, fresh_runtime, source  # noqa: F401
 from tilelang.runtime import cuda as rt_cuda
-from tilelang.runtime import module as rt_module
+from tilelang.runtime import backends as rt_backends
 
 
 class CUresult(enum.IntEnum):
@@ -204,7 +204,7 @@ def read_params(addr: int, layout) -> tuple:
 def drv(monkeypatch):
     d = FakeDriver()
     monkeypatch.setattr(rt_cuda, "_driver", lambda: d)
-    monkeypatch.setattr(rt_module, "_BACKENDS", {})
+    monkeypatch.setattr(rt_backends, "_BACKENDS", {})
     return d
 
 

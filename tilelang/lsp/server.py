@@ -17,7 +17,7 @@ from pygls.exceptions import (FeatureNotificationError, FeatureRequestError, Jso
 from pygls.lsp.server import LanguageServer
 from pygls.uris import to_fs_path
 
-from tilelang import __version__
+from tilelang.version import __version__
 
 from . import editing, features, navigation, semantic
 from .analysis import Analysis, MAX_CHECKED_CHARS

@@ -9,8 +9,8 @@ from __future__ import annotations
 from . import errors  # noqa: F401  (registers the E09xx codes)
 
 _EXPORTS = {
-    "compile": "module", "launch": "module", "get_backend": "module", "Module": "module",
-    "Kernel": "module", "Specialization": "module",
+    "compile": "module", "launch": "module", "get_backend": "backends", "Module": "module",
+    "Kernel": "module", "Specialization": "specialize",
     "DeviceArray": "device_array",
     "CompileOptions": "compiler",
     "DiskCache": "cache", "cache_dir": "cache",
@@ -34,15 +34,15 @@ def __getattr__(name: str):
 
 def to_device(array, backend=None):
     """Copy a host (NumPy) array to a back end's memory: a `DeviceArray`."""
+    from .backends import get_backend
     from .device_array import DeviceArray
-    from .module import get_backend
     return DeviceArray.from_host(get_backend(backend), array)
 
 
 def empty(shape, dtype: str, backend=None):
     """An uninitialized `DeviceArray` of a Tile dtype (`"f32"`, `"bf16"`, ...)."""
+    from .backends import get_backend
     from .device_array import DeviceArray
-    from .module import get_backend
     return DeviceArray.empty(get_backend(backend), shape, dtype)
 
 

@@ -14,9 +14,11 @@ from typing import Callable, NamedTuple
 import numpy as np
 
 from .dlpack import KDL_CPU, KDL_CUDA, KDL_CUDA_HOST, KDL_CUDA_MANAGED, read_dlpack
-from .dtypes import DLPACK_TO_TILE, INT_RANGE, ITEMSIZE, NUMPY_TO_TILE, TORCH_TO_TILE
-from .device_array import DeviceArray
+from .device_array import DeviceArray, c_strides
+from .dtypes import (DLPACK_TO_TILE, INT_RANGE, ITEMSIZE, NUMPY_TO_TILE, TORCH_TO_TILE,
+                     numpy_problem)
 from .errors import arg_error
+from .facts import facts_key, facts_of, mappable, shape_links, small  # noqa: F401 (re-exported)
 from .signature import ParamInfo
 
 
@@ -56,28 +58,6 @@ def _from_numpy(a: np.ndarray) -> ArrayView:
                      "numpy.ndarray", numpy_problem(a.dtype, ptr))
 
 
-def numpy_problem(dt: np.dtype, ptr: int = 0) -> tuple | None:
-    """(code, message, help) for a NumPy dtype or address no kernel can read as it is: a
-    non-native byte order (its name is still `float32`: the bytes would be read swapped),
-    structured and object dtypes, an address that is not a multiple of the element size."""
-    if dt.fields is not None or dt.subdtype is not None:
-        return ("E0911", f"has the structured dtype {dt}, which is not a Tile dtype",
-                "pass each field as its own array, e.g. `np.ascontiguousarray(x['name'])`")
-    if dt.hasobject:
-        return ("E0911", "holds Python objects (dtype object), not numbers",
-                "convert it to a numeric dtype first, e.g. `x.astype(np.float32)`")
-    if not dt.isnative:
-        order = "big" if dt.byteorder == ">" else "little"
-        return ("E0911", f"has {order}-endian elements ({dt.str}); kernels read the device's "
-                "native (little-endian) byte order",
-                f"convert it first: `x.astype('{dt.newbyteorder('=').str}')` or "
-                "`np.ascontiguousarray(x, dtype=x.dtype.newbyteorder('='))`")
-    if dt.itemsize and ptr % dt.itemsize:
-        return ("E0914", f"starts at an address that is not a multiple of its element size "
-                f"({dt.itemsize} bytes)", "pass an aligned copy, e.g. `x.copy()`")
-    return None
-
-
 def _from_cai(x) -> ArrayView:
     what = f"{type(x).__module__}.{type(x).__qualname__}"
     try:
@@ -86,7 +66,6 @@ def _from_cai(x) -> ArrayView:
         shape = tuple(operator.index(n) for n in cai["shape"])
         ptr = operator.index(cai["data"][0] or 0)
         if cai.get("strides") is None:
-            from .device_array import c_strides
             strides = c_strides(shape)
         else:
             bst = tuple(operator.index(s) for s in cai["strides"])
@@ -200,10 +179,19 @@ def check_array(kernel: str, p: ParamInfo, v: ArrayView | None, obj, backend,
             place = f"{v.where} memory"
         raise arg_error("E0913", f"{where} is in {place} ({v.what}), but the kernel runs on "
                         f"the {backend_name} back end", helptext, p.span)
-    if v.what == "DeviceArray" and v.keep.backend is not backend:
+    if v.what == "DeviceArray" and not same_driver(v.keep.backend, backend):
         raise arg_error("E0913", f"{where} is a DeviceArray of another {backend_name} device "
                         f"({v.keep.backend!r})", "make device arrays with the module's "
                         "`to_device`/`empty`, or with the same back end object", p.span)
+
+
+def same_driver(a, b) -> bool:
+    """Back-end objects that launch each other's arrays: the same object, or two devices of
+    one CUDA driver (the launch then runs on the arrays' device, docs/launch-path.md)."""
+    if a is b:
+        return True
+    da = getattr(a, "driver_backend", None)
+    return da is not None and da is getattr(b, "driver_backend", None)
 
 
 def _dtype_ok(param: str, arg: str) -> bool:
@@ -214,75 +202,6 @@ def _a(obj) -> str:
     tp = type(obj)
     name = tp.__name__ if tp.__module__ == "builtins" else f"{tp.__module__}.{tp.__qualname__}"
     return f"an {name}" if name[:1].lower() in "aeiou" else f"a {name}"
-
-
-SMALL_SPAN = 1 << 31           # the `small` fact: every element's offset (in elements) below
-TMA_DIM, TMA_STRIDE = 1 << 32, 1 << 40    # a tensor map's extents and byte strides are below
-
-
-def facts_key(ptr: int, shape: tuple, strides: tuple, itemsize: int) -> str:
-    """ArrayFacts.key() of one argument: 'c' when the last stride is 1 (or the last extent is
-    at most 1, so the stride is never used), 'a' when the address and every other stride with
-    an extent above 1 are multiples of 16 bytes, 'e' when the last extent in bytes is a
-    multiple of 16 (a 0-d array has no last axis: 'e'), then 's' when every element's offset
-    from the address, in elements, lies in [-2^31, 2^31) and every extent is below 2^31
-    (`small`), then 'n' when no tensor
-    map describes the array (`tensor_map` fails, below)."""
-    n = len(shape)
-    contiguous = n == 0 or strides[-1] == 1 or shape[-1] <= 1
-    aligned = ptr % 16 == 0
-    if aligned:
-        for i in range(n - 1):
-            if shape[i] > 1 and (strides[i] * itemsize) % 16:
-                aligned = False
-                break
-    extent = n == 0 or (shape[-1] * itemsize) % 16 == 0
-    return ("c" if contiguous else "-") + ("a" if aligned else "-") + \
-        ("e" if extent else "-") + ("s" if small(shape, strides) else "") + \
-        ("" if mappable(shape, strides, itemsize) else "n")
-
-
-def mappable(shape: tuple, strides: tuple, itemsize: int) -> bool:
-    """The `tensor_map` fact: cuTensorMapEncodeTiled takes positive strides below 2^40 bytes
-    and extents below 2^32 (runtime/tensormap.py). An axis of extent 1 never uses its stride
-    (the map packs one in its place), so a zero or negative stride there is fine; over a
-    longer axis (a reversed view, a broadcast) it is not, and such an array must get a kernel
-    that reaches it without TMA."""
-    for n, s in zip(shape, strides):
-        if n >= TMA_DIM or (n > 1 and not 0 < s * itemsize < TMA_STRIDE):
-            return False
-    return True
-
-
-def small(shape: tuple, strides: tuple) -> bool:
-    """Every element's offset from the address, in elements, fits in a signed 32-bit integer
-    (the kernel computes it in 32 bits and widens it once): the elements span fewer than 2^31
-    elements either way; and every extent is below 2^31, so that bounds tests can be made in
-    32 bits too (a broadcast axis spans nothing at any extent). An empty array has no element
-    to reach: a bounds test fails on its empty axis whatever the others say."""
-    if 0 in shape:
-        return True
-    span = 0
-    for n, s in zip(shape, strides):
-        if n >= SMALL_SPAN:
-            return False
-        span += (n - 1) * abs(s)
-    return span < SMALL_SPAN
-
-
-def shape_links(keys: list[str], shapes: list[tuple]) -> list[str]:
-    """The facts keys of a launch's arrays (in parameter order) with `=k` appended to each
-    whose shape equals that of an earlier array k (the first such; counting arrays only),
-    the `same_shape` fact. A 0-d array has no extent to share."""
-    out = list(keys)
-    for j in range(1, len(shapes)):
-        sj = tuple(shapes[j])
-        if sj:
-            for i in range(j):
-                if tuple(shapes[i]) == sj:
-                    out[j] += f"={i}"
-                    break
-    return out
 
 
 def itemsize(dtype: str) -> int:
@@ -383,7 +302,7 @@ def fast_reader(tp: type, p: ParamInfo, backend):
             ptr, strides = t.data_ptr(), t.stride()
             if 0 in strides:                  # broadcast: the general path checks writes
                 return None
-            return (ptr, *shape, *strides), _facts(ptr, shape, strides, size), "torch"
+            return (ptr, *shape, *strides), facts_of(ptr, shape, strides, size), "torch"
         return read_torch
     if mod == "cupy" and hasattr(tp, "data") and backend.name == "cuda":
         dev = getattr(backend, "device_id", 0)
@@ -399,17 +318,6 @@ def fast_reader(tp: type, p: ParamInfo, backend):
                 return None
             strides = tuple(s // size for s in bst)
             ptr = x.data.ptr
-            return (ptr, *shape, *strides), _facts(ptr, shape, strides, size), "cupy"
+            return (ptr, *shape, *strides), facts_of(ptr, shape, strides, size), "cupy"
         return read_cupy
     return None
-
-
-def _facts(ptr: int, shape, strides, size: int) -> str:
-    if len(shape) == 1:                     # the common case, without the loop
-        n = shape[0]
-        return ("c" if strides[0] == 1 or n <= 1 else "-") + \
-            ("a" if ptr % 16 == 0 else "-") + ("e" if (n * size) % 16 == 0 else "-") + \
-            ("s" if n <= 1 or (n < SMALL_SPAN and (n - 1) * abs(strides[0]) < SMALL_SPAN)
-             else "") + \
-            ("" if n <= 1 or (n < TMA_DIM and 0 < strides[0] * size < TMA_STRIDE) else "n")
-    return facts_key(ptr, shape, strides, size)

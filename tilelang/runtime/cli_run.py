@@ -242,8 +242,8 @@ def _stats(a: np.ndarray) -> str:
 def cmd_run(argv: list[str]) -> int:
     p = _run_parser()
     args = p.parse_args(argv)
-    import tilelang
-    from .module import get_backend
+    from .backends import get_backend
+    from .module import compile as compile_module
     try:
         grid = _dims(args.grid, "--grid")
         block = _dims(args.block, "--block") if args.block else None
@@ -270,7 +270,7 @@ def cmd_run(argv: list[str]) -> int:
     try:
         backend = get_backend(args.backend)
         t0 = time.perf_counter()
-        mod = tilelang.compile(args.file, arch=args.arch, defines=defines,
+        mod = compile_module(args.file, arch=args.arch, defines=defines,
                                include_dirs=args.include, opt_level=args.opt, backend=backend,
                                cache=not args.no_cache)
         kernel = getattr(mod, args.kernel)

@@ -10,8 +10,9 @@ import operator
 
 import numpy as np
 
-from .dtypes import ITEMSIZE, numpy_dtype, tile_of_numpy
+from .dtypes import ITEMSIZE, numpy_dtype, numpy_problem, tile_of_numpy
 from .errors import value_error
+from .facts import facts_key
 
 DTYPE_NAMES = ", ".join(ITEMSIZE)
 MAX_BYTES = 1 << 48          # more than any device has: a larger request is a mistake
@@ -79,7 +80,6 @@ def host_array(array) -> np.ndarray:
     except Exception as e:   # ragged lists and the like: NumPy's own reason
         raise value_error(f"cannot make an array of {type(array).__name__}: {e}",
                           "pass a NumPy array or a nested list of numbers") from None
-    from .args import numpy_problem
     if not a.dtype.isnative and a.dtype.fields is None:
         a = a.astype(a.dtype.newbyteorder("="))      # the same values, native bytes
     problem = numpy_problem(a.dtype)
@@ -127,7 +127,6 @@ class DeviceArray:
         self.dtype = dtype
         self._owner = owner        # the allocation this view keeps alive (itself if it owns)
         # What a launch passes, computed once (a DeviceArray never changes): docs/abi.md
-        from .args import facts_key
         # a broadcast view (a zero stride) never matches, so launches take the general path,
         # which refuses it where the kernel writes (an empty array has nothing to share)
         self._sig = (dtype, len(self.shape)) \

@@ -151,3 +151,25 @@ def _describe(value) -> str:
         return f"{type(value).__name__} {value!r}"
     return f"a {type(value).__module__}.{type(value).__qualname__}" \
         if type(value).__module__ != "builtins" else f"a {type(value).__name__}"
+
+
+def numpy_problem(dt: np.dtype, ptr: int = 0) -> tuple | None:
+    """(code, message, help) for a NumPy dtype or address no kernel can read as it is: a
+    non-native byte order (its name is still `float32`: the bytes would be read swapped),
+    structured and object dtypes, an address that is not a multiple of the element size."""
+    if dt.fields is not None or dt.subdtype is not None:
+        return ("E0911", f"has the structured dtype {dt}, which is not a Tile dtype",
+                "pass each field as its own array, e.g. `np.ascontiguousarray(x['name'])`")
+    if dt.hasobject:
+        return ("E0911", "holds Python objects (dtype object), not numbers",
+                "convert it to a numeric dtype first, e.g. `x.astype(np.float32)`")
+    if not dt.isnative:
+        order = "big" if dt.byteorder == ">" else "little"
+        return ("E0911", f"has {order}-endian elements ({dt.str}); kernels read the device's "
+                "native (little-endian) byte order",
+                f"convert it first: `x.astype('{dt.newbyteorder('=').str}')` or "
+                "`np.ascontiguousarray(x, dtype=x.dtype.newbyteorder('='))`")
+    if dt.itemsize and ptr % dt.itemsize:
+        return ("E0914", f"starts at an address that is not a multiple of its element size "
+                f"({dt.itemsize} bytes)", "pass an aligned copy, e.g. `x.copy()`")
+    return None

@@ -21,6 +21,7 @@ from tilelang.codegen.api import KernelArtifact
 from .args import ArrayView, check_array, extract
 from .dtypes import ITEMSIZE, accepts, numpy_dtype, scalar_problem
 from .errors import device_error
+from .launching import check_writes, scalar_error
 from .validate import DeviceLimits, check_launch, check_stream, dims
 
 
@@ -90,8 +91,10 @@ def host_view(v: ArrayView) -> np.ndarray:
 class InterpKernelRunner:
     """The interpreter's side of one bound kernel: its IR per const values, and launches."""
 
-    def __init__(self, kernel):
-        self.kernel = kernel
+    def __init__(self, module, info, params, const_values):
+        self.module, self.info, self.params, self.const_values = \
+            module, info, params, const_values
+        self.arrays = tuple(i for i, p in enumerate(params) if p.kind == "array")
         self._ir: dict = {}
 
     def _lowered(self, consts: dict[str, Any]):
@@ -104,12 +107,12 @@ class InterpKernelRunner:
         from tilelang.driver import compile_source
         from tilelang.interp.interpreter import Interpreter
         from .compiler import DriverCompiler
-        mod = self.kernel.module
+        mod = self.module
         res = compile_source(mod.text, mod.path, DriverCompiler().driver_options(mod.options),
-                             kernels=[self.kernel.name], consts=consts, until="tir")
+                             kernels=[self.info.name], consts=consts, until="tir")
         if not res.ok:
             raise TileError([d for d in res.diagnostics])
-        k = res.ir.kernel(self.kernel.name)
+        k = res.ir.kernel(self.info.name)
         written = written_arrays(k)
         idx = frozenset(i for i, p in enumerate(k.params) if p in written)
         spec = getattr(k, "launch", None)
@@ -117,25 +120,23 @@ class InterpKernelRunner:
         # the launch checks need only the @launch attributes (.reqntid/.maxntid, cluster)
         dims3 = (spec.reqntid or spec.maxntid) if spec is not None else None
         block = tuple(dims3) + (1,) * (3 - len(dims3)) if dims3 else (128, 1, 1)
-        art = KernelArtifact(self.kernel.name, (), block, spec, cluster)
+        art = KernelArtifact(self.info.name, (), block, spec, cluster)
         hit = self._ir[key] = (Interpreter(k), k, idx, cluster, art)
         return hit
 
     def launch(self, grid, args: tuple, block, stream=None):
-        kern = self.kernel
         if stream is not None:
             check_stream(stream)
-        backend = kern.module.backend
-        interp, k, written, cluster, art = self._lowered(kern._const_values())
-        name = kern.name
+        backend = self.module.backend
+        interp, k, written, cluster, art = self._lowered(self.const_values())
+        name = self.info.name
         check_launch(name, art, backend.limits, dims(grid, "grid", name),
                      None if block is None else dims(block, "block", name))
         values, views, back = [], [], []
-        for i, (p, a) in enumerate(zip(kern.params, args)):
+        for i, (p, a) in enumerate(zip(self.params, args)):
             if p.kind != "array":
                 why = scalar_problem(p.dtype, a)
                 if why:
-                    from .module import scalar_error
                     raise scalar_error(name, p, why)
                 values.append(a.item() if isinstance(a, np.generic) else a)
                 continue
@@ -154,7 +155,7 @@ class InterpKernelRunner:
                     back.append((arr, staged))
                 arr = staged
             values.append(arr)
-        kern._check_writes(written, views, args)
+        check_writes(name, self.params, self.arrays, written, views, args)
         from tilelang.interp import InterpreterAssertionError, InterpreterError
         g = dims(grid, "grid", name)
         try:
