@@ -235,7 +235,8 @@ def test_unknown_backend(comp):
         tilelang.compile(source("noop"), backend="rocm", compiler=comp)
     assert e.value.code == "E0921"
     assert str(e.value) == "error[E0921]: unknown back end `rocm`\n  = help: the back ends are " \
-        "`cuda` (a GPU through the CUDA driver), `emulator` (the CPU PTX emulator) and " \
+        "`cuda` (a GPU through the CUDA driver; `cuda:N` for device N), `emulator` (the CPU " \
+        "PTX emulator) and " \
         "`interp` (the reference interpreter)"
 
 

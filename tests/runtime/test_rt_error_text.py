@@ -91,8 +91,8 @@ def test_errors_without_a_span():
         tilelang.get_backend("tpu")
     assert str(e.value) == (
         "error[E0921]: unknown back end `tpu`\n  = help: the back ends are `cuda` (a GPU "
-        "through the CUDA driver), `emulator` (the CPU PTX emulator) and `interp` (the "
-        "reference interpreter)")
+        "through the CUDA driver; `cuda:N` for device N), `emulator` (the CPU PTX emulator) "
+        "and `interp` (the reference interpreter)")
     assert str(TileError([])) == "error"
 
 

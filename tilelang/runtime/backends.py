@@ -25,9 +25,13 @@ def get_backend(backend=None):
                               "object from `tilelang.get_backend`")
         return backend
     name = backend.strip().lower()
+    device = None
+    if name.startswith("cuda:") and name[5:].isdigit() and name[5:].isascii():
+        name, device = "cuda", int(name[5:])     # one device of the driver: "cuda:1"
     if name not in BACKENDS:
         raise usage_error("E0921", f"unknown back end `{backend}`",
-                          "the back ends are `cuda` (a GPU through the CUDA driver), "
+                          "the back ends are `cuda` (a GPU through the CUDA driver; "
+                          "`cuda:N` for device N), "
                           "`emulator` (the CPU PTX emulator) and `interp` (the reference "
                           "interpreter)")
     if interpret_everything():
@@ -44,6 +48,8 @@ def get_backend(backend=None):
             from .emulator_backend import EmulatorBackend
             b = EmulatorBackend()
         _BACKENDS[name] = b
+    if device is not None and name == "cuda":
+        return b.for_device(device)
     return b
 
 

@@ -1,9 +1,16 @@
 """The CUDA back end on the driver API of cuda-python (`cuda.bindings.driver`).
 
-- Context: launches go to the calling thread's current context, which is the device's primary
-  context whenever torch or CuPy made it current; if none is current we make the primary
-  context of the chosen device current, as the CUDA runtime does. So kernels run beside torch
-  and CuPy on the same memory and streams.
+- Devices and contexts (docs/launch-path.md): one `CudaBackend` per device, all sharing the
+  first one's registry (`for_device`, `get_backend("cuda:N")`). Every call that needs a
+  context — a launch, an allocation, a copy — runs in its device's primary context, which is
+  the one torch and CuPy use: when another context is current it is made current for the call
+  and the caller's restored after (one cuCtxGetCurrent per launch when it already is). When
+  none is current, the primary context is made current and left so, as the CUDA runtime does.
+- Capture (CUDA graphs): after a specialization's first launch on a device, a launch calls
+  only cuCtxGetCurrent (and cuCtxSetCurrent when switching), cuTensorMapEncodeTiled for a
+  TMA kernel whose arrays changed (host-only, legal during capture) and cuLaunchKernel(Ex):
+  no allocation, copy, synchronization or module load. Driver errors that stream capture
+  causes are explained as such (`CAPTURE_ERRORS`).
 - Loading: `cuLibraryLoadData` + `cuLibraryGetKernel` give a context-independent `CUkernel`
   (the driver loads it into a context on first launch there).
 - Attributes from the kernel's contract: the dynamic shared memory limit when the kernel needs
@@ -73,6 +80,21 @@ def _driver():
     return drv
 
 
+# CUresult codes of stream capture (cuda.h): what each means for a Tile launch
+CAPTURE_ERRORS = {
+    900: "the call is not allowed while a stream captures a CUDA graph (an allocation, a "
+         "synchronous copy, a synchronization or a module load)",
+    901: "the stream's capture was invalidated by an earlier call that capture forbids",
+    906: "work on the legacy default stream would wait for a stream that is capturing",
+    907: "the event was recorded during a capture",
+}
+CAPTURE_HELP = ("during CUDA graph capture a launch may only pack its arguments and launch "
+                "(docs/launch-path.md): launch each kernel once with the same kinds of "
+                "arguments before capturing (the first launch loads its code), make and copy "
+                "arrays outside the capture, and pass the capturing stream (`stream=`, or use "
+                "torch tensors on torch's current stream)")
+
+
 def _err_text(drv, err) -> str:
     try:
         _, name = drv.cuGetErrorName(err)
@@ -87,8 +109,8 @@ class CudaBackend:
     synchronous = False
     host_arrays = False
 
-    def __init__(self, device: int | None = None):
-        drv = self.drv = _driver()
+    def __init__(self, device: int | None = None, *, driver_backend: "CudaBackend | None" = None):
+        drv = self.drv = _driver() if driver_backend is None else driver_backend.drv
         ok = drv.CUresult.CUDA_SUCCESS
         self._ok = ok
         err, ctx = drv.cuCtxGetCurrent()
@@ -102,7 +124,13 @@ class CudaBackend:
         self.dev = self._check(drv.cuDeviceGet(self.device_id), "cuDeviceGet")
         self.ctx = self._check(drv.cuDevicePrimaryCtxRetain(self.dev),
                                "cuDevicePrimaryCtxRetain")
-        if err != ok or int(ctx) == 0:
+        self.ctx_int = int(self.ctx)
+        self.pending_frees: list[int] = []     # see free_later
+        # the backend of the driver: every device's backend, by ordinal, lives in its registry
+        self.driver_backend = driver_backend or self
+        if driver_backend is None:
+            self.devices: dict[int, CudaBackend] = {self.device_id: self}
+        if driver_backend is None and (err != ok or int(ctx) == 0):
             self._check(drv.cuCtxSetCurrent(self.ctx), "cuCtxSetCurrent")
 
         A = drv.CUdevice_attribute
@@ -128,15 +156,50 @@ class CudaBackend:
     def __repr__(self) -> str:
         return f"CudaBackend({self.limits.name})"
 
+    def for_device(self, ordinal: int) -> "CudaBackend":
+        """The backend of device `ordinal` of the same driver (made on first use)."""
+        root = self.driver_backend
+        got = root.devices.get(ordinal)
+        if got is None:
+            count = self._check(self.drv.cuDeviceGetCount(), "cuDeviceGetCount")
+            if not 0 <= ordinal < int(count):
+                raise arg_error("E0913", f"there is no CUDA device {ordinal} (the driver sees "
+                                f"{int(count)})", "use an array on an existing device, or "
+                                f"`cuda:0` .. `cuda:{int(count) - 1}`")
+            got = root.devices[ordinal] = CudaBackend(ordinal, driver_backend=root)
+        return got
+
+    # -- context: this device's primary context for the calls that need one -----------------
+    def enter(self):
+        """Make this device's primary context current; returns what `leave` restores."""
+        err, cur = self.drv.cuCtxGetCurrent()
+        c = int(cur) if err == self._ok else 0
+        if c == self.ctx_int:
+            return None
+        self._check(self.drv.cuCtxSetCurrent(self.ctx), "cuCtxSetCurrent")
+        return cur if c else None          # none was current: ours stays, as the runtime's
+
+    def leave(self, previous) -> None:
+        if previous is not None:
+            self._check(self.drv.cuCtxSetCurrent(previous), "cuCtxSetCurrent")
+
     def _check(self, result, what: str, kernel: str | None = None):
         err, *rest = result if isinstance(result, tuple) else (result,)
         if err != self._ok:
             who = f" for kernel `{kernel}`" if kernel else ""
+            capture = CAPTURE_ERRORS.get(int(err))
+            if capture is not None:
+                raise device_error("E0930", f"{what}{who} failed on {self.limits_name()}: "
+                                   f"{_err_text(self.drv, err)} ({capture})", CAPTURE_HELP)
             raise device_error("E0930", f"{what}{who} failed: {_err_text(self.drv, err)}",
                                "a sticky error (illegal address, launch failure) poisons the "
                                "context: earlier launches may have caused it; run with "
                                "CUDA_LAUNCH_BLOCKING=1 or on the emulator to locate it")
         return rest[0] if len(rest) == 1 else (tuple(rest) if rest else None)
+
+    def limits_name(self) -> str:
+        limits = getattr(self, "limits", None)
+        return limits.name if limits is not None else f"device {self.device_id}"
 
     def default_target(self) -> str:
         return target_for(self.capability)
@@ -146,21 +209,45 @@ class CudaBackend:
         return "cubin"
 
     # -- memory -------------------------------------------------------------------------------
+    def _in_context(self, call, what: str):
+        previous = self.enter()
+        try:
+            return self._check(call(), what)
+        finally:
+            self.leave(previous)
+
     def malloc(self, nbytes: int) -> int:
-        return int(self._check(self.drv.cuMemAlloc(max(int(nbytes), 1)), "cuMemAlloc"))
+        n = max(int(nbytes), 1)
+        self.free_pending()
+        return int(self._in_context(lambda: self.drv.cuMemAlloc(n), "cuMemAlloc"))
 
     def free(self, ptr: int) -> None:
-        self._check(self.drv.cuMemFree(ptr), "cuMemFree")
+        self._in_context(lambda: self.drv.cuMemFree(ptr), "cuMemFree")
+
+    def free_later(self, ptr: int) -> None:
+        """A `DeviceArray` that goes away: its memory is freed at this device's next
+        allocation or synchronize, not from the garbage collector. A collection can run in
+        the middle of a driver call (re-entering the driver from there can deadlock) or during
+        a CUDA graph capture, where cuMemFree is not allowed (docs/launch-path.md)."""
+        self.pending_frees.append(int(ptr))
+
+    def free_pending(self) -> None:
+        pending = self.pending_frees
+        while pending:
+            self.free(pending.pop())
 
     def htod(self, ptr: int, array) -> None:
         a = np.ascontiguousarray(array)
-        self._check(self.drv.cuMemcpyHtoD(ptr, a.ctypes.data, a.nbytes), "cuMemcpyHtoD")
+        self._in_context(lambda: self.drv.cuMemcpyHtoD(ptr, a.ctypes.data, a.nbytes),
+                         "cuMemcpyHtoD")
 
     def dtoh(self, array: np.ndarray, ptr: int, nbytes: int) -> None:
-        self._check(self.drv.cuMemcpyDtoH(array.ctypes.data, ptr, int(nbytes)), "cuMemcpyDtoH")
+        self._in_context(lambda: self.drv.cuMemcpyDtoH(array.ctypes.data, ptr, int(nbytes)),
+                         "cuMemcpyDtoH")
 
     def synchronize(self) -> None:
-        self._check(self.drv.cuCtxSynchronize(), "cuCtxSynchronize")
+        self._in_context(self.drv.cuCtxSynchronize, "cuCtxSynchronize")
+        self.free_pending()
 
     def stage(self, views):                  # pragma: no cover - check_array refuses host arrays
         raise AssertionError("the CUDA back end takes no host arrays")
@@ -238,6 +325,8 @@ class CudaLaunch:
         self.lock = threading.Lock()
         self._launch = drv.cuLaunchKernel
         self._launch_ex = drv.cuLaunchKernelEx
+        self._get_ctx = drv.cuCtxGetCurrent
+        self._ctx, self._ctx_int = backend.ctx, backend.ctx_int
         self._ok = drv.CUresult.CUDA_SUCCESS
         self._configs: dict = {}
 
@@ -263,15 +352,20 @@ class CudaLaunch:
         return cfg
 
     def launch(self, values, shape: LaunchShape, stream: int = 0):
+        """Pack, then launch in the device's primary context (made current for the call when
+        another is; the parameters are copied by the driver at the call, so the buffer is
+        free again when it returns, during stream capture too)."""
         with self.lock:
             struct.pack_into(self.fmt, self.buf, 0, *values)
-            err = self._issue(shape, stream)
-            if err == self.backend.drv.CUresult.CUDA_ERROR_INVALID_CONTEXT:
-                # a thread with no current context (each thread has its own): use the
-                # device's primary context there too, as the CUDA runtime does
-                self.backend._check(self.backend.drv.cuCtxSetCurrent(self.backend.ctx),
-                                    "cuCtxSetCurrent", self.name)
+            e, cur = self._get_ctx()
+            if e == self._ok and int(cur) == self._ctx_int:
                 err = self._issue(shape, stream)
+            else:
+                previous = self.backend.enter()
+                try:
+                    err = self._issue(shape, stream)
+                finally:
+                    self.backend.leave(previous)
         if err != self._ok:
             self.backend._check((err,), "cuLaunchKernel" if shape.cluster is None
                                 else "cuLaunchKernelEx", self.name)

@@ -334,7 +334,9 @@ class _Allocation:
 
     def __del__(self):
         try:
-            self.backend.free(self.ptr)
+            # a driver back end frees later (runtime/cuda.py, free_later): this may run inside
+            # a driver call or a CUDA graph capture
+            getattr(self.backend, "free_later", self.backend.free)(self.ptr)
         except Exception:   # interpreter shutdown or a lost context: nothing left to free
             pass
 

@@ -103,6 +103,15 @@ class Specialization:
         dev = backend.device_id
         got = self.launchers.get(dev)
         if got is None:
+            home = self.specializer.backend
+            if backend.capability != home.capability:
+                raise arg_error(
+                    "E0913", f"kernel `{self.specializer.info.name}` was compiled for "
+                    f"{self.built.target} ({home.limits.name}), but its arrays are on "
+                    f"{backend.limits.name}, of compute capability "
+                    f"{backend.capability[0]}.{backend.capability[1]}",
+                    f"compile the module for that device: "
+                    f"`tilelang.compile(..., backend='cuda:{dev}')`")
             got = self.launchers[dev] = self.specializer.prepare(self.built, backend)
         return got
 

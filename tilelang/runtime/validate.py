@@ -1,6 +1,6 @@
 """Launch checks made before any driver call, so a bad launch is a diagnostic naming the kernel
-and the rule rather than a bare driver status (seed 004: the grid must be divisible by the
-cluster shape; seed 000: .reqntid is exact, .maxntid a bound; clusters need sm_90)."""
+and the rule rather than a bare driver status (docs/launch.md: the grid must be divisible by
+the cluster shape, .reqntid is exact and .maxntid a bound, clusters need sm_90)."""
 
 from __future__ import annotations
 
