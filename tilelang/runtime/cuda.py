@@ -109,7 +109,8 @@ class CudaBackend:
     synchronous = False
     host_arrays = False
 
-    def __init__(self, device: int | None = None, *, driver_backend: "CudaBackend | None" = None):
+    def __init__(self, device: int | None = None, *,
+                 driver_backend: "CudaBackend | None" = None):
         drv = self.drv = _driver() if driver_backend is None else driver_backend.drv
         ok = drv.CUresult.CUDA_SUCCESS
         self._ok = ok
@@ -234,7 +235,8 @@ class CudaBackend:
     def free_pending(self) -> None:
         pending = self.pending_frees
         while pending:
-            self.free(pending.pop())
+            self.free(pending[-1])         # kept when the driver refuses (during a capture)
+            pending.pop()
 
     def htod(self, ptr: int, array) -> None:
         a = np.ascontiguousarray(array)
@@ -326,7 +328,7 @@ class CudaLaunch:
         self._launch = drv.cuLaunchKernel
         self._launch_ex = drv.cuLaunchKernelEx
         self._get_ctx = drv.cuCtxGetCurrent
-        self._ctx, self._ctx_int = backend.ctx, backend.ctx_int
+        self._ctx_int = backend.ctx_int
         self._ok = drv.CUresult.CUDA_SUCCESS
         self._configs: dict = {}
 
