@@ -131,6 +131,7 @@ class CudaBackend:
         self.driver_backend = driver_backend or self
         if driver_backend is None:
             self.devices: dict[int, CudaBackend] = {self.device_id: self}
+            self.loaded: dict[int, tuple] = {}      # id(build) -> (build, library, kernel)
         if driver_backend is None and (err != ok or int(ctx) == 0):
             self._check(drv.cuCtxSetCurrent(self.ctx), "cuCtxSetCurrent")
 
@@ -293,10 +294,18 @@ class CudaBackend:
             raise device_error("E0930", f"no cubin for kernel `{name}`",
                                "the runtime links PTX with nvJitLink before loading; this is "
                                "a bug")
-        lib = self._check(drv.cuLibraryLoadData(built.cubin, None, None, 0, None, None, 0),
-                          "cuLibraryLoadData", name)
-        kernel = self._check(drv.cuLibraryGetKernel(lib, name.encode()), "cuLibraryGetKernel",
-                             name)
+        # a library and its CUkernel are context-independent: a build already loaded for
+        # another device is reused, only its attributes are set for this one
+        loaded = self.driver_backend.loaded
+        hit = loaded.get(id(built))
+        if hit is not None and hit[0] is built:
+            lib, kernel = hit[1], hit[2]
+        else:
+            lib = self._check(drv.cuLibraryLoadData(built.cubin, None, None, 0, None, None, 0),
+                              "cuLibraryLoadData", name)
+            kernel = self._check(drv.cuLibraryGetKernel(lib, name.encode()),
+                                 "cuLibraryGetKernel", name)
+            loaded[id(built)] = (built, lib, kernel)
         FA = drv.CUfunction_attribute
         if art.dynamic_smem > 0:
             total = art.dynamic_smem
