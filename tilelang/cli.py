@@ -7,6 +7,7 @@
     tilec tune FILE --kernel K     autotune const parameters (tilelang/tune/cli.py)
     tilec FILE.tile                compile every kernel to FILE.cubin
     tilec --emit ast|typed-ast|tir|llvm|ptx|cubin FILE    print or write one stage's product
+    tilec --emit c FILE -o NAME.c  NAME.c + NAME.h for C/C++ hosts (tilelang/aot)
     tilec --report FILE.tile       registers, spills, shared memory and occupancy per kernel
 
 Exit status: 0 success, 1 user errors (diagnostics on stderr), 2 usage errors.
@@ -25,7 +26,7 @@ from .driver import Options, check_file
 if TYPE_CHECKING:
     import argparse
 
-EMIT_KINDS = ("ast", "typed-ast", "tir", "llvm", "ptx", "cubin")
+EMIT_KINDS = ("ast", "typed-ast", "tir", "llvm", "ptx", "cubin", "c")
 SUBCOMMANDS = ("check", "lsp", "run", "cache", "fmt", "tune")
 
 
@@ -99,7 +100,8 @@ def _main_parser() -> argparse.ArgumentParser:
     p.add_argument("--emit", choices=EMIT_KINDS, default="cubin",
                    help="what to produce (default: cubin); text forms go to stdout without -o")
     p.add_argument("-o", dest="output", metavar="PATH",
-                   help="write the output here (`-` for stdout); default FILE.cubin for cubin")
+                   help="write the output here (`-` for stdout); default FILE.cubin for cubin, "
+                        "FILE.c (and FILE.h) for c")
     p.add_argument("--arch", default="sm_90a", metavar="TARGET",
                    help="target GPU: sm_80 sm_86 sm_89 sm_90 sm_90a sm_100a sm_120 "
                         "(default sm_90a)")
@@ -339,6 +341,8 @@ def cmd_compile(argv: list[str]) -> int:
             return _write(print_module(result.module), args.output)
         return _write(result.typed.format() if result.typed is not None else "", args.output)
     from .driver import compile_source, read_module_source
+    if args.emit == "c" and not args.report:
+        return _export_c(args, options, p)
     text = read_module_source(args.file)
     until = "cubin" if args.report else args.emit
     res = compile_source(text, args.file, options, kernels=args.kernel, until=until)
@@ -355,6 +359,24 @@ def cmd_compile(argv: list[str]) -> int:
         path = args.output or os.path.splitext(os.path.basename(args.file))[0] + ".cubin"
         return _write(out, path)
     return _write(out, args.output)
+
+
+def _export_c(args, options: Options, parser) -> int:
+    """`--emit c`: NAME.c and NAME.h (docs/cli.md, "C export"); both are made before either
+    is written."""
+    import os
+    from .aot.c_text import render
+    from .aot.export import c_prefix, export_c
+    from .driver import read_module_source
+    out = args.output or os.path.splitext(os.path.basename(args.file))[0] + ".c"
+    if out == "-" or not out.endswith(".c") or out == ".c" or out.endswith(os.sep + ".c"):
+        parser.error(f"--emit c writes NAME.c and NAME.h: -o must name the .c file, got `{out}`")
+    stem = os.path.basename(out)[:-2]
+    prefix = c_prefix(stem)
+    text = read_module_source(args.file)
+    header, source = render(export_c(text, args.file, options, prefix, args.kernel),
+                            stem + ".h")
+    return _write(header, out[:-2] + ".h") or _write(source, out)
 
 
 def _write(text: str | bytes, path: str | None) -> int:
