@@ -1,0 +1,266 @@
+"""tilelang.torch: Tile kernel launches as PyTorch operators, on CPU tensors through the
+emulator (docs/torch.md). Every operator passes all of torch.library.opcheck's checks, traces
+under torch.compile(fullgraph=True) on aot_eager and inductor, and is recorded by
+torch.export; results are compared with the same computation in eager PyTorch."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import tilelang  # noqa: E402
+import tilelang.torch as tt  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+# An in-place kernel: the kernel's ABI says it writes `x`, and nothing else.
+SCALE_SRC = """
+kernel scale_(x: Array[f32, 1], s: f32, const TILE: i32 = 256) {
+    let t = load(x, index = (bid(0),), shape = (TILE,), padding = 0.0);
+    store(x, index = (bid(0),), tile = t * s);
+}
+kernel axpy(x: Array[f32, 1], y: Array[f32, 1], out: Array[f32, 1], a: f32,
+            const TILE: i32 = 256) {
+    let t = load(x, index = (bid(0),), shape = (TILE,), padding = 0.0);
+    let u = load(y, index = (bid(0),), shape = (TILE,), padding = 0.0);
+    store(out, index = (bid(0),), tile = t * a + u);
+}
+"""
+
+
+def _grid(meta):
+    return (tilelang.cdiv(meta["x"].shape[0], meta["TILE"]),)
+
+
+@pytest.fixture(scope="module")
+def vadd():
+    mod = tilelang.compile(os.path.join(ROOT, "examples", "vadd.tile"), backend="emulator")
+    return tt.op("tile_test::vadd", mod.vadd, outputs={"c": tt.like("a")}, consts={"TILE": 256},
+                 grid=lambda meta: (tilelang.cdiv(meta["a"].shape[0], meta["TILE"]),))
+
+
+@pytest.fixture(scope="module")
+def scale_mod():
+    return tilelang.compile(SCALE_SRC, backend="emulator")
+
+
+@pytest.fixture(scope="module")
+def scale_(scale_mod):
+    return tt.op("tile_test::scale_", scale_mod.scale_, grid=_grid)
+
+
+@pytest.fixture(scope="module")
+def rmsnorm():
+    mod = tilelang.compile(os.path.join(ROOT, "examples", "rmsnorm.tile"), backend="emulator")
+    # N, the tile width, is a power of two at least the row length: a const from the inputs.
+    return tt.op("tile_test::rmsnorm", mod.rmsnorm, outputs={"y": tt.like("x")},
+                 consts={"N": lambda meta: 1 << (meta["x"].shape[1] - 1).bit_length()},
+                 grid=lambda meta: (meta["x"].shape[0],))
+
+
+def _rand(*shape):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(sum(shape)))
+
+
+def test_vadd_operator_schema_and_value(vadd):
+    a, b = _rand(1000), _rand(1000) * 3
+    assert str(torch.ops.tile_test.vadd.default._schema) == \
+        "tile_test::vadd(Tensor a, Tensor b) -> Tensor"
+    assert vadd.inputs == ("a", "b") and vadd.mutates == ()
+    assert torch.equal(vadd(a, b), a + b)
+    assert torch.equal(torch.ops.tile_test.vadd(a, b), a + b)
+
+
+def test_vadd_opcheck(vadd):
+    torch.library.opcheck(vadd.op, (_rand(1000), _rand(1000)))
+    torch.library.opcheck(vadd.op, (_rand(37), _rand(37)))
+
+
+def test_fake_implementation_from_like(vadd):
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    with FakeTensorMode():
+        a = torch.empty(300)
+        c = vadd(a, torch.empty(300))
+    assert c.shape == (300,) and c.dtype == torch.float32
+
+
+def test_compile_fullgraph_aot_eager(vadd, scale_):
+    def f(a, b):
+        c = vadd(a, b)
+        scale_(c, 0.5)
+        return c * 2
+    a, b = _rand(700), _rand(700)
+    got = torch.compile(f, fullgraph=True, backend="aot_eager")(a, b)
+    assert torch.equal(got, a + b)          # (a + b) * 0.5 * 2 is exact in f32
+
+
+def test_compile_fullgraph_inductor(vadd, scale_):
+    # Only custom operators in the graph: inductor calls them as extern kernels and has no
+    # C++ kernel of its own to build (which takes a minute on a small CPU).
+    def f(a, b):
+        c = vadd(a, b)
+        scale_(c, 2.0)
+        return c
+    a, b = _rand(513), _rand(513)
+    torch._dynamo.reset()
+    got = torch.compile(f, fullgraph=True, backend="inductor")(a, b)
+    assert torch.equal(got, (a + b) * 2)
+
+
+def test_export_records_the_operator(vadd):
+    class M(torch.nn.Module):
+        def forward(self, a, b):
+            return vadd(a, b)
+    a, b = _rand(64), _rand(64)
+    ep = torch.export.export(M(), (a, b))
+    targets = [n.target for n in ep.graph.nodes if n.op == "call_function"]
+    assert targets == [torch.ops.tile_test.vadd.default]
+    assert torch.equal(ep.module()(a, b), a + b)
+
+
+def test_mutation_derived_from_the_abi(scale_):
+    assert scale_.mutates == ("x",) and scale_.outputs == ()
+    assert str(torch.ops.tile_test.scale_.default._schema) == \
+        "tile_test::scale_(Tensor(a0!) x, float s) -> ()"
+    x = _rand(600)
+    want = x * 1.5
+    assert scale_(x, 1.5) is None
+    assert torch.equal(x, want)
+    torch.library.opcheck(scale_.op, (_rand(600), 1.5))
+
+
+def test_mutation_under_compile_is_honoured(scale_):
+    # Functionalization must keep the write to the input visible after the graph.
+    def f(x):
+        scale_(x, 3.0)
+        return x + 1
+    x = _rand(300)
+    orig = x.clone()
+    out = torch.compile(f, fullgraph=True, backend="aot_eager")(x)
+    assert torch.equal(x, orig * 3) and torch.equal(out, orig * 3 + 1)
+
+
+def test_declared_mutation_checked_against_the_abi(scale_mod):
+    with pytest.raises(tt.TileOpError) as e:
+        tt.op("tile_test::bad1", scale_mod.scale_, grid=_grid, mutates_args=())
+    assert str(e.value) == (
+        "Tile operator `tile_test::bad1`: kernel `scale_` writes `x`, which mutates_args "
+        "leaves out; torch would assume it unchanged (declare it, or leave mutates_args out "
+        "to derive it from the kernel)")
+    with pytest.raises(tt.TileOpError) as e:
+        tt.op("tile_test::bad2", scale_mod.axpy, outputs={"out": tt.like("x")}, grid=_grid,
+              mutates_args=("y",))
+    assert str(e.value) == (
+        "Tile operator `tile_test::bad2`: mutates_args names `y`, which kernel `axpy` never "
+        "writes (its ABI: docs/abi.md); remove it")
+    with pytest.raises(tt.TileOpError) as e:
+        tt.op("tile_test::bad3", scale_mod.axpy, outputs={"out": tt.like("x")}, grid=_grid,
+              mutates_args=("a",))
+    assert str(e.value) == (
+        "Tile operator `tile_test::bad3`: mutates_args names `a`, which is no input array "
+        "of the operator (inputs: x, y)")
+    ok = tt.op("tile_test::scale_declared", scale_mod.scale_, grid=_grid, mutates_args=("x",))
+    assert ok.mutates == ("x",)
+
+
+def test_output_declaration_mistakes(scale_mod):
+    k = scale_mod.axpy
+    cases = [
+        ({"z": tt.like("x")}, None,
+         "Tile operator `tile_test::o`: output `z` is no array parameter of kernel `axpy` "
+         "(its arrays: x, y, out)"),
+        ({"out": tt.like("q")}, None,
+         "Tile operator `tile_test::o`: `like('q')` for output `out` names no input array"),
+        ({"out": 3}, None,
+         "Tile operator `tile_test::o`: output `out` is declared as 3: use like(\"input\") "
+         "or a function of meta returning a shape"),
+        (("out",), None,
+         "Tile operator `tile_test::o`: output `out` has no shape: declare it (`like(\"x\")` "
+         "or a function of meta returning the shape) or pass `fake=` to allocate the outputs"),
+    ]
+    for outputs, fake, msg in cases:
+        with pytest.raises(tt.TileOpError) as e:
+            tt.op("tile_test::o", k, outputs=outputs, grid=_grid, fake=fake)
+        assert str(e.value) == msg
+    with pytest.raises(tt.TileOpError) as e:
+        tt.op("tile_test::o", k, outputs={"out": tt.like("x")}, grid=_grid, consts={"T": 1})
+    assert str(e.value) == ("Tile operator `tile_test::o`: kernel `axpy` has no const "
+                            "parameter `T` (its consts: TILE)")
+
+
+def test_shape_function_and_scalar_argument(scale_mod):
+    axpy = tt.op("tile_test::axpy", scale_mod.axpy, grid=_grid,
+                 outputs={"out": lambda meta: (meta["x"].shape[0],)})
+    assert str(torch.ops.tile_test.axpy.default._schema) == \
+        "tile_test::axpy(Tensor x, Tensor y, float a) -> Tensor"
+    x, y = _rand(900), _rand(900)
+    torch.testing.assert_close(axpy(x, y, 0.25), x * 0.25 + y, rtol=0, atol=1e-6)
+    torch.library.opcheck(axpy.op, (x, y, 0.25))
+
+
+def test_user_fake_allocates_outputs(scale_mod):
+    axpy = tt.op("tile_test::axpy_fake", scale_mod.axpy, grid=_grid, outputs=("out",),
+                 fake=lambda x, y, a: torch.empty_like(y))
+    x, y = _rand(300), _rand(300)
+    torch.testing.assert_close(axpy(x, y, -2.0), -2.0 * x + y, rtol=0, atol=1e-6)
+    torch.library.opcheck(axpy.op, (x, y, -2.0))
+    bad = tt.op("tile_test::axpy_badfake", scale_mod.axpy, grid=_grid, outputs=("out",),
+                fake=lambda x, y, a: (torch.empty_like(y), torch.empty_like(y)))
+    with pytest.raises(tt.TileOpError, match="`fake` returned 2 tensors for 1 outputs"):
+        bad(x, y, 1.0)
+
+
+def test_const_from_the_inputs(rmsnorm):
+    x, w = _rand(6, 100), _rand(100)
+    y = rmsnorm(x, w, 1e-5)
+    want = x * torch.rsqrt((x * x).mean(dim=1, keepdim=True) + 1e-5) * w
+    torch.testing.assert_close(y, want, rtol=1e-5, atol=1e-5)
+    torch.library.opcheck(rmsnorm.op, (x, w, 1e-5))
+    f = torch.compile(lambda x, w: rmsnorm(x, w, 1e-5) * 1.0, fullgraph=True,
+                      backend="aot_eager", dynamic=True)
+    torch.testing.assert_close(f(x, w), want, rtol=1e-5, atol=1e-5)
+    x2, w2 = _rand(3, 40), _rand(40)      # another shape, another N: no recompile of the graph
+    want2 = x2 * torch.rsqrt((x2 * x2).mean(dim=1, keepdim=True) + 1e-5) * w2
+    torch.testing.assert_close(f(x2, w2), want2, rtol=1e-5, atol=1e-5)
+
+
+def test_argument_count(vadd):
+    # the dispatcher checks calls against the schema, so the message is torch's own
+    with pytest.raises(RuntimeError, match="missing value for argument 'b'"):
+        vadd(_rand(4))
+
+
+def test_interp_back_end_needs_a_declaration():
+    mod = tilelang.compile(SCALE_SRC, backend="interp")
+    with pytest.raises(tt.TileOpError) as e:
+        tt.op("tile_test::scale_interp", mod.scale_, grid=_grid)
+    assert str(e.value) == (
+        "Tile operator `tile_test::scale_interp`: which arrays kernel `scale_` writes is not "
+        "known before a launch (the `interp` back end compiles nothing): pass "
+        "mutates_args=(...)")
+    op = tt.op("tile_test::scale_interp", mod.scale_, grid=_grid, mutates_args=("x",))
+    x = _rand(300)
+    want = x * 0.5
+    op(x, 0.5)
+    assert torch.equal(x, want)
+    torch.library.opcheck(op.op, (_rand(300), 0.5))
+
+
+def test_import_without_torch_is_a_clear_error():
+    code = ("import sys; sys.modules['torch'] = None\n"
+            "import tilelang.torch as tt\n"
+            "try:\n"
+            "    tt.op('x::y', None, grid=1)\n"
+            "except ImportError as e:\n"
+            "    print(e)\n")
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == ("tilelang.torch needs PyTorch, which is not installed: "
+                                  "pip install 'tilec[torch]' (or any torch >= 2.4)")
