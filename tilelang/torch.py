@@ -33,7 +33,7 @@ import inspect
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
-__all__ = ["op", "like", "grad", "TileOp"]
+__all__ = ["op", "like", "grad", "TileOp", "TileOpError", "torch_dtype"]
 
 # Tile dtype -> torch dtype attribute name (tf32 arrays are float32 tensors, docs/python-api.md).
 _TORCH_DTYPE = {
