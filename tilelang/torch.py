@@ -274,6 +274,10 @@ class TileOp:
         values = [outs[p.name] if p.name in outs else bound[p.name] for p in kernel.params]
         grid = self.grid(meta) if callable(self.grid) else self.grid
         device = _device_of(values, self._where, torch)
+        if _empty_grid(grid):
+            # no block to run: an operator on empty tensors returns its (empty) outputs, as
+            # torch's own do, where a launch of zero blocks would be E0903 (as in Triton)
+            return self._result(outs)
         if device is not None and device.type == "cuda":
             with torch.cuda.device(device):
                 kernel.launch(grid, values, stream=torch.cuda.current_stream(device),
@@ -444,6 +448,11 @@ def _device_of(values, where: str, torch):
         raise TileOpError(f"{where}: tensors on different devices "
                           f"({', '.join(sorted(map(str, devices)))}); move them to one")
     return next(iter(devices), None)
+
+
+def _empty_grid(grid) -> bool:
+    dims = grid if isinstance(grid, (tuple, list)) else (grid,)
+    return any(type(d) is int and d == 0 for d in dims)
 
 
 def _describe(v) -> str:

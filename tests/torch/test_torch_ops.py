@@ -229,6 +229,13 @@ def test_const_from_the_inputs(rmsnorm):
     torch.testing.assert_close(f(x2, w2), want2, rtol=1e-5, atol=1e-5)
 
 
+def test_empty_tensors_launch_nothing(vadd, scale_):
+    e = torch.empty(0)
+    c = vadd(e, e)
+    assert c.shape == (0,) and c.dtype == torch.float32
+    scale_(e, 2.0)
+
+
 def test_argument_count(vadd):
     # the dispatcher checks calls against the schema, so the message is torch's own
     with pytest.raises(RuntimeError, match="missing value for argument 'b'"):
