@@ -33,7 +33,8 @@ import inspect
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
-__all__ = ["op", "like", "grad", "TileOp", "TileOpError", "torch_dtype"]
+__all__ = ["op", "like", "grad", "TileOp", "TileOpError", "custom_op", "wrap", "written_arrays",
+           "torch_dtype"]
 
 # Tile dtype -> torch dtype attribute name (tf32 arrays are float32 tensors, docs/python-api.md).
 _TORCH_DTYPE = {
@@ -202,13 +203,12 @@ class TileOp:
             if p.name not in k.consts and p.default is None:
                 if p.name in self._dynamic:
                     return self._written_probe(k)
-        art = k.compile().artifact
-        return {p.name for p in art.params if p.kind == "array" and p.written}
+        return written_arrays(k)
 
     def _written_probe(self, k):
-        # A const computed from the inputs has no value before a launch; whether the code
-        # writes an array does not depend on a tile size, so the derivation is deferred to the
-        # first launch (checked there against the declaration, `_check_written`).
+        # A const without default computed from the inputs has no value before a call, and
+        # the kernel cannot be compiled without it: the user's declaration is checked at the
+        # first call instead (`_check_written`).
         self._deferred = True
         return None
 
@@ -287,8 +287,7 @@ class TileOp:
         return self._result(outs)
 
     def _check_written(self, kernel) -> None:
-        art = kernel.compile().artifact
-        written = {p.name for p in art.params if p.kind == "array" and p.written}
+        written = written_arrays(kernel)
         bad = [n for n in self.inputs if n in written and n not in self.mutates]
         if bad:
             raise TileOpError(f"{self._where}: kernel `{self.kernel.name}` writes "
@@ -393,6 +392,138 @@ class _Backward:
         by_name = dict(zip((o.name for o in self.bwd.outputs), res))
         return tuple(by_name[self.grads[n]] if n in self.grads else None
                      for n in self.fwd.inputs)
+
+
+# -- operators written as functions (the shape of torch.library.triton_op / wrap_triton) ----
+
+_CURRENT = None          # contextvars.ContextVar of the _Call running now (made on first use)
+
+
+@dataclass(frozen=True)
+class _Call:
+    """The operator a real call is running: its name and its input tensors by name, with
+    which of them it declared mutated (what `wrap`'s launches are checked against)."""
+    name: str
+    tensors: tuple
+    mutates: frozenset
+
+
+def _current():
+    global _CURRENT
+    if _CURRENT is None:
+        import contextvars
+        _CURRENT = contextvars.ContextVar("tilelang_torch_call", default=None)
+    return _CURRENT
+
+
+def custom_op(name: str, fn: Callable | None = None, /, *, mutates_args, device_types=None,
+              schema: str | None = None):
+    """`torch.library.custom_op` for a function that allocates its outputs and launches Tile
+    kernels through `wrap(kernel)[grid](...)`: as `torch.library.triton_op`, the function is
+    also the fake implementation (under fake tensors the launches do nothing), and each launch
+    checks that the inputs its kernel writes are in `mutates_args` (a `TileOpError` if not)."""
+    torch = _torch()
+    declared = frozenset((mutates_args,) if isinstance(mutates_args, str) else mutates_args)
+
+    def decorate(f):
+        try:                      # string annotations (`from __future__ import annotations`)
+            sig = inspect.signature(f, eval_str=True)         # are resolved in f's module
+        except (NameError, TypeError, SyntaxError):
+            sig = inspect.signature(f)
+        params = list(sig.parameters)
+
+        def real(*args, **kwargs):
+            bound = dict(zip(params, args), **kwargs)
+            tensors = tuple((n, v) for n, v in bound.items() if isinstance(v, torch.Tensor))
+            token = _current().set(_Call(name, tensors, declared))
+            try:
+                return f(*args, **kwargs)
+            finally:
+                _current().reset(token)
+        real.__signature__ = sig
+        real.__name__ = f.__name__
+        result = torch.library.custom_op(name, real, mutates_args=mutates_args,
+                                         device_types=device_types, schema=schema)
+        result.register_fake(f)
+        return result
+    return decorate if fn is None else decorate(fn)
+
+
+class wrap:
+    """`wrap(kernel)[grid](*args, **consts)`: a launch inside a `custom_op` function (as
+    `torch.library.wrap_triton`). On fake or meta tensors it does nothing; on CUDA tensors it
+    runs on their device and current stream; its writes are checked against the operator's
+    `mutates_args`."""
+
+    def __init__(self, kernel):
+        self.kernel = kernel
+
+    def __getitem__(self, grid):
+        return lambda *args, stream=None, block=None, **consts: \
+            self._launch(grid, args, stream, block, consts)
+
+    def _launch(self, grid, args, stream, block, consts):
+        torch = _torch()
+        tensors = [a for a in args if isinstance(a, torch.Tensor)]
+        if any(_is_fake(t) for t in tensors):
+            return None
+        kernel = self.kernel.specialize(**consts)
+        call = _current().get()
+        if call is not None:
+            _check_launch_writes(call, kernel, args, torch)
+        if callable(grid):
+            grid = grid(_launch_meta(kernel, args))
+        if _empty_grid(grid):
+            return None
+        where = f"Tile operator `{call.name}`" if call else f"kernel `{kernel.name}`"
+        device = _device_of(args, where, torch)
+        if device is not None and device.type == "cuda":
+            with torch.cuda.device(device):
+                return kernel.launch(grid, args, block=block,
+                                     stream=stream or torch.cuda.current_stream(device))
+        return kernel.launch(grid, args, stream=stream, block=block)
+
+
+def _is_fake(t) -> bool:
+    from torch._subclasses.fake_tensor import is_fake
+    return t.device.type == "meta" or is_fake(t)
+
+
+def _launch_meta(kernel, args) -> dict:
+    meta = {p.name: p.default for p in kernel.info.const_params if p.default is not None}
+    meta.update(kernel.consts)
+    meta.update(zip((p.name for p in kernel.params), args))
+    return meta
+
+
+_WRITTEN: dict = {}
+
+
+def written_arrays(kernel) -> frozenset:
+    """The names of the arrays `kernel` (with its consts bound) writes, from its compiled ABI
+    (docs/abi.md, `AbiParam.written`); compiled once per bound kernel."""
+    key = (id(kernel.module), kernel.name, tuple(sorted(kernel.consts.items())))
+    got = _WRITTEN.get(key)
+    if got is None:
+        art = kernel.compile().artifact
+        got = _WRITTEN[key] = frozenset(p.name for p in art.params
+                                        if p.kind == "array" and p.written)
+    return got
+
+
+def _check_launch_writes(call: _Call, kernel, args, torch) -> None:
+    if kernel.module.backend.name == "interp":
+        return                                   # nothing compiled to read the writes from
+    written = written_arrays(kernel)
+    for p, a in zip(kernel.params, args):
+        if p.name not in written or not isinstance(a, torch.Tensor):
+            continue
+        ptr = a.untyped_storage().data_ptr()
+        for n, t in call.tensors:
+            if n not in call.mutates and t.untyped_storage().data_ptr() == ptr and ptr:
+                raise TileOpError(f"Tile operator `{call.name}`: kernel `{kernel.name}` "
+                                  f"writes `{p.name}`, which is the memory of input `{n}`, "
+                                  f"and mutates_args leaves `{n}` out; declare it")
 
 
 def op(name: str, kernel, *, outputs: Mapping[str, Any] | Sequence[str] = (), grid,

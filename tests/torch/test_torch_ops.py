@@ -271,3 +271,59 @@ def test_import_without_torch_is_a_clear_error():
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == ("tilelang.torch needs PyTorch, which is not installed: "
                                   "pip install 'tilec[torch]' (or any torch >= 2.4)")
+
+
+# -- operators written as functions: tt.custom_op + tt.wrap (as triton_op + wrap_triton) ----
+
+@pytest.fixture(scope="module")
+def fn_ops(scale_mod):
+    @tt.custom_op("tile_test::axpy_then_scale", mutates_args=())
+    def axpy_then_scale(x: torch.Tensor, y: torch.Tensor, a: float) -> torch.Tensor:
+        out = torch.empty_like(x)
+        tt.wrap(scale_mod.axpy)[_grid](x, y, out, a, TILE=128)
+        tt.wrap(scale_mod.scale_)[_grid](out, 2.0)      # writes `out`, not an input
+        return out
+
+    @tt.custom_op("tile_test::scale_in_place", mutates_args=("x",))
+    def scale_in_place(x: torch.Tensor, s: float) -> None:
+        tt.wrap(scale_mod.scale_)[_grid](x, s)
+
+    @tt.custom_op("tile_test::scale_undeclared", mutates_args=())
+    def scale_undeclared(x: torch.Tensor, s: float) -> torch.Tensor:
+        tt.wrap(scale_mod.scale_)[_grid](x[1:], s)      # a view of the input: its memory
+        return x.clone()
+    return axpy_then_scale, scale_in_place, scale_undeclared
+
+
+def test_function_operator(fn_ops):
+    axpy_then_scale, scale_in_place, _ = fn_ops
+    x, y = _rand(500), _rand(500)
+    torch.testing.assert_close(axpy_then_scale(x, y, 3.0), (x * 3 + y) * 2, rtol=0, atol=2e-6)
+    torch.library.opcheck(axpy_then_scale, (x, y, 3.0))
+    z = x.clone()
+    scale_in_place(z, 0.5)
+    assert torch.equal(z, x * 0.5)
+    torch.library.opcheck(scale_in_place, (x.clone(), 0.5))
+    f = torch.compile(lambda x, y: axpy_then_scale(x, y, 1.0) + 1, fullgraph=True,
+                      backend="aot_eager")
+    torch.testing.assert_close(f(x, y), (x + y) * 2 + 1, rtol=0, atol=2e-6)
+
+
+def test_function_operator_fake_runs_no_kernel(fn_ops):
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    with FakeTensorMode():
+        out = fn_ops[0](torch.empty(64), torch.empty(64), 1.0)
+    assert out.shape == (64,)
+
+
+def test_function_operator_undeclared_write(fn_ops):
+    with pytest.raises(tt.TileOpError) as e:
+        fn_ops[2](_rand(300), 2.0)
+    assert str(e.value) == (
+        "Tile operator `tile_test::scale_undeclared`: kernel `scale_` writes `x`, which is "
+        "the memory of input `x`, and mutates_args leaves `x` out; declare it")
+
+
+def test_written_arrays(scale_mod):
+    assert tt.written_arrays(scale_mod.scale_) == {"x"}
+    assert tt.written_arrays(scale_mod.axpy) == {"out"}
