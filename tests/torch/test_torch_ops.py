@@ -193,6 +193,39 @@ def test_output_declaration_mistakes(scale_mod):
                             "parameter `T` (its consts: TILE)")
 
 
+ROWS_SRC = """
+kernel scale_rows_(x: Array[f32, 2], s: f32, const N: i32) {
+    let t = load(x, index = (bid(0), 0), shape = (1, N), padding = 0.0);
+    store(x, index = (bid(0), 0), tile = t * s);
+}
+"""
+
+
+def test_mutation_of_a_kernel_with_a_const_from_the_inputs():
+    # N has no default and comes from the row length: nothing can be compiled before a call,
+    # so the declaration is required, and checked at the first call.
+    k = tilelang.compile(ROWS_SRC, backend="emulator").scale_rows_
+    n_of = {"N": lambda meta: 1 << (meta["x"].shape[1] - 1).bit_length()}
+    with pytest.raises(tt.TileOpError) as e:
+        tt.op("tile_test::rows_a", k, consts=n_of, grid=lambda m: (m["x"].shape[0],))
+    assert str(e.value) == (
+        "Tile operator `tile_test::rows_a`: which arrays kernel `scale_rows_` writes is not "
+        "known before a launch (a const without default is computed from the inputs): pass "
+        "mutates_args=(...), checked at the first launch")
+    bad = tt.op("tile_test::rows_b", k, consts=n_of, grid=lambda m: (m["x"].shape[0],),
+                mutates_args=())
+    with pytest.raises(tt.TileOpError) as e:
+        bad(_rand(3, 20), 2.0)
+    assert str(e.value) == ("Tile operator `tile_test::rows_b`: kernel `scale_rows_` writes "
+                            "`x`, which mutates_args leaves out")
+    good = tt.op("tile_test::rows_c", k, consts=n_of, grid=lambda m: (m["x"].shape[0],),
+                 mutates_args=("x",))
+    x = _rand(3, 20)
+    want = x * 2
+    good(x, 2.0)
+    assert torch.equal(x, want)
+
+
 def test_shape_function_and_scalar_argument(scale_mod):
     axpy = tt.op("tile_test::axpy", scale_mod.axpy, grid=_grid,
                  outputs={"out": lambda meta: (meta["x"].shape[0],)})
