@@ -121,6 +121,13 @@ def test_export_records_the_operator(vadd):
     targets = [n.target for n in ep.graph.nodes if n.op == "call_function"]
     assert targets == [torch.ops.tile_test.vadd.default]
     assert torch.equal(ep.module()(a, b), a + b)
+    # the saved program names the operator; loading finds it registered again
+    import io
+    buf = io.BytesIO()
+    torch.export.save(ep, buf)
+    buf.seek(0)
+    loaded = torch.export.load(buf)
+    assert torch.equal(loaded.module()(b, a), a + b)
 
 
 def test_mutation_derived_from_the_abi(scale_):

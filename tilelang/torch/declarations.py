@@ -6,12 +6,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
+
 @dataclass(frozen=True)
 class like:
-    """An output with the shape of the input `name` (and the output parameter's dtype, unless
-    `dtype` says otherwise)."""
+    """An output with the shape of the input array `name`. Its dtype is always the output
+    parameter's (the kernel takes no other), so there is nothing else to declare."""
     name: str
-    dtype: Any = None
 
 
 @dataclass(frozen=True)

@@ -62,8 +62,6 @@ class TileOp:
                 if src is None or src.kind != "array" or decl.name in decls:
                     raise TileOpError(f"{self.where}: `like({decl.name!r})` for output "
                                       f"`{name}` names no input array")
-                if decl.dtype is not None:
-                    dtype = decl.dtype
                 shape = (lambda meta, n=decl.name: tuple(meta[n].shape))
             elif callable(decl):
                 shape = decl
@@ -246,7 +244,7 @@ def op(name: str, kernel, *, outputs: Mapping[str, Any] | Sequence[str] = (), gr
     """Register a launch of `kernel` as the PyTorch operator `name` ("namespace::op").
 
     outputs       output array parameters the operator allocates and returns, each declared
-                  as `like("input")` (its shape; the parameter's dtype unless `dtype=`), a
+                  as `like("input")` (its shape; the dtype is always the parameter's), a
                   function of `meta` returning the shape, or None with `fake=`
     grid          as for `kernel[grid]`: an int, a tuple, or a function of `meta` (the inputs
                   and outputs by name and the const values)
