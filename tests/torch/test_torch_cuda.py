@@ -100,12 +100,16 @@ def test_compile_reduce_overhead(cuda_ops):
         c = vadd(a, b)
         scale_(c, 0.5)
         return c + 1
+    from torch._dynamo.utils import counters
     torch._dynamo.reset()
+    counters.clear()
     g = torch.compile(f, fullgraph=True, mode="reduce-overhead")
     for _ in range(3):                   # warm-up runs, then graph replays
         a = torch.randn(2048, device="cuda")
         b = torch.randn(2048, device="cuda")
         torch.testing.assert_close(g(a, b), (a + b) * 0.5 + 1, rtol=0, atol=0)
+    # inductor counts each graph it declines to capture (and says why in its log)
+    assert counters["inductor"]["cudagraph_skips"] == 0
 
 
 def test_tensors_on_two_devices_are_an_error(cuda_ops):
@@ -135,5 +139,4 @@ def test_mlp_forward_backward_on_cuda():
     torch.testing.assert_close(torch.tensor(got), torch.tensor(want), rtol=1e-4, atol=1e-5)
     for p, q in zip(tile.parameters(), ref.parameters()):
         torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-5)
-    for op in ops.all()[:1]:
-        torch.library.opcheck(op.op, (xs[0][0], tile.w1.detach()))
+    torch.library.opcheck(ops.matmul.op, (xs[0][0], tile.w1.detach()))
