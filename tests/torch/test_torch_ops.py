@@ -367,3 +367,25 @@ def test_function_operator_undeclared_write(fn_ops):
 def test_written_arrays(scale_mod):
     assert tt.written_arrays(scale_mod.scale_) == {"x"}
     assert tt.written_arrays(scale_mod.axpy) == {"out"}
+
+
+DTYPES_SRC = """
+kernel to_bf16(x: Array[f16, 1], y: Array[bf16, 1], k: i32, neg: bool, const TILE: i32 = 128) {
+    let t = astype(load(x, index = (bid(0),), shape = (TILE,), padding = 0.0), f32);
+    let s = astype(k, f32) * (-1.0 if neg else 1.0);
+    store(y, index = (bid(0),), tile = astype(t * s, bf16));
+}
+"""
+
+
+def test_dtypes_and_scalar_types():
+    mod = tilelang.compile(DTYPES_SRC, backend="emulator")
+    op = tt.op("tile_test::to_bf16", mod.to_bf16, outputs={"y": tt.like("x")}, grid=_grid)
+    assert str(torch.ops.tile_test.to_bf16.default._schema) == \
+        "tile_test::to_bf16(Tensor x, SymInt k, bool neg) -> Tensor"
+    x = _rand(300).to(torch.float16)
+    y = op(x=x, k=3, neg=True)                          # by keyword, as any torch operator
+    assert y.dtype == torch.bfloat16
+    # f16 -> f32 is exact, * -3 rounds once in f32, then once to bf16: as torch does it
+    assert torch.equal(y, (x.float() * -3.0).to(torch.bfloat16))
+    torch.library.opcheck(op.op, (x, 2, False))
