@@ -40,11 +40,13 @@ def custom_op(name: str, fn: Callable | None = None, /, *, mutates_args, device_
         except (NameError, TypeError, SyntaxError):
             sig = inspect.signature(f)
         params = list(sig.parameters)
+        # "unknown" is torch's "every input may be mutated": no launch can contradict it
+        mutable = frozenset(params) if mutates_args == "unknown" else declared
 
         def real(*args, **kwargs):
             bound = dict(zip(params, args), **kwargs)
             tensors = tuple((n, v) for n, v in bound.items() if isinstance(v, torch.Tensor))
-            token = _CURRENT.set(_Call(name, tensors, declared))
+            token = _CURRENT.set(_Call(name, tensors, mutable))
             try:
                 return f(*args, **kwargs)
             finally:
