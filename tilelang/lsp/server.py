@@ -334,6 +334,25 @@ def _configure_logging(log_file: str | None) -> None:
     sys.unraisablehook = unraisable
 
 
+def _log_file_problem(path: str) -> str | None:
+    """Why the log cannot go to `path` (a usage error), or None. A FIFO is refused too: opening
+    it would wait for a reader before the server answers anything."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        return f"the folder `{folder}` does not exist"
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        return f"cannot be examined ({e.strerror})"
+    if stat.S_ISDIR(st.st_mode):
+        return "is a folder"
+    if stat.S_ISFIFO(st.st_mode):
+        return "is a FIFO"
+    return None
+
+
 def serve(argv: Iterable[str] | None = None) -> int:
     """``tilec lsp``: serve over stdio (default) or TCP."""
     p = argparse.ArgumentParser(prog="tilec lsp", description="The Tile language server.")
@@ -343,7 +362,14 @@ def serve(argv: Iterable[str] | None = None) -> int:
     p.add_argument("--port", type=int, default=2087)
     p.add_argument("--log-file", help="write the server's log here (with tracebacks)")
     args = p.parse_args(list(sys.argv[1:] if argv is None else argv))
-    _configure_logging(args.log_file)
+    if args.log_file:
+        why = _log_file_problem(args.log_file)
+        if why:
+            p.error(f"--log-file {args.log_file}: {why}")
+    try:
+        _configure_logging(args.log_file)
+    except OSError as e:  # it changed since the check, or it cannot be opened
+        p.error(f"--log-file {args.log_file}: cannot be written ({e.strerror or e})")
     server = create_server()
     try:
         if args.tcp:
