@@ -5,7 +5,7 @@
     tilec fmt [--check|--diff] FILE...   rewrite files in the canonical layout (tilelang/fmt)
     tilec run / tilec cache        the runtime (tilelang/runtime/cli_run.py)
     tilec tune FILE --kernel K     autotune const parameters (tilelang/tune/cli.py)
-    tilec FILE.tile                compile every kernel to FILE.cubin
+    tilec DIR/FILE.tile            compile every kernel to FILE.cubin in the current folder
     tilec --emit ast|typed-ast|tir|llvm|ptx|cubin FILE    print or write one stage's product
     tilec --emit c FILE -o NAME.c  NAME.c + NAME.h for C/C++ hosts (tilelang/aot)
     tilec --report FILE.tile       registers, spills, shared memory and occupancy per kernel
@@ -91,8 +91,9 @@ def _check_parser() -> argparse.ArgumentParser:
 def _main_parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="tilec",
-        description="The Tile compiler. `tilec FILE.tile` compiles every kernel of FILE to "
-                    "FILE.cubin; `tilec check FILE...` only checks.",
+        description="The Tile compiler. `tilec dir/FILE.tile` compiles every kernel of FILE "
+                    "to FILE.cubin in the current folder (as nvcc -cubin); `tilec check "
+                    "FILE...` only checks.",
         epilog="Subcommands: check, run, cache, lsp, fmt. "
                "Run `tilec SUBCOMMAND --help` for theirs.")
     p.add_argument("--version", action="version", version=f"tilec {__version__}")
@@ -100,8 +101,9 @@ def _main_parser() -> argparse.ArgumentParser:
     p.add_argument("--emit", choices=EMIT_KINDS, default="cubin",
                    help="what to produce (default: cubin); text forms go to stdout without -o")
     p.add_argument("-o", dest="output", metavar="PATH",
-                   help="write the output here (`-` for stdout); default FILE.cubin for cubin, "
-                        "FILE.c (and FILE.h) for c")
+                   help="write the output (or the --report) here (`-` for stdout); default "
+                        "for cubin: FILE's name with .cubin, for c: FILE.c (and FILE.h), in "
+                        "the current folder")
     p.add_argument("--arch", default="sm_90a", metavar="TARGET",
                    help="target GPU: sm_80 sm_86 sm_89 sm_90 sm_90a sm_100a sm_120 "
                         "(default sm_90a)")
@@ -117,8 +119,8 @@ def _main_parser() -> argparse.ArgumentParser:
     p.add_argument("--ptxas", metavar="PATH", help="assemble with this ptxas instead of nvJitLink")
     p.add_argument("--ptxas-knobs", metavar="FILE", help="forward --knobs-file=FILE to ptxas")
     p.add_argument("--report", action="store_true",
-                   help="print registers, spills, shared memory, directives and occupancy per "
-                        "kernel instead of writing output")
+                   help="print (or -o write) registers, spills, shared memory, directives and "
+                        "occupancy per kernel instead of the cubin")
     p.add_argument("--grid", metavar="X[,Y[,Z]]", help="--report: the launch grid (for waves)")
     p.add_argument("--block", metavar="X[,Y[,Z]]",
                    help="--report: the block shape (default: the kernel's)")
@@ -351,8 +353,8 @@ def cmd_compile(argv: list[str]) -> int:
         return _status(res.diagnostics)
     if args.report:
         from .report import build_report
-        sys.stdout.write(build_report(res, args.arch, grid=grid, block=block, sms=args.sms))
-        return 0
+        return _write(build_report(res, args.arch, grid=grid, block=block, sms=args.sms),
+                      args.output)
     out = {"tir": res.tir, "llvm": res.llvm_ir, "ptx": res.ptx, "cubin": res.cubin}[args.emit]
     if args.emit == "cubin":
         import os
