@@ -21,8 +21,9 @@ What is loaded runs on the GPU, so nothing in the folder is trusted on its word:
   who cannot read that key, or moved under another key, fails the check;
 - a failed check is a miss: the entry is removed (only when it is ours, never through a link)
   and rebuilt. Files are opened without following links and must be regular files.
-An entry is written in a temporary folder and renamed into place, so readers see a whole entry
-or none. Processes building the same key take a file lock, so one builds and the others load.
+A kernel entry is written in a temporary folder and renamed into place, a one-file record (a
+module signature, the key, a tuning result) through tilelang/atomic_file.py, so readers see a
+whole entry or none. Processes building the same key take a file lock, so one builds and the others load.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ import time
 import warnings
 from typing import Iterator
 
+from tilelang.atomic_file import NotAFile, replace_file
 from tilelang.codegen.api import AbiParam, ArrayFacts, KernelArtifact, TensorMapSpec
 
 from .compiler import Built
@@ -418,18 +420,10 @@ class DiskCache:
         return None
 
     def _new_key(self, path: str) -> None:
-        fd, tmp = tempfile.mkstemp(dir=self.root, prefix=".seal.")
-        try:
-            os.write(fd, secrets.token_bytes(32))
-            os.fsync(fd)
-            os.close(fd)
-            fd = -1
-            with contextlib.suppress(FileExistsError):   # another process made one first
-                os.link(tmp, path)
-        finally:
-            if fd >= 0:
-                os.close(fd)
-            os.unlink(tmp)
+        """A new secret at `path`, unless another process made one first (theirs stays)."""
+        with contextlib.suppress(OSError):
+            replace_file(path, secrets.token_bytes(32), mode=0o600, exact_mode=True,
+                         fsync=True, replace=False)
 
     def _seal(self, secret: bytes, key: str, body_sha: str) -> str:
         return hmac.new(secret, f"tilelang-cache-{FORMAT}\n{key}\n{body_sha}".encode(),
@@ -674,31 +668,29 @@ class DiskCache:
         if not self._valid_key(key):
             return
         shard = self._folder("modules", key[:2], create=True)
-        tmp_root = self._folder("tmp", create=True)
-        secret = self._key(create=True) if shard and tmp_root else None
+        secret = self._key(create=True) if shard else None
         if secret is None:
             return
-        path = self._module_file(key)
         text = info.to_json()
         sha = sha256_hex(text)
         data = json.dumps({"format": FORMAT, "key": key, "sha256": sha,
                            "seal": self._seal(secret, key, sha), "info": text})
-        fd, tmp = tempfile.mkstemp(dir=tmp_root, suffix=".json")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(data)
+        self.write_record(self._module_file(key), data.encode("utf-8"))
+
+    def write_record(self, path: str, data: bytes, fsync: bool = False) -> bool:
+        """Write the one-file record `path` (0600) atomically, in a private folder of this
+        cache; something of ours that is not a regular file there (a folder, a link) is
+        removed first. False when it cannot be written."""
+        for attempt in range(2):
             try:
-                st = os.lstat(path)
-                if stat.S_ISDIR(st.st_mode):        # a folder where the file belongs
-                    self._remove(path)
+                return replace_file(path, data, mode=0o600, exact_mode=True, fsync=fsync,
+                                    owner_only=True)
+            except NotAFile:
+                if attempt or not self._remove(path):
+                    return False
             except OSError:
-                pass
-            os.replace(tmp, path)                   # replaces a file or link, never follows
-            tmp = None
-        finally:
-            if tmp is not None:
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp)
+                return False
+        return False
 
     # -- maintenance (tilec cache) ----------------------------------------------------------
     def problem(self) -> str | None:
