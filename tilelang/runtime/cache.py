@@ -54,6 +54,19 @@ STATS = {"compiles": 0, "memory_hits": 0, "disk_hits": 0, "disk_writes": 0, "cor
          "inspects": 0, "module_disk_hits": 0}
 ARTIFACTS = ("kernel.ptx", "kernel.cubin")
 SEAL_FILE = "seal.key"
+# The mark of a Tile cache: a cache directory tag (https://bford.info/cachedir/: backup tools
+# skip the folder) that also names Tile and the cache's format. Only a folder with this tag (or
+# an empty one, or one laid out by a Tile before the tag existed) is used, chmodded or cleared.
+MARKER = "CACHEDIR.TAG"
+_TAG_SIGNATURE = "Signature: 8a477f597d28d172789f06886806bc55"
+_MARKER_FORMAT = "tilelang-cache-format:"
+MARKER_TEXT = (f"{_TAG_SIGNATURE}\n"
+               "# This file is a cache directory tag created by tilelang: this folder is Tile's\n"
+               "# kernel cache (docs/cli.md, \"The kernel cache\"). For information about cache\n"
+               "# directory tags see https://bford.info/cachedir/\n"
+               f"{_MARKER_FORMAT} {FORMAT}\n")
+# What a cache made before the tag holds: its key, its folders, a key being written.
+_LEGACY_NAMES = frozenset({SEAL_FILE, "kernels", "modules", "locks", "tmp", "tune"})
 _META_LIMIT = 64 << 20           # bytes; a bigger meta.json is damage, not a kernel
 _FILE_LIMIT = 2 << 30
 _WARNED: set[str] = set()        # folders already warned about in this process
@@ -187,6 +200,51 @@ def folder_problem(st: os.stat_result) -> str | None:
 def _ours(st: os.stat_result) -> bool:
     uid = _euid()
     return uid is None or st.st_uid == uid
+
+
+def marker_ok(root: str) -> bool:
+    """`root` holds a Tile cache's tag: a regular file of ours, not writable by others, that
+    starts with the tag's signature and names a format."""
+    try:
+        st = os.lstat(os.path.join(root, MARKER))
+        if not stat.S_ISREG(st.st_mode) or not _ours(st) or st.st_mode & 0o022 or \
+                st.st_size > 4096:
+            return False
+        text = _read_regular(os.path.join(root, MARKER), 4096).decode("utf-8")
+    except (OSError, Damaged, UnicodeDecodeError):
+        return False
+    lines = text.splitlines()
+    return bool(lines) and lines[0] == _TAG_SIGNATURE and any(
+        ln.startswith(_MARKER_FORMAT) and ln[len(_MARKER_FORMAT):].strip().isdigit()
+        for ln in lines[1:])
+
+
+def _legacy_or_empty(root: str) -> str | None:
+    """"empty", "legacy" (a cache made before the tag: only the cache's own names, and a key
+    of ours), or None (anything else: a folder that is not a Tile cache)."""
+    try:                # our temporary files (a key or a tag being written) do not count
+        names = [n for n in os.listdir(root)
+                 if not n.startswith((".seal.", f".{MARKER}.", f".{SEAL_FILE}."))]
+    except OSError:
+        return None
+    if not names:
+        return "empty"
+    if not all(n in _LEGACY_NAMES for n in names):
+        return None
+    try:
+        st = os.lstat(os.path.join(root, SEAL_FILE))
+    except OSError:
+        return None
+    return "legacy" if stat.S_ISREG(st.st_mode) and _ours(st) else None
+
+
+def not_a_cache(root: str) -> str | None:
+    """Why the existing folder `root` is not a Tile cache (`is ...`), or None when it is one
+    (its tag, or a cache from before the tag) or is empty."""
+    if marker_ok(root) or _legacy_or_empty(root) is not None:
+        return None
+    return (f"is not a Tile kernel cache (it has no {MARKER} written by Tile, and it holds "
+            "other files)")
 
 
 def _read_regular(path: str, limit: int, size: int | None = None) -> bytes:
@@ -334,7 +392,9 @@ class DiskCache:
         os.chmod(path, 0o700)        # mkdir's mode is masked by the umask
 
     def root_ok(self, create: bool) -> bool:
-        """The root exists (made if `create`) and is private; warns once when it is not."""
+        """The root exists (made if `create`), is private and is a Tile cache; warns once when
+        it is not. A new root gets the cache's tag; so does an empty folder or a cache made
+        before the tag, when `create`. Any other folder is never used, chmodded or cleared."""
         try:
             try:
                 st = os.lstat(self.root)
@@ -352,10 +412,33 @@ class DiskCache:
         if why:
             self._refuse(self.root, why)
             return False
+        if not self._tagged(create):
+            return False
         if stat.S_IMODE(st.st_mode) & 0o077:       # readable by others: the key is in here
             with contextlib.suppress(OSError):
                 os.chmod(self.root, 0o700)
         return True
+
+    def _tagged(self, create: bool) -> bool:
+        """The root is a Tile cache: it has the tag, or gets it (when `create`) as an empty
+        folder or a cache from before the tag; anything else is refused (one warning)."""
+        if marker_ok(self.root):
+            return True
+        kind = _legacy_or_empty(self.root)
+        if kind is None:
+            if self.root not in _WARNED:
+                _WARNED.add(self.root)
+                _warn(f"tilelang: not using {self.root} as the kernel cache: it is not a Tile "
+                      f"kernel cache (it has no {MARKER} written by Tile, and it holds other "
+                      "files); compiling without a cache (point TILELANG_CACHE_DIR at a new or "
+                      "empty folder)")
+            return False
+        if not create:
+            return kind == "legacy"
+        with contextlib.suppress(OSError):
+            replace_file(os.path.join(self.root, MARKER), MARKER_TEXT.encode("utf-8"),
+                         mode=0o600, exact_mode=True, replace=False)
+        return marker_ok(self.root)
 
     def _folder(self, *parts: str, create: bool) -> str | None:
         """root/parts... as private folders (made if `create`), or None. A file or link of
@@ -694,14 +777,15 @@ class DiskCache:
 
     # -- maintenance (tilec cache) ----------------------------------------------------------
     def problem(self) -> str | None:
-        """Why the root cannot be used (None when it can, or does not exist)."""
+        """Why the root cannot be used (None when it can, or does not exist): it is not
+        private, or not a Tile cache."""
         try:
             st = os.lstat(self.root)
         except FileNotFoundError:
             return None
         except OSError as e:
             return f"cannot be examined ({e.strerror})"
-        return folder_problem(st)
+        return folder_problem(st) or not_a_cache(self.root)
 
     def entries(self) -> list[dict]:
         """Every kernel entry, verified: each has `ok` and, when not ok, `problem`."""
