@@ -2,6 +2,7 @@
 
 Layout under `cache_dir()` (`TILELANG_CACHE_DIR`, else `~/.cache/tilelang`):
 
+    CACHEDIR.TAG                                              the mark of a Tile cache
     seal.key                                                  this cache's secret (0600)
     kernels/<k[:2]>/<k>/meta.json, kernel.ptx, kernel.cubin   one specialization
     modules/<m[:2]>/<m>.json                                  one module's signature
@@ -12,6 +13,8 @@ A kernel key hashes everything the output depends on: the compiler's id (tilec's
 LLVM and nvJitLink versions), the (path, sha256) of the module and every file it imports, the
 kernel name, the const values, the array facts, the target and the options.
 
+Only a folder marked as a Tile cache (its CACHEDIR.TAG), an empty one or a cache from before
+the mark is used, chmodded or cleared; any other folder is left as it is (docs/cli.md).
 What is loaded runs on the GPU, so nothing in the folder is trusted on its word:
 - every folder is created 0700 whatever the umask, and on each use the root and the folders
   below it must be real folders (not links) owned by this user and not writable by others;
