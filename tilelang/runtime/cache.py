@@ -49,6 +49,7 @@ from typing import Iterator
 from tilelang.atomic_file import NotAFile, replace_file
 from tilelang.codegen.api import AbiParam, ArrayFacts, KernelArtifact, TensorMapSpec
 
+from .artifact_check import artifact_problem
 from .compiler import Built
 from .signature import ModuleInfo
 
@@ -144,35 +145,6 @@ def artifact_from_json(d: dict) -> KernelArtifact:
         facts={k: ArrayFacts.from_key(v) for k, v in d["facts"].items()},
         nonportable_cluster=bool(d["nonportable_cluster"]),
         tensor_maps=tuple(TensorMapSpec.from_json(m) for m in d.get("tensor_maps", ())))
-
-
-def _int(v, least: int = 0) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool) and v >= least
-
-
-def _dims_ok(v) -> bool:
-    return isinstance(v, tuple) and len(v) == 3 and all(_int(x, 1) for x in v)
-
-
-def artifact_problem(a: KernelArtifact) -> str | None:
-    """Why a decoded artifact cannot be launched (wrong types or values), or None: what the
-    runtime does with it assumes these, so a bad one must be a miss, not a crash later."""
-    if not isinstance(a.name, str) or not a.name.isidentifier():
-        return "name"
-    if not _dims_ok(a.block) or (a.cluster is not None and not _dims_ok(a.cluster)):
-        return "block or cluster shape"
-    if not _int(a.static_smem) or not _int(a.dynamic_smem):
-        return "shared memory sizes"
-    for p in a.params:
-        if not isinstance(p.name, str) or p.kind not in ("array", "scalar") or \
-                not _int(p.rank):
-            return "parameters"
-    if a.attrs is not None:
-        for v in dataclasses.asdict(a.attrs).values():
-            if not (v is None or isinstance(v, (int, bool)) or
-                    (isinstance(v, tuple) and all(_int(x) for x in v))):
-                return "launch attributes"
-    return None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -593,7 +565,7 @@ class DiskCache:
                 raise Damaged(f"meta.json's artifact is damaged ({type(e).__name__})") from None
             if not isinstance(built.target, str):
                 raise Damaged("meta.json's target is damaged")
-            why = artifact_problem(built.artifact)
+            why = artifact_problem(built.artifact, built.target)
             if why:
                 raise Damaged(f"meta.json's artifact has a bad {why}")
         except Damaged as e:
