@@ -1,9 +1,10 @@
 """Writing a product to a path the user named (`tilec -o PATH`, `tilec run --save PATH`).
 
 What is at PATH decides what happens (docs/cli.md):
-- nothing, or a regular file: the data goes to a new file in the same folder, created with mode
-  0666 less the umask (like cc), which is then renamed over PATH; a failure leaves PATH as it
-  was and no temporary file behind;
+- nothing, or a regular file of this user: the data goes to a new file in the same folder,
+  created with mode 0666 less the umask (like cc), which is then renamed over PATH
+  (tilelang/atomic_file.py); a failure leaves PATH as it was and no temporary file behind;
+- another user's regular file: refused (renaming over it would silently make it ours);
 - a FIFO or a character device (`/dev/null`, a terminal): it is opened and written into, never
   replaced; so is one reached through symbolic links;
 - `/dev/stdout`, `/dev/stderr`, `/dev/fd/N`: that descriptor of this process, as it is open
@@ -117,7 +118,7 @@ def _into(path: str, data: bytes) -> None:
 
 def _replace(path: str, data: bytes) -> None:
     try:   # 0666 less the umask, as for any new file
-        replace_file(path, data, mode=0o666)
+        replace_file(path, data, mode=0o666, owner_only=True)
     except NotAFile as e:            # something else appeared at PATH since it was examined
         raise OutputError(f"cannot write `{path}`: it {e.what}") from None
     except OSError as e:

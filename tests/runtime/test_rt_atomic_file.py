@@ -119,3 +119,24 @@ def test_the_writers_use_it_and_no_copy_of_their_own(module, call):
     assert call in text
     for idiom in ("mkstemp", "os.replace(", "os.link("):
         assert idiom not in text, (module, idiom)
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0,
+                    reason="making a file of another user needs root")
+def test_tilec_o_and_fmt_refuse_another_users_file(tmp_path, capsys):
+    from tilelang.cli import main
+    from tilelang.fmt.cli import rewrite
+    out = tmp_path / "out.ptx"
+    out.write_bytes(b"theirs")
+    os.chown(out, 12345, -1)
+    rc = main(["--emit", "tir", str(ROOT / "examples" / "vadd.tile"), "-o", str(out)])
+    assert rc == 1
+    assert capsys.readouterr().err == \
+        f"tilec: error: cannot write `{out}`: it is owned by uid 12345, not by you\n"
+    assert out.read_bytes() == b"theirs" and os.lstat(out).st_uid == 12345
+    src = tmp_path / "k.tile"
+    src.write_text("kernel k() {}\n")
+    os.chown(src, 12345, -1)
+    with pytest.raises(OSError, match="is owned by uid 12345, not by you"):
+        rewrite(str(src), "kernel k() { }\n")
+    assert src.read_text() == "kernel k() {}\n"

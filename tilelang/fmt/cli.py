@@ -2,9 +2,10 @@
 
 Files are rewritten in place only when their layout changes, through a new file in the same
 folder renamed over the old one (with the old one's permission bits), so an interrupted run
-leaves either the old text or the new. A symbolic link or anything but a regular file is never
-written. Exit status: 0 done (or, with --check, nothing to change), 1 a file that does not
-parse, cannot be read or written, or (--check) would change; 2 usage errors.
+leaves either the old text or the new (tilelang/atomic_file.py). A symbolic link, anything but
+a regular file, or another user's file is never written. Exit status: 0 done (or, with --check,
+nothing to change), 1 a file that does not parse, cannot be read or written, or (--check)
+would change; 2 usage errors.
 """
 
 from __future__ import annotations
@@ -78,7 +79,7 @@ def rewrite(path: str, text: str) -> None:
         raise OSError(f"{path}: not a regular file")
     try:
         replace_file(path, text.encode("utf-8"), mode=stat.S_IMODE(st.st_mode),
-                     exact_mode=True, fsync=True)
+                     exact_mode=True, fsync=True, owner_only=True)
     except NotAFile as e:            # it changed since the lstat above
         raise OSError(f"{path}: {e.what}") from None
 
