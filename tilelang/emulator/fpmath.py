@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .ptx_types import TypeInfo, bf16_to_f32, f32_to_bf16
+from .ptx_types import TypeInfo, bf16_to_f32, f32_to_bf16, type_info
 
 ROUNDINGS = ("rn", "rz", "rm", "rp", "rna")
+HALF_OF = {"f16x2": type_info("f16"), "bf16x2": type_info("bf16")}
 
 
 def lanes(v, ti: TypeInfo) -> list:
@@ -61,12 +62,9 @@ def pack(results: list, ti: TypeInfo, mode="rn", sat=False):
     """Inverse of `lanes`: float64 lane arrays to the type's bits/values."""
     if ti.kind in ("f", "bf16"):
         return round_to(results[0], ti, mode, sat)
-    if sat:
-        results = [np.where(np.isnan(x), 0.0, np.clip(x, 0.0, 1.0)) for x in results]
-    if ti.kind == "f16x2":
-        lo, hi = (np.asarray(x).astype(np.float16).view(np.uint16) for x in results)
-    else:
-        lo, hi = (f32_to_bf16(np.asarray(x).astype(np.float32)) for x in results)
+    # each half rounds on its own, in the instruction's mode (cvt.rz.f16x2.f32 truncates)
+    half = HALF_OF[ti.kind]
+    lo, hi = (np.asarray(round_to(x, half, mode, sat)).view(np.uint16) for x in results)
     return lo.astype(np.uint32) | (hi.astype(np.uint32) << np.uint32(16))
 
 

@@ -418,46 +418,90 @@ def build_setp(ctx, ins, parts):
     ga, gb = ctx.src(ops[1], ti), ctx.src(ops[2], ti)
     gc = ctx.src(ops[3], type_info("pred")) if boolop else None
     comb = {"and": np.logical_and, "or": np.logical_or, "xor": np.logical_xor}.get(boolop)
-    if parts[0] == "set":
-        dti = ctx.type(parts[-2])
-        put = ctx.dst(dst, dti)
-        one = dti.dtype.type(1.0) if dti.is_float else dti.dtype.type(-1 if dti.kind == "s"
-                                                                           else ~0 & 0xFFFFFFFF)
-
-        def run_set(st, m):
-            r = _eval(st)
-            put(st, np.where(r, one, dti.dtype.type(0)), m)
-        put_q = None
-    else:
-        if isinstance(dst, PredPair):
-            put, put_q = ctx.dst(dst.p), ctx.dst(dst.q)
-        else:
-            put, put_q = ctx.dst(dst), None
     packed = ti.kind in ("f16x2", "bf16x2")
+    ftz = "ftz" in parts and ti.is_float
 
-    def _eval(st):
-        if ti.kind == "bf16" or packed:
-            x, y = lanes(ga(st), ti), lanes(gb(st), ti)
-            r = f(x[0], y[0])
-        else:
-            r = f(ga(st), gb(st))
-        r = np.asarray(r)
-        if comb is not None:
-            r = comb(r, gc(st))
-        return r
+    def operands(st):
+        """The compared values: one pair of arrays per lane (two for packed halves)."""
+        if ti.kind == "bf16" or packed or ftz:
+            xs, ys = lanes(ga(st), ti), lanes(gb(st), ti)
+            if ftz:                # .ftz: subnormal inputs compare as zeros of their sign
+                xs, ys = [_flush(x, ti) for x in xs], [_flush(y, ti) for y in ys]
+            return list(zip(xs, ys))
+        return [(ga(st), gb(st))]
+
+    def results(st):
+        out = []
+        for x, y in operands(st):
+            r = np.asarray(f(x, y))
+            out.append(comb(r, gc(st)) if comb is not None else r)
+        return out
 
     if parts[0] == "set":
-        return run_set
-    if packed:
-        ctx.error("setp on packed half types is not supported")
+        return _build_set(ctx, parts, dst, results, packed)
+    if packed:                     # setp.f16x2 p|q: p the low halves' result, q the high's
+        if not isinstance(dst, PredPair):
+            ctx.error("setp on packed halves writes a predicate pair p|q")
+        put_lo, put_hi = ctx.dst(dst.p), ctx.dst(dst.q)
+
+        def run_packed(st, m):
+            lo, hi = results(st)
+            put_lo(st, lo, m)
+            put_hi(st, hi, m)
+        return run_packed
+    if isinstance(dst, PredPair):
+        put, put_q = ctx.dst(dst.p), ctx.dst(dst.q)
+    else:
+        put, put_q = ctx.dst(dst), None
 
     def run(st, m):
-        r = _eval(st)
-        put(st, r, m)
+        (x, y), = operands(st)
+        r = np.asarray(f(x, y))
+        put(st, comb(r, gc(st)) if comb is not None else r, m)
         if put_q is not None:
-            nr = ~np.asarray(f(ga(st), gb(st)))
+            nr = ~r
             put_q(st, comb(nr, gc(st)) if comb is not None else nr, m)
     return run
+
+
+def _flush(x, ti):
+    """A lane's subnormal values as zeros of the same sign (the .ftz input rule)."""
+    tiny = np.finfo(np.float16 if ti.kind in ("f16x2",) or ti.name == "f16" else
+                    np.float32).tiny
+    return np.where(np.abs(x) < tiny, np.copysign(0.0, x), x)
+
+
+def _build_set(ctx, parts, dst, results, packed):
+    """`set`: true is 1.0 in a float destination, all ones in an integer one; with packed half
+    sources each half of the destination holds its own comparison (1.0 per half for an
+    .f16x2/.bf16x2 destination, 0xFFFF per half for .u32/.s32), as the PTX ISA's half
+    precision comparison instructions define."""
+    dti = ctx.type(parts[-2])
+    put = ctx.dst(dst, dti)
+    if packed:
+        if dti.kind not in ("f16x2", "bf16x2") and dti.name not in ("u32", "s32", "b32"):
+            ctx.error(f"set with packed halves writes .f16x2, .bf16x2, .u32 or .s32, "
+                      f"not .{dti.name}")
+        one = {"f16x2": 0x3C00, "bf16x2": 0x3F80}.get(dti.kind, 0xFFFF)
+
+        def run_packed(st, m):
+            lo, hi = results(st)
+            bits = (np.where(lo, np.uint32(one), np.uint32(0))
+                    | (np.where(hi, np.uint32(one), np.uint32(0)) << np.uint32(16)))
+            put(st, bits.view(dti.dtype), m)
+        return run_packed
+    if dti.kind == "bf16":
+        one = np.uint16(0x3F80)
+    elif dti.is_float:
+        one = dti.dtype.type(1.0)
+    else:
+        one = np.array((1 << (8 * dti.size)) - 1, uint_dtype(dti.size)).view(dti.dtype)[()]
+    zero = dti.dtype.type(0)
+
+    def run_set(st, m):
+        r, = results(st)
+        put(st, np.where(r, one, zero), m)
+    return run_set
 
 
 @op("selp")
@@ -825,9 +869,8 @@ def build_unary_float(ctx, ins, parts):
     def run(st, m):
         res = []
         for x in lanes(ga(st), ti):
-            if ftz and ti.size == 4:
-                x = np.where(np.abs(x) < np.finfo(np.float32).tiny, 0.0 * np.sign(x) +
-                             np.where(np.signbit(x), -0.0, 0.0), x)
+            if ftz and ti.size == 4:       # subnormal inputs flush to a zero of their sign
+                x = np.where(np.abs(x) < np.finfo(np.float32).tiny, np.copysign(0.0, x), x)
             r = f(x)
             if ftz and ti.size == 4:       # .ftz flushes subnormal results too, keeping the sign
                 r = np.where(np.abs(r) < np.finfo(np.float32).tiny, np.copysign(0.0, r), r)

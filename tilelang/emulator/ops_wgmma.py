@@ -260,18 +260,21 @@ def _build_mma_async(ctx, ins, parts):
     if len(dregs) != nd:
         ctx.error(f"{ins.opcode}: the accumulator needs {nd} registers, found {len(dregs)}")
     a_regs = isinstance(ops[1], Vec)
-    # trailing immediates: imm-scale-a, imm-scale-b[, imm-trans-a (desc A only), imm-trans-b]
+    # trailing immediates: imm-scale-a, imm-scale-b[, imm-trans-a (desc A only), imm-trans-b];
+    # the integer forms have none (PTX ISA: `wgmma.mma_async...s32.s8.s8 d, a, b-desc, scale-d`)
     ntrans = 0 if bits != 16 else (1 if a_regs else 2)
-    if len(ops) != 4 + 2 + ntrans:
-        ctx.error(f"{ins.opcode}: expected {4 + 2 + ntrans} operands (d, a, b, scale-d, "
-                  f"imm-scale-a, imm-scale-b" + (", imm-trans-a" if ntrans == 2 else "") +
+    nscale = 0 if integer else 2
+    if len(ops) != 4 + nscale + ntrans:
+        ctx.error(f"{ins.opcode}: expected {4 + nscale + ntrans} operands (d, a, b, scale-d" +
+                  (", imm-scale-a, imm-scale-b" if nscale else "") +
+                  (", imm-trans-a" if ntrans == 2 else "") +
                   (", imm-trans-b" if ntrans else "") + f"), found {len(ops)}")
     imms = []
     for o in ops[4:]:
         if not isinstance(o, Imm):
             ctx.error(f"{ins.opcode}: scale and transpose operands are immediates")
         imms.append(int(ctx.src(o, type_info("s32"))(None)))
-    scale_a, scale_b = imms[0], imms[1]
+    scale_a, scale_b = (imms[0], imms[1]) if nscale else (1, 1)
     if scale_a not in (1, -1) or scale_b not in (1, -1):
         ctx.error(f"{ins.opcode}: imm-scale-a/b must be 1 or -1")
     if integer and (scale_a, scale_b) != (1, 1):
