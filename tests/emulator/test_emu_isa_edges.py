@@ -169,3 +169,211 @@ def test_set_scalar_destinations(hw, opcode, dt, one):
     with np.errstate(invalid="ignore"):
         want = np.where(a < b, dt(one), dt(0))
     assert np.array_equal(got, want)
+
+
+# -- mad.cc / madc: multiply-add carry chains ------------------------------------------------
+def _words(rng, bits, n=64):
+    edge = [0, 1, (1 << bits) - 1, 1 << (bits - 1), (1 << (bits - 1)) - 1]
+    vals = edge + [int(v) for v in rng.integers(0, 1 << 62, n - len(edge), dtype=np.uint64)]
+    if bits == 64:
+        vals = edge + [(int(v) << 2) ^ int(w) for v, w in
+                       zip(rng.integers(0, 1 << 62, n - len(edge), dtype=np.uint64),
+                           rng.integers(0, 1 << 62, n - len(edge), dtype=np.uint64))]
+    return np.array([v % (1 << bits) for v in vals], np.uint32 if bits == 32 else np.uint64)
+
+
+def _mad_ref(a, b, c, cin, half, signed, bits):
+    """d and the carry out of (a*b).half + c + cin, from Python integers."""
+    def val(x):
+        x = int(x)
+        return x - (1 << bits) if signed and x >> (bits - 1) else x
+    prod = val(a) * val(b) % (1 << (2 * bits))
+    part = prod >> bits if half == "hi" else prod % (1 << bits)
+    total = part + int(c) + cin
+    return total % (1 << bits), total >> bits
+
+
+@pytest.mark.parametrize("bits", [32, 64])
+@pytest.mark.parametrize("form", ["mad.lo.cc.{t}", "mad.hi.cc.{t}", "madc.lo.{t}",
+                                  "madc.hi.cc.{t}", "madc.lo.cc.{t}", "mad.hi.cc.s{b}",
+                                  "madc.lo.cc.s{b}"])
+@pytest.mark.parametrize("cin", [0, 1])
+def test_mad_carry_chain_forms(hw, rng, bits, form, cin):
+    t = f"u{bits}"
+    opcode = form.format(t=t, b=bits)
+    signed = ".s" in opcode
+    a, b, c = _words(rng, bits), _words(rng, bits)[::-1].copy(), _words(rng, bits)
+    rng.shuffle(c)
+    # CF = cin: max + cin carries exactly when cin is 1
+    setc = f"add.cc.u{bits} %rd20, {(1 << bits) - 1}, {cin};" if bits == 64 else \
+        f"add.cc.u32 %r20, {(1 << bits) - 1}, {cin};"
+    tmp = "%rd21" if bits == 64 else "%r21"
+    d = hw.elementwise(f"{setc}\n  {opcode} {{d}}, {{a}}, {{b}}, {{c}};", [a, b, c], a.dtype)
+    carry = hw.elementwise(f"{setc}\n  {opcode} {tmp}, {{a}}, {{b}}, {{c}};\n"
+                           f"  addc.u{bits} {{d}}, 0, 0;", [a, b, c], a.dtype)
+    uses_cf = opcode.startswith("madc")
+    for i in range(a.size):
+        want_d, want_c = _mad_ref(a[i], b[i], c[i], cin if uses_cf else 0,
+                                  "hi" if ".hi" in opcode else "lo", signed, bits)
+        assert int(d[i]) == want_d, (opcode, i)
+        if ".cc" in opcode:
+            assert int(carry[i]) == want_c, (opcode, i)
+        else:                                  # no .cc: the flag is left as it was
+            assert int(carry[i]) == cin, (opcode, i)
+
+
+def test_mad_carry_chain_multiplies_96_bits(hw, rng):
+    # libdevice's Payne-Hanek reduction: a 32-bit word times a 64-bit one, low to high
+    a, b0, b1 = (_words(rng, 32) for _ in range(3))
+    rng.shuffle(b0)
+    chain = ("mul.lo.u32 %r20, {a}, {b};\n  mul.hi.u32 %r21, {a}, {b};\n"
+             "  mad.lo.cc.u32 %r22, {a}, {c}, %r21;\n  madc.hi.u32 %r23, {a}, {c}, 0;\n")
+    words = [hw.elementwise(chain + f"  mov.b32 {{d}}, %r{20 + k};", [a, b0, b1], np.uint32)
+             for k in (0, 2, 3)]
+    for i in range(a.size):
+        got = int(words[0][i]) | int(words[1][i]) << 32 | int(words[2][i]) << 64
+        assert got == int(a[i]) * (int(b0[i]) | int(b1[i]) << 32), i
+
+
+def test_mad_carry_refuses_other_types(hw):
+    from tilelang.emulator.errors import PTXParseError
+    with pytest.raises(PTXParseError, match=r"mad.lo.cc.f32: carry chains take .u32, .s32, "
+                       r".u64 or .s64"):
+        hw.elementwise("mad.lo.cc.f32 {d}, {a}, {a}, {a};", [_f32(1.0)], np.float32)
+
+
+# -- f16 / bf16 atomics (scalar and packed x2) ------------------------------------------------
+FORMATS = {"f16": (10, -14, 15), "bf16": (7, -126, 127)}       # mantissa bits, emin, emax
+
+
+def _round_ne(v: Fraction, fmt: str) -> float:
+    """Exact value → nearest-even value of the format (inf past the largest), from integers."""
+    man, emin, emax = FORMATS[fmt]
+    if v == 0:
+        return 0.0
+    a = abs(v)
+    e = a.numerator.bit_length() - a.denominator.bit_length()
+    if Fraction(2) ** e > a:
+        e -= 1
+    quantum = Fraction(2) ** (max(e, emin) - man)
+    q = a / quantum
+    n = q.numerator // q.denominator
+    rem = q - n
+    if rem > Fraction(1, 2) or (rem == Fraction(1, 2) and n % 2):
+        n += 1
+    r = n * quantum
+    if r >= Fraction(2) ** (emax + 1):
+        return float("inf") if v > 0 else float("-inf")
+    return float(r) if v > 0 else -float(r)
+
+
+def _to_float(bits: int, fmt: str) -> float:
+    if fmt == "f16":
+        return float(np.uint16(bits).view(np.float16))
+    return float(np.uint32(bits << 16).view(np.float32))
+
+
+def _to_bits(x: float, fmt: str) -> int:
+    if np.isnan(x):
+        return -1                                              # any NaN
+    if fmt == "f16":
+        return int(np.float16(x).view(np.uint16))              # x is exactly representable
+    return int(np.float32(x).view(np.uint32)) >> 16
+
+
+def _half_op(op: str, x: float, y: float, fmt: str) -> float:
+    if np.isnan(x) or np.isnan(y):
+        if op == "add":
+            return float("nan")
+        return y if np.isnan(x) else x
+    if op == "min" or op == "max":
+        if x == y == 0:
+            neg = np.signbit(x) or np.signbit(y) if op == "min" else \
+                np.signbit(x) and np.signbit(y)
+            return -0.0 if neg else 0.0
+        return min(x, y) if op == "min" else max(x, y)
+    if np.isinf(x) or np.isinf(y):
+        return x + y                                           # IEEE: inf - inf is NaN
+    s = Fraction(x) + Fraction(y)
+    if s == 0:
+        return -0.0 if np.signbit(x) and np.signbit(y) else 0.0
+    return _round_ne(s, fmt)
+
+
+def _half_values(rng, fmt, n, infinities=True):
+    """Edge values (±0, subnormals, the largest finite, ±inf) among random ones; without
+    infinities a sum stays finite long enough to check every rounding step."""
+    edge = [0.0, -0.0, 6e-8, -6e-8, 1e-40, -1e-40, 1.5e-5] + \
+        ([np.inf, -np.inf, 65504.0, 3.0e38] if infinities else [])
+    xs = np.concatenate([edge, rng.standard_normal(n - len(edge)) * 50])
+    if fmt == "f16":
+        with np.errstate(over="ignore"):
+            return xs.astype(np.float16).view(np.uint16)
+    return (xs.astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)
+
+
+ATOM_HALF = """
+  ld.param.u64 %rd1, [k_p0];
+  ld.param.u64 %rd2, [k_p1];
+  ld.param.u64 %rd3, [k_p2];
+  mov.u32 %r1, %tid.x;
+  mul.wide.u32 %rd4, %r1, {w};
+  add.s64 %rd5, %rd2, %rd4;
+  ld.global.b{bits} %v1, [%rd5];
+  and.b32 %r2, %r1, {mask};
+  mul.wide.u32 %rd6, %r2, {w};
+  add.s64 %rd7, %rd1, %rd6;
+  atom.global.gpu.relaxed.{op}.{ty} %v2, [%rd7], %v1;
+  add.s64 %rd8, %rd3, %rd4;
+  st.global.b{bits} [%rd8], %v2;
+  ret;
+"""
+
+
+@pytest.mark.parametrize("ty", ["noftz.f16", "noftz.bf16", "noftz.f16x2", "noftz.bf16x2"])
+@pytest.mark.parametrize("op,cells", [("add", 4), ("add", 1), ("min", 4), ("max", 2)])
+def test_half_precision_atomics_serialize_and_round_once(hw, rng, ty, op, cells):
+    from emu_support import kernel_ptx
+    fmt = ty.split(".")[1].rstrip("x2")
+    packed = ty.endswith("x2")
+    n = 256
+    halves = _half_values(rng, fmt, n * (2 if packed else 1), infinities=op != "add")
+    rng.shuffle(halves)
+    vals = halves.view(np.uint32) if packed else halves
+    init = _half_values(rng, fmt, 16)[-cells * (2 if packed else 1):]
+    init = init.view(np.uint32) if packed else init
+    bits = 32 if packed else 16
+    ptx = kernel_ptx(ATOM_HALF.format(w=bits // 8, bits=bits, mask=cells - 1, op=op, ty=ty),
+                     nparams=3, extra_regs=f"  .reg .b{bits} %v<4>;\n")
+    d = hw.dev
+    cell_p, val_p, old_p = d.to_device(init.copy()), d.to_device(vals), d.malloc(n * bits // 8)
+    hw.run(ptx, (1,), (n,), [cell_p, val_p, old_p])
+    got_cells = d.from_device(cell_p, (cells,), init.dtype)
+    got_olds = d.from_device(old_p, (n,), init.dtype)
+    # the reference: threads in order, each half separately, one rounding per step
+    lanes_of = (lambda w: [int(w) & 0xFFFF, int(w) >> 16]) if packed else (lambda w: [int(w)])
+    cur = {c: [_to_float(h, fmt) for h in lanes_of(init[c])] for c in range(cells)}
+
+    def same(word, want_lanes):
+        for h, x in zip(lanes_of(word), want_lanes):
+            b = _to_bits(x, fmt)
+            if (b == -1) != np.isnan(_to_float(h, fmt)) or (b != -1 and h != b):
+                return False
+        return True
+
+    for t in range(n):
+        c = t & (cells - 1)
+        assert same(got_olds[t], cur[c]), (t, hex(int(got_olds[t])), cur[c])
+        cur[c] = [_half_op(op, x, _to_float(y, fmt), fmt)
+                  for x, y in zip(cur[c], lanes_of(vals[t]))]
+    for c in range(cells):
+        assert same(got_cells[c], cur[c]), (c, hex(int(got_cells[c])), cur[c])
+
+
+def test_bf16_atomics_need_sm90(hw):
+    from emu_support import kernel_ptx
+    from tilelang.emulator.errors import PTXParseError
+    ptx = kernel_ptx(ATOM_HALF.format(w=2, bits=16, mask=0, op="add", ty="noftz.bf16"),
+                     nparams=3, extra_regs="  .reg .b16 %v<4>;\n").replace("sm_90", "sm_80")
+    with pytest.raises(PTXParseError, match="needs sm_90 or newer"):
+        hw.dev.load_module(ptx).get_function("k")

@@ -148,6 +148,38 @@ def _build_carry(ctx, ins, parts, ti):
     return run
 
 
+def _build_mad_carry(ctx, ins, parts, ti):
+    """`mad{.lo,.hi}.cc` / `madc{.lo,.hi}{.cc}` (PTX ISA, extended-precision arithmetic): the
+    chosen half of a*b (signed product for .s types) plus c, plus CC.CF for `madc`; `.cc`
+    writes the unsigned carry out of that sum to CC.CF. libdevice's range reduction of f32
+    sin/cos (Payne-Hanek) chains them."""
+    if ti.kind not in ("u", "s") or ti.size not in (4, 8):
+        ctx.error(f"{ins.opcode}: carry chains take .u32, .s32, .u64 or .s64")
+    half = next((p for p in parts[1:] if p in ("lo", "hi")), None)
+    if half is None:
+        ctx.error(f"{ins.opcode}: .lo or .hi is required")
+    d, a, b, c = _nops(ctx, ins, 4)
+    ut = type_info(f"u{ti.size * 8}")
+    ga, gb = ctx.src(a, ti), ctx.src(b, ti)
+    gc, put = ctx.src(c, ut), ctx.dst(d, ut)
+    use_cf, set_cf = parts[0] == "madc", "cc" in parts
+    one = ut.dtype.type(1)
+
+    def run(st, m):
+        x, y = np.asarray(ga(st)), np.asarray(gb(st))
+        prod = _mulhi(x, y, ti) if half == "hi" else np.multiply(x, y)
+        p = np.asarray(prod).view(ut.dtype) if np.asarray(prod).dtype != ut.dtype else prod
+        z = np.asarray(gc(st))
+        cf = st.carry.astype(ut.dtype) if use_cf else ut.dtype.type(0)
+        r = p + z + cf
+        put(st, r, m)
+        if set_cf:
+            carry = (r < p) | ((cf == one) & (r == p))
+            cb = np.broadcast_to(carry, (st.T,)).astype(np.uint8)
+            st.carry = cb if m is None else np.where(m, cb, st.carry)
+    return run
+
+
 @op("mul")
 def build_mul(ctx, ins, parts):
     ti = _last_type(ctx, parts)
@@ -205,11 +237,11 @@ def build_shf(ctx, ins, parts):
     return run
 
 
-@op("mad", "fma")
+@op("mad", "fma", "madc")
 def build_mad(ctx, ins, parts):
     ti = _last_type(ctx, parts)
-    if "cc" in parts:
-        ctx.error("mad.cc (multiply-add carry chains) is not supported")
+    if "cc" in parts or parts[0] == "madc":
+        return _build_mad_carry(ctx, ins, parts, ti)
     d, a, b, c = _nops(ctx, ins, 4)
     ga, gb = ctx.src(a, ti), ctx.src(b, ti)
     if ti.is_float:

@@ -207,6 +207,32 @@ def _atomic_fn(opname, ti):
     return None
 
 
+def _half_fn(opname, ti):
+    """add/min/max on f16, bf16, f16x2 or bf16x2 bits (PTX ISA `atom.add.noftz.f16` and
+    friends): each half computed exactly in float64 and rounded to nearest even once;
+    `.noftz` is the only behaviour (subnormals are kept). min/max return the number when one
+    side is NaN and order -0 below +0."""
+    from .fpmath import lanes, pack
+
+    def values(bits):
+        bits = np.asarray(bits)
+        return lanes(bits.view(np.float16) if ti.kind == "f" else bits, ti)
+
+    def f(old, b, c):
+        res = []
+        for x, y in zip(values(old), values(b)):
+            if opname == "add":
+                res.append(x + y)
+                continue
+            pick_x = (x < y) if opname == "min" else (x > y)
+            tie = (x == y) & (np.signbit(x) != np.signbit(y))       # -0 against +0
+            pick_x = pick_x | (tie & (np.signbit(x) if opname == "min" else ~np.signbit(x)))
+            r = np.where(pick_x, x, y)
+            res.append(np.where(np.isnan(x), y, np.where(np.isnan(y), x, r)))
+        return np.asarray(pack(res, ti)).view(ti.bits)
+    return f
+
+
 def _apply_atomic(view, elem, b, c, f, ufunc):
     """Serialize atomics in thread order; returns the old value each thread saw."""
     old = np.empty(elem.shape, view.dtype)
@@ -274,10 +300,11 @@ def build_atom(ctx, ins, parts):
     if _vec(parts) != 1:
         ctx.error("vector atomics are not supported")
     ti = ctx.type([p for p in parts if p in TYPE_NAMES][-1])
-    if ti.kind in ("bf16", "f16x2", "bf16x2") or (ti.kind == "f" and ti.size == 2):
-        ctx.error(f"{ins.opcode}: half-precision atomics are not supported")
+    half = ti.kind in ("bf16", "f16x2", "bf16x2") or (ti.kind == "f" and ti.size == 2)
+    if half and opname not in ("add", "min", "max", "exch", "cas"):
+        ctx.error(f"{ins.opcode}: .{opname} does not take half-precision values")
     dt = ti.dtype
-    if ti.kind == "b":
+    if ti.kind == "b" or half:
         dt = ti.bits
     is_red = parts[0] == "red"
     ops = ins.operands
@@ -287,7 +314,7 @@ def build_atom(ctx, ins, parts):
     else:
         put = ctx.dst(ops[0], ti)
         a, rest = ops[1], ops[2:]
-    vti = ti if ti.kind != "b" else type_info(f"u{ti.size * 8}")
+    vti = ti if ti.kind != "b" and not half else type_info(f"u{ti.size * 8}")
     gb = ctx.src(rest[0], vti)
     gc = ctx.src(rest[1], vti) if opname == "cas" else None
     addr = _Addr(ctx, a, space)
@@ -300,6 +327,9 @@ def build_atom(ctx, ins, parts):
     if opname in ("min", "max"):
         ufunc = ({"min": np.fmin, "max": np.fmax} if ti.is_float else
                  {"min": np.minimum, "max": np.maximum})[opname]
+    if half and opname in ("add", "min", "max"):
+        # f16/bf16 (and packed x2) values live as bits; each step rounds once (see _half_fn)
+        f, ufunc = _half_fn(opname, ti), None
     size = ti.size
 
     def run(st, m):

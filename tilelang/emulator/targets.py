@@ -55,6 +55,10 @@ def required_sm(parts: list) -> tuple[int, bool]:
         return 90, False
     if root == "redux":
         return 80, False
+    if root in ("atom", "red") and set(parts) & {"bf16", "bf16x2"}:
+        return 90, False                       # bf16 atomics (f16 ones are sm_70 / sm_60)
+    if root == "tensormap":
+        return 90, True                        # tensormap.replace
     return 0, False
 
 
