@@ -20,10 +20,11 @@ import numpy as np
 
 from .access import locate
 from .decode import op
-from .errors import ExecutionError, MemoryFault, WarpDivergence
-from .ops_tensor import LAYOUTS, _unpack
+from .errors import ExecutionError, MemoryFault
+from .fragments import LAYOUTS, unpack_elements
 from .ptx_ast import Imm, Vec
 from .ptx_types import bf16_to_f32, tf32_to_f32, type_info
+from .warpgroup import check_warpgroup, warpgroup_index
 
 # input type -> (element bits, the mma.sync A-fragment table one warp's slice of A uses)
 _INPUTS = {"f16": (16, "16"), "bf16": (16, "16"), "tf32": (32, "32"), "e4m3": (8, "8"),
@@ -98,30 +99,6 @@ def element_values(raw, kind):
     if kind == "s8":
         return raw.astype(np.uint8).view(np.int8).astype(np.float64)
     return raw.astype(np.float64)
-
-
-def _wg_index(st):
-    wg = st._special.get("#wg")
-    if wg is None:
-        wg = st._special["#wg"] = st.block_in_batch * ((st.tpb + 127) // 128) + \
-            st.thread_linear // 128
-    return wg
-
-
-def check_warpgroup(st, m, what):
-    """Every warp group with an active thread must have all 128 threads active."""
-    act = np.ones(st.T, bool) if m is None else m
-    wg = _wg_index(st)
-    cnt = np.bincount(wg[act], minlength=int(wg[-1]) + 1)
-    bad = (cnt > 0) & (cnt != 128)
-    if bad.any():
-        g = int(np.flatnonzero(bad)[0])
-        first = int(np.flatnonzero(act & (wg == g))[0])
-        why = f"the block has {st.tpb} threads, not a multiple of 128" \
-            if st.tpb % 128 and cnt[g] == st.tpb % 128 else \
-            f"{int(cnt[g])} of its 128 threads arrived (the rest diverged or exited)"
-        raise st.error(WarpDivergence, f"{what}: warp group not converged: {why}", first)
-    return np.unique(wg[act])
 
 
 class PendingMMA:
@@ -364,7 +341,7 @@ def _build_mma_async(ctx, ins, parts):
     def run(st, m):
         groups = check_warpgroup(st, m, ins.opcode)
         W = groups.size
-        wg = _wg_index(st)
+        wg = warpgroup_index(st)
         threads = np.flatnonzero(np.isin(wg, groups))          # (W*128), group by group
         firsts = threads.reshape(W, 128)[:, 0]
         bdesc = uniform(st, bget(st), threads, "B")
@@ -377,7 +354,7 @@ def _build_mma_async(ctx, ins, parts):
         if a_regs:
             words = np.stack([np.broadcast_to(np.asarray(g_(st), np.uint32), (st.T,))[threads]
                               for g_ in agets], axis=-1).reshape(W, 4, 32, 4)
-            elems = _unpack(words.reshape(W * 4, 32, 4), bits, akind).reshape(W, 4, 32, -1)
+            elems = unpack_elements(words.reshape(W * 4, 32, 4), bits, akind).reshape(W, 4, 32, -1)
             A = np.zeros((W, 64, K), np.float64)
             for warp in range(4):
                 A[:, 16 * warp + arow, acol] = elems[:, warp]
