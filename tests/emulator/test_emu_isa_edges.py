@@ -377,3 +377,33 @@ def test_bf16_atomics_need_sm90(hw):
                      nparams=3, extra_regs="  .reg .b16 %v<4>;\n").replace("sm_90", "sm_80")
     with pytest.raises(PTXParseError, match="needs sm_90 or newer"):
         hw.dev.load_module(ptx).get_function("k")
+
+
+# -- mixed-precision add/sub/fma (f32 with a half-precision a, b): LLVM emits them for sm_120
+def _halfbits(x, fmt):
+    x = np.resize(np.array(x, np.float64), 64)
+    if fmt == "f16":
+        return x.astype(np.float16).view(np.uint16)
+    return (x.astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)
+
+
+@pytest.mark.parametrize("fmt", ["f16", "bf16"])
+@pytest.mark.parametrize("op", ["add", "sub"])
+def test_mixed_precision_add_sub(hw, fmt, op):
+    a = _halfbits([1.5, -0.0, 65504.0, 3.0, -2.0, 0.1], fmt)
+    c = _f32(1e-8, -0.0, 1.0, -3.0, np.inf, 1.0 / 3)
+    got = hw.elementwise(f"{op}.rn.f32.{fmt} {{d}}, {{a}}, {{b}};", [a, c], np.float32)
+    av = np.array([_to_float(int(v), fmt) for v in a])
+    want = (av + c.astype(np.float64)) if op == "add" else (av - c.astype(np.float64))
+    assert _same(got, want.astype(np.float32))
+
+
+def test_mixed_precision_fma_rounds_once(hw):
+    a = _halfbits([1.0 + 2.0 ** -10, 3.0, -0.5], "f16")
+    b = _halfbits([1.0 - 2.0 ** -10, 7.0, 0.25], "f16")
+    c = _f32(-1.0, 0.1, 0.125)
+    got = hw.elementwise("fma.rn.f32.f16 {d}, {a}, {b}, {c};", [a, b, c], np.float32)
+    exact = [Fraction(_to_float(int(x), "f16")) * Fraction(_to_float(int(y), "f16"))
+             + Fraction(float(z)) for x, y, z in zip(a[:3], b[:3], c[:3])]
+    assert list(got[:3]) == [np.float32(float(v)) for v in exact]
+    assert got[0] == np.float32(-(2.0 ** -20))       # the product's low bits survive

@@ -363,10 +363,10 @@ def test_each_warp_group_waits_for_its_own_mma():
     # reads its accumulator without waiting: its result is still pending
     img, ad, bd = _simple_case()
     split = ("  setp.lt.u32 %p4, %r2, 128;\n  @%p4 bra WG0;\n"
-             "  wgmma.wait_group.sync.aligned 0;\n  ret;\nWG0:\n  mov.b32 %r60, %f1;")
+             "  wgmma.wait_group.sync.aligned 0;\n  ret;\nWG0:\n  cvt.rzi.s32.f32 %r60, %f1;")
     ptx = _ptx(8, before_wait=split)
-    with pytest.raises(ExecutionError, match="mov.b32 reads accumulator register %f1 of the "
-                       r"wgmma.mma_async at PTX line \d+") as e:
+    with pytest.raises(ExecutionError, match="cvt.rzi.s32.f32 reads accumulator register %f1 "
+                       r"of the wgmma.mma_async at PTX line \d+") as e:
         _run(ptx, img, ad, bd, 4, block=256)
     assert e.value.thread == (0, 0, 0)
 
@@ -430,3 +430,29 @@ def test_integer_wgmma_takes_no_scale_immediates():
     with pytest.raises(PTXParseError, match=r"expected 6 operands \(d, a, b, scale-d, "
                        r"imm-scale-a, imm-scale-b\), found 4"):
         dev.load_module(_ptx(8, types="f32.e4m3.e4m3", k=32, tail="")).get_function("k")
+
+
+# register moves of the accumulator before the wait (LLVM unpacks Triton's f16 accumulators so):
+# the copies hold the result once the wait covers the mma_async, as ptxas makes them
+MOVES = ("  mov.b32 %r56, %f0;\n  mov.b32 %r57, %f1;\n  mov.b64 %rd28, {%f2, %f3};\n"
+         "  mov.b64 {%r58, %r59}, %rd28;\n")
+
+
+def test_moves_of_a_pending_accumulator_hold_the_result_after_the_wait():
+    img, ad, bd = _simple_case()
+    want = _run(_ptx(8), img, ad, bd, 4)
+    ptx = _ptx(8, before_wait=MOVES)
+    for i in range(4):                       # store the copies instead of the accumulator
+        ptx = ptx.replace(f"st.global.b32 [%rd10+{4 * i}], %f{i};",
+                          f"st.global.b32 [%rd10+{4 * i}], %r{56 + i};")
+    assert "%r59;" in ptx
+    got = _run(ptx, img, ad, bd, 4)
+    assert np.array_equal(got, want) and np.abs(want).sum() > 0
+
+
+def test_other_reads_of_a_moved_accumulator_before_the_wait_are_errors():
+    img, ad, bd = _simple_case()
+    ptx = _ptx(8, before_wait=MOVES + "  add.u32 %r61, %r58, 1;")
+    with pytest.raises(ExecutionError, match=r"add.u32 reads accumulator register %r58 of the "
+                       r"wgmma.mma_async at PTX line \d+ before a wgmma.wait_group"):
+        _run(ptx, img, ad, bd, 4)

@@ -129,7 +129,8 @@ def _land(st, pending: Pending, done):
         return
     n = pending.data.shape[1]
     if st.races is not None:
-        st.races.access(st, pending.idx[done], pending.dst[done], n, True)
+        st.races.access(st, pending.idx[done], pending.dst[done], n, True,
+                        pending.data[done])
     offs = pending.dst[done, None] + np.arange(n)[None, :]
     st.shared[offs] = pending.data[done]
     if st.proxy is not None:                   # cp.async writes through the generic proxy

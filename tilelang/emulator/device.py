@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import (ops_alu, ops_call, ops_cp, ops_ctrl, ops_mem,  # noqa: F401
-               ops_tensor, ops_warp, ops_wgmma)  # (importing registers the builders)
+               ops_tensor, ops_tensormap, ops_warp, ops_wgmma)  # (importing registers the builders)
 from .completion import finish_stores
 from .counters import Counters, LaunchReport, make_report
 from .errors import EmulatorError, LaunchRefused, PTXParseError

@@ -103,10 +103,41 @@ _FLOAT_BIN = {
 }
 
 
+def _mixed_types(ctx, parts):
+    """(f32, half type) for the mixed-precision forms (`add.rn.f32.f16 d, a, c`: a of the half
+    type, c and d f32; sm_100+, LLVM emits them for sm_120), else None."""
+    ts = [p for p in parts if p in TYPE_NAMES]
+    if len(ts) == 2 and ts[0] == "f32" and ts[1] in ("f16", "bf16"):
+        return ctx.type("f32"), ctx.type(ts[1])
+    return None
+
+
+def _build_mixed(ctx, ins, parts, mixed):
+    """add/sub/fma with half-precision a (and b) and f32 c, d: computed exactly in float64
+    from the operands' values and rounded once to f32 in the instruction's mode."""
+    f32, half = mixed
+    is_fma = parts[0] in ("fma", "mad")
+    ops = _nops(ctx, ins, 4 if is_fma else 3)
+    gh = [ctx.src(o, half) for o in ops[1:3 if is_fma else 2]]
+    gc, put = ctx.src(ops[-1], f32), ctx.dst(ops[0], f32)
+    mode, sat = _mode(parts), "sat" in parts
+    sign = -1.0 if parts[0] == "sub" else 1.0
+
+    def run(st, m):
+        hs = [lanes(g(st), half)[0] for g in gh]
+        c = np.asarray(gc(st)).astype(np.float64)
+        r = hs[0] * hs[1] + c if is_fma else hs[0] + sign * c
+        put(st, pack([r], f32, mode, sat), m)
+    return run
+
+
 @op("add", "sub", "addc", "subc")
 def build_addsub(ctx, ins, parts):
     ti = _last_type(ctx, parts)
     root = parts[0]
+    mixed = _mixed_types(ctx, parts)
+    if mixed is not None:
+        return _build_mixed(ctx, ins, parts, mixed)
     if ti.is_float:
         return _float_binary(ctx, ins, parts, ti, _FLOAT_BIN[root])
     if "cc" in parts or root in ("addc", "subc"):
@@ -242,6 +273,9 @@ def build_mad(ctx, ins, parts):
     ti = _last_type(ctx, parts)
     if "cc" in parts or parts[0] == "madc":
         return _build_mad_carry(ctx, ins, parts, ti)
+    mixed = _mixed_types(ctx, parts)
+    if mixed is not None:
+        return _build_mixed(ctx, ins, parts, mixed)
     d, a, b, c = _nops(ctx, ins, 4)
     ga, gb = ctx.src(a, ti), ctx.src(b, ti)
     if ti.is_float:

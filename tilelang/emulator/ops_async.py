@@ -100,7 +100,7 @@ def build_cp_async(ctx, ins, parts):
                 st.counters.record_shared(st, gi, ad.astype(np.int64), cp_size)
             rows = np.searchsorted(idx, gi)
             if st.races is not None:           # the copy may land at once: a write now
-                st.races.access(st, gi, off, cp_size, True)
+                st.races.access(st, gi, off, cp_size, True, data[rows])
             st.cp_pending.append(Pending(gi, st.cp_commits[gi].copy(), off, data[rows]))
     return run
 

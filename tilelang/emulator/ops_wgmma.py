@@ -103,12 +103,15 @@ def element_values(raw, kind):
 
 class PendingMMA:
     """One mma_async of some warp groups (`ws`: their indices in the issuing step, `threads`:
-    their 128 threads each, `group`: each one's commit group), waiting for its wait_group."""
-    __slots__ = ("threads", "group", "compute", "regs", "line", "ws")
+    their 128 threads each, `group`: each one's commit group), waiting for its wait_group.
+    `moves`: register moves of its accumulator made before the wait (see `check_pending_reads`),
+    re-run in order once it is computed."""
+    __slots__ = ("threads", "group", "compute", "regs", "line", "ws", "moves")
 
-    def __init__(self, threads, group, compute, regs, line, ws):
+    def __init__(self, threads, group, compute, regs, line, ws, moves=None):
         self.threads, self.group, self.compute, self.regs, self.line, self.ws = (
             threads, group, compute, regs, line, ws)
+        self.moves = [] if moves is None else moves
 
 
 def land(st, idx, limit=None):
@@ -127,10 +130,15 @@ def land(st, idx, limit=None):
         due = sel[firsts] if lim is None else sel[firsts] & (p.group < lim[firsts])
         if due.any():
             p.compute(st, p.ws[due])
+            done = np.zeros(st.T, bool)
+            done[p.threads.reshape(-1, 128)[due].reshape(-1)] = True
+            for ins, m in p.moves:                # the moved copies get the results too
+                ins.run(st, done if m is None else done & m)
         if not due.all():                         # other warp groups wait later
             left = ~due
             keep.append(PendingMMA(p.threads.reshape(-1, 128)[left].reshape(-1),
-                                   p.group[left], p.compute, p.regs, p.line, p.ws[left]))
+                                   p.group[left], p.compute, p.regs, p.line, p.ws[left],
+                                   p.moves))
     st.wg_pending = keep
     st.wg_regs = {}
     for p in keep:                                # what is still pending, per register
@@ -146,12 +154,22 @@ def mark_pending(st, p):
 
 
 def check_pending_reads(st, ins, em):
-    """An instruction reading an accumulator of an mma_async not yet waited for."""
+    """An instruction reading an accumulator of an mma_async not yet waited for.
+
+    The PTX ISA leaves such a read undefined, but a plain register move (`mov`, also packing
+    and unpacking `{a, b}`) is what LLVM emits between Triton's mma_async and the wait that
+    names the moved registers (f16 accumulators unpacked to 16-bit registers): ptxas keeps
+    the copy in the accumulator's own registers, so it holds the result after the wait. Here
+    the move's destinations join the pending accumulator and the move is re-run when it is
+    computed; any other read is an error."""
     for r in ins.reads:
         pend = st.wg_regs.get(r)
         if pend is None:
             continue
         hit = pend if em is None else pend & em
+        if hit.any() and ins.root == "mov" and ins.guard is None:
+            _defer_move(st, ins, em, r, hit)
+            continue
         if hit.any():
             t = int(np.flatnonzero(hit)[0])
             src = next((p.line for p in st.wg_pending if r in p.regs and t in p.threads),
@@ -160,6 +178,21 @@ def check_pending_reads(st, ins, em):
             raise st.error(ExecutionError, f"{ins.opcode} reads accumulator register {name} of "
                            f"the wgmma.mma_async at PTX line {src} before a "
                            f"wgmma.wait_group covering it", t)
+
+
+def _defer_move(st, ins, em, r, hit):
+    """`ins` moves pending accumulator register r of threads `hit`: its destinations become
+    part of that mma_async's accumulator, and it runs again once the result is there."""
+    for p in reversed(st.wg_pending):             # the newest mma_async writing r
+        if r in p.regs and hit[p.threads].any():
+            k = next((k for k, (i, _) in enumerate(p.moves) if i is ins), None)
+            if k is None:
+                p.moves.append((ins, None if em is None else em.copy()))
+            elif p.moves[k][1] is not None:       # run again for more threads
+                p.moves[k] = (ins, None if em is None else p.moves[k][1] | em)
+            p.regs = tuple(p.regs) + tuple(d for d in ins.dests if d not in p.regs)
+            mark_pending(st, p)
+            return
 
 
 def _scalar_src(ctx, o, ti):

@@ -46,7 +46,8 @@ def required_sm(parts: list) -> tuple[int, bool]:
     if root in ("elect", "mapa", "getctarank", "griddepcontrol") or \
             (root == "barrier" and "cluster" in parts):
         return 90, False
-    if root == "fence" and (("proxy" in parts and any(p.startswith("async") for p in parts))
+    if root == "fence" and (("proxy" in parts and any(p.startswith(("async", "tensormap"))
+                                                      for p in parts))
                             or "mbarrier_init" in parts):
         return 90, False
     if root == "prefetch" and "tensormap" in parts:
