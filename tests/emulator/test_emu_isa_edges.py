@@ -47,7 +47,8 @@ def _f16_grid():
     vals = []
     for b in range(0x7C00):
         e, m = b >> 10, b & 0x3FF
-        v = Fraction(m, 1 << 24) if e == 0 else Fraction(1024 + m, 1 << 10) * Fraction(2) ** (e - 15)
+        v = Fraction(m, 1 << 24) if e == 0 else \
+            Fraction(1024 + m, 1 << 10) * Fraction(2) ** (e - 15)
         vals.append((v, b))
     neg = [(-v, b | 0x8000) for v, b in vals if b]
     return sorted(vals + neg)
@@ -407,3 +408,44 @@ def test_mixed_precision_fma_rounds_once(hw):
              + Fraction(float(z)) for x, y, z in zip(a[:3], b[:3], c[:3])]
     assert list(got[:3]) == [np.float32(float(v)) for v in exact]
     assert got[0] == np.float32(-(2.0 ** -20))       # the product's low bits survive
+
+
+# -- bf16 rounding in every mode, from f32 and packed ------------------------------------------
+def bf16_bits_exact(x: float, mode: str) -> int:
+    """f32 value -> bf16 bits by the mode, from exact fractions over the bf16 grid."""
+    if np.isnan(x):
+        return -1
+    if np.isinf(x):
+        return 0x7F80 if x > 0 else 0xFF80
+    bits = int(np.float32(x).view(np.uint32))
+    lo, rest = bits & 0xFFFF, bits >> 16
+    if lo == 0:
+        return rest
+    neg = bits >> 31
+    down = rest                                     # toward zero
+    up = rest + 1                                   # away from zero
+    if mode == "rz":
+        return down
+    if mode == "rm":
+        return up if neg else down
+    if mode == "rp":
+        return down if neg else up
+    if lo > 0x8000 or (lo == 0x8000 and rest & 1):
+        return up
+    return down
+
+
+@pytest.mark.parametrize("mode", ["rn", "rz", "rm", "rp"])
+def test_cvt_bf16_every_mode(hw, rng, mode):
+    x = _f32(1.0 + 2.0 ** -8, -(1.0 + 2.0 ** -8), 1.0 + 3 * 2.0 ** -9, 3.3e38, -3.3e38,
+             1e-40, -1e-40, 0.0, -0.0, np.inf, np.nan, 1.0 / 3, -2.0 / 3)
+    x[13:] = (rng.standard_normal(51) * 1000).astype(np.float32)
+    got = hw.elementwise(f"cvt.{mode}.bf16.f32 {{d}}, {{a}};", [x], np.uint16)
+    want = [bf16_bits_exact(float(v), mode) for v in x]
+    for g, w, v in zip(got, want, x):
+        assert (w == -1 and (int(g) & 0x7F80) == 0x7F80 and int(g) & 0x7F) or int(g) == w, \
+            (mode, float(v), hex(int(g)), hex(w))
+    # packed: the same per half (hi from a, lo from b)
+    got2 = hw.elementwise(f"cvt.{mode}.bf16x2.f32 {{d}}, {{a}}, {{b}};", [x, x[::-1].copy()],
+                          np.uint32)
+    assert [int(g) >> 16 for g in got2[:9]] == [int(g) for g in got[:9]]

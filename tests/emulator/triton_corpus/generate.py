@@ -367,18 +367,20 @@ def cases() -> list:
                            recipe_y="ints"))
     out.append(elementwise("i32_not", "not", "i32", "i32", "ints", "not", {}))
     # casts, 8-bit floats included (e4m3 needs sm_89+, so sm_90 only)
+    both, hopper = (80, 90), (90,)
     for tin, tout, recipe, archs, sample in [
-            ("f32", "f16", "cast_f32", (80, 90), False), ("f32", "bf16", "cast_f32", (80, 90), False),
-            ("f16", "f32", "normal", (80, 90), False), ("bf16", "f32", "normal", (80, 90), False),
-            ("f32", "i32", "uniform:-1e9:1e9", (80, 90), False),
-            ("i32", "f32", "ints", (80, 90), False), ("f64", "f32", "cast_f32", (80, 90), False),
-            ("f32", "f64", "normal", (80, 90), False), ("f32", "i8", "uniform:-127:127", (80, 90), False),
-            ("u8", "f32", "ints", (80, 90), False), ("bf16", "f16", "normal", (80, 90), False),
-            ("f16", "bf16", "normal", (80, 90), False), ("i64", "f32", "ints", (80, 90), False),
-            ("f32", "e5m2", "fp8_f16_exact", (80, 90), True), ("e5m2", "f32", "fp8_bits", (80, 90), False),
-            ("f16", "e5m2", "fp8_f16_exact", (80, 90), False),
-            ("f32", "e4m3", "fp8_f16_exact", (90,), True), ("e4m3", "f32", "fp8_bits", (90,), False),
-            ("f16", "e4m3", "fp8_f16_exact", (90,), False)]:
+            ("f32", "f16", "cast_f32", both, False), ("f32", "bf16", "cast_f32", both, False),
+            ("f16", "f32", "normal", both, False), ("bf16", "f32", "normal", both, False),
+            ("f32", "i32", "uniform:-1e9:1e9", both, False),
+            ("i32", "f32", "ints", both, False), ("f64", "f32", "cast_f32", both, False),
+            ("f32", "f64", "normal", both, False), ("f32", "i8", "uniform:-127:127", both, False),
+            ("u8", "f32", "ints", both, False), ("bf16", "f16", "normal", both, False),
+            ("f16", "bf16", "normal", both, False), ("i64", "f32", "ints", both, False),
+            ("f32", "e5m2", "fp8_f16_exact", both, True), ("e5m2", "f32", "fp8_bits", both, False),
+            ("f16", "e5m2", "fp8_f16_exact", both, False),
+            ("f32", "e4m3", "fp8_f16_exact", hopper, True),
+            ("e4m3", "f32", "fp8_bits", hopper, False),
+            ("f16", "e4m3", "fp8_f16_exact", hopper, False)]:
         out.append(elementwise(f"cast_{tin}_{tout}", "cast", tin, tout, recipe, "cast", {},
                                archs, sample))
     # reductions, scans, sorts: 6 rows of 128
@@ -391,7 +393,8 @@ def cases() -> list:
             ("f16", "sum", "normal", {"rtol": 4e-3, "atol": 0.5}, False),
             ("f32", "softmax", "normal", {"rtol": 1e-5, "atol": 1e-7}, False),
             ("f32", "cumsum", "normal", {"rtol": 1e-5, "atol": 1e-5}, True),
-            ("i32", "cumsum", "ints", {}, False), ("f32", "cumprod", "near_one", {"rtol": 1e-5}, False),
+            ("i32", "cumsum", "ints", {}, False),
+            ("f32", "cumprod", "near_one", {"rtol": 1e-5}, False),
             ("f32", "cummax", "normal", {}, False), ("i32", "sort", "ints", {}, True),
             ("f32", "sort_desc", "normal", {}, False), ("f16", "sort", "normal", {}, False),
             ("f32", "flip", "normal", {}, False)]:
