@@ -62,7 +62,10 @@ def round_ne(v: Fraction, man: int, emin: int) -> Fraction:
 
 
 def f64_to_fp8_bits(x: float, fmt: str) -> int:
-    """A finite value inside the format's range, rounded to nearest even, as bits."""
+    """A finite value inside the format's range, rounded to nearest even, as bits (NaN: the
+    format's NaN with the sign bit clear; any NaN compares equal)."""
+    if math.isnan(x):
+        return 0x7F
     man, emin, _ = FP8[fmt]
     r = round_ne(Fraction(float(x)), man, emin)
     sign = 0x80 if (r < 0 or (r == 0 and math.copysign(1.0, x) < 0)) else 0
@@ -145,6 +148,8 @@ def _float_values(rng, kind, arg, n, dtype):
         x = rng.standard_normal(n) * 1000
         return _with_edges(x, [7e4, -7e4, 65519.0, 65520.0, 1e-6, -3e-8, 1e-45, 3e38, np.nan,
                                np.inf, -0.0, 0.1, 1.0 / 3])
+    if kind == "fp8_ties":                      # next to the 8-bit format's midpoints
+        return _fp8_ties(rng, arg, n, dtype)
     if kind == "fp8_f16_exact":                 # f16 values inside both 8-bit ranges
         x = (rng.standard_normal(n) * 60).astype(np.float16).astype(np.float64)
         return _with_edges(np.clip(x, -400, 400), [0.0, -0.0, 1e-3, -2e-3, 0.0136, 400.0])
@@ -158,6 +163,26 @@ def _float_values(rng, kind, arg, n, dtype):
         return rng.integers(-2, 3, n) * step
     x = rng.standard_normal(n) * 4                # "normal"
     return x
+
+
+def _fp8_ties(rng, fmt, n, dtype):
+    """Values a hair either side of the midpoints between neighbouring values of the 8-bit
+    format (and the midpoints themselves), where rounding an f32 to f16 first in the wrong
+    mode changes the 8-bit result; NaN, signed zeros and plain f16 values besides."""
+    vals = np.unique(np.abs(fp8_to_f64(np.arange(0x80), fmt)))
+    vals = vals[np.isfinite(vals) & (vals <= 400)]
+    mids = (vals[1:] + vals[:-1]) / 2
+    pick = rng.choice(mids, n) * rng.choice([-1.0, 1.0], n)
+    if dtype == "f32":                          # below half an f16 ulp away from the tie
+        nudge = rng.choice([-1.0, 0.0, 1.0], n) * 2.0 ** -13
+        x = pick * (1 + nudge)
+    else:                                       # the f16 neighbours of the tie, or the tie
+        h = pick.astype(np.float16)
+        step = rng.choice([-1, 0, 1], n)
+        x = np.where(step < 0, np.nextafter(h, np.float16(0)),
+                     np.where(step > 0, np.nextafter(h, np.float16(np.inf) * np.sign(h)), h))
+        x = x.astype(np.float64)
+    return _with_edges(x, [np.nan, 0.0, -0.0, -np.nan, 1.0, -448.0 if fmt == "e4m3" else 384])
 
 
 def _with_edges(x, edges):

@@ -376,11 +376,11 @@ def cases() -> list:
             ("f32", "f64", "normal", both, False), ("f32", "i8", "uniform:-127:127", both, False),
             ("u8", "f32", "ints", both, False), ("bf16", "f16", "normal", both, False),
             ("f16", "bf16", "normal", both, False), ("i64", "f32", "ints", both, False),
-            ("f32", "e5m2", "fp8_f16_exact", both, True), ("e5m2", "f32", "fp8_bits", both, False),
-            ("f16", "e5m2", "fp8_f16_exact", both, False),
-            ("f32", "e4m3", "fp8_f16_exact", hopper, True),
+            ("f32", "e5m2", "fp8_ties:e5m2", both, True), ("e5m2", "f32", "fp8_bits", both, False),
+            ("f16", "e5m2", "fp8_ties:e5m2", both, False),
+            ("f32", "e4m3", "fp8_ties:e4m3", hopper, True),
             ("e4m3", "f32", "fp8_bits", hopper, False),
-            ("f16", "e4m3", "fp8_f16_exact", hopper, False)]:
+            ("f16", "e4m3", "fp8_ties:e4m3", hopper, False)]:
         out.append(elementwise(f"cast_{tin}_{tout}", "cast", tin, tout, recipe, "cast", {},
                                archs, sample))
     # reductions, scans, sorts: 6 rows of 128
