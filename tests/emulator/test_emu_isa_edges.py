@@ -449,3 +449,12 @@ def test_cvt_bf16_every_mode(hw, rng, mode):
     got2 = hw.elementwise(f"cvt.{mode}.bf16x2.f32 {{d}}, {{a}}, {{b}};", [x, x[::-1].copy()],
                           np.uint32)
     assert [int(g) >> 16 for g in got2[:9]] == [int(g) for g in got[:9]]
+
+
+@pytest.mark.parametrize("dtype,one", [("f16", 0x3C00), ("bf16", 0x3F80), ("u16", 0xFFFF)])
+def test_set_half_destination_of_scalar_sources(hw, dtype, one):
+    a, b = _f32(1.0, 2.0, NAN, -0.0), _f32(2.0, 1.0, 1.0, 0.0)
+    got = hw.elementwise(f"set.lt.{dtype}.f32 {{d}}, {{a}}, {{b}};", [a, b], np.uint16)
+    with np.errstate(invalid="ignore"):
+        want = np.where(a < b, one, 0).astype(np.uint16)
+    assert np.array_equal(got, want)
