@@ -3,7 +3,7 @@ and every one in the PTX corpora the project keeps is known to the emulator
 (`tilelang.emulator.coverage`), so it is executed or refused by name, never run with a
 modifier ignored.
 
-`census/tile_opcodes.txt` lists what the code generator emits for examples/*.tile and every
+`census/tile_opcodes.txt` lists what the code generator emits for examples/**/*.tile and every
 tests/**/*.tile on sm_80, sm_90a and sm_120 in the ieee, fast and approx precision modes. The
 slow test recompiles them all and fails on an opcode missing from the list (a new lowering):
 add it (`TILELANG_REGEN_CENSUS=1 python3 -m pytest -m slow tests/emulator/test_emu_census.py`)
@@ -75,7 +75,7 @@ def test_the_table_is_inspectable():
 
 
 def _tile_sources():
-    return sorted(glob.glob(str(ROOT / "examples" / "*.tile")) +
+    return sorted(glob.glob(str(ROOT / "examples" / "**" / "*.tile"), recursive=True) +
                   glob.glob(str(ROOT / "tests" / "**" / "*.tile"), recursive=True))
 
 
