@@ -69,10 +69,19 @@ def f64_to_fp8_bits(x: float, fmt: str) -> int:
     man, emin, _ = FP8[fmt]
     r = round_ne(Fraction(float(x)), man, emin)
     sign = 0x80 if (r < 0 or (r == 0 and math.copysign(1.0, x) < 0)) else 0
-    for b in range(0x80):                       # the one pattern with that value
-        if fp8_to_f64(b, fmt) == abs(r):
-            return sign | b
-    raise AssertionError(f"{x} rounds outside {fmt}")
+    bits = _fp8_patterns(fmt).get(float(abs(r)))     # the one pattern with that value
+    assert bits is not None, f"{x} rounds outside {fmt}"
+    return sign | bits
+
+
+_PATTERNS: dict = {}
+
+
+def _fp8_patterns(fmt):
+    if fmt not in _PATTERNS:
+        vals = fp8_to_f64(np.arange(0x80), fmt)
+        _PATTERNS[fmt] = {float(v): b for b, v in enumerate(vals) if np.isfinite(v)}
+    return _PATTERNS[fmt]
 
 
 def as_f64(arr, dtype):
