@@ -88,7 +88,7 @@ def test_cvt_f16x2_f32_directed_rounding(hw, mode):
     want = [(f16_bits_directed(h, mode) << 16) | f16_bits_directed(lo_, mode)
             for h, lo_ in zip(hi, lo)]
     assert [hex(int(g)) for g in got] == [hex(w) for w in want]
-    if mode == "rz":     # the two numbers, spelled out
+    if mode == "rz":     # 59.74361 -> 0x5377 and -3e5 -> -65504, spelled out
         assert int(got[0]) >> 16 == 0x5377 and int(got[1]) >> 16 == 0xFBFF
 
 
