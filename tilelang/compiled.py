@@ -63,7 +63,7 @@ class CompileResult:
     cubin: bytes | None = None
     codegen: Any = None       # codegen.api.CodegenResult
     ir: Any = None            # the optimized IRModule
-    link: Any = None          # codegen.link.LinkResult (registers, spills per kernel)
+    link: Any = None          # codegen.target.link.LinkResult (registers, spills per kernel)
     timings: dict[str, float] = field(default_factory=dict)
 
     @property

@@ -336,14 +336,15 @@ def _compile(text, path, options, kernels, facts, until, res: CompileResult, t0)
         res.timings["codegen"] = t4 - t_imported
     if until in ("llvm", "ptx"):
         return
-    from .codegen.link import link_ptx
+    from .codegen.target.link import link_ptx
     def link(ptx):
         return link_ptx(ptx, options.target, ptxas=options.ptxas,
                         knobs_file=options.knobs_file, opt_level=options.opt_level)
     linked = link(cg.ptx)
     if linked.backend == "nvjitlink":
-        # nvJitLink's relocatable compile can cost an occupancy step (codegen/register_fit.py)
-        from .codegen.register_fit import refit
+        # nvJitLink's relocatable compile can cost an occupancy step
+        # (codegen/target/register_fit.py)
+        from .codegen.target.register_fit import refit
         res.ptx, linked = refit(cg.ptx, cg, options.target, linked, link)
     res.cubin = linked.cubin
     res.link = linked

@@ -265,6 +265,6 @@ def ulp_distance(actual: np.ndarray, expected: np.ndarray, np_dtype) -> np.ndarr
 
 
 def link_all(ptx: str, arches=("sm_80", "sm_90a")) -> None:
-    from tilelang.codegen.link import link_ptx
+    from tilelang.codegen.target.link import link_ptx
     for arch in arches:
         link_ptx(ptx, arch, verbose=False)

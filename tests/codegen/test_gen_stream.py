@@ -62,7 +62,7 @@ def test_vadd_streams_full_and_ragged_tiles(n):
 
 
 def test_vadd_registers_one_vector_per_operand():
-    from tilelang.codegen.link import link_ptx
+    from tilelang.codegen.target.link import link_ptx
     args = {k: np.zeros(4096, np.float32) for k in "abc"}
     res = compile_for(VADD, "vadd", args)
     try:

@@ -16,8 +16,8 @@ import pytest
 from test_launch_support import gemm_module_ir, launch, llvm_ptx
 from tilelang.codegen.contract import CodegenFeatures, decide_contract
 from tilelang.sema.launch_attrs import resolve_launch
-from tilelang.codegen.link import link_ptx
-from tilelang.codegen.ptx_header import header_text, rewrite_ptx
+from tilelang.codegen.target.link import link_ptx
+from tilelang.codegen.target.ptx_header import header_text, rewrite_ptx
 from tilelang.targets import get_target, validate_target
 from tilelang.diagnostics import DiagnosticSink, render
 
@@ -189,7 +189,7 @@ def test_arch_specific_feature_keeps_a_suffix():
 
 def test_llvm_directives_are_replaced():
     """LLVM's own directive block (from nvvm function attributes) is stripped and ours written."""
-    from tilelang.codegen.ptx_header import directive_lines
+    from tilelang.codegen.target.ptx_header import directive_lines
     ir_text = gemm_module_ir().replace(
         'define ptx_kernel void @"gemm_kernel"(i64 %".1", i64 %".2", i64 %".3", i64 %".4", '
         'i32 %".5", i32 %".6", i32 %".7")',

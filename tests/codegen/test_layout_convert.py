@@ -206,8 +206,8 @@ def through(monkeypatch, mid_layout, z):
     layout's meaning), and convert back."""
     import llvmlite.ir as ir
 
-    from tilelang.codegen.llvm.kernel import I32, I64
-    from tilelang.codegen.llvm.sync import convert
+    from tilelang.codegen.emit.kernel import I32, I64
+    from tilelang.codegen.emit.sync import convert
     from tilelang.codegen.lower import table
 
     def lower(kern, op):

@@ -12,7 +12,7 @@ import pytest
 
 import tilelang
 from tilelang.cli import main
-from tilelang.codegen.link import link_ptx
+from tilelang.codegen.target.link import link_ptx
 from tilelang.driver import Options, compile_source
 from tilelang.runtime.emulator_backend import EmulatorBackend
 

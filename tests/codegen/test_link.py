@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from test_launch_support import gemm_module_ir, llvm_ptx
-from tilelang.codegen.link import (KernelResources, knobs_file_from_env, link_ptx,
+from tilelang.codegen.target.link import (KernelResources, knobs_file_from_env, link_ptx,
                                    parse_resource_usage)
 from tilelang.diagnostics import InternalCompilerError, TileUsageError, render
 

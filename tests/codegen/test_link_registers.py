@@ -11,7 +11,7 @@ the ABI's register conventions (softmax 34 vs 32 with `div.rn`), and a kernel wi
 `.minnctapersm 16` is 32 in both). nvJitLink has no option for whole-program compilation, and
 -maxrregcount is ignored under launch bounds. The default precision mode emits no IEEE division
 in softmax and layernorm, so their counts now equal ptxas's; where the gap costs an occupancy
-step, codegen/register_fit.py links again with `.maxnreg` at the step (that vadd: 34 -> 32,
+step, codegen/target/register_fit.py links again with `.maxnreg` at the step (that vadd: 34 -> 32,
 ptxas's 100% at 128 threads).
 
 ptxas serves only as a cross-check here: these tests skip without it.
@@ -26,7 +26,7 @@ import subprocess
 
 import pytest
 
-from tilelang.codegen.link import link_ptx, nvjitlink_options
+from tilelang.codegen.target.link import link_ptx, nvjitlink_options
 from tilelang.driver import Options, compile_source
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -94,7 +94,7 @@ def test_registers_equal_whole_program_ptxas(example, tmp_path):
 
 @needs_ptxas
 def test_vadd_occupancy_equals_whole_program_ptxas(tmp_path):
-    """vadd: nvJitLink alone 34 registers, ptxas 28; the step-down of codegen/register_fit.py
+    """vadd: nvJitLink alone 34 registers, ptxas 28; the step-down of codegen/target/register_fit.py
     links it in 32, the same occupancy step (100% at 128 threads) as ptxas's 28."""
     from tilelang.codegen.occupancy import occupancy
     _, ours = _ptx_and_nvjitlink("vadd", "sm_90a")

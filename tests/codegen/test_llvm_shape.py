@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import tilelang.codegen.generate as generate_mod
-from tilelang.codegen.llvm import control
+from tilelang.codegen import walk
 from tilelang.driver import Options, compile_source
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -106,7 +106,7 @@ def test_tma_maps_match_a_second_emission_with_them_given(monkeypatch):
         m.data_layout = layout
         kern = with_maps(m, kernel, target, block=block, exact=exact, facts=facts,
                          fast_math=fast_math, tma=tma, lineinfo=lineinfo)
-        control.emit_kernel_body(kern)
+        walk.emit_kernel_body(kern)
         return m, kern.stats, exact
 
     monkeypatch.setattr(generate_mod, "emit_kernel", eager_emit)
@@ -140,13 +140,14 @@ def test_tensor_core_lowerings_load_only_for_products():
                        env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     mods = json.loads(r.stdout.splitlines()[-1])
-    heavy = {"tilelang.codegen.lower.wgmma_product", "tilelang.codegen.lower.mma_sync",
-             "tilelang.codegen.lower.mma_pipeline", "tilelang.codegen.lower.tma_load",
+    tc = "tilelang.codegen.lower.tensorcore."
+    heavy = {tc + "wgmma_product", tc + "mma_sync", tc + "mma_pipeline", tc + "tma_load",
              "tilelang.codegen.layouts.wgmma"}
-    assert not (heavy | {"tilelang.codegen.lower.matmul"}) & set(mods["softmax"])
+    assert not (heavy | {tc + "matmul"}) & set(mods["softmax"])
     assert heavy <= set(mods["matmul"])     # (its pipelined loop lowers the product itself)
 
 
 def test_product_names_agree():
-    from tilelang.codegen.lower import mma_operands, table
+    from tilelang.codegen.lower.tensorcore import mma_operands
+    from tilelang.codegen.lower import table
     assert table.PRODUCTS == mma_operands.PRODUCTS

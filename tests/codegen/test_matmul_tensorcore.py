@@ -157,7 +157,7 @@ def test_emulator_ragged_without_races(arch):
 def test_no_more_instructions_per_k_step_than_triton(arch):
     # Triton 3.9's mma.sync kernel for the same tile (the emulator fixture, assembled by the
     # same nvJitLink for the same arch): 336 SASS instructions per K-step on sm_80
-    from tilelang.codegen.link import link_ptx
+    from tilelang.codegen.target.link import link_ptx
     ptx = (ROOT / "tests" / "emulator" / "fixtures" / "triton_matmul_sm80.ptx").read_text()
     theirs = sass.summarize(sass.disassemble(link_ptx(ptx, arch).cubin)["tiled_matmul"])
     k_step = 128 * 128 * 64 // 4

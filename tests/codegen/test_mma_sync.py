@@ -1,4 +1,4 @@
-"""Matrix products on tensor cores (lower/mma_sync.py) on the emulator, against NumPy.
+"""Matrix products on tensor cores (lower/tensorcore/mma_sync.py) on the emulator, against NumPy.
 
 Tolerances. Every tensor-core input dtype (f16, bf16, tf32, f8) has at most 11 significant
 bits, so a product of two inputs (at most 22 bits) is exact in f32 and the only error of an f32
@@ -249,7 +249,7 @@ def test_batched(shape):
 
 
 # ---------------------------------------------------------------------------------------------
-# The pipelined loop (lower/mma_pipeline.py) and the epilogue (lower/mma_epilogue.py)
+# The pipelined loop (lower/tensorcore/mma_pipeline.py) and the epilogue (lower/tensorcore/mma_epilogue.py)
 
 def padded(x, cols_multiple=8):
     """`x` as a view of a wider array whose rows are 16-byte aligned (row pitch a multiple of

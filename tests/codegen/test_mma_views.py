@@ -1,6 +1,6 @@
 """A load reaching a tensor-core product through views (a reshape dropping leading unit axes,
 a transpose) is still copied straight into the product's shared-memory image with cp.async
-(lower/mma_operands.py), on wgmma (sm_90a) and mma.sync (sm_80, through registers); results
+(lower/tensorcore/mma_operands.py), on wgmma (sm_90a) and mma.sync (sm_80, through registers); results
 on the emulator against NumPy, ragged edges zero-padded."""
 
 from __future__ import annotations
@@ -112,7 +112,7 @@ def test_loop_invariant_operand_image_written_once():
     loop = [lines[n - 1] for n in ptx_loop_lines(res.ptx)]
     assert any("wgmma.mma_async" in t for t in loop)
     assert not any("st.shared" in t for t in loop)      # neither A's fill nor an exchange
-    # A's image (8 KiB) and, the loop copying b a slice ahead by TMA (lower/mma_prefetch.py),
+    # A's image (8 KiB) and, the loop copying b a slice ahead by TMA (lower/tensorcore/mma_prefetch.py),
     # a ring of two 8 KiB images of b and their two mbarriers (in whole KiB), each a buffer
     # of its own
     kept = re.findall(r"\.shared \.align 1024 \.b8 __tile_kept\d+_kept\[(\d+)\];", res.ptx)

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from tilelang import nvjitlink
-from tilelang.codegen.link import link_ptx
+from tilelang.codegen.target.link import link_ptx
 
 from test_link import SMEM_PTX
 

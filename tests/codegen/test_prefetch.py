@@ -1,5 +1,5 @@
 """A loop whose body does more than load -> one product (attention) copies its product
-operands one iteration ahead into a ring of images of their own (lower/mma_prefetch.py), by
+operands one iteration ahead into a ring of images of their own (lower/tensorcore/mma_prefetch.py), by
 TMA or cp.async: results on the emulator against NumPy over enough iterations for the ring to
 wrap, ragged and empty loops, under the race checker (which checks the cp.async rings; it
 does not model mbarriers, so a TMA ring's launch is checked by its results), and the PTX of

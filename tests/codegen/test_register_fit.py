@@ -1,4 +1,4 @@
-"""codegen/register_fit.py: after nvJitLink, a kernel a few registers above an occupancy step is
+"""codegen/target/register_fit.py: after nvJitLink, a kernel a few registers above an occupancy step is
 linked again with `.maxnreg` at the step, kept only when that costs no spills."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from tilelang.codegen import register_fit as rf
-from tilelang.codegen.link import KernelResources
+from tilelang.codegen.target import register_fit as rf
+from tilelang.codegen.target.link import KernelResources
 from tilelang.codegen.lower import reload
 from tilelang.codegen.occupancy import occupancy
 from tilelang.driver import Options, compile_source
@@ -159,7 +159,7 @@ GAP_PTX = (ROOT / "tests" / "codegen" / "golden" / "link" / "vadd_maxntid_sm90a_
 
 def test_refit_closes_a_real_relocatable_gap():
     from tilelang import nvjitlink
-    from tilelang.codegen.link import link_ptx
+    from tilelang.codegen.target.link import link_ptx
     try:
         nvjitlink.library()
     except nvjitlink.NvJitLinkUnavailable:
@@ -280,7 +280,7 @@ def test_a_cap_that_really_spills_is_refused(monkeypatch):
     (nvJitLink 13.5: some 200 bytes stored); that link is refused and what the MARGIN steps
     reached is kept."""
     _nvjitlink_or_skip()
-    from tilelang.codegen.link import link_ptx
+    from tilelang.codegen.target.link import link_ptx
     ptx = _softmax_ieee_4096(monkeypatch, until="ptx").ptx
     seen = []
 

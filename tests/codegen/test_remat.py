@@ -1,4 +1,4 @@
-"""Rematerialization (lower/remat.py): a tile built from `arange`, splats and scalars is
+"""Rematerialization (emit/remat.py): a tile built from `arange`, splats and scalars is
 computed again in the layout its consumer wants instead of being exchanged into it. Results
 on the emulator against NumPy (under the race checker) with and without it, and what it saves
 in the PTX; a chain longer than the limit is exchanged as before."""
@@ -10,7 +10,7 @@ import re
 import numpy as np
 import pytest
 
-from tilelang.codegen.lower import remat
+from tilelang.codegen.emit import remat
 from wgmma_support import run
 
 # a (1, 64) key mask and a (64, 1) row position, combined and applied to a product's

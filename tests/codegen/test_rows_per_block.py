@@ -11,7 +11,7 @@ import pathlib
 import numpy as np
 import pytest
 
-from tilelang.codegen.llvm.kernel import rows_in_warps
+from tilelang.codegen.emit.kernel import rows_in_warps
 from tilelang.driver import Options, compile_kernel
 from tilelang.emulator import EmulatorDevice
 

@@ -74,7 +74,7 @@ def test_cp_async_without_tma_or_facts():
     cg = compile_tma(MATMUL, "matmul", arrays).codegen
     # (c keeps the epilogue's store map, test_tma_store.py); the loop is then no ring of
     # both operands: a goes through registers and b, aligned, is copied a K-step ahead by
-    # TMA (lower/mma_prefetch.py, test_prefetch.py)
+    # TMA (lower/tensorcore/mma_prefetch.py, test_prefetch.py)
     assert [m.array for m in cg.kernel("matmul").tensor_maps] == ["b", "c"]
 
 

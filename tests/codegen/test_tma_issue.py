@@ -1,4 +1,4 @@
-"""Who issues a CTA's TMA copies (lower/tma_load.issuer): the thread that `elect.sync` picks
+"""Who issues a CTA's TMA copies (lower/tensorcore/tma_load.issuer): the thread that `elect.sync` picks
 in warp 0, elected once at the kernel's entry. Under `tid == 0` ptxas proved the matmul
 ring's issue block single-threaded but not the persistent matmul's, and wrapped each copy in
 an ELECT loop over the active threads; these tests pin the election (PTX shape), that one

@@ -2,7 +2,7 @@
 cluster shape, a TMA ring operand whose tile is the same for every CTA of the cluster is
 copied once, by the cluster's CTA 0, with `.multicast::cluster` and the mask of every CTA;
 the mbarrier init is published to the cluster and the ring's barriers become cluster
-barriers (lower/tma_multicast.py).
+barriers (lower/tensorcore/tma_multicast.py).
 
 Results are the emulator's (its multicast writes each CTA of the mask and completes the
 bytes on each CTA's mbarrier, clusters and cluster barriers follow the PTX ISA) against

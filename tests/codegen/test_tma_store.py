@@ -2,7 +2,7 @@
 tensor-core accumulator into a contiguous, 16-byte aligned array writes the fragments into
 a swizzled shared image and `cp.async.bulk.tensor ... .global.shared::cta.bulk_group` copies
 it out through a tensor map of its own (a `__grid_constant__` parameter like the loads'),
-the TMA unit clipping ragged edges (lower/tma_store.py).
+the TMA unit clipping ragged edges (lower/tensorcore/tma_store.py).
 
 Results are the emulator's (its bulk tensor store, swizzle and async-proxy check follow the
 PTX ISA on their own) against NumPy, exact: operands are multiples of 1/8 in [-1, 1], so every

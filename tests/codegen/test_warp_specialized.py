@@ -103,7 +103,7 @@ def _two(n, rows):
 
 @pytest.mark.parametrize("n,rows", [(5, 320), (4, 200), (1, 64), (0, 64)])
 def test_prefetched_loop_specialized(n, rows):
-    # a loop of two products (lower/mma_prefetch.py) in a block of 384 threads: the producer
+    # a loop of two products (lower/tensorcore/mma_prefetch.py) in a block of 384 threads: the producer
     # group copies K and V ahead on full mbarriers, the consumers release each stage at the
     # end of its iteration; the ring wraps, a ragged tile, one iteration, none
     ptx = _two(n, rows)

@@ -3,7 +3,7 @@ allowed) into an f32 accumulator run on `wgmma.mma_async.m64nNk32.f32.<a>.<b>` w
 operands K-major in shared memory (the instruction has no transpose for 8-bit types): an
 operand stored along K (A as (M, K), B as (N, K) loaded with `order = (1, 0)`) is copied by
 TMA (or cp.async) straight into its image; one stored along M/N (B as (K, N)) is loaded into
-registers and stored into a K-major image, a transpose on the way (lower/wgmma_product.py).
+registers and stored into a K-major image, a transpose on the way (lower/tensorcore/wgmma_product.py).
 
 Results are the emulator's (it decodes e4m3 / e5m2 with tilelang/emulator/fp8.py and reads
 the descriptors on its own) against NumPy, with ml_dtypes for the f8 values:
@@ -207,7 +207,7 @@ kernel pf(a: Array[f8e4m3, 2], bt: Array[f8e4m3, 2], c: Array[f32, 2]) {
 
 def test_loop_doing_more_than_the_product():
     # the body rescales the product: not the pipelined ring but the prefetching loop
-    # (lower/mma_prefetch.py), its operands still copied by TMA into K-major images
+    # (lower/tensorcore/mma_prefetch.py), its operands still copied by TMA into K-major images
     a = eighths((64, 192), "f8e4m3", 9)
     b = eighths((192, 64), "f8e4m3", 10)
     arrays = {"a": padded(a, 0, 0), "bt": padded(np.ascontiguousarray(b.T), 0, 0),

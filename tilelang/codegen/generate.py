@@ -3,7 +3,7 @@
     result = generate(module, target="sm_90a", opt_level=3, facts=None)
 
 Per kernel: choose the thread shape (the user's reqntid/maxntid, else 128 threads), emit the
-LLVM function (llvm/kernel.py / llvm/control.py and the `lower/` families) first in
+LLVM function (emit/kernel.py / walk.py and the `lower/` families) first in
 virtual-thread mode and, if an op needs threads to talk to each other, again in exact mode;
 decide the launch contract from what the code relies on (`.reqntid` for exact mode,
 `.maxntid` otherwise); then LLVM optimizes and emits PTX, and ptx_header writes the header and
@@ -26,11 +26,11 @@ from tilelang.codegen.api import (AbiParam, ArrayFacts, CodegenResult, DEFAULT_F
 from tilelang.codegen.layouts.distributed import floor_pow2
 from tilelang.codegen.occupancy import ARCH_LIMITS
 from tilelang.codegen.contract import CodegenFeatures, KernelContract, decide_contract
-from tilelang.codegen.llvm.compile import TRIPLE, compile_modules, data_layout
-from tilelang.codegen.llvm.control import emit_kernel_body
-from tilelang.codegen.llvm.kernel import KernelEmitter, KernelStats, NeedsExactThreads
-from tilelang.codegen.llvm.map_params import MapParams
-from tilelang.codegen.ptx_header import plan_module, rewrite_ptx
+from tilelang.codegen.target.compile import TRIPLE, compile_modules, data_layout
+from tilelang.codegen.walk import emit_kernel_body
+from tilelang.codegen.emit.kernel import KernelEmitter, KernelStats, NeedsExactThreads
+from tilelang.codegen.emit.map_params import MapParams
+from tilelang.codegen.target.ptx_header import plan_module, rewrite_ptx
 from tilelang.diagnostics import DiagnosticSink, TileUsageError, register_codes
 from tilelang.ir.ops import BuiltinOp, IRModule, Kernel, walk
 from tilelang.ir.resources import check_registers, check_shared_memory
@@ -134,7 +134,7 @@ def abi_params(kernel: Kernel) -> tuple[AbiParam, ...]:
 
 
 def _new_module(name: str, target: Target) -> ir.Module:
-    # its own context: a named type (lower/wgmma_ops.py) is declared only where it is used
+    # its own context: a named type (lower/tensorcore/wgmma_ops.py) is declared only where it is used
     m = ir.Module(name, context=ir.Context())
     m.triple = TRIPLE
     return m
@@ -145,7 +145,7 @@ def emit_kernel(kernel: Kernel, target: Target, block, facts: Mapping[str, Array
                 lineinfo: bool = False) -> tuple[ir.Module, KernelStats, bool]:
     """(module holding the kernel, what it used, whether it runs in exact mode). With `tma`,
     the TMA tensor maps that loads and stores ask for become parameters as they are asked for
-    (llvm/map_params.py); the kernel's `stats.tensor_maps` is then their order."""
+    (emit/map_params.py); the kernel's `stats.tensor_maps` is then their order."""
     for mode in ((True,) if exact else (False, True)):
         m = _new_module(kernel.name, target)
         m.data_layout = layout

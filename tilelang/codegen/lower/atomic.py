@@ -35,8 +35,8 @@ from __future__ import annotations
 import llvmlite.ir as ir
 
 from tilelang.codegen.layouts.distributed import Layout
-from tilelang.codegen.llvm.kernel import I1, I32, I64, ArrayVal, KernelEmitter, TileVal
-from tilelang.codegen.llvm.sync import broadcast
+from tilelang.codegen.emit.kernel import I1, I32, I64, ArrayVal, KernelEmitter, TileVal
+from tilelang.codegen.emit.sync import broadcast
 from tilelang.codegen.lower.table import lowers
 from tilelang.codegen.lower.memory import gated
 from tilelang.ir.ops import BuiltinOp, Kernel, walk
@@ -304,7 +304,7 @@ def _exchange_from_owners(kern: KernelEmitter, layout: Layout, owner: ir.Value |
     scratch buffer's earlier readers before the owners' writes."""
     from math import prod
 
-    from tilelang.codegen.llvm.sync import storage_bytes
+    from tilelang.codegen.emit.sync import storage_bytes
     b = kern.builder
     stype = kern.storage_type(dtype)
     n = max(prod(layout.shape), 1)

@@ -29,9 +29,9 @@ from math import prod
 import llvmlite.ir as ir
 
 from tilelang.codegen.layouts.distributed import Layout, blocked, vector_width
-from tilelang.codegen.llvm.kernel import I1, I32, I64, ArrayVal, KernelEmitter, TileVal
+from tilelang.codegen.emit.kernel import I1, I32, I64, ArrayVal, KernelEmitter, TileVal
 from tilelang.codegen.layouts import convert as C
-from tilelang.codegen.llvm.sync import broadcast, convert, gather_elements
+from tilelang.codegen.emit.sync import broadcast, convert, gather_elements
 from tilelang.codegen.lower.predicated import predicated_load, predicated_store
 from tilelang.codegen.lower.table import lowers
 from tilelang.ir.ops import BuiltinOp
@@ -539,10 +539,6 @@ def _mask_regs(kern: KernelEmitter, op: BuiltinOp, layout: Layout, arr: ArrayVal
 
 @lowers("load")
 def load(kern: KernelEmitter, op: BuiltinOp) -> TileVal:
-    from tilelang.codegen.lower import stream      # it imports this module
-    later = stream.deferred(kern, op)
-    if later is not None:
-        return later                                # its store loads it (stream.py)
     args = op.arg_map
     arr = kern.array(args["A"])
     rt = op.result.type
@@ -558,11 +554,6 @@ def load(kern: KernelEmitter, op: BuiltinOp) -> TileVal:
 
 @lowers("store")
 def store(kern: KernelEmitter, op: BuiltinOp) -> None:
-    from tilelang.codegen.lower import stream      # it imports this module
-    s = stream.streams(kern, op)
-    if s is not None:
-        stream.emit(kern, s)
-        return
     args = op.arg_map
     arr = kern.array(args["A"])
     t = kern.tile(args["tile"])

@@ -24,8 +24,8 @@ from typing import Callable, Sequence
 import llvmlite.ir as ir
 
 from tilelang.codegen.layouts.distributed import Layout, drop_axes
-from tilelang.codegen.llvm.kernel import I32, KernelEmitter, TileVal
-from tilelang.codegen.llvm.sync import shuffle_xor, storage_bytes
+from tilelang.codegen.emit.kernel import I32, KernelEmitter, TileVal
+from tilelang.codegen.emit.sync import shuffle_xor, storage_bytes
 from tilelang.codegen.lower.table import lowers
 from tilelang.ir.ops import BuiltinOp
 from tilelang.sema.types import F32, I32 as T_I32, DType
@@ -200,10 +200,6 @@ class Reduction:
 
 @lowers("sum", "prod", "max", "min")
 def reduce(kern: KernelEmitter, op: BuiltinOp) -> TileVal:
-    from tilelang.codegen.lower import stream      # it imports this module
-    s = stream.streams(kern, op)
-    if s is not None:
-        return stream.emit(kern, s)                 # its input is loaded vector by vector
     x = kern.tile(op.arg_map["x"])
     red = Reduction(kern, op, x.dtype, x.layout.rank)
     states = [red.state(r) for r in x.regs]

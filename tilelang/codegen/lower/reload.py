@@ -48,7 +48,7 @@ from __future__ import annotations
 
 from math import ceil, prod
 
-from tilelang.codegen.llvm.kernel import KernelEmitter
+from tilelang.codegen.emit.kernel import KernelEmitter
 from tilelang.codegen.scalar.emitter import FLOAT_MATH
 from tilelang.ir.ops import BuiltinOp, walk
 from tilelang.ir.values import Value

@@ -42,13 +42,14 @@ import llvmlite.ir as ir
 
 from tilelang.codegen.layouts import convert as C
 from tilelang.codegen.layouts import distributed as L
-from tilelang.codegen.llvm.kernel import I32, KernelEmitter, TileVal
-from tilelang.codegen.llvm.sync import broadcast
+from tilelang.codegen.emit.kernel import I32, KernelEmitter, TileVal
+from tilelang.codegen.emit.sync import broadcast
 from tilelang.codegen.lower import reduce as R
 from tilelang.codegen.lower import reload
+from tilelang.codegen.lower.elementwise import _shared_reciprocal
 from tilelang.codegen.lower.memory import (TileAccess, _padding, access_layout,
                                            access_vector_width, tile_indexed, tile_start)
-from tilelang.codegen.lower.mma_operands import PRODUCTS, _writes_nothing, use_counts
+from tilelang.codegen.lower.tensorcore.mma_operands import PRODUCTS, _writes_nothing, use_counts
 from tilelang.codegen.lower.table import lookup
 from tilelang.codegen.scalar.emitter import ELEMENTWISE
 from tilelang.ir.ops import BuiltinOp, walk
@@ -432,7 +433,6 @@ def _before(kern: KernelEmitter, s: Stream, lay) -> tuple[dict, dict]:
             continue
         vals = [a for _, a in op.args if not isinstance(a, (DType, ConstStr))]
         if op.name in _DIVIDE and not (isinstance(vals[1], Value) and vals[1].id in inner):
-            from tilelang.codegen.lower.elementwise import _shared_reciprocal  # imports this
             d = kern.tile(vals[1]) if isinstance(vals[1], Value) else vals[1]
             params = {n: a for n, a in op.args if isinstance(a, (DType, ConstStr))}
             recip = _shared_reciprocal(kern, d, lay, op.result.type.dtype, params)

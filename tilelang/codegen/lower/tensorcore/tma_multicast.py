@@ -15,7 +15,7 @@ may depend on no clustered axis (every CTA runs the same iterations). The sub-gr
 whose coordinates off the pattern are equal has as issuer the one at 0 along the pattern;
 its mask is the pattern of CTA 0 shifted by the issuer's rank.
 
-The ring's protocol (lower/wgmma_product._tma_loop): every CTA still announces its whole
+The ring's protocol (lower/tensorcore/wgmma_product._tma_loop): every CTA still announces its whole
 stage's bytes on its own slot mbarrier (its own copies and the multicasts land on it, in
 any order: the tx-count may go below zero while the arrival is pending). A slot an issuer
 refills in every CTA of its sub-group must be free in all of them: each CTA has S "empty"
@@ -41,8 +41,8 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
-from tilelang.codegen.llvm.kernel import I32, KernelEmitter
-from tilelang.codegen.lower import tma_load
+from tilelang.codegen.emit.kernel import I32, KernelEmitter
+from tilelang.codegen.lower.tensorcore import tma_load
 from tilelang.ir.args import arg_values
 from tilelang.ir.ops import BuiltinOp, ConstantOp, ForOp, walk
 from tilelang.record import record
@@ -164,7 +164,7 @@ class _Deps:
             return frozenset((axis,)) if self.cluster[axis] > 1 else _EMPTY
         if op.builtin.group == "grid" and op.name not in _UNIFORM_GRID:
             return None
-        from tilelang.codegen.lower.mma_operands import is_pure_scalar
+        from tilelang.codegen.lower.tensorcore.mma_operands import is_pure_scalar
         if not is_pure_scalar(op):
             return None
         return self._union(op.operands)

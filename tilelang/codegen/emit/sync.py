@@ -29,9 +29,9 @@ import llvmlite.ir as ir
 
 from tilelang.codegen.layouts import convert as C
 from tilelang.codegen.layouts.distributed import Layout
-from tilelang.codegen.llvm.kernel import I32, KernelEmitter, TileVal
-from tilelang.codegen.llvm.warp import shuffle_bfly, shuffle_idx
-from tilelang.codegen.lower import remat
+from tilelang.codegen.emit.kernel import I32, KernelEmitter, TileVal
+from tilelang.codegen.emit.warp import shuffle_bfly, shuffle_idx
+from tilelang.codegen.emit import remat
 
 PAD_EVERY = 32
 
@@ -58,7 +58,7 @@ def broadcast(kern: KernelEmitter, src: TileVal, dst: Layout) -> tuple[ir.Value,
         return src.regs
     need = C.need_of(dst, src.shape)
     if src.origin is not None and remat.renames(src.layout, need) is None:
-        # computed from aranges and scalars: computed again where it is wanted (lower/remat.py)
+        # computed from aranges and scalars: computed again where it is wanted (emit/remat.py)
         lay = remat.broadcast_source(dst, src.shape)
         again = remat.rematerialize(kern, src, lay) if lay is not None else None
         if again is not None:

@@ -1,7 +1,7 @@
 """TMA stores (sm_90): a tensor-core accumulator stored by `cp.async.bulk.tensor` from a
 swizzled shared-memory image, the copy engine clipping the box at the array's edges.
 
-Used by lower/mma_epilogue.py for `store(A, index, tile)` of a tile in an accumulator layout
+Used by lower/tensorcore/mma_epilogue.py for `store(A, index, tile)` of a tile in an accumulator layout
 when the target has TMA, A is contiguous, 16-byte aligned and has the `tensor_map` fact (the
 facts the tensor map needs; a reversed view takes the ordinary stores),
 the tile's rows are whole 32-, 64- or 128-byte panels and every box dimension is at most 256.
@@ -40,8 +40,8 @@ import llvmlite.ir as ir
 
 from tilelang.codegen.api import TensorMapSpec
 from tilelang.codegen.layouts.distributed import log2
-from tilelang.codegen.llvm.kernel import I32, I64, KernelEmitter, TileVal
-from tilelang.codegen.lower import wgmma_ops
+from tilelang.codegen.emit.kernel import I32, I64, KernelEmitter, TileVal
+from tilelang.codegen.lower.tensorcore import wgmma_ops
 from tilelang.codegen.lower.memory import gated
 from tilelang.targets import FEATURES
 
@@ -113,9 +113,9 @@ def _asm(kern: KernelEmitter, text: str, args: list, cons: str) -> None:
 def store(kern: KernelEmitter, op) -> bool:
     """`store(A, index, tile)` by TMA when it qualifies (module docstring); False when not,
     or when the kernel has no parameter for the map (a KernelEmitter given fixed
-    `tensor_maps`; generate's adds it on lookup, llvm/map_params.py). The map is recorded in
+    `tensor_maps`; generate's adds it on lookup, emit/map_params.py). The map is recorded in
     KernelStats.tensor_maps either way."""
-    from tilelang.codegen.lower.tma_load import issuer, map_address
+    from tilelang.codegen.lower.tensorcore.tma_load import issuer, map_address
     args = op.arg_map
     arr = kern.array(args["A"])
     t: TileVal = kern.env[args["tile"].id]

@@ -1,9 +1,9 @@
 """Whether and how a matrix product runs on tensor cores: the instruction form, the warps'
 tiling of the accumulator and its fragment layout (layouts/mma.py), decided from the operand
 and accumulator dtypes, the target and the block's threads. None sends the product to the FMA
-path of lower/matmul.py. On sm_90a, with whole warp groups, f16/bf16 (or f8e4m3/f8e5m2,
+path of lower/tensorcore/matmul.py. On sm_90a, with whole warp groups, f16/bf16 (or f8e4m3/f8e5m2,
 K-major) operands, an f32 accumulator of whole 64-row tiles and operands that fit 128-byte
-panels, the plan is warp-group MMA (`wg`, layouts/wgmma.py; lower/wgmma_product.py emits it)."""
+panels, the plan is warp-group MMA (`wg`, layouts/wgmma.py; lower/tensorcore/wgmma_product.py emits it)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import llvmlite.ir as ir
 from tilelang.codegen.layouts.distributed import Layout
 from tilelang.codegen.layouts.mma import MmaForm, WarpTiling, acc_layout, mma_form, warp_tiling
 from tilelang.codegen.layouts.wgmma import WgTiling, wg_acc_layout, wg_tiling
-from tilelang.codegen.llvm.kernel import KernelEmitter, TileVal
-from tilelang.codegen.llvm.sync import convert
+from tilelang.codegen.emit.kernel import KernelEmitter, TileVal
+from tilelang.codegen.emit.sync import convert
 from tilelang.ir.ops import BuiltinOp
 from tilelang.targets import FEATURES
 from tilelang.record import record
@@ -25,7 +25,7 @@ class TensorCorePlan:
     b_class: str
     tiling: WarpTiling
     acc: Layout
-    wg: WgTiling | None = None      # warp-group MMA (lower/wgmma_product.py); acc is then its
+    wg: WgTiling | None = None      # warp-group MMA (lower/tensorcore/wgmma_product.py); acc is then its
                                     # layout
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
-from tilelang.codegen.llvm.kernel import I32, KernelEmitter, TileVal
+from tilelang.codegen.emit.kernel import I32, KernelEmitter, TileVal
 from tilelang.codegen.lower.memory import tile_indexed, vectorizable
 from tilelang.codegen.lower.table import lookup
 from tilelang.ir.ops import Block, BuiltinOp, ConstantOp, walk

@@ -1,12 +1,12 @@
 """Warp shuffles on values of any scalar type (64-bit values as two 32-bit shuffles, narrower
-ones widened): `shfl.sync.bfly` for reductions (`llvm.sync.shuffle_xor`), `shfl.sync.up` for
+ones widened): `shfl.sync.bfly` for reductions (`emit.sync.shuffle_xor`), `shfl.sync.up` for
 scans and `shfl.sync.idx` for broadcasts and layout conversions."""
 
 from __future__ import annotations
 
 import llvmlite.ir as ir
 
-from tilelang.codegen.llvm.kernel import I32, KernelEmitter
+from tilelang.codegen.emit.kernel import I32, KernelEmitter
 
 I64 = ir.IntType(64)
 _WIDTH = {"half": 16, "bfloat": 16, "float": 32, "double": 64}

@@ -1,6 +1,6 @@
 """Source line information (`tilec --lineinfo`): LLVM debug metadata in its lightest form, a
 compile unit that asks only for line directives, so NVPTX writes `.file`/`.loc` and no DWARF
-sections. Each Tile IR op's instructions carry its span's line (control.py sets it while
+sections. Each Tile IR op's instructions carry its span's line (walk.py sets it while
 lowering the op); the emulator names these lines in its errors (docs/emulator.md)."""
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
 """Matrix products `mma(a, b, acc)` and `matmul(a, b)` (`@`).
 
 On sm_80 and newer, operand dtypes with a tensor-core form (f16, bf16, tf32, i8/u8, f8 on
-sm_89+; layouts/mma.py) go through `mma.sync` (lower/mma_sync.py): operands in swizzled shared
+sm_89+; layouts/mma.py) go through `mma.sync` (lower/tensorcore/mma_sync.py): operands in swizzled shared
 memory, ldmatrix fragments, the accumulator in the instruction's fragment layout. Everything
 else (f32/f64 products, older targets, tiles smaller than one warp tile) takes the FMA path:
 
-a and b are staged in shared memory (llvm.sync.stage); each thread then computes the
+a and b are staged in shared memory (emit.sync.stage); each thread then computes the
 accumulator elements its layout gives it, walking K with one fused multiply-add per step
 (floats: products of the operands converted to f32, accumulated in f32 and rounded once to the
 accumulator dtype; integers: i32 multiply-add, wrapping). Batched (B, M, K) @ (B, K, N) tiles
@@ -18,12 +18,12 @@ from math import prod
 
 import llvmlite.ir as ir
 
-from tilelang.codegen.llvm.kernel import I32, KernelEmitter, TileVal
-from tilelang.codegen.llvm.sync import _padded_ir, stage
-from tilelang.codegen.lower import mma_operands, mma_sync, wgmma_product
-from tilelang.codegen.lower.mma_epilogue import remember_acc_layout
-from tilelang.codegen.lower.mma_pipeline import Stream
-from tilelang.codegen.lower.mma_plan import TensorCorePlan, tensor_core_plan, to_layout
+from tilelang.codegen.emit.kernel import I32, KernelEmitter, TileVal
+from tilelang.codegen.emit.sync import _padded_ir, stage
+from tilelang.codegen.lower.tensorcore import mma_operands, mma_sync, wgmma_product
+from tilelang.codegen.lower.tensorcore.mma_epilogue import remember_acc_layout
+from tilelang.codegen.lower.tensorcore.cp_async import Stream
+from tilelang.codegen.lower.tensorcore.mma_plan import TensorCorePlan, tensor_core_plan, to_layout
 from tilelang.codegen.lower.table import lowers
 from tilelang.ir.ops import BuiltinOp
 from tilelang.sema.types import F32, DType
@@ -97,7 +97,7 @@ def _product(kern: KernelEmitter, a: TileVal, b: TileVal, acc: TileVal, out: DTy
 # Tensor cores
 
 def _tensor_core(kern: KernelEmitter, plan: TensorCorePlan, a, b, acc: TileVal) -> TileVal:
-    """`a`, `b`: TileVals or DeferredLoads (lower/mma_operands.py)."""
+    """`a`, `b`: TileVals or DeferredLoads (lower/tensorcore/mma_operands.py)."""
     if plan.wg is not None:
         return wgmma_product.product(kern, plan, a, b, acc)
     kern.require_exact()

@@ -22,7 +22,7 @@ import llvmlite.ir as ir
 
 from tilelang.codegen.layouts.distributed import Layout, log2, vector_width
 from tilelang.codegen.layouts.mma import MT, NT, MmaForm, WarpTiling, acc_register
-from tilelang.codegen.llvm.kernel import I32, KernelEmitter, TileVal
+from tilelang.codegen.emit.kernel import I32, KernelEmitter, TileVal
 from tilelang.codegen.lower.memory import gated
 from tilelang.record import record
 

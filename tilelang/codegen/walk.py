@@ -1,4 +1,12 @@
-"""Structured control flow of the Tile IR as LLVM basic blocks.
+"""The region walker and the op dispatch: structured control flow of the Tile IR as LLVM
+basic blocks, and each op handed to the lowering that emits it.
+
+The kernel state (emit/kernel.py) never imports the lowerings: `emit_kernel_body` hands it
+this module's `emit_builtin` (`KernelEmitter.dispatch`), through which the walker and the
+tensor-core families that emit a loop body of their own emit every op. The dispatch asks the
+stream plan first (lower/stream.py: a store or reduction emitted one vector at a time, and the
+ops it leaves to them), then the lowering table (lower/table.py), and marks results that can be
+computed again in another layout (emit/remat.py). docs/codegen.md, "Layers", has the picture.
 
 `if`/`for`/`while` become branches with phi nodes, one phi per register of every carried or
 yielded tile. Carried values keep the layout of their initial value (a yield in another layout
@@ -14,12 +22,15 @@ from __future__ import annotations
 import llvmlite.ir as ir
 
 from tilelang.codegen.layouts.distributed import Layout
-from tilelang.codegen.llvm.kernel import KernelEmitter, TileVal
-from tilelang.codegen.llvm.sync import convert
-from tilelang.codegen.lower.table import PRODUCTS
+from tilelang.codegen.emit.kernel import KernelEmitter, TileVal
+from tilelang.codegen.emit import remat
+from tilelang.codegen.emit.sync import convert
+from tilelang.codegen.lower import stream
+from tilelang.codegen.lower.table import LOWERINGS, PRODUCTS, lookup
+from tilelang.diagnostics import InternalCompilerError
 from tilelang.ir.ops import (Block, BreakOp, BuiltinOp, ConditionOp, ConstantOp, ContinueOp,
                              ForOp, IfOp, ReturnOp, WhileOp, YieldOp, walk)
-from tilelang.record import field, record
+from tilelang.record import field, record, replace
 from tilelang.sema.types import DType
 
 YIELD, CONDITION, ESCAPED = "yield", "condition", "escaped"
@@ -47,14 +58,47 @@ def products(kern: KernelEmitter) -> bool:
     return has
 
 
+def lowering_of(op: BuiltinOp):
+    """The op's entry in the lowering table; the matrix products' family (lower/tensorcore/
+    matmul.py, which pulls in the tensor-core modules: ~16 ms of CPU to import) is imported
+    on the first product."""
+    if op.name in PRODUCTS and op.name not in LOWERINGS:
+        from tilelang.codegen.lower.tensorcore import matmul  # noqa: F401  (registers them)
+    return lookup(op.name, op.builtin.group)
+
+
+def emit_builtin(kern: KernelEmitter, op: BuiltinOp) -> None:
+    """Emit one op and bind its result (the dispatch `KernelEmitter.emit_builtin` calls): a
+    stream's consumer emits its stream, an op a stream computes leaves a placeholder, any other
+    op goes to its lowering (module docstring)."""
+    s = stream.streams(kern, op)
+    if s is not None:
+        result = stream.emit(kern, s)              # its loads come vector by vector
+    else:
+        result = stream.deferred(kern, op)         # computed per vector by its streams
+    if s is None and result is None:
+        fn = lowering_of(op)
+        if fn is None:
+            raise InternalCompilerError.at(
+                "E0780", f"`{op.name}` has no code generation yet", op.span,
+                help="this operation runs in the reference interpreter only for now")
+        result = fn(kern, op)
+    if op.result is not None:
+        if result is None:
+            raise InternalCompilerError.at("E0781", f"`{op.name}` produced no value", op.span)
+        if isinstance(result, TileVal) and remat.pure(kern, op):
+            result = replace(result, origin=op)
+        kern.env[op.result.id] = result
+
+
 def emit_region(kern: KernelEmitter, block: Block) -> tuple[str, list]:
     """Emit a region's ops. Returns (YIELD, tiles) or (CONDITION, [cond]) with the builder at
     the region's end, or (ESCAPED, []) when it ended in break/continue/return (branch done)."""
     deferred: dict = {}
     mma_epilogue = None
     if products(kern):
-        from tilelang.codegen.lower import mma_epilogue
-        from tilelang.codegen.lower.mma_operands import deferrable
+        from tilelang.codegen.lower.tensorcore import mma_epilogue
+        from tilelang.codegen.lower.tensorcore.mma_operands import deferrable
         if any(isinstance(o, BuiltinOp) and o.name in PRODUCTS for o in block.ops):
             deferred = deferrable(kern, block)
     lines = kern.lineinfo
@@ -206,7 +250,7 @@ def carried_layouts(kern: KernelEmitter, body: Block, carried, init: list[TileVa
     term = body.terminator
     if not isinstance(term, YieldOp) or not kern.exact or not products(kern):
         return init
-    from tilelang.codegen.lower.mma_plan import (product_behind, row_stat_layout,
+    from tilelang.codegen.lower.tensorcore.mma_plan import (product_behind, row_stat_layout,
                                                  tensor_core_plan, to_layout)
     out = list(init)
     for i, (arg, yv) in enumerate(zip(carried, term.values)):
@@ -225,8 +269,8 @@ def carried_layouts(kern: KernelEmitter, body: Block, carried, init: list[TileVa
 def emit_for(kern: KernelEmitter, op: ForOp) -> None:
     pf = None
     if products(kern):
-        from tilelang.codegen.lower import mma_prefetch
-        from tilelang.codegen.lower.mma_pipeline import emit_pipelined, loop_plan
+        from tilelang.codegen.lower.tensorcore import mma_prefetch
+        from tilelang.codegen.lower.tensorcore.mma_pipeline import emit_pipelined, loop_plan
         lp = loop_plan(kern, op)
         if lp is not None:      # loads -> mma: a cp.async ring, software-pipelined
             emit_pipelined(kern, op, lp)
@@ -310,6 +354,7 @@ def emit_kernel_body(kern: KernelEmitter) -> None:
     """The kernel: thread setup, then the body once per block (exact mode) or once per
     virtual thread (virtual mode), then `ret`."""
     b = kern.builder
+    kern.dispatch = emit_builtin
     kern.setup_threads()
     done = kern.fn.append_basic_block("exit")
     if kern.exact:

@@ -1,11 +1,11 @@
 """Matrix products with warp-group MMA (sm_90a): operands in swizzled shared-memory images
 (32-, 64- or 128-byte spans) read through descriptors, the accumulator in the wgmma fragment
-layout (layouts/wgmma.py), the fence / commit / wait protocol of lower/wgmma_ops.py.
+layout (layouts/wgmma.py), the fence / commit / wait protocol of lower/tensorcore/wgmma_ops.py.
 
 Operand images (layouts/shared.wgmma_image, `SmemOperand(span=...)`): rows of the operand's
 non-contiguous axis, panels `span` bytes wide along the contiguous one (the widest of 128, 64
 and 32 that divides it), each image 1024-byte aligned.
-A deferred load (lower/mma_operands.py) is copied straight into its image with `cp.async`
+A deferred load (lower/tensorcore/mma_operands.py) is copied straight into its image with `cp.async`
 when its contiguous axis is whole panels; anything else is loaded into registers and stored
 into the image along K when K is whole panels, else along M/N (the instruction transposes
 16-bit operands).
@@ -22,11 +22,12 @@ import llvmlite.ir as ir
 
 from tilelang.codegen.layouts.distributed import log2
 from tilelang.codegen.layouts.wgmma import WG_M, WgTiling, instr_regs, wg_acc_layout
-from tilelang.codegen.llvm.kernel import I32, I64, KernelEmitter, TileVal
-from tilelang.codegen.lower import (mma_operands, mma_sync, pipe_loop, tma_load,
-                                    tma_multicast, wgmma_ops)
-from tilelang.codegen.lower.mma_epilogue import remember_acc_layout
-from tilelang.codegen.lower.mma_plan import (TensorCorePlan, image_fits, image_span,
+from tilelang.codegen.emit.kernel import I32, I64, KernelEmitter, TileVal
+from tilelang.codegen.lower.tensorcore import (mma_operands, mma_sync, pipe_loop, tma_load,
+                                               tma_multicast, wgmma_ops)
+from tilelang.codegen.lower.tensorcore.cp_async import Stream, _c64
+from tilelang.codegen.lower.tensorcore.mma_epilogue import remember_acc_layout
+from tilelang.codegen.lower.tensorcore.mma_plan import (TensorCorePlan, image_fits, image_span,
                                               specialized, to_layout, wg_k)
 from tilelang.record import record
 
@@ -37,7 +38,7 @@ PREFETCHED = "wgmma.prefetched"   # kern._cache: load id -> (SmemOperand, image,
 def prefetched(kern: KernelEmitter, x) -> tuple | None:
     """(SmemOperand, 32-bit address of the image in the ring's first stage, byte offset of
     this iteration's stage) of an operand that the loop around the product already copies
-    ahead (lower/mma_prefetch.py), else None."""
+    ahead (lower/tensorcore/mma_prefetch.py), else None."""
     if not isinstance(x, mma_operands.DeferredLoad):
         return None
     return kern._cache.get(PREFETCHED, {}).get(x.op.result.id)
@@ -270,7 +271,6 @@ def _product_rs(kern: KernelEmitter, plan: TensorCorePlan, a: TileVal, b, acc: T
     kern.barrier()
     smem32 = mma_sync.shared_address(kern, base)
     if isinstance(b, mma_operands.DeferredLoad):
-        from tilelang.codegen.lower.mma_pipeline import Stream
         Stream(kern, b, b.load_axis(sop.cax), sop.itemsize, 0, sop.span).issue(None, smem32,
                                                                               None)
         kern.stats.features.add("cp_async")
@@ -391,7 +391,7 @@ def product(kern: KernelEmitter, plan: TensorCorePlan, a, b, acc: TileVal) -> Ti
     kept = {}
     for x, shape, k_axis in ((a, shapes[0], rank - 1), (b, shapes[1], rank - 2)):
         ready = prefetched(kern, x)
-        if ready is not None:                # copied ahead by the loop (lower/mma_prefetch)
+        if ready is not None:                # copied ahead by the loop (lower/tensorcore/mma_prefetch)
             kept[len(sops)] = ready[1:]
             sops.append(ready[0])
             sources.append(None)
@@ -428,7 +428,6 @@ def product(kern: KernelEmitter, plan: TensorCorePlan, a, b, acc: TileVal) -> Ti
     scratch = next((s.base for s, x in zip(sops, sources) if x is not None), None)
     smem32 = mma_sync.shared_address(kern, scratch) if scratch is not None else None
     copies = False
-    from tilelang.codegen.lower.mma_pipeline import Stream
     for x, sop, off in zip(sources, sops, offsets):
         if x is None:
             continue
@@ -478,7 +477,7 @@ def wait_depth(plan: TensorCorePlan, threads: int) -> int:
 
 
 def emit_pipelined(kern: KernelEmitter, op, lp) -> None:
-    """lower/mma_pipeline.py's ring with warp-group MMA:
+    """lower/tensorcore/mma_pipeline.py's ring with warp-group MMA:
 
         prologue: copy iterations 0 .. S-2 into slots 0 .. S-2, one cp.async group each
         loop j:   wait until at most S-2 copy groups are pending; barrier; fence.proxy.async;
@@ -487,8 +486,6 @@ def emit_pipelined(kern: KernelEmitter, op, lp) -> None:
                   j+S-1 into slot (j-1) mod S; commit
         exit:     wgmma.wait_group 0; wait for all copy groups; barrier
     """
-    from tilelang.codegen.lower.mma_pipeline import Stream, _c64
-    from tilelang.codegen.llvm.kernel import TileVal as TV
     b = kern.builder
     plan, S = lp.plan, lp.stages
     form = plan.form
@@ -539,7 +536,7 @@ def emit_pipelined(kern: KernelEmitter, op, lp) -> None:
         return b.add(iv, b.mul(step, sv))
 
     def copy(iv, s, image):
-        kern.env[iv_var.id] = TV(ivt, kern.scalar_layout, (iv,))
+        kern.env[iv_var.id] = TileVal(ivt, kern.scalar_layout, (iv,))
         for st in streams:
             st.issue((iv_ahead(iv, s), iv_var, lp.scalars), image, valid_ahead(iv, s))
         mma_operands.commit_group(kern)
@@ -611,7 +608,7 @@ def _ahead_limit(kern: KernelEmitter, stop, step, ivt, s: int) -> ir.Value | Non
 
 def _tma_loop(kern: KernelEmitter, op, lp, tma, base, da, db, k, init, start, stop, step,
               ivt, valid_ahead, iv_ahead, positive) -> None:
-    """The ring filled by TMA (lower/tma_load.py), one mbarrier per slot:
+    """The ring filled by TMA (lower/tensorcore/tma_load.py), one mbarrier per slot:
 
         setup:    barrier; thread 0 initializes the S mbarriers (count 1); barrier
         prologue: thread 0 issues iterations 0 .. S-2 (expect_tx of the stage's bytes, then
@@ -621,7 +618,7 @@ def _tma_loop(kern: KernelEmitter, op, lp, tma, base, da, db, k, init, start, st
                   iteration j-1's slot); thread 0 issues iteration j+S-1 into that slot
         exit:     wgmma.wait_group 0; barrier; thread 0 invalidates the mbarriers; barrier
     An iteration past the end is not issued (so none is in flight at the exit). With a
-    multicast plan (lower/tma_multicast.py) the cluster's CTA 0 copies the shared operands
+    multicast plan (lower/tensorcore/tma_multicast.py) the cluster's CTA 0 copies the shared operands
     into every CTA once every CTA released the slot on CTA 0's empty mbarriers, and the
     setup's second barrier is a cluster barrier.
     """

@@ -2,9 +2,9 @@
 `cols < seq`, causal positions) is computed again in the layout a consumer wants instead of
 being moved there through shared memory or shuffles, as Triton's layout-conversion removal does.
 
-`KernelEmitter.emit_builtin` marks such a result with its op (`TileVal.origin`, when `pure`
-says every tile operand is a scalar or itself marked and the chain costs at most `MAX_COST`
-ops per element); `llvm.sync.broadcast` calls `rematerialize` when a marked tile would need
+The dispatch (walk.py's `emit_builtin`) marks such a result with its op (`TileVal.origin`,
+when `pure` says every tile operand is a scalar or itself marked and the chain costs at most
+`MAX_COST` ops per element); `emit.sync.broadcast` calls `rematerialize` when a marked tile would need
 data movement. Each op is re-emitted in a layout derived backwards from the wanted one:
 relabellings invert (`reshape` / `expand_dims` by the row-major index, `permute` by the inverse
 permutation), a broadcast operand takes the wanted layout with its stretched axes dropped
@@ -15,15 +15,18 @@ anywhere its scalars dominate (the use point of the original, which they dominat
 
 from __future__ import annotations
 
+import llvmlite.ir as ir
+
 from tilelang.codegen.layouts import convert as C
 from tilelang.codegen.layouts import distributed as L
-from tilelang.codegen.llvm.kernel import TileVal
-from tilelang.codegen.lower.creation import arange_in, full_value
+from tilelang.codegen.emit.values import TileVal
 from tilelang.codegen.scalar.emitter import ELEMENTWISE
 from tilelang.ir.values import Value
 from tilelang.record import replace
 from tilelang.sema.constants import ConstStr, ConstValue
-from tilelang.sema.types import DType
+from tilelang.sema.types import I32 as T_I32, DType
+
+I32 = ir.IntType(32)
 
 MAX_COST = 12                       # element ops per register a re-emitted chain may cost
 RELABEL = ("reshape", "expand_dims", "permute", "transpose")
@@ -85,6 +88,28 @@ def rematerialize(kern, src, dst: L.Layout):
         return _emit(kern, src.origin, dst)
     except _Declined:
         return None
+
+
+def full_value(kern, op) -> ir.Value:
+    """`full`'s value, in the result's element type (also lower/creation.py's `full`)."""
+    rt = op.result.type
+    v = op.arg_map["value"]
+    if isinstance(v, Value):
+        t = kern.tile(v)
+        return t.value if t.dtype == rt.dtype else kern.se.cast(t.value, t.dtype, rt.dtype)
+    return kern.se.constant(v.value, rt.dtype)
+
+
+def arange_in(kern, lay, dtype) -> TileVal:
+    """`arange` in `lay` (also lower/creation.py's `arange`): each register's linear index,
+    the thread's part computed once."""
+    base = kern.thread_linear(lay.thread_weights())
+    b = kern.builder
+    regs = []
+    for r in range(lay.num_regs):
+        i = b.add(base, ir.Constant(I32, lay.reg_linear(r)))
+        regs.append(i if dtype == T_I32 else kern.se.cast(i, T_I32, dtype))
+    return TileVal(dtype, lay, tuple(regs))
 
 
 class _Declined(Exception):

@@ -2,7 +2,7 @@
 `cp.async.bulk.tensor` straight into their swizzled images, completing on `mbarrier`s with
 transaction counts.
 
-A deferred load (lower/mma_operands.py) qualifies when its array is contiguous, 16-byte
+A deferred load (lower/tensorcore/mma_operands.py) qualifies when its array is contiguous, 16-byte
 aligned and has the `tensor_map` fact (the ABI facts; TMA needs a 16-byte aligned address and
 positive strides: a reversed view or a broadcast axis takes cp.async), its tile keeps the
 array's order of the non-contiguous axes, and every box dimension is at most 256. Its
@@ -15,7 +15,7 @@ TMA unit and still count towards the transaction bytes.
 
 A kernel gets its tensor maps as 128-byte `__grid_constant__` parameters after the source
 parameters (docs/abi.md), when TMA is enabled (`generate(tma=True)`): looking a map up in
-`KernelEmitter.tensor_maps` adds its parameter (llvm/map_params.py), and the loads record the
+`KernelEmitter.tensor_maps` adds its parameter (emit/map_params.py), and the loads record the
 maps they use in `KernelStats.tensor_maps`.
 """
 
@@ -24,7 +24,7 @@ from __future__ import annotations
 import llvmlite.ir as ir
 
 from tilelang.codegen.api import TensorMapSpec
-from tilelang.codegen.llvm.kernel import I32, I64, KernelEmitter, TileVal
+from tilelang.codegen.emit.kernel import I32, I64, KernelEmitter, TileVal
 from tilelang.ir.ops import ConstantOp
 from tilelang.record import record
 
@@ -151,7 +151,7 @@ def _bulk_tensor(kern: KernelEmitter, dst: ir.Value, tmap: ir.Value, coords: lis
 
 def tile_index(kern: KernelEmitter, d, env_iv) -> list[ir.Value]:
     """The load's `index` (i64 per tile axis) with the loop variable bound as `env_iv` =
-    (iv value, its Value, the scalar ops to re-evaluate): lower/mma_pipeline.Stream.issue's
+    (iv value, its Value, the scalar ops to re-evaluate): lower/tensorcore/mma_pipeline.Stream.issue's
     rule."""
     saved = {}
     iv_val, iv_var, ops = env_iv

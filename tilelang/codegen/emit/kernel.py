@@ -20,21 +20,21 @@ generate.py then emits the kernel again in exact mode.
 from __future__ import annotations
 
 from math import prod
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import llvmlite.ir as ir
 
 from tilelang.codegen.api import ArrayFacts, DEFAULT_FACTS
 from tilelang.codegen.layouts.distributed import (Layout, blocked, drop_axes, floor_pow2,
                                                   scalar_layout)
-from tilelang.codegen.llvm.lineinfo import LineInfo
-from tilelang.codegen.lower.table import lookup
+from tilelang.codegen.emit.lineinfo import LineInfo
+from tilelang.codegen.emit.values import ArrayVal, TileVal
 from tilelang.codegen.scalar.emitter import ScalarEmitter
 from tilelang.diagnostics import InternalCompilerError, register_codes
 from tilelang.ir.args import TupleArg
 from tilelang.ir.ops import BuiltinOp, ConstantOp, Kernel
 from tilelang.ir.values import Value
-from tilelang.record import field as rfield, record, replace
+from tilelang.record import field as rfield, record
 from tilelang.sema.builtins_math import DEFAULT_PRECISION, PRECISIONS
 from tilelang.sema.constants import ConstTuple, ConstValue
 from tilelang.sema.types import ArrayType, DType, TileType
@@ -136,41 +136,6 @@ class NeedsExactThreads(Exception):
     """Raised in virtual-thread mode by an op that communicates between threads."""
 
 
-@record(frozen=True)
-class TileVal:
-    """A tile (or scalar) as the registers of one thread: `regs[r]` holds the element at
-    register r of `layout`, in the compute type of `dtype`."""
-
-    dtype: DType
-    layout: Layout
-    regs: tuple[ir.Value, ...]
-    # the op that computed it when it can be computed again in another layout (lower/remat.py)
-    origin: Any = rfield(default=None, compare=False, repr=False)
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return self.layout.shape
-
-    @property
-    def value(self) -> ir.Value:
-        """The one register of a scalar."""
-        assert len(self.regs) == 1
-        return self.regs[0]
-
-
-@record(frozen=True)
-class ArrayVal:
-    """An `Array` parameter: global address, extents and strides (i64, elements)."""
-
-    dtype: DType
-    rank: int
-    address: ir.Value
-    extents: tuple[ir.Value, ...]
-    strides: tuple[ir.Value, ...]
-    facts: ArrayFacts
-    name: str = ""
-
-
 @record
 class KernelStats:
     """What the emission used: reported to the launch contract and the tests."""
@@ -202,11 +167,11 @@ class KernelEmitter:
         self.env: dict[int, Any] = {}
         self.stats = KernelStats()
         self.consts: dict[int, ConstValue] = {}
-        self.loops: list[Any] = []          # llvm_control.LoopFrame stack
+        self.loops: list[Any] = []          # walk.LoopFrame stack
         self._smem: ir.GlobalVariable | None = None
         self._kept_smem = 0           # bytes of buffers from kept_smem (static)
         self._cache: dict[Any, ir.Value] = {}
-        self.remat_cost: dict[int, int] = {}    # lower/remat.py: value id -> ops per element
+        self.remat_cost: dict[int, int] = {}    # emit/remat.py: value id -> ops per element
         self.barrier_threads = 0      # > 0: barriers are named ones of that many threads
         # Shared-memory events for exchange_slot: a sequence number per event, the barriers
         # emitted (block -> seqs), the last use of the buffer by anyone else, and each slot's
@@ -228,7 +193,7 @@ class KernelEmitter:
                 argtys += [I64] * (1 + 2 * t.rank)
             else:
                 argtys.append(self.storage_type(t.dtype))
-        # TMA tensor maps (lower/tma_load.py): 128-byte grid-constant parameters after the
+        # TMA tensor maps (lower/tensorcore/tma_load.py): 128-byte grid-constant parameters after the
         # source parameters, `.param .align 64 .b8 [128]` (docs/abi.md)
         self.tma = tma
         map_ty = ir.ArrayType(I8, 128)
@@ -253,6 +218,9 @@ class KernelEmitter:
         self.lineinfo = LineInfo(module, self.fn, kernel.name, kernel.span) if lineinfo else None
         if self.lineinfo is not None:
             self.builder.debug_metadata = self.lineinfo.kernel_loc
+        # the op dispatch (walk.py's `emit_builtin`), handed in by the walker before it emits
+        # the body, as mypyc wires its builder to its visitor: see docs/codegen.md, "Layers"
+        self.dispatch: Callable[[KernelEmitter, BuiltinOp], None] | None = None
         self._bind_params(params)
 
     # ------------------------------------------------------------------ types
@@ -631,7 +599,7 @@ class KernelEmitter:
         self._bars.setdefault(self.builder.block, []).append(self._smem_seq)
         if self.barrier_threads:
             # after a warp-specialized loop only the consumers go on: a named barrier of
-            # their count (lower/wgmma_product._ws_loop)
+            # their count (lower/tensorcore/wgmma_product._ws_loop)
             asm = ir.InlineAsm(ir.FunctionType(ir.VoidType(), []),
                                f"barrier.sync 1, {self.barrier_threads};", "~{memory}",
                                side_effect=True)
@@ -642,21 +610,9 @@ class KernelEmitter:
 
     # ------------------------------------------------------------------ ops
     def emit_builtin(self, op: BuiltinOp) -> None:
-        b = op.builtin
-        fn = lookup(op.name, b.group)
-        if fn is None:
-            raise InternalCompilerError.at(
-                "E0780", f"`{op.name}` has no code generation yet", op.span,
-                help="this operation runs in the reference interpreter only for now")
-        result = fn(self, op)
-        if op.result is not None:
-            if result is None:
-                raise InternalCompilerError.at("E0781", f"`{op.name}` produced no value",
-                                               op.span)
-            from tilelang.codegen.lower import remat   # it imports this module
-            if isinstance(result, TileVal) and remat.pure(self, op):
-                result = replace(result, origin=op)
-            self.env[op.result.id] = result
+        """Emit one op through the dispatch the region walker handed in (walk.py): the
+        lowering families sit above this module, which never imports them."""
+        self.dispatch(self, op)
 
     def emit_constant(self, op: ConstantOp) -> None:
         c = op.value

@@ -2,7 +2,7 @@
 for them.
 
 Which maps a kernel needs is known only while its loads and stores are lowered
-(lower/tma_load.py, lower/tma_store.py), but they are parameters, which llvmlite fixes when
+(lower/tensorcore/tma_load.py, lower/tensorcore/tma_store.py), but they are parameters, which llvmlite fixes when
 the function is created. Emitting the kernel once to learn them and again with them doubled
 the Python time of every TMA kernel (the wgmma matmul: ~10 ms of ~25, plus its garbage); here
 each map becomes a parameter at its first lookup instead, appended after the source parameters

@@ -1,11 +1,11 @@
-"""Control-flow pieces shared by the pipelined products' rings (lower/mma_pipeline.py,
-lower/wgmma_product.py, lower/mma_prefetch.py): the loop header over the iterations and
+"""Control-flow pieces shared by the pipelined products' rings (lower/tensorcore/mma_pipeline.py,
+lower/tensorcore/wgmma_product.py, lower/tensorcore/mma_prefetch.py): the loop header over the iterations and
 a block only thread 0 runs."""
 from __future__ import annotations
 
 import llvmlite.ir as ir
 
-from tilelang.codegen.llvm.kernel import KernelEmitter
+from tilelang.codegen.emit.kernel import KernelEmitter
 
 
 def on_thread0(kern: KernelEmitter, name: str, fn) -> None:

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
-from tilelang.codegen.llvm.kernel import I32, I64, KernelEmitter
+from tilelang.codegen.emit.kernel import I32, I64, KernelEmitter
 
 F32 = ir.FloatType()
 I1 = ir.IntType(1)

@@ -11,7 +11,7 @@ compile time small; chunks that cross the array's edge are stored element by ele
 Used for `store(A, index, tile)` of a tile held in an accumulator layout when A is
 contiguous with 16-byte aligned rows; anything else takes the ordinary store lowering. On
 targets with TMA (sm_90) such a store goes through a tensor map instead when it qualifies
-(lower/tma_store.py: the copy engine writes the image out and clips the edges).
+(lower/tensorcore/tma_store.py: the copy engine writes the image out and clips the edges).
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ from math import prod
 import llvmlite.ir as ir
 
 from tilelang.codegen.layouts.distributed import log2
-from tilelang.codegen.llvm.kernel import I1, I32, I64, KernelEmitter, TileVal
-from tilelang.codegen.lower import tma_store
+from tilelang.codegen.emit.kernel import I1, I32, I64, KernelEmitter, TileVal
+from tilelang.codegen.lower.tensorcore import tma_store
 from tilelang.codegen.lower.memory import gated, tile_indexed, vectorizable
-from tilelang.codegen.lower.tma_store import store_pair
+from tilelang.codegen.lower.tensorcore.tma_store import store_pair
 from tilelang.ir.ops import BuiltinOp
 from tilelang.ir.values import Value
 

@@ -10,7 +10,7 @@ slow-path subroutines are called under the ABI, and a kernel with `.maxntid`/`.r
 no `.minnctapersm` loses whole-program mode's occupancy target. No nvJitLink option changes
 either (measured: -O level, -lineinfo, PTX version, arch string, -maxrregcount, which launch
 bounds override); tests/codegen/test_link_registers.py pins the facts, and the driver links
-again with `.maxnreg` where that costs an occupancy step (codegen/register_fit.py).
+again with `.maxnreg` where that costs an occupancy step (codegen/target/register_fit.py).
 
 Time: nvJitLink is the largest stage of the matmul's cold compile (~110-150 ms, one link: its
 contract already has `.maxnreg`). `-Xptxas=-O2` and `-Xptxas=--allow-expensive-optimizations=false`

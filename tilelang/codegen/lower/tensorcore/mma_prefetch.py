@@ -1,7 +1,7 @@
 """Prefetching the operand loads of a loop whose body does more than load -> one `mma`
 (attention: two products with a softmax between them), on warp-group MMA (sm_90a).
 
-A deferred load (lower/mma_operands.py) in the loop body that a warp-group product copies
+A deferred load (lower/tensorcore/mma_operands.py) in the loop body that a warp-group product copies
 into its image, whose index depends only on the loop variable, values from outside the loop
 and pure scalar ops of the body, gets a ring of S images in a shared buffer of its own
 (`kern.kept_smem`, so the body's other shared-memory users keep the scratch buffer):
@@ -26,11 +26,12 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
-from tilelang.codegen.llvm.kernel import I32, I64, STATIC_SMEM_LIMIT, KernelEmitter, TileVal
-from tilelang.codegen.lower import (mma_operands, mma_sync, pipe_loop, tma_load, wgmma_ops,
-                                    wgmma_product)
-from tilelang.codegen.lower.mma_operands import PRODUCTS, DeferredLoad, deferrable
-from tilelang.codegen.lower.mma_plan import image_span, specialized, tensor_core_plan
+from tilelang.codegen.emit.kernel import I32, I64, STATIC_SMEM_LIMIT, KernelEmitter, TileVal
+from tilelang.codegen.lower.tensorcore import (mma_operands, mma_sync, pipe_loop, tma_load,
+                                               wgmma_ops, wgmma_product)
+from tilelang.codegen.lower.tensorcore.cp_async import Stream
+from tilelang.codegen.lower.tensorcore.mma_operands import PRODUCTS, DeferredLoad, deferrable
+from tilelang.codegen.lower.tensorcore.mma_plan import image_span, specialized, tensor_core_plan
 from tilelang.ir.ops import BreakOp, BuiltinOp, ContinueOp, ForOp, ReturnOp, walk
 from tilelang.ir.values import Value
 from tilelang.record import record
@@ -202,7 +203,6 @@ class Prefetch:
 
     def begin(self, kern: KernelEmitter, start, stop, step, ivt) -> None:
         """Before the loop (in its preheader): the ring, the copies' setup, the prologue."""
-        from tilelang.codegen.lower.mma_pipeline import Stream
         b = kern.builder
         S, sb = self.S, self.stage_bytes
         self.start, self.stop, self.step, self.ivt = start, stop, step, ivt
@@ -213,7 +213,7 @@ class Prefetch:
         lim = self._limit(kern, S - 1)
         if lim is not None:
             self.limits[S - 1] = lim
-        # TMA when every operand qualifies (lower/tma_load.py: its images in the load's
+        # TMA when every operand qualifies (lower/tensorcore/tma_load.py: its images in the load's
         # own axes), else cp.async
         tsops = [mma_sync.SmemOperand(None, tuple(f.d.op.result.type.shape),
                                       f.d.load_axis(f.sop.cax), f.sop.itemsize, f.sop.span)
