@@ -4,7 +4,7 @@ instructions. Nothing here becomes a call, so no libdevice is needed.
 
 Precise algorithms (the default): classical range reduction + polynomials whose
 coefficients are exact series terms (scalar/consts.py), evaluated with fma. The accuracy of
-each function is stated in docs/numerics.md and checked by tests/codegen/test_scalar_math.py.
+each function is stated in docs/numerics.md and checked by tests/codegen/scalar/test_scalar_math.py.
 While an op that may be approximated is emitted (`k.fast_math`, set per op by the emitter from
 the precision mode), some are replaced by the hardware approximations (`ex2.approx`, `lg2.approx`,
 `sin/cos.approx`, `tanh.approx`, `rsqrt.approx`), with the errors documented there.

@@ -9,7 +9,7 @@ need more registers than a whole-program ptxas on the same PTX: ptxas's IEEE div
 slow-path subroutines are called under the ABI, and a kernel with `.maxntid`/`.reqntid` but
 no `.minnctapersm` loses whole-program mode's occupancy target. No nvJitLink option changes
 either (measured: -O level, -lineinfo, PTX version, arch string, -maxrregcount, which launch
-bounds override); tests/codegen/test_link_registers.py pins the facts, and the driver links
+bounds override); tests/codegen/target/test_link_registers.py pins the facts, and the driver links
 again with `.maxnreg` where that costs an occupancy step (codegen/target/register_fit.py).
 
 Time: nvJitLink is the largest stage of the matmul's cold compile (~110-150 ms, one link: its

@@ -15,7 +15,7 @@ from tilelang.codegen.emit.kernel import rows_in_warps
 from tilelang.driver import Options, compile_kernel
 from tilelang.emulator import EmulatorDevice
 
-EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "examples"
+EXAMPLES = pathlib.Path(__file__).resolve().parents[3] / "examples"
 
 
 def _compile(name: str, consts: dict, text: str | None = None, kernel: str | None = None,

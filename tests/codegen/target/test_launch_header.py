@@ -21,8 +21,8 @@ from tilelang.codegen.target.ptx_header import header_text, rewrite_ptx
 from tilelang.targets import get_target, validate_target
 from tilelang.diagnostics import DiagnosticSink, render
 
-GOLDEN = pathlib.Path(__file__).parent / "golden" / "launch"
-SEED_000 = pathlib.Path(__file__).resolve().parents[3] / "shared" / "seeds" / \
+GOLDEN = pathlib.Path(__file__).parents[1] / "golden" / "launch"
+SEED_000 = pathlib.Path(__file__).resolve().parents[4] / "shared" / "seeds" / \
     "000_b9a08466c2c6e888.txt"
 
 # Seed 000's directive block for the worked Hopper GEMM, comments removed.

@@ -24,7 +24,7 @@ from tilelang.tools import sass
 
 from wgmma_support import compile_for, product_bound, run
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+ROOT = pathlib.Path(__file__).resolve().parents[4]
 MATMUL = (ROOT / "examples" / "matmul.tile").read_text()
 needs_sass = pytest.mark.skipif(not sass.tools_available(),
                                 reason="cuobjdump/nvdisasm wheels not installed")

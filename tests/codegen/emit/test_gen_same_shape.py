@@ -5,12 +5,13 @@ keeps one compare where there was one per array, and its extent parameters are n
 from __future__ import annotations
 
 import os
+import pathlib
 import re
 
 from tilelang.codegen.api import ArrayFacts
 from tilelang.driver import Options, compile_kernel
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = str(pathlib.Path(__file__).resolve().parents[3])
 VADD = os.path.join(ROOT, "examples", "vadd.tile")
 
 

@@ -14,7 +14,7 @@ import pytest
 from tilelang.diagnostics import render_all
 from tilelang.driver import Options, compile_source
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+ROOT = pathlib.Path(__file__).resolve().parents[4]
 EXAMPLE = ROOT / "examples" / "attention.tile"
 
 

@@ -84,7 +84,7 @@ def test_linking_needs_no_cuda_bindings_import():
             "assert r.ok and r.cubin[:4] == b'\\x7fELF', r.diagnostics\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] == 'cuda'))\n")
     import pathlib
-    root = pathlib.Path(__file__).resolve().parents[2]
+    root = pathlib.Path(__file__).resolve().parents[3]
     r = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True,
                        env={**__import__("os").environ, "PYTHONPATH": str(root)}, timeout=300)
     assert r.returncode == 0, r.stderr
@@ -114,7 +114,7 @@ def test_compiler_id_loads_neither_llvm_nor_nvjitlink():
             "print(text)\n"
             "print('llvmlite.binding' in sys.modules, 'lark' in sys.modules, "
             "nvjitlink._loaded is not None)\n")
-    root = pathlib.Path(__file__).resolve().parents[2]
+    root = pathlib.Path(__file__).resolve().parents[3]
     r = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True,
                        env={**os.environ, "PYTHONPATH": str(root)}, timeout=300)
     assert r.returncode == 0, r.stderr

@@ -15,7 +15,7 @@ from tilelang.codegen.lower import reload
 from tilelang.codegen.occupancy import occupancy
 from tilelang.driver import Options, compile_source
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+ROOT = pathlib.Path(__file__).resolve().parents[3]
 
 
 def test_step_below():

@@ -21,7 +21,7 @@ import pytest
 from scalar_support import KernelBatch, dtype, link_all, ulp_distance
 
 F32 = dtype("f32")
-ROOT = str(__import__("pathlib").Path(__file__).resolve().parents[2])
+ROOT = str(__import__("pathlib").Path(__file__).resolve().parents[3])
 OPS = ("exp", "exp2", "log", "log2", "sin", "cos", "tanh", "rsqrt", "sigmoid", "/")
 EXACT = {"exp": np.exp, "exp2": np.exp2, "log": np.log, "log2": np.log2, "sin": np.sin,
          "cos": np.cos, "tanh": np.tanh, "rsqrt": lambda v: 1 / np.sqrt(v),

@@ -283,7 +283,7 @@ def test_pipelined_ragged_with_aligned_rows(target, a_t, b_t, shape):
     res = compile_text(source("f16", "f16", "f32", a_t=a_t, b_t=b_t, BK=32), "mm.tile",
                        target=target, facts=facts)
     # 4 chunks of 16 bytes per thread and stage: a prologue stage or more, and the loop's
-    # (on sm_90a the aligned operands go by TMA: tests/codegen/test_tma.py)
+    # (on sm_90a the aligned operands go by TMA: tests/codegen/lower/tensorcore/test_tma.py)
     assert res.ptx.count("cp.async.cg.shared.global") >= 8 or \
         (target == "sm_90a" and "cp.async.bulk.tensor" in res.ptx)
     args = [Strided(x.base, x) for x in (ha, hb, c)]

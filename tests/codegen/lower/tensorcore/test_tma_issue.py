@@ -16,7 +16,7 @@ import pytest
 from tilelang.tools import sass
 from wgmma_support import compile_for, run
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[4]
 PERSISTENT = (ROOT / "examples" / "matmul_persistent.tile").read_text()
 MATMUL = (ROOT / "examples" / "matmul.tile").read_text()
 SMALL = {"BM": "64", "BN": "64", "BK": "32", "GROUP_M": "2"}

@@ -16,7 +16,7 @@ import pytest
 from tilelang.tools.sass import ptx_loop_lines
 from wgmma_support import attention_reference, run
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[4]
 TMA_LOAD = r"cp\.async\.bulk\.tensor\.\dd\.shared::cluster\.global"
 
 # two products per iteration with element-wise work between them, both B operands loaded

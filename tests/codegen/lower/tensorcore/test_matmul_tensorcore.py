@@ -26,10 +26,10 @@ from tilelang.diagnostics import render_all
 from tilelang.driver import Options, compile_source
 from tilelang.tools import sass
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+ROOT = pathlib.Path(__file__).resolve().parents[4]
 EXAMPLE = ROOT / "examples" / "matmul.tile"
 ARCHS = ["sm_80", "sm_90a"]
-MMA_SYNC_ARCHS = ["sm_80", "sm_90"]     # sm_90a uses wgmma (tests/codegen/test_wgmma.py)
+MMA_SYNC_ARCHS = ["sm_80", "sm_90"]     # sm_90a uses wgmma (test_wgmma.py)
 needs_sass = pytest.mark.skipif(not sass.tools_available(),
                                 reason="cuobjdump/nvdisasm wheels not installed")
 
@@ -73,7 +73,7 @@ def test_no_spills_no_local_memory(arch):
 @pytest.mark.parametrize("arch", ARCHS)
 def test_main_loop_global_loads_are_16_bytes(arch):
     s = sass_of(arch)
-    if arch == "sm_90a":        # the operands come by TMA (tests/codegen/test_tma.py)
+    if arch == "sm_90a":        # the operands come by TMA (test_tma.py, beside this file)
         assert s.loop_ops.get("UTMALDG", 0) > 0 and not s.loop_ops.get("LDG", 0), s.loop_ops
         return
     loads = {w: n for w, n in s.ldg_widths.items()}

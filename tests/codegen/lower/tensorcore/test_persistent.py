@@ -15,7 +15,7 @@ import pytest
 
 from wgmma_support import run
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[4]
 SRC = (ROOT / "examples" / "matmul_persistent.tile").read_text()
 SMALL = {"BM": "64", "BN": "64", "BK": "32", "GROUP_M": "2"}
 

@@ -16,7 +16,7 @@ import pytest
 from test_gen_masked import compile_for, kernel_body, run
 from tilelang.codegen.lower import reload
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+ROOT = pathlib.Path(__file__).resolve().parents[3]
 EXAMPLES = {"softmax": "softmax_rows", "layernorm": "layernorm", "rmsnorm": "rmsnorm"}
 
 

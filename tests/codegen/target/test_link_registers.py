@@ -29,7 +29,7 @@ import pytest
 from tilelang.codegen.target.link import link_ptx, nvjitlink_options
 from tilelang.driver import Options, compile_source
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+ROOT = pathlib.Path(__file__).resolve().parents[3]
 PTXAS = shutil.which("ptxas")
 needs_ptxas = pytest.mark.skipif(PTXAS is None, reason="no ptxas binary on PATH")
 
