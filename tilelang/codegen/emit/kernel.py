@@ -26,13 +26,13 @@ import llvmlite.ir as ir
 
 from tilelang.codegen.api import ArrayFacts, DEFAULT_FACTS
 from tilelang.codegen.layouts.distributed import (Layout, blocked, drop_axes, floor_pow2,
-                                                  scalar_layout)
+                                                  scalar_layout, thread_bits)
 from tilelang.codegen.emit.lineinfo import LineInfo
 from tilelang.codegen.emit.values import ArrayVal, TileVal
 from tilelang.codegen.scalar.emitter import ScalarEmitter
 from tilelang.diagnostics import InternalCompilerError, register_codes
 from tilelang.ir.args import TupleArg
-from tilelang.ir.ops import BuiltinOp, ConstantOp, Kernel
+from tilelang.ir.ops import BuiltinOp, ConstantOp, Kernel, walk
 from tilelang.ir.values import Value
 from tilelang.record import field as rfield, record
 from tilelang.sema.builtins_math import DEFAULT_PRECISION, PRECISIONS
@@ -71,7 +71,6 @@ def row_reduced_shapes(kernel: Kernel) -> dict:
     never along their columns, with the item size of the first such tile: their default
     layout puts rows in warps (rows_in_warps), so a row's reduction needs shuffles only, no
     shared-memory round trip."""
-    from tilelang.ir.ops import walk
     rows, cols, size = set(), set(), {}
     for op in walk(kernel.body):
         if not (isinstance(op, BuiltinOp) and op.name in REDUCTIONS):
@@ -95,7 +94,6 @@ def rows_in_warps(shape: tuple[int, int], itemsize: int, threads: int,
     """Like `blocked` (16-byte vectors along the row, lanes along the row first), but the
     warps take rows before columns, and what is left of a row goes to registers: with up to
     32 vectors per row, a row lies in one warp (Triton's several rows per program)."""
-    from tilelang.codegen.layouts.distributed import thread_bits
     R, N = shape
     nl, nw = thread_bits(threads)
     next_bit = [0, 0]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
-from tilelang.codegen.layouts.distributed import Layout
+from tilelang.codegen.layouts.distributed import Layout, drop_axes
 from tilelang.codegen.layouts.mma import MmaForm, WarpTiling, acc_layout, mma_form, warp_tiling
 from tilelang.codegen.layouts.wgmma import WgTiling, wg_acc_layout, wg_tiling
 from tilelang.codegen.emit.kernel import KernelEmitter, TileVal
@@ -138,7 +138,6 @@ def row_stat_layout(kern: KernelEmitter, ops, shape: tuple[int, ...]) -> Layout 
     in `ops` computes from a tensor-core product's accumulator (attention's running max and
     sum): the reduction's own result layout, so neither the reduction's result nor the
     broadcast back onto the accumulator needs an exchange through shared memory."""
-    from tilelang.codegen.layouts.distributed import drop_axes
     plans = {}
     for o in ops:
         if isinstance(o, BuiltinOp) and o.name in ("mma", "matmul", "@"):

@@ -43,6 +43,7 @@ import llvmlite.ir as ir
 
 from tilelang.codegen.emit.kernel import I32, KernelEmitter
 from tilelang.codegen.lower.tensorcore import tma_load
+from tilelang.codegen.lower.tensorcore.mma_operands import is_pure_scalar
 from tilelang.ir.args import arg_values
 from tilelang.ir.ops import BuiltinOp, ConstantOp, ForOp, walk
 from tilelang.record import record
@@ -164,7 +165,6 @@ class _Deps:
             return frozenset((axis,)) if self.cluster[axis] > 1 else _EMPTY
         if op.builtin.group == "grid" and op.name not in _UNIFORM_GRID:
             return None
-        from tilelang.codegen.lower.tensorcore.mma_operands import is_pure_scalar
         if not is_pure_scalar(op):
             return None
         return self._union(op.operands)

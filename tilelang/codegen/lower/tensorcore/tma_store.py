@@ -42,6 +42,7 @@ from tilelang.codegen.api import TensorMapSpec
 from tilelang.codegen.layouts.distributed import log2
 from tilelang.codegen.emit.kernel import I32, I64, KernelEmitter, TileVal
 from tilelang.codegen.lower.tensorcore import wgmma_ops
+from tilelang.codegen.lower.tensorcore.tma_load import issuer, map_address
 from tilelang.codegen.lower.memory import gated
 from tilelang.targets import FEATURES
 
@@ -115,7 +116,6 @@ def store(kern: KernelEmitter, op) -> bool:
     or when the kernel has no parameter for the map (a KernelEmitter given fixed
     `tensor_maps`; generate's adds it on lookup, emit/map_params.py). The map is recorded in
     KernelStats.tensor_maps either way."""
-    from tilelang.codegen.lower.tensorcore.tma_load import issuer, map_address
     args = op.arg_map
     arr = kern.array(args["A"])
     t: TileVal = kern.env[args["tile"].id]
