@@ -225,7 +225,7 @@ LAYERS = {
     "generate": None,                                     # the entry: anything
     "walk": {"walk", "lower", "plan", "occupancy"} | BELOW_EMIT,
     "lower": {"lower", "plan", "occupancy"} | BELOW_EMIT,
-    "plan": {"plan", "occupancy"} | BELOW_EMIT,
+    "plan": {"plan", "occupancy", "layouts", "scalar", "api"},   # data from the IR, not code
     "emit": BELOW_EMIT,
     "layouts": {"layouts"},
     "scalar": {"scalar"},
