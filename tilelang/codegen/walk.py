@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
-from tilelang.codegen.layouts.distributed import Layout
-from tilelang.codegen.emit.kernel import KernelEmitter, TileVal
 from tilelang.codegen.emit import remat
+from tilelang.codegen.emit.kernel import KernelEmitter, TileVal
 from tilelang.codegen.emit.sync import convert
+from tilelang.codegen.layouts.distributed import Layout
 from tilelang.codegen.lower import stream
 from tilelang.codegen.lower.table import LOWERINGS, PRODUCTS, lookup
 from tilelang.diagnostics import InternalCompilerError
@@ -49,8 +49,8 @@ class LoopFrame:
 
 
 def products(kern: KernelEmitter) -> bool:
-    """Whether the kernel has a matrix product: the tensor-core lowerings (lower/mma_*.py,
-    wgmma_*, tma_*; ~16 ms of CPU to import) are imported and consulted only then."""
+    """Whether the kernel has a matrix product: the tensor-core lowerings (lower/tensorcore/;
+    ~16 ms of CPU to import) are imported and consulted only then."""
     has = kern._cache.get("control.products")
     if has is None:
         has = kern._cache["control.products"] = any(
