@@ -104,8 +104,10 @@ def test_tma_maps_match_a_second_emission_with_them_given(monkeypatch):
                    lineinfo=False):
         m = generate_mod._new_module(kernel.name, target)
         m.data_layout = layout
+        plan = generate_mod.plan_for(kernel, target, block, facts, exact=exact,
+                                     fast_math=fast_math, tma=tma)
         kern = with_maps(m, kernel, target, block=block, exact=exact, facts=facts,
-                         fast_math=fast_math, tma=tma, lineinfo=lineinfo)
+                         fast_math=fast_math, tma=tma, lineinfo=lineinfo, plan=plan)
         control.emit_kernel_body(kern)
         return m, kern.stats, exact
 

@@ -38,13 +38,10 @@ class LoopFrame:
 
 
 def products(kern: KernelEmitter) -> bool:
-    """Whether the kernel has a matrix product: the tensor-core lowerings (lower/mma_*.py,
-    wgmma_*, tma_*; ~16 ms of CPU to import) are imported and consulted only then."""
-    has = kern._cache.get("control.products")
-    if has is None:
-        has = kern._cache["control.products"] = any(
-            isinstance(o, BuiltinOp) and o.name in PRODUCTS for o in walk(kern.kernel.body))
-    return has
+    """Whether the kernel has a matrix product (its plan's products pass): the tensor-core
+    lowerings (lower/mma_*.py, wgmma_*, tma_*; ~16 ms of CPU to import) are imported and
+    consulted only then."""
+    return kern.plan.products.has_products
 
 
 def emit_region(kern: KernelEmitter, block: Block) -> tuple[str, list]:
@@ -54,9 +51,8 @@ def emit_region(kern: KernelEmitter, block: Block) -> tuple[str, list]:
     mma_epilogue = None
     if products(kern):
         from tilelang.codegen.lower import mma_epilogue
-        from tilelang.codegen.lower.mma_operands import deferrable
         if any(isinstance(o, BuiltinOp) and o.name in PRODUCTS for o in block.ops):
-            deferred = deferrable(kern, block)
+            deferred = kern.plan.products.deferred
     lines = kern.lineinfo
     outer = kern.builder.debug_metadata
     for op in block.ops:
@@ -419,7 +415,8 @@ def _virtual_threads(kern: KernelEmitter, done: ir.Block) -> None:
         _place(kern, [kern.entry] + head + [body] + looped + [latch, done, loop, again])
         return
     # the body again: its ops' values are made anew (kern.env), and what lowerings keep in
-    # kern._cache must dominate both copies (memory.narrow's are made in the entry block)
+    # the emitter's once-per-kernel values must dominate both copies (they are made in the
+    # entry block)
     kern.vtid = kern.tid
     kern.return_target = done
     first = len(kern.fn.blocks)
