@@ -10,6 +10,7 @@ import pathlib
 import pytest
 
 from tilelang.codegen.generate import kernel_plans
+from tilelang.codegen.layouts.distributed import drop_axes
 from tilelang.codegen.occupancy import ARCH_LIMITS
 from tilelang.driver import Options, compile_source
 
@@ -78,6 +79,14 @@ def test_attention_prefetches_its_operands_and_keeps_q_in_registers():
     assert pf.stages == 2 and pf.stage_bytes == 2 * 64 * 64 * 2
     assert [f.offset for f in pf.fetches] == [0, 64 * 64 * 2]
     assert pf.tma and not pf.warp_specialized
+    # R6: the output is carried in the second product's accumulator layout, the running max
+    # and sum in the layout the row reduction of the scores leaves (rows of the accumulator)
+    (o,) = [c for c in loop.carried if c.product is not None]
+    m, l = [c for c in loop.carried if c.reduction is not None]
+    assert len(loop.carried) == 3 and o.product == pv.result and o.layout == pv.plan.acc
+    assert m.layout == l.layout and o.reduction is None
+    # the scores' rows reduced with keepdims: the accumulator's layout with axis 1 dropped
+    assert m.layout == drop_axes(qk.plan.acc, (1,), True) and m.layout.shape == (64, 1)
 
 
 def test_a_producer_block_specializes_its_first_ring_only():
@@ -170,3 +179,20 @@ def test_the_plan_follows_the_thread_mode():
     # needs the thread count, and its plan says so
     p = plans(example("vadd"))["vadd"]
     assert not p.exact and p.products.decisions == () and p.loops.loops == ()
+
+
+def test_plan_imports_nothing_of_the_lowerings_or_the_emitter():
+    """plan/ is data computed from the IR (docs/codegen.md, Plans): it imports neither lower/
+    nor the emitter nor the code generation entry, at module or function level."""
+    import ast
+    banned = ("tilelang.codegen.lower", "tilelang.codegen.llvm", "tilelang.codegen.emit",
+              "tilelang.codegen.walk", "tilelang.codegen.generate")
+    seen = []
+    for path in sorted((ROOT / "tilelang" / "codegen" / "plan").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                seen.append((path.name, node.module or ""))
+            elif isinstance(node, ast.Import):
+                seen += [(path.name, a.name) for a in node.names]
+    assert any(m.startswith("tilelang.codegen.layouts") for _, m in seen)   # the walk works
+    assert [(f, m) for f, m in seen if m.startswith(banned)] == []

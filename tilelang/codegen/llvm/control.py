@@ -193,29 +193,15 @@ def _loop_results(kern: KernelEmitter, frame: LoopFrame, normal_exit: ir.Block,
         kern.env[r.id] = t
 
 
-def carried_layouts(kern: KernelEmitter, body: Block, carried, init: list[TileVal]
-                    ) -> list[TileVal]:
-    """Choose the layout of loop-carried values before the loop: a value that the body
-    yields from a tensor-core `mma` (possibly rescaled before or after it, as attention's
-    output) is carried in the instruction's fragment layout (created there once, not
-    converted on every iteration)."""
-    term = body.terminator
-    if not isinstance(term, YieldOp) or not kern.exact or not products(kern):
+def carried_layouts(kern: KernelEmitter, op: ForOp, init: list[TileVal]) -> list[TileVal]:
+    """The loop-carried values in the layouts the loop's plan carries them in (plan/loops.py
+    R6: a product's accumulator layout, a running max or sum's reduction layout), converted
+    once before the loop instead of on every iteration."""
+    d = kern.plan.loops.by_iv.get(op.iv.id) if products(kern) else None
+    if d is None or not any(d.carried):
         return init
-    from tilelang.codegen.lower.mma_plan import (product_behind, row_stat_layout,
-                                                 tensor_core_plan, to_layout)
-    out = list(init)
-    for i, (arg, yv) in enumerate(zip(carried, term.values)):
-        o = product_behind(body.ops, yv)
-        if o is None:
-            stat = row_stat_layout(kern, body.ops, init[i].shape)
-            if stat is not None:                # a running max / sum beside a product
-                out[i] = to_layout(kern, init[i], stat)
-            continue
-        plan = tensor_core_plan(kern, o)
-        if plan is not None and init[i].shape == plan.acc.shape:
-            out[i] = to_layout(kern, init[i], plan.acc)
-    return out
+    from tilelang.codegen.lower.mma_plan import to_layout
+    return [t if c is None else to_layout(kern, t, c.layout) for t, c in zip(init, d.carried)]
 
 
 def emit_for(kern: KernelEmitter, op: ForOp) -> None:
@@ -230,7 +216,7 @@ def emit_for(kern: KernelEmitter, op: ForOp) -> None:
     b = kern.builder
     start, stop, step = (kern.tile(v).value for v in (op.start, op.stop, op.step))
     ivt = kern.tile(op.start).dtype
-    init = carried_layouts(kern, op.body, op.carried, [kern.tile(v) for v in op.init])
+    init = carried_layouts(kern, op, [kern.tile(v) for v in op.init])
     if products(kern):
         pf = mma_prefetch.plan(kern, op)    # product operands copied an iteration ahead
     if pf is not None:

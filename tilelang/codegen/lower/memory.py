@@ -28,7 +28,7 @@ from math import prod
 
 import llvmlite.ir as ir
 
-from tilelang.codegen.layouts.distributed import Layout, blocked, vector_width
+from tilelang.codegen.layouts.distributed import Layout
 from tilelang.codegen.llvm.kernel import I1, I32, I64, ArrayVal, KernelEmitter, TileVal
 from tilelang.codegen.layouts import convert as C
 from tilelang.codegen.llvm.sync import broadcast, convert, gather_elements

@@ -19,7 +19,7 @@ from tilelang.codegen.llvm.kernel import I32, KernelEmitter, TileVal
 from tilelang.codegen.lower.table import lookup
 # the decisions (which loads are deferred, along which axis they copy) are plan/operands.py's
 from tilelang.codegen.plan.operands import (PRODUCTS, PURE_GROUPS, PURE_MEMORY,  # noqa: F401
-                                            PURE_TILE, DeferredLoad, _writes_nothing,
+                                            PURE_TILE, DeferredLoad, writes_nothing,
                                             async_axis, is_pure_scalar)
 
 def materialize(kern: KernelEmitter, v) -> TileVal:

@@ -36,16 +36,13 @@ from tilelang.codegen.llvm.kernel import I1, I32, I64, KernelEmitter, TileVal
 from tilelang.codegen.lower import pipe_loop, wgmma_product
 from tilelang.codegen.lower.memory import gated
 from tilelang.codegen.lower.mma_epilogue import remember_acc_layout
-from tilelang.codegen.lower.mma_operands import (DeferredLoad, async_axis, commit_group,
-                                                 is_pure_scalar, wait_group)
-from tilelang.codegen.lower.mma_plan import tensor_core_plan, to_layout
+from tilelang.codegen.lower.mma_operands import DeferredLoad, commit_group, wait_group
+from tilelang.codegen.lower.mma_plan import to_layout
 from tilelang.codegen.lower.mma_sync import (SmemOperand, element_row_col, fragment_loaders,
                                              product_from, shared_address)
 from tilelang.codegen.plan.loops import (MAX_STAGES, LoopPlan,  # noqa: F401
                                          choose_stages)
-from tilelang.ir.ops import BuiltinOp, ConstantOp, ForOp, YieldOp
-from tilelang.ir.values import Value
-from tilelang.record import record
+from tilelang.ir.ops import ConstantOp, ForOp
 
 
 def _c(v: int) -> ir.Constant:

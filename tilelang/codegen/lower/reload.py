@@ -33,7 +33,7 @@ Exactness: a re-load reads what the first load read, because
 - only top-level ops of the kernel body take part (run once per thread, never in a loop whose
   index could change between the two reads);
 - nothing between the load and the re-reading consumer, in program order, writes global
-  memory (stream.py checks `_writes_nothing` over the ops in between) except that consumer's
+  memory (plan/streams.py checks `writes_nothing` over the ops in between) except that consumer's
   own store, which each thread makes one vector at a time after reading that vector: the
   vectors a thread re-reads are the ones it writes (stream.py's `_lines_up`), so other threads'
   stores never touch them, and the thread reads each before writing it (in place, `y` is `x`,

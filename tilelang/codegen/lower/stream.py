@@ -12,7 +12,7 @@ lower/reload.py lets it be computed again (a tile that would be kept across a bl
 each consumer re-reads it); it is deferred only when all its uses are streams, else it is
 computed as written and the streams take it as it is. The loads move down to the consumer, so
 every op between a streamed load and its consumer must write no global memory
-(`mma_operands._writes_nothing`). The layouts must line up (`_lines_up`: each load's
+(`plan/operands.writes_nothing`). The layouts must line up (`_lines_up`: each load's
 registers and vectors are the consumer's, no replicated registers), else the statement is
 emitted as written.
 
@@ -40,14 +40,13 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
-from tilelang.codegen.layouts import convert as C
 from tilelang.codegen.layouts import distributed as L
 from tilelang.codegen.llvm.kernel import I32, KernelEmitter, TileVal
 from tilelang.codegen.llvm.sync import broadcast
 from tilelang.codegen.lower import reduce as R
 from tilelang.codegen.lower.memory import TileAccess, _padding, tile_start
-from tilelang.codegen.plan.streams import (_DIVIDE, _RELABEL, Stream,  # noqa: F401
-                                           _load_layout, _vector_width)
+from tilelang.codegen.plan.streams import (DIVIDE, RELABEL, Stream,
+                                           load_layout, stream_vector_width)
 from tilelang.ir.ops import BuiltinOp
 from tilelang.ir.values import Value
 from tilelang.sema.constants import ConstStr
@@ -84,7 +83,7 @@ def emit(kern: KernelEmitter, s: Stream) -> TileVal | None:
     `_lines_up`). Returns a reduction's value."""
     st = s.store
     lay = s.layout
-    vw = _vector_width(kern, s)
+    vw = stream_vector_width(kern, s)
     shape = tuple(st.arg_map["tile" if not s.reduces else "x"].type.shape)
     out = arr = None
     if not s.reduces:
@@ -93,7 +92,7 @@ def emit(kern: KernelEmitter, s: Stream) -> TileVal | None:
         out = TileAccess(kern, arr, start, shape, None, lay)
     loads = []
     for op in s.loads:
-        src, llay, _ = _load_layout(kern, op)
+        src, llay, _ = load_layout(kern, op)
         ldt = op.result.type
         lstart, _ = tile_start(kern, op, tuple(ldt.shape))
         acc = TileAccess(kern, src, lstart, tuple(ldt.shape), None, llay)
@@ -176,7 +175,7 @@ def _before(kern: KernelEmitter, s: Stream, lay) -> tuple[dict, dict]:
             extra[op.result.id] = (kern.thread_linear(src.thread_weights()), src)
             continue
         vals = [a for _, a in op.args if not isinstance(a, (DType, ConstStr))]
-        if op.name in _DIVIDE and not (isinstance(vals[1], Value) and vals[1].id in inner):
+        if op.name in DIVIDE and not (isinstance(vals[1], Value) and vals[1].id in inner):
             from tilelang.codegen.lower.elementwise import _shared_reciprocal  # imports this
             d = kern.tile(vals[1]) if isinstance(vals[1], Value) else vals[1]
             params = {n: a for n, a in op.args if isinstance(a, (DType, ConstStr))}
@@ -201,7 +200,7 @@ def _value(kern: KernelEmitter, s: Stream, v, r: int, vals: dict, fixed: dict,
         return fixed[v.id][r]
     op = s.op_of(v.id)
     rt = op.result.type
-    if op.name in _RELABEL:
+    if op.name in RELABEL:
         got = _value(kern, s, op.arg_map["x"], r, vals, fixed, extra)
     elif op.name == "arange":
         # `arange_in`'s value of this register (creation.py)
@@ -209,7 +208,7 @@ def _value(kern: KernelEmitter, s: Stream, v, r: int, vals: dict, fixed: dict,
         got = kern.builder.add(base, ir.Constant(I32, src.reg_linear(r)))
         if rt.dtype != T_I32:
             got = kern.se.cast(got, T_I32, rt.dtype)
-    elif op.name in _DIVIDE and v.id in extra:
+    elif op.name in DIVIDE and v.id in extra:
         # elementwise.py's shared reciprocal: the dividend (in the result's dtype) times it
         x = next(a for _, a in op.args if not isinstance(a, (DType, ConstStr)))
         xv = _value(kern, s, x, r, vals, fixed, extra)

@@ -16,7 +16,6 @@ N-instruction (N = min(its columns, 256)), all in one commit group.
 
 from __future__ import annotations
 
-from math import prod
 from typing import Callable
 
 import llvmlite.ir as ir
@@ -28,7 +27,7 @@ from tilelang.codegen.lower import (mma_operands, mma_sync, pipe_loop, tma_load,
                                     tma_multicast, wgmma_ops)
 from tilelang.codegen.lower.mma_epilogue import remember_acc_layout
 from tilelang.codegen.lower.mma_plan import (TensorCorePlan, image_fits, image_span,
-                                              specialized, to_layout, wg_k)
+                                              to_layout, wg_k)
 from tilelang.codegen.plan.loops import IMAGE_ALIGN, deferred_cax, image_bytes  # noqa: F401
 from tilelang.record import record
 
@@ -745,7 +744,7 @@ WS_PRODUCER_REGS = 40          # setmaxnreg of the producer warp group (it only 
 
 
 def _ws_loop(kern: KernelEmitter, ring: RingLoop) -> None:
-    """The TMA ring of a warp-specialized block (mma_plan.specialized: P = 2^k threads of
+    """The TMA ring of a warp-specialized block (plan/loops.py R5: P = 2^k threads of
     consumer warp groups, the layouts' threads, and one producer warp group after them):
 
         setup:    barrier; thread 0 initializes full[s] (count 1) and empty[s] (count P);

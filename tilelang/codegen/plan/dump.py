@@ -109,8 +109,22 @@ def _loop(d: LoopDecision, name) -> list[str]:
             out.append(f"      {name(f.d.op.result.id)}: image at +{f.offset} bytes, "
                        f"{f.span}-byte swizzle, rows along axis {f.cax}")
         out.append(f"      warp-specialized: {'yes' if pf.warp_specialized else 'no'}")
-        return out
-    return [head + d.why]
+        return out + _carried(d, name)
+    return [head + d.why] + _carried(d, name)
+
+
+def _carried(d: LoopDecision, name) -> list[str]:
+    out = []
+    for vid, c in zip(d.carried_ids, d.carried):
+        if c is None:
+            continue
+        if c.product is not None:
+            out.append(f"      carries {name(vid)} in the accumulator layout of "
+                       f"{name(c.product)}")
+        else:
+            out.append(f"      carries {name(vid)} in the layout of reduction "
+                       f"{name(c.reduction)}")
+    return out
 
 
 def _streams(plan: KernelPlan, name) -> list[str]:

@@ -22,7 +22,12 @@ Rules:
      iterations and an operand's index does not depend on some clustered axis of `bid`;
   R5 the first TMA ring outside any run-time loop, in a block of 2^k warp groups and one
      more (plan/tensor_cores.producer_block), without multicast, is *warp-specialized*: the
-     last warp group produces and then exits, so no later loop is.
+     last warp group produces and then exits, so no later loop is;
+  R6 a loop that is not pipelined carries (in exact mode) a value its body yields from a
+     tensor-core `mma` — directly or through element-wise ops, as attention's rescaled
+     output — in that product's accumulator layout, and a row statistic a kept-dims
+     reduction computes from such an accumulator (a running max or sum) in the reduction's
+     result layout: made once before the loop, never converted per iteration.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from math import prod
 from typing import Mapping
 
 from tilelang.codegen.api import TensorMapSpec
+from tilelang.codegen.layouts.distributed import Layout, drop_axes
 from tilelang.codegen.occupancy import ARCH_LIMITS
 from tilelang.codegen.plan.inputs import PlanInputs
 from tilelang.codegen.plan.operands import DeferredLoad, async_axis, is_pure_scalar
@@ -39,7 +45,7 @@ from tilelang.ir.args import arg_values
 from tilelang.ir.ops import (Block, BreakOp, BuiltinOp, ConstantOp, ContinueOp, ForOp,
                              ReturnOp, WhileOp, YieldOp, walk)
 from tilelang.ir.values import Value
-from tilelang.record import record
+from tilelang.record import field, record
 
 MAX_STAGES = 4              # pipelined rings (R1)
 DEFAULT_STAGES = 2          # prefetch rings (R2)
@@ -450,6 +456,93 @@ def _prefetch(kern, products: ProductsPlan, op: ForOp) -> tuple[PrefetchPlan | N
 
 
 # ---------------------------------------------------------------------------------------------
+# Carried layouts (R6)
+
+ELEMENTWISE_GROUPS = ("operator", "math", "dtype")
+
+
+def product_behind(ops, value) -> BuiltinOp | None:
+    """The `mma` among `ops` whose result `value` is, directly or through element-wise ops
+    that keep the layout of their first operand of the result's shape (`mma(...) * s`): a
+    loop carrying `value` should carry it in that product's accumulator layout."""
+    defs = {o.result.id: o for o in ops if isinstance(o, BuiltinOp) and o.result is not None}
+    seen = 0
+    while seen < len(ops):
+        o = defs.get(getattr(value, "id", None))
+        if o is None:
+            return None
+        if o.name == "mma":
+            return o
+        if o.builtin.group not in ELEMENTWISE_GROUPS:
+            return None
+        shape = tuple(o.result.type.shape)
+        value = next((v for _, v in o.args if hasattr(v, "id") and
+                      tuple(getattr(v.type, "shape", ())) == shape), None)
+        seen += 1
+    return None
+
+
+def _row_stat(kern, products: ProductsPlan, ops, shape: tuple[int, ...]) -> tuple | None:
+    """(layout, the reduction) for a loop-carried value of `shape` that a kept-dims reduction
+    in `ops` computes from a tensor-core product's accumulator (attention's running max and
+    sum): the reduction's own result layout, so neither the reduction's result nor the
+    broadcast back onto the accumulator needs an exchange through shared memory."""
+    plans = {}
+    for o in ops:
+        if isinstance(o, BuiltinOp) and o.name in ("mma", "matmul", "@"):
+            p = products.of(o)
+            if p is not None:
+                plans.setdefault(tuple(p.acc.shape), p)
+    for o in ops:
+        if not (isinstance(o, BuiltinOp) and o.builtin.group == "reduce" and o.result is not None
+                and tuple(o.result.type.shape) == tuple(shape)):
+            continue
+        x = o.arg_map.get("x")
+        p = plans.get(tuple(getattr(x, "type", None) and x.type.shape or ()))
+        if p is None or len(shape) != p.acc.rank or "axis" not in o.arg_map:
+            continue
+        ax = kern.const_ints(o.arg_map["axis"])[0] % len(shape)
+        return drop_axes(p.acc, (ax,), True), o
+    return None
+
+
+def row_stat_layout(kern, ops, shape: tuple[int, ...]) -> Layout | None:
+    """_row_stat's layout, for a caller holding the emitter (its plan's products)."""
+    got = _row_stat(kern, kern.plan.products, ops, shape)
+    return got[0] if got is not None else None
+
+
+@record(frozen=True)
+class Carried:
+    """The layout a loop carries one of its values in, from before the loop (R6): a product's
+    accumulator layout (`product`: its result id) or a row statistic's reduction layout
+    (`reduction`: its result id)."""
+
+    layout: Layout
+    product: int | None = None
+    reduction: int | None = None
+
+
+def _carried(kern, products: ProductsPlan, op: ForOp) -> tuple:
+    """R6: per carried value, its Carried layout or None (the initial value's)."""
+    term = op.body.terminator
+    if not isinstance(term, YieldOp) or not kern.exact:
+        return ()
+    out = []
+    for arg, yv in zip(op.carried, term.values):
+        shape = tuple(getattr(arg.type, "shape", ()) or ())
+        o = product_behind(op.body.ops, yv)
+        if o is None:
+            stat = _row_stat(kern, products, op.body.ops, shape)
+            out.append(None if stat is None else Carried(stat[0], reduction=stat[1].result.id))
+            continue
+        plan = products.of(o)
+        ok = plan is not None and shape == tuple(plan.acc.shape)
+        out.append(Carried(plan.acc, product=o.result.id) if ok else None)
+    return tuple(out)
+
+
+# ---------------------------------------------------------------------------------------------
 # The pass
 
 @record(frozen=True)
@@ -460,19 +553,21 @@ class LoopDecision:
     pipelined: LoopPlan | None
     prefetch: PrefetchPlan | None
     why: str                              # why neither, or why not pipelined
+    carried: tuple = ()                   # not pipelined: Carried or None per carried value
+    carried_ids: tuple[int, ...] = ()     # the carried values' ids (the body's arguments)
 
 
 @record(frozen=True)
 class LoopsPlan:
     loops: tuple[LoopDecision, ...] = ()          # in program order
-    by_iv: Mapping[int, LoopDecision] = None      # type: ignore[assignment]
+    by_iv: Mapping[int, LoopDecision] = field(default_factory=dict)
 
     def pipelined(self, op: ForOp) -> LoopPlan | None:
-        d = (self.by_iv or {}).get(op.iv.id)
+        d = self.by_iv.get(op.iv.id)
         return d.pipelined if d is not None else None
 
     def prefetch(self, op: ForOp) -> PrefetchPlan | None:
-        d = (self.by_iv or {}).get(op.iv.id)
+        d = self.by_iv.get(op.iv.id)
         return d.prefetch if d is not None else None
 
 
@@ -480,7 +575,7 @@ def plan_loops(inputs: PlanInputs, products: ProductsPlan) -> LoopsPlan:
     if not products.has_products:
         return LoopsPlan((), {})
     from tilelang.codegen.plan.tensor_cores import producer_block
-    state = {"producer": producer_block(inputs)}   # R5: until the first specialized ring
+    state = _Producer(producer_block(inputs))      # R5: until the first specialized ring
     out: list[LoopDecision] = []
 
     def visit(block: Block, nested: bool) -> None:
@@ -497,8 +592,15 @@ def plan_loops(inputs: PlanInputs, products: ProductsPlan) -> LoopsPlan:
     return LoopsPlan(tuple(out), {d.iv: d for d in out})
 
 
+@record
+class _Producer:
+    """Whether the block still has a producer warp group to specialize a ring with (R5)."""
+
+    producer: bool
+
+
 def _decide(inputs: PlanInputs, products: ProductsPlan, op: ForOp, nested: bool,
-            state: dict) -> LoopDecision:
+            state: _Producer) -> LoopDecision:
     lp, why = _pipelined(inputs, products, op)
     if lp is not None:
         tma = mc = None
@@ -507,17 +609,20 @@ def _decide(inputs: PlanInputs, products: ProductsPlan, op: ForOp, nested: bool,
                               lp.plan.form.itemsize) for d, cax in zip(lp.operands, lp.axes)]
             tma = None not in specs
             mc = multicast_plan(inputs, op, lp.operands) if tma else None
-        ws = bool(tma) and state["producer"] and not nested and mc is None
+        ws = bool(tma) and state.producer and not nested and mc is None
         if ws:
-            state["producer"] = False
+            state.producer = False
         lp = LoopPlan(lp.mma, lp.operands, lp.axes, lp.scalars, lp.plan, lp.stages,
                       lp.image_bytes, lp.stages_why, bool(tma), mc, ws, nested)
         return LoopDecision(op.iv.id, lp, None, "")
+    carried = _carried(inputs, products, op)
+    ids = tuple(c.id for c in op.carried)
     pf, why_pf = _prefetch(inputs, products, op)
     if pf is not None:
-        ws = pf.tma and state["producer"] and not nested
+        ws = pf.tma and state.producer and not nested
         if ws:
-            state["producer"] = False
+            state.producer = False
         pf = PrefetchPlan(pf.fetches, pf.scalars, pf.stages, pf.stage_bytes, pf.tma, ws)
-        return LoopDecision(op.iv.id, None, pf, f"not pipelined: {why}")
-    return LoopDecision(op.iv.id, None, None, f"not pipelined: {why}; not prefetched: {why_pf}")
+        return LoopDecision(op.iv.id, None, pf, f"not pipelined: {why}", carried, ids)
+    return LoopDecision(op.iv.id, None, None, f"not pipelined: {why}; not prefetched: {why_pf}",
+                        carried, ids)

@@ -92,7 +92,7 @@ def is_pure_scalar(op) -> bool:
     return op.builtin.group in PURE_GROUPS or op.name in PURE_MEMORY
 
 
-def _writes_nothing(op) -> bool:
+def writes_nothing(op) -> bool:
     """An op that cannot change global memory, so a load may move past it: another load, a
     pure scalar op, or a tile op of a group that only computes."""
     if isinstance(op, BuiltinOp) and (op.name == "load" or op.builtin.group in PURE_TILE):
@@ -134,7 +134,7 @@ def deferrable(uses: Mapping[int, int], block: Block) -> dict[int, DeferredLoad 
                 continue
             inner = {id(o) for o in chain}
             between = ops[q + 1:p]
-            if all(_writes_nothing(o) or id(o) in inner for o in between):
+            if all(writes_nothing(o) or id(o) in inner for o in between):
                 d = DeferredLoad(ops[q], tuple(reversed(chain)))
                 out[v.id] = None if chain else d
                 for o in chain[1:]:

@@ -24,8 +24,8 @@ from typing import Mapping
 
 from tilelang.codegen.layouts import convert as C
 from tilelang.codegen.plan.access import access_layout, access_vector_width, tile_indexed
-from tilelang.codegen.plan.inputs import const_ints
-from tilelang.codegen.plan.operands import _writes_nothing
+from tilelang.codegen.plan.inputs import PlanInputs, const_ints
+from tilelang.codegen.plan.operands import writes_nothing
 from tilelang.codegen.plan.reloads import ReloadPlan
 from tilelang.codegen.plan.uses import UseCounts
 from tilelang.codegen.scalar.emitter import ELEMENTWISE
@@ -37,9 +37,9 @@ from tilelang.sema.types import DType
 
 # element-wise ops a stream recomputes per vector
 _GROUPS = ("operator", "math")
-_DIVIDE = ("/", "div")
-_RELABEL = ("expand_dims", "reshape")
-_REDUCE = ("sum", "prod", "max", "min")
+DIVIDE = ("/", "div")
+RELABEL = ("expand_dims", "reshape")
+REDUCE = ("sum", "prod", "max", "min")
 
 
 @record(frozen=True)
@@ -51,7 +51,7 @@ class Stream:
 
     @property
     def reduces(self) -> bool:
-        return self.store.name in _REDUCE
+        return self.store.name in REDUCE
 
     def op_of(self, vid: int) -> BuiltinOp:
         return next(o for o in self.ops if o.result.id == vid)
@@ -60,14 +60,18 @@ class Stream:
 @record(frozen=True)
 class StreamPlan:
     streams: tuple[Stream, ...] = ()                  # in program order of their consumers
-    by_consumer: Mapping[int, Stream] = field(default_factory=dict)   # id(consumer op) ->
+    # id(consumer op) -> its stream (a store has no result to key it by; the IR's ops live
+    # as long as the emission that asks)
+    by_consumer: Mapping[int, Stream] = field(default_factory=dict)
     deferred: Mapping[int, Stream] = field(default_factory=dict)  # result id -> a stream of it
     why_none: str = ""                # why no consumer streams although some could
 
 
-def plan_streams(kern: PlanInputs, uses: UseCounts, reloads: ReloadPlan,
+def plan_streams(inputs: PlanInputs, uses: UseCounts, reloads: ReloadPlan,
                  has_products: bool) -> StreamPlan:
-    """The streams of the kernel's top-level consumers (R1-R5)."""
+    """The streams of the kernel's top-level consumers (R1-R6). The helpers below take
+    `kern`: these inputs here, the emitter when lower/stream.py asks them again."""
+    kern = inputs
     ops = kern.kernel.body.ops
     again = reloads.values
     if not any(isinstance(o, BuiltinOp) and _consumer(o, again) for o in ops):
@@ -107,7 +111,7 @@ def _consumer(op: BuiltinOp, again) -> bool:
         return tile_indexed(op)
     # a reduction is streamed where values are computed again (lower/reload.py): elsewhere
     # its input is kept whole as before
-    return bool(again) and op.name in _REDUCE
+    return bool(again) and op.name in REDUCE
 
 
 def _not_deferred(found: list[Stream], uses: dict[int, int]) -> set[int]:
@@ -153,12 +157,12 @@ def _kind(kern, op: BuiltinOp, shape: tuple) -> str | None:
         return None
     if op.name == "arange":
         return "arange"
-    if op.name in _RELABEL:
+    if op.name in RELABEL:
         x = op.arg_map.get("x")
         ok = isinstance(x, Value) and _same_elements(tuple(x.type.shape), shape)
         return "relabel" if ok else None
     if op.builtin.group in _GROUPS and op.name in ELEMENTWISE and _lowered_elementwise(kern, op):
-        if op.name in _DIVIDE:
+        if op.name in DIVIDE:
             vals = [a for _, a in op.args if not isinstance(a, (DType, ConstStr))]
             return "divide" if len(vals) == 2 and isinstance(vals[0], Value) else None
         return "elementwise"
@@ -193,14 +197,14 @@ def _chain(kern, ops, pos: dict, uses: dict, allowed: set, p: int,
     if not loads:
         return None
     first = pos[chain[0].result.id]
-    if not all(_writes_nothing(o) or getattr(o, "result", None) is not None and
+    if not all(writes_nothing(o) or getattr(o, "result", None) is not None and
                o.result.id in members for o in ops[first:p]):
         return None
     vw = None
     if st.name == "store":
-        _, lay, vw = _store_layout(kern, st)
+        _, lay, vw = store_layout(kern, st)
     else:
-        if st.name not in _REDUCE or root.id not in members or \
+        if st.name not in REDUCE or root.id not in members or \
                 reduced_axes(st, len(shape))[0] == ():
             return None
         lay = _reduced_layout(kern, members, root, shape)
@@ -224,8 +228,8 @@ def _reduced_layout(kern, members: dict, root: Value, shape: tuple):
         if op.name == "load":
             if tuple(op.result.type.shape) != shape:
                 return None
-            return _load_layout(kern, op)[1]
-        if op.name == "arange" or op.name in _RELABEL:
+            return load_layout(kern, op)[1]
+        if op.name == "arange" or op.name in RELABEL:
             return None
         full = [a for a in op.operands if tuple(getattr(a.type, "shape", ()) or ()) == shape]
         full.sort(key=lambda a: not _has_load(members, a))
@@ -247,7 +251,7 @@ def _lowered_elementwise(kern, op: BuiltinOp) -> bool:
     return kern.lowered_by(op.name, op.builtin.group) == "tilelang.codegen.lower.elementwise"
 
 
-def _store_layout(kern, st: BuiltinOp):
+def store_layout(kern, st: BuiltinOp):
     """(array, layout, registers per vector) of a streamed store."""
     arr = kern.array(st.arg_map["A"])
     t = st.arg_map["tile"].type
@@ -256,7 +260,7 @@ def _store_layout(kern, st: BuiltinOp):
     return arr, lay, access_vector_width(arr, axes, lay)
 
 
-def _load_layout(kern, op: BuiltinOp):
+def load_layout(kern, op: BuiltinOp):
     src = kern.array(op.arg_map["A"])
     t = op.result.type
     axes = tuple(range(src.rank))
@@ -272,7 +276,7 @@ def _lines_up(kern, lay, vw: int | None, loads: list[BuiltinOp]) -> bool:
             len(lay.owned_regs()) != lay.num_regs:
         return False
     for op in loads:
-        _, llay, lvw = _load_layout(kern, op)
+        _, llay, lvw = load_layout(kern, op)
         vw = lvw if vw is None else vw
         if lvw != vw or llay.num_regs != lay.num_regs or C.rename_map(
                 llay, C.need_of(lay, tuple(op.result.type.shape))) != list(range(lay.num_regs)):
@@ -280,10 +284,10 @@ def _lines_up(kern, lay, vw: int | None, loads: list[BuiltinOp]) -> bool:
     return vw is not None and lay.num_regs >= vw
 
 
-def _vector_width(kern, s: Stream) -> int:
+def stream_vector_width(kern, s: Stream) -> int:
     if not s.reduces:
-        return _store_layout(kern, s.store)[2]
-    return _load_layout(kern, s.loads[0])[2]
+        return store_layout(kern, s.store)[2]
+    return load_layout(kern, s.loads[0])[2]
 
 
 def reduced_axes(op: BuiltinOp, rank: int) -> tuple[tuple[int, ...], bool]:
