@@ -58,6 +58,7 @@ class CompileResult:
     path: str
     diagnostics: list[Diagnostic]
     tir: str = ""
+    plan: str = ""            # the kernels' code-generation plans (codegen/plan/dump.py)
     llvm_ir: str = ""
     ptx: str = ""
     cubin: bytes | None = None

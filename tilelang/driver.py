@@ -247,8 +247,9 @@ def compile_source(text: str, path: str, options: Options | None = None, *,
                    kernels: list[str] | None = None, consts: Mapping[str, Any] | None = None,
                    facts: Mapping[str, Mapping[str, Any]] | None = None,
                    until: str = "cubin") -> CompileResult:
-    """Run the pipeline on `text` up to `until` (tir | llvm | ptx | cubin). User mistakes come
-    back as diagnostics (never raised); an internal failure is an E9999 diagnostic."""
+    """Run the pipeline on `text` up to `until` (tir | plan | llvm | ptx | cubin). User
+    mistakes come back as diagnostics (never raised); an internal failure is an E9999
+    diagnostic."""
     from .compiled import CompileResult
     options = options or Options()
     if consts:
@@ -320,6 +321,12 @@ def _compile(text, path, options, kernels, facts, until, res: CompileResult, t0)
     t3 = time.perf_counter()
     res.timings["ir"] = t3 - t2
     if until == "tir":
+        return
+    if until == "plan":
+        from .codegen.generate import kernel_plans
+        from .codegen.plan.dump import format_plan
+        res.plan = "\n".join(format_plan(p, k) for k, p in kernel_plans(
+            ir, options.target, facts, precision=options.precision))
         return
     from .codegen.generate import generate
     t_imported = time.perf_counter()

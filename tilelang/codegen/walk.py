@@ -49,13 +49,10 @@ class LoopFrame:
 
 
 def products(kern: KernelEmitter) -> bool:
-    """Whether the kernel has a matrix product: the tensor-core lowerings (lower/tensorcore/;
-    ~16 ms of CPU to import) are imported and consulted only then."""
-    has = kern._cache.get("control.products")
-    if has is None:
-        has = kern._cache["control.products"] = any(
-            isinstance(o, BuiltinOp) and o.name in PRODUCTS for o in walk(kern.kernel.body))
-    return has
+    """Whether the kernel has a matrix product (its plan's products pass): the tensor-core
+    lowerings (lower/tensorcore/; ~16 ms of CPU to import) are imported and consulted only
+    then."""
+    return kern.plan.products.has_products
 
 
 def lowering_of(op: BuiltinOp):
@@ -98,9 +95,8 @@ def emit_region(kern: KernelEmitter, block: Block) -> tuple[str, list]:
     mma_epilogue = None
     if products(kern):
         from tilelang.codegen.lower.tensorcore import mma_epilogue
-        from tilelang.codegen.lower.tensorcore.mma_operands import deferrable
         if any(isinstance(o, BuiltinOp) and o.name in PRODUCTS for o in block.ops):
-            deferred = deferrable(kern, block)
+            deferred = kern.plan.products.deferred
     lines = kern.lineinfo
     outer = kern.builder.debug_metadata
     for op in block.ops:
@@ -241,29 +237,15 @@ def _loop_results(kern: KernelEmitter, frame: LoopFrame, normal_exit: ir.Block,
         kern.env[r.id] = t
 
 
-def carried_layouts(kern: KernelEmitter, body: Block, carried, init: list[TileVal]
-                    ) -> list[TileVal]:
-    """Choose the layout of loop-carried values before the loop: a value that the body
-    yields from a tensor-core `mma` (possibly rescaled before or after it, as attention's
-    output) is carried in the instruction's fragment layout (created there once, not
-    converted on every iteration)."""
-    term = body.terminator
-    if not isinstance(term, YieldOp) or not kern.exact or not products(kern):
+def carried_layouts(kern: KernelEmitter, op: ForOp, init: list[TileVal]) -> list[TileVal]:
+    """The loop-carried values in the layouts the loop's plan carries them in (plan/loops.py
+    R6: a product's accumulator layout, a running max or sum's reduction layout), converted
+    once before the loop instead of on every iteration."""
+    d = kern.plan.loops.by_iv.get(op.iv.id) if products(kern) else None
+    if d is None or not any(d.carried):
         return init
-    from tilelang.codegen.lower.tensorcore.mma_plan import (product_behind, row_stat_layout,
-                                                 tensor_core_plan, to_layout)
-    out = list(init)
-    for i, (arg, yv) in enumerate(zip(carried, term.values)):
-        o = product_behind(body.ops, yv)
-        if o is None:
-            stat = row_stat_layout(kern, body.ops, init[i].shape)
-            if stat is not None:                # a running max / sum beside a product
-                out[i] = to_layout(kern, init[i], stat)
-            continue
-        plan = tensor_core_plan(kern, o)
-        if plan is not None and init[i].shape == plan.acc.shape:
-            out[i] = to_layout(kern, init[i], plan.acc)
-    return out
+    from tilelang.codegen.lower.tensorcore.mma_plan import to_layout
+    return [t if c is None else to_layout(kern, t, c.layout) for t, c in zip(init, d.carried)]
 
 
 def emit_for(kern: KernelEmitter, op: ForOp) -> None:
@@ -278,7 +260,7 @@ def emit_for(kern: KernelEmitter, op: ForOp) -> None:
     b = kern.builder
     start, stop, step = (kern.tile(v).value for v in (op.start, op.stop, op.step))
     ivt = kern.tile(op.start).dtype
-    init = carried_layouts(kern, op.body, op.carried, [kern.tile(v) for v in op.init])
+    init = carried_layouts(kern, op, [kern.tile(v) for v in op.init])
     if products(kern):
         pf = mma_prefetch.plan(kern, op)    # product operands copied an iteration ahead
     if pf is not None:
@@ -464,7 +446,8 @@ def _virtual_threads(kern: KernelEmitter, done: ir.Block) -> None:
         _place(kern, [kern.entry] + head + [body] + looped + [latch, done, loop, again])
         return
     # the body again: its ops' values are made anew (kern.env), and what lowerings keep in
-    # kern._cache must dominate both copies (memory.narrow's are made in the entry block)
+    # the emitter's once-per-kernel values must dominate both copies (they are made in the
+    # entry block)
     kern.vtid = kern.tid
     kern.return_target = done
     first = len(kern.fn.blocks)

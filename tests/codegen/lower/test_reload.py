@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from test_gen_masked import compile_for, kernel_body, run
-from tilelang.codegen.lower import reload
+from tilelang.codegen.plan import reloads as reload   # the budgets: the reloads pass
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 EXAMPLES = {"softmax": "softmax_rows", "layernorm": "layernorm", "rmsnorm": "rmsnorm"}
@@ -223,7 +223,7 @@ def test_bit_identical_to_keeping_the_row(kernel, precision, monkeypatch):
 def test_an_exact_exp_is_not_computed_twice():
     """In precision "ieee" softmax's `exp` is a polynomial of some 25 instructions: computing
     it again in the store pass would nearly double the kernel, so the row is read once and
-    the exponentials are kept (reload._math)."""
+    the exponentials are kept (plan/reloads._math)."""
     from tilelang.driver import Options, compile_source
     from test_gen_masked import facts_of
     d = _inputs("softmax", 2, 4096)

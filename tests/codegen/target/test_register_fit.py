@@ -11,7 +11,7 @@ import pytest
 
 from tilelang.codegen.target import register_fit as rf
 from tilelang.codegen.target.link import KernelResources
-from tilelang.codegen.lower import reload
+from tilelang.codegen.plan import reloads as reload   # the budgets: the reloads pass
 from tilelang.codegen.occupancy import occupancy
 from tilelang.driver import Options, compile_source
 

@@ -25,14 +25,15 @@ from typing import Any, Callable, Mapping
 import llvmlite.ir as ir
 
 from tilelang.codegen.api import ArrayFacts, DEFAULT_FACTS
-from tilelang.codegen.layouts.distributed import (Layout, blocked, drop_axes, floor_pow2,
-                                                  scalar_layout, thread_bits)
+from tilelang.codegen.layouts.defaults import (DefaultLayouts, row_reduced_shapes,  # noqa: F401
+                                              rows_in_warps)
+from tilelang.codegen.layouts.distributed import Layout, floor_pow2, scalar_layout
 from tilelang.codegen.emit.lineinfo import LineInfo
 from tilelang.codegen.emit.values import ArrayVal, TileVal
 from tilelang.codegen.scalar.emitter import ScalarEmitter
 from tilelang.diagnostics import InternalCompilerError, register_codes
 from tilelang.ir.args import TupleArg
-from tilelang.ir.ops import BuiltinOp, ConstantOp, Kernel, walk
+from tilelang.ir.ops import BuiltinOp, ConstantOp, Kernel
 from tilelang.ir.values import Value
 from tilelang.record import field as rfield, record
 from tilelang.sema.builtins_math import DEFAULT_PRECISION, PRECISIONS
@@ -63,61 +64,6 @@ def kernel_precision(kernel: Kernel, module_mode: bool | str | None) -> str:
     return DEFAULT_PRECISION
 
 
-REDUCTIONS = ("sum", "prod", "max", "min", "argmax", "argmin")
-
-
-def row_reduced_shapes(kernel: Kernel) -> dict:
-    """2-D tile shapes (R > 1 rows) that the kernel reduces along their rows (axis 1) and
-    never along their columns, with the item size of the first such tile: their default
-    layout puts rows in warps (rows_in_warps), so a row's reduction needs shuffles only, no
-    shared-memory round trip."""
-    rows, cols, size = set(), set(), {}
-    for op in walk(kernel.body):
-        if not (isinstance(op, BuiltinOp) and op.name in REDUCTIONS):
-            continue
-        x = op.arg_map.get("x")
-        t = getattr(x, "type", None)
-        if not isinstance(t, TileType) or len(t.shape) != 2 or not all(
-                isinstance(d, int) for d in t.shape):
-            continue
-        ax = op.arg_map.get("axis")
-        if not isinstance(ax, ConstValue) or not isinstance(ax.value, int):
-            cols.add(tuple(t.shape))          # over all axes: no preference
-            continue
-        (rows if ax.value % 2 == 1 else cols).add(tuple(t.shape))
-        size.setdefault(tuple(t.shape), t.dtype.itemsize)
-    return {s: size[s] for s in rows - cols if s[0] > 1}
-
-
-def rows_in_warps(shape: tuple[int, int], itemsize: int, threads: int,
-                  vector_bytes: int = 16) -> Layout:
-    """Like `blocked` (16-byte vectors along the row, lanes along the row first), but the
-    warps take rows before columns, and what is left of a row goes to registers: with up to
-    32 vectors per row, a row lies in one warp (Triton's several rows per program)."""
-    R, N = shape
-    nl, nw = thread_bits(threads)
-    next_bit = [0, 0]
-    sizes = [R.bit_length() - 1, N.bit_length() - 1]
-
-    def take(order, count):
-        out = []
-        for d in order:
-            while count and next_bit[d] < sizes[d]:
-                out.append(tuple((1 << next_bit[d]) if a == d else 0 for a in range(2)))
-                next_bit[d] += 1
-                count -= 1
-        return out, count
-
-    vec = min(max(vector_bytes // max(itemsize, 1), 1), N)
-    reg, _ = take([1], vec.bit_length() - 1)
-    lane, left = take([1, 0], nl)
-    lane += [(0, 0)] * left
-    warp, left = take([0, 1], nw)
-    warp += [(0, 0)] * left
-    rest, _ = take([1, 0], sizes[0] + sizes[1])
-    return Layout((R, N), tuple(reg + rest), tuple(lane), tuple(warp))
-
-
 def _successors(block) -> list | None:
     """The successor blocks of a finished block (None: no terminator yet)."""
     if not block.is_terminated:
@@ -146,6 +92,8 @@ class KernelStats:
     dynamic_smem: int = 0        # of smem_bytes: the part launched as dynamic shared memory
     wgmma_acc_regs: int = 0      # accumulator registers per thread of its warp-group MMAs
     wgmma_declined: bool = False # a product could use wgmma but for the block's thread count
+    wgmma_unbounded: bool = False  # a wgmma product outside a pipelined loop (.maxnreg 255)
+    ws_share: int = 0            # a warp-specialized prefetch loop's even register share
     tensor_maps: list = rfield(default_factory=list)  # TensorMapSpecs the TMA loads want
 
 
@@ -153,7 +101,7 @@ class KernelEmitter:
     def __init__(self, module: ir.Module, kernel: Kernel, target, *, block: tuple[int, ...],
                  exact: bool, facts: Mapping[str, ArrayFacts] | None = None,
                  fast_math: bool | str = False, tma: bool = False, tensor_maps: tuple = (),
-                 lineinfo: bool = False):
+                 lineinfo: bool = False, plan: Any = None):
         self.module = module
         self.kernel = kernel
         self.target = target
@@ -168,7 +116,16 @@ class KernelEmitter:
         self.loops: list[Any] = []          # walk.LoopFrame stack
         self._smem: ir.GlobalVariable | None = None
         self._kept_smem = 0           # bytes of buffers from kept_smem (static)
-        self._cache: dict[Any, ir.Value] = {}
+        # LLVM values made once per kernel in its entry block and reused by every lowering
+        # that needs them (both copies of a versioned body see them: docs/codegen.md, Plans)
+        self.elected_issuer: ir.Value | None = None   # lower/tensorcore/tma_load.issuer's elect.sync
+        self.cluster_rank: ir.Value | None = None     # lower/tensorcore/tma_multicast's %cluster_ctarank
+        self.narrowed: dict[int, ir.Value] = {}        # lower/memory.py: i64 parameter -> i32
+        # lower/tensorcore/wgmma_product.kept_image: (loop header, registers) -> (image, address)
+        self.kept_images: dict[tuple, tuple] = {}
+        # lower/tensorcore/mma_prefetch.py: load result id -> (SmemOperand, image, slot) of the operand
+        # the enclosing loop copies ahead (set while its body is emitted)
+        self.prefetched: dict[int, tuple] = {}
         self.remat_cost: dict[int, int] = {}    # emit/remat.py: value id -> ops per element
         self.barrier_threads = 0      # > 0: barriers are named ones of that many threads
         # Shared-memory events for exchange_slot: a sequence number per event, the barriers
@@ -179,7 +136,10 @@ class KernelEmitter:
         self._untracked_at = -1
         self._slot_reads: dict[int, list[tuple[int, Any]]] = {}
 
-        self.row_shapes = row_reduced_shapes(kernel)
+        self.default_layouts = DefaultLayouts(kernel, self.threads)
+        self.row_shapes = self.default_layouts.row_shapes
+        # the kernel's plan (codegen/plan/): decisions made from the IR before emission
+        self.plan = plan
         self.builder = ir.IRBuilder()
         self.precision = kernel_precision(kernel, fast_math)
         self.se = ScalarEmitter(self.builder, module, target, precision=self.precision)
@@ -278,29 +238,7 @@ class KernelEmitter:
         return self.layout_for_shape(tuple(t.shape), t.dtype)
 
     def layout_for_shape(self, shape: tuple[int, ...], dtype: DType) -> Layout:
-        shape = tuple(shape)
-        # one layout per shape whatever the dtype (the reduced tile's vectors), so masks and
-        # values of that shape never convert
-        if shape in self.row_shapes:
-            return rows_in_warps(shape, self.row_shapes[shape], self.threads)
-        if len(shape) == 1:
-            # a row vector (weights, a column mask) broadcast against such a tile: the tile's
-            # layout without its rows, so the broadcast is a renaming of registers
-            for r in sorted(self.row_shapes):
-                if r[1] == shape[0]:
-                    return drop_axes(rows_in_warps(r, self.row_shapes[r], self.threads), (0,),
-                                     False)
-        return self._blocked_for(shape, dtype)
-
-    def _blocked_for(self, shape: tuple[int, ...], dtype: DType) -> Layout:
-        # A tile smaller than one 16-byte vector per thread takes narrower vectors rather
-        # than leaving whole warps as replicas (every replica thread would load and compute
-        # the same elements again): 256 f32 over 128 threads is two per thread, as Triton.
-        n = prod(shape)
-        vec = 16
-        while vec > dtype.itemsize and n * dtype.itemsize < self.threads * vec:
-            vec //= 2
-        return blocked(tuple(shape), dtype.itemsize, self.threads, vector_bytes=vec)
+        return self.default_layouts.for_shape(shape, dtype)
 
     @property
     def scalar_layout(self) -> Layout:

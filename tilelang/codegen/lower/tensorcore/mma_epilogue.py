@@ -28,15 +28,13 @@ from tilelang.codegen.lower.tensorcore.tma_store import store_pair
 from tilelang.ir.ops import BuiltinOp
 from tilelang.ir.values import Value
 
-ACC_LAYOUTS = "mma.acc_layouts"
-
-
 def _c(v: int) -> ir.Constant:
     return ir.Constant(I32, v)
 
 
 def remember_acc_layout(kern: KernelEmitter, layout) -> None:
-    kern._cache.setdefault(ACC_LAYOUTS, set()).add(layout)
+    """A product left its accumulator in `layout`: one of the plan's (plan/products.py)."""
+    assert layout in kern.plan.products.acc_layouts, layout
 
 
 def applies(kern: KernelEmitter, op: BuiltinOp) -> bool:
@@ -45,7 +43,7 @@ def applies(kern: KernelEmitter, op: BuiltinOp) -> bool:
     if not kern.exact or not isinstance(t, Value) or not tile_indexed(op):
         return False
     v = kern.env.get(t.id)
-    if not isinstance(v, TileVal) or v.layout not in kern._cache.get(ACC_LAYOUTS, ()):
+    if not isinstance(v, TileVal) or v.layout not in kern.plan.products.acc_layouts:
         return False
     arr = kern.array(args["A"])
     if not vectorizable(arr, tuple(range(arr.rank))):

@@ -10,7 +10,8 @@ The pipelined loop (S stages, a ring of S operand images):
     exit:     wait for all groups; barrier (the shared buffer is free again)
 
 S comes from the shared-memory budget: the largest S <= 4 whose ring fits the SM's shared
-memory divided by the blocks per SM the registers allow (at most 2), and one block's limit.
+memory divided by the blocks per SM the registers allow (at most 2), and one block's limit
+(decided before emission, with whether the loop is pipelined at all: plan/loops.py).
 """
 
 from __future__ import annotations
@@ -21,114 +22,21 @@ from tilelang.codegen.emit.kernel import I32, I64, KernelEmitter, TileVal
 from tilelang.codegen.lower.tensorcore import pipe_loop, wgmma_product
 from tilelang.codegen.lower.tensorcore.cp_async import Stream, _c, _c64
 from tilelang.codegen.lower.tensorcore.mma_epilogue import remember_acc_layout
-from tilelang.codegen.lower.tensorcore.mma_operands import (DeferredLoad, async_axis,
-                                                            commit_group, deferrable,
-                                                            is_pure_scalar, wait_group)
-from tilelang.codegen.lower.tensorcore.mma_plan import tensor_core_plan, to_layout
+from tilelang.codegen.lower.tensorcore.mma_operands import commit_group, wait_group
+from tilelang.codegen.lower.tensorcore.mma_plan import to_layout
 from tilelang.codegen.lower.tensorcore.mma_sync import (SmemOperand, fragment_loaders,
                                                         product_from, shared_address)
-from tilelang.codegen.occupancy import ARCH_LIMITS
-from tilelang.ir.ops import BuiltinOp, ForOp, YieldOp
-from tilelang.ir.values import Value
-from tilelang.record import record
-
-MAX_STAGES = 4
+from tilelang.codegen.plan.loops import (MAX_STAGES, LoopPlan,  # noqa: F401
+                                         choose_stages)
+from tilelang.ir.ops import ForOp
 
 
 # ---------------------------------------------------------------------------------------------
 # The pipelined loop
 
-@record
-class LoopPlan:
-    mma: BuiltinOp
-    operands: tuple[DeferredLoad, DeferredLoad]
-    axes: tuple[int, int]          # each operand's contiguous tile axis (its image rows)
-    scalars: list                  # the body's pure scalar ops (re-evaluated per copy)
-    plan: object                   # matmul.TensorCorePlan
-    stages: int
-    image_bytes: tuple[int, int]
-
-
-def _round(n: int, unit: int = 128) -> int:
-    return -(-n // unit) * unit
-
-
-def choose_stages(kern: KernelEmitter, stage_bytes: int, acc_regs: int) -> int:
-    """See the module docstring: the ring depth for one stage of `stage_bytes`; the user's
-    `@launch(num_stages = n)` wins, as far as one block's shared memory allows."""
-    lim = ARCH_LIMITS.get(kern.target.name)
-    if lim is None:
-        return 1
-    spec = kern.kernel.launch
-    user = getattr(spec, "num_stages", None) if spec is not None else \
-        kern.kernel.attributes.get("num_stages")
-    if user is not None:
-        return max(1, min(int(user), lim.smem_per_block // stage_bytes))
-    regs = min(lim.max_regs_per_thread, acc_regs + 40)
-    by_regs = lim.regs_per_sm // max(regs * kern.threads, 1)
-    for blocks in sorted({max(1, min(2, by_regs)), 1}, reverse=True):
-        budget = min(lim.smem_per_block,
-                     lim.smem_per_sm // blocks - lim.smem_reserved_per_block)
-        s = min(MAX_STAGES, budget // stage_bytes)
-        if s >= 2:
-            return s
-    return 1
-
-
 def loop_plan(kern: KernelEmitter, op: ForOp) -> LoopPlan | None:
-    """The plan for pipelining `op`, or None when its body is not (pure scalar ops,) two
-    deferred operand loads and one tensor-core `mma` that updates the only carried value."""
-    if not kern.exact or len(op.carried) != 1:
-        return None
-    body = op.body
-    term = body.terminator
-    if not isinstance(term, YieldOp) or len(term.values) != 1:
-        return None
-    deferred = deferrable(kern, body)
-    mma = None
-    loads, scalars = {}, []
-    for o in body.ops[:-1]:
-        if isinstance(o, BuiltinOp) and o.name == "mma" and mma is None:
-            mma = o
-        elif isinstance(o, BuiltinOp) and o.name == "load" and o.result.id in deferred:
-            loads[o.result.id] = o
-        elif is_pure_scalar(o):
-            scalars.append(o)
-        else:
-            return None
-    if mma is None or mma.result.id != term.values[0].id:
-        return None
-    args = mma.arg_map
-    acc, a, b = args.get("acc"), args.get("a"), args.get("b")
-    if not (isinstance(acc, Value) and acc.id == op.carried[0].id and isinstance(a, Value)
-            and isinstance(b, Value) and a.id in loads and b.id in loads and a.id != b.id
-            and len(loads) == 2):
-        return None
-    plan = tensor_core_plan(kern, mma)
-    if plan is None:
-        return None
-    rank = plan.acc.rank
-    ops = (DeferredLoad(loads[a.id]), DeferredLoad(loads[b.id]))
-    if plan.wg is not None:
-        axes = wgmma_product.ring_axes(kern, plan, ops)
-    else:
-        axes = tuple(async_axis(kern, d, k_axis, plan.form.itemsize)
-                     for d, k_axis in zip(ops, (rank - 1, rank - 2)))
-    if axes is None or None in axes:
-        return None
-    unit = wgmma_product.IMAGE_ALIGN if plan.wg is not None else 128
-    sizes = tuple(_round(_elems(d) * plan.form.itemsize, unit) for d in ops)
-    stages = choose_stages(kern, sum(sizes), plan.acc.num_regs)
-    if stages < 2:
-        return None
-    return LoopPlan(mma, ops, axes, scalars, plan, stages, sizes)
-
-
-def _elems(d: DeferredLoad) -> int:
-    n = 1
-    for s in d.op.result.type.shape:
-        n *= s
-    return n
+    """The plan for pipelining `op` (plan/loops.py), or None."""
+    return kern.plan.loops.pipelined(op)
 
 
 def emit_pipelined(kern: KernelEmitter, op: ForOp, lp: LoopPlan) -> None:
@@ -199,7 +107,7 @@ def emit_pipelined(kern: KernelEmitter, op: ForOp, lp: LoopPlan) -> None:
     # slot: the byte offset of this iteration's stage
     iv, (slot,), accs, header, exit_ = pipe_loop.loop_header(
         kern, "mma.pipe", "mma.pipe.body", "mma.pipe.exit", start, stop, ivt, positive,
-        [("slot", I32, _c(0))], init.regs)
+        named=[("slot", I32, _c(0))], carried=init.regs)
     wait_group(kern, S - 2)
     kern.barrier()
     last = _c((S - 1) * stage_bytes)

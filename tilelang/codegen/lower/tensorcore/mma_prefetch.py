@@ -30,13 +30,10 @@ from tilelang.codegen.emit.kernel import I32, I64, STATIC_SMEM_LIMIT, KernelEmit
 from tilelang.codegen.lower.tensorcore import (mma_operands, mma_sync, pipe_loop, tma_load,
                                                wgmma_ops, wgmma_product)
 from tilelang.codegen.lower.tensorcore.cp_async import Stream
-from tilelang.codegen.lower.tensorcore.mma_operands import PRODUCTS, DeferredLoad, deferrable
-from tilelang.codegen.lower.tensorcore.mma_plan import image_span, specialized, tensor_core_plan
-from tilelang.ir.ops import BreakOp, BuiltinOp, ContinueOp, ForOp, ReturnOp, walk
-from tilelang.ir.values import Value
+from tilelang.codegen.lower.tensorcore.mma_operands import DeferredLoad
+from tilelang.codegen.plan.loops import DEFAULT_STAGES, PrefetchPlan  # noqa: F401
+from tilelang.ir.ops import ForOp
 from tilelang.record import record
-
-DEFAULT_STAGES = 2
 
 
 def _c(v: int) -> ir.Constant:
@@ -50,97 +47,28 @@ class Fetch:
     offset: int                   # byte offset of its image in a stage
 
 
-def _index_scalars(op: ForOp, d: DeferredLoad, defs: dict, carried: set) -> list | None:
-    """The body's ops the load's index needs (pure scalar ops, in body order), or None when
-    the index depends on anything else computed in the body or carried by the loop."""
-    need, todo = set(), []
-    for a in KernelEmitter.tuple_items(d.op.arg_map["index"]):
-        if isinstance(a, Value):
-            todo.append(a)
-    while todo:
-        v = todo.pop()
-        if v.id == op.iv.id:
-            continue
-        if v.id in carried:
-            return None
-        o = defs.get(v.id)
-        if o is None:                       # defined before the loop
-            continue
-        if not mma_operands.is_pure_scalar(o):
-            return None
-        if id(o) not in need:
-            need.add(id(o))
-            todo.extend(v2 for v2 in o.operands)
-    return [o for o in op.body.ops if id(o) in need]
-
-
 def plan(kern: KernelEmitter, op: ForOp) -> "Prefetch | None":
-    """The prefetch plan of loop `op` (see the module docstring), or None."""
-    if not kern.exact:
+    """The prefetch of loop `op` (plan/loops.py, R2), or None; as many of the planned stages
+    as the static shared memory left now allows (the kernel's kept buffers so far), and
+    none below 2."""
+    pp = kern.plan.loops.prefetch(op)
+    if pp is None:
         return None
-    body = op.body
-    if any(isinstance(o, (BreakOp, ContinueOp, ReturnOp)) for o in walk(body)):
-        return None
-    deferred = deferrable(kern, body)
-    if not deferred:
-        return None
-    defs = {o.result.id: o for o in body.ops if getattr(o, "result", None) is not None}
-    for o in body.ops:
-        for r in getattr(o, "results", ()) or ():
-            defs.setdefault(r.id, o)
-    carried = {c.id for c in op.carried}
-    fetches: list[Fetch] = []
-    keys: dict[int, Fetch] = {}
-    scalars: dict[int, object] = {}
-    offset = 0
-    itemsize = None
-    for p in body.ops:
-        if not (isinstance(p, BuiltinOp) and p.name in PRODUCTS):
-            continue
-        tp = tensor_core_plan(kern, p)
-        if tp is None or tp.wg is None:
-            continue
-        rank = tp.acc.rank
-        for key, k_axis in (("a", rank - 1), ("b", rank - 2)):
-            v = p.arg_map.get(key)
-            d = deferred.get(v.id) if isinstance(v, Value) else None
-            if d is None or d.op.result.id in keys:
-                continue
-            size = tp.form.itemsize
-            cax = wgmma_product.deferred_cax(kern, d, k_axis, size)
-            if cax is None or (itemsize is not None and size != itemsize):
-                continue
-            need = _index_scalars(op, d, defs, carried)
-            if need is None:
-                continue
-            for o in need:
-                scalars[id(o)] = o
-            shape = d.shape
-            sop = mma_sync.SmemOperand(None, shape, cax, size, image_span(shape[cax], size))
-            f = Fetch(d, sop, offset)
-            offset += wgmma_product.image_bytes(shape, size)
-            fetches.append(f)
-            keys[d.op.result.id] = f
-            itemsize = size
-    if not fetches:
-        return None
-    stage_bytes = offset
-    spec = kern.kernel.launch
-    user = getattr(spec, "num_stages", None) if spec is not None else \
-        kern.kernel.attributes.get("num_stages")
-    room = (STATIC_SMEM_LIMIT - kern._kept_smem) // stage_bytes
-    stages = min(int(user) if user is not None else DEFAULT_STAGES, room)
+    room = (STATIC_SMEM_LIMIT - kern._kept_smem) // pp.stage_bytes
+    stages = min(pp.stages, room)
     if stages < 2:
         return None
-    ordered = [o for o in body.ops if id(o) in scalars]
-    return Prefetch(op, fetches, ordered, stages, stage_bytes)
+    fetches = [Fetch(f.d, mma_sync.SmemOperand(None, f.d.shape, f.cax, f.itemsize, f.span),
+                     f.offset) for f in pp.fetches]
+    return Prefetch(op, fetches, list(pp.scalars), stages, pp.stage_bytes, pp)
 
 
 class Prefetch:
     def __init__(self, op: ForOp, fetches: list[Fetch], scalars: list, stages: int,
-                 stage_bytes: int):
+                 stage_bytes: int, planned: PrefetchPlan):
         self.op, self.fetches, self.scalars = op, fetches, scalars
         self.S, self.stage_bytes = stages, stage_bytes
+        self.planned = planned
 
     # the loop variable `s` iterations ahead, and whether that iteration exists (compared in
     # i64: no overflow)
@@ -219,9 +147,10 @@ class Prefetch:
                                       f.d.load_axis(f.sop.cax), f.sop.itemsize, f.sop.span)
                  for f in self.fetches]
         self.tma = tma_load.plan_operands(kern, [f.d for f in self.fetches], tsops,
-                                          [f.offset for f in self.fetches])
-        # a block of 2^k warp groups and a producer group (mma_plan.specialized) splits
-        self.ws = bool(self.tma) and specialized(kern) and not kern.loops
+                                          [f.offset for f in self.fetches]) \
+            if self.planned.tma else None
+        # a block of 2^k warp groups and a producer group splits (plan/loops.py, R5)
+        self.ws = bool(self.tma) and self.planned.warp_specialized
         bar_bytes = (16 if self.ws else 8) * S if self.tma else 0
         # whole 1024-byte units (the buffers' alignment), as the static size counts them
         ring = kern.kept_smem(wgmma_product.image_bytes((S * sb + bar_bytes,), 1),
@@ -268,7 +197,7 @@ class Prefetch:
         share = (65536 // kern.declared_threads) // 8 * 8
         consumer = min(256, (share * kern.declared_threads - wgmma_product.WS_PRODUCER_REGS
                              * 128) // P // 8 * 8)
-        kern._cache["wgmma.ws_share"] = share     # the contract's .maxnreg (note_use)
+        kern.stats.ws_share = share               # the contract's .maxnreg (note_use)
         kern.stats.wgmma_acc_regs = share - 40
         prod = kern.fn.append_basic_block("ws.producer")
         cons = kern.fn.append_basic_block("ws.consumer")
@@ -282,7 +211,7 @@ class Prefetch:
         b.position_at_end(lead)
         iv, (slot, j), _, header, _ = pipe_loop.loop_header(
             kern, "ws.produce", "ws.produce.body", gone, self.start, self.stop, self.ivt,
-            self.positive, [("slot", I32, _c(0)), ("j", I32, _c(0))])
+            self.positive, named=[("slot", I32, _c(0)), ("j", I32, _c(0))])
         # iteration j >= S refills a stage: wait for the release of iteration j - S, the
         # empty mbarrier's completion j / S - 1
         wait = kern.fn.append_basic_block("ws.wait.empty")
@@ -339,7 +268,7 @@ class Prefetch:
             kern.barrier()
             wgmma_ops.fence_proxy_async(kern)
             self._issue(kern, iv, S - 1, wslot)
-        table = kern._cache.setdefault(wgmma_product.PREFETCHED, {})
+        table = kern.prefetched
         for f in self.fetches:
             image = b.add(self.base, _c(f.offset)) if f.offset else self.base
             table[f.d.op.result.id] = (f.sop, image, slot)
@@ -378,7 +307,7 @@ class Prefetch:
                 kern, b.add(self.bars, _c(8 * i))) for i in range(self.S)])
         else:
             mma_operands.wait_group(kern, 0)
-        table = kern._cache.get(wgmma_product.PREFETCHED, {})
+        table = kern.prefetched
         for f in self.fetches:
             table.pop(f.d.op.result.id, None)
 

@@ -359,16 +359,35 @@ def product_from(kern: KernelEmitter, form: MmaForm, b_class: str, tiling: WarpT
     # accumulator, holding four m-tiles' A fragments plus ptxas's prefetch of the next ones
     # spills at 168 registers. warp_tiling keeps such warps at two m-tiles.
     group = t.m_tiles if len(acc_regs) <= 64 else min(2, t.m_tiles)
+    step = _KStep(b, fn, t, la, lb, bases, regs, cast_op, half_acc)
     for bi in range(t.batch_per_warp):
         for k0 in range(0, k, form.k):
             for mg in range(0, t.m_tiles, group):
-                mis = range(mg, min(mg + group, t.m_tiles))
-                _k_step(b, fn, t, la, lb, bases, bi, k0, mis, regs, cast_op, half_acc)
+                _k_step(step, bi, k0, range(mg, min(mg + group, t.m_tiles)))
     return regs
 
 
-def _k_step(b, fn, t, la, lb, bases, bi, k0, mis, regs, cast_op, half_acc) -> None:
+@record
+class _KStep:
+    """What every k-step of one product shares: the builder, the intrinsic, the tiling, the
+    fragment loaders and their image addresses, the accumulator registers (updated in place)
+    and how operands and a half-precision accumulator are packed."""
+
+    b: ir.IRBuilder
+    fn: object
+    t: WarpTiling
+    la: object
+    lb: object
+    bases: tuple
+    regs: list
+    cast_op: object
+    half_acc: bool
+
+
+def _k_step(step: _KStep, bi: int, k0: int, mis) -> None:
     """One k-step of the m-tiles `mis` against every n-tile (regs updated in place)."""
+    b, fn, t, la, lb, bases = step.b, step.fn, step.t, step.la, step.lb, step.bases
+    regs, cast_op, half_acc = step.regs, step.cast_op, step.half_acc
     afr = {mi: [cast_op(v) for v in la.load(bases[0], bi, mi * MT, k0)] for mi in mis}
     for pair in range(t.n_tiles // 2):
         bfr = [cast_op(v) for v in lb.load(bases[1], bi, pair * 2 * NT, k0)]

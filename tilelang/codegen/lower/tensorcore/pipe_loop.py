@@ -22,7 +22,7 @@ def on_thread0(kern: KernelEmitter, name: str, fn) -> None:
 
 
 def loop_header(kern: KernelEmitter, header_name: str, body_name: str, exit_, start, stop,
-                ivt, positive, named=(), carried=()):
+                ivt, positive, *, named=(), carried=()):
     """Opens a loop `for iv in start, start+step, ... while positive and iv < stop` from the
     current block: a header block with the phis (`iv`, then one named phi per (name, type,
     initial) of `named`, then an unnamed one per initial value of `carried`) and the test.

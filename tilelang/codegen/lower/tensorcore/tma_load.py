@@ -26,9 +26,8 @@ import llvmlite.ir as ir
 from tilelang.codegen.api import TensorMapSpec
 from tilelang.codegen.emit.kernel import I32, I64, KernelEmitter, TileVal
 from tilelang.ir.ops import ConstantOp
+from tilelang.codegen.plan.loops import MAX_BOX, tma_spec  # noqa: F401
 from tilelang.record import record
-
-MAX_BOX = 256
 
 
 def _c(v: int) -> ir.Constant:
@@ -60,38 +59,12 @@ class TmaOperand:
         return n
 
 
-def _spec(kern: KernelEmitter, d, sop) -> tuple[TensorMapSpec, tuple] | None:
-    """(the map, tile axis -> array axis) of deferred load `d` copied into image `sop`, or
-    None when it does not qualify (module docstring)."""
-    if not kern.tma or not sop.wg:
-        return None
-    args = d.op.arg_map
-    arr = kern.array(args["A"])
-    if not (arr.facts.contiguous and arr.facts.aligned16 and arr.facts.tensor_map) or \
-            not 2 <= arr.rank <= 5:
-        return None
-    order = kern.const_ints(args["order"]) if "order" in args else None
-    axes = tuple(order) if order is not None else tuple(range(arr.rank))
-    shape = tuple(d.op.result.type.shape)
-    cax = sop.cax
-    if axes[cax] != arr.rank - 1:
-        return None
-    rest = [axes[t] for t in range(len(shape)) if t != cax]
-    if rest != sorted(rest):                 # the image's rows are the box's rows in order
-        return None
-    box = [sop.span // sop.itemsize]
-    for a in reversed(range(arr.rank - 1)):
-        box.append(shape[axes.index(a)])
-    if any(b > MAX_BOX for b in box):
-        return None
-    return TensorMapSpec(arr.name, arr.dtype, tuple(box), sop.span), axes
-
-
 def plan_operands(kern: KernelEmitter, loads, sops, offsets) -> list[TmaOperand] | None:
     """TMA copies of every deferred load of a stage into its image, or None (cp.async for
     all). The maps are recorded (KernelStats.tensor_maps); a kernel emitted without map
     parameters (a KernelEmitter whose `tensor_maps` lack them) gets None."""
-    got = [_spec(kern, d, sop) for d, sop in zip(loads, sops)]
+    got = [tma_spec(kern, d, sop.cax, sop.span if sop.wg else 0, sop.itemsize)
+           for d, sop in zip(loads, sops)]
     if None in got:
         return None
     kern.stats.tensor_maps.extend(spec for spec, _ in got)
@@ -187,13 +160,13 @@ def issuer(kern: KernelEmitter, first: int = 0) -> ir.Value:
     b = kern.builder
     if not kern.exact or kern.declared_threads % 32:
         return b.icmp_unsigned("==", kern.tid, _c(first))
-    elected = kern._cache.get("tma.elected")
+    elected = kern.elected_issuer
     if elected is None:
         # kern.builder itself (as _entry_alloca): a second builder inserting into the block
         # kern.builder is in would leave its insertion point one instruction short
         here = b.block
         b.position_at_start(kern.entry)
-        elected = kern._cache["tma.elected"] = _asm(
+        elected = kern.elected_issuer = _asm(
             kern, "{ .reg .pred p; .reg .b32 l; elect.sync l|p, -1; selp.u32 $0, 1, 0, p; }",
             [], "=r", I32)
         b.position_at_end(here)

@@ -43,156 +43,13 @@ import llvmlite.ir as ir
 
 from tilelang.codegen.emit.kernel import I32, KernelEmitter
 from tilelang.codegen.lower.tensorcore import tma_load
-from tilelang.codegen.lower.tensorcore.mma_operands import is_pure_scalar
-from tilelang.ir.args import arg_values
-from tilelang.ir.ops import BuiltinOp, ConstantOp, ForOp, walk
-from tilelang.record import record
-
-_UNIFORM_GRID = ("num_blocks", "cluster_size", "cdiv")
+# which operands a cluster shares is decided before emission (plan/loops.py, R4)
+from tilelang.codegen.plan.loops import (MAX_SETS, Multicast,  # noqa: F401
+                                         cluster_shape)
 
 
 def _c(v: int) -> ir.Constant:
     return ir.Constant(I32, v)
-
-
-MAX_SETS = 2                # distinct sharing patterns: one per operand of a product
-
-
-@record(frozen=True)
-class Multicast:
-    """The ring's multicast plan: the cluster's shape and, per TMA operand, the cluster axes
-    along which its CTAs share its tile (None: each CTA loads its own)."""
-
-    cluster: tuple[int, int, int]
-    groups: tuple[frozenset | None, ...]
-
-    @property
-    def size(self) -> int:
-        return self.cluster[0] * self.cluster[1] * self.cluster[2]
-
-    @property
-    def sets(self) -> list[frozenset]:
-        """The distinct sharing patterns, in operand order: each has its own empty mbarriers
-        and its own issuing CTA per sub-group."""
-        out: list[frozenset] = []
-        for g in self.groups:
-            if g is not None and g not in out:
-                out.append(g)
-        return out
-
-    def group_size(self, g: frozenset) -> int:
-        n = 1
-        for a in g:
-            n *= self.cluster[a]
-        return n
-
-    def pattern(self, g: frozenset) -> int:
-        """The mask of the sub-group of CTA 0: the ranks whose coordinates off `g` are 0."""
-        cx, cy, cz = self.cluster
-        m = 0
-        for z in (range(cz) if 2 in g else (0,)):
-            for y in (range(cy) if 1 in g else (0,)):
-                for x in (range(cx) if 0 in g else (0,)):
-                    m |= 1 << (x + cx * (y + cy * z))
-        return m
-
-
-def cluster_shape(kern: KernelEmitter) -> tuple[int, int, int] | None:
-    """The kernel's declared cluster shape on a target with clusters, or None."""
-    if not kern.target.clusters:
-        return None
-    k = kern.kernel
-    spec = getattr(k, "launch", None)
-    dims = spec.cluster if spec is not None else \
-        (k.attributes.get("cluster_dim") or k.attributes.get("cluster"))
-    if not dims:
-        return None
-    return tuple(dims) + (1,) * (3 - len(dims))
-
-
-_EMPTY: frozenset = frozenset()
-
-
-class _Deps:
-    """The clustered axes (a frozenset) whose `bid` a value depends on, or None when it may
-    differ between the CTAs of a cluster for another reason (memory, cluster_rank, a
-    carried value)."""
-
-    def __init__(self, kern: KernelEmitter, cluster):
-        self.cluster = cluster
-        self.defs: dict[int, object] = {}
-        self.ivs: dict[int, ForOp] = {}
-        for op in walk(kern.kernel.body):
-            for r in op.results:
-                self.defs[r.id] = op
-            if isinstance(op, ForOp) and op.body.args:
-                self.ivs[op.body.args[0].id] = op
-        self.params = {p.id for p in kern.kernel.params}
-        self.memo: dict[int, frozenset | None] = {}
-
-    def value(self, v) -> frozenset | None:
-        if v.id in self.memo:
-            return self.memo[v.id]
-        self.memo[v.id] = None                  # a cycle (a carried value) is not uniform
-        self.memo[v.id] = got = self._compute(v)
-        return got
-
-    def _union(self, values) -> frozenset | None:
-        out = _EMPTY
-        for a in values:
-            d = self.value(a)
-            if d is None:
-                return None
-            out = out | d
-        return out
-
-    def _compute(self, v) -> frozenset | None:
-        if v.id in self.params:
-            return _EMPTY
-        loop = self.ivs.get(v.id)
-        if loop is not None:
-            return self.loop(loop)
-        op = self.defs.get(v.id)
-        if isinstance(op, ConstantOp):
-            return _EMPTY
-        if not isinstance(op, BuiltinOp) or op.result is None:
-            return None
-        if op.name == "bid":
-            axis = op.arg_map["axis"]
-            axis = getattr(axis, "value", axis)
-            if not isinstance(axis, int) or not 0 <= axis < 3:
-                return None
-            return frozenset((axis,)) if self.cluster[axis] > 1 else _EMPTY
-        if op.builtin.group == "grid" and op.name not in _UNIFORM_GRID:
-            return None
-        if not is_pure_scalar(op):
-            return None
-        return self._union(op.operands)
-
-    def loop(self, op: ForOp) -> frozenset | None:
-        return self._union((op.start, op.stop, op.step))
-
-
-def plan(kern: KernelEmitter, op: ForOp, tma: list) -> Multicast | None:
-    """Which of the ring's TMA operands the CTAs of a cluster share, and along which axes
-    (module docstring); None when none or the kernel has no clusters."""
-    cluster = cluster_shape(kern)
-    if cluster is None or cluster[0] * cluster[1] * cluster[2] <= 1:
-        return None
-    if cluster[0] * cluster[1] * cluster[2] > 16:       # the mask is 16 bits
-        return None
-    deps = _Deps(kern, cluster)
-    if deps.loop(op) != _EMPTY:                 # every CTA runs the same iterations
-        return None
-    clustered = frozenset(a for a in range(3) if cluster[a] > 1)
-    groups = []
-    for t in tma:
-        d = deps._union(arg_values(t.d.op.arg_map["index"]))
-        groups.append(None if d is None or not clustered - d else clustered - d)
-    if all(g is None for g in groups):
-        return None
-    kern.stats.features.add("cluster")
-    return Multicast(cluster, tuple(groups))
 
 
 def _asm(kern: KernelEmitter, text: str, args: list, cons: str, ret=ir.VoidType()):
@@ -216,12 +73,12 @@ def _cta_rank(kern: KernelEmitter) -> ir.Value:
     """This CTA's rank in its cluster, read once at the kernel's entry (an asm with side
     effects stays where it is put: read in the ring's loop, it cost an S2UR and the
     compares of the issuer tests every iteration)."""
-    rank = kern._cache.get("tma.cta_rank")
+    rank = kern.cluster_rank
     if rank is None:
         b = kern.builder                 # not a second builder: see tma_load.issuer
         here = b.block
         b.position_at_start(kern.entry)
-        rank = kern._cache["tma.cta_rank"] = _asm(kern, "mov.u32 $0, %cluster_ctarank;", [],
+        rank = kern.cluster_rank = _asm(kern, "mov.u32 $0, %cluster_ctarank;", [],
                                                   "=r", I32)
         b.position_at_end(here)
     return rank

@@ -108,7 +108,7 @@ def wait_group(kern: KernelEmitter, n: int, regs: list[ir.Value]) -> list[ir.Val
 
 
 def mma_async(kern: KernelEmitter, n: int, ab: str, k: int, mmas: list, regs: list[ir.Value],
-              trans_a: bool, trans_b: bool, bt: str | None = None, *, fence: bool = False,
+              trans_a: bool, trans_b: bool, *, bt: str | None = None, fence: bool = False,
               commit: bool = False, wait: int | None = None) -> list[ir.Value]:
     """`wgmma.mma_async.sync.aligned.m64n{n}k{k}.f32.{ab}.{bt}` (bt: B's type, `ab` when None;
     the 8-bit floats mix, k32) with both operands in shared memory, one per entry of `mmas`

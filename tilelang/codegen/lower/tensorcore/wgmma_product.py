@@ -16,7 +16,7 @@ N-instruction (N = min(its columns, 256)), all in one commit group.
 
 from __future__ import annotations
 
-from math import prod
+from typing import Callable
 
 import llvmlite.ir as ir
 
@@ -28,11 +28,10 @@ from tilelang.codegen.lower.tensorcore import (mma_operands, mma_sync, pipe_loop
 from tilelang.codegen.lower.tensorcore.cp_async import Stream, _c64
 from tilelang.codegen.lower.tensorcore.mma_epilogue import remember_acc_layout
 from tilelang.codegen.lower.tensorcore.mma_plan import (TensorCorePlan, image_fits, image_span,
-                                              specialized, to_layout, wg_k)
+                                              to_layout, wg_k)
+from tilelang.codegen.plan.loops import IMAGE_ALIGN, deferred_cax, image_bytes  # noqa: F401
 from tilelang.record import record
 
-IMAGE_ALIGN = 1024          # the 128-byte swizzle repeats every 8 rows of 128 bytes
-PREFETCHED = "wgmma.prefetched"   # kern._cache: load id -> (SmemOperand, image, slot)
 
 
 def prefetched(kern: KernelEmitter, x) -> tuple | None:
@@ -41,7 +40,7 @@ def prefetched(kern: KernelEmitter, x) -> tuple | None:
     ahead (lower/tensorcore/mma_prefetch.py), else None."""
     if not isinstance(x, mma_operands.DeferredLoad):
         return None
-    return kern._cache.get(PREFETCHED, {}).get(x.op.result.id)
+    return kern.prefetched.get(x.op.result.id)
 
 
 def _c(v: int) -> ir.Constant:
@@ -63,18 +62,14 @@ def note_use(kern: KernelEmitter, plan: TensorCorePlan, pipelined: bool) -> None
     hardware's (`.maxnreg 255`), and ptxas decides."""
     kern.stats.features.add("wgmma")
     if not pipelined:
-        kern._cache["wgmma.unbounded"] = True
-    if kern._cache.get("wgmma.ws_share"):
+        kern.stats.wgmma_unbounded = True
+    if kern.stats.ws_share:
         # a warp-specialized block: .maxnreg is the even share setmaxnreg redistributes
-        kern.stats.wgmma_acc_regs = kern._cache["wgmma.ws_share"] - 40
-    elif kern._cache.get("wgmma.unbounded"):
+        kern.stats.wgmma_acc_regs = kern.stats.ws_share - 40
+    elif kern.stats.wgmma_unbounded:
         kern.stats.wgmma_acc_regs = 255
     else:
         kern.stats.wgmma_acc_regs = max(kern.stats.wgmma_acc_regs, plan.acc.num_regs)
-
-
-def image_bytes(shape: tuple[int, ...], itemsize: int) -> int:
-    return -(-prod(shape) * itemsize // IMAGE_ALIGN) * IMAGE_ALIGN
 
 
 def register_cax(shape: tuple[int, ...], k_axis: int, itemsize: int) -> int:
@@ -82,14 +77,6 @@ def register_cax(shape: tuple[int, ...], k_axis: int, itemsize: int) -> int:
     r = len(shape)
     other = r - 1 if k_axis == r - 2 else r - 2
     return k_axis if image_fits(shape[k_axis], itemsize) else other
-
-
-def deferred_cax(kern: KernelEmitter, d, k_axis: int, itemsize: int) -> int | None:
-    """The contiguous axis a deferred load can be copied along, if that fits an image."""
-    cax = mma_operands.async_axis(kern, d, k_axis, itemsize)
-    if cax is None:
-        return None
-    return cax if image_fits(d.shape[cax], itemsize) else None
 
 
 @record
@@ -207,7 +194,7 @@ def issue(kern: KernelEmitter, plan: TensorCorePlan, da: Descriptors, db: Descri
                     pb = db.at(kern, bases[1], ob)
                     mmas.append((instr_regs(t, bi, mi, ni), pa, pb))
     return wgmma_ops.mma_async(kern, t.instr_n, form.ab, kstep, mmas, regs, da.trans,
-                               db.trans, plan.b_class, fence=fenced, commit=fenced, wait=wait)
+                               db.trans, bt=plan.b_class, fence=fenced, commit=fenced, wait=wait)
 
 
 def a_fragment_layout(plan: TensorCorePlan, shape: tuple[int, ...], threads: int):
@@ -346,9 +333,9 @@ def kept_image(kern: KernelEmitter, x, sop_for) -> tuple | None:
     if found is None or not _invariant(kern, x, found[2]):
         return None
     pre, header, _ = found
-    key = ("wgmma.kept", id(header), tuple(id(r) for r in x.regs))
-    if key in kern._cache:
-        return kern._cache[key]
+    key = (id(header), tuple(id(r) for r in x.regs))
+    if key in kern.kept_images:
+        return kern.kept_images[key]
     b = kern.builder
     here = b.block
     sop0 = sop_for(None)
@@ -371,7 +358,7 @@ def kept_image(kern: KernelEmitter, x, sop_for) -> tuple | None:
             ins.incomings = [(v, last if bb is pre else bb) for v, bb in ins.incomings]
     b.position_at_end(here)
     out = (sop, mma_sync.shared_address(kern, buf))
-    kern._cache[key] = out
+    kern.kept_images[key] = out
     return out
 
 
@@ -460,14 +447,6 @@ def product(kern: KernelEmitter, plan: TensorCorePlan, a, b, acc: TileVal) -> Ti
 # ---------------------------------------------------------------------------------------------
 # The pipelined loop
 
-def ring_axes(kern: KernelEmitter, plan: TensorCorePlan, operands) -> tuple | None:
-    """Each deferred operand's contiguous axis when both can be copied into wgmma images."""
-    rank = plan.acc.rank
-    axes = tuple(deferred_cax(kern, d, k_axis, plan.form.itemsize)
-                 for d, k_axis in zip(operands, (rank - 1, rank - 2)))
-    return None if None in axes else axes
-
-
 def wait_depth(plan: TensorCorePlan, threads: int) -> int:
     """How many wgmma groups may stay in flight when an iteration issues its copies: the
     copies refill the slot the previous iteration's MMAs read, which one pending group
@@ -500,10 +479,9 @@ def emit_pipelined(kern: KernelEmitter, op, lp) -> None:
     sops = [mma_sync.SmemOperand(None, tuple(d.op.result.type.shape), cax, form.itemsize,
                                  image_span(tuple(d.op.result.type.shape)[cax], form.itemsize))
             for d, cax in zip(lp.operands, lp.axes)]
-    tma = tma_load.plan_operands(kern, lp.operands, sops, offs)
-    # warp-specialized (a producer warp group: _ws_loop) or not
-    ws = bool(tma) and specialized(kern) and not kern.loops and \
-        tma_multicast.plan(kern, op, tma) is None
+    tma = tma_load.plan_operands(kern, lp.operands, sops, offs) if lp.tma else None
+    # warp-specialized (a producer warp group: _ws_loop) or not: the loop's plan
+    ws = bool(tma) and lp.warp_specialized
     # the TMA ring's mbarriers (8 bytes each; a full and an empty one per stage when
     # specialized) follow the operand images
     ring = kern.smem(S * stage_bytes + ((16 if ws else 8) * S if tma else 0), ir.IntType(8), 0)
@@ -543,8 +521,8 @@ def emit_pipelined(kern: KernelEmitter, op, lp) -> None:
 
     if tma:
         loop = _ws_loop if ws else _tma_loop
-        loop(kern, op, lp, tma, base, da, db, k, init, start, stop, step, ivt, valid_ahead,
-             iv_ahead, positive)
+        loop(kern, RingLoop(op, lp, tma, base, da, db, k, init, start, stop, step, ivt,
+                            valid_ahead, iv_ahead, positive))
         return
     kern.barrier()                       # earlier users of the shared buffer are done
     entry = b.block
@@ -564,7 +542,7 @@ def emit_pipelined(kern: KernelEmitter, op, lp) -> None:
         b.position_at_end(pdone)
     iv, (slot,), accs, header, exit_ = pipe_loop.loop_header(
         kern, "wgmma.pipe", "wgmma.pipe.body", "wgmma.pipe.exit", start, stop, ivt, positive,
-        [("slot", I32, _c(0))], init.regs)
+        named=[("slot", I32, _c(0))], carried=init.regs)
     mma_operands.wait_group(kern, S - 2)
     kern.barrier()
     wgmma_ops.fence_proxy_async(kern)
@@ -606,8 +584,32 @@ def _ahead_limit(kern: KernelEmitter, stop, step, ivt, s: int) -> ir.Value | Non
     return b.trunc(b.select(b.icmp_signed("<", lim, low), low, lim), I32)
 
 
-def _tma_loop(kern: KernelEmitter, op, lp, tma, base, da, db, k, init, start, stop, step,
-              ivt, valid_ahead, iv_ahead, positive) -> None:
+@record
+class RingLoop:
+    """A pipelined TMA + wgmma loop as emit_pipelined sets it up for `_tma_loop` and
+    `_ws_loop`: the loop, its plan (mma_pipeline.LoopPlan), the TMA operands
+    (tma_load.plan_operands), the ring's 32-bit shared address, both operands' descriptors,
+    K, the accumulator's initial value in the fragment layout, the loop's bounds and the
+    helpers for iterations ahead (`iv_ahead(iv, s)`, `valid_ahead(iv, s)`)."""
+
+    op: object
+    lp: object
+    tma: list
+    base: ir.Value
+    da: "Descriptors"
+    db: "Descriptors"
+    k: int
+    init: TileVal
+    start: ir.Value
+    stop: ir.Value
+    step: ir.Value
+    ivt: object
+    valid_ahead: Callable
+    iv_ahead: Callable
+    positive: ir.Value
+
+
+def _tma_loop(kern: KernelEmitter, ring: RingLoop) -> None:
     """The ring filled by TMA (lower/tensorcore/tma_load.py), one mbarrier per slot:
 
         setup:    barrier; thread 0 initializes the S mbarriers (count 1); barrier
@@ -618,16 +620,22 @@ def _tma_loop(kern: KernelEmitter, op, lp, tma, base, da, db, k, init, start, st
                   iteration j-1's slot); thread 0 issues iteration j+S-1 into that slot
         exit:     wgmma.wait_group 0; barrier; thread 0 invalidates the mbarriers; barrier
     An iteration past the end is not issued (so none is in flight at the exit). With a
-    multicast plan (lower/tensorcore/tma_multicast.py) the cluster's CTA 0 copies the shared operands
+    multicast plan (plan/loops.py, lower/tensorcore/tma_multicast.py) the cluster's CTA 0 copies the shared operands
     into every CTA once every CTA released the slot on CTA 0's empty mbarriers, and the
     setup's second barrier is a cluster barrier.
     """
     b = kern.builder
+    op, lp, tma, base, da, db, k, init = (ring.op, ring.lp, ring.tma, ring.base, ring.da,
+                                          ring.db, ring.k, ring.init)
+    start, stop, step, ivt = ring.start, ring.stop, ring.step, ring.ivt
+    valid_ahead, iv_ahead, positive = ring.valid_ahead, ring.iv_ahead, ring.positive
     plan, S = lp.plan, lp.stages
     stage_bytes = sum(lp.image_bytes)
     ring = S * stage_bytes
     iv_var = op.iv
-    mc = tma_multicast.plan(kern, op, tma)
+    mc = lp.multicast
+    if mc is not None:
+        kern.stats.features.add("cluster")
     # inside an outer run-time loop (a persistent kernel's loop over output tiles) the ring
     # carries on from one run to the next: mbarriers of their own, initialized once, and the
     # consumer's stage and phase parity kept across runs (`_carried_state`)
@@ -691,7 +699,7 @@ def _tma_loop(kern: KernelEmitter, op, lp, tma, base, da, db, k, init, start, st
     ahead = _ahead_limit(kern, stop, step, ivt, S - 1)
     iv, (slot, phase), accs, header, exit_ = pipe_loop.loop_header(
         kern, "tma.pipe", "tma.pipe.body", "tma.pipe.exit", start, stop, ivt, positive,
-        [("slot", I32, slot0), ("phase", I32, phase0)], init.regs)
+        named=[("slot", I32, slot0), ("phase", I32, phase0)], carried=init.regs)
     tma_load.wait_parity(kern, bar(slot), phase)
     image = b.add(base, slot)
     regs = issue_mmas(kern, plan, da, db, image, lp.image_bytes[0], list(accs), k, wait=1)
@@ -732,9 +740,8 @@ def _tma_loop(kern: KernelEmitter, op, lp, tma, base, da, db, k, init, start, st
 WS_PRODUCER_REGS = 40          # setmaxnreg of the producer warp group (it only issues TMA)
 
 
-def _ws_loop(kern: KernelEmitter, op, lp, tma, base, da, db, k, init, start, stop, step,
-             ivt, valid_ahead, iv_ahead, positive) -> None:
-    """The TMA ring of a warp-specialized block (mma_plan.specialized: P = 2^k threads of
+def _ws_loop(kern: KernelEmitter, ring: RingLoop) -> None:
+    """The TMA ring of a warp-specialized block (plan/loops.py R5: P = 2^k threads of
     consumer warp groups, the layouts' threads, and one producer warp group after them):
 
         setup:    barrier; thread 0 initializes full[s] (count 1) and empty[s] (count P);
@@ -752,6 +759,10 @@ def _ws_loop(kern: KernelEmitter, op, lp, tma, base, da, db, k, init, start, sto
     share of the register file, the producer keeps WS_PRODUCER_REGS and the consumers take
     the rest."""
     b = kern.builder
+    op, lp, tma, base, da, db, k, init = (ring.op, ring.lp, ring.tma, ring.base, ring.da,
+                                          ring.db, ring.k, ring.init)
+    start, stop, step, ivt = ring.start, ring.stop, ring.step, ring.ivt
+    valid_ahead, iv_ahead, positive = ring.valid_ahead, ring.iv_ahead, ring.positive
     plan, S = lp.plan, lp.stages
     stage_bytes = sum(lp.image_bytes)
     ring = S * stage_bytes
@@ -759,7 +770,7 @@ def _ws_loop(kern: KernelEmitter, op, lp, tma, base, da, db, k, init, start, sto
     share = (65536 // kern.declared_threads) // 8 * 8
     consumer_regs = min(256, (share * kern.declared_threads - WS_PRODUCER_REGS * 128) // P
                         // 8 * 8)
-    if not kern._cache.get("wgmma.unbounded"):
+    if not kern.stats.wgmma_unbounded:
         kern.stats.wgmma_acc_regs = share - 40      # contract.wgmma_maxnreg: `share`
     bars = b.add(base, _c(ring))
     iv_var = op.iv
@@ -778,7 +789,7 @@ def _ws_loop(kern: KernelEmitter, op, lp, tma, base, da, db, k, init, start, sto
         (iv, slot, parity, extra phis, header block, exit block); the builder in the body."""
         iv, (slot, par), phis, header, exit_ = pipe_loop.loop_header(
             kern, f"{name}.loop", f"{name}.body", f"{name}.exit", start, stop, ivt, positive,
-            [("slot", I32, _c(0)), ("parity", I32, _c(0))], extra)
+            named=[("slot", I32, _c(0)), ("parity", I32, _c(0))], carried=extra)
         return iv, slot, par, phis, header, exit_
 
     def latch(header, iv, slot, par, phis, vals):
@@ -882,7 +893,7 @@ def _ring_add(kern: KernelEmitter, slot: ir.Value, d: int, ring: int) -> ir.Valu
     return b.select(b.icmp_unsigned(">=", nxt, _c(ring)), b.sub(nxt, _c(ring)), nxt)
 
 
-def issue_mmas(kern, plan, da, db, image, b_offset, regs, k, wait=None):
+def issue_mmas(kern, plan, da, db, image, b_offset, regs, k, *, wait=None):
     """issue() between a `wgmma.fence` and a `commit_group` (one asm, with the wait)."""
     return issue(kern, plan, da, db, (da.base(kern, image),
                                       db.base(kern, kern.builder.add(image, _c(b_offset)))),
