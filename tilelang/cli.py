@@ -6,7 +6,7 @@
     tilec run / tilec cache        the runtime (tilelang/runtime/cli_run.py)
     tilec tune FILE --kernel K     autotune const parameters (tilelang/tune/cli.py)
     tilec DIR/FILE.tile            compile every kernel to FILE.cubin in the current folder
-    tilec --emit ast|typed-ast|tir|llvm|ptx|cubin FILE    print or write one stage's product
+    tilec --emit ast|typed-ast|tir|plan|llvm|ptx|cubin FILE   print or write one stage's product
     tilec --emit c FILE -o NAME.c  NAME.c + NAME.h for C/C++ hosts (tilelang/aot)
     tilec --report FILE.tile       registers, spills, shared memory and occupancy per kernel
 
@@ -26,7 +26,7 @@ from .driver import Options, check_file
 if TYPE_CHECKING:
     import argparse
 
-EMIT_KINDS = ("ast", "typed-ast", "tir", "llvm", "ptx", "cubin", "c")
+EMIT_KINDS = ("ast", "typed-ast", "tir", "plan", "llvm", "ptx", "cubin", "c")
 SUBCOMMANDS = ("check", "lsp", "run", "cache", "fmt", "tune")
 
 
@@ -355,7 +355,8 @@ def cmd_compile(argv: list[str]) -> int:
         from .report import build_report
         return _write(build_report(res, args.arch, grid=grid, block=block, sms=args.sms),
                       args.output)
-    out = {"tir": res.tir, "llvm": res.llvm_ir, "ptx": res.ptx, "cubin": res.cubin}[args.emit]
+    out = {"tir": res.tir, "plan": res.plan, "llvm": res.llvm_ir, "ptx": res.ptx,
+           "cubin": res.cubin}[args.emit]
     if args.emit == "cubin":
         import os
         path = args.output or os.path.splitext(os.path.basename(args.file))[0] + ".cubin"
