@@ -43,7 +43,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tilelang.codegen.link import link_ptx                      # noqa: E402
+from tilelang.codegen.target.link import link_ptx               # noqa: E402
 from tilelang.diagnostics import render_all                     # noqa: E402
 from tilelang.driver import Options, compile_source              # noqa: E402
 from tilelang.tools import sass                                  # noqa: E402

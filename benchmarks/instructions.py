@@ -27,7 +27,7 @@ Tile compiles with the facts the runtime derives from the same arrays (docs/abi.
 16-byte aligned, extent16, and offsets that fit in 32 bits).
 
 Registers: Tile's from the cubin the driver makes (nvJitLink, and the `.maxnreg` step of
-codegen/register_fit.py when it reaches an occupancy step without spilling); Triton's from the
+codegen/target/register_fit.py when it reaches an occupancy step without spilling); Triton's from the
 cubin Triton's own ptxas made (cuobjdump --dump-resource-usage) and, in brackets, from nvJitLink
 on Triton's PTX. Occupancy is at 128 threads per block with those registers (`tilec --report`'s
 model). Without Triton the Triton columns are left out.
@@ -292,7 +292,7 @@ def check(kernel: str, got, d, what: str) -> None:
 
 def run_tile(kernel: str, width: int, d, precision: str | None, rows: int = 1):
     import numpy as np
-    from tilelang.codegen.link import link_ptx
+    from tilelang.codegen.target.link import link_ptx
     from tilelang.driver import Options, compile_kernel
     from tilelang.emulator import EmulatorDevice
     from tilelang.codegen.api import ArrayFacts
@@ -460,7 +460,7 @@ def main(argv=None) -> int:
                 tri_u, tri_old = per_unit(kernel, w, tr_ins)
                 old[1:] = [f"{tri_old:,.0f}", f"{tile_old / tri_old:.2f}"]
                 own = cubin_registers(os.path.join(folder, f"{kernel}_{w}.cubin"))
-                from tilelang.codegen.link import link_ptx
+                from tilelang.codegen.target.link import link_ptx
                 linked = link_ptx(tr_ptx, "sm_90a").resources[
                     index["kernels"][f"{kernel}_{w}"]["name"]].registers
                 regs = own if own is not None else linked

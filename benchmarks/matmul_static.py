@@ -39,7 +39,7 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np                                               # noqa: E402
 
-from tilelang.codegen.link import link_ptx                      # noqa: E402
+from tilelang.codegen.target.link import link_ptx               # noqa: E402
 from tilelang.emulator import EmulatorDevice                    # noqa: E402
 from tilelang.driver import Options, compile_source              # noqa: E402
 from tilelang.tools import sass                                  # noqa: E402

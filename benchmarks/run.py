@@ -14,6 +14,8 @@ Families, each on the same shapes for every implementation in one process:
   configuration against the best of every configuration timed again
 - launch: host time per launch, and against Triton on a GPU (launch_overhead.py)
 - compile: compile time per example and stage (compile_bench.py)
+- torch (GPU only): the MLP block of examples/torch/ — Tile operators under torch.compile
+  against eager and compiled PyTorch, forward+backward ms (torch_mlp.py)
 
 Prints each table as it is made, then writes `benchmarks/results/<date>-<gpu>.md` (`<gpu>`:
 the device's name, or `cpu`) and, when matplotlib is installed, one PNG per family against
@@ -40,7 +42,7 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "triton_ref"))
 
-FAMILIES = ("memory", "matmul", "attention", "tuning", "launch", "compile")
+FAMILIES = ("memory", "matmul", "attention", "tuning", "launch", "compile", "torch")
 
 
 class Report:
@@ -273,6 +275,16 @@ def family_compile(rep: Report, gpu: bool, quick: bool, data: dict) -> None:
     out = _script("compile_bench.py", ["--repeat", "1" if quick else "3"])
     # its headings sit below this section's
     rep.add("Compile time", re.sub(r"(?m)^(#+) ", lambda m: "##" + m.group(1) + " ", out))
+
+
+def family_torch(rep: Report, gpu: bool, quick: bool, data: dict) -> None:
+    if not gpu:
+        rep.skip("torch MLP block (GPU)", "needs a GPU; tests/torch checks the operators and "
+                 "the block's training on the emulator")
+        return
+    out = _script("torch_mlp.py", ["--sizes", "512x256", "2048x512"] if quick else [])
+    rep.add("MLP block as Tile operators in PyTorch (forward+backward)",
+            "```\n" + out.rstrip() + "\n```")
 
 
 def _script(name: str, args: list[str]) -> str:

@@ -39,7 +39,7 @@ GROUP_TITLE = {"grid": "grid", "memory": "memory", "creation": "creation", "shap
 
 # Packages whose modules register diagnostic codes at import time.
 CODE_PACKAGES = ["tilelang.frontend", "tilelang.sema", "tilelang.ir", "tilelang.codegen",
-                 "tilelang.runtime"]
+                 "tilelang.runtime", "tilelang.aot"]
 
 
 def _import_all(package: str, prefix: str = "") -> None:

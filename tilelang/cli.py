@@ -5,8 +5,9 @@
     tilec fmt [--check|--diff] FILE...   rewrite files in the canonical layout (tilelang/fmt)
     tilec run / tilec cache        the runtime (tilelang/runtime/cli_run.py)
     tilec tune FILE --kernel K     autotune const parameters (tilelang/tune/cli.py)
-    tilec FILE.tile                compile every kernel to FILE.cubin
-    tilec --emit ast|typed-ast|tir|llvm|ptx|cubin FILE    print or write one stage's product
+    tilec DIR/FILE.tile            compile every kernel to FILE.cubin in the current folder
+    tilec --emit ast|typed-ast|tir|plan|llvm|ptx|cubin FILE   print or write one stage's product
+    tilec --emit c FILE -o NAME.c  NAME.c + NAME.h for C/C++ hosts (tilelang/aot)
     tilec --report FILE.tile       registers, spills, shared memory and occupancy per kernel
 
 Exit status: 0 success, 1 user errors (diagnostics on stderr), 2 usage errors.
@@ -25,7 +26,7 @@ from .driver import Options, check_file
 if TYPE_CHECKING:
     import argparse
 
-EMIT_KINDS = ("ast", "typed-ast", "tir", "llvm", "ptx", "cubin")
+EMIT_KINDS = ("ast", "typed-ast", "tir", "plan", "llvm", "ptx", "cubin", "c")
 SUBCOMMANDS = ("check", "lsp", "run", "cache", "fmt", "tune")
 
 
@@ -90,8 +91,9 @@ def _check_parser() -> argparse.ArgumentParser:
 def _main_parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="tilec",
-        description="The Tile compiler. `tilec FILE.tile` compiles every kernel of FILE to "
-                    "FILE.cubin; `tilec check FILE...` only checks.",
+        description="The Tile compiler. `tilec dir/FILE.tile` compiles every kernel of FILE "
+                    "to FILE.cubin in the current folder (as nvcc -cubin); `tilec check "
+                    "FILE...` only checks.",
         epilog="Subcommands: check, run, cache, lsp, fmt. "
                "Run `tilec SUBCOMMAND --help` for theirs.")
     p.add_argument("--version", action="version", version=f"tilec {__version__}")
@@ -99,7 +101,9 @@ def _main_parser() -> argparse.ArgumentParser:
     p.add_argument("--emit", choices=EMIT_KINDS, default="cubin",
                    help="what to produce (default: cubin); text forms go to stdout without -o")
     p.add_argument("-o", dest="output", metavar="PATH",
-                   help="write the output here (`-` for stdout); default FILE.cubin for cubin")
+                   help="write the output (or the --report) here (`-` for stdout); default "
+                        "for cubin: FILE's name with .cubin, for c: FILE.c (and FILE.h), in "
+                        "the current folder")
     p.add_argument("--arch", default="sm_90a", metavar="TARGET",
                    help="target GPU: sm_80 sm_86 sm_89 sm_90 sm_90a sm_100a sm_120 "
                         "(default sm_90a)")
@@ -115,8 +119,8 @@ def _main_parser() -> argparse.ArgumentParser:
     p.add_argument("--ptxas", metavar="PATH", help="assemble with this ptxas instead of nvJitLink")
     p.add_argument("--ptxas-knobs", metavar="FILE", help="forward --knobs-file=FILE to ptxas")
     p.add_argument("--report", action="store_true",
-                   help="print registers, spills, shared memory, directives and occupancy per "
-                        "kernel instead of writing output")
+                   help="print (or -o write) registers, spills, shared memory, directives and "
+                        "occupancy per kernel instead of the cubin")
     p.add_argument("--grid", metavar="X[,Y[,Z]]", help="--report: the launch grid (for waves)")
     p.add_argument("--block", metavar="X[,Y[,Z]]",
                    help="--report: the block shape (default: the kernel's)")
@@ -339,6 +343,8 @@ def cmd_compile(argv: list[str]) -> int:
             return _write(print_module(result.module), args.output)
         return _write(result.typed.format() if result.typed is not None else "", args.output)
     from .driver import compile_source, read_module_source
+    if args.emit == "c" and not args.report:
+        return _export_c(args, options, p)
     text = read_module_source(args.file)
     until = "cubin" if args.report else args.emit
     res = compile_source(text, args.file, options, kernels=args.kernel, until=until)
@@ -347,14 +353,33 @@ def cmd_compile(argv: list[str]) -> int:
         return _status(res.diagnostics)
     if args.report:
         from .report import build_report
-        sys.stdout.write(build_report(res, args.arch, grid=grid, block=block, sms=args.sms))
-        return 0
-    out = {"tir": res.tir, "llvm": res.llvm_ir, "ptx": res.ptx, "cubin": res.cubin}[args.emit]
+        return _write(build_report(res, args.arch, grid=grid, block=block, sms=args.sms),
+                      args.output)
+    out = {"tir": res.tir, "plan": res.plan, "llvm": res.llvm_ir, "ptx": res.ptx,
+           "cubin": res.cubin}[args.emit]
     if args.emit == "cubin":
         import os
         path = args.output or os.path.splitext(os.path.basename(args.file))[0] + ".cubin"
         return _write(out, path)
     return _write(out, args.output)
+
+
+def _export_c(args, options: Options, parser) -> int:
+    """`--emit c`: NAME.c and NAME.h (docs/cli.md, "C export"); both are made before either
+    is written."""
+    import os
+    from .aot.c_text import render
+    from .aot.export import c_prefix, export_c
+    from .driver import read_module_source
+    out = args.output or os.path.splitext(os.path.basename(args.file))[0] + ".c"
+    if out == "-" or not out.endswith(".c") or out == ".c" or out.endswith(os.sep + ".c"):
+        parser.error(f"--emit c writes NAME.c and NAME.h: -o must name the .c file, got `{out}`")
+    stem = os.path.basename(out)[:-2]
+    prefix = c_prefix(stem)
+    text = read_module_source(args.file)
+    header, source = render(export_c(text, args.file, options, prefix, args.kernel),
+                            stem + ".h")
+    return _write(header, out[:-2] + ".h") or _write(source, out)
 
 
 def _write(text: str | bytes, path: str | None) -> int:

@@ -58,12 +58,13 @@ class CompileResult:
     path: str
     diagnostics: list[Diagnostic]
     tir: str = ""
+    plan: str = ""            # the kernels' code-generation plans (codegen/plan/dump.py)
     llvm_ir: str = ""
     ptx: str = ""
     cubin: bytes | None = None
     codegen: Any = None       # codegen.api.CodegenResult
     ir: Any = None            # the optimized IRModule
-    link: Any = None          # codegen.link.LinkResult (registers, spills per kernel)
+    link: Any = None          # codegen.target.link.LinkResult (registers, spills per kernel)
     timings: dict[str, float] = field(default_factory=dict)
 
     @property

@@ -247,8 +247,9 @@ def compile_source(text: str, path: str, options: Options | None = None, *,
                    kernels: list[str] | None = None, consts: Mapping[str, Any] | None = None,
                    facts: Mapping[str, Mapping[str, Any]] | None = None,
                    until: str = "cubin") -> CompileResult:
-    """Run the pipeline on `text` up to `until` (tir | llvm | ptx | cubin). User mistakes come
-    back as diagnostics (never raised); an internal failure is an E9999 diagnostic."""
+    """Run the pipeline on `text` up to `until` (tir | plan | llvm | ptx | cubin). User
+    mistakes come back as diagnostics (never raised); an internal failure is an E9999
+    diagnostic."""
     from .compiled import CompileResult
     options = options or Options()
     if consts:
@@ -321,6 +322,12 @@ def _compile(text, path, options, kernels, facts, until, res: CompileResult, t0)
     res.timings["ir"] = t3 - t2
     if until == "tir":
         return
+    if until == "plan":
+        from .codegen.generate import kernel_plans
+        from .codegen.plan.dump import format_plan
+        res.plan = "\n".join(format_plan(p, k) for k, p in kernel_plans(
+            ir, options.target, facts, precision=options.precision))
+        return
     from .codegen.generate import generate
     t_imported = time.perf_counter()
     res.timings["imports"] = t_imported - t3       # code generation's modules, on first use
@@ -336,14 +343,15 @@ def _compile(text, path, options, kernels, facts, until, res: CompileResult, t0)
         res.timings["codegen"] = t4 - t_imported
     if until in ("llvm", "ptx"):
         return
-    from .codegen.link import link_ptx
+    from .codegen.target.link import link_ptx
     def link(ptx):
         return link_ptx(ptx, options.target, ptxas=options.ptxas,
                         knobs_file=options.knobs_file, opt_level=options.opt_level)
     linked = link(cg.ptx)
     if linked.backend == "nvjitlink":
-        # nvJitLink's relocatable compile can cost an occupancy step (codegen/register_fit.py)
-        from .codegen.register_fit import refit
+        # nvJitLink's relocatable compile can cost an occupancy step
+        # (codegen/target/register_fit.py)
+        from .codegen.target.register_fit import refit
         res.ptx, linked = refit(cg.ptx, cg, options.target, linked, link)
     res.cubin = linked.cubin
     res.link = linked

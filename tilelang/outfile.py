@@ -1,9 +1,10 @@
 """Writing a product to a path the user named (`tilec -o PATH`, `tilec run --save PATH`).
 
 What is at PATH decides what happens (docs/cli.md):
-- nothing, or a regular file: the data goes to a new file in the same folder, created with mode
-  0666 less the umask (like cc), which is then renamed over PATH; a failure leaves PATH as it
-  was and no temporary file behind;
+- nothing, or a regular file of this user: the data goes to a new file in the same folder,
+  created with mode 0666 less the umask (like cc), which is then renamed over PATH
+  (tilelang/atomic_file.py); a failure leaves PATH as it was and no temporary file behind;
+- another user's regular file: refused (renaming over it would silently make it ours);
 - a FIFO or a character device (`/dev/null`, a terminal): it is opened and written into, never
   replaced; so is one reached through symbolic links;
 - `/dev/stdout`, `/dev/stderr`, `/dev/fd/N`: that descriptor of this process, as it is open
@@ -16,9 +17,10 @@ The data is complete before PATH is touched, so nothing is ever written half-way
 
 from __future__ import annotations
 
-import contextlib
 import os
 import stat
+
+from .atomic_file import NotAFile, replace_file
 
 
 class OutputError(Exception):
@@ -115,34 +117,9 @@ def _into(path: str, data: bytes) -> None:
 
 
 def _replace(path: str, data: bytes) -> None:
-    folder = os.path.dirname(os.path.abspath(path))
-    base = os.path.basename(path)
-    fd = tmp = None
-    for _ in range(100):
-        # os.urandom is what `secrets` draws from; importing `secrets` costs ~5 ms (hashlib)
-        tmp = os.path.join(folder, f".{base}.tilec-{os.urandom(4).hex()}")
-        try:   # 0666 here: the umask takes its bits away, as for any new file
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-                         | getattr(os, "O_CLOEXEC", 0), 0o666)
-            break
-        except FileExistsError:
-            continue
-        except OSError as e:
-            raise OutputError(f"cannot write `{path}`: {e.strerror}") from None
-    if fd is None:
-        raise OutputError(f"cannot write `{path}`: no free temporary name in `{folder}`")
-    try:
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)        # a link or file that appeared meanwhile is replaced,
-        tmp = None                   # never written through
+    try:   # 0666 less the umask, as for any new file
+        replace_file(path, data, mode=0o666, owner_only=True)
+    except NotAFile as e:            # something else appeared at PATH since it was examined
+        raise OutputError(f"cannot write `{path}`: it {e.what}") from None
     except OSError as e:
         raise OutputError(f"cannot write `{path}`: {e.strerror}") from None
-    finally:
-        if tmp is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)

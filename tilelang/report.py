@@ -12,7 +12,7 @@ from math import prod
 from typing import Sequence
 
 from tilelang.codegen.occupancy import format_report, kernel_report
-from tilelang.codegen.ptx_header import DIRECTIVES
+from tilelang.codegen.target.ptx_header import DIRECTIVES
 
 # SM counts assumed when --sms is not given: the flagship part of each architecture.
 DEFAULT_SMS = {"sm_80": 108, "sm_86": 84, "sm_89": 128, "sm_90": 132, "sm_90a": 132,

@@ -11,7 +11,7 @@ from functools import lru_cache
 import numpy as np
 
 from tilelang.codegen.generate import generate
-from tilelang.codegen.link import link_ptx
+from tilelang.codegen.target.link import link_ptx
 from tilelang.emulator.device import EmulatorDevice
 from tilelang.interp import run_kernel
 from tilelang.ir.ops import IRModule, Kernel

@@ -1,4 +1,4 @@
-"""The virtual-thread loop of a `.maxntid` kernel (llvm/control.py): a launch with the declared
+"""The virtual-thread loop of a `.maxntid` kernel (walk.py): a launch with the declared
 threads, which the runtime always makes, runs the body once per thread behind one uniform test
 of ntid (no increment, no loop test); a smaller block still does every virtual thread's work."""
 

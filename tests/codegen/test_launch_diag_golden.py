@@ -12,7 +12,7 @@ import pytest
 from test_launch_support import launch
 from tilelang.codegen.contract import CodegenFeatures, decide_contract
 from tilelang.sema.launch_attrs import resolve_launch
-from tilelang.codegen.ptx_header import directive_lines
+from tilelang.codegen.target.ptx_header import directive_lines
 from tilelang.targets import get_target, validate_target
 from tilelang.diagnostics import DiagnosticSink, Span, TileError, remember_source, render
 

@@ -12,8 +12,8 @@ import pytest
 from test_launch_support import launch, llvm_ptx
 from tilelang.codegen.contract import CodegenFeatures, decide_contract
 from tilelang.sema.launch_attrs import resolve_launch
-from tilelang.codegen.link import link_ptx
-from tilelang.codegen.ptx_header import plan_module, rewrite_ptx
+from tilelang.codegen.target.link import link_ptx
+from tilelang.codegen.target.ptx_header import plan_module, rewrite_ptx
 
 emu = pytest.importorskip("tilelang.emulator.device")
 from tilelang.emulator.errors import LaunchRefused  # noqa: E402

@@ -18,8 +18,8 @@ CHILD = textwrap.dedent(r"""
     from test_launch_support import llvm_ptx
     from tilelang.codegen.contract import CodegenFeatures, decide_contract
     from tilelang.sema.launch_attrs import AttrValue, ByTarget, KINDS, resolve_launch
-    from tilelang.codegen.link import link_ptx
-    from tilelang.codegen.ptx_header import rewrite_ptx
+    from tilelang.codegen.target.link import link_ptx
+    from tilelang.codegen.target.ptx_header import rewrite_ptx
     from tilelang.targets import FEATURES, TARGETS, get_target, validate_target
     from tilelang.diagnostics import (DiagnosticSink, InternalCompilerError, Span, TileError)
 

@@ -13,9 +13,9 @@ import pytest
 
 from tilelang.codegen.contract import decide_contract
 from tilelang.sema.launch_attrs import AttrValue, resolve_launch
-from tilelang.codegen.link import link_ptx
+from tilelang.codegen.target.link import link_ptx
 from tilelang.codegen.occupancy import occupancy
-from tilelang.codegen.ptx_header import rewrite_ptx
+from tilelang.codegen.target.ptx_header import rewrite_ptx
 from tilelang.targets import validate_target
 
 pytestmark = pytest.mark.gpu

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import tilelang.codegen.generate as generate_mod
-from tilelang.codegen.llvm import control
+from tilelang.codegen import walk as control
 from tilelang.driver import Options, compile_source
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -104,8 +104,10 @@ def test_tma_maps_match_a_second_emission_with_them_given(monkeypatch):
                    lineinfo=False):
         m = generate_mod._new_module(kernel.name, target)
         m.data_layout = layout
+        plan = generate_mod.plan_for(kernel, target, block, facts, exact=exact,
+                                     fast_math=fast_math, tma=tma)
         kern = with_maps(m, kernel, target, block=block, exact=exact, facts=facts,
-                         fast_math=fast_math, tma=tma, lineinfo=lineinfo)
+                         fast_math=fast_math, tma=tma, lineinfo=lineinfo, plan=plan)
         control.emit_kernel_body(kern)
         return m, kern.stats, exact
 
@@ -140,13 +142,14 @@ def test_tensor_core_lowerings_load_only_for_products():
                        env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     mods = json.loads(r.stdout.splitlines()[-1])
-    heavy = {"tilelang.codegen.lower.wgmma_product", "tilelang.codegen.lower.mma_sync",
-             "tilelang.codegen.lower.mma_pipeline", "tilelang.codegen.lower.tma_load",
+    heavy = {"tilelang.codegen.lower.tensorcore.wgmma_product", "tilelang.codegen.lower.tensorcore.mma_sync",
+             "tilelang.codegen.lower.tensorcore.mma_pipeline", "tilelang.codegen.lower.tensorcore.tma_load",
              "tilelang.codegen.layouts.wgmma"}
-    assert not (heavy | {"tilelang.codegen.lower.matmul"}) & set(mods["softmax"])
+    assert not (heavy | {"tilelang.codegen.lower.tensorcore.matmul"}) & set(mods["softmax"])
     assert heavy <= set(mods["matmul"])     # (its pipelined loop lowers the product itself)
 
 
 def test_product_names_agree():
-    from tilelang.codegen.lower import mma_operands, table
+    from tilelang.codegen.lower.tensorcore import mma_operands
+    from tilelang.codegen.lower import table
     assert table.PRODUCTS == mma_operands.PRODUCTS

@@ -122,9 +122,9 @@ def test_pipeline_report_from_link_resources():
     from test_launch_support import gemm_module_ir, launch, llvm_ptx
     from tilelang.codegen.contract import CodegenFeatures, decide_contract
     from tilelang.sema.launch_attrs import resolve_launch
-    from tilelang.codegen.link import link_ptx
+    from tilelang.codegen.target.link import link_ptx
     from tilelang.codegen.occupancy import kernel_report_from
-    from tilelang.codegen.ptx_header import directive_lines, plan_module, rewrite_ptx
+    from tilelang.codegen.target.ptx_header import directive_lines, plan_module, rewrite_ptx
 
     target = "sm_90a"
     spec = resolve_launch(launch("@launch(reqntid = (128, 1, 1), cluster = (2, 1, 1))"), target)

@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from tilelang.codegen.link import link_ptx
+from tilelang.codegen.target.link import link_ptx
 from tilelang.targets import (FEATURES, LLVM_MAX_PTX, TARGETS, fmt_ptx, linker_max_ptx,
                                       ptx_for_cuda, validate_target)
 from tilelang.diagnostics import (InternalCompilerError, Span, TileLaunchError, TileUsageError,

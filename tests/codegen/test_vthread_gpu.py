@@ -1,5 +1,5 @@
 """On a real GPU (marked `gpu`: skipped cleanly without one): the versioned virtual-thread body
-(llvm/control.py) and the 32-bit tile end of a start i * 2^k (lower/memory.py) that
+(walk.py) and the 32-bit tile end of a start i * 2^k (lower/memory.py) that
 examples/vadd.tile gets, against NumPy: full launches with ragged and over-launched grids, the
 short and 2-D blocks that take the virtual-thread loop, and tile indices whose 32-bit start
 wraps. The emulator runs the same cases in test_gen_vthread.py and test_gen_tile_end.py."""

@@ -89,3 +89,30 @@ def test_report_prints_resources_and_occupancy():
         assert col in head
     assert "vadd" in r.stdout and "sm_90a" in r.stdout and ".maxntid 128, 1, 1" in r.stdout
     assert "wave" in r.stdout
+
+
+def test_report_with_o_writes_the_report_there(tmp_path):
+    """docs/tutorial.md §7 and docs/cli.md `--report`: -o PATH takes the report."""
+    printed = tilec("--report", ROOT / "examples/vadd.tile", "--grid", "977", "--sms", "132")
+    r = tilec("--report", ROOT / "examples/vadd.tile", "--grid", "977", "--sms", "132",
+              "-o", "vadd-report.txt", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == ""
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["vadd-report.txt"]
+    assert (tmp_path / "vadd-report.txt").read_text() == printed.stdout
+
+
+def test_help_says_where_the_cubin_goes(tmp_path):
+    """nvcc -cubin dir/x.cu and cc -c dir/x.c write into the current folder; so does tilec,
+    and its help says so."""
+    (tmp_path / "src").mkdir()
+    (tmp_path / "here").mkdir()
+    (tmp_path / "src" / "vadd.tile").write_bytes((ROOT / "examples/vadd.tile").read_bytes())
+    r = tilec(tmp_path / "src" / "vadd.tile", cwd=tmp_path / "here")
+    assert r.returncode == 0, r.stderr
+    assert [p.name for p in (tmp_path / "here").iterdir()] == ["vadd.cubin"]
+    assert sorted(p.name for p in (tmp_path / "src").iterdir()) == ["vadd.tile"]
+    h = " ".join(tilec("--help").stdout.split())
+    assert "compiles every kernel of FILE to FILE.cubin in the current folder" in h
+    assert "default for cubin: FILE's name with .cubin, for c: FILE.c (and FILE.h), in the " \
+        "current folder" in h

@@ -1,10 +1,12 @@
 """Language-server garbage (issue 12): seeded random messages to one real server process over
 stdio -- malformed JSON-RPC, wrong parameter types, unknown methods, random positions, odd
-documents (NULs, lone surrogates, CRLF, BOM, megabyte lines), out-of-order versions, requests
-before ``initialize`` and after ``shutdown``. The server must stay alive, answer every request
-with a result or a JSON-RPC error, never print a traceback, and still work afterwards.
+documents (NULs, lone surrogates, CRLF, BOM, megabyte lines), out-of-order versions, edits the
+protocol library cannot read (negative positions), requests before ``initialize`` and after
+``shutdown``. The server must stay alive, answer every request with a result or a JSON-RPC
+error, never print a traceback (on stderr, nor in its ``--log-file``: bad input is no bug),
+notice the documents whose edits it missed, and still work afterwards.
 
-About 100 messages by default; ``-m slow`` sends about 1,800 (and a second seed).
+About 100 messages by default; ``-m slow`` sends 600 and about 1,800 (two more seeds).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ OTHER_METHODS = ("textDocument/formatting", "textDocument/references", "workspac
                  "window/workDoneProgress/cancel", "$/cancelRequest", "$/progress",
                  "initialize", "initialized", "textDocument/didOpen", "textDocument/didChange")
 SEEDS = [pytest.param(12, 100, id="seed12-100"),
+         pytest.param(26, 600, id="seed26-600", marks=pytest.mark.slow),
          pytest.param(1012, 1800, id="seed1012-1800", marks=pytest.mark.slow)]
 
 
@@ -149,7 +152,8 @@ class Garbage:
         """(kind, body, id to expect a reply for or None)."""
         r = self.r
         kind = r.choice(["feature", "feature", "feature", "open", "change", "change", "close",
-                         "malformed", "method", "odd_id", "response", "cancel", "params"])
+                         "malformed", "method", "odd_id", "response", "cancel", "params",
+                         "drift"])
         uri = r.choice(self.uris)
         if kind == "close" and r.random() < 0.5:
             kind = "feature"  # fewer closes: most requests should meet open documents
@@ -188,6 +192,17 @@ class Garbage:
                             "text": self.text(r.randint(0, 20))}]
             return kind, {"jsonrpc": "2.0", "method": "textDocument/didChange", "params": {
                 "textDocument": {"uri": uri, "version": v}, "contentChanges": changes}}, None
+        if kind == "drift":  # edits the protocol library cannot read: negative positions
+            if self.open_texts:
+                uri = r.choice(sorted(self.open_texts))
+            self.versions[uri] += 1
+            bad = r.choice([{"line": -1, "character": 0}, {"line": 0, "character": -1},
+                            {"line": -2**31, "character": -2**31}])
+            good = {"line": 0, "character": 0}
+            rng = r.choice([{"start": bad, "end": good}, {"start": good, "end": bad}])
+            return kind, {"jsonrpc": "2.0", "method": "textDocument/didChange", "params": {
+                "textDocument": {"uri": uri, "version": self.versions[uri]},
+                "contentChanges": [{"range": rng, "text": self.text(5)}]}}, None
         if kind == "close":
             self.open_texts.pop(uri, None)
             return kind, {"jsonrpc": "2.0", "method": "textDocument/didClose",
@@ -243,7 +258,8 @@ def _send(w: Wire, body) -> None:
 @pytest.mark.parametrize("seed,count", SEEDS)
 def test_language_server_garbage(seed, count, tmp_path):
     g = Garbage(seed, tmp_path)
-    w = Wire()
+    log = tmp_path / "server.log"
+    w = Wire("--log-file", str(log))
     expected: list[str] = []
     kinds: dict[str, int] = {}
     t0 = time.monotonic()
@@ -295,6 +311,12 @@ def test_language_server_garbage(seed, count, tmp_path):
                     and any(x.get("code") == "E9999" for x in m["params"]["diagnostics"])]
         err = w.stderr.decode(errors="replace")
         assert "Traceback" not in err and 'File "' not in err, err[-3000:]
+        # the log file keeps tracebacks for bugs only: garbage is expected input
+        text = log.read_text(encoding="utf-8", errors="replace")
+        assert "Traceback" not in text and 'File "' not in text, \
+            text[max(text.find("Traceback") - 2000, 0):][:4000]
+        if kinds.get("drift"):  # a drift was noticed (and said) for an open document
+            assert "is out of sync with the editor" in text
         assert internal == [], internal[0]["params"]["diagnostics"]
         assert w.bad_output == []
         assert all("id" in m and m["id"] is None and "error" in m for m in w.null_replies)

@@ -353,3 +353,20 @@ def test_a_stray_print_does_not_corrupt_the_protocol(tmp_path):
         assert "stray output from a check" in w.stderr.decode()
     finally:
         w.kill()
+
+
+@pytest.mark.parametrize("where,why", [
+    ("missing/dir/x.log", "the folder `{tmp}/missing/dir` does not exist"),
+    (".", "is a folder"),
+    ("fifo", "is a FIFO")])
+def test_an_unusable_log_file_is_a_usage_error(tmp_path, capsys, monkeypatch, where, why):
+    from tilelang.cli import main
+    monkeypatch.chdir(tmp_path)
+    if where == "fifo":
+        os.mkfifo(tmp_path / "fifo")
+    with pytest.raises(SystemExit) as e:
+        main(["lsp", "--log-file", where])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert err.splitlines()[-1] == \
+        f"tilec lsp: error: --log-file {where}: {why.format(tmp=tmp_path)}"

@@ -289,3 +289,40 @@ def test_global_race_check_is_byte_granular():
     assert launch(2, one).global_race_check.startswith("checked")
     with pytest.raises(GlobalMemoryRace):
         launch(0, one)
+
+
+# -- write-write pairs: a race only where the values differ ----------------------------------
+SAME_WORD = "and.b32 %r8, %r1, 31;\n  shl.b32 %r8, %r8, 2;\n  add.s32 %r8, %r2, %r8;\n"
+
+
+def test_replicated_zero_fill_in_one_instruction_is_benign():
+    # both warps store 0 to the same 32 words in one instruction (how a replicated layout
+    # stores, e.g. a zero fill): memory ends the same in any order, so no race
+    rep = run(SAME_WORD + "  mov.u32 %r9, 0;\n  st.shared.u32 [%r8], %r9;", "bar.sync 0;",
+              "ld.shared.u32 %r10, [%r8];")
+    assert rep.race_check == "checked: no shared-memory race"
+    # the same with one lane of warp 1 storing 1 instead: a real conflict
+    with pytest.raises(SharedMemoryRace, match=r"warp 0 writes shared memory that another "
+                       r"warp writes in the same instruction.*thread \(5, 0, 0\), address 0x14"):
+        run(SAME_WORD + "  setp.eq.u32 %p2, %r1, 37;\n  selp.u32 %r9, 1, 0, %p2;\n"
+            "  st.shared.u32 [%r8], %r9;", "bar.sync 0;", "")
+
+
+def test_rewriting_the_value_another_warp_left_is_benign():
+    # warp 0 stores 7 to words 0-31, then warp 1 stores to the same words with no barrier:
+    # the same value changes nothing; another value is a race
+    first = SAME_WORD + ("  setp.lt.u32 %p1, %r1, 32;\n  mov.u32 %r9, 7;\n"
+                         "  @%p1 st.shared.u32 [%r8], %r9;\n")
+    same = "@!%p1 st.shared.u32 [%r8], %r9;"
+    assert run(first, "", same).race_check == "checked: no shared-memory race"
+    with pytest.raises(SharedMemoryRace, match="warp 1 writes shared memory that warp 0 wrote"):
+        run(first, "", "add.u32 %r9, %r9, 1;\n  @!%p1 st.shared.u32 [%r8], %r9;")
+
+
+def test_replicated_cp_async_of_the_same_bytes_is_benign():
+    # both warps copy the same global words into the same shared words
+    copy = (SAME_WORD + "  ld.param.u64 %rd5, [k_p0];\n  cvt.u64.u32 %rd6, %r8;\n"
+            "  and.b64 %rd6, %rd6, 127;\n  add.s64 %rd7, %rd5, %rd6;\n"
+            "  cp.async.ca.shared.global [%r8], [%rd7], 4;\n  cp.async.wait_all;")
+    assert run(copy, "bar.sync 0;", "ld.shared.u32 %r10, [%r8];").race_check == \
+        "checked: no shared-memory race"

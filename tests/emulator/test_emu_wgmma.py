@@ -73,7 +73,7 @@ DONE:
 {block_check}
   setp.ne.u32 %p2, %r41, 0;
   wgmma.fence.sync.aligned;
-  wgmma.mma_async.sync.aligned.m64n{N}k{k}.{types} {{{acc}}}, {a_op}, %rd4, %p2, {tail};
+  wgmma.mma_async.sync.aligned.m64n{N}k{k}.{types} {{{acc}}}, {a_op}, %rd4, %p2{", " + tail if tail else ""};
 {extra}
   wgmma.commit_group.sync.aligned;
 {before_wait}
@@ -352,7 +352,7 @@ def test_wgmma_tf32_and_int8():
     place(img, 8192, B8, 1, True, 0, 128, 256)
     ad, bd = encode_descriptor(0, 128, 256), encode_descriptor(8192, 128, 256)
     init = np.int32(7).view(np.float32)
-    out = _run(_ptx(N, types="s32.s8.u8", k=32, tail="1, 1"), img, ad, bd, N // 2, scaled=1,
+    out = _run(_ptx(N, types="s32.s8.u8", k=32, tail=""), img, ad, bd, N // 2, scaled=1,
                init=init, out_dtype=np.int32)
     ref = A8.astype(np.int64) @ B8.astype(np.int64).T + 7
     np.testing.assert_array_equal(fragment(out, N, N // 2), ref)
@@ -363,10 +363,10 @@ def test_each_warp_group_waits_for_its_own_mma():
     # reads its accumulator without waiting: its result is still pending
     img, ad, bd = _simple_case()
     split = ("  setp.lt.u32 %p4, %r2, 128;\n  @%p4 bra WG0;\n"
-             "  wgmma.wait_group.sync.aligned 0;\n  ret;\nWG0:\n  mov.b32 %r60, %f1;")
+             "  wgmma.wait_group.sync.aligned 0;\n  ret;\nWG0:\n  cvt.rzi.s32.f32 %r60, %f1;")
     ptx = _ptx(8, before_wait=split)
-    with pytest.raises(ExecutionError, match="mov.b32 reads accumulator register %f1 of the "
-                       r"wgmma.mma_async at PTX line \d+") as e:
+    with pytest.raises(ExecutionError, match="cvt.rzi.s32.f32 reads accumulator register %f1 "
+                       r"of the wgmma.mma_async at PTX line \d+") as e:
         _run(ptx, img, ad, bd, 4, block=256)
     assert e.value.thread == (0, 0, 0)
 
@@ -413,8 +413,46 @@ def test_wgmma_int8_satfinite_clamps():
     place(img, 8192, B8.view(np.uint8), 1, True, 0, 128, 256)
     ad, bd = encode_descriptor(0, 128, 256), encode_descriptor(8192, 128, 256)
     init = np.int32(2**31 - 2**18).view(np.float32)
-    for form, want in (("s32.s8.s8", -(2**31) + 2**18), ("s32.s8.s8.satfinite", 2**31 - 1)):
-        ptx = _ptx(N, types="s32.s8.s8", k=32, tail="1, 1").replace(
+    for form, want in (("s32.s8.s8", -(2**31) + 2**18), ("satfinite.s32.s8.s8", 2**31 - 1)):
+        ptx = _ptx(N, types="s32.s8.s8", k=32, tail="").replace(
             "m64n8k32.s32.s8.s8", f"m64n8k32.{form}")
         out = _run(ptx, img, ad, bd, N // 2, scaled=1, init=init, out_dtype=np.int32)
         assert (out == want).all(), form
+
+
+def test_integer_wgmma_takes_no_scale_immediates():
+    # the PTX ISA's integer form is `d, a-desc, b-desc, scale-d` (no imm-scale-a/b): the form
+    # Triton emits for int8 dot on sm_90; the floating-point form's immediates are refused
+    dev = EmulatorDevice()
+    dev.load_module(_ptx(8, types="s32.s8.s8", k=32, tail="")).get_function("k")
+    with pytest.raises(PTXParseError, match=r"expected 4 operands \(d, a, b, scale-d\), found 6"):
+        dev.load_module(_ptx(8, types="s32.u8.s8", k=32, tail="1, 1")).get_function("k")
+    with pytest.raises(PTXParseError, match=r"expected 6 operands \(d, a, b, scale-d, "
+                       r"imm-scale-a, imm-scale-b\), found 4"):
+        dev.load_module(_ptx(8, types="f32.e4m3.e4m3", k=32, tail="")).get_function("k")
+
+
+# register moves of the accumulator before the wait (LLVM unpacks Triton's f16 accumulators so):
+# the copies hold the result once the wait covers the mma_async, as ptxas makes them
+MOVES = ("  mov.b32 %r56, %f0;\n  mov.b32 %r57, %f1;\n  mov.b64 %rd28, {%f2, %f3};\n"
+         "  mov.b64 {%r58, %r59}, %rd28;\n")
+
+
+def test_moves_of_a_pending_accumulator_hold_the_result_after_the_wait():
+    img, ad, bd = _simple_case()
+    want = _run(_ptx(8), img, ad, bd, 4)
+    ptx = _ptx(8, before_wait=MOVES)
+    for i in range(4):                       # store the copies instead of the accumulator
+        ptx = ptx.replace(f"st.global.b32 [%rd10+{4 * i}], %f{i};",
+                          f"st.global.b32 [%rd10+{4 * i}], %r{56 + i};")
+    assert "%r59;" in ptx
+    got = _run(ptx, img, ad, bd, 4)
+    assert np.array_equal(got, want) and np.abs(want).sum() > 0
+
+
+def test_other_reads_of_a_moved_accumulator_before_the_wait_are_errors():
+    img, ad, bd = _simple_case()
+    ptx = _ptx(8, before_wait=MOVES + "  add.u32 %r61, %r58, 1;")
+    with pytest.raises(ExecutionError, match=r"add.u32 reads accumulator register %r58 of the "
+                       r"wgmma.mma_async at PTX line \d+ before a wgmma.wait_group"):
+        _run(ptx, img, ad, bd, 4)

@@ -407,7 +407,7 @@ class FakeCompiler:
         ptx = fk.ptx(consts, facts, options.target)
         cubin = None
         if link:                                # the CUDA back end loads a cubin
-            from tilelang.codegen.link import link_ptx
+            from tilelang.codegen.target.link import link_ptx
             cubin = link_ptx(ptx, options.target).cubin
         return Built(art, ptx, cubin, options.target)
 

@@ -186,7 +186,8 @@ def test_gpu_tests_run_on_the_emulated_driver(tmp_path):
     env = dict(os.environ, TILELANG_TEST_EMULATED_GPU="1",
                TILELANG_CACHE_DIR=str(tmp_path / "cache"))
     r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m",
-                        "gpu", "tests/runtime/test_rt_gpu.py", "tests/codegen/test_tma_store.py",
+                        "gpu", "tests/runtime/test_rt_gpu.py",
+                        "tests/codegen/lower/tensorcore/test_tma_store.py",
                         "--deselect",
                         "tests/runtime/test_rt_gpu.py::test_example_script_on_cuda"],
                        capture_output=True, text=True, cwd=ROOT, env=env, timeout=900)

@@ -108,6 +108,32 @@ def test_run_errors(capsys):
     assert rc == 2 and "unknown kind `spiral`" in err
 
 
+def test_a_negative_seed_is_a_usage_error(capsys):
+    rc, out, err = run(capsys, "run", VADD, "--kernel", "vadd", "--grid", "1", "--backend",
+                       "emulator", "--shape", "8", "--seed", "-1")
+    assert rc == 2 and out == ""
+    assert err.splitlines()[-1] == "tilec run: error: --seed must be a non-negative integer, " \
+        "got -1"
+    rc, out, err = run(capsys, "tune", VADD, "--kernel", "vadd", "--grid", "1", "--backend",
+                       "emulator", "--shape", "8", "--seed", "-1", "--space", "TILE=64,128")
+    assert rc == 2 and out == ""
+    assert err.splitlines()[-1] == "tilec tune: error: --seed must be a non-negative " \
+        "integer, got -1"
+
+
+def test_help_lines_use_the_command_line_spelling():
+    from tilelang.diagnostics import Diagnostic, Severity
+    from tilelang.runtime.cli_run import for_the_shell
+    from tilelang.runtime.cuda import EMULATOR_HINT
+    d = for_the_shell(Diagnostic(Severity.ERROR, "E0920", "x", help=EMULATOR_HINT))
+    assert d.help == ("run on the CPU emulator instead: pass --backend emulator or set "
+                      "TILELANG_BACKEND=emulator")
+    d = for_the_shell(Diagnostic(Severity.ERROR, "E0920", "x", help="pass arch=... to choose "
+                                 "one, or " + EMULATOR_HINT))
+    assert d.help.startswith("pass --arch TARGET to choose one, or run on the CPU emulator "
+                             "instead: pass --backend emulator")
+
+
 def test_run_launch_error_is_a_diagnostic(capsys):
     rc, out, err = run(capsys, "run", VADD, "--kernel", "vadd", "--grid", "1,70000",
                        "--backend", "emulator", "--shape", "8")
@@ -122,7 +148,7 @@ def test_run_without_driver_names_the_emulator(capsys):
     rc, out, err = run(capsys, "run", VADD, "--kernel", "vadd", "--grid", "1", "--shape", "8")
     assert rc == 1
     assert err.startswith("error[E0920]: no NVIDIA driver was found")
-    assert "= help: run on the CPU emulator instead: pass backend='emulator' or set " \
+    assert "= help: run on the CPU emulator instead: pass --backend emulator or set " \
         "TILELANG_BACKEND=emulator" in err
 
 

@@ -74,7 +74,7 @@ def test_ptx_loop_lines():
 
 @pytest.mark.skipif(not sass.tools_available(), reason="cuobjdump/nvdisasm wheels not installed")
 def test_triton_fixture_sass():
-    from tilelang.codegen.link import link_ptx
+    from tilelang.codegen.target.link import link_ptx
     ptx = (pathlib.Path(__file__).parents[1] / "emulator" / "fixtures" /
            "triton_matmul_sm80.ptx").read_text()
     link = link_ptx(ptx, "sm_80")

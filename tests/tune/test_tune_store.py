@@ -191,8 +191,8 @@ def test_concurrent_writers_leave_a_whole_entry(tmp_path):
     assert bad == [0, 0, 0, 0]
     got = TuneStore(root).load(MATERIAL)
     assert got["config"]["BM"] in (64, 128, 192, 256)
-    left = os.listdir(os.path.join(root, "tmp"))
-    assert not [n for n in left if n.endswith(".tune.json")]
+    shard = os.path.dirname(TuneStore(root).path(entry_key(MATERIAL)))
+    assert os.listdir(shard) == [entry_key(MATERIAL) + ".json"]   # no temporary file left
 
 
 def test_tilec_cache_clear_removes_tuning_results(tmp_path, capsys):

@@ -3,7 +3,7 @@
     result = generate(module, target="sm_90a", opt_level=3, facts=None)
 
 Per kernel: choose the thread shape (the user's reqntid/maxntid, else 128 threads), emit the
-LLVM function (llvm/kernel.py / llvm/control.py and the `lower/` families) first in
+LLVM function (emit/kernel.py / walk.py and the `lower/` families) first in
 virtual-thread mode and, if an op needs threads to talk to each other, again in exact mode;
 decide the launch contract from what the code relies on (`.reqntid` for exact mode,
 `.maxntid` otherwise); then LLVM optimizes and emits PTX, and ptx_header writes the header and
@@ -26,11 +26,15 @@ from tilelang.codegen.api import (AbiParam, ArrayFacts, CodegenResult, DEFAULT_F
 from tilelang.codegen.layouts.distributed import floor_pow2
 from tilelang.codegen.occupancy import ARCH_LIMITS
 from tilelang.codegen.contract import CodegenFeatures, KernelContract, decide_contract
-from tilelang.codegen.llvm.compile import TRIPLE, compile_modules, data_layout
-from tilelang.codegen.llvm.control import emit_kernel_body
-from tilelang.codegen.llvm.kernel import KernelEmitter, KernelStats, NeedsExactThreads
-from tilelang.codegen.llvm.map_params import MapParams
-from tilelang.codegen.ptx_header import plan_module, rewrite_ptx
+from tilelang.codegen.target.compile import TRIPLE, compile_modules, data_layout
+from tilelang.codegen.walk import emit_kernel_body
+from tilelang.codegen.emit.kernel import (KernelEmitter, KernelStats, NeedsExactThreads,
+                                          kernel_precision)
+from tilelang.codegen.lower.table import lookup
+from tilelang.codegen.plan.inputs import PlanInputs
+from tilelang.codegen.plan.kernel_plan import KernelPlan, plan_kernel
+from tilelang.codegen.emit.map_params import MapParams
+from tilelang.codegen.target.ptx_header import plan_module, rewrite_ptx
 from tilelang.diagnostics import DiagnosticSink, TileUsageError, register_codes
 from tilelang.ir.ops import BuiltinOp, IRModule, Kernel, walk
 from tilelang.ir.resources import check_registers, check_shared_memory
@@ -134,10 +138,23 @@ def abi_params(kernel: Kernel) -> tuple[AbiParam, ...]:
 
 
 def _new_module(name: str, target: Target) -> ir.Module:
-    # its own context: a named type (lower/wgmma_ops.py) is declared only where it is used
+    # its own context: a named type (lower/tensorcore/wgmma_ops.py) is declared only where it is used
     m = ir.Module(name, context=ir.Context())
     m.triple = TRIPLE
     return m
+
+
+def _lowering_module(name: str, group: str) -> str | None:
+    """The module of the lowering `name` (registry group `group`) dispatches to."""
+    return getattr(lookup(name, group), "__module__", None)
+
+
+def plan_for(kernel: Kernel, target: Target, block, facts: Mapping[str, ArrayFacts], *,
+             exact: bool, fast_math: bool | str = False, tma: bool = False) -> KernelPlan:
+    """The kernel's plan (codegen/plan/) for one thread mode: what the lowerings will read."""
+    return plan_kernel(PlanInputs(kernel, target, block, exact=exact, facts=facts, tma=tma,
+                                  precision=kernel_precision(kernel, fast_math),
+                                  lowered_by=_lowering_module))
 
 
 def emit_kernel(kernel: Kernel, target: Target, block, facts: Mapping[str, ArrayFacts],
@@ -145,12 +162,23 @@ def emit_kernel(kernel: Kernel, target: Target, block, facts: Mapping[str, Array
                 lineinfo: bool = False) -> tuple[ir.Module, KernelStats, bool]:
     """(module holding the kernel, what it used, whether it runs in exact mode). With `tma`,
     the TMA tensor maps that loads and stores ask for become parameters as they are asked for
-    (llvm/map_params.py); the kernel's `stats.tensor_maps` is then their order."""
+    (emit/map_params.py); the kernel's `stats.tensor_maps` is then their order."""
+    m, kern = _emit(kernel, target, block, facts, exact=exact, layout=layout,
+                    fast_math=fast_math, tma=tma, lineinfo=lineinfo)
+    return m, kern.stats, kern.exact
+
+
+def _emit(kernel: Kernel, target: Target, block, facts: Mapping[str, ArrayFacts], *,
+          exact: bool, layout: str, fast_math: bool | str = False, tma: bool = False,
+          lineinfo: bool = False) -> tuple[ir.Module, KernelEmitter]:
+    """emit_kernel's work: (the module, the emitter that filled it, with its plan)."""
     for mode in ((True,) if exact else (False, True)):
         m = _new_module(kernel.name, target)
         m.data_layout = layout
+        plan = plan_for(kernel, target, block, facts, exact=mode, fast_math=fast_math, tma=tma)
         kern = KernelEmitter(m, kernel, target, block=block, exact=mode, facts=facts,
-                             fast_math=fast_math, tma=tma, lineinfo=lineinfo)
+                             fast_math=fast_math, tma=tma, lineinfo=lineinfo, plan=plan)
+        kern.stats.wgmma_declined = plan.products.wgmma_declined
         if tma:
             kern.tensor_maps = MapParams(m, kern.fn)
         try:
@@ -159,8 +187,29 @@ def emit_kernel(kernel: Kernel, target: Target, block, facts: Mapping[str, Array
             continue
         if tma:
             kern.stats.tensor_maps = list(kern.tensor_maps)
-        return m, kern.stats, mode
+        return m, kern
     raise AssertionError("exact mode cannot need exact mode")
+
+
+def kernel_plans(module: IRModule, target: str = "sm_90a",
+                 facts: Mapping[str, Mapping[str, ArrayFacts]] | None = None, *,
+                 precision: str | None = None, tma: bool = True) -> list[tuple[Kernel, KernelPlan]]:
+    """Each kernel's plan as `generate` would use it (`tilec --emit plan`): the plan of the
+    thread mode its emission ends in, which needs the kernel emitted (no LLVM runs)."""
+    tgt = get_target(target)
+    facts = facts or {}
+    layout = data_layout(tgt.llvm_cpu, tgt.llvm_features(tgt.min_ptx))
+    out = []
+    for k in module.kernels:
+        spec = launch_spec(k)
+        block = block_shape(spec)
+        check_elements_per_thread(k, block)
+        kfacts = {p.hint: facts.get(k.name, {}).get(p.hint, DEFAULT_FACTS)
+                  for p in k.params if isinstance(p.type, ArrayType)}
+        _, kern = _emit(k, tgt, block, kfacts, exact=spec.reqntid is not None, layout=layout,
+                        fast_math=precision or False, tma=tma)
+        out.append((k, kern.plan))
+    return out
 
 
 def generate(module: IRModule, target: str = "sm_90a", opt_level: int = 3,

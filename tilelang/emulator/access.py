@@ -148,7 +148,10 @@ def store(st, groups, dt, values_per_elem, esize):
                            int(addrs[0]))
         record(st, region, idx, off, addrs, esize, len(values_per_elem))
         if region == "shared" and st.races is not None:
-            st.races.access(st, idx, off, esize * len(values_per_elem), True)
+            data = np.concatenate([np.ascontiguousarray(np.broadcast_to(
+                np.asarray(vals(idx), dt), idx.shape)).reshape(-1, 1).view(np.uint8)
+                for vals in values_per_elem], axis=1)
+            st.races.access(st, idx, off, esize * len(values_per_elem), True, data)
         if region == "shared" and st.proxy is not None:
             st.proxy.wrote(st, off, esize * len(values_per_elem))
         v = region_view(st, region, dt)

@@ -13,7 +13,7 @@ from typing import Callable
 
 import numpy as np
 
-from . import targets
+from . import coverage, targets
 from .errors import PTXParseError
 from .ptx_ast import Addr, Imm, Not, Reg, Sink, Sym, Vec
 from .ptx_types import TYPE_NAMES, TypeInfo, parse_imm, type_info, uint_dtype
@@ -21,7 +21,7 @@ from .ptx_types import TYPE_NAMES, TypeInfo, parse_imm, type_info, uint_dtype
 OPS: dict = {}
 # instructions that change memory whenever they run (st, atom and red count a change only
 # where the value changed: see access.store, ops_mem.build_atom)
-WRITES = frozenset({"cp", "stmatrix", "mbarrier"})
+WRITES = frozenset({"cp", "stmatrix", "mbarrier", "tensormap"})
 
 
 def op(*names):
@@ -50,6 +50,7 @@ class Decoded:
     index: Callable | None = None   # brx.idx: getter of the per-thread table index
     func: str = ""
     reads: frozenset = frozenset()  # registers read (checked against pending wgmma results)
+    dests: frozenset = frozenset()  # registers written (a moved wgmma accumulator: ops_wgmma)
     writes: bool = False            # may change memory (wakes threads parked as spinning)
 
 
@@ -86,6 +87,7 @@ class DecodeCtx:
     def __init__(self, prog, fn, ins):
         self.prog, self.fn, self.ins = prog, fn, ins
         self.reads = set()
+        self.dests = set()
 
     def error(self, msg: str):
         raise PTXParseError(msg, self.ins.line)
@@ -180,6 +182,7 @@ class DecodeCtx:
         if isinstance(op, Vec) and ti is not None:
             return self.unpack_dst(op, ti)
         i = self.reg(op)
+        self.dests.add(i)
         storage = self.prog.reg_dtypes[i]
 
         def put(st, v, m):
@@ -232,6 +235,9 @@ def decode_instr(prog, fn, ins) -> Decoded:
     builder = OPS.get(root)
     if builder is None:
         raise PTXParseError(f"unknown or unsupported instruction {ins.opcode!r}", ins.line)
+    verdict = coverage.classify(ins.opcode)
+    if not verdict.known:                 # a modifier no builder reads: refuse, never ignore
+        raise PTXParseError(f"unsupported instruction {ins.opcode!r}: {verdict.why}", ins.line)
     ctx = DecodeCtx(prog, fn, ins)
     too_new = targets.check(prog.module.target, ins.opcode)
     if too_new:
@@ -246,5 +252,6 @@ def decode_instr(prog, fn, ins) -> Decoded:
         if prog.reg_dtypes[guard] != np.bool_:
             ctx.error(f"guard {g.name} is not a predicate")
     return Decoded(opcode=ins.opcode, root=root, line=ins.line, guard=guard, guard_neg=neg,
-                   func=fn.name, reads=frozenset(ctx.reads), writes=root in WRITES and not
+                   func=fn.name, reads=frozenset(ctx.reads), dests=frozenset(ctx.dests),
+                   writes=root in WRITES and not
                    (root == "mbarrier" and parts[1] in ("test_wait", "try_wait")), **kw)

@@ -31,12 +31,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import (ops_alu, ops_async, ops_call, ops_ctrl, ops_mbarrier,  # noqa: F401
-               ops_mem, ops_tensor, ops_warp, ops_wgmma)  # (importing registers the builders)
+from . import (ops_alu, ops_call, ops_cp, ops_ctrl, ops_mem,  # noqa: F401
+               ops_tensor, ops_tensormap, ops_warp, ops_wgmma)  # (importing registers the builders)
+from .completion import finish_stores
 from .counters import Counters, LaunchReport, make_report
 from .errors import EmulatorError, LaunchRefused, PTXParseError
 from .executor import MAX_STEPS, run_batch
-from .ops_bulk import finish_stores
 from .memory import GlobalMemory
 from .parser import parse_int, parse_ptx
 from .program import Program

@@ -20,7 +20,8 @@ import numpy as np
 
 from .errors import (BarrierDivergence, DeviceAssertion, EmulatorError, ExecutionError,
                      NoProgress, WarpDivergence)
-from .ops_wgmma import _wg_index, check_pending_reads
+from .ops_wgmma import check_pending_reads
+from .warpgroup import warpgroup_index
 
 # Per-thread PCs are int32 (half the memory traffic of the per-step passes over them).
 EXITED = np.iinfo(np.int32).max
@@ -297,7 +298,7 @@ def _sync_complete(st, ins, group):
         np.minimum.at(low, cl[st.live], st.cl_arrived[st.live])
         return low[cl] > st.cl_waited
     if ins.sync == "warpgroup":          # all 128 threads of the warp group, none exited
-        wg = _wg_index(st)
+        wg = warpgroup_index(st)
         return (np.bincount(wg[group], minlength=int(wg[-1]) + 1) == 128)[wg]
     from .ops_warp import FULL, _exist_bits, warp_bits
     mm = FULL if ins.members is None else ins.members(st)
@@ -393,7 +394,7 @@ def _release_or_fail(st, pcs):
                        f"{int(st.named_arrived[b, a])} arrivals and nothing else can arrive",
                        first)
     if ins.sync == "warpgroup":
-        same = _wg_index(st) == _wg_index(st)[first]
+        same = warpgroup_index(st) == warpgroup_index(st)[first]
         n = int(np.count_nonzero(same & group))
         raise st.error(WarpDivergence, f"{ins.opcode}: warp group not converged: {n} of its 128 "
                        f"threads arrived (the rest diverged or exited)", first)

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .ptx_types import TypeInfo, bf16_to_f32, f32_to_bf16
+from .ptx_types import TypeInfo, bf16_to_f32, f32_to_bf16, type_info
 
 ROUNDINGS = ("rn", "rz", "rm", "rp", "rna")
+HALF_OF = {"f16x2": type_info("f16"), "bf16x2": type_info("bf16")}
 
 
 def lanes(v, ti: TypeInfo) -> list:
@@ -34,11 +35,29 @@ def round_to(x64, ti: TypeInfo, mode: str = "rn", sat: bool = False):
             r = directed(r, x64, mode)
         return r
     if ti.kind == "bf16":
-        r32 = np.asarray(x64).astype(np.float32)
-        if mode in ("rz", "rm", "rp"):
-            r32 = directed(r32, x64, mode)
-        return f32_to_bf16(r32, "rz" if mode == "rz" else "rn")
+        return _to_bf16(np.asarray(x64, np.float64), mode)
     raise TypeError(ti.name)
+
+
+def _to_bf16(x64, mode):
+    """float64 -> bf16 bits rounded once in `mode`. Directed roundings compose across the
+    nested f32 and bf16 grids; round-to-nearest goes through f32 rounded toward zero with a
+    sticky low bit (round to odd), so no double rounding."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        r32 = np.asarray(x64.astype(np.float32))
+    directed_mode = mode if mode in ("rz", "rm", "rp") else "rz"
+    r32 = np.asarray(directed(r32, x64, directed_mode), np.float32)
+    u = r32.view(np.uint32)
+    if directed_mode != mode:                       # rn: sticky bit for the inexact ones
+        inexact = np.isfinite(x64) & (r32.astype(np.float64) != x64)
+        u = u | inexact.astype(np.uint32)
+        return f32_to_bf16(u.view(np.float32), "rn")
+    low = (u & np.uint32(0xFFFF)) != 0
+    neg = (u >> np.uint32(31)) != 0
+    away = low & ((mode == "rm") & neg | (mode == "rp") & ~neg)   # bump the magnitude
+    hi = (u >> np.uint32(16)) + away.astype(np.uint32)
+    nan = np.isnan(x64)
+    return np.where(nan, np.uint32(0x7FC0), hi).astype(np.uint16)
 
 
 def directed(r, exact, mode):
@@ -61,12 +80,9 @@ def pack(results: list, ti: TypeInfo, mode="rn", sat=False):
     """Inverse of `lanes`: float64 lane arrays to the type's bits/values."""
     if ti.kind in ("f", "bf16"):
         return round_to(results[0], ti, mode, sat)
-    if sat:
-        results = [np.where(np.isnan(x), 0.0, np.clip(x, 0.0, 1.0)) for x in results]
-    if ti.kind == "f16x2":
-        lo, hi = (np.asarray(x).astype(np.float16).view(np.uint16) for x in results)
-    else:
-        lo, hi = (f32_to_bf16(np.asarray(x).astype(np.float32)) for x in results)
+    # each half rounds on its own, in the instruction's mode (cvt.rz.f16x2.f32 truncates)
+    half = HALF_OF[ti.kind]
+    lo, hi = (np.asarray(round_to(x, half, mode, sat)).view(np.uint16) for x in results)
     return lo.astype(np.uint32) | (hi.astype(np.uint32) << np.uint32(16))
 
 

@@ -103,10 +103,41 @@ _FLOAT_BIN = {
 }
 
 
+def _mixed_types(ctx, parts):
+    """(f32, half type) for the mixed-precision forms (`add.rn.f32.f16 d, a, c`: a of the half
+    type, c and d f32; sm_100+, LLVM emits them for sm_120), else None."""
+    ts = [p for p in parts if p in TYPE_NAMES]
+    if len(ts) == 2 and ts[0] == "f32" and ts[1] in ("f16", "bf16"):
+        return ctx.type("f32"), ctx.type(ts[1])
+    return None
+
+
+def _build_mixed(ctx, ins, parts, mixed):
+    """add/sub/fma with half-precision a (and b) and f32 c, d: computed exactly in float64
+    from the operands' values and rounded once to f32 in the instruction's mode."""
+    f32, half = mixed
+    is_fma = parts[0] in ("fma", "mad")
+    ops = _nops(ctx, ins, 4 if is_fma else 3)
+    gh = [ctx.src(o, half) for o in ops[1:3 if is_fma else 2]]
+    gc, put = ctx.src(ops[-1], f32), ctx.dst(ops[0], f32)
+    mode, sat = _mode(parts), "sat" in parts
+    sign = -1.0 if parts[0] == "sub" else 1.0
+
+    def run(st, m):
+        hs = [lanes(g(st), half)[0] for g in gh]
+        c = np.asarray(gc(st)).astype(np.float64)
+        r = hs[0] * hs[1] + c if is_fma else hs[0] + sign * c
+        put(st, pack([r], f32, mode, sat), m)
+    return run
+
+
 @op("add", "sub", "addc", "subc")
 def build_addsub(ctx, ins, parts):
     ti = _last_type(ctx, parts)
     root = parts[0]
+    mixed = _mixed_types(ctx, parts)
+    if mixed is not None:
+        return _build_mixed(ctx, ins, parts, mixed)
     if ti.is_float:
         return _float_binary(ctx, ins, parts, ti, _FLOAT_BIN[root])
     if "cc" in parts or root in ("addc", "subc"):
@@ -145,6 +176,38 @@ def _build_carry(ctx, ins, parts, ti):
         if set_cf:
             c = np.broadcast_to(carry, (st.T,)).astype(np.uint8)
             st.carry = c if m is None else np.where(m, c, st.carry)
+    return run
+
+
+def _build_mad_carry(ctx, ins, parts, ti):
+    """`mad{.lo,.hi}.cc` / `madc{.lo,.hi}{.cc}` (PTX ISA, extended-precision arithmetic): the
+    chosen half of a*b (signed product for .s types) plus c, plus CC.CF for `madc`; `.cc`
+    writes the unsigned carry out of that sum to CC.CF. libdevice's range reduction of f32
+    sin/cos (Payne-Hanek) chains them."""
+    if ti.kind not in ("u", "s") or ti.size not in (4, 8):
+        ctx.error(f"{ins.opcode}: carry chains take .u32, .s32, .u64 or .s64")
+    half = next((p for p in parts[1:] if p in ("lo", "hi")), None)
+    if half is None:
+        ctx.error(f"{ins.opcode}: .lo or .hi is required")
+    d, a, b, c = _nops(ctx, ins, 4)
+    ut = type_info(f"u{ti.size * 8}")
+    ga, gb = ctx.src(a, ti), ctx.src(b, ti)
+    gc, put = ctx.src(c, ut), ctx.dst(d, ut)
+    use_cf, set_cf = parts[0] == "madc", "cc" in parts
+    one = ut.dtype.type(1)
+
+    def run(st, m):
+        x, y = np.asarray(ga(st)), np.asarray(gb(st))
+        prod = _mulhi(x, y, ti) if half == "hi" else np.multiply(x, y)
+        p = np.asarray(prod).view(ut.dtype) if np.asarray(prod).dtype != ut.dtype else prod
+        z = np.asarray(gc(st))
+        cf = st.carry.astype(ut.dtype) if use_cf else ut.dtype.type(0)
+        r = p + z + cf
+        put(st, r, m)
+        if set_cf:
+            carry = (r < p) | ((cf == one) & (r == p))
+            cb = np.broadcast_to(carry, (st.T,)).astype(np.uint8)
+            st.carry = cb if m is None else np.where(m, cb, st.carry)
     return run
 
 
@@ -205,11 +268,14 @@ def build_shf(ctx, ins, parts):
     return run
 
 
-@op("mad", "fma")
+@op("mad", "fma", "madc")
 def build_mad(ctx, ins, parts):
     ti = _last_type(ctx, parts)
-    if "cc" in parts:
-        ctx.error("mad.cc (multiply-add carry chains) is not supported")
+    if "cc" in parts or parts[0] == "madc":
+        return _build_mad_carry(ctx, ins, parts, ti)
+    mixed = _mixed_types(ctx, parts)
+    if mixed is not None:
+        return _build_mixed(ctx, ins, parts, mixed)
     d, a, b, c = _nops(ctx, ins, 4)
     ga, gb = ctx.src(a, ti), ctx.src(b, ti)
     if ti.is_float:
@@ -418,46 +484,90 @@ def build_setp(ctx, ins, parts):
     ga, gb = ctx.src(ops[1], ti), ctx.src(ops[2], ti)
     gc = ctx.src(ops[3], type_info("pred")) if boolop else None
     comb = {"and": np.logical_and, "or": np.logical_or, "xor": np.logical_xor}.get(boolop)
-    if parts[0] == "set":
-        dti = ctx.type(parts[-2])
-        put = ctx.dst(dst, dti)
-        one = dti.dtype.type(1.0) if dti.is_float else dti.dtype.type(-1 if dti.kind == "s"
-                                                                           else ~0 & 0xFFFFFFFF)
-
-        def run_set(st, m):
-            r = _eval(st)
-            put(st, np.where(r, one, dti.dtype.type(0)), m)
-        put_q = None
-    else:
-        if isinstance(dst, PredPair):
-            put, put_q = ctx.dst(dst.p), ctx.dst(dst.q)
-        else:
-            put, put_q = ctx.dst(dst), None
     packed = ti.kind in ("f16x2", "bf16x2")
+    ftz = "ftz" in parts and ti.is_float
 
-    def _eval(st):
-        if ti.kind == "bf16" or packed:
-            x, y = lanes(ga(st), ti), lanes(gb(st), ti)
-            r = f(x[0], y[0])
-        else:
-            r = f(ga(st), gb(st))
-        r = np.asarray(r)
-        if comb is not None:
-            r = comb(r, gc(st))
-        return r
+    def operands(st):
+        """The compared values: one pair of arrays per lane (two for packed halves)."""
+        if ti.kind == "bf16" or packed or ftz:
+            xs, ys = lanes(ga(st), ti), lanes(gb(st), ti)
+            if ftz:                # .ftz: subnormal inputs compare as zeros of their sign
+                xs, ys = [_flush(x, ti) for x in xs], [_flush(y, ti) for y in ys]
+            return list(zip(xs, ys))
+        return [(ga(st), gb(st))]
+
+    def results(st):
+        out = []
+        for x, y in operands(st):
+            r = np.asarray(f(x, y))
+            out.append(comb(r, gc(st)) if comb is not None else r)
+        return out
 
     if parts[0] == "set":
-        return run_set
-    if packed:
-        ctx.error("setp on packed half types is not supported")
+        return _build_set(ctx, parts, dst, results, packed)
+    if packed:                     # setp.f16x2 p|q: p the low halves' result, q the high's
+        if not isinstance(dst, PredPair):
+            ctx.error("setp on packed halves writes a predicate pair p|q")
+        put_lo, put_hi = ctx.dst(dst.p), ctx.dst(dst.q)
+
+        def run_packed(st, m):
+            lo, hi = results(st)
+            put_lo(st, lo, m)
+            put_hi(st, hi, m)
+        return run_packed
+    if isinstance(dst, PredPair):
+        put, put_q = ctx.dst(dst.p), ctx.dst(dst.q)
+    else:
+        put, put_q = ctx.dst(dst), None
 
     def run(st, m):
-        r = _eval(st)
-        put(st, r, m)
+        (x, y), = operands(st)
+        r = np.asarray(f(x, y))
+        put(st, comb(r, gc(st)) if comb is not None else r, m)
         if put_q is not None:
-            nr = ~np.asarray(f(ga(st), gb(st)))
+            nr = ~r
             put_q(st, comb(nr, gc(st)) if comb is not None else nr, m)
     return run
+
+
+def _flush(x, ti):
+    """A lane's subnormal values as zeros of the same sign (the .ftz input rule)."""
+    tiny = np.finfo(np.float16 if ti.kind in ("f16x2",) or ti.name == "f16" else
+                    np.float32).tiny
+    return np.where(np.abs(x) < tiny, np.copysign(0.0, x), x)
+
+
+def _build_set(ctx, parts, dst, results, packed):
+    """`set`: true is 1.0 in a float destination, all ones in an integer one; with packed half
+    sources each half of the destination holds its own comparison (1.0 per half for an
+    .f16x2/.bf16x2 destination, 0xFFFF per half for .u32/.s32), as the PTX ISA's half
+    precision comparison instructions define."""
+    dti = ctx.type(parts[-2])
+    put = ctx.dst(dst, dti)
+    if packed:
+        if dti.kind not in ("f16x2", "bf16x2") and dti.name not in ("u32", "s32", "b32"):
+            ctx.error(f"set with packed halves writes .f16x2, .bf16x2, .u32 or .s32, "
+                      f"not .{dti.name}")
+        one = {"f16x2": 0x3C00, "bf16x2": 0x3F80}.get(dti.kind, 0xFFFF)
+
+        def run_packed(st, m):
+            lo, hi = results(st)
+            bits = (np.where(lo, np.uint32(one), np.uint32(0))
+                    | (np.where(hi, np.uint32(one), np.uint32(0)) << np.uint32(16)))
+            put(st, bits.view(dti.dtype), m)
+        return run_packed
+    if dti.kind == "bf16":
+        one = np.uint16(0x3F80)
+    elif dti.is_float:
+        one = dti.dtype.type(1.0)
+    else:
+        one = np.array((1 << (8 * dti.size)) - 1, uint_dtype(dti.size)).view(dti.dtype)[()]
+    zero = dti.dtype.type(0)
+
+    def run_set(st, m):
+        r, = results(st)
+        put(st, np.where(r, one, zero), m)
+    return run_set
 
 
 @op("selp")
@@ -825,9 +935,8 @@ def build_unary_float(ctx, ins, parts):
     def run(st, m):
         res = []
         for x in lanes(ga(st), ti):
-            if ftz and ti.size == 4:
-                x = np.where(np.abs(x) < np.finfo(np.float32).tiny, 0.0 * np.sign(x) +
-                             np.where(np.signbit(x), -0.0, 0.0), x)
+            if ftz and ti.size == 4:       # subnormal inputs flush to a zero of their sign
+                x = np.where(np.abs(x) < np.finfo(np.float32).tiny, np.copysign(0.0, x), x)
             r = f(x)
             if ftz and ti.size == 4:       # .ftz flushes subnormal results too, keeping the sign
                 r = np.where(np.abs(r) < np.finfo(np.float32).tiny, np.copysign(0.0, r), r)

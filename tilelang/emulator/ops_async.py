@@ -12,51 +12,10 @@ from __future__ import annotations
 import numpy as np
 
 from .access import locate, region_view
-from .decode import op
+from .addressing import Address
+from .completion import Pending, complete
 from .ptx_ast import Reg
 from .ptx_types import type_info
-
-
-class Pending:
-    """The copies one cp.async instruction issued that have not landed yet."""
-    __slots__ = ("idx", "group", "dst", "data")
-
-    def __init__(self, idx, group, dst, data):
-        self.idx, self.group, self.dst, self.data = idx, group, dst, data
-
-
-def _land(st, pending: Pending, done):
-    """Write the rows of `pending` selected by `done` into shared memory."""
-    if not done.any():
-        return
-    n = pending.data.shape[1]
-    if st.races is not None:
-        st.races.access(st, pending.idx[done], pending.dst[done], n, True)
-    offs = pending.dst[done, None] + np.arange(n)[None, :]
-    st.shared[offs] = pending.data[done]
-    if st.proxy is not None:                   # cp.async writes through the generic proxy
-        st.proxy.wrote(st, pending.dst[done], n)
-
-
-def complete(st, idx, limit=None):
-    """Land the pending copies of threads `idx`: all of them (limit None) or those whose
-    group number is below the thread's `limit`."""
-    if not st.cp_pending:
-        return
-    sel = np.zeros(st.T, bool)
-    sel[idx] = True
-    lim = None
-    if limit is not None:
-        lim = np.full(st.T, -1, np.int64)
-        lim[idx] = limit
-    keep = []
-    for p in st.cp_pending:
-        done = sel[p.idx] if lim is None else sel[p.idx] & (p.group < lim[p.idx])
-        _land(st, p, done)
-        if not done.all():
-            left = ~done
-            keep.append(Pending(p.idx[left], p.group[left], p.dst[left], p.data[left]))
-    st.cp_pending = keep
 
 
 def _is_pred(ctx, o):
@@ -69,7 +28,6 @@ def _is_pred(ctx, o):
 def build_cp_async(ctx, ins, parts):
     """cp.async.{ca,cg}.shared{::cta}.global{.L2::cache_hint}{.L2::64B/128B/256B}
     [dst], [src], cp-size{, src-size | ignore-src}{, cache-policy}"""
-    from .ops_mem import _Addr
     rest = parts[2:]
     if rest[0] not in ("ca", "cg"):
         ctx.error(f"{ins.opcode}: expected .ca or .cg")
@@ -94,7 +52,7 @@ def build_cp_async(ctx, ins, parts):
             ignore = ctx.src(ops[3], type_info("pred"))
         else:
             src_size = ctx.src(ops[3], u32)
-    dstA, srcA = _Addr(ctx, ops[0], "shared"), _Addr(ctx, ops[1], "global")
+    dstA, srcA = Address(ctx, ops[0], "shared"), Address(ctx, ops[1], "global")
     if dstA.space != "shared" or srcA.space not in ("global", "generic"):
         ctx.error(f"{ins.opcode}: copies from .global to .shared")
 
@@ -142,7 +100,7 @@ def build_cp_async(ctx, ins, parts):
                 st.counters.record_shared(st, gi, ad.astype(np.int64), cp_size)
             rows = np.searchsorted(idx, gi)
             if st.races is not None:           # the copy may land at once: a write now
-                st.races.access(st, gi, off, cp_size, True)
+                st.races.access(st, gi, off, cp_size, True, data[rows])
             st.cp_pending.append(Pending(gi, st.cp_commits[gi].copy(), off, data[rows]))
     return run
 
@@ -167,19 +125,3 @@ def build_cp_async_group(ctx, ins, parts):
         idx = st.active_index(m)
         complete(st, idx, st.cp_commits[idx] - n)
     return wait_group
-
-
-@op("cp")
-def build_cp(ctx, ins, parts):
-    if len(parts) < 3 or parts[1] != "async":
-        ctx.error(f"unsupported instruction {ins.opcode}")
-    rest = parts[2:]
-    if rest[0] in ("commit_group", "wait_group", "wait_all"):
-        return build_cp_async_group(ctx, ins, parts)
-    if rest[0] == "mbarrier":
-        from .ops_mbarrier import build_cp_async_arrive
-        return build_cp_async_arrive(ctx, ins, parts)
-    if rest[0] == "bulk":
-        from .ops_bulk import build_bulk
-        return build_bulk(ctx, ins, parts)
-    return build_cp_async(ctx, ins, parts)

@@ -21,78 +21,14 @@ import numpy as np
 
 from . import tensormap
 from .access import locate, region_view
+from .addressing import Address
+from .completion import BulkStore, TmaLoad, finish_stores
 from .errors import ExecutionError, MemoryFault, UnsupportedInstruction
 from .ptx_ast import TensorAddr
 from .ptx_types import type_info
 
 _NAN = {2: (0x7FFF, np.uint16), 4: (0x7FFFFFFF, np.uint32), 8: (0x7FF8000000000000, np.uint64)}
 _FLOAT_TYPES = {6, 7, 8, 9, 10, 11, 12}
-
-
-class TmaLoad:
-    __slots__ = ("mbar", "dst", "data", "nbytes", "line", "thread", "seen")
-
-    def __init__(self, mbar, dst, data, nbytes, line, thread, seen=None):
-        self.mbar, self.dst, self.data, self.nbytes, self.line, self.thread = (
-            mbar, dst, data, nbytes, line, thread)
-        self.seen = seen            # the race check's view of the issuing warp (or None)
-
-
-class BulkStore:
-    __slots__ = ("thread", "group", "src", "gaddr", "line", "snap")
-
-    def __init__(self, thread, group, src, gaddr, line, snap=None):
-        self.thread, self.group, self.src, self.gaddr, self.line = (
-            thread, group, src, gaddr, line)
-        self.snap = snap            # the source bytes at issue (None: not checked)
-
-
-def land_on(st, elems):
-    """Land every pending bulk load completing on the mbarriers at shared elements `elems`."""
-    from .ops_mbarrier import complete_tx
-    keep = []
-    want = set(int(e) for e in elems)
-    for p in st.tma_pending:
-        if p.mbar not in want:
-            keep.append(p)
-            continue
-        if p.seen is not None:             # the bytes land now: a write again
-            st.races.tma_write(st, p.seen, p.dst, p.mbar, p.thread, p.line)
-        st.shared[p.dst] = p.data
-        st.epoch += 1
-        prev = st.ins
-        try:
-            st.mbar_flipped |= complete_tx(st, p.mbar, p.nbytes, p.thread,
-                                           f"the bulk copy at PTX line {p.line}")
-        finally:
-            st.ins = prev
-    st.tma_pending = keep
-
-
-def finish_stores(st, idx=None, limit=None):
-    """Do the pending bulk stores of threads `idx` (all threads: None) older than `limit`."""
-    if not st.bulk_pending:
-        return
-    keep = []
-    for p in st.bulk_pending:
-        if idx is not None and (p.thread not in idx or
-                                (limit is not None and p.group >= limit[p.thread])):
-            keep.append(p)
-            continue
-        if st.races is not None and idx is not None:    # read until the wait covering it
-            st.races.access(st, np.full(p.src.size, p.thread), p.src, 1, False)
-        data = st.shared[p.src]
-        if p.snap is not None and not np.array_equal(data, p.snap):
-            when = "the block ended" if idx is None else \
-                "a cp.async.bulk.wait_group covered the store"
-            raise st.error(ExecutionError, f"shared memory that the bulk store at PTX line "
-                           f"{p.line} reads was overwritten before {when} (a GPU may store "
-                           f"either value)", p.thread)
-        (region, _, off, _), = locate(st, "global", p.gaddr.astype(np.uint64),
-                                      np.full(p.gaddr.size, p.thread), 1, 1)
-        region_view(st, region, np.uint8)[off] = data
-        st.epoch += 1
-    st.bulk_pending = keep
 
 
 def _read_map(st, mapaddr, t):
@@ -161,7 +97,6 @@ def _byte_offsets(start, soff, es, swizzle_bytes):
 
 def build_bulk(ctx, ins, parts):
     """cp.async.bulk{.tensor.Nd}... loads and stores, commit_group, wait_group{.read}."""
-    from .ops_mem import _Addr
     rest = parts[2:]
     u32 = type_info("u32")
     if rest[1] == "commit_group":
@@ -197,8 +132,8 @@ def build_bulk(ctx, ins, parts):
         if tensor:
             if len(ops) != 2 or not isinstance(ops[0], TensorAddr):
                 ctx.error(f"{ins.opcode} takes [tensorMap, {{coords}}], [srcMem]")
-            return _build_tensor_store(ctx, ins, ops, rank, _Addr)
-        return _build_plain_store(ctx, ins, ops, _Addr)
+            return _build_tensor_store(ctx, ins, ops, rank)
+        return _build_plain_store(ctx, ins, ops)
     if "mbarrier::complete_tx::bytes" not in rest:
         ctx.error(f"{ins.opcode}: loads complete on an mbarrier (.mbarrier::complete_tx::bytes)")
     multicast = "multicast::cluster" in rest
@@ -210,16 +145,16 @@ def build_bulk(ctx, ins, parts):
     elif len(ops) != 4 + multicast:
         ctx.error(f"{ins.opcode} takes [dstMem], [srcMem], size, [mbar]"
                   + (", ctaMask" if multicast else ""))
-    dst = _Addr(ctx, ops[0], dst_space)
-    mbar = _Addr(ctx, ops[2 if tensor else 3], dst_space)
+    dst = Address(ctx, ops[0], dst_space)
+    mbar = Address(ctx, ops[2 if tensor else 3], dst_space)
     gmask = ctx.src(ops[-1], type_info("u16")) if multicast else None
     if tensor:
-        mapaddr = _Addr(ctx, ops[1].map, "generic")
+        mapaddr = Address(ctx, ops[1].map, "generic")
         if len(ops[1].coords.items) != rank:
             ctx.error(f"{ins.opcode}: a .{rank}d copy takes {rank} coordinates")
         coords = [ctx.src(o, type_info("s32")) for o in ops[1].coords.items]
     else:
-        src = _Addr(ctx, ops[1], "global")
+        src = Address(ctx, ops[1], "global")
         gsize = ctx.src(ops[2], u32)
 
     def run(st, m):
@@ -272,12 +207,12 @@ def build_bulk(ctx, ins, parts):
     return {"run": run, "sync": "mbar_arrive"}
 
 
-def _build_tensor_store(ctx, ins, ops, rank, _Addr):
-    mapaddr = _Addr(ctx, ops[0].map, "generic")
+def _build_tensor_store(ctx, ins, ops, rank):
+    mapaddr = Address(ctx, ops[0].map, "generic")
     if len(ops[0].coords.items) != rank:
         ctx.error(f"{ins.opcode}: a .{rank}d copy takes {rank} coordinates")
     coords = [ctx.src(o, type_info("s32")) for o in ops[0].coords.items]
-    src = _Addr(ctx, ops[1], "shared")
+    src = Address(ctx, ops[1], "shared")
 
     def run(st, m):
         for t in st.active_index(m):
@@ -307,11 +242,11 @@ def _build_tensor_store(ctx, ins, ops, rank, _Addr):
     return run
 
 
-def _build_plain_store(ctx, ins, ops, _Addr):
+def _build_plain_store(ctx, ins, ops):
     if len(ops) != 3:
         ctx.error(f"{ins.opcode} takes [dstMem], [srcMem], size")
-    dst = _Addr(ctx, ops[0], "global")
-    src = _Addr(ctx, ops[1], "shared")
+    dst = Address(ctx, ops[0], "global")
+    src = Address(ctx, ops[1], "shared")
     gsize = ctx.src(ops[2], type_info("u32"))
 
     def run(st, m):

@@ -1,44 +1,21 @@
 """mbarrier objects in shared memory (sm_80+ arrive/wait barriers, used by pipelined kernels).
 
-The 64-bit object keeps, as the emulator encodes it: pending arrivals (bits 0-20), the expected
-count (bits 21-41), the transaction count (bits 42-62, signed) and the current phase parity (bit
-63). A phase completes when both the pending arrivals and the tx-count reach zero; the tx-count
-going below zero once every arrival is in is an error (tx-count underflow). A wait that is not
-yet complete parks the thread (the executor re-runs the wait after the next phase completes), so
-spin loops on try_wait/test_wait do not starve the threads that would arrive.
+The object's encoding and the arithmetic of arrivals and transactions live in completion.py,
+beside the copies that complete on it. A wait that is not yet complete parks the thread (the
+executor re-runs the wait after the next phase completes), so spin loops on try_wait/test_wait
+do not starve the threads that would arrive.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from .addressing import Address
+from .completion import (arrive, barrier_fields, barrier_tx, barrier_word, complete,
+                         expect_tx, land_on)
 from .decode import op
-from .ops_mem import _Addr
 from .ptx_ast import Sink
 from .ptx_types import type_info
-
-_CNT = np.uint64((1 << 21) - 1)
-_PHASE = np.uint64(1 << 63)
-TX_LIMIT = (1 << 20) - 1           # the PTX ISA's tx-count range is +-(2^20 - 1)
-
-
-def _fields(word):
-    w = np.asarray(word, np.uint64)
-    return (w & _CNT).astype(np.int64), ((w >> np.uint64(21)) & _CNT).astype(np.int64), \
-        (w >> np.uint64(63)).astype(np.int64)
-
-
-def _tx(word):
-    t = int((int(word) >> 42) & ((1 << 21) - 1))
-    return t - (1 << 21) if t >= 1 << 20 else t
-
-
-def _word(pending, expected, phase, tx=0):
-    return (np.asarray(pending, np.uint64) & _CNT) | \
-        ((np.asarray(expected, np.uint64) & _CNT) << np.uint64(21)) | \
-        (np.uint64(int(tx) % (1 << 21)) << np.uint64(42)) | \
-        (np.asarray(phase, np.uint64) << np.uint64(63))
-
 
 def _locate(st, addr, idx):
     from .access import locate
@@ -51,17 +28,6 @@ def _locate(st, addr, idx):
     return st.shared_view(np.uint64), off // 8
 
 
-def _settle(st, pending, expected, phase, tx, thread, what):
-    """After arrivals or transactions: complete the phase when both counts reached zero."""
-    if pending <= 0 and tx < 0:
-        from .errors import ExecutionError
-        raise st.error(ExecutionError, f"mbarrier tx-count underflow: {-tx} bytes more were "
-                       f"completed than expect_tx announced for the phase ({what})", thread)
-    if pending <= 0 and tx == 0:
-        return expected, phase ^ 1, 0, True
-    return max(pending, 0), phase, tx, False
-
-
 def _check_quiet(st, view, elem, thread):
     """mbarrier.inval of an object no transaction is still due on: a bulk copy in flight
     towards it, or a tx-count other than zero (bytes announced that never came, or bytes
@@ -72,71 +38,13 @@ def _check_quiet(st, view, elem, thread):
         if p.mbar == elem:
             raise st.error(ExecutionError, f"mbarrier.inval while the bulk copy at PTX line "
                            f"{p.line} is still to complete on it", thread)
-    tx = _tx(view[elem])
+    tx = barrier_tx(view[elem])
     if tx > 0:
         raise st.error(ExecutionError, f"mbarrier.inval with {tx} transaction bytes announced "
                        f"by expect_tx that no copy completed", thread)
     if tx < 0:
         raise st.error(ExecutionError, f"mbarrier.inval with {-tx} transaction bytes completed "
                        f"that no expect_tx announced (a copy issued twice?)", thread)
-
-
-def arrive(st, view, elem, counts, drop=False, tx_bytes=None, threads=None):
-    """Arrivals in thread order (each after adding its tx_bytes to the tx-count); returns each
-    thread's token (the phase it arrived in) and whether any phase completed."""
-    tokens = np.zeros(elem.size, np.int64)
-    flipped = False
-    for e in np.unique(elem):
-        sel = np.flatnonzero(elem == e)
-        pending, expected, phase = (int(v) for v in _fields(view[e]))
-        tx = _tx(view[e])
-        for k in sel:                          # per object: few arrivals, keep it exact
-            tokens[k] = phase
-            if tx_bytes is not None:
-                tx += int(tx_bytes[k])
-                _check_tx_range(st, tx, None if threads is None else threads[k])
-            if drop:
-                expected -= int(counts[k])
-            pending -= int(counts[k])
-            pending, phase, tx, done = _settle(st, pending, expected, phase, tx,
-                                               None if threads is None else threads[k],
-                                               "at an arrive")
-            flipped |= done
-            if done and st.races is not None:
-                st.races.mbar_completed(st, int(e))
-        view[e] = _word(pending, expected, phase, tx)
-    return tokens, flipped
-
-
-def _check_tx_range(st, tx, thread):
-    if abs(tx) > TX_LIMIT:
-        from .errors import ExecutionError
-        raise st.error(ExecutionError, f"mbarrier tx-count {tx} is outside the range "
-                       f"+-(2^20 - 1) the PTX ISA allows", thread)
-
-
-def expect_tx(st, view, elem, nbytes, threads=None):
-    for k, e in enumerate(elem):
-        w = view[e]
-        pending, expected, phase = (int(v) for v in _fields(w))
-        tx = _tx(w) + int(nbytes[k])
-        _check_tx_range(st, tx, None if threads is None else threads[k])
-        view[e] = _word(pending, expected, phase, tx)
-
-
-def complete_tx(st, elem_abs, nbytes, thread, what):
-    """A transaction of `nbytes` completing on the mbarrier at shared element `elem_abs`;
-    returns whether the phase completed."""
-    view = st.shared_view(np.uint64)
-    w = view[elem_abs]
-    pending, expected, phase = (int(v) for v in _fields(w))
-    tx = _tx(w) - int(nbytes)
-    _check_tx_range(st, tx, thread)
-    pending, phase, tx, done = _settle(st, pending, expected, phase, tx, thread, what)
-    view[elem_abs] = _word(pending, expected, phase, tx)
-    if done and st.races is not None:
-        st.races.mbar_completed(st, int(elem_abs))
-    return done
 
 
 @op("mbarrier")
@@ -146,16 +54,16 @@ def build_mbarrier(ctx, ins, parts):
     space = "shared_cluster" if "shared::cluster" in parts else "shared"
     u32, b64 = type_info("u32"), type_info("b64")
     if kind == "init":
-        addr, gc = _Addr(ctx, ops[0], space), ctx.src(ops[1], u32)
+        addr, gc = Address(ctx, ops[0], space), ctx.src(ops[1], u32)
 
         def run(st, m):
             idx = st.active_index(m)
             view, elem = _locate(st, addr, idx)
             c = np.broadcast_to(np.asarray(gc(st), np.int64), (st.T,))[idx]
-            view[elem] = _word(c, c, 0)
+            view[elem] = barrier_word(c, c, 0)
         return run
     if kind == "inval":
-        addr = _Addr(ctx, ops[0], space)
+        addr = Address(ctx, ops[0], space)
 
         def run(st, m):
             idx = st.active_index(m)
@@ -165,7 +73,7 @@ def build_mbarrier(ctx, ins, parts):
             view[elem] = 0
         return run
     if kind == "expect_tx":
-        addr = _Addr(ctx, ops[0], space)
+        addr = Address(ctx, ops[0], space)
         gb = ctx.src(ops[1], u32)
 
         def run(st, m):
@@ -177,7 +85,7 @@ def build_mbarrier(ctx, ins, parts):
     if kind in ("arrive", "arrive_drop"):
         with_tx = "expect_tx" in parts
         put = None if isinstance(ops[0], Sink) else ctx.dst(ops[0], b64)
-        addr = _Addr(ctx, ops[1], space)
+        addr = Address(ctx, ops[1], space)
         gc = gtx = None
         if with_tx:                 # arrive.expect_tx state, [addr], tx_count
             if len(ops) != 3:
@@ -206,16 +114,15 @@ def build_mbarrier(ctx, ins, parts):
     if kind in ("test_wait", "try_wait"):
         parity = "parity" in parts
         pred = ctx.dst(ops[0], type_info("pred"))
-        addr = _Addr(ctx, ops[1], space)
+        addr = Address(ctx, ops[1], space)
         gs = ctx.src(ops[2], u32 if parity else b64)
 
         def complete(st, sel):
             idx = np.flatnonzero(sel)
             view, elem = _locate(st, addr, idx)
             if st.tma_pending:                 # bulk copies land when their barrier is polled
-                from .ops_bulk import land_on
                 land_on(st, np.unique(elem))
-            _, _, phase = _fields(view[elem])
+            _, _, phase = barrier_fields(view[elem])
             want = np.broadcast_to(np.asarray(gs(st)), (st.T,))[idx]
             want = (want & 1).astype(np.int64) if parity else \
                 (np.asarray(want, np.uint64) >> np.uint64(63)).astype(np.int64)
@@ -234,10 +141,9 @@ def build_mbarrier(ctx, ins, parts):
 def build_cp_async_arrive(ctx, ins, parts):
     """cp.async.mbarrier.arrive[.noinc]: the thread's copies land now, then the arrive happens;
     without .noinc the pending count was raised by one first (net effect: none)."""
-    from .ops_async import complete
     if "noinc" not in parts:
         return lambda st, m: complete(st, st.active_index(m))
-    addr = _Addr(ctx, ins.operands[0], "shared")
+    addr = Address(ctx, ins.operands[0], "shared")
 
     def run(st, m):
         idx = st.active_index(m)

@@ -4,24 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from .access import load, locate, record, region_view, store
+from .access import load, record, region_view, store
+from .addressing import Address, space_of
 from .decode import op
 from .errors import BarrierDivergence
 from .globalrace import sem_of
 from .ptx_ast import Vec
 from .ptx_types import TYPE_NAMES, type_info
-
-_SPACE_NAMES = {"global": "global", "shared": "shared", "shared::cta": "shared",
-                "shared::cluster": "shared_cluster", "local": "local", "param": "param",
-                "param::entry": "param", "param::func": "param", "const": "const"}
-
-
-def _space(parts):
-    for p in parts[1:]:
-        if p in _SPACE_NAMES:
-            return _SPACE_NAMES[p]
-    return "generic"
-
+from .warpgroup import check_warpgroup
 
 def _vec(parts):
     for p in parts:
@@ -38,38 +28,6 @@ def _mem_type(ctx, parts):
     # Loads compute in integer bits; signed types keep their dtype so sign extension happens.
     dt = ti.dtype if ti.kind == "s" else ti.bits
     return ti, dt
-
-
-class _Addr:
-    """Decoded address operand: a constant (symbol) or a per-thread getter, plus its space."""
-
-    def __init__(self, ctx, operand, space):
-        kind, val = ctx.address(operand)
-        self.param = None
-        if kind == "sym":
-            name, off = val
-            sp, base, size = ctx.prog.symbol(ctx.fn, name, ctx.ins.line)
-            if sp in ("kparam", "pslot"):
-                if off < 0 or (size is not None and off > size):
-                    ctx.error(f"access outside parameter {name}")
-                self.param = (sp, base + off, size - off, name)
-                self.space = "param"
-                return
-            if space not in ("generic", sp) and not (space == "const" and sp == "global") \
-                    and not (space == "shared_cluster" and sp == "shared"):
-                ctx.error(f"{name} is a .{sp} variable, accessed as .{space}")
-            self.space = sp
-            const = np.uint64(base + off)
-            self.get = lambda st: const
-        else:
-            # kernel parameters through a pointer (byval structs): the param window
-            self.space = "kparam" if space == "param" else space
-            self.get = val
-
-    def groups(self, st, idx, size, align):
-        a = self.get(st)
-        a = a if np.ndim(a) == 0 else a[idx]
-        return locate(st, self.space, a, idx, size, align)
 
 
 def _gather_full(st, m, parts_k, dt):
@@ -101,7 +59,7 @@ def _param_reader(ctx, addr, dt, n, esize):
 
 @op("ld", "ldu")
 def build_ld(ctx, ins, parts):
-    space = _space(parts)
+    space = space_of(parts)
     n = _vec(parts)
     ti, dt = _mem_type(ctx, parts)
     d, a = ins.operands[:2]
@@ -109,7 +67,7 @@ def build_ld(ctx, ins, parts):
     if len(items) != n:
         ctx.error(f"{ins.opcode} needs {n} destination registers")
     puts = [ctx.dst(o, ti) for o in items]
-    addr = _Addr(ctx, a, space)
+    addr = Address(ctx, a, space)
     esize = ti.size
     if addr.param is not None:
         read = _param_reader(ctx, addr, dt, n, esize)
@@ -138,7 +96,7 @@ def build_ld(ctx, ins, parts):
 
 @op("st")
 def build_st(ctx, ins, parts):
-    space = _space(parts)
+    space = space_of(parts)
     n = _vec(parts)
     ti, dt = _mem_type(ctx, parts)
     a, v = ins.operands[:2]
@@ -147,7 +105,7 @@ def build_st(ctx, ins, parts):
         ctx.error(f"{ins.opcode} needs {n} source operands")
     bits_t = type_info(f"b{ti.size * 8}") if ti.kind != "s" else ti
     gets = [ctx.src(o, bits_t) for o in items]
-    addr = _Addr(ctx, a, space)
+    addr = Address(ctx, a, space)
     esize = ti.size
     if addr.param is not None:
         sp, off, size, name = addr.param
@@ -205,6 +163,32 @@ def _atomic_fn(opname, ti):
     if opname == "dec":
         return lambda old, b, c: np.where((old == 0) | (old > b), b, old - 1).astype(old.dtype)
     return None
+
+
+def _half_fn(opname, ti):
+    """add/min/max on f16, bf16, f16x2 or bf16x2 bits (PTX ISA `atom.add.noftz.f16` and
+    friends): each half computed exactly in float64 and rounded to nearest even once;
+    `.noftz` is the only behaviour (subnormals are kept). min/max return the number when one
+    side is NaN and order -0 below +0."""
+    from .fpmath import lanes, pack
+
+    def values(bits):
+        bits = np.asarray(bits)
+        return lanes(bits.view(np.float16) if ti.kind == "f" else bits, ti)
+
+    def f(old, b, c):
+        res = []
+        for x, y in zip(values(old), values(b)):
+            if opname == "add":
+                res.append(x + y)
+                continue
+            pick_x = (x < y) if opname == "min" else (x > y)
+            tie = (x == y) & (np.signbit(x) != np.signbit(y))       # -0 against +0
+            pick_x = pick_x | (tie & (np.signbit(x) if opname == "min" else ~np.signbit(x)))
+            r = np.where(pick_x, x, y)
+            res.append(np.where(np.isnan(x), y, np.where(np.isnan(y), x, r)))
+        return np.asarray(pack(res, ti)).view(ti.bits)
+    return f
 
 
 def _apply_atomic(view, elem, b, c, f, ufunc):
@@ -267,17 +251,18 @@ _ATOM_OPS = ("add", "min", "max", "and", "or", "xor", "exch", "cas", "inc", "dec
 
 @op("atom", "red")
 def build_atom(ctx, ins, parts):
-    space = _space(parts)
+    space = space_of(parts)
     opname = next((p for p in parts[1:] if p in _ATOM_OPS), None)
     if opname is None:
         ctx.error(f"{ins.opcode}: unknown atomic operation")
     if _vec(parts) != 1:
         ctx.error("vector atomics are not supported")
     ti = ctx.type([p for p in parts if p in TYPE_NAMES][-1])
-    if ti.kind in ("bf16", "f16x2", "bf16x2") or (ti.kind == "f" and ti.size == 2):
-        ctx.error(f"{ins.opcode}: half-precision atomics are not supported")
+    half = ti.kind in ("bf16", "f16x2", "bf16x2") or (ti.kind == "f" and ti.size == 2)
+    if half and opname not in ("add", "min", "max", "exch", "cas"):
+        ctx.error(f"{ins.opcode}: .{opname} does not take half-precision values")
     dt = ti.dtype
-    if ti.kind == "b":
+    if ti.kind == "b" or half:
         dt = ti.bits
     is_red = parts[0] == "red"
     ops = ins.operands
@@ -287,10 +272,10 @@ def build_atom(ctx, ins, parts):
     else:
         put = ctx.dst(ops[0], ti)
         a, rest = ops[1], ops[2:]
-    vti = ti if ti.kind != "b" else type_info(f"u{ti.size * 8}")
+    vti = ti if ti.kind != "b" and not half else type_info(f"u{ti.size * 8}")
     gb = ctx.src(rest[0], vti)
     gc = ctx.src(rest[1], vti) if opname == "cas" else None
-    addr = _Addr(ctx, a, space)
+    addr = Address(ctx, a, space)
     if addr.param is not None:
         ctx.error("atomics on parameters are not allowed")
     f = _atomic_fn(opname, ti)
@@ -300,6 +285,9 @@ def build_atom(ctx, ins, parts):
     if opname in ("min", "max"):
         ufunc = ({"min": np.fmin, "max": np.fmax} if ti.is_float else
                  {"min": np.minimum, "max": np.maximum})[opname]
+    if half and opname in ("add", "min", "max"):
+        # f16/bf16 (and packed x2) values live as bits; each step rounds once (see _half_fn)
+        f, ufunc = _half_fn(opname, ti), None
     size = ti.size
 
     def run(st, m):
@@ -398,7 +386,6 @@ def build_setmaxnreg(ctx, ins, parts):
         ctx.error(f"setmaxnreg: the register count {n} must be a multiple of 8 in 24..256")
 
     def run(st, m):
-        from .ops_wgmma import check_warpgroup
         check_warpgroup(st, m, ins.opcode)
     return {"run": run, "sync": "warpgroup"}
 

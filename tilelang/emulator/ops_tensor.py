@@ -6,87 +6,12 @@ from __future__ import annotations
 import numpy as np
 
 from .access import locate, region_view
+from .addressing import Address
 from .decode import op
 from .ops_warp import check_members
 from .ptx_ast import Vec
-from .ptx_types import bf16_to_f32, tf32_to_f32, type_info
-
-_LANE = np.arange(32)
-_G, _T = _LANE >> 2, _LANE & 3
-
-
-def _table(nelem, row_fn, col_fn):
-    e = np.arange(nelem)
-    return row_fn(_G[:, None], _T[:, None], e[None, :]), col_fn(_G[:, None], _T[:, None],
-                                                               e[None, :])
-
-
-def _c_layout():          # 16x8 accumulator, 4 elements per lane
-    return _table(4, lambda g, t, e: g + 8 * (e // 2), lambda g, t, e: t * 2 + (e % 2))
-
-
-# (shape, A/B element class) -> (M, N, K, A table, B table, element bits)
-def _layouts():
-    L = {}
-    L[("m16n8k16", "16")] = (16, 8, 16,
-                             _table(8, lambda g, t, e: g + 8 * ((e // 2) % 2),
-                                    lambda g, t, e: t * 2 + (e % 2) + 8 * (e // 4)),
-                             _table(4, lambda g, t, e: t * 2 + (e % 2) + 8 * (e // 2),
-                                    lambda g, t, e: g + 0 * e), 16)
-    L[("m16n8k8", "16")] = (16, 8, 8,
-                            _table(4, lambda g, t, e: g + 8 * (e // 2),
-                                   lambda g, t, e: t * 2 + (e % 2)),
-                            _table(2, lambda g, t, e: t * 2 + e, lambda g, t, e: g + 0 * e), 16)
-    L[("m16n8k8", "32")] = (16, 8, 8,
-                            _table(4, lambda g, t, e: g + 8 * (e % 2),
-                                   lambda g, t, e: t + 4 * (e // 2)),
-                            _table(2, lambda g, t, e: t + 4 * e, lambda g, t, e: g + 0 * e), 32)
-    L[("m16n8k4", "32")] = (16, 8, 4,
-                            _table(2, lambda g, t, e: g + 8 * e, lambda g, t, e: t + 0 * e),
-                            _table(1, lambda g, t, e: t + 0 * e, lambda g, t, e: g + 0 * e), 32)
-    L[("m16n8k32", "8")] = (16, 8, 32,
-                            _table(16, lambda g, t, e: g + 8 * ((e // 4) % 2),
-                                   lambda g, t, e: t * 4 + (e % 4) + 16 * (e // 8)),
-                            _table(8, lambda g, t, e: t * 4 + (e % 4) + 16 * (e // 4),
-                                   lambda g, t, e: g + 0 * e), 8)
-    L[("m16n8k16", "8")] = (16, 8, 16,
-                            _table(8, lambda g, t, e: g + 8 * (e // 4),
-                                   lambda g, t, e: t * 4 + (e % 4)),
-                            _table(4, lambda g, t, e: t * 4 + e, lambda g, t, e: g + 0 * e), 8)
-    return L
-
-
-LAYOUTS = _layouts()
-C_LAYOUT = _c_layout()
-
-
-def _unpack(words, bits, kind):
-    """(W, 32, nregs) uint32 → (W, 32, nregs * 32/bits) float64/int64 element values."""
-    W, _, n = words.shape
-    if bits == 32:
-        if kind == "tf32":
-            return tf32_to_f32(words).astype(np.float64)
-        return words.view(np.float32).astype(np.float64) if kind == "f32" else \
-            words.view(np.int32).astype(np.int64)
-    per = 32 // bits
-    parts = [(words >> np.uint32(bits * k)) & np.uint32((1 << bits) - 1) for k in range(per)]
-    el = np.stack(parts, axis=-1).reshape(W, 32, n * per)
-    if kind == "f16":
-        return el.astype(np.uint16).view(np.float16).astype(np.float64)
-    if kind == "bf16":
-        return bf16_to_f32(el.astype(np.uint16)).astype(np.float64)
-    if kind == "s8":
-        return el.astype(np.uint8).view(np.int8).astype(np.int64)
-    if kind == "u8":
-        return el.astype(np.int64)
-    if kind in ("e4m3", "e5m2"):
-        from .fp8 import decode
-        return decode(el, kind)
-    if kind == "s4":
-        v = el.astype(np.int64)
-        return np.where(v >= 8, v - 16, v)
-    return el.astype(np.int64)
-
+from .fragments import C_LAYOUT, LAYOUTS, unpack_elements
+from .ptx_types import type_info
 
 def _regs_of(ctx, operand):
     items = operand.items if isinstance(operand, Vec) else (operand,)
@@ -151,16 +76,16 @@ def build_mma(ctx, ins, parts):
             return np.stack(cols, axis=-1)
         A = np.zeros((warps.size, M, K))
         B = np.zeros((warps.size, K, N))
-        Ae = _unpack(fetch(ga), bits, atype)
-        Be = _unpack(fetch(gb), bits, btype)
+        Ae = unpack_elements(fetch(ga), bits, atype)
+        Be = unpack_elements(fetch(gb), bits, btype)
         wi = np.arange(warps.size)[:, None, None]
         A[wi, ar[None], ac[None]] = Ae
         B[wi, br[None], bc[None]] = Be
         Cw = fetch(gc)
         if ctype == "f16":
-            Ce = _unpack(Cw, 16, "f16")
+            Ce = unpack_elements(Cw, 16, "f16")
         else:
-            Ce = _unpack(Cw, 32, "s32" if integer else "f32")
+            Ce = unpack_elements(Cw, 32, "s32" if integer else "f32")
         C = np.zeros((warps.size, M, N))
         C[wi, cr[None], cc[None]] = Ce
         if integer:
@@ -211,8 +136,7 @@ def build_ldmatrix(ctx, ins, parts):
     items = regs.items if isinstance(regs, Vec) else (regs,)
     if len(items) != nmat:
         ctx.error(f"{ins.opcode} needs {nmat} registers")
-    from .ops_mem import _Addr
-    addr = _Addr(ctx, a, space)
+    addr = Address(ctx, a, space)
     b32 = type_info("b32")
     puts = [ctx.dst(o, b32) for o in items] if not store_form else None
     gets = [ctx.src(o, b32) for o in items] if store_form else None

@@ -20,10 +20,11 @@ import numpy as np
 
 from .access import locate
 from .decode import op
-from .errors import ExecutionError, MemoryFault, WarpDivergence
-from .ops_tensor import LAYOUTS, _unpack
+from .errors import ExecutionError, MemoryFault
+from .fragments import LAYOUTS, unpack_elements
 from .ptx_ast import Imm, Vec
 from .ptx_types import bf16_to_f32, tf32_to_f32, type_info
+from .warpgroup import check_warpgroup, warpgroup_index
 
 # input type -> (element bits, the mma.sync A-fragment table one warp's slice of A uses)
 _INPUTS = {"f16": (16, "16"), "bf16": (16, "16"), "tf32": (32, "32"), "e4m3": (8, "8"),
@@ -100,38 +101,17 @@ def element_values(raw, kind):
     return raw.astype(np.float64)
 
 
-def _wg_index(st):
-    wg = st._special.get("#wg")
-    if wg is None:
-        wg = st._special["#wg"] = st.block_in_batch * ((st.tpb + 127) // 128) + \
-            st.thread_linear // 128
-    return wg
-
-
-def check_warpgroup(st, m, what):
-    """Every warp group with an active thread must have all 128 threads active."""
-    act = np.ones(st.T, bool) if m is None else m
-    wg = _wg_index(st)
-    cnt = np.bincount(wg[act], minlength=int(wg[-1]) + 1)
-    bad = (cnt > 0) & (cnt != 128)
-    if bad.any():
-        g = int(np.flatnonzero(bad)[0])
-        first = int(np.flatnonzero(act & (wg == g))[0])
-        why = f"the block has {st.tpb} threads, not a multiple of 128" \
-            if st.tpb % 128 and cnt[g] == st.tpb % 128 else \
-            f"{int(cnt[g])} of its 128 threads arrived (the rest diverged or exited)"
-        raise st.error(WarpDivergence, f"{what}: warp group not converged: {why}", first)
-    return np.unique(wg[act])
-
-
 class PendingMMA:
     """One mma_async of some warp groups (`ws`: their indices in the issuing step, `threads`:
-    their 128 threads each, `group`: each one's commit group), waiting for its wait_group."""
-    __slots__ = ("threads", "group", "compute", "regs", "line", "ws")
+    their 128 threads each, `group`: each one's commit group), waiting for its wait_group.
+    `moves`: register moves of its accumulator made before the wait (see `check_pending_reads`),
+    re-run in order once it is computed."""
+    __slots__ = ("threads", "group", "compute", "regs", "line", "ws", "moves")
 
-    def __init__(self, threads, group, compute, regs, line, ws):
+    def __init__(self, threads, group, compute, regs, line, ws, moves=None):
         self.threads, self.group, self.compute, self.regs, self.line, self.ws = (
             threads, group, compute, regs, line, ws)
+        self.moves = [] if moves is None else moves
 
 
 def land(st, idx, limit=None):
@@ -150,10 +130,15 @@ def land(st, idx, limit=None):
         due = sel[firsts] if lim is None else sel[firsts] & (p.group < lim[firsts])
         if due.any():
             p.compute(st, p.ws[due])
+            done = np.zeros(st.T, bool)
+            done[p.threads.reshape(-1, 128)[due].reshape(-1)] = True
+            for ins, m in p.moves:                # the moved copies get the results too
+                ins.run(st, done if m is None else done & m)
         if not due.all():                         # other warp groups wait later
             left = ~due
             keep.append(PendingMMA(p.threads.reshape(-1, 128)[left].reshape(-1),
-                                   p.group[left], p.compute, p.regs, p.line, p.ws[left]))
+                                   p.group[left], p.compute, p.regs, p.line, p.ws[left],
+                                   p.moves))
     st.wg_pending = keep
     st.wg_regs = {}
     for p in keep:                                # what is still pending, per register
@@ -169,12 +154,22 @@ def mark_pending(st, p):
 
 
 def check_pending_reads(st, ins, em):
-    """An instruction reading an accumulator of an mma_async not yet waited for."""
+    """An instruction reading an accumulator of an mma_async not yet waited for.
+
+    The PTX ISA leaves such a read undefined, but a plain register move (`mov`, also packing
+    and unpacking `{a, b}`) is what LLVM emits between Triton's mma_async and the wait that
+    names the moved registers (f16 accumulators unpacked to 16-bit registers): ptxas keeps
+    the copy in the accumulator's own registers, so it holds the result after the wait. Here
+    the move's destinations join the pending accumulator and the move is re-run when it is
+    computed; any other read is an error."""
     for r in ins.reads:
         pend = st.wg_regs.get(r)
         if pend is None:
             continue
         hit = pend if em is None else pend & em
+        if hit.any() and ins.root == "mov" and ins.guard is None:
+            _defer_move(st, ins, em, r, hit)
+            continue
         if hit.any():
             t = int(np.flatnonzero(hit)[0])
             src = next((p.line for p in st.wg_pending if r in p.regs and t in p.threads),
@@ -183,6 +178,21 @@ def check_pending_reads(st, ins, em):
             raise st.error(ExecutionError, f"{ins.opcode} reads accumulator register {name} of "
                            f"the wgmma.mma_async at PTX line {src} before a "
                            f"wgmma.wait_group covering it", t)
+
+
+def _defer_move(st, ins, em, r, hit):
+    """`ins` moves pending accumulator register r of threads `hit`: its destinations become
+    part of that mma_async's accumulator, and it runs again once the result is there."""
+    for p in reversed(st.wg_pending):             # the newest mma_async writing r
+        if r in p.regs and hit[p.threads].any():
+            k = next((k for k, (i, _) in enumerate(p.moves) if i is ins), None)
+            if k is None:
+                p.moves.append((ins, None if em is None else em.copy()))
+            elif p.moves[k][1] is not None:       # run again for more threads
+                p.moves[k] = (ins, None if em is None else p.moves[k][1] | em)
+            p.regs = tuple(p.regs) + tuple(d for d in ins.dests if d not in p.regs)
+            mark_pending(st, p)
+            return
 
 
 def _scalar_src(ctx, o, ti):
@@ -260,18 +270,21 @@ def _build_mma_async(ctx, ins, parts):
     if len(dregs) != nd:
         ctx.error(f"{ins.opcode}: the accumulator needs {nd} registers, found {len(dregs)}")
     a_regs = isinstance(ops[1], Vec)
-    # trailing immediates: imm-scale-a, imm-scale-b[, imm-trans-a (desc A only), imm-trans-b]
+    # trailing immediates: imm-scale-a, imm-scale-b[, imm-trans-a (desc A only), imm-trans-b];
+    # the integer forms have none (PTX ISA: `wgmma.mma_async...s32.s8.s8 d, a, b-desc, scale-d`)
     ntrans = 0 if bits != 16 else (1 if a_regs else 2)
-    if len(ops) != 4 + 2 + ntrans:
-        ctx.error(f"{ins.opcode}: expected {4 + 2 + ntrans} operands (d, a, b, scale-d, "
-                  f"imm-scale-a, imm-scale-b" + (", imm-trans-a" if ntrans == 2 else "") +
+    nscale = 0 if integer else 2
+    if len(ops) != 4 + nscale + ntrans:
+        ctx.error(f"{ins.opcode}: expected {4 + nscale + ntrans} operands (d, a, b, scale-d" +
+                  (", imm-scale-a, imm-scale-b" if nscale else "") +
+                  (", imm-trans-a" if ntrans == 2 else "") +
                   (", imm-trans-b" if ntrans else "") + f"), found {len(ops)}")
     imms = []
     for o in ops[4:]:
         if not isinstance(o, Imm):
             ctx.error(f"{ins.opcode}: scale and transpose operands are immediates")
         imms.append(int(ctx.src(o, type_info("s32"))(None)))
-    scale_a, scale_b = imms[0], imms[1]
+    scale_a, scale_b = (imms[0], imms[1]) if nscale else (1, 1)
     if scale_a not in (1, -1) or scale_b not in (1, -1):
         ctx.error(f"{ins.opcode}: imm-scale-a/b must be 1 or -1")
     if integer and (scale_a, scale_b) != (1, 1):
@@ -361,7 +374,7 @@ def _build_mma_async(ctx, ins, parts):
     def run(st, m):
         groups = check_warpgroup(st, m, ins.opcode)
         W = groups.size
-        wg = _wg_index(st)
+        wg = warpgroup_index(st)
         threads = np.flatnonzero(np.isin(wg, groups))          # (W*128), group by group
         firsts = threads.reshape(W, 128)[:, 0]
         bdesc = uniform(st, bget(st), threads, "B")
@@ -374,7 +387,7 @@ def _build_mma_async(ctx, ins, parts):
         if a_regs:
             words = np.stack([np.broadcast_to(np.asarray(g_(st), np.uint32), (st.T,))[threads]
                               for g_ in agets], axis=-1).reshape(W, 4, 32, 4)
-            elems = _unpack(words.reshape(W * 4, 32, 4), bits, akind).reshape(W, 4, 32, -1)
+            elems = unpack_elements(words.reshape(W * 4, 32, 4), bits, akind).reshape(W, 4, 32, -1)
             A = np.zeros((W, 64, K), np.float64)
             for warp in range(4):
                 A[:, 16 * warp + arow, acol] = elems[:, warp]

@@ -237,13 +237,21 @@ class RaceChecker:
             self.vc[b, ws, a] = np.maximum(self.vc[b, ws, a], c)
 
     # -- accesses --------------------------------------------------------------------------
-    def access(self, st, idx, off, nbytes: int, write: bool):
-        """Threads `idx` access `nbytes` at region byte offsets `off` of shared memory."""
+    def access(self, st, idx, off, nbytes: int, write: bool, data=None):
+        """Threads `idx` access `nbytes` at region byte offsets `off` of shared memory.
+
+        `data` (writes; optional): the bytes each thread writes, (len(idx), nbytes) uint8. With
+        it, a write-write pair is a race only where the values differ: several warps storing
+        the same value to a byte in one instruction (a replicated layout's store), or a warp
+        rewriting the value an unordered write of another warp left there, leave memory the
+        same whatever the order (docs/emulator.md, "Race check")."""
         if idx.size == 0:
             return
         n = max(int(nbytes), 1)
         off = np.asarray(off, np.int64).reshape(-1)
         idx = np.asarray(idx, np.int64).reshape(-1)
+        if data is not None:
+            data = np.asarray(data, np.uint8).reshape(idx.size, n)
         warp = st.thread_linear[idx] // 32
         pair = st.block_in_batch[idx] * self.nw + warp
         rows = self.vc[:, :self.nw].reshape(-1, self.vc.shape[2])   # (block, warp) -> seen
@@ -256,6 +264,8 @@ class RaceChecker:
         if per > 1:
             unit = (unit[:, None] + np.arange(per)[None, :]).reshape(-1)
             idx, warp, pair, clk = (np.repeat(x, per) for x in (idx, warp, pair, clk))
+        if data is not None:
+            data = data.reshape(-1, width)             # one row per unit, as `unit`
         W, C = self.w_ag.reshape(-1, width), self.w_clk.reshape(-1, width)
         R = self.r_clk.reshape(-1, width, self.nr)
         blk = st.block_in_batch[idx]
@@ -269,6 +279,8 @@ class RaceChecker:
         if other.any():
             kr, kc = np.nonzero(other)
             bad = rows[pair[kr], ww[kr, kc]] < C[unit[kr], kc]
+            if write and data is not None and bad.any():   # the same value again: benign
+                bad &= data[kr, kc] != st.shared[unit[kr] * width + kc]
             if bad.any():
                 j = int(np.flatnonzero(bad)[0])
                 r, c = int(kr[j]), int(kc[j])
@@ -288,6 +300,11 @@ class RaceChecker:
         C[unit] = clk[:, None]
         self.lines.reshape(-1, width)[unit] = st.ins.line if st.ins is not None else 0
         clash = W[unit] != warp[:, None]                # another warp, same instruction
+        if clash.any() and data is not None:            # ... writing another value
+            u, inv = np.unique(unit, return_inverse=True)
+            last = np.zeros(u.size, np.int64)
+            last[inv] = np.arange(unit.size)            # the row whose warp was recorded
+            clash &= data != data[last[inv]]
         if clash.any():
             r, c = (int(v[0]) for v in np.nonzero(clash))
             self._raise(st, int(idx[r]), int(unit[r]) * width + c, f"warp {int(warp[r])}",

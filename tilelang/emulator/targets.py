@@ -46,7 +46,8 @@ def required_sm(parts: list) -> tuple[int, bool]:
     if root in ("elect", "mapa", "getctarank", "griddepcontrol") or \
             (root == "barrier" and "cluster" in parts):
         return 90, False
-    if root == "fence" and (("proxy" in parts and any(p.startswith("async") for p in parts))
+    if root == "fence" and (("proxy" in parts and any(p.startswith(("async", "tensormap"))
+                                                      for p in parts))
                             or "mbarrier_init" in parts):
         return 90, False
     if root == "prefetch" and "tensormap" in parts:
@@ -55,6 +56,10 @@ def required_sm(parts: list) -> tuple[int, bool]:
         return 90, False
     if root == "redux":
         return 80, False
+    if root in ("atom", "red") and set(parts) & {"bf16", "bf16x2"}:
+        return 90, False                       # bf16 atomics (f16 ones are sm_70 / sm_60)
+    if root == "tensormap":
+        return 90, True                        # tensormap.replace
     return 0, False
 
 

@@ -150,6 +150,88 @@ def encode(dtype, rank, global_address, global_dims, global_strides, box_dims,
     return bytes(out)
 
 
+# tensormap.replace's .elemtype numbering (PTX ISA) differs from CUtensorMapDataType's from
+# f32.ftz on: PTX code -> the data type code this encoding stores
+PTX_ELEMTYPES = {0: 0, 1: 1, 2: 2, 3: 3, 4: 4, 5: 5, 6: 6, 7: 7, 8: 10, 9: 8, 10: 9, 11: 11,
+                 12: 12}
+REPLACE_FIELDS = ("global_address", "rank", "box_dim", "global_dim", "global_stride",
+                  "element_stride", "elemtype", "interleave_layout", "swizzle_mode",
+                  "swizzle_atomicity", "fill_mode")
+
+
+def blank() -> bytearray:
+    """A tensor map with no field set yet (rank 1, every size zero): what `tensormap.replace`
+    starts from when the 128 bytes it edits are not a tensor map of this encoding (the zeros a
+    kernel writes before filling one in, as Triton's device-side descriptors do)."""
+    out = bytearray(SIZE)
+    out[0:4] = MAGIC
+    out[4:7] = bytes([VERSION, 0, 1])
+    return out
+
+
+def replace(raw, field: str, ordinal, value: int) -> bytes:
+    """The map `raw` with one field replaced, as `tensormap.replace.tile.<field>` does (PTX
+    ISA): values are the logical ones (rank - 1 for .rank; sizes, strides in bytes and
+    element strides as given; the PTX .elemtype code). ValueError names a value out of range;
+    the map as a whole is checked when a copy uses it (`decode`)."""
+    out = bytearray(raw) if bytes(raw[0:4]) == MAGIC and raw[4] == VERSION else blank()
+    v = int(value)
+    if field in ("box_dim", "global_dim", "global_stride", "element_stride"):
+        top = 4 if field == "global_stride" else 5
+        if not 0 <= int(ordinal) < top:
+            raise ValueError(f"tensormap.replace .{field}: ordinal {ordinal} is not 0..{top - 1}")
+    if field == "global_address":
+        if v % 16:
+            raise ValueError(f"tensormap.replace .global_address {v:#x} is not 16-byte aligned")
+        struct.pack_into("<Q", out, 16, v)
+    elif field == "rank":
+        if not 0 <= v <= 4:
+            raise ValueError(f"tensormap.replace .rank {v} is not 0..4 (rank - 1)")
+        out[6] = v + 1
+    elif field == "box_dim":
+        if not 1 <= v <= 256:
+            raise ValueError(f"tensormap.replace .box_dim {v} is not 1..256")
+        struct.pack_into("<H", out, 80 + 2 * int(ordinal), v)
+    elif field == "global_dim":
+        if not 1 <= v <= 1 << 32:
+            raise ValueError(f"tensormap.replace .global_dim {v} is not 1..2^32")
+        struct.pack_into("<I", out, 24 + 4 * int(ordinal), v & 0xFFFFFFFF)
+    elif field == "global_stride":
+        if v <= 0 or v % 16 or v >= 1 << 40:
+            raise ValueError(f"tensormap.replace .global_stride {v} is not a positive multiple "
+                             f"of 16 bytes below 2^40")
+        struct.pack_into("<Q", out, 48 + 8 * int(ordinal), v)
+    elif field == "element_stride":
+        if not 1 <= v <= 8:
+            raise ValueError(f"tensormap.replace .element_stride {v} is not 1..8")
+        out[90 + int(ordinal)] = v
+    elif field == "elemtype":
+        if v not in PTX_ELEMTYPES:
+            raise ValueError(f"tensormap.replace .elemtype {v} is not supported (0..12; the "
+                             f"sub-byte types of sm_100 are not emulated)")
+        out[5] = PTX_ELEMTYPES[v]
+    elif field == "interleave_layout":
+        if v not in (0, 1, 2):
+            raise ValueError(f"tensormap.replace .interleave_layout {v} is not 0..2")
+        out[7] = v
+    elif field == "swizzle_mode":
+        if v not in (0, 1, 2, 3):
+            raise ValueError(f"tensormap.replace .swizzle_mode {v} is not 0..3 (the sm_100 "
+                             f"modes are not emulated)")
+        out[8] = v
+    elif field == "swizzle_atomicity":
+        if v != 0:
+            raise ValueError(f"tensormap.replace .swizzle_atomicity {v}: only 0 (16 bytes, "
+                             f"sm_90) is emulated")
+    elif field == "fill_mode":
+        if v not in (0, 1):
+            raise ValueError(f"tensormap.replace .fill_mode {v} is not 0 or 1")
+        out[10] = v
+    else:
+        raise ValueError(f"tensormap.replace has no field .{field}")
+    return bytes(out)
+
+
 def decode(raw) -> TensorMap:
     """The fields of a 128-byte tensor map made by `encode`; ValueError if it is not one."""
     raw = bytes(raw)
@@ -164,6 +246,10 @@ def decode(raw) -> TensorMap:
     strides = struct.unpack_from("<4Q", raw, 48)[:rank - 1]
     box = struct.unpack_from("<5H", raw, 80)[:rank]
     est = struct.unpack_from("<5B", raw, 90)[:rank]
+    for what, vals in (("global dimension", dims), ("global stride", strides),
+                       ("box dimension", box), ("element stride", est)):
+        if 0 in vals:                # a map filled in by tensormap.replace, a field left out
+            raise ValueError(f"tensor map: {what} {list(vals).index(0)} is not set (zero)")
     return TensorMap(dt, rank, struct.unpack_from("<Q", raw, 16)[0], tuple(dims),
                      tuple(strides), tuple(box), tuple(est), inter, sw, l2, oob)
 

@@ -2,9 +2,10 @@
 
 Files are rewritten in place only when their layout changes, through a new file in the same
 folder renamed over the old one (with the old one's permission bits), so an interrupted run
-leaves either the old text or the new. A symbolic link or anything but a regular file is never
-written. Exit status: 0 done (or, with --check, nothing to change), 1 a file that does not
-parse, cannot be read or written, or (--check) would change; 2 usage errors.
+leaves either the old text or the new (tilelang/atomic_file.py). A symbolic link, anything but
+a regular file, or another user's file is never written. Exit status: 0 done (or, with --check,
+nothing to change), 1 a file that does not parse, cannot be read or written, or (--check)
+would change; 2 usage errors.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ import difflib
 import os
 import stat
 import sys
-import tempfile
+
+from tilelang.atomic_file import NotAFile, replace_file
 
 from . import WIDTH, FormatError, format_source
 from .markdown import format_markdown
@@ -68,27 +70,18 @@ def _read(path: str) -> str:
 
 
 def rewrite(path: str, text: str) -> None:
-    """Replace the regular file `path` by `text` atomically; refuses links and other files."""
+    """Replace the regular file `path` by `text` atomically, keeping its permission bits;
+    refuses links and other files."""
     st = os.lstat(path)
     if stat.S_ISLNK(st.st_mode):
         raise OSError(f"{path}: a symbolic link is not rewritten (format its target)")
     if not stat.S_ISREG(st.st_mode):
         raise OSError(f"{path}: not a regular file")
-    folder = os.path.dirname(path) or "."
-    fd, tmp = tempfile.mkstemp(prefix=".tilec-fmt-", suffix=".tmp", dir=folder)
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(text.encode("utf-8"))
-            f.flush()
-            os.fchmod(f.fileno(), stat.S_IMODE(st.st_mode))
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+        replace_file(path, text.encode("utf-8"), mode=stat.S_IMODE(st.st_mode),
+                     exact_mode=True, fsync=True, owner_only=True)
+    except NotAFile as e:            # it changed since the lstat above
+        raise OSError(f"{path}: {e.what}") from None
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -14,7 +14,7 @@ from lsprotocol import types as lsp
 
 from tilelang.fmt.tokens import Tok, tokenize
 
-from . import features
+from . import items
 from .analysis import Analysis, too_large
 from .positions import UTF16, from_lsp_position, to_lsp_position
 
@@ -96,7 +96,7 @@ def _build(name: str, parts: list[tuple[str, str]], suffix: str, doc: str) -> Si
 
 
 def builtin_signature(name: str) -> Signature | None:
-    b = features._registry().get(name)
+    b = items.registry().get(name)
     if b is None:
         return None
     parts = [(p.name, str(p)) for p in b.params]
@@ -110,12 +110,12 @@ def item_signature(item, doc: str = "") -> Signature:
     for p in item.params:
         s = ("const " if p.is_const else "") + p.name
         if p.type is not None:
-            s += f": {features._type_text(p.type)}"
+            s += f": {items.type_text(p.type)}"
         if p.default is not None:
-            s += f" = {features._expr_text(p.default)}"
+            s += f" = {items.expr_text(p.default)}"
         parts.append((p.name, s))
     ret = getattr(item, "ret", None)
-    suffix = f" -> {features._type_text(ret)}" if ret is not None else ""
+    suffix = f" -> {items.type_text(ret)}" if ret is not None else ""
     kw = "kernel" if type(item).__name__ == "KernelDef" else "fn"
     sig = _build(f"{kw} {item.name}", parts, suffix, doc)
     return sig
@@ -127,7 +127,7 @@ def resolve_callee(a: Analysis, callee: list[str], position: lsp.Position,
     document, or one of an imported module."""
     from .navigation import imported_item
 
-    index_of = features.index_for(a)
+    index_of = items.index_for(a)
     sym = None
     if index_of is not None:
         ln, idx = from_lsp_position(a.lines, position, encoding)
@@ -136,7 +136,7 @@ def resolve_callee(a: Analysis, callee: list[str], position: lsp.Position,
         if sym is None:
             return builtin_signature(callee[0])
         if sym.kind in ("fn", "kernel"):
-            return item_signature(sym.node, features.doc_comment(a.lines, sym.node))
+            return item_signature(sym.node, items.doc_comment(a.lines, sym.node))
         if sym.kind == "import":
             return _imported(a, sym.target, imported_item)
         return None
@@ -151,7 +151,7 @@ def _imported(a: Analysis, target, imported_item) -> Signature | None:
     path, item = imported_item(a, target)
     if item is None or not hasattr(item, "params"):
         return None
-    return item_signature(item, features.doc_comment(features.file_lines(path), item))
+    return item_signature(item, items.doc_comment(items.file_lines(path), item))
 
 
 def signature_help(a: Analysis, position: lsp.Position,

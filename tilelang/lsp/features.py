@@ -18,6 +18,9 @@ from tilelang.diagnostics import Span
 from tilelang.sema.launch_attrs import ALIASES, KINDS as LAUNCH_KEYS
 
 from .analysis import Analysis
+from .editing import open_call, resolve_callee
+from .items import (doc_comment, expr_text as _expr_text, file_lines, index_for,
+                    registry as _registry, type_text as _type_text)
 from .positions import UTF16, from_lsp_position, span_to_range, to_lsp_position
 
 KEYWORD_DOCS = {
@@ -64,26 +67,6 @@ _PREFIX = re.compile(r"[A-Za-z_][A-Za-z0-9_]*$")
 
 
 # --- the document's own items ----------------------------------------------------------------
-def _type_text(t) -> str:
-    if t is None:
-        return ""
-    try:
-        from tilelang.frontend.printer import type_expr
-
-        return type_expr(t)
-    except Exception:  # the printer is best effort here
-        return getattr(t, "name", "…")
-
-
-def _expr_text(e) -> str:
-    try:
-        from tilelang.frontend.printer import expr
-
-        return expr(e)
-    except Exception:  # the printer is best effort here
-        return "…"
-
-
 def item_signature(item) -> str:
     from tilelang.frontend import ast
 
@@ -115,37 +98,6 @@ def _name_span(item) -> Span | None:
     if span is None or getattr(span, "line", 0) < 1:
         return getattr(item, "span", None)
     return span
-
-
-def index_for(a: Analysis):
-    """The names of the document: of its current text, or while that does not parse (it is
-    being typed) of the last text that did (positions may be a little off)."""
-    if a.module is not None:
-        return a.index
-    if a.earlier is not None and a.earlier.module is not None:
-        return a.earlier.index
-    return None
-
-
-def file_lines(path: str | None) -> list[str]:
-    if not path:
-        return []
-    from .diagnostics import _read_lines
-
-    return _read_lines(path)
-
-
-def doc_comment(lines: list[str], item) -> str:
-    """The `//` comment lines right above an item (above its attributes), without `//`."""
-    span = getattr(item, "span", None)
-    if span is None or span.line < 2:
-        return ""
-    out = []
-    k = span.line - 2
-    while 0 <= k < len(lines) and lines[k].strip().startswith("//"):
-        out.append(lines[k].strip()[2:].strip())
-        k -= 1
-    return "\n".join(reversed(out)).strip()
 
 
 def top_level_items(a: Analysis, earlier: bool = False) -> dict:
@@ -187,14 +139,6 @@ def document_symbols(a: Analysis, encoding: str = UTF16) -> list[lsp.DocumentSym
 
 
 # --- completion and hover --------------------------------------------------------------------
-def _registry():
-    try:
-        from tilelang.sema.builtins import BUILTINS
-    except ImportError:
-        return {}
-    return dict(BUILTINS)
-
-
 def builtin_signature(b) -> str:
     params = [str(p) for p in b.params]
     if getattr(b, "variadic", None):
@@ -354,8 +298,6 @@ def _keyword_arguments(a: Analysis, position: lsp.Position, encoding: str
                        ) -> list[lsp.CompletionItem]:
     """Inside a call's parentheses: the parameters of what it calls not given yet, as
     `name = ` (built-ins from the registry's parameter lists)."""
-    from .editing import open_call, resolve_callee
-
     call = open_call(a, position, encoding)
     if call is None or call.keyword is not None:
         return []

@@ -12,8 +12,11 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from typing import Callable
+
 from lsprotocol import types as lsp
 from pygls.protocol import LanguageServerProtocol
+from pygls.protocol.language_server import lsp_method
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +56,41 @@ def _describe(error: BaseException) -> str:
     return text[:200]
 
 
+def _change_uri(data: dict) -> str | None:
+    params = data.get("params")
+    doc = params.get("textDocument") if isinstance(params, dict) else None
+    uri = doc.get("uri") if isinstance(doc, dict) else None
+    return uri if isinstance(uri, str) else None
+
+
+def _unreadable(data: dict, error: BaseException) -> str:
+    """Why a didChange could not be read, for the user: a negative position, named, or the
+    library's first line."""
+    changes = data.get("params", {}).get("contentChanges")
+    for k, ch in enumerate(changes if isinstance(changes, list) else []):
+        rng = ch.get("range") if isinstance(ch, dict) else None
+        for end in ("start", "end"):
+            pos = rng.get(end) if isinstance(rng, dict) else None
+            if isinstance(pos, dict) and any(isinstance(v, int) and v < 0
+                                             for v in pos.values()):
+                return (f"edit {k + 1} has a negative {end} (line {pos.get('line')}, "
+                        f"character {pos.get('character')})")
+    return f"an edit the server could not read ({_describe(error)})"
+
+
 class TileProtocol(LanguageServerProtocol):
+    #: Called with (uri, why) when a didChange of an open document cannot be read (a negative
+    #: position, a field of the wrong type): the server's copy has missed an edit.
+    on_unreadable_change: Callable[[str, str], None] | None = None
+
+    @lsp_method(lsp.TEXT_DOCUMENT_DID_CHANGE)
+    def lsp_text_document__did_change(self, params: lsp.DidChangeTextDocumentParams):
+        """The open documents' texts are the checker's, which the server's handler updates
+        (lsp/sync.py); pygls' workspace copy is left alone: with Full sync it would take a
+        ranged edit's text for the whole document."""
+        if (handler := self.fm.features.get(lsp.TEXT_DOCUMENT_DID_CHANGE)) is not None:
+            yield handler, (params,), None
+
     def structure_message(self, data: dict[str, Any]):
         try:
             message = super().structure_message(data)
@@ -102,6 +139,11 @@ class TileProtocol(LanguageServerProtocol):
             else:
                 log.warning("malformed notification %r ignored: %s", method,
                             _describe(message.error))
+                uri = _change_uri(message.data)
+                if method == lsp.TEXT_DOCUMENT_DID_CHANGE and uri is not None and \
+                        self.on_unreadable_change is not None and self._workspace is not None \
+                        and uri in self._workspace.text_documents:
+                    self.on_unreadable_change(uri, _unreadable(message.data, message.error))
             return
         if not hasattr(message, "jsonrpc"):
             # valid JSON that is no JSON-RPC message: a number, a list, an object without

@@ -98,6 +98,7 @@ class _Doc:
     parsed_analysis: Analysis | None = None  # and that check
     changed_at: float = float("-inf")  # when its text last changed (time.monotonic())
     waiters: list[asyncio.Future] = field(default_factory=list)
+    out_of_sync: str | None = None  # why the text is no longer the editor's (lsp/sync.py)
 
 
 class Checker:
@@ -121,7 +122,7 @@ class Checker:
     def update(self, uri: str, text: str, version: int | None, delay: float) -> None:
         """The document's new contents: check them after `delay` seconds."""
         d = self.docs.setdefault(uri, _Doc())
-        d.text, d.version = text, version
+        d.text, d.version, d.out_of_sync = text, version, None
         d.changed_at = time.monotonic()
         # one counter for all documents: a check of a document closed and opened again meanwhile
         # cannot pass for a check of the new one
@@ -135,6 +136,24 @@ class Checker:
             self._start(uri, d.gen)
         else:
             d.timer = self._loop.call_later(delay, self._start, uri, d.gen)
+
+    def lose_sync(self, uri: str, why: str) -> bool:
+        """The document's text is no longer the editor's: its checks in flight are discarded
+        and it is not checked again until a whole text arrives. True the first time."""
+        d = self.docs.get(uri)
+        if d is None or d.out_of_sync is not None:
+            return False
+        d.out_of_sync = why
+        d.gen = next(self._generations)  # a check in flight is of a text that is wrong
+        if d.timer is not None:
+            d.timer.cancel()
+            d.timer = None
+        d.analysis = d.parsed = d.parsed_analysis = None
+        waiters, d.waiters = d.waiters, []
+        for w in waiters:
+            if not w.done():
+                w.set_result(None)
+        return True
 
     def quiet(self, uri: str) -> bool:
         """Whether a change of `uri` now is the first after a pause (none for DEBOUNCE_S) and

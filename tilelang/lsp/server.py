@@ -12,8 +12,9 @@ import sys
 from typing import Iterable
 
 from lsprotocol import types as lsp
-from pygls.exceptions import (FeatureNotificationError, FeatureRequestError, JsonRpcException,
-                              JsonRpcInternalError, JsonRpcInvalidParams)
+from pygls.exceptions import (FeatureNotificationError, FeatureRequestError,
+                              JsonRpcContentModified, JsonRpcException, JsonRpcInternalError,
+                              JsonRpcInvalidParams)
 from pygls.lsp.server import LanguageServer
 from pygls.uris import to_fs_path
 
@@ -24,6 +25,7 @@ from .analysis import Analysis, MAX_CHECKED_CHARS
 from .positions import UTF16
 from .protocol import PARSE_ERROR, TileProtocol
 from .scheduler import DEBOUNCE_S, Checker
+from .sync import OutOfSync, apply_changes
 
 log = logging.getLogger(__name__)
 
@@ -114,8 +116,9 @@ def _guard(handler):
             return await handler(ls, params)
         except (JsonRpcException, asyncio.CancelledError):
             raise
-        except Exception as exc:
-            log.error("%s failed: %s: %s", handler.__name__, type(exc).__name__, exc)
+        except Exception as exc:  # a bug: the log file keeps its traceback, stderr one line
+            log.error("%s failed: %s: %s", handler.__name__, type(exc).__name__, exc,
+                      exc_info=True)
             raise JsonRpcInternalError(
                 f"tilec lsp: {type(exc).__name__}: {str(exc)[:300]}") from None
     return wrapped
@@ -131,9 +134,34 @@ def _notification(handler):
     return wrapped
 
 
+def in_sync(ls: TileServer, uri: str) -> None:
+    """Requests about a document whose copy is out of sync with the editor's (lsp/sync.py)
+    are answered with ContentModified, never from the wrong text."""
+    d = ls.get_checker().docs.get(uri)
+    if d is not None and d.out_of_sync is not None:
+        raise JsonRpcContentModified(
+            f"tilec lsp: the server's copy of {uri} is out of sync with the editor's "
+            f"({d.out_of_sync}); close and reopen the file to send its whole text again")
+
+
+def lose_sync(ls: TileServer, uri: str, why: str) -> None:
+    """An edit of `uri` could not be applied: say so once, and show no stale diagnostics."""
+    if not ls.get_checker().lose_sync(uri, why):
+        return
+    log.warning("%s is out of sync with the editor: %s", uri, why)
+    ls.window_show_message(lsp.ShowMessageParams(
+        type=lsp.MessageType.Warning,
+        message=f"tilec lsp: an edit of {uri} could not be applied ({why}); the server's "
+                "copy no longer matches the editor's, so its diagnostics and answers stop "
+                "until the file is closed and reopened (or its whole text is sent)"))
+    ls.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
+
+
 async def document(ls: TileServer, uri: str) -> Analysis:
     """The analysis of the document `uri`: the open one, else the file on disk."""
+    in_sync(ls, uri)
     a = await ls.get_checker().current(uri, REQUEST_WAIT_S)
+    in_sync(ls, uri)  # it may have lost sync while the check ran
     if a is not None:
         return a
     text = read_unopened(uri)
@@ -147,6 +175,7 @@ def _open_text(ls: TileServer, uri: str) -> str:
 def create_server() -> TileServer:
     server = TileServer("tilec-lsp", __version__, protocol_cls=TileProtocol,
                         text_document_sync_kind=lsp.TextDocumentSyncKind.Full)
+    server.protocol.on_unreadable_change = lambda uri, why: lose_sync(server, uri, why)
 
     @server.feature(lsp.TEXT_DOCUMENT_DID_OPEN)
     @_notification
@@ -159,16 +188,24 @@ def create_server() -> TileServer:
     def did_change(ls: TileServer, params: lsp.DidChangeTextDocumentParams) -> None:
         doc = params.text_document
         checker = ls.get_checker()
-        checker.update(doc.uri, _open_text(ls, doc.uri), doc.version,
-                       0 if checker.quiet(doc.uri) else DEBOUNCE_S)
+        d = checker.docs.get(doc.uri)
+        if d is None:
+            return
+        try:
+            text = apply_changes(d.text if d.out_of_sync is None else None,
+                                 params.content_changes, position_encoding(ls))
+        except OutOfSync as e:
+            lose_sync(ls, doc.uri, str(e))
+            return
+        checker.update(doc.uri, text, doc.version, 0 if checker.quiet(doc.uri) else DEBOUNCE_S)
 
     @server.feature(lsp.TEXT_DOCUMENT_DID_SAVE)
     @_notification
     def did_save(ls: TileServer, params: lsp.DidSaveTextDocumentParams) -> None:
         uri = params.text_document.uri
-        if uri in ls.workspace.text_documents:  # imported files may have changed: check again
-            doc = ls.workspace.get_text_document(uri)
-            ls.get_checker().update(uri, doc.source, doc.version, 0)
+        d = ls.get_checker().docs.get(uri)
+        if d is not None and d.out_of_sync is None:  # imported files may have changed
+            ls.get_checker().update(uri, d.text, d.version, 0)
 
     @server.feature(lsp.TEXT_DOCUMENT_DID_CLOSE)
     @_notification
@@ -280,6 +317,7 @@ def create_server() -> TileServer:
 async def _text_only(ls: TileServer, uri: str) -> Analysis:
     """The document's current text, with the last check that parsed (for the names), without
     waiting for a check: what signature help, code actions, formatting and folding read."""
+    in_sync(ls, uri)
     d = ls.get_checker().docs.get(uri)
     if d is None:
         return Analysis(uri, read_unopened(uri), checked=False)
@@ -307,6 +345,24 @@ _REPEATS = ("Exception occurred for message", "Unable to deserialize message",
             "Unable to handle message")
 
 
+def _is_repeat(record: logging.LogRecord) -> bool:
+    return (record.name.startswith("pygls") and isinstance(record.msg, str)
+            and record.msg.startswith(_REPEATS))
+
+
+class _RepeatsOnOneLine(logging.Formatter):
+    """The log file's format: tracebacks of this server's own failures (bugs) stay, while
+    pygls' records of bad input this server answered and logged already (a request refused,
+    a body that is not JSON-RPC) keep their first line only: expected input is no bug."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        if _is_repeat(record):
+            record = logging.makeLogRecord(record.__dict__)
+            record.msg, record.args = record.getMessage().split("\n", 1)[0], None
+            record.exc_info = record.exc_text = record.stack_info = None
+        return super().format(record)
+
+
 def _not_a_repeat(record: logging.LogRecord) -> bool:
     return not (record.name.startswith("pygls") and isinstance(record.msg, str)
                 and record.msg.startswith(_REPEATS))
@@ -317,8 +373,10 @@ def _configure_logging(log_file: str | None) -> None:
     for h in list(root.handlers):
         root.removeHandler(h)
     if log_file:
-        handler: logging.Handler = logging.FileHandler(log_file, encoding="utf-8")
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        # a lone surrogate from a client's text must not make a log record fail to write
+        handler: logging.Handler = logging.FileHandler(log_file, encoding="utf-8",
+                                                       errors="backslashreplace")
+        handler.setFormatter(_RepeatsOnOneLine("%(asctime)s %(levelname)s %(name)s: %(message)s"))
         root.setLevel(logging.DEBUG)
     else:
         handler = logging.StreamHandler(sys.stderr)
@@ -334,6 +392,25 @@ def _configure_logging(log_file: str | None) -> None:
     sys.unraisablehook = unraisable
 
 
+def _log_file_problem(path: str) -> str | None:
+    """Why the log cannot go to `path` (a usage error), or None. A FIFO is refused too: opening
+    it would wait for a reader before the server answers anything."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        return f"the folder `{folder}` does not exist"
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        return f"cannot be examined ({e.strerror})"
+    if stat.S_ISDIR(st.st_mode):
+        return "is a folder"
+    if stat.S_ISFIFO(st.st_mode):
+        return "is a FIFO"
+    return None
+
+
 def serve(argv: Iterable[str] | None = None) -> int:
     """``tilec lsp``: serve over stdio (default) or TCP."""
     p = argparse.ArgumentParser(prog="tilec lsp", description="The Tile language server.")
@@ -343,7 +420,14 @@ def serve(argv: Iterable[str] | None = None) -> int:
     p.add_argument("--port", type=int, default=2087)
     p.add_argument("--log-file", help="write the server's log here (with tracebacks)")
     args = p.parse_args(list(sys.argv[1:] if argv is None else argv))
-    _configure_logging(args.log_file)
+    if args.log_file:
+        why = _log_file_problem(args.log_file)
+        if why:
+            p.error(f"--log-file {args.log_file}: {why}")
+    try:
+        _configure_logging(args.log_file)
+    except OSError as e:  # it changed since the check, or it cannot be opened
+        p.error(f"--log-file {args.log_file}: cannot be written ({e.strerror or e})")
     server = create_server()
     try:
         if args.tcp:

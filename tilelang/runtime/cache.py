@@ -2,6 +2,7 @@
 
 Layout under `cache_dir()` (`TILELANG_CACHE_DIR`, else `~/.cache/tilelang`):
 
+    CACHEDIR.TAG                                              the mark of a Tile cache
     seal.key                                                  this cache's secret (0600)
     kernels/<k[:2]>/<k>/meta.json, kernel.ptx, kernel.cubin   one specialization
     modules/<m[:2]>/<m>.json                                  one module's signature
@@ -12,6 +13,8 @@ A kernel key hashes everything the output depends on: the compiler's id (tilec's
 LLVM and nvJitLink versions), the (path, sha256) of the module and every file it imports, the
 kernel name, the const values, the array facts, the target and the options.
 
+Only a folder marked as a Tile cache (its CACHEDIR.TAG), an empty one or a cache from before
+the mark is used, chmodded or cleared; any other folder is left as it is (docs/cli.md).
 What is loaded runs on the GPU, so nothing in the folder is trusted on its word:
 - every folder is created 0700 whatever the umask, and on each use the root and the folders
   below it must be real folders (not links) owned by this user and not writable by others;
@@ -21,8 +24,9 @@ What is loaded runs on the GPU, so nothing in the folder is trusted on its word:
   who cannot read that key, or moved under another key, fails the check;
 - a failed check is a miss: the entry is removed (only when it is ours, never through a link)
   and rebuilt. Files are opened without following links and must be regular files.
-An entry is written in a temporary folder and renamed into place, so readers see a whole entry
-or none. Processes building the same key take a file lock, so one builds and the others load.
+A kernel entry is written in a temporary folder and renamed into place, a one-file record (a
+module signature, the key, a tuning result) through tilelang/atomic_file.py, so readers see a
+whole entry or none. Processes building the same key take a file lock, so one builds and the others load.
 """
 
 from __future__ import annotations
@@ -42,8 +46,10 @@ import time
 import warnings
 from typing import Iterator
 
+from tilelang.atomic_file import NotAFile, replace_file
 from tilelang.codegen.api import AbiParam, ArrayFacts, KernelArtifact, TensorMapSpec
 
+from .artifact_check import artifact_problem
 from .compiler import Built
 from .signature import ModuleInfo
 
@@ -52,6 +58,19 @@ STATS = {"compiles": 0, "memory_hits": 0, "disk_hits": 0, "disk_writes": 0, "cor
          "inspects": 0, "module_disk_hits": 0}
 ARTIFACTS = ("kernel.ptx", "kernel.cubin")
 SEAL_FILE = "seal.key"
+# The mark of a Tile cache: a cache directory tag (https://bford.info/cachedir/: backup tools
+# skip the folder) that also names Tile and the cache's format. Only a folder with this tag (or
+# an empty one, or one laid out by a Tile before the tag existed) is used, chmodded or cleared.
+MARKER = "CACHEDIR.TAG"
+_TAG_SIGNATURE = "Signature: 8a477f597d28d172789f06886806bc55"
+_MARKER_FORMAT = "tilelang-cache-format:"
+MARKER_TEXT = (f"{_TAG_SIGNATURE}\n"
+               "# This file is a cache directory tag created by tilelang: this folder is Tile's\n"
+               "# kernel cache (docs/cli.md, \"The kernel cache\"). For information about cache\n"
+               "# directory tags see https://bford.info/cachedir/\n"
+               f"{_MARKER_FORMAT} {FORMAT}\n")
+# What a cache made before the tag holds: its key, its folders, a key being written.
+_LEGACY_NAMES = frozenset({SEAL_FILE, "kernels", "modules", "locks", "tmp", "tune"})
 _META_LIMIT = 64 << 20           # bytes; a bigger meta.json is damage, not a kernel
 _FILE_LIMIT = 2 << 30
 _WARNED: set[str] = set()        # folders already warned about in this process
@@ -128,35 +147,6 @@ def artifact_from_json(d: dict) -> KernelArtifact:
         tensor_maps=tuple(TensorMapSpec.from_json(m) for m in d.get("tensor_maps", ())))
 
 
-def _int(v, least: int = 0) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool) and v >= least
-
-
-def _dims_ok(v) -> bool:
-    return isinstance(v, tuple) and len(v) == 3 and all(_int(x, 1) for x in v)
-
-
-def artifact_problem(a: KernelArtifact) -> str | None:
-    """Why a decoded artifact cannot be launched (wrong types or values), or None: what the
-    runtime does with it assumes these, so a bad one must be a miss, not a crash later."""
-    if not isinstance(a.name, str) or not a.name.isidentifier():
-        return "name"
-    if not _dims_ok(a.block) or (a.cluster is not None and not _dims_ok(a.cluster)):
-        return "block or cluster shape"
-    if not _int(a.static_smem) or not _int(a.dynamic_smem):
-        return "shared memory sizes"
-    for p in a.params:
-        if not isinstance(p.name, str) or p.kind not in ("array", "scalar") or \
-                not _int(p.rank):
-            return "parameters"
-    if a.attrs is not None:
-        for v in dataclasses.asdict(a.attrs).values():
-            if not (v is None or isinstance(v, (int, bool)) or
-                    (isinstance(v, tuple) and all(_int(x) for x in v))):
-                return "launch attributes"
-    return None
-
-
 # ---------------------------------------------------------------------------------------------
 # Files and folders that must be ours
 
@@ -185,6 +175,51 @@ def folder_problem(st: os.stat_result) -> str | None:
 def _ours(st: os.stat_result) -> bool:
     uid = _euid()
     return uid is None or st.st_uid == uid
+
+
+def marker_ok(root: str) -> bool:
+    """`root` holds a Tile cache's tag: a regular file of ours, not writable by others, that
+    starts with the tag's signature and names a format."""
+    try:
+        st = os.lstat(os.path.join(root, MARKER))
+        if not stat.S_ISREG(st.st_mode) or not _ours(st) or st.st_mode & 0o022 or \
+                st.st_size > 4096:
+            return False
+        text = _read_regular(os.path.join(root, MARKER), 4096).decode("utf-8")
+    except (OSError, Damaged, UnicodeDecodeError):
+        return False
+    lines = text.splitlines()
+    return bool(lines) and lines[0] == _TAG_SIGNATURE and any(
+        ln.startswith(_MARKER_FORMAT) and ln[len(_MARKER_FORMAT):].strip().isdigit()
+        for ln in lines[1:])
+
+
+def _legacy_or_empty(root: str) -> str | None:
+    """"empty", "legacy" (a cache made before the tag: only the cache's own names, and a key
+    of ours), or None (anything else: a folder that is not a Tile cache)."""
+    try:                # our temporary files (a key or a tag being written) do not count
+        names = [n for n in os.listdir(root)
+                 if not n.startswith((".seal.", f".{MARKER}.", f".{SEAL_FILE}."))]
+    except OSError:
+        return None
+    if not names:
+        return "empty"
+    if not all(n in _LEGACY_NAMES for n in names):
+        return None
+    try:
+        st = os.lstat(os.path.join(root, SEAL_FILE))
+    except OSError:
+        return None
+    return "legacy" if stat.S_ISREG(st.st_mode) and _ours(st) else None
+
+
+def not_a_cache(root: str) -> str | None:
+    """Why the existing folder `root` is not a Tile cache (`is ...`), or None when it is one
+    (its tag, or a cache from before the tag) or is empty."""
+    if marker_ok(root) or _legacy_or_empty(root) is not None:
+        return None
+    return (f"is not a Tile kernel cache (it has no {MARKER} written by Tile, and it holds "
+            "other files)")
 
 
 def _read_regular(path: str, limit: int, size: int | None = None) -> bytes:
@@ -332,7 +367,9 @@ class DiskCache:
         os.chmod(path, 0o700)        # mkdir's mode is masked by the umask
 
     def root_ok(self, create: bool) -> bool:
-        """The root exists (made if `create`) and is private; warns once when it is not."""
+        """The root exists (made if `create`), is private and is a Tile cache; warns once when
+        it is not. A new root gets the cache's tag; so does an empty folder or a cache made
+        before the tag, when `create`. Any other folder is never used, chmodded or cleared."""
         try:
             try:
                 st = os.lstat(self.root)
@@ -350,10 +387,33 @@ class DiskCache:
         if why:
             self._refuse(self.root, why)
             return False
+        if not self._tagged(create):
+            return False
         if stat.S_IMODE(st.st_mode) & 0o077:       # readable by others: the key is in here
             with contextlib.suppress(OSError):
                 os.chmod(self.root, 0o700)
         return True
+
+    def _tagged(self, create: bool) -> bool:
+        """The root is a Tile cache: it has the tag, or gets it (when `create`) as an empty
+        folder or a cache from before the tag; anything else is refused (one warning)."""
+        if marker_ok(self.root):
+            return True
+        kind = _legacy_or_empty(self.root)
+        if kind is None:
+            if self.root not in _WARNED:
+                _WARNED.add(self.root)
+                _warn(f"tilelang: not using {self.root} as the kernel cache: it is not a Tile "
+                      f"kernel cache (it has no {MARKER} written by Tile, and it holds other "
+                      "files); compiling without a cache (point TILELANG_CACHE_DIR at a new or "
+                      "empty folder)")
+            return False
+        if not create:
+            return kind == "legacy"
+        with contextlib.suppress(OSError):
+            replace_file(os.path.join(self.root, MARKER), MARKER_TEXT.encode("utf-8"),
+                         mode=0o600, exact_mode=True, replace=False)
+        return marker_ok(self.root)
 
     def _folder(self, *parts: str, create: bool) -> str | None:
         """root/parts... as private folders (made if `create`), or None. A file or link of
@@ -418,18 +478,10 @@ class DiskCache:
         return None
 
     def _new_key(self, path: str) -> None:
-        fd, tmp = tempfile.mkstemp(dir=self.root, prefix=".seal.")
-        try:
-            os.write(fd, secrets.token_bytes(32))
-            os.fsync(fd)
-            os.close(fd)
-            fd = -1
-            with contextlib.suppress(FileExistsError):   # another process made one first
-                os.link(tmp, path)
-        finally:
-            if fd >= 0:
-                os.close(fd)
-            os.unlink(tmp)
+        """A new secret at `path`, unless another process made one first (theirs stays)."""
+        with contextlib.suppress(OSError):
+            replace_file(path, secrets.token_bytes(32), mode=0o600, exact_mode=True,
+                         fsync=True, replace=False)
 
     def _seal(self, secret: bytes, key: str, body_sha: str) -> str:
         return hmac.new(secret, f"tilelang-cache-{FORMAT}\n{key}\n{body_sha}".encode(),
@@ -513,7 +565,7 @@ class DiskCache:
                 raise Damaged(f"meta.json's artifact is damaged ({type(e).__name__})") from None
             if not isinstance(built.target, str):
                 raise Damaged("meta.json's target is damaged")
-            why = artifact_problem(built.artifact)
+            why = artifact_problem(built.artifact, built.target)
             if why:
                 raise Damaged(f"meta.json's artifact has a bad {why}")
         except Damaged as e:
@@ -674,42 +726,41 @@ class DiskCache:
         if not self._valid_key(key):
             return
         shard = self._folder("modules", key[:2], create=True)
-        tmp_root = self._folder("tmp", create=True)
-        secret = self._key(create=True) if shard and tmp_root else None
+        secret = self._key(create=True) if shard else None
         if secret is None:
             return
-        path = self._module_file(key)
         text = info.to_json()
         sha = sha256_hex(text)
         data = json.dumps({"format": FORMAT, "key": key, "sha256": sha,
                            "seal": self._seal(secret, key, sha), "info": text})
-        fd, tmp = tempfile.mkstemp(dir=tmp_root, suffix=".json")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(data)
+        self.write_record(self._module_file(key), data.encode("utf-8"))
+
+    def write_record(self, path: str, data: bytes, fsync: bool = False) -> bool:
+        """Write the one-file record `path` (0600) atomically, in a private folder of this
+        cache; something of ours that is not a regular file there (a folder, a link) is
+        removed first. False when it cannot be written."""
+        for attempt in range(2):
             try:
-                st = os.lstat(path)
-                if stat.S_ISDIR(st.st_mode):        # a folder where the file belongs
-                    self._remove(path)
+                return replace_file(path, data, mode=0o600, exact_mode=True, fsync=fsync,
+                                    owner_only=True)
+            except NotAFile:
+                if attempt or not self._remove(path):
+                    return False
             except OSError:
-                pass
-            os.replace(tmp, path)                   # replaces a file or link, never follows
-            tmp = None
-        finally:
-            if tmp is not None:
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp)
+                return False
+        return False
 
     # -- maintenance (tilec cache) ----------------------------------------------------------
     def problem(self) -> str | None:
-        """Why the root cannot be used (None when it can, or does not exist)."""
+        """Why the root cannot be used (None when it can, or does not exist): it is not
+        private, or not a Tile cache."""
         try:
             st = os.lstat(self.root)
         except FileNotFoundError:
             return None
         except OSError as e:
             return f"cannot be examined ({e.strerror})"
-        return folder_problem(st)
+        return folder_problem(st) or not_a_cache(self.root)
 
     def entries(self) -> list[dict]:
         """Every kernel entry, verified: each has `ok` and, when not ok, `problem`."""

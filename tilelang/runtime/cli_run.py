@@ -13,13 +13,14 @@ Scalar arguments: `NAME=VALUE` (`3`, `-1.5`, `true`).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 import time
 
 import numpy as np
 
-from tilelang.diagnostics import Severity, TileError, emit
+from tilelang.diagnostics import Diagnostic, Severity, TileError, emit
 
 KINDS = ("rand", "randn", "zeros", "ones", "arange")
 MAX_ELEMENTS = 2**31 - 1        # generated arrays are made as float64 first: 16 GiB
@@ -63,6 +64,28 @@ def _run_parser() -> argparse.ArgumentParser:
                    help="print the arrays after the launch")
     p.add_argument("--no-cache", action="store_true", help="do not use the disk cache")
     return p
+
+
+#: The Python API's spelling of an option in a help line, and the command line's.
+_SHELL_SPELLING = (("pass backend='emulator' or set", "pass --backend emulator or set"),
+                   ("pass arch=... to choose one", "pass --arch TARGET to choose one"))
+
+
+def for_the_shell(d: Diagnostic) -> Diagnostic:
+    """`d` with its help in the command line's terms (the runtime's help names the Python
+    API's keyword arguments)."""
+    help = d.help
+    for python, shell in _SHELL_SPELLING:
+        help = help.replace(python, shell) if help else help
+    return dataclasses.replace(d, help=help) if help != d.help else d
+
+
+def report(e: TileError) -> int:
+    """Print a TileError for `tilec run`/`tilec tune`; the exit status (2: a usage error)."""
+    emit([for_the_shell(d) for d in e.diagnostics], sys.stderr)
+    errors = [d for d in e.diagnostics if d.severity is Severity.ERROR]
+    from tilelang.driver import USAGE_CODES
+    return (2 if all(d.code in USAGE_CODES for d in errors) else 1) if errors else 0
 
 
 def _dims(text: str, what: str, minimum: int = 1) -> tuple[int, ...]:
@@ -256,6 +279,8 @@ def cmd_run(argv: list[str]) -> int:
                 raise _Usage(f"-I {d}: the folder {why}")
         if args.repeat < 1:
             raise _Usage("--repeat must be at least 1")
+        if args.seed < 0:            # NumPy's generators take non-negative seeds only
+            raise _Usage(f"--seed must be a non-negative integer, got {args.seed}")
         from tilelang.targets import TARGETS
         if args.arch is not None and args.arch not in TARGETS:
             raise _Usage(f"--arch {args.arch}: not a supported target; use one of "
@@ -295,10 +320,7 @@ def cmd_run(argv: list[str]) -> int:
             names = [q.name for q in kernel.params if q.kind == "array"]
             facts = dict(zip(names, spec.facts))
     except TileError as e:
-        emit(e.diagnostics, sys.stderr)
-        errors = [d for d in e.diagnostics if d.severity is Severity.ERROR]
-        from tilelang.driver import USAGE_CODES
-        return (2 if all(d.code in USAGE_CODES for d in errors) else 1) if errors else 0
+        return report(e)
 
     shape = spec.shape(grid, block) if spec else None
     out.write(f"kernel    {kernel.info.show()}\n")

@@ -36,6 +36,7 @@ register_codes({
     "E0930": "the device refused the launch or reported an error (CUDA driver, emulator)",
     "E0931": "the kernel faulted while running",
     "E0940": "autotuning found no configuration that compiles, fits the device and runs",
+    "E0941": "an autotuning compile worker process died",
 })
 
 

@@ -19,7 +19,7 @@ import json
 import os
 import sys
 
-from tilelang.diagnostics import Severity, TileError, emit
+from tilelang.diagnostics import TileError
 
 
 def _parser():
@@ -239,6 +239,8 @@ def main(argv: list[str]) -> int:
         for d in args.include:
             if not os.path.isdir(d):
                 raise _Usage(f"-I {d}: the folder does not exist")
+        if args.seed < 0:            # NumPy's generators take non-negative seeds only
+            raise _Usage(f"--seed must be a non-negative integer, got {args.seed}")
         if args.workers is not None and args.workers < 0:
             raise _Usage("--workers is a number of processes, at least 0")
         for name, v in (("--warmup", args.warmup), ("--rep", args.rep)):
@@ -287,10 +289,8 @@ def main(argv: list[str]) -> int:
         except _Usage as e:
             p.error(str(e))
     except TileError as e:
-        emit(e.diagnostics, sys.stderr)
-        errors = [d for d in e.diagnostics if d.severity is Severity.ERROR]
-        from tilelang.driver import USAGE_CODES
-        return (2 if all(d.code in USAGE_CODES for d in errors) else 1) if errors else 0
+        from tilelang.runtime.cli_run import report
+        return report(e)
     out = sys.stdout
     if args.json:
         out.write(json.dumps({**res.to_json(), "cached": res.cached}, sort_keys=True) + "\n")

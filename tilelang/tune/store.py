@@ -10,19 +10,17 @@ file holds that material, the result, the SHA-256 of both and an HMAC seal under
 check (or unreadable JSON) is a miss: the entry is removed and the kernel tuned again.
 
 The cache's rules hold here too: the folders are private (0700, ours, no links), files are
-opened without following links and must be regular, an entry is written to `tmp/` and renamed
-into place, so concurrent writers each replace the whole file and readers see one whole entry.
+opened without following links and must be regular, an entry is written next to its place and
+renamed into place (tilelang/atomic_file.py), so concurrent writers each replace the whole file and readers see one whole entry.
 Only JSON is read; nothing is unpickled.
 """
 
 from __future__ import annotations
 
-import contextlib
 import hmac
 import json
 import os
 import stat
-import tempfile
 
 from tilelang.runtime import cache as cache_mod
 from tilelang.runtime.cache import Damaged, DiskCache, _unlink_ours
@@ -85,33 +83,15 @@ class TuneStore:
         """Write the result (atomically); False when the cache folder cannot be used."""
         key = entry_key(material)
         shard = self.cache._folder("tune", key[:2], create=True)
-        tmp_root = self.cache._folder("tmp", create=True)
-        secret = self.cache._key(create=True) if shard and tmp_root else None
+        secret = self.cache._key(create=True) if shard else None
         if secret is None:
             return False
         body = json.dumps({"material": material, "result": result}, sort_keys=True)
         sha = cache_mod.sha256_hex(body)
         data = json.dumps({"format": FORMAT, "key": key, "sha256": sha,
                            "seal": self._seal(secret, key, sha), "body": body})
-        path = self.path(key)
-        fd, tmp = tempfile.mkstemp(dir=tmp_root, suffix=".tune.json")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            try:
-                st = os.lstat(path)
-                if stat.S_ISDIR(st.st_mode):          # a folder where the file belongs
-                    _unlink_ours(path)
-            except OSError:
-                pass
-            os.replace(tmp, path)                     # replaces a file or link, never follows
-            tmp = None
-        finally:
-            if tmp is not None:
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp)
+        if not self.cache.write_record(self.path(key), data.encode("utf-8"), fsync=True):
+            return False
         STATS["writes"] += 1
         return True
 

@@ -30,6 +30,7 @@ from tilelang.runtime.module import Kernel, get_backend
 from .parallel import default_workers, precompile
 from .space import config_text, expand, fit
 from .store import TuneStore
+from .variant import PRECISIONS, kernel_for as _kernel_for, split_precision  # noqa: F401
 
 
 class TuneError(RuntimeUsageError):
@@ -378,45 +379,6 @@ class TunedKernel:
             say(f"tune {self.name}: best {config_text(best.config)} ({v}), "
                 f"{res.seconds:.1f} s")
         return res
-
-
-# ---------------------------------------------------------------------------------------------
-
-PRECISIONS = ("ieee", "fast", "approx")
-
-
-def split_precision(kernel: Kernel, config: Mapping[str, Any]) -> tuple[dict, str | None]:
-    """(const values, precision mode or None): `precision` is a math mode (docs/numerics.md),
-    a compile option of the module, unless the kernel has a const parameter of that name."""
-    consts = dict(config)
-    if "precision" not in consts or any(p.name == "precision"
-                                        for p in kernel.info.const_params):
-        return consts, None
-    mode = consts.pop("precision")
-    if mode not in PRECISIONS:
-        raise value_error(f"configuration {config_text(config)}: `precision` is {mode!r}; it "
-                          "is \"ieee\", \"fast\" or \"approx\"", "the math modes of "
-                          "docs/numerics.md")
-    return consts, mode
-
-
-def _kernel_for(kernel: Kernel, config: Mapping[str, Any], modules: dict) -> Kernel:
-    consts, mode = split_precision(kernel, config)
-    mod = kernel.module
-    if mode is not None and mode != mod.options.precision:
-        other = modules.get(mode)
-        if other is None:
-            import tilelang
-            o = mod.options
-            other = modules[mode] = tilelang.compile(
-                mod.text if mod.path == "<string>" else mod.path, arch=o.target,
-                defines=dict(o.defines) or None, include_dirs=o.include_dirs,
-                opt_level=o.opt_level, backend=mod.backend, cache=mod.disk is not None,
-                cache_dir=mod.disk.root if mod.disk is not None else None, precision=mode)
-        base = getattr(other, kernel.name)
-        consts = {**kernel.consts, **consts}
-        return base.specialize(**consts) if consts else base
-    return kernel.specialize(**consts)
 
 
 def device_name(backend) -> str:

@@ -1,5 +1,5 @@
 """The conversion planner: how registers of one distributed layout become the registers another
-one needs. One routine (`plan`) serves every conversion; llvm/sync.py emits its answer.
+one needs. One routine (`plan`) serves every conversion; emit/sync.py emits its answer.
 
 What the destination needs is a `Need`: register r of thread t wants the source element with
 linear index `thread(t) ^ regs[r]`, where `thread(t)` is the XOR of `thread[b]` over the set

@@ -27,7 +27,7 @@ coordinate (global loads/stores) assert `is_one_hot`.
 - `register_map` finds, for a wanted per-thread coordinate table, the source register holding
   each wanted element in the same thread, if there is one for every thread (no data movement:
   broadcasting a reduced value, a free conversion). Otherwise the conversion planner
-  (convert.py) picks shuffles or a shared-memory round trip (llvm/sync.py emits them).
+  (convert.py) picks shuffles or a shared-memory round trip (emit/sync.py emits them).
 
 The tables here are plain Python (`rows`, `reg_linears`); `table`, `reg_table` and
 `broadcast_table` are NumPy views of them for tests and analyses, which import NumPy when

@@ -7,7 +7,7 @@ bits -> columns 2, 4 and rows 1, 2, 4. These are one-hot bases, so the accumulat
 block tile is a `Layout`: the instruction tile, then the warp tile's n8 and m16 repeats as
 more register bits, then the warps tiled over the block tile (and over the batch of a 3-d
 product). Operand fragments never become tiles: they go from shared memory to the instruction
-through `ldmatrix` (lower/mma_sync.py).
+through `ldmatrix` (lower/tensorcore/mma_sync.py).
 
 Operands are moved in 16-byte chunks (one `ldmatrix` row, one `cp.async`): E = 16 / itemsize
 elements, and every instruction's K is two chunks (k16 for 16-bit, k32 for 8-bit, k8 for tf32).

@@ -17,7 +17,7 @@ from the buffer's start) to the bits of the tile's row-major linear index; it is
 - `wgmma_image(shape, itemsize, span)`: the operand image `wgmma` descriptors and TMA use
   with a 128-, 64- or 32-byte swizzle: the contiguous (last) axis cut into panels of `span`
   bytes, each panel all rows x span bytes, address bits 4.. XOR bits 7.. (with 128: the
-  16-byte chunk c of row r at c ^ (r mod 8); lower/wgmma_ops.py);
+  16-byte chunk c of row r at c ^ (r mod 8); lower/tensorcore/wgmma_ops.py);
 - `xor_swizzle(shape, bits, base, shift)` is the common form: offset bits [base, base + bits)
   XOR linear-index bits [base + shift, base + shift + bits).
 

@@ -32,11 +32,13 @@ to zero on the GPU (PTX ISA); the emulator and the reference do not.
 
 from __future__ import annotations
 
+from math import prod
+
 import llvmlite.ir as ir
 
 from tilelang.codegen.layouts.distributed import Layout
-from tilelang.codegen.llvm.kernel import I1, I32, I64, ArrayVal, KernelEmitter, TileVal
-from tilelang.codegen.llvm.sync import broadcast
+from tilelang.codegen.emit.kernel import I1, I32, I64, ArrayVal, KernelEmitter, TileVal
+from tilelang.codegen.emit.sync import broadcast, storage_bytes
 from tilelang.codegen.lower.table import lowers
 from tilelang.codegen.lower.memory import gated
 from tilelang.ir.ops import BuiltinOp, Kernel, walk
@@ -302,9 +304,6 @@ def _exchange_from_owners(kern: KernelEmitter, layout: Layout, owner: ir.Value |
     """Every thread gets the owners' values of its registers (barrier, owners write, barrier,
     all read). `fenced`: a barrier since the last shared-memory access already keeps the
     scratch buffer's earlier readers before the owners' writes."""
-    from math import prod
-
-    from tilelang.codegen.llvm.sync import storage_bytes
     b = kern.builder
     stype = kern.storage_type(dtype)
     n = max(prod(layout.shape), 1)

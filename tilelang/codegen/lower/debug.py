@@ -7,7 +7,7 @@ one conversion per value and a newline. Values print as the interpreter prints t
 (`str(np.asarray(v))`):
 - loose constants: their text, at compile time;
 - integers: `%d`/`%u` (8-32 bits), `%lld`/`%llu` (64 bits); bool: `True`/`False` (`%s`);
-- floats: `%s` of a local buffer written by llvm/format.py (NumPy's shortest digits and its
+- floats: `%s` of a local buffer written by emit/format.py (NumPy's shortest digits and its
   positional/scientific choice); bf16, tf32 and f8 print as the f32 value they hold, as in the
   interpreter.
 Tiles print in NumPy's nesting with one space between elements and no padding:
@@ -31,9 +31,9 @@ from math import prod
 import llvmlite.ir as ir
 
 from tilelang.codegen.layouts.distributed import Layout
-from tilelang.codegen.llvm.format import BUF_BYTES, FORMATS, format_function
-from tilelang.codegen.llvm.kernel import I1, I8, I32, I64, KernelEmitter, TileVal
-from tilelang.codegen.llvm.sync import padded, stage
+from tilelang.codegen.emit.format import BUF_BYTES, FORMATS, format_function
+from tilelang.codegen.emit.kernel import I1, I8, I32, I64, KernelEmitter, TileVal
+from tilelang.codegen.emit.sync import padded, stage
 from tilelang.codegen.lower.table import lowers
 from tilelang.codegen.lower.memory import gated
 from tilelang.codegen.scalar.float_text import float_text

@@ -3,7 +3,7 @@
 
 The result takes the layout of the first operand that already has the result's shape (so a
 chain of element-wise ops never moves data); other operands are broadcast into it, which is a
-renaming of registers when they are scalars or reductions of it (llvm.sync.broadcast).
+renaming of registers when they are scalars or reductions of it (emit.sync.broadcast).
 
 A divisor shared by many elements (`x / sum(x, axis = 1, keepdims = true)`, a scalar) becomes
 one reciprocal per register it has and a multiply per element, where the precision mode lets
@@ -12,9 +12,8 @@ one reciprocal per register it has and a multiply per element, where the precisi
 
 from __future__ import annotations
 
-from tilelang.codegen.llvm.kernel import InternalCompilerError, KernelEmitter, TileVal
-from tilelang.codegen.llvm.sync import broadcast
-from tilelang.codegen.lower import stream
+from tilelang.codegen.emit.kernel import InternalCompilerError, KernelEmitter, TileVal
+from tilelang.codegen.emit.sync import broadcast
 from tilelang.codegen.lower.table import lowers, lowers_group
 from tilelang.codegen.scalar.emitter import ELEMENTWISE
 from tilelang.codegen.scalar.rounding import f32
@@ -36,9 +35,6 @@ def elementwise(kern: KernelEmitter, op: BuiltinOp) -> TileVal:
 
 @lowers("cdiv")
 def emit_elementwise(kern: KernelEmitter, op: BuiltinOp) -> TileVal:
-    later = stream.deferred(kern, op)
-    if later is not None:
-        return later                        # computed per vector by its store (stream.py)
     rt = op.result.type
     operands, params = [], {}
     for name, a in op.args:
@@ -51,7 +47,7 @@ def emit_elementwise(kern: KernelEmitter, op: BuiltinOp) -> TileVal:
         else:
             raise InternalCompilerError.at("E0781", f"`{op.name}`: unexpected argument "
                                            f"`{name}`", op.span)
-    # an operand that could be computed again in any layout (lower/remat.py: a mask from
+    # an operand that could be computed again in any layout (emit/remat.py: a mask from
     # aranges) follows the others
     full = sorted((t for t in operands if isinstance(t, TileVal) and t.shape == rt.shape),
                   key=lambda t: t.origin is not None)

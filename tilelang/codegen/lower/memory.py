@@ -28,10 +28,12 @@ from math import prod
 
 import llvmlite.ir as ir
 
-from tilelang.codegen.layouts.distributed import Layout, blocked, vector_width
-from tilelang.codegen.llvm.kernel import I1, I32, I64, ArrayVal, KernelEmitter, TileVal
+from tilelang.codegen.layouts.distributed import Layout
+from tilelang.codegen.emit.kernel import I1, I32, I64, ArrayVal, KernelEmitter, TileVal
 from tilelang.codegen.layouts import convert as C
-from tilelang.codegen.llvm.sync import broadcast, convert, gather_elements
+from tilelang.codegen.emit.sync import broadcast, convert, gather_elements
+from tilelang.codegen.plan.access import (access_layout, access_vector_width,  # noqa: F401
+                                          tile_indexed, vectorizable)
 from tilelang.codegen.lower.predicated import predicated_load, predicated_store
 from tilelang.codegen.lower.table import lowers
 from tilelang.ir.ops import BuiltinOp
@@ -52,7 +54,7 @@ class TileAccess:
     is the constant given (an int: vectors as wide as it allows)."""
 
     def __init__(self, kern: KernelEmitter, arr: ArrayVal, start: list[ir.Value],
-                 shape: tuple[int, ...], order: tuple[int, ...] | None, layout: Layout,
+                 shape: tuple[int, ...], order: tuple[int, ...] | None, layout: Layout, *,
                  mask: tuple[ir.Value, ...] | None = None, aligned: bool | int | None = True,
                  mask_rows: bool = False):
         b = kern.builder
@@ -146,7 +148,7 @@ class TileAccess:
         b = self.kern.builder
         if not isinstance(v, ir.Argument):
             return b.trunc(v, I32)
-        cache = self.kern._cache.setdefault("memory.narrow", {})
+        cache = self.kern.narrowed
         got = cache.get(id(v))
         if got is None:
             with b.goto_block(self.kern.entry):
@@ -399,43 +401,11 @@ class TileAccess:
                 align=len(grp) * self.itemsize)
 
 
-def access_vector_width(arr: ArrayVal, axes: tuple[int, ...], layout: Layout,
-                        aligned: bool | int | None = True) -> int:
-    """Registers per vector access of a tile of `arr` in `layout` (1: scalar accesses)."""
-    if not vectorizable(arr, axes):
-        return 1
-    vw = vector_width(layout, axes.index(arr.rank - 1))
-    while vw > 1 and (vw * arr.dtype.itemsize > 16 or (type(aligned) is int and aligned % vw)):
-        vw //= 2
-    return vw
-
-
 def _phi2(b: ir.IRBuilder, x: ir.Value, bx: ir.Block, y: ir.Value, by: ir.Block) -> ir.Value:
     phi = b.phi(x.type)
     phi.add_incoming(x, bx)
     phi.add_incoming(y, by)
     return phi
-
-
-def vectorizable(arr: ArrayVal, axes: tuple[int, ...]) -> bool:
-    """The facts allow 16-byte vectors along the array's last axis: it is contiguous, and
-    every other stride keeps a vector that starts on a multiple of its width 16-byte
-    aligned (a tile's start along the last axis is a multiple of the tile width)."""
-    return bool(axes) and arr.facts.contiguous and arr.facts.aligned16
-
-
-def access_layout(kern: KernelEmitter, arr: ArrayVal, axes: tuple[int, ...],
-                  shape: tuple[int, ...], dtype) -> Layout:
-    """The layout a tile is loaded in: vectors and lanes along the tile axis that is
-    contiguous in memory; one element per thread when no vector access is possible, so that a
-    warp's scalar accesses are still consecutive."""
-    if not shape:
-        return kern.scalar_layout
-    fast = axes.index(arr.rank - 1) if arr.rank - 1 in axes else len(shape) - 1
-    if fast == len(shape) - 1 and vectorizable(arr, axes):
-        return kern.layout_for_shape(shape, dtype)
-    width = 16 if vectorizable(arr, axes) else dtype.itemsize
-    return blocked(shape, dtype.itemsize, kern.threads, vector_bytes=width, fast_axis=fast)
 
 
 def _padding(kern: KernelEmitter, op: BuiltinOp, dtype) -> ir.Value:
@@ -509,12 +479,6 @@ def tile_start(kern: KernelEmitter, op: BuiltinOp, shape: tuple[int, ...]):
     return [kern.index_i64(i) for i in items], aligned
 
 
-def tile_indexed(op: BuiltinOp) -> bool:
-    """A plain tile access (whole tiles by `index`, no mask): what the tensor-core operand
-    pipelines and epilogues take over."""
-    return "index" in op.arg_map and "mask" not in op.arg_map
-
-
 def _mask_regs(kern: KernelEmitter, op: BuiltinOp, layout: Layout, arr: ArrayVal,
                axes: tuple[int, ...]) -> tuple[tuple | None, bool]:
     """(the mask's registers in `layout`, or None; whether the mask is broadcast along the
@@ -539,10 +503,6 @@ def _mask_regs(kern: KernelEmitter, op: BuiltinOp, layout: Layout, arr: ArrayVal
 
 @lowers("load")
 def load(kern: KernelEmitter, op: BuiltinOp) -> TileVal:
-    from tilelang.codegen.lower import stream      # it imports this module
-    later = stream.deferred(kern, op)
-    if later is not None:
-        return later                                # its store loads it (stream.py)
     args = op.arg_map
     arr = kern.array(args["A"])
     rt = op.result.type
@@ -552,17 +512,13 @@ def load(kern: KernelEmitter, op: BuiltinOp) -> TileVal:
     lay = access_layout(kern, arr, axes, shape, rt.dtype)
     start, aligned = tile_start(kern, op, shape)
     mask, rows = _mask_regs(kern, op, lay, arr, axes)
-    acc = TileAccess(kern, arr, start, shape, order, lay, mask, aligned, rows)
+    acc = TileAccess(kern, arr, start, shape, order, lay, mask=mask, aligned=aligned,
+                     mask_rows=rows)
     return TileVal(rt.dtype, lay, acc.load(_padding(kern, op, rt.dtype)))
 
 
 @lowers("store")
 def store(kern: KernelEmitter, op: BuiltinOp) -> None:
-    from tilelang.codegen.lower import stream      # it imports this module
-    s = stream.streams(kern, op)
-    if s is not None:
-        stream.emit(kern, s)
-        return
     args = op.arg_map
     arr = kern.array(args["A"])
     t = kern.tile(args["tile"])
@@ -573,7 +529,8 @@ def store(kern: KernelEmitter, op: BuiltinOp) -> None:
         t = convert(kern, t, want)
     start, aligned = tile_start(kern, op, tuple(t.shape))
     mask, rows = _mask_regs(kern, op, t.layout, arr, tuple(range(arr.rank)))
-    acc = TileAccess(kern, arr, start, tuple(t.shape), None, t.layout, mask, aligned, rows)
+    acc = TileAccess(kern, arr, start, tuple(t.shape), None, t.layout, mask=mask,
+                     aligned=aligned, mask_rows=rows)
     gated(kern, kern.owner(t.layout), lambda: acc.store(t.regs))
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
-from tilelang.codegen.llvm.kernel import KernelEmitter, TileVal
+from tilelang.codegen.emit.kernel import KernelEmitter, TileVal
 from tilelang.codegen.lower.table import lowers
 from tilelang.ir.ops import BuiltinOp
 from tilelang.ir.values import Value

@@ -24,9 +24,10 @@ from typing import Callable, Sequence
 import llvmlite.ir as ir
 
 from tilelang.codegen.layouts.distributed import Layout, drop_axes
-from tilelang.codegen.llvm.kernel import I32, KernelEmitter, TileVal
-from tilelang.codegen.llvm.sync import shuffle_xor, storage_bytes
+from tilelang.codegen.emit.kernel import I32, KernelEmitter, TileVal
+from tilelang.codegen.emit.sync import shuffle_xor, storage_bytes
 from tilelang.codegen.lower.table import lowers
+from tilelang.codegen.plan.streams import reduced_axes
 from tilelang.ir.ops import BuiltinOp
 from tilelang.sema.types import F32, I32 as T_I32, DType
 
@@ -158,12 +159,7 @@ def across(kern: KernelEmitter, L: Layout, out_layout: Layout, acc: list, dtypes
 
 
 def _axes(kern: KernelEmitter, op: BuiltinOp, rank: int) -> tuple[tuple[int, ...], bool]:
-    args = op.arg_map
-    keep = bool(args["keepdims"].value) if "keepdims" in args else False
-    if "axis" not in args or args["axis"] is None:
-        return tuple(range(rank)), keep
-    ax = kern.const_ints(args["axis"])[0] % rank
-    return (ax,), keep
+    return reduced_axes(op, rank)
 
 
 def _acc_dtype(kind: str, x: DType, result: DType) -> DType:
@@ -200,10 +196,6 @@ class Reduction:
 
 @lowers("sum", "prod", "max", "min")
 def reduce(kern: KernelEmitter, op: BuiltinOp) -> TileVal:
-    from tilelang.codegen.lower import stream      # it imports this module
-    s = stream.streams(kern, op)
-    if s is not None:
-        return stream.emit(kern, s)                 # its input is loaded vector by vector
     x = kern.tile(op.arg_map["x"])
     red = Reduction(kern, op, x.dtype, x.layout.rank)
     states = [red.state(r) for r in x.regs]

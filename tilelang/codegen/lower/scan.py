@@ -26,10 +26,10 @@ from math import prod
 import llvmlite.ir as ir
 
 from tilelang.codegen.layouts.distributed import Layout, linear_index, log2, thread_bits
-from tilelang.codegen.llvm.kernel import I32, KernelEmitter, TileVal
-from tilelang.codegen.llvm.sync import convert, storage_bytes
+from tilelang.codegen.emit.kernel import I32, KernelEmitter, TileVal
+from tilelang.codegen.emit.sync import convert, storage_bytes
 from tilelang.codegen.lower.table import lowers
-from tilelang.codegen.llvm.warp import shuffle_up
+from tilelang.codegen.emit.warp import shuffle_up
 from tilelang.ir.ops import BuiltinOp
 from tilelang.sema.types import F32, F64, DType
 

@@ -3,13 +3,13 @@
 registers under a new register bit, and `extract` picks registers when the sub-tile's high
 coordinate bits are register bits. `broadcast_to` renames registers into the target's default
 layout; `extract` whose sub-tile spans other threads, and broadcasts that need elements of
-other threads, go through shared memory (llvm.sync.gather_elements)."""
+other threads, go through shared memory (emit.sync.gather_elements)."""
 
 from __future__ import annotations
 
 from tilelang.codegen.layouts import distributed as L
-from tilelang.codegen.llvm.kernel import KernelEmitter, TileVal
-from tilelang.codegen.llvm.sync import broadcast, convert, gather_elements
+from tilelang.codegen.emit.kernel import KernelEmitter, TileVal
+from tilelang.codegen.emit.sync import broadcast, convert, gather_elements
 from tilelang.codegen.lower.table import lowers
 from tilelang.ir.ops import BuiltinOp
 
@@ -18,17 +18,8 @@ def _x(kern: KernelEmitter, op: BuiltinOp) -> TileVal:
     return kern.tile(op.arg_map["x"])
 
 
-def _streamed(kern: KernelEmitter, op: BuiltinOp):
-    """The placeholder of a relabelling computed per vector by its streams (stream.py)."""
-    from tilelang.codegen.lower import stream      # it imports this module's users
-    return stream.deferred(kern, op)
-
-
 @lowers("reshape")
 def reshape(kern: KernelEmitter, op: BuiltinOp) -> TileVal:
-    later = _streamed(kern, op)
-    if later is not None:
-        return later
     x = _x(kern, op)
     shape = tuple(op.result.type.shape)
     return TileVal(x.dtype, L.reshape(x.layout, shape), x.regs)
@@ -54,9 +45,6 @@ def transpose(kern: KernelEmitter, op: BuiltinOp) -> TileVal:
 
 @lowers("expand_dims")
 def expand_dims(kern: KernelEmitter, op: BuiltinOp) -> TileVal:
-    later = _streamed(kern, op)
-    if later is not None:
-        return later
     x = _x(kern, op)
     axis = kern.const_ints(op.arg_map["axis"])[0] % (x.layout.rank + 1)
     return TileVal(x.dtype, L.expand_dims(x.layout, axis), x.regs)

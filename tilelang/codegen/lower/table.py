@@ -1,22 +1,22 @@
 """The lowering table: op name (or registry group) -> emitter function.
 
-An op family is one `lower_<family>.py` file whose functions are registered with `@lowers(...)`
-(by BuiltinOp name) or `@lowers_group(...)` (a registry group, used when no name matches);
-`generate.py` imports every family once, but the matrix products' (lower/matmul.py, which
-pulls in the tensor-core modules: ~16 ms of CPU to import) only when a kernel has one:
-`lookup` imports it for `PRODUCTS` and llvm/control.py consults it only then. An emitter is called as `fn(kern, op)` with the
-`KernelEmitter` (llvm/kernel.py) and the `BuiltinOp`, and returns the result `TileVal` (None for
-void ops). An op with no entry is reported as unsupported (E0780) instead of a traceback.
+An op family is one module of `lower/` (the tensor-core ones in `lower/tensorcore/`) whose
+functions are registered with `@lowers(...)` (by BuiltinOp name) or `@lowers_group(...)` (a
+registry group, used when no name matches). generate.py imports every family once, but the
+matrix products' (lower/tensorcore/matmul.py, which pulls in the tensor-core modules: ~16 ms of
+CPU to import) only when a kernel has one: the dispatch (walk.py's `lowering_of`) imports it
+on the first of `PRODUCTS`. An emitter is called as `fn(kern, op)` with the `KernelEmitter`
+(emit/kernel.py) and the `BuiltinOp`, and returns the result `TileVal` (None for void ops). An
+op with no entry is reported as unsupported (E0780) instead of a traceback.
 """
 
 from __future__ import annotations
 
-from importlib import import_module
 from typing import Callable
 
 LOWERINGS: dict[str, Callable] = {}
 GROUP_LOWERINGS: dict[str, Callable] = {}
-PRODUCTS = ("mma", "matmul", "@")      # the matrix products: lower/matmul.py, on first use
+PRODUCTS = ("mma", "matmul", "@")      # the matrix products: lower/tensorcore/matmul.py
 
 
 def lowers(*names: str):
@@ -36,6 +36,4 @@ def lowers_group(*groups: str):
 
 
 def lookup(name: str, group: str) -> Callable | None:
-    if name in PRODUCTS and name not in LOWERINGS:
-        import_module("tilelang.codegen.lower.matmul")      # registers them
     return LOWERINGS.get(name) or GROUP_LOWERINGS.get(group)

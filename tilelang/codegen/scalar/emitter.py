@@ -18,7 +18,7 @@ built from (tanh's exp) follow the op's choice, not their own.
     v = se.emit("+", [x, 1], [F32, None], F32)     # a loose constant is materialized as f32
 
 Nothing emitted here becomes a call: transcendental functions are polynomials with explicit
-range reduction (scalar/math.py), conversions are instructions or integer code
+range reduction (scalar/functions.py, scalar/math.py), conversions are instructions or integer code
 (scalar/cast.py), so the PTX always links without libdevice.
 """
 
@@ -29,7 +29,7 @@ from typing import Mapping, Sequence
 import llvmlite.ir as ir
 
 from tilelang.codegen.scalar import cast as scalar_cast
-from tilelang.codegen.scalar import math as scalar_math
+from tilelang.codegen.scalar import functions as scalar_functions
 from tilelang.codegen.scalar.ir import IRKit
 from tilelang.sema.builtins_math import APPROXIMATED, PRECISIONS
 from tilelang.sema.constants import ConstStr, ConstValue, materialize
@@ -169,7 +169,7 @@ class ScalarEmitter(IRKit):
             return self.cast(self.builder.fadd(self.builder.fmul(w[0], w[1]), w[2]), F64, dt)
         wide = F32 if dt.bits < 32 else dt
         wvals = [self.cast(v, dt, wide) for v in vals]
-        r = scalar_math.evaluate(self, op_name, wvals, wide)
+        r = scalar_functions.evaluate(self, op_name, wvals, wide)
         return self.cast(r, wide, dt)
 
     def combine(self, kind: str, a: ir.Value, b: ir.Value, dtype: DType) -> ir.Value:

@@ -1,7 +1,7 @@
 """A float as NumPy prints a scalar of its type (`str` of a 0-d array, the interpreter's
 `print`), computed at compile time in plain Python for constants that `print` shows.
 
-The rules are llvm/format.py's, which does the same on the device: the shortest digits that
+The rules are emit/format.py's, which does the same on the device: the shortest digits that
 read back to the same value, nearest to it, ties to the even digit (the rounding interval
 includes its ends when the mantissa is even); positional for 0 and 1e-4 <= |x| < 1e3 (f16),
 1e6 (f32), 1e16 (f64), else scientific with a signed exponent of at least two digits.

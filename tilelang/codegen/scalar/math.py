@@ -4,7 +4,7 @@ instructions. Nothing here becomes a call, so no libdevice is needed.
 
 Precise algorithms (the default): classical range reduction + polynomials whose
 coefficients are exact series terms (scalar/consts.py), evaluated with fma. The accuracy of
-each function is stated in docs/numerics.md and checked by tests/codegen/test_scalar_math.py.
+each function is stated in docs/numerics.md and checked by tests/codegen/scalar/test_scalar_math.py.
 While an op that may be approximated is emitted (`k.fast_math`, set per op by the emitter from
 the precision mode), some are replaced by the hardware approximations (`ex2.approx`, `lg2.approx`,
 `sin/cos.approx`, `tanh.approx`, `rsqrt.approx`), with the errors documented there.
@@ -41,14 +41,6 @@ class _Prec:
 
 def _p(t: ir.Type) -> _Prec:
     return _Prec(t)
-
-
-def evaluate(k: IRKit, op: str, args, dtype) -> ir.Value:
-    """`op` on f32 or f64 registers (dtype F32 or F64); returns a register of the same type."""
-    fn = _OPS.get(op)
-    if fn is None:
-        raise NotImplementedError(f"`{op}` on {dtype} is not implemented yet")
-    return fn(k, *args)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -273,45 +265,3 @@ def exp2_dd(k: IRKit, hi, lo):
     e = k.poly(r_hi, p.exp_terms)
     e = k.fma(e, r_lo, e)
     return _scale_exp(k, p, e, kf)
-
-
-def _special(name):
-    def fn(k, *args):
-        from tilelang.codegen.scalar import special as S
-        if name == "tanh":
-            return S.tanh(k, args[0], exp)
-        if name in ("pow", "**"):
-            return S.pow_(k, args[0], args[1], log2_dd, exp2_dd)
-        if name in ("//", "floordiv"):
-            return S.float_floordiv(k, *args)
-        if name == "%":
-            return S.float_mod(k, *args)
-        return getattr(S, name)(k, *args)
-    return fn
-
-
-def _trig(name):
-    def fn(k, x):
-        from tilelang.codegen.scalar import trig as scalar_trig
-        return getattr(scalar_trig, name)(k, x)
-    return fn
-
-
-def fma(k: IRKit, a, b_, c):
-    return k.fma(a, b_, c)
-
-
-def _more(name):
-    def fn(k, *args):
-        from tilelang.codegen.scalar import more_math
-        return getattr(more_math, name)(k, *args)
-    return fn
-
-
-_OPS = {"exp": exp, "exp2": exp2, "log": log, "log2": log2, "sqrt": sqrt, "rsqrt": rsqrt,
-        "sigmoid": sigmoid, "sin": _trig("sin"), "cos": _trig("cos"), "fma": fma,
-        **{n: _special(n) for n in ("tanh", "erf", "atan2", "pow", "**", "%", "//",
-                                    "floordiv", "fmod")},
-        **{n: _more(n) for n in ("log10", "log1p", "expm1", "cbrt", "hypot", "tan", "atan",
-                                 "asin", "acos", "sinh", "cosh", "asinh", "acosh",
-                                 "atanh")}}

@@ -21,7 +21,10 @@ from __future__ import annotations
 import llvmlite.ir as ir
 
 from tilelang.codegen.scalar import consts as K
+from tilelang.codegen.scalar import trig
 from tilelang.codegen.scalar.ir import F32, F64, IRKit
+from tilelang.codegen.scalar.math import exp, exp2_dd, log, log2_dd
+from tilelang.codegen.scalar.special import atan2
 
 
 def _in_f64(fn):
@@ -36,7 +39,6 @@ def _in_f64(fn):
 
 
 def _log2_dd(k: IRKit, x):
-    from tilelang.codegen.scalar.math import log2_dd
     return log2_dd(k, x)
 
 
@@ -53,7 +55,6 @@ def log10(k: IRKit, x):
 
 @_in_f64
 def log1p(k: IRKit, x):
-    from tilelang.codegen.scalar.math import log
     b = k.builder
     one = k.c(F64, 1.0)
     u = b.fadd(one, x)
@@ -65,7 +66,6 @@ def log1p(k: IRKit, x):
 
 @_in_f64
 def expm1(k: IRKit, x):
-    from tilelang.codegen.scalar.math import exp, log
     b = k.builder
     one = k.c(F64, 1.0)
     u = exp(k, x)
@@ -78,7 +78,6 @@ def expm1(k: IRKit, x):
 
 @_in_f64
 def cbrt(k: IRKit, x):
-    from tilelang.codegen.scalar.math import exp2_dd
     b = k.builder
     a = k.fabs(x)
     hi, lo = _log2_dd(k, a)
@@ -126,7 +125,6 @@ def hypot(k: IRKit, x, y):
 def tan(k: IRKit, x):
     """sin(r) / cos(r) of |x| reduced (quadrant q: -cos/sin when q is odd), negated for
     negative x; NaN for ±inf and NaN, -0 kept."""
-    from tilelang.codegen.scalar import trig
     b = k.builder
     a = k.fabs(x)
     q, r, rlo = trig.reduce_pio2(k, a)
@@ -142,7 +140,6 @@ def tan(k: IRKit, x):
 
 @_in_f64
 def atan(k: IRKit, x):
-    from tilelang.codegen.scalar.special import atan2
     return atan2(k, x, k.c(F64, 1.0))
 
 
@@ -155,7 +152,6 @@ def _asin_parts(k: IRKit, x):
 
 @_in_f64
 def asin(k: IRKit, x):
-    from tilelang.codegen.scalar.special import atan2
     b = k.builder
     r = atan2(k, x, _asin_parts(k, x))
     # |x| > 1 gives NaN (the square root of a negative number), -0 stays -0
@@ -164,13 +160,11 @@ def asin(k: IRKit, x):
 
 @_in_f64
 def acos(k: IRKit, x):
-    from tilelang.codegen.scalar.special import atan2
     return atan2(k, _asin_parts(k, x), x)
 
 
 def _exp_half_squared(k: IRKit, a):
     """e^a / 2 for large a without overflowing early: (e^(a/2))^2 / 2."""
-    from tilelang.codegen.scalar.math import exp
     b = k.builder
     h = exp(k, b.fmul(a, k.c(F64, 0.5)))
     return b.fmul(b.fmul(h, k.c(F64, 0.5)), h)
@@ -190,7 +184,6 @@ def sinh(k: IRKit, x):
 
 @_in_f64
 def cosh(k: IRKit, x):
-    from tilelang.codegen.scalar.math import exp
     b = k.builder
     a = k.fabs(x)
     e = exp(k, a)
@@ -205,7 +198,6 @@ def cosh(k: IRKit, x):
 def asinh(k: IRKit, x):
     """log1p(a + a^2 / (1 + sqrt(1 + a^2))) for a = |x| (no cancellation near 0), the sign of
     x; beyond 2^28 log(a) + ln 2 (a^2 would overflow, and 1 + a^2 is a^2 anyway)."""
-    from tilelang.codegen.scalar.math import log
     b = k.builder
     one = k.c(F64, 1.0)
     a = k.fabs(x)
@@ -221,7 +213,6 @@ def asinh(k: IRKit, x):
 def acosh(k: IRKit, x):
     """log1p(t + sqrt(t (t + 2))) with t = x - 1 (exact near 1); beyond 2^28 log(x) + ln 2;
     NaN below 1."""
-    from tilelang.codegen.scalar.math import log
     b = k.builder
     t = b.fsub(x, k.c(F64, 1.0))
     small = log1p(k, b.fadd(t, k.intrinsic("llvm.sqrt", [b.fmul(t, b.fadd(t, k.c(F64, 2.0)))])))

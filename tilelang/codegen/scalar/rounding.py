@@ -4,7 +4,7 @@ Code generation only needs these one value at a time, so they use `struct` (f32 
 f16 via 'e': both round a double to nearest even, and raise OverflowError where the result
 would be infinite) and bit arithmetic, never NumPy or ml_dtypes, whose imports would cost more
 than a whole small compile. The results are the registry's (sema/types.py `round_to_*`,
-builtins_dtype.py `to_bits`), which tests/codegen/test_rounding.py checks value for value.
+builtins_dtype.py `to_bits`), which tests/codegen/scalar/test_rounding.py checks value for value.
 """
 
 from __future__ import annotations

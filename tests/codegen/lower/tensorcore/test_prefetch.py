@@ -1,0 +1,163 @@
+"""A loop whose body does more than load -> one product (attention) copies its product
+operands one iteration ahead into a ring of images of their own (lower/tensorcore/mma_prefetch.py), by
+TMA or cp.async: results on the emulator against NumPy over enough iterations for the ring to
+wrap, ragged and empty loops, under the race checker (which checks the cp.async rings; it
+does not model mbarriers, so a TMA ring's launch is checked by its results), and the PTX of
+the loop (one barrier per iteration, the copies of the next iteration before the products)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tilelang.tools.sass import ptx_loop_lines
+from wgmma_support import attention_reference, run
+
+ROOT = Path(__file__).resolve().parents[4]
+TMA_LOAD = r"cp\.async\.bulk\.tensor\.\dd\.shared::cluster\.global"
+
+# two products per iteration with element-wise work between them, both B operands loaded
+# in the loop (one through a transpose), A kept from before the loop
+TWO = """
+@launch(reqntid = (128, 1, 1))
+kernel two(a: Array[f16, 2], k: Array[f16, 2], v: Array[f16, 2], c: Array[f32, 2], n: i32) {
+    let ta = load(a, index = (0, 0), shape = (64, 64));
+    var acc = zeros((64, 64), f32);
+    for j in range(n) {
+        let tk = load(k, index = (j, 0), shape = (64, 64), padding = 0);
+        let tv = load(v, index = (j, 0), shape = (64, 64), padding = 0);
+        let s = mma(ta, transpose(tk), zeros((64, 64), f32)) * 0.25;
+        acc = mma(astype(s, f16), tv, acc);
+    }
+    store(c, index = (0, 0), tile = acc);
+}
+"""
+
+
+def _two_reference(a, k, v, n):
+    pad = -k.shape[0] % 64
+    kk = np.concatenate([k, np.zeros((pad, 64), k.dtype)]).astype(np.float64)
+    vv = np.concatenate([v, np.zeros((pad, 64), v.dtype)]).astype(np.float64)
+    acc = np.zeros((64, 64))
+    for j in range(0, 64 * n, 64):
+        s = (a.astype(np.float64) @ kk[j:j + 64].T * 0.25).astype(np.float16)
+        acc = s.astype(np.float64) @ vv[j:j + 64] + acc
+    return acc
+
+
+@pytest.mark.parametrize("tma", [True, False])
+@pytest.mark.parametrize("rows,n", [(64 * 5, 5), (200, 4), (64, 0)])
+def test_two_products_per_iteration(rows, n, tma):
+    # 5 iterations: the two-stage ring wraps; 200 rows: a ragged last tile (zero-filled);
+    # n = 0: the loop never runs (cp.async: the prologue's copies are waited for at the exit;
+    # TMA: none is issued). TMA is the default; without it, cp.async
+    rng = np.random.default_rng(rows)
+    a = rng.integers(-3, 4, (64, 64)).astype(np.float16)
+    k = rng.integers(-3, 4, (rows, 64)).astype(np.float16)
+    v = rng.integers(-3, 4, (rows, 64)).astype(np.float16)
+    arrays = {"a": a, "k": k, "v": v, "c": np.full((64, 64), np.nan, np.float32)}
+    res, _ = run(TWO, "two", arrays, (1,), scalars=[np.int32(n)], race_check=True, tma=tma)
+    assert np.array_equal(arrays["c"], _two_reference(a, k, v, n))
+    ptx = res.ptx
+    lines = ptx.splitlines()
+    text = "\n".join(lines[n - 1] for n in ptx_loop_lines(ptx))
+    # the ring is its own buffer of two stages of two 8 KiB images (and, with TMA, a 64-bit
+    # mbarrier per stage, in whole KiB); one barrier per iteration; nothing exchanged
+    ring = 32768 + (1024 if tma else 0)
+    assert re.search(rf"\.shared \.align 1024 \.b8 __tile_kept\d+_two\[{ring}\];", ptx)
+    assert text.count("bar.sync") == 1 and "st.shared" not in text
+    if tma:
+        # thread 0 copies two tiles (one 128-byte panel each) per stage: the prologue's and
+        # the loop's (LLVM places that branch, and the phase wait's spin, after the loop's
+        # lines); nothing by cp.async
+        assert len(re.findall(TMA_LOAD, ptx)) == 4 and "cp.async.cg" not in ptx
+        assert "mbarrier.try_wait.parity" in ptx
+    else:
+        # one wait for the copies, the next iteration's copies (two 8 KiB tiles over 128
+        # threads: 4 chunks of 16 bytes each per thread), then the MMAs
+        assert text.count("cp.async.wait_group") == 1
+        assert text.count("cp.async.cg.shared.global") == 8
+        assert text.index("cp.async.commit_group") < text.index("wgmma.mma_async")
+
+
+def test_attention_loop_is_prefetched():
+    from tilelang.diagnostics import render_all
+    from tilelang.driver import Options, compile_source
+    src = (ROOT / "examples" / "attention.tile").read_text()
+    res = compile_source(src, "attention.tile", Options(
+        target="sm_90a", defines={"BM": "64", "BN": "64", "D": "64", "CAUSAL": "false"}),
+        kernels=["attention_f16"], until="ptx")
+    assert res.ok, render_all(res.diagnostics)
+    lines = res.ptx.splitlines()
+    text = "\n".join(lines[n - 1] for n in ptx_loop_lines(res.ptx))
+    # one barrier; thread 0 copies K and V by TMA (the prologue's key tile and, in the
+    # loop, the next one); 8 MMAs
+    assert text.count("bar.sync") == 1 and "fence.proxy.async" not in text
+    assert len(re.findall(TMA_LOAD, res.ptx)) == 4 and "cp.async.cg" not in res.ptx
+    assert text.count("wgmma.mma_async") == 8
+
+
+ATTENTION_SMALL = ROOT / "examples" / "attention.tile"
+
+
+@pytest.mark.parametrize("d,bn,causal,seq", [(64, 64, "false", 200), (128, 32, "true", 100)])
+def test_attention_under_the_race_checker(d, bn, causal, seq):
+    # several key tiles per block (the ring wraps), ragged; the emulator's race checker sees
+    # every shared-memory access of the ring, the kept Q image and the exchanges
+    rng = np.random.default_rng(d)
+    q, k, v = (rng.standard_normal((1, seq, d)).astype(np.float16) for _ in range(3))
+    arrays = {"q": q, "k": k, "v": v, "o": np.full((1, seq, d), np.nan, np.float16)}
+    scale = 1.0 / np.sqrt(d)
+    defines = {"BM": "64", "BN": str(bn), "D": str(d), "CAUSAL": causal}
+    run(ATTENTION_SMALL.read_text(), "attention_f16", arrays, (-(-seq // 64), 1),
+        scalars=[np.float32(scale)], defines=defines, race_check=True)
+    want = attention_reference(q[0], k[0], v[0], scale, causal)
+    got = arrays["o"][0].astype(np.float64)
+    assert np.abs(got - want).max() / np.abs(want).max() < 4e-3
+
+
+RAGGED = """
+@launch(reqntid = (128, 1, 1))
+kernel mm(a: Array[f16, 2], b: Array[f16, 2], c: Array[f32, 2]) {
+    var acc = zeros((64, 64), f32);
+    for kk in range(num_tiles(a, axis = 1, shape = (64, 64))) {
+        let ta = load(a, index = (bid(0), kk), shape = (64, 64), padding = 0);
+        let tb = load(b, index = (kk, bid(1)), shape = (64, 64), padding = 0);
+        acc = mma(ta, tb, acc);
+    }
+    store(c, index = (bid(0), bid(1)), tile = acc);
+}
+"""
+
+
+def test_one_operand_prefetched_the_other_through_registers():
+    # a's rows are 132 bytes (no 16-byte facts): no ring of both operands, a goes through
+    # registers every step while b (aligned) is copied a step ahead by TMA
+    rng = np.random.default_rng(5)
+    a = rng.integers(-3, 4, (100, 66)).astype(np.float16)
+    b = rng.integers(-3, 4, (66, 72)).astype(np.float16)
+    arrays = {"a": a, "b": b, "c": np.full((100, 72), np.nan, np.float32)}
+    res, _ = run(RAGGED, "mm", arrays, (2, 2), race_check=True)
+    assert "b" in [m.array for m in res.codegen.kernel("mm").tensor_maps]
+    assert "a" not in [m.array for m in res.codegen.kernel("mm").tensor_maps]
+    assert np.array_equal(arrays["c"], a.astype(np.float64) @ b.astype(np.float64))
+
+
+def test_a_replicating_warp_group_does_not_copy_again():
+    # 384 threads: the layouts use 256, the third warp group replicates the first; only the
+    # block's thread 0 (not its replica, thread 256) may announce and issue a stage's TMA
+    src = TWO.replace("reqntid = (128, 1, 1)", "reqntid = (384, 1, 1)")
+    rng = np.random.default_rng(9)
+    a = rng.integers(-3, 4, (64, 64)).astype(np.float16)
+    k = rng.integers(-3, 4, (200, 64)).astype(np.float16)
+    v = rng.integers(-3, 4, (200, 64)).astype(np.float16)
+    arrays = {"a": a, "k": k, "v": v, "c": np.full((64, 64), np.nan, np.float32)}
+    res, rep = run(src, "two", arrays, (1,), scalars=[np.int32(4)])
+    assert np.array_equal(arrays["c"], _two_reference(a, k, v, 4))
+    # 4 stages announced, 2 tiles each, by one thread
+    ops = rep.instructions
+    assert ops["mbarrier.arrive.expect_tx.shared::cta.b64"] == 4
+    assert sum(n for o, n in ops.items() if re.match(TMA_LOAD, o)) == 8

@@ -1,0 +1,145 @@
+"""Compile a module for C export (docs/cli.md "C export").
+
+A kernel is specialized on facts about its array arguments (docs/abi.md, "Specialization
+facts"); the Python runtime computes them per launch and builds what is missing, which a C
+host cannot do. So every kernel ships in two variants, chosen per launch by the C launcher
+from the same facts the runtime computes (`tilelang/runtime/args.py: facts_key`):
+
+- `fast`: every array contiguous, aligned16, extent16, small and describable by a tensor map
+  (what an ordinary dense buffer satisfies; TMA and 32-bit offsets where the kernel uses them);
+- `generic`: no fact assumed, valid for any array the ABI allows (strided, broadcast,
+  unaligned, ragged, huge).
+Both are compiled with the same `const` values (the module's defaults and `-D`), so a launch
+gives the same results whichever runs.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from ..codegen.api import ArrayFacts, KernelArtifact
+from ..diagnostics import Diagnostic, Severity, TileError, register_codes
+from ..driver import Options, compile_source, inspect_source
+from ..record import record
+
+register_codes({"E0280": "the name of a C export is not usable as a C identifier prefix"})
+
+
+@record(frozen=True)
+class Variant:
+    name: str
+    facts: ArrayFacts
+    meaning: str              # what a launch's arrays must satisfy (for the header's comment)
+
+
+VARIANTS = (
+    Variant("fast", ArrayFacts(contiguous=True, aligned16=True, extent16=True, small=True,
+                               tensor_map=True),
+            "every array dense along its last axis (stride 1), 16-byte aligned (address and "
+            "other strides), its last extent a multiple of 16 bytes, fewer than 2^31 elements "
+            "spanned, positive strides"),
+    Variant("generic", ArrayFacts(contiguous=False, aligned16=False, extent16=False,
+                                  small=False, tensor_map=False),
+            "any other arrays"),
+)
+
+
+@record(frozen=True)
+class CompiledVariant:
+    variant: Variant
+    ptx: str
+    cubin: bytes
+    kernels: tuple[KernelArtifact, ...]      # in the module's order
+
+    def kernel(self, name: str) -> KernelArtifact:
+        for k in self.kernels:
+            if k.name == name:
+                return k
+        raise KeyError(name)
+
+
+@record(frozen=True)
+class ExportedKernel:
+    name: str
+    signature: str                           # the Tile signature, const values filled in
+    consts: tuple[tuple[str, str], ...]      # (name, value as Tile source text)
+
+
+@record(frozen=True)
+class CExport:
+    prefix: str                              # of every exported C name
+    source: str                              # the .tile path, as given
+    target: str
+    kernels: tuple[ExportedKernel, ...]
+    variants: tuple[CompiledVariant, ...]    # in VARIANTS order
+
+
+_C_WORDS = frozenset("""auto break case char const continue default do double else enum extern
+float for goto if inline int long register restrict return short signed sizeof static struct
+switch typedef union unsigned void volatile while _Bool _Complex _Imaginary bool true false
+alignas alignof and and_eq asm bitand bitor catch char16_t char32_t char8_t class compl concept
+consteval constexpr constinit const_cast co_await co_return co_yield decltype delete
+dynamic_cast explicit export friend mutable namespace new noexcept not not_eq nullptr operator
+or or_eq private protected public reinterpret_cast requires static_assert static_cast template
+this thread_local throw try typeid typename using virtual wchar_t xor xor_eq""".split())
+
+
+def c_prefix(stem: str) -> str:
+    """The C identifier prefix for an export named `stem` (the output file's name without
+    `.c`); raises TileError E0280 when it cannot be one."""
+    name = re.sub(r"[^A-Za-z0-9_]", "_", stem)
+    if not name or name[0].isdigit() or name in _C_WORDS or name.startswith("__") \
+            or re.match(r"_[A-Z]", name):
+        raise TileError([Diagnostic(
+            Severity.ERROR, "E0280",
+            f"`{stem}` cannot name a C export: its functions are called `{name}_load`, "
+            f"`{name}_launch_KERNEL`, ..., so the name must be a C identifier that is not a "
+            "keyword or reserved (no leading digit, `__` or `_` and a capital)",
+            help="choose another output file name with -o NAME.c")])
+    return name
+
+
+def export_c(text: str, path: str, options: Options, prefix: str,
+             kernels: list[str] | None = None) -> CExport:
+    """Compile every kernel of the module (or `kernels`) in both variants. Raises TileError
+    with the compiler's diagnostics."""
+    sig = inspect_source(text, path, options)
+    names = list(kernels) if kernels else list(sig.kernels)
+    exported, compiled = [], []
+    for name in names:
+        if name not in sig.kernels:
+            known = ", ".join(sorted(sig.kernels)) or "none"
+            raise TileError([Diagnostic(Severity.ERROR, "E0270", f"`{path}` has no kernel "
+                                        f"`{name}`", help=f"its kernels are: {known}")])
+        k = sig.kernels[name]
+        consts = tuple((p.name, _const_text(p.default)) for p in k.params if p.kind == "const")
+        exported.append(ExportedKernel(name, _signature(k), consts))
+    for variant in VARIANTS:
+        facts = {n: {p.name: variant.facts for p in sig.kernels[n].params if p.kind == "array"}
+                 for n in names}
+        res = compile_source(text, path, options, kernels=names, facts=facts)
+        errors = [d for d in res.diagnostics if d.severity is Severity.ERROR]
+        if errors or res.cubin is None:
+            raise TileError(errors or list(res.diagnostics))
+        arts = tuple(res.codegen.kernel(n) for n in names)
+        compiled.append(CompiledVariant(variant, res.ptx, bytes(res.cubin), arts))
+    return CExport(prefix, path, options.target, tuple(exported), tuple(compiled))
+
+
+def _const_text(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return "?" if v is None else str(v)
+
+
+def _signature(k) -> str:
+    parts = []
+    for p in k.params:
+        if p.kind == "array":
+            parts.append(f"{p.name}: Array[{p.dtype.name}, {p.rank}]")
+        elif p.kind == "const":
+            parts.append(f"const {p.name}: {p.dtype.name} = {_const_text(p.default)}")
+        else:
+            parts.append(f"{p.name}: {p.dtype.name}")
+    return f"kernel {k.name}(" + ", ".join(parts) + ")"

@@ -1,0 +1,49 @@
+"""The values a kernel's emission binds to Tile IR values (`KernelEmitter.env`): a tile as the
+registers of one thread (`TileVal`), an `Array` parameter as its address, extents and strides
+(`ArrayVal`). docs/codegen.md describes the layouts a tile's registers follow."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import llvmlite.ir as ir
+
+from tilelang.codegen.api import ArrayFacts
+from tilelang.codegen.layouts.distributed import Layout
+from tilelang.record import field as rfield, record
+from tilelang.sema.types import DType
+
+
+@record(frozen=True)
+class TileVal:
+    """A tile (or scalar) as the registers of one thread: `regs[r]` holds the element at
+    register r of `layout`, in the compute type of `dtype`."""
+
+    dtype: DType
+    layout: Layout
+    regs: tuple[ir.Value, ...]
+    # the op that computed it when it can be computed again in another layout (emit/remat.py)
+    origin: Any = rfield(default=None, compare=False, repr=False)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.layout.shape
+
+    @property
+    def value(self) -> ir.Value:
+        """The one register of a scalar."""
+        assert len(self.regs) == 1
+        return self.regs[0]
+
+
+@record(frozen=True)
+class ArrayVal:
+    """An `Array` parameter: global address, extents and strides (i64, elements)."""
+
+    dtype: DType
+    rank: int
+    address: ir.Value
+    extents: tuple[ir.Value, ...]
+    strides: tuple[ir.Value, ...]
+    facts: ArrayFacts
+    name: str = ""

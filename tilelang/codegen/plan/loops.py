@@ -1,0 +1,628 @@
+"""Loops pass: how each run-time `for` loop around a tensor-core product is pipelined
+(docs/codegen.md, Plans; the protocols are lower/tensorcore/mma_pipeline.py's, lower/tensorcore/wgmma_product.py's
+and lower/tensorcore/mma_prefetch.py's).
+
+Rules:
+  R1 a loop is *pipelined* when (in exact thread mode) its body is pure scalar ops, two
+     deferred operand loads and one tensor-core `mma` that updates the only carried value,
+     both operands can be copied into their images (16-byte chunks along their contiguous
+     axis; for wgmma whole 32-byte panels), and a ring of at least 2 stages fits: the user's
+     `@launch(num_stages = n)` as far as one block's shared memory allows, else the largest
+     S <= MAX_STAGES whose ring fits the SM's shared memory divided by the blocks per SM the
+     registers allow (at most 2), and one block's limit;
+  R2 otherwise a loop whose body has warp-group products with deferred operands whose index
+     depends only on the loop variable, values from before the loop and pure scalar ops, and
+     no break/continue/return, is *prefetched*: those operands are copied one iteration (or
+     S - 1) ahead into a ring of their own, S = num_stages or DEFAULT_STAGES (the static
+     shared memory left when the loop is emitted may refuse it: lower/tensorcore/mma_prefetch.py);
+  R3 a wgmma ring's copies are TMA when every operand's array has the TMA facts (contiguous,
+     16-byte aligned, `tensor_map`), its tile keeps the array's order of the other axes and
+     every box extent is at most MAX_BOX; else cp.async;
+  R4 a TMA ring in a cluster is *multicast* when every CTA of the cluster runs the same
+     iterations and an operand's index does not depend on some clustered axis of `bid`;
+  R5 the first TMA ring outside any run-time loop, in a block of 2^k warp groups and one
+     more (plan/tensor_cores.producer_block), without multicast, is *warp-specialized*: the
+     last warp group produces and then exits, so no later loop is;
+  R6 a loop that is not pipelined carries (in exact mode) a value its body yields from a
+     tensor-core `mma` — directly or through element-wise ops, as attention's rescaled
+     output — in that product's accumulator layout, and a row statistic a kept-dims
+     reduction computes from such an accumulator (a running max or sum) in the reduction's
+     result layout: made once before the loop, never converted per iteration.
+"""
+
+from __future__ import annotations
+
+from math import prod
+from typing import Mapping
+
+from tilelang.codegen.api import TensorMapSpec
+from tilelang.codegen.layouts.distributed import Layout, drop_axes
+from tilelang.codegen.occupancy import ARCH_LIMITS
+from tilelang.codegen.plan.inputs import PlanInputs
+from tilelang.codegen.plan.operands import DeferredLoad, async_axis, is_pure_scalar
+from tilelang.codegen.plan.products import ProductsPlan
+from tilelang.ir.args import arg_values
+from tilelang.ir.ops import (Block, BreakOp, BuiltinOp, ConstantOp, ContinueOp, ForOp,
+                             ReturnOp, WhileOp, YieldOp, walk)
+from tilelang.ir.values import Value
+from tilelang.record import field, record
+
+MAX_STAGES = 4              # pipelined rings (R1)
+DEFAULT_STAGES = 2          # prefetch rings (R2)
+IMAGE_ALIGN = 1024          # a wgmma image's alignment: the 128-byte swizzle repeats every 8 rows
+MAX_BOX = 256               # a TMA box's largest extent (R3)
+KB = 1024
+
+
+def image_bytes(shape: tuple[int, ...], itemsize: int) -> int:
+    """A wgmma operand image's bytes: whole IMAGE_ALIGN units."""
+    return -(-prod(shape) * itemsize // IMAGE_ALIGN) * IMAGE_ALIGN
+
+
+def image_span(extent: int, itemsize: int) -> int:
+    """The swizzle span (128, 64 or 32 bytes: the widest that divides it) of a wgmma image
+    whose contiguous axis is a tile axis of `extent` elements; 0 when none does."""
+    for span in (128, 64, 32):
+        if extent * itemsize % span == 0:
+            return span
+    return 0
+
+
+def deferred_cax(kern, d: DeferredLoad, k_axis: int, itemsize: int) -> int | None:
+    """The contiguous axis a deferred load can be copied along into a wgmma image, if any."""
+    cax = async_axis(kern, d, k_axis, itemsize)
+    if cax is None:
+        return None
+    return cax if image_span(d.shape[cax], itemsize) > 0 else None
+
+
+def tma_spec(kern, d: DeferredLoad, cax: int, span: int, itemsize: int
+             ) -> tuple[TensorMapSpec, tuple] | None:
+    """(the tensor map, tile axis -> array axis) of deferred load `d` copied by TMA into a
+    wgmma image whose rows run along the load's tile axis `cax` in panels of `span` bytes,
+    or None when it does not qualify (R3)."""
+    if not kern.tma or span <= 0:
+        return None
+    args = d.op.arg_map
+    arr = kern.array(args["A"])
+    if not (arr.facts.contiguous and arr.facts.aligned16 and arr.facts.tensor_map) or \
+            not 2 <= arr.rank <= 5:
+        return None
+    order = kern.const_ints(args["order"]) if "order" in args else None
+    axes = tuple(order) if order is not None else tuple(range(arr.rank))
+    shape = tuple(d.op.result.type.shape)
+    if axes[cax] != arr.rank - 1:
+        return None
+    rest = [axes[t] for t in range(len(shape)) if t != cax]
+    if rest != sorted(rest):                 # the image's rows are the box's rows in order
+        return None
+    box = [span // itemsize]
+    for a in reversed(range(arr.rank - 1)):
+        box.append(shape[axes.index(a)])
+    if any(b > MAX_BOX for b in box):
+        return None
+    return TensorMapSpec(arr.name, arr.dtype, tuple(box), span), axes
+
+
+# ---------------------------------------------------------------------------------------------
+# Multicast (R4)
+
+MAX_SETS = 2                # distinct sharing patterns: one per operand of a product
+_UNIFORM_GRID = ("num_blocks", "cluster_size", "cdiv")
+_EMPTY: frozenset = frozenset()
+
+
+@record(frozen=True)
+class Multicast:
+    """The ring's multicast plan: the cluster's shape and, per TMA operand, the cluster axes
+    along which its CTAs share its tile (None: each CTA loads its own)."""
+
+    cluster: tuple[int, int, int]
+    groups: tuple[frozenset | None, ...]
+
+    @property
+    def size(self) -> int:
+        return self.cluster[0] * self.cluster[1] * self.cluster[2]
+
+    @property
+    def sets(self) -> list[frozenset]:
+        """The distinct sharing patterns, in operand order: each has its own empty mbarriers
+        and its own issuing CTA per sub-group."""
+        out: list[frozenset] = []
+        for g in self.groups:
+            if g is not None and g not in out:
+                out.append(g)
+        return out
+
+    def group_size(self, g: frozenset) -> int:
+        n = 1
+        for a in g:
+            n *= self.cluster[a]
+        return n
+
+    def pattern(self, g: frozenset) -> int:
+        """The mask of the sub-group of CTA 0: the ranks whose coordinates off `g` are 0."""
+        cx, cy, cz = self.cluster
+        m = 0
+        for z in (range(cz) if 2 in g else (0,)):
+            for y in (range(cy) if 1 in g else (0,)):
+                for x in (range(cx) if 0 in g else (0,)):
+                    m |= 1 << (x + cx * (y + cy * z))
+        return m
+
+
+def cluster_shape(kern) -> tuple[int, int, int] | None:
+    """The kernel's declared cluster shape on a target with clusters, or None."""
+    if not kern.target.clusters:
+        return None
+    k = kern.kernel
+    spec = getattr(k, "launch", None)
+    dims = spec.cluster if spec is not None else \
+        (k.attributes.get("cluster_dim") or k.attributes.get("cluster"))
+    if not dims:
+        return None
+    return tuple(dims) + (1,) * (3 - len(dims))
+
+
+class _Deps:
+    """The clustered axes (a frozenset) whose `bid` a value depends on, or None when it may
+    differ between the CTAs of a cluster for another reason (memory, cluster_rank, a
+    carried value)."""
+
+    def __init__(self, kernel, cluster):
+        self.cluster = cluster
+        self.defs: dict[int, object] = {}
+        self.ivs: dict[int, ForOp] = {}
+        for op in walk(kernel.body):
+            for r in op.results:
+                self.defs[r.id] = op
+            if isinstance(op, ForOp) and op.body.args:
+                self.ivs[op.body.args[0].id] = op
+        self.params = {p.id for p in kernel.params}
+        self.memo: dict[int, frozenset | None] = {}
+
+    def value(self, v) -> frozenset | None:
+        if v.id in self.memo:
+            return self.memo[v.id]
+        self.memo[v.id] = None                  # a cycle (a carried value) is not uniform
+        self.memo[v.id] = got = self._compute(v)
+        return got
+
+    def union(self, values) -> frozenset | None:
+        out = _EMPTY
+        for a in values:
+            d = self.value(a)
+            if d is None:
+                return None
+            out = out | d
+        return out
+
+    def _compute(self, v) -> frozenset | None:
+        if v.id in self.params:
+            return _EMPTY
+        loop = self.ivs.get(v.id)
+        if loop is not None:
+            return self.loop(loop)
+        op = self.defs.get(v.id)
+        if isinstance(op, ConstantOp):
+            return _EMPTY
+        if not isinstance(op, BuiltinOp) or op.result is None:
+            return None
+        if op.name == "bid":
+            axis = op.arg_map["axis"]
+            axis = getattr(axis, "value", axis)
+            if not isinstance(axis, int) or not 0 <= axis < 3:
+                return None
+            return frozenset((axis,)) if self.cluster[axis] > 1 else _EMPTY
+        if op.builtin.group == "grid" and op.name not in _UNIFORM_GRID:
+            return None
+        if not is_pure_scalar(op):
+            return None
+        return self.union(op.operands)
+
+    def loop(self, op: ForOp) -> frozenset | None:
+        return self.union((op.start, op.stop, op.step))
+
+
+def multicast_plan(kern, op: ForOp, loads) -> Multicast | None:
+    """Which of the ring's TMA operands (`loads`: their DeferredLoads) the CTAs of a cluster
+    share, and along which axes (R4); None when none or the kernel has no clusters."""
+    cluster = cluster_shape(kern)
+    if cluster is None or cluster[0] * cluster[1] * cluster[2] <= 1:
+        return None
+    if cluster[0] * cluster[1] * cluster[2] > 16:       # the mask is 16 bits
+        return None
+    deps = _Deps(kern.kernel, cluster)
+    if deps.loop(op) != _EMPTY:                 # every CTA runs the same iterations
+        return None
+    clustered = frozenset(a for a in range(3) if cluster[a] > 1)
+    groups = []
+    for d in loads:
+        dep = deps.union(arg_values(d.op.arg_map["index"]))
+        groups.append(None if dep is None or not clustered - dep else clustered - dep)
+    if all(g is None for g in groups):
+        return None
+    return Multicast(cluster, tuple(groups))
+
+
+# ---------------------------------------------------------------------------------------------
+# Pipelined loops (R1)
+
+@record(frozen=True)
+class LoopPlan:
+    """A pipelined product loop (R1, R3-R5)."""
+
+    mma: BuiltinOp
+    operands: tuple[DeferredLoad, DeferredLoad]
+    axes: tuple[int, int]          # each operand's contiguous tile axis (its image rows)
+    scalars: tuple                 # the body's pure scalar ops (re-evaluated per copy)
+    plan: object                   # tensor_cores.TensorCorePlan
+    stages: int
+    image_bytes: tuple[int, int]
+    stages_why: str = ""           # how the ring depth was chosen
+    tma: bool = False              # wgmma: the copies are TMA (R3), else cp.async
+    multicast: Multicast | None = None
+    warp_specialized: bool = False
+    nested: bool = False           # inside another run-time loop (a persistent kernel's)
+
+
+def _round(n: int, unit: int = 128) -> int:
+    return -(-n // unit) * unit
+
+
+def choose_stages(kern, stage_bytes: int, acc_regs: int) -> tuple[int, str]:
+    """(the ring depth for one stage of `stage_bytes`, why): R1."""
+    lim = ARCH_LIMITS.get(kern.target.name)
+    if lim is None:
+        return 1, f"no occupancy limits for {kern.target.name}"
+    spec = kern.kernel.launch
+    user = getattr(spec, "num_stages", None) if spec is not None else \
+        kern.kernel.attributes.get("num_stages")
+    if user is not None:
+        s = max(1, min(int(user), lim.smem_per_block // stage_bytes))
+        return s, f"num_stages = {user}, {s * stage_bytes / KB:g} KB of " \
+                  f"{lim.smem_per_block / KB:g} KB per block"
+    regs = min(lim.max_regs_per_thread, acc_regs + 40)
+    by_regs = lim.regs_per_sm // max(regs * kern.threads, 1)
+    for blocks in sorted({max(1, min(2, by_regs)), 1}, reverse=True):
+        budget = min(lim.smem_per_block,
+                     lim.smem_per_sm // blocks - lim.smem_reserved_per_block)
+        s = min(MAX_STAGES, budget // stage_bytes)
+        if s >= 2:
+            return s, f"{s * stage_bytes / KB:g} KB of {budget / KB:g} KB " \
+                      f"({blocks} block(s) per SM by {regs} registers a thread)"
+    return 1, f"a {stage_bytes / KB:g} KB stage leaves no room for 2"
+
+
+def _elems(d: DeferredLoad) -> int:
+    n = 1
+    for s in d.op.result.type.shape:
+        n *= s
+    return n
+
+
+def _pipelined(kern, products: ProductsPlan, op: ForOp) -> tuple[LoopPlan | None, str]:
+    if not kern.exact:
+        return None, "virtual threads"
+    if len(op.carried) != 1:
+        return None, "carries more than the accumulator"
+    body = op.body
+    term = body.terminator
+    if not isinstance(term, YieldOp) or len(term.values) != 1:
+        return None, "carries more than the accumulator"
+    deferred = products.deferred
+    mma = None
+    loads, scalars = {}, []
+    for o in body.ops[:-1]:
+        if isinstance(o, BuiltinOp) and o.name == "mma" and mma is None:
+            mma = o
+        elif isinstance(o, BuiltinOp) and o.name == "load" and o.result.id in deferred:
+            loads[o.result.id] = o
+        elif is_pure_scalar(o):
+            scalars.append(o)
+        else:
+            return None, "the body does more than load -> mma"
+    if mma is None or mma.result.id != term.values[0].id:
+        return None, "the body does more than load -> mma"
+    args = mma.arg_map
+    acc, a, b = args.get("acc"), args.get("a"), args.get("b")
+    if not (isinstance(acc, Value) and acc.id == op.carried[0].id and isinstance(a, Value)
+            and isinstance(b, Value) and a.id in loads and b.id in loads and a.id != b.id
+            and len(loads) == 2):
+        return None, "the mma's operands are not its two deferred loads"
+    plan = products.of(mma)
+    if plan is None:
+        return None, "the product runs on FMA"
+    rank = plan.acc.rank
+    ops = (DeferredLoad(loads[a.id]), DeferredLoad(loads[b.id]))
+    if plan.wg is not None:
+        axes = tuple(deferred_cax(kern, d, k_axis, plan.form.itemsize)
+                     for d, k_axis in zip(ops, (rank - 1, rank - 2)))
+    else:
+        axes = tuple(async_axis(kern, d, k_axis, plan.form.itemsize)
+                     for d, k_axis in zip(ops, (rank - 1, rank - 2)))
+    if None in axes:
+        return None, "an operand cannot be copied into its image"
+    unit = IMAGE_ALIGN if plan.wg is not None else 128
+    sizes = tuple(_round(_elems(d) * plan.form.itemsize, unit) for d in ops)
+    stages, why = choose_stages(kern, sum(sizes), plan.acc.num_regs)
+    if stages < 2:
+        return None, why
+    return LoopPlan(mma, ops, axes, tuple(scalars), plan, stages, sizes, why), ""
+
+
+# ---------------------------------------------------------------------------------------------
+# Prefetched loops (R2)
+
+@record(frozen=True)
+class Fetch:
+    d: DeferredLoad
+    cax: int                      # the operand's contiguous axis (its image rows)
+    span: int                     # the image's swizzle span
+    itemsize: int
+    offset: int                   # byte offset of its image in a stage
+
+
+@record(frozen=True)
+class PrefetchPlan:
+    fetches: tuple[Fetch, ...]
+    scalars: tuple                # the body's pure scalar ops the indices need, in order
+    stages: int                   # wanted: lower/tensorcore/mma_prefetch.py checks the room left
+    stage_bytes: int
+    tma: bool = False             # R3
+    warp_specialized: bool = False
+
+
+def _index_scalars(op: ForOp, d: DeferredLoad, defs: dict, carried: set) -> list | None:
+    """The body's ops the load's index needs (pure scalar ops, in body order), or None when
+    the index depends on anything else computed in the body or carried by the loop."""
+    need, todo = set(), []
+    for a in PlanInputs.tuple_items(d.op.arg_map["index"]):
+        if isinstance(a, Value):
+            todo.append(a)
+    while todo:
+        v = todo.pop()
+        if v.id == op.iv.id:
+            continue
+        if v.id in carried:
+            return None
+        o = defs.get(v.id)
+        if o is None:                       # defined before the loop
+            continue
+        if not is_pure_scalar(o):
+            return None
+        if id(o) not in need:
+            need.add(id(o))
+            todo.extend(v2 for v2 in o.operands)
+    return [o for o in op.body.ops if id(o) in need]
+
+
+def _prefetch(kern, products: ProductsPlan, op: ForOp) -> tuple[PrefetchPlan | None, str]:
+    if not kern.exact:
+        return None, "virtual threads"
+    body = op.body
+    if any(isinstance(o, (BreakOp, ContinueOp, ReturnOp)) for o in walk(body)):
+        return None, "break, continue or return in the body"
+    deferred = products.deferred
+    defs = {o.result.id: o for o in body.ops if getattr(o, "result", None) is not None}
+    for o in body.ops:
+        for r in getattr(o, "results", ()) or ():
+            defs.setdefault(r.id, o)
+    carried = {c.id for c in op.carried}
+    fetches: list[Fetch] = []
+    keys: set[int] = set()
+    scalars: dict[int, object] = {}
+    offset = 0
+    itemsize = None
+    for p in body.ops:
+        if not (isinstance(p, BuiltinOp) and p.result is not None and
+                p.result.id in products.by_result):
+            continue
+        tp = products.of(p)
+        if tp is None or tp.wg is None:
+            continue
+        rank = tp.acc.rank
+        for key, k_axis in (("a", rank - 1), ("b", rank - 2)):
+            v = p.arg_map.get(key)
+            d = deferred.get(v.id) if isinstance(v, Value) else None
+            if d is None or d.op.result.id in keys:
+                continue
+            size = tp.form.itemsize
+            cax = deferred_cax(kern, d, k_axis, size)
+            if cax is None or (itemsize is not None and size != itemsize):
+                continue
+            need = _index_scalars(op, d, defs, carried)
+            if need is None:
+                continue
+            for o in need:
+                scalars[id(o)] = o
+            shape = d.shape
+            fetches.append(Fetch(d, cax, image_span(shape[cax], size), size, offset))
+            offset += image_bytes(shape, size)
+            keys.add(d.op.result.id)
+            itemsize = size
+    if not fetches:
+        return None, "no warp-group product operand to copy ahead"
+    spec = kern.kernel.launch
+    user = getattr(spec, "num_stages", None) if spec is not None else \
+        kern.kernel.attributes.get("num_stages")
+    stages = int(user) if user is not None else DEFAULT_STAGES
+    if stages < 2:
+        return None, f"num_stages = {stages}"
+    ordered = tuple(o for o in body.ops if id(o) in scalars)
+    tma = all(tma_spec(kern, f.d, f.d.load_axis(f.cax), f.span, f.itemsize) is not None
+              for f in fetches)
+    return PrefetchPlan(tuple(fetches), ordered, stages, offset, tma), ""
+
+
+# ---------------------------------------------------------------------------------------------
+# Carried layouts (R6)
+
+ELEMENTWISE_GROUPS = ("operator", "math", "dtype")
+
+
+def product_behind(ops, value) -> BuiltinOp | None:
+    """The `mma` among `ops` whose result `value` is, directly or through element-wise ops
+    that keep the layout of their first operand of the result's shape (`mma(...) * s`): a
+    loop carrying `value` should carry it in that product's accumulator layout."""
+    defs = {o.result.id: o for o in ops if isinstance(o, BuiltinOp) and o.result is not None}
+    seen = 0
+    while seen < len(ops):
+        o = defs.get(getattr(value, "id", None))
+        if o is None:
+            return None
+        if o.name == "mma":
+            return o
+        if o.builtin.group not in ELEMENTWISE_GROUPS:
+            return None
+        shape = tuple(o.result.type.shape)
+        value = next((v for _, v in o.args if hasattr(v, "id") and
+                      tuple(getattr(v.type, "shape", ())) == shape), None)
+        seen += 1
+    return None
+
+
+def _row_stat(kern, products: ProductsPlan, ops, shape: tuple[int, ...]) -> tuple | None:
+    """(layout, the reduction) for a loop-carried value of `shape` that a kept-dims reduction
+    in `ops` computes from a tensor-core product's accumulator (attention's running max and
+    sum): the reduction's own result layout, so neither the reduction's result nor the
+    broadcast back onto the accumulator needs an exchange through shared memory."""
+    plans = {}
+    for o in ops:
+        if isinstance(o, BuiltinOp) and o.name in ("mma", "matmul", "@"):
+            p = products.of(o)
+            if p is not None:
+                plans.setdefault(tuple(p.acc.shape), p)
+    for o in ops:
+        if not (isinstance(o, BuiltinOp) and o.builtin.group == "reduce" and o.result is not None
+                and tuple(o.result.type.shape) == tuple(shape)):
+            continue
+        x = o.arg_map.get("x")
+        p = plans.get(tuple(getattr(x, "type", None) and x.type.shape or ()))
+        if p is None or len(shape) != p.acc.rank or "axis" not in o.arg_map:
+            continue
+        ax = kern.const_ints(o.arg_map["axis"])[0] % len(shape)
+        return drop_axes(p.acc, (ax,), True), o
+    return None
+
+
+def row_stat_layout(kern, ops, shape: tuple[int, ...]) -> Layout | None:
+    """_row_stat's layout, for a caller holding the emitter (its plan's products)."""
+    got = _row_stat(kern, kern.plan.products, ops, shape)
+    return got[0] if got is not None else None
+
+
+@record(frozen=True)
+class Carried:
+    """The layout a loop carries one of its values in, from before the loop (R6): a product's
+    accumulator layout (`product`: its result id) or a row statistic's reduction layout
+    (`reduction`: its result id)."""
+
+    layout: Layout
+    product: int | None = None
+    reduction: int | None = None
+
+
+def _carried(kern, products: ProductsPlan, op: ForOp) -> tuple:
+    """R6: per carried value, its Carried layout or None (the initial value's)."""
+    term = op.body.terminator
+    if not isinstance(term, YieldOp) or not kern.exact:
+        return ()
+    out = []
+    for arg, yv in zip(op.carried, term.values):
+        shape = tuple(getattr(arg.type, "shape", ()) or ())
+        o = product_behind(op.body.ops, yv)
+        if o is None:
+            stat = _row_stat(kern, products, op.body.ops, shape)
+            out.append(None if stat is None else Carried(stat[0], reduction=stat[1].result.id))
+            continue
+        plan = products.of(o)
+        ok = plan is not None and shape == tuple(plan.acc.shape)
+        out.append(Carried(plan.acc, product=o.result.id) if ok else None)
+    return tuple(out)
+
+
+# ---------------------------------------------------------------------------------------------
+# The pass
+
+@record(frozen=True)
+class LoopDecision:
+    """One run-time `for` loop with a matrix product in its body, as planned."""
+
+    iv: int                               # the loop variable's value id
+    pipelined: LoopPlan | None
+    prefetch: PrefetchPlan | None
+    why: str                              # why neither, or why not pipelined
+    carried: tuple = ()                   # not pipelined: Carried or None per carried value
+    carried_ids: tuple[int, ...] = ()     # the carried values' ids (the body's arguments)
+
+
+@record(frozen=True)
+class LoopsPlan:
+    loops: tuple[LoopDecision, ...] = ()          # in program order
+    by_iv: Mapping[int, LoopDecision] = field(default_factory=dict)
+
+    def pipelined(self, op: ForOp) -> LoopPlan | None:
+        d = self.by_iv.get(op.iv.id)
+        return d.pipelined if d is not None else None
+
+    def prefetch(self, op: ForOp) -> PrefetchPlan | None:
+        d = self.by_iv.get(op.iv.id)
+        return d.prefetch if d is not None else None
+
+
+def plan_loops(inputs: PlanInputs, products: ProductsPlan) -> LoopsPlan:
+    if not products.has_products:
+        return LoopsPlan((), {})
+    from tilelang.codegen.plan.tensor_cores import producer_block
+    state = _Producer(producer_block(inputs))      # R5: until the first specialized ring
+    out: list[LoopDecision] = []
+
+    def visit(block: Block, nested: bool) -> None:
+        for op in block.ops:
+            if isinstance(op, ForOp) and any(
+                    isinstance(o, BuiltinOp) and o.result is not None and
+                    o.result.id in products.by_result for o in walk(op.body)):
+                out.append(_decide(inputs, products, op, nested, state))
+            inner = nested or isinstance(op, (ForOp, WhileOp))
+            for r in op.regions:
+                visit(r, inner)
+
+    visit(inputs.kernel.body, False)
+    return LoopsPlan(tuple(out), {d.iv: d for d in out})
+
+
+@record
+class _Producer:
+    """Whether the block still has a producer warp group to specialize a ring with (R5)."""
+
+    producer: bool
+
+
+def _decide(inputs: PlanInputs, products: ProductsPlan, op: ForOp, nested: bool,
+            state: _Producer) -> LoopDecision:
+    lp, why = _pipelined(inputs, products, op)
+    if lp is not None:
+        tma = mc = None
+        if lp.plan.wg is not None:
+            specs = [tma_spec(inputs, d, cax, image_span(d.shape[cax], lp.plan.form.itemsize),
+                              lp.plan.form.itemsize) for d, cax in zip(lp.operands, lp.axes)]
+            tma = None not in specs
+            mc = multicast_plan(inputs, op, lp.operands) if tma else None
+        ws = bool(tma) and state.producer and not nested and mc is None
+        if ws:
+            state.producer = False
+        lp = LoopPlan(lp.mma, lp.operands, lp.axes, lp.scalars, lp.plan, lp.stages,
+                      lp.image_bytes, lp.stages_why, bool(tma), mc, ws, nested)
+        return LoopDecision(op.iv.id, lp, None, "")
+    carried = _carried(inputs, products, op)
+    ids = tuple(c.id for c in op.carried)
+    pf, why_pf = _prefetch(inputs, products, op)
+    if pf is not None:
+        ws = pf.tma and state.producer and not nested
+        if ws:
+            state.producer = False
+        pf = PrefetchPlan(pf.fetches, pf.scalars, pf.stages, pf.stage_bytes, pf.tma, ws)
+        return LoopDecision(op.iv.id, None, pf, f"not pipelined: {why}", carried, ids)
+    return LoopDecision(op.iv.id, None, None, f"not pipelined: {why}; not prefetched: {why_pf}",
+                        carried, ids)

@@ -1,0 +1,131 @@
+"""The tensor-core decision of the products pass (plan/products.py): whether and how a
+matrix product (`mma`, `matmul`, `@`) runs on tensor cores — the instruction form, the warps'
+tiling of the accumulator and its fragment layout (layouts/mma.py), or warp-group MMA on
+sm_90a (layouts/wgmma.py). None sends a product to the FMA path (lower/tensorcore/matmul.py).
+docs/codegen.md, Plans. `kern`: a plan.inputs.PlanInputs (or the emitter: same names).
+
+Rules, in the order they are tried:
+  R1 tensor cores need sm_80 or later, whole warps and at least one (the replica threads of
+     a partial warp would run the .aligned instructions);
+  R2 the operand and accumulator dtypes must have an mma.sync form (layouts/mma.mma_form) and
+     K a multiple of its k, and the accumulator a warp tiling (layouts/mma.warp_tiling);
+  R3 warp-group MMA when the target has wgmma, the operands are f16/bf16 (or the 8-bit
+     floats, K-major), the accumulator f32 and every operand fits 32-byte panels along K (or
+     along M/N for 16-bit types), and the block is whole warp groups (or 2^k of them and a
+     producer group); a product that fits but for the block is *declined* (the launch
+     contract reports E0721) and runs on mma.sync.
+"""
+
+from __future__ import annotations
+
+from tilelang.codegen.layouts.distributed import Layout
+from tilelang.codegen.layouts.mma import MmaForm, WarpTiling, acc_layout, mma_form, warp_tiling
+from tilelang.codegen.layouts.wgmma import WgTiling, wg_acc_layout, wg_tiling
+from tilelang.ir.ops import BuiltinOp
+from tilelang.record import record
+from tilelang.targets import FEATURES
+
+
+@record(frozen=True)
+class TensorCorePlan:
+    form: MmaForm
+    b_class: str
+    tiling: WarpTiling
+    acc: Layout
+    wg: WgTiling | None = None      # warp-group MMA (lower/tensorcore/wgmma_product.py); acc is then its
+                                    # layout
+
+
+def wgmma_ready(kern) -> bool:
+    """The target has wgmma (sm_90a) and the block is whole warp groups (or a power of two
+    of them and one more, the producer of a warp-specialized block)."""
+    return kern.target.name in FEATURES["wgmma"].arch_targets and \
+        kern.declared_threads % 128 == 0 and (kern.threads == kern.declared_threads
+                                              or producer_block(kern))
+
+
+def producer_block(kern) -> bool:
+    """A block of 2^k warp groups and one more (384 threads: two consumer warp groups and a
+    producer)."""
+    return kern.exact and kern.threads >= 256 and kern.declared_threads == kern.threads + 128
+
+
+def wg_k(form: MmaForm) -> int:
+    """K of one wgmma instruction: 32 bytes of each operand row (k16 for 16-bit types, k32
+    for the 8-bit floats)."""
+    return 32 // form.itemsize
+
+
+def image_span(extent: int, itemsize: int) -> int:
+    """The swizzle span (128, 64 or 32 bytes: the widest that divides it) of a wgmma image
+    whose contiguous axis is a tile axis of `extent` elements; 0 when none does."""
+    for span in (128, 64, 32):
+        if extent * itemsize % span == 0:
+            return span
+    return 0
+
+
+def image_fits(extent: int, itemsize: int) -> bool:
+    return image_span(extent, itemsize) > 0
+
+
+def _wg_plan(kern, form: MmaForm, a_shape, b_shape, out_shape) -> tuple:
+    """(WgTiling or None, why not, declined)."""
+    if form.ab not in ("f16", "bf16", "e4m3", "e5m2") or form.acc != "f32":
+        return None, f"{form.ab} operands / {form.acc} accumulator have no wgmma form", False
+    if kern.target.name not in FEATURES["wgmma"].arch_targets:
+        return None, f"{kern.target.name} has no wgmma", False
+    m, k = a_shape[-2], a_shape[-1]
+    n = b_shape[-1]
+    if k % wg_k(form):
+        return None, f"K = {k} is not a multiple of wgmma's k{wg_k(form)}", False
+    # each operand needs K or its M/N extent to be whole panels of 32 bytes or more (16-bit:
+    # either axis may be contiguous, the instruction transposes; 8-bit: K only, an operand
+    # stored along M/N is staged through registers into a K-major image)
+    for mn in (m, n):
+        if not (image_fits(k, form.itemsize) or
+                (form.itemsize == 2 and image_fits(mn, form.itemsize))):
+            return None, "an operand fits no 32-byte panel", False
+    if not wgmma_ready(kern):
+        # the product fits wgmma but the block is not whole warp groups: the contract
+        # says so (E0721) and mma.sync computes it
+        declined = wg_tiling(tuple(out_shape), 128) is not None
+        return None, f"wgmma declined: {kern.declared_threads} threads are not whole " \
+                     f"warp groups", declined
+    t = wg_tiling(tuple(out_shape), kern.threads)
+    return t, "" if t is not None else "no warp-group tiling of the accumulator", False
+
+
+def tensor_core_plan(kern, op: BuiltinOp) -> tuple:
+    """(TensorCorePlan or None for the FMA path, why, wgmma declined) for `op`."""
+    args = op.arg_map
+    at, bt = (args[n].type for n in ("a", "b"))
+    out = op.result.type
+    sm = kern.target.sm
+    if sm < 80:
+        return None, f"FMA: {kern.target.name} has no mma.sync (R1)", False
+    if kern.threads < 32 or kern.declared_threads % 32:
+        # a block that is not whole warps: its replica threads past the layouts' would run
+        # ldmatrix / mma.sync (.aligned, whole warps only) in a partial warp
+        return None, f"FMA: {kern.declared_threads} threads are not whole warps (R1)", False
+    got = mma_form(at.dtype.name, bt.dtype.name, out.dtype.name, sm)
+    if got is None:
+        return None, f"FMA: no mma.sync form for {at.dtype.name} x {bt.dtype.name} -> " \
+                     f"{out.dtype.name} (R2)", False
+    form, b_class = got
+    if at.shape[-1] % form.k:
+        return None, f"FMA: K = {at.shape[-1]} is not a multiple of k{form.k} (R2)", False
+    tiling = warp_tiling(tuple(out.shape), kern.threads)
+    if tiling is None:
+        return None, "FMA: no warp tiling of the accumulator (R2)", False
+    wg, why_not, declined = _wg_plan(kern, form, at.shape, bt.shape, out.shape)
+    if wg is not None:
+        return (TensorCorePlan(form, b_class, tiling,
+                               wg_acc_layout(tuple(out.shape), kern.threads, wg), wg),
+                f"wgmma m64n{wg.instr_n}k{wg_k(form)}: {wg.groups_b * wg.groups_m * wg.groups_n}"
+                f" warp group(s), {wg.m_tiles} x {wg.n_instrs} instructions per k-step (R3)",
+                False)
+    return (TensorCorePlan(form, b_class, tiling, acc_layout(tuple(out.shape), kern.threads,
+                                                             tiling)),
+            f"mma.sync k{form.k}: {tiling.warps_m} x {tiling.warps_n} warps"
+            + (f" ({why_not})" if why_not else "") + " (R2)", declined)
