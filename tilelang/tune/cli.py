@@ -254,16 +254,15 @@ def main(argv: list[str]) -> int:
         p.error(str(e))
     import numpy as np
 
-    import tilelang
-    from tilelang.runtime.module import get_backend
+    from tilelang.runtime.module import compile as compile_module, get_backend
 
     from .space import config_text
     from .tuner import autotune
     try:
         backend = get_backend(args.backend)
-        mod = tilelang.compile(args.file, arch=args.arch, defines=defines or None,
-                               include_dirs=args.include, opt_level=args.opt, backend=backend,
-                               cache=not args.no_cache)
+        mod = compile_module(args.file, arch=args.arch, defines=defines or None,
+                             include_dirs=args.include, opt_level=args.opt, backend=backend,
+                             cache=not args.no_cache)
         kernel = getattr(mod, args.kernel)
         for n in tuned_names:
             if n not in {q.name for q in kernel.info.const_params} and n != "precision":

@@ -443,14 +443,14 @@ def _emulate(variant: Kernel, grid, args) -> tuple[float, list]:
 def _interp_answer(kernel: Kernel, config: dict, args, grid) -> list | None:
     """The reference interpreter's answer for `config`, or None when it cannot run here (the
     first configuration's answer is the reference then)."""
-    import tilelang
+    from tilelang.runtime.module import compile as compile_module
     mod = kernel.module
     try:
         consts, precision = split_precision(kernel, config)
-        ref = tilelang.compile(mod.text if mod.path == "<string>" else mod.path,
-                               defines=dict(mod.options.defines) or None,
-                               include_dirs=mod.options.include_dirs, backend="interp",
-                               precision=precision or mod.options.precision)
+        ref = compile_module(mod.text if mod.path == "<string>" else mod.path,
+                             defines=dict(mod.options.defines) or None,
+                             include_dirs=mod.options.include_dirs, backend="interp",
+                             precision=precision or mod.options.precision)
         k = getattr(ref, kernel.name).specialize(**{**kernel.consts, **consts})
         fresh = _copy_args(args)
         k[grid](*fresh)
