@@ -17,6 +17,7 @@ from tilelang.codegen.ptx_header import plan_module, rewrite_ptx
 
 emu = pytest.importorskip("tilelang.emulator.device")
 from tilelang.emulator.errors import LaunchRefused  # noqa: E402
+from tilelang.targets import get_target
 
 N = 1024
 
@@ -51,7 +52,7 @@ def build(line: str, target: str = "sm_90", features=None) -> str:
     plan = plan_module(target, {"k": contract})
     ptx = rewrite_ptx(llvm_ptx(index_kernel_ir(), plan.llvm_cpu, plan.llvm_features), plan,
                       {"k": contract})
-    link_ptx(ptx, target, verbose=False, env={})
+    link_ptx(ptx, get_target(target), verbose=False, env={})
     return ptx
 
 

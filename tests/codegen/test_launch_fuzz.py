@@ -93,7 +93,7 @@ CHILD = textwrap.dedent(r"""
             plan = validate_target(target, c.features(get_target(target)) | set(extra))
             ptx = llvm_ptx(ir_for(set(extra)), plan.llvm_cpu, plan.llvm_features)
             out = rewrite_ptx(ptx, plan, {"k": c}, DiagnosticSink())
-            link_ptx(out, target, verbose=False, env={})
+            link_ptx(out, get_target(target), verbose=False, env={})
             stats["ok"] += 1
         except InternalCompilerError as e:
             print("ICE", i, target, raw, feats, extra, e.diagnostics, file=sys.stderr)

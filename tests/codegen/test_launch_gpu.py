@@ -80,7 +80,7 @@ def load(driver, target, launch_line_attrs):
     contract = decide_contract("k", spec, None, target)
     plan = validate_target(target, contract.features(plan_target(target)))
     ptx = rewrite_ptx(BODY.format(), plan, {"k": contract})
-    linked = link_ptx(ptx, target, env={})
+    linked = link_ptx(ptx, get_target(target), env={})
     module = _check(driver.cuModuleLoadData(linked.cubin))
     return _check(driver.cuModuleGetFunction(module, b"k")), linked
 

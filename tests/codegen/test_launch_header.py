@@ -45,7 +45,7 @@ def compile_header(line: str, target: str, features: CodegenFeatures | None = No
     ptx = llvm_ptx(gemm_module_ir(name), plan.llvm_cpu, plan.llvm_features)
     sink = DiagnosticSink()
     out = rewrite_ptx(ptx, plan, {name: contract}, sink)
-    link_ptx(out, target, verbose=False)   # raises if ptxas refuses the header
+    link_ptx(out, get_target(target), verbose=False)   # raises if ptxas refuses the header
     return contract, sink, out
 
 
@@ -204,7 +204,7 @@ def test_llvm_directives_are_replaced():
     out = rewrite_ptx(llvm_out, plan, {"gemm_kernel": contract})
     assert directive_block(header_text(out, "gemm_kernel")) == ".reqntid 128\n.minnctapersm 2"
     assert directive_lines(contract, plan.target) == [".reqntid 128", ".minnctapersm 2"]
-    link_ptx(out, "sm_80", verbose=False)
+    link_ptx(out, get_target("sm_80"), verbose=False)
 
 
 def test_entry_without_contract_is_internal_error():
@@ -247,7 +247,7 @@ def test_two_kernels_and_a_device_function():
     assert directive_block(header_text(out, "second")) == \
         ".reqntid 256\n.minnctapersm 1\n.explicitcluster\n.reqnctapercluster 2, 1, 1"
     assert ".func  (.param .b32 func_retval0) helper(" in out
-    r = link_ptx(out, target, env={})
+    r = link_ptx(out, get_target(target), env={})
     assert set(r.resources) >= {"first", "second"}
 
 
@@ -262,4 +262,4 @@ def test_seed_000_header_verbatim_with_pinned_version():
     header = header_text(out, "gemm_kernel")
     assert header.startswith(".version 8.4\n.target sm_90a\n.address_size 64\n")
     assert directive_block(header) == SEED_000_BLOCK
-    link_ptx(out, "sm_90a", env={})
+    link_ptx(out, get_target("sm_90a"), env={})

@@ -131,8 +131,7 @@ def _check_arch(arch):
         raise value_error(f"`arch` is {type(arch).__name__}, not a target name",
                           "e.g. arch='sm_90a', or leave it out for the device's own")
     from tilelang.targets import get_target
-    get_target(arch)             # E0750 with the supported targets
-    return arch
+    return get_target(arch)      # the target record, once; E0750 with the supported targets
 
 
 def _check_defines(defines) -> tuple[tuple[str, str], ...]:
@@ -247,7 +246,7 @@ class Module:
 
     @property
     def target(self) -> str:
-        return self.options.target
+        return self.options.target.name
 
     def __getattr__(self, name: str) -> "Kernel":
         kernels = self.__dict__.get("kernels")

@@ -32,6 +32,7 @@ from ..diagnostics import (Diagnostic, Label, Severity, Span, TileError, TileSem
 from ..frontend import ast
 from ..frontend.imports import ModuleLoader
 from ..frontend.parser import parse_expr
+from ..options import CompileOptions
 from ..record import field, record, replace
 from .builtins import BUILTINS, OPERATORS, bind_call
 from .builtins_core import ArgInfo, Builtin
@@ -46,7 +47,7 @@ from .values import (ERROR, Binding, BuiltinType, ErrorType, FnType, KernelType,
                      ModuleType, error_value, is_error, value)
 
 register_codes({
-    "E0261": "this construct cannot be compiled yet",  # also ir/lower.py's: check = compile
+    "E0261": "this construct cannot be compiled yet",  # also ir/build.py's: check = compile
     "E0201": "unknown name",
     "E0202": "a top-level name is defined twice",
     "E0203": "assignment to a name that is not a `var`",
@@ -212,11 +213,12 @@ class Ctx:
 
 
 class Checker:
-    def __init__(self, include_dirs=(), defines: dict[str, str] | None = None,
-                 target: str = "sm_90a"):
-        self.loader = ModuleLoader(list(include_dirs))
-        self.defines = dict(defines or {})
-        self.target = target
+    def __init__(self, options: CompileOptions | None = None):
+        options = options if options is not None else CompileOptions()
+        self.options = options
+        self.loader = ModuleLoader(list(options.include_dirs))
+        self.defines = options.define_map()
+        self.target = options.target
         self.diags: list[Diagnostic] = []
         self._seen: set = set()
         self.records: list[BindingRecord] = []
@@ -1090,7 +1092,7 @@ class Checker:
 
     def return_stmt(self, s: ast.Return, scope: Scope, ctx: Ctx) -> None:
         if ctx.kind == "fn" and (ctx.run_loops or not all(ctx.if_frames)):
-            raise TileSemanticError.at(  # what the lowering cannot inline (ir/lower.py)
+            raise TileSemanticError.at(  # what the lowering cannot inline (ir/build.py)
                 "E0261", f"`return` inside a run-time `if` or loop of `fn {ctx.name}` cannot be "
                          f"compiled yet", s.span,
                 help="compute the result in a `var` and return it at the end of the function, "
@@ -1408,11 +1410,11 @@ def _with_note(d: Diagnostic, note: str) -> Diagnostic:
     return replace(d, notes=d.notes + (note,))
 
 
-def check_module(module: ast.Module, options) -> tuple[TypedProgram, list[Diagnostic]]:
+def check_module(module: ast.Module, options: CompileOptions
+                 ) -> tuple[TypedProgram, list[Diagnostic]]:
     """Check a parsed module (the driver's entry point). Returns the typed program and every
     diagnostic (errors, warnings, notes); raises nothing for user mistakes."""
-    checker = Checker(getattr(options, "include_dirs", ()), getattr(options, "defines", {}),
-                      getattr(options, "target", "sm_90a") or "sm_90a")
+    checker = Checker(options)
     try:
         program = checker.check_root(module)
     except TileError as e:
@@ -1447,7 +1449,7 @@ def returning_else(s: ast.If, rest) -> tuple:
 
 
 def liftable_ifs(stmts) -> frozenset:
-    """The ids of the `if`s of a fn body that ir/lower.py lowers as returning `if`s (its
+    """The ids of the `if`s of a fn body that ir/build.py lowers as returning `if`s (its
     then-branch and its else branch with the rest of the body both return on every path),
     walking the statement lists as the lowering does."""
     out: set[int] = set()

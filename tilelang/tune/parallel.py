@@ -62,7 +62,7 @@ def precompile(kernel, configs: list[dict], facts: dict, workers: int) -> int:
         return 0
     opts = mod.options
     common = {"source": mod.text if mod.path == "<string>" else mod.path,
-              "target": opts.target, "defines": dict(opts.defines),
+              "target": opts.target.name, "defines": dict(opts.defines),
               "include_dirs": list(opts.include_dirs), "opt_level": opts.opt_level,
               "precision": opts.precision,
               "backend": mod.backend.name, "cache_dir": mod.disk.root, "kernel": kernel.name,

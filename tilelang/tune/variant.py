@@ -43,7 +43,7 @@ def kernel_for(kernel: Kernel, config: Mapping[str, Any], modules: dict) -> Kern
         if other is None:
             o = mod.options
             other = modules[mode] = compile_module(
-                mod.text if mod.path == "<string>" else mod.path, arch=o.target,
+                mod.text if mod.path == "<string>" else mod.path, arch=o.target.name,
                 defines=dict(o.defines) or None, include_dirs=o.include_dirs,
                 opt_level=o.opt_level, backend=mod.backend, cache=mod.disk is not None,
                 cache_dir=mod.disk.root if mod.disk is not None else None, precision=mode)

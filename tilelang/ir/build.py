@@ -23,6 +23,7 @@ from typing import Iterable, Sequence
 from tilelang.diagnostics import InternalCompilerError, TileError, TileSemanticError, \
     register_codes
 from tilelang.frontend import ast
+from tilelang.options import CompileOptions
 from tilelang.record import replace
 from tilelang.sema.builtins import BUILTINS, Builtin, bind_call
 from tilelang.sema.builtins_core import ArgInfo, DTypeType
@@ -45,12 +46,11 @@ _LAUNCH_KEYS = ("maxntid", "reqntid", "minctasm", "maxnreg", "cluster", "maxclus
                 "blocksareclusters", "nonportable_cluster")
 
 
-class Lowerer(Checker):
+class SourceBuilder(Checker):
     """A checker that also emits Tile IR for the kernels it walks."""
 
-    def __init__(self, include_dirs=(), defines=None, target: str = "sm_90a",
-                 kernels: Iterable[str] | None = None):
-        super().__init__(include_dirs, defines, target)
+    def __init__(self, options: CompileOptions, kernels: Iterable[str] | None = None):
+        super().__init__(options)
         self.only = set(kernels) if kernels is not None else None
         self.kb: KernelBuilder | None = None
         self.kernels: list[Kernel] = []
@@ -471,16 +471,15 @@ def _internal(message: str, span) -> InternalCompilerError:
                                          "input file")
 
 
-def lower_module(module: ast.Module, options, kernels: Iterable[str] | None = None
-                 ) -> tuple[IRModule, list]:
-    """Lower the kernels of a parsed module (all, or those named) to Tile IR. Returns the
+def build_module(module: ast.Module, options: CompileOptions,
+                 kernels: Iterable[str] | None = None) -> tuple[IRModule, list]:
+    """Build Tile IR for the kernels of a parsed module (all, or those named). Returns the
     module and the diagnostics; the module is None when there are errors."""
-    low = Lowerer(getattr(options, "include_dirs", ()), getattr(options, "defines", {}),
-                  getattr(options, "target", "sm_90a") or "sm_90a", kernels)
+    sb = SourceBuilder(options, kernels)
     try:
-        low.check_root(module)
+        sb.check_root(module)
     except TileError as e:
-        low.report(e.diagnostics)
-    if low.error_count:
-        return None, low.diags
-    return IRModule(tuple(low.kernels)), low.diags
+        sb.report(e.diagnostics)
+    if sb.error_count:
+        return None, sb.diags
+    return IRModule(tuple(sb.kernels)), sb.diags
