@@ -155,7 +155,7 @@ class KernelBatch:
         done = fn.append_basic_block("done")
         b.cbranch(b.icmp_signed("<", i, fn.args[-1]), body, done)
         b.position_at_end(body)
-        se = ScalarEmitter(b, m, self.target, fast_math=self.fast_math)
+        se = ScalarEmitter(b, m, get_target(self.target), fast_math=self.fast_math)
         args = []
         pi = 1
         for x, d in zip(c.operands, c.dts):

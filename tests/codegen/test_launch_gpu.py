@@ -76,8 +76,9 @@ def device():
 
 
 def load(driver, target, launch_line_attrs):
-    spec = resolve_launch({k: AttrValue(v) for k, v in launch_line_attrs.items()}, target)
-    contract = decide_contract("k", spec, None, target)
+    tgt = get_target(target)
+    spec = resolve_launch({k: AttrValue(v) for k, v in launch_line_attrs.items()}, tgt)
+    contract = decide_contract("k", spec, None, tgt)
     plan = validate_target(target, contract.features(plan_target(target)))
     ptx = rewrite_ptx(BODY.format(), plan, {"k": contract})
     linked = link_ptx(ptx, get_target(target), env={})

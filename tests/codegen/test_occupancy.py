@@ -128,10 +128,11 @@ def test_pipeline_report_from_link_resources():
     from tilelang.codegen.ptx_header import directive_lines, plan_module, rewrite_ptx
 
     target = "sm_90a"
-    spec = resolve_launch(launch("@launch(reqntid = (128, 1, 1), cluster = (2, 1, 1))"), target)
+    tgt = get_target(target)
+    spec = resolve_launch(launch("@launch(reqntid = (128, 1, 1), cluster = (2, 1, 1))"), tgt)
     c = decide_contract("gemm_kernel", spec,
-                        CodegenFeatures(wgmma=True, accumulator_regs=128), target)
-    plan = plan_module(target, {"gemm_kernel": c})
+                        CodegenFeatures(wgmma=True, accumulator_regs=128), tgt)
+    plan = plan_module(tgt, {"gemm_kernel": c})
     assert (plan.ptx_target, plan.version) == ("sm_90a", (8, 0))
     ptx = rewrite_ptx(llvm_ptx(gemm_module_ir(), plan.llvm_cpu, plan.llvm_features), plan,
                       {"gemm_kernel": c})
