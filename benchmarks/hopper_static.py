@@ -45,10 +45,10 @@ sys.path.insert(0, str(ROOT))
 
 from tilelang.codegen.link import link_ptx                      # noqa: E402
 from tilelang.diagnostics import render_all                     # noqa: E402
-from tilelang.driver import compile_source              # noqa: E402
-from tilelang.options import CompileOptions              # noqa: E402
+from tilelang.driver import compile_source                      # noqa: E402
+from tilelang.options import CompileOptions                     # noqa: E402
 from tilelang.tools import sass                                  # noqa: E402
-from tilelang.targets import get_target
+from tilelang.targets import get_target                         # noqa: E402
 
 ARCH = "sm_90a"
 MM = (128, 128, 64)

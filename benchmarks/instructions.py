@@ -464,7 +464,6 @@ def main(argv=None) -> int:
                 own = cubin_registers(os.path.join(folder, f"{kernel}_{w}.cubin"))
                 from tilelang.codegen.link import link_ptx
                 from tilelang.targets import get_target
-    from tilelang.targets import get_target
                 linked = link_ptx(tr_ptx, get_target("sm_90a")).resources[
                     index["kernels"][f"{kernel}_{w}"]["name"]].registers
                 regs = own if own is not None else linked

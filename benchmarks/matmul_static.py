@@ -41,10 +41,10 @@ import numpy as np                                               # noqa: E402
 
 from tilelang.codegen.link import link_ptx                      # noqa: E402
 from tilelang.emulator import EmulatorDevice                    # noqa: E402
-from tilelang.driver import compile_source              # noqa: E402
-from tilelang.options import CompileOptions              # noqa: E402
+from tilelang.driver import compile_source                      # noqa: E402
+from tilelang.options import CompileOptions                     # noqa: E402
 from tilelang.tools import sass                                  # noqa: E402
-from tilelang.targets import get_target
+from tilelang.targets import get_target                         # noqa: E402
 
 EXAMPLE = ROOT / "examples" / "matmul.tile"
 GEN = ROOT / "benchmarks" / "triton_ref" / "gen_matmul_ptx.py"

@@ -18,8 +18,9 @@ from tilelang.targets import TARGETS, Target, get_target
 __all__ = ["DEFAULT_TARGET", "CompileOptions"]
 
 #: The target of a compile that names none (`tilec` without `--arch`, the language server).
-#: The runtime's back ends choose their device's own (tilelang/runtime/backends).
+#: The runtime's back ends choose their device's own (each back end's `default_target()`).
 DEFAULT_TARGET = "sm_90a"
+
 
 @record(frozen=True)
 class CompileOptions:
