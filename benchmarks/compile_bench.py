@@ -5,7 +5,7 @@
 Every figure is the median over `--rounds` interleaved rounds; each round runs every
 measurement once in a fresh process, Tile and Triton alternating which goes first. Rows:
 
-* import of the compiler: `from tilelang.driver import Options, compile_source` against
+* import of the compiler: `from tilelang.driver import compile_source` against
   `import triton` with what `triton.compile` needs;
 * cold compile in process: the first compile after that import (grammar tables, code
   generation's modules, LLVM and nvJitLink load on first use; Triton's likewise);
@@ -57,14 +57,15 @@ EXAMPLES = {"softmax": ROOT / "examples" / "softmax.tile",
 TILE_INPROC = r"""
 import json, sys, time
 t0 = time.perf_counter()
-from tilelang.driver import Options, compile_source
+from tilelang.driver import compile_source
+from tilelang.options import CompileOptions
 t_import = time.perf_counter() - t0
 path, arch, repeat = sys.argv[1], sys.argv[2], int(sys.argv[3])
 text = open(path).read()
 runs = []
 for _ in range(1 + repeat):
     t, c = time.perf_counter(), time.process_time()
-    res = compile_source(text, path, Options(target=arch))
+    res = compile_source(text, path, CompileOptions(target=arch))
     total, cpu = time.perf_counter() - t, time.process_time() - c
     if not res.ok:
         print(json.dumps({"error": [d.message for d in res.diagnostics]}))

@@ -45,8 +45,10 @@ sys.path.insert(0, str(ROOT))
 
 from tilelang.codegen.target.link import link_ptx               # noqa: E402
 from tilelang.diagnostics import render_all                     # noqa: E402
-from tilelang.driver import Options, compile_source              # noqa: E402
+from tilelang.driver import compile_source                      # noqa: E402
+from tilelang.options import CompileOptions                     # noqa: E402
 from tilelang.tools import sass                                  # noqa: E402
+from tilelang.targets import get_target                         # noqa: E402
 
 ARCH = "sm_90a"
 MM = (128, 128, 64)
@@ -156,30 +158,30 @@ def ours() -> dict:
     16-byte aligned, whole 16-byte rows)."""
     out = {}
     src = (ROOT / "examples" / "matmul.tile").read_text()
-    res = compile_source(src, "matmul.tile", Options(target=ARCH), until="ptx")
+    res = compile_source(src, "matmul.tile", CompileOptions(target=ARCH), until="ptx")
     assert res.ok, render_all(res.diagnostics)
     out["matmul"] = res.ptx
     src = (ROOT / "examples" / "matmul_persistent.tile").read_text()
-    res = compile_source(src, "matmul_persistent.tile", Options(target=ARCH), until="ptx")
+    res = compile_source(src, "matmul_persistent.tile", CompileOptions(target=ARCH), until="ptx")
     assert res.ok, render_all(res.diagnostics)
     out["matmul_persistent"] = res.ptx
     src = (ROOT / "examples" / "attention.tile").read_text()
     defines = {k: str(v) for k, v in ATT.items()}
     defines["CAUSAL"] = "false"
-    res = compile_source(src, "attention.tile", Options(target=ARCH, defines=defines),
+    res = compile_source(src, "attention.tile", CompileOptions(target=ARCH, defines=defines),
                          kernels=["attention_f16"], until="ptx")
     assert res.ok, render_all(res.diagnostics)
     out["attention"] = res.ptx
     src = (ROOT / "examples" / "matmul.tile").read_text().replace(
         "@launch(reqntid = (128, 1, 1), maxnreg = 168, cluster = (2, 1, 1))",
         "@launch(reqntid = (384, 1, 1))")
-    res = compile_source(src, "matmul.tile", Options(target=ARCH), until="ptx")
+    res = compile_source(src, "matmul.tile", CompileOptions(target=ARCH), until="ptx")
     assert res.ok and ".reqntid 384" in res.ptx, render_all(res.diagnostics)
     out["matmul_ws"] = res.ptx
     src = (ROOT / "examples" / "attention.tile").read_text().replace(
         "@launch(reqntid = (128, 1, 1))", "@launch(reqntid = (384, 1, 1))")
     res = compile_source(src, "attention.tile",
-                         Options(target=ARCH, defines=dict(defines, BM=str(2 * ATT["BM"]))),
+                         CompileOptions(target=ARCH, defines=dict(defines, BM=str(2 * ATT["BM"]))),
                          kernels=["attention_f16"], until="ptx")
     assert res.ok and ".reqntid 384" in res.ptx, render_all(res.diagnostics)
     out["attention_ws"] = res.ptx
@@ -187,7 +189,7 @@ def ours() -> dict:
 
 
 def analyze(ptx: str, k_step_macs: int) -> dict:
-    link = link_ptx(ptx, ARCH)
+    link = link_ptx(ptx, get_target(ARCH))
     (name, r), = ((n, r) for n, r in link.resources.items())
     instrs = sass.disassemble(link.cubin)[name]
     s = sass.summarize(instrs)

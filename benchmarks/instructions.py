@@ -293,13 +293,15 @@ def check(kernel: str, got, d, what: str) -> None:
 def run_tile(kernel: str, width: int, d, precision: str | None, rows: int = 1):
     import numpy as np
     from tilelang.codegen.target.link import link_ptx
-    from tilelang.driver import Options, compile_kernel
+    from tilelang.targets import get_target
+    from tilelang.driver import compile_kernel
+    from tilelang.options import CompileOptions
     from tilelang.emulator import EmulatorDevice
     from tilelang.codegen.api import ArrayFacts
     from tilelang.driver import inspect_source
     from tilelang.runtime.args import facts_key, shape_links
     text, path, name, const = tile_source(kernel if rows == 1 else f"{kernel}_rows")
-    opts = Options(target="sm_90a", precision=precision)
+    opts = CompileOptions(target="sm_90a", precision=precision)
     consts = {const: width} if rows == 1 else {const: width, "R": rows}
     arrays = {"a": d.get("a"), "b": d.get("b"), "c": None, "x": d.get("x"), "w": d.get("w"),
               "y": None}
@@ -338,7 +340,7 @@ def run_tile(kernel: str, width: int, d, precision: str | None, rows: int = 1):
     out = "c" if kernel == "vadd" else "y"
     got = dev.from_device(ptrs[out], arrays[out].shape, np.float32)
     check(kernel, got, d, "Tile")
-    regs = link_ptx(ck.ptx, "sm_90a").resources[name].registers
+    regs = link_ptx(ck.ptx, get_target("sm_90a")).resources[name].registers
     threads = art.block[0] * art.block[1] * art.block[2]
     return (rep.total_issued, rep.total_instructions), regs, threads, ck.ptx
 
@@ -461,7 +463,8 @@ def main(argv=None) -> int:
                 old[1:] = [f"{tri_old:,.0f}", f"{tile_old / tri_old:.2f}"]
                 own = cubin_registers(os.path.join(folder, f"{kernel}_{w}.cubin"))
                 from tilelang.codegen.target.link import link_ptx
-                linked = link_ptx(tr_ptx, "sm_90a").resources[
+                from tilelang.targets import get_target
+                linked = link_ptx(tr_ptx, get_target("sm_90a")).resources[
                     index["kernels"][f"{kernel}_{w}"]["name"]].registers
                 regs = own if own is not None else linked
                 row += [f"{tri_u:,.0f}", f"{tile_u / tri_u:.2f}", str(t_regs),

@@ -41,8 +41,10 @@ import numpy as np                                               # noqa: E402
 
 from tilelang.codegen.target.link import link_ptx               # noqa: E402
 from tilelang.emulator import EmulatorDevice                    # noqa: E402
-from tilelang.driver import Options, compile_source              # noqa: E402
+from tilelang.driver import compile_source                      # noqa: E402
+from tilelang.options import CompileOptions                     # noqa: E402
 from tilelang.tools import sass                                  # noqa: E402
+from tilelang.targets import get_target                         # noqa: E402
 
 EXAMPLE = ROOT / "examples" / "matmul.tile"
 GEN = ROOT / "benchmarks" / "triton_ref" / "gen_matmul_ptx.py"
@@ -97,7 +99,7 @@ def triton_args(pa, pb, pc):
 
 def analyze(label: str, arch: str, ptx: str, warps: int, dyn_smem: int = 0,
             emu=None) -> dict:
-    link = link_ptx(ptx, arch)
+    link = link_ptx(ptx, get_target(arch))
     (kname, res), = link.resources.items()
     instrs = sass.disassemble(link.cubin)[kname]
     s = sass.summarize(instrs)
@@ -129,7 +131,7 @@ def per_step(s, ops, warps):
 
 def ours(arch: str) -> dict:
     text = EXAMPLE.read_text()
-    res = compile_source(text, str(EXAMPLE), Options(target=arch), until="ptx")
+    res = compile_source(text, str(EXAMPLE), CompileOptions(target=arch), until="ptx")
     if not res.ok:
         raise SystemExit(f"examples/matmul.tile did not compile for {arch}: "
                          f"{[d.message for d in res.diagnostics]}")

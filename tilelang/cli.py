@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING
 
 from .version import __version__
 from .diagnostics import Diagnostic, Severity, TileError, emit
-from .driver import Options, check_file
+from .driver import check_file
+from .options import DEFAULT_TARGET, CompileOptions
 
 if TYPE_CHECKING:
     import argparse
@@ -104,9 +105,9 @@ def _main_parser() -> argparse.ArgumentParser:
                    help="write the output (or the --report) here (`-` for stdout); default "
                         "for cubin: FILE's name with .cubin, for c: FILE.c (and FILE.h), in "
                         "the current folder")
-    p.add_argument("--arch", default="sm_90a", metavar="TARGET",
+    p.add_argument("--arch", default=DEFAULT_TARGET, metavar="TARGET",
                    help="target GPU: sm_80 sm_86 sm_89 sm_90 sm_90a sm_100a sm_120 "
-                        "(default sm_90a)")
+                        f"(default {DEFAULT_TARGET})")
     p.add_argument("--kernel", action="append", metavar="NAME",
                    help="compile only this kernel (repeatable)")
     p.add_argument("-O", dest="opt", type=int, choices=range(4), default=3, metavar="LEVEL",
@@ -194,7 +195,7 @@ def _plain_compile_args(argv: list[str]):
     None, and argparse reads them. Building and running argparse was ~18 M instructions (5 ms)
     of every `tilec FILE`."""
     from types import SimpleNamespace
-    ns = SimpleNamespace(file=None, emit="cubin", output=None, arch="sm_90a", kernel=None,
+    ns = SimpleNamespace(file=None, emit="cubin", output=None, arch=DEFAULT_TARGET, kernel=None,
                          opt=3, precision=None, lineinfo=False, ptxas=None, ptxas_knobs=None,
                          report=False, grid=None, block=None, sms=None, include=[], defines=[])
     i, n = 0, len(argv)
@@ -242,7 +243,7 @@ def cmd_check(argv: list[str]) -> int:
         p = _check_parser()
         args = p.parse_args(argv)
         files, include, defines = args.files, args.include, args.defines
-    options = Options(_includes(include, p), _defines(defines, p))
+    options = CompileOptions(include_dirs=_includes(include, p), defines=_defines(defines, p))
     results = [check_file(f, options) for f in files]
     if len(results) > 1:        # a -D is unknown only when no file takes it: say so once
         def name(d):
@@ -331,8 +332,10 @@ def cmd_compile(argv: list[str]) -> int:
         if prod(block) > most or block[2:3] > (64,):
             p.error(f"--block {args.block}: a block has at most {most} threads and at most "
                     f"64 along z; got {prod(block)} threads")
-    options = Options(_includes(args.include, p), _defines(args.defines, p), args.arch,
-                      args.opt, args.ptxas, args.ptxas_knobs, args.precision, args.lineinfo)
+    options = CompileOptions(
+        target=args.arch, defines=_defines(args.defines, p),
+        include_dirs=_includes(args.include, p), opt_level=args.opt, ptxas=args.ptxas,
+        knobs_file=args.ptxas_knobs, precision=args.precision, lineinfo=args.lineinfo)
     if args.emit in ("ast", "typed-ast"):
         result = check_file(args.file, options)
         status = _report([result])
@@ -364,7 +367,7 @@ def cmd_compile(argv: list[str]) -> int:
     return _write(out, args.output)
 
 
-def _export_c(args, options: Options, parser) -> int:
+def _export_c(args, options: CompileOptions, parser) -> int:
     """`--emit c`: NAME.c and NAME.h (docs/cli.md, "C export"); both are made before either
     is written."""
     import os

@@ -16,7 +16,8 @@ from .diagnostics import (Diagnostic, InternalCompilerError, Severity, TileError
 from .frontend import ast
 from .frontend.parser import parse
 from .frontend.source import read_source
-from .record import field, record, replace
+from .options import CompileOptions
+from .record import record, replace
 from .sema import checker
 
 
@@ -27,24 +28,6 @@ register_codes({"E9999": "internal compiler error",
 
 # Mistakes in the options rather than in the source: `tilec` exits 2 when these are all.
 USAGE_CODES = frozenset({"E0271", "E0272"})
-
-
-@record
-class Options:
-    include_dirs: list[str] = field(default_factory=list)
-    defines: dict[str, str] = field(default_factory=dict)
-    target: str = "sm_90a"
-    opt_level: int = 3
-    ptxas: str | None = None         # assemble with this ptxas binary instead of nvJitLink
-    knobs_file: str | None = None    # --ptxas-knobs FILE (seed 002)
-    precision: str | None = None     # --precision: the module's math mode (docs/numerics.md)
-    lineinfo: bool = False           # --lineinfo: `.file`/`.loc` source lines in the PTX
-
-    def key(self) -> str:
-        """The options that change generated code, for cache keys."""
-        return f"target={self.target};O{self.opt_level};ptxas={self.ptxas or ''};" \
-               f"knobs={self.knobs_file or ''};I={os.pathsep.join(self.include_dirs)};" \
-               f"precision={self.precision or ''}" + (";lineinfo" if self.lineinfo else "")
 
 
 @record
@@ -59,7 +42,7 @@ class CheckResult:
         return not any(d.severity is Severity.ERROR for d in self.diagnostics)
 
 
-def include_diagnostics(options: Options) -> list[Diagnostic]:
+def include_diagnostics(options: CompileOptions) -> list[Diagnostic]:
     """E0271 for each include folder that is not a folder."""
     out = []
     for d in options.include_dirs:
@@ -71,7 +54,7 @@ def include_diagnostics(options: Options) -> list[Diagnostic]:
     return out
 
 
-def define_diagnostics(module: ast.Module | None, options: Options) -> list[Diagnostic]:
+def define_diagnostics(module: ast.Module | None, options: CompileOptions) -> list[Diagnostic]:
     """E0272 for each define that no kernel of `module` takes as a `const` parameter (a define
     nobody reads is a typo that would otherwise change nothing, silently)."""
     if module is None or not options.defines:
@@ -83,7 +66,7 @@ def define_diagnostics(module: ast.Module | None, options: Options) -> list[Diag
                 if p.is_const:
                     consts.setdefault(p.name, []).append(item.name)
     out = []
-    for name in options.defines:
+    for name, _ in options.defines:
         if name in consts:
             continue
         import difflib
@@ -100,7 +83,7 @@ def define_diagnostics(module: ast.Module | None, options: Options) -> list[Diag
 
 
 def _define_spans(diags: list[Diagnostic], module: ast.Module,
-                  options: Options) -> list[Diagnostic]:
+                  options: CompileOptions) -> list[Diagnostic]:
     """A -D value is parsed as `const __expr__ = VALUE;` in a file `<-D NAME>`: show a mistake
     in it as one in the -D value, at the parameter it gives a value to."""
     spans = {}
@@ -113,7 +96,7 @@ def _define_spans(diags: list[Diagnostic], module: ast.Module,
         f = d.span.file if d.span is not None else ""
         if isinstance(f, str) and f.startswith("<-D ") and f.endswith(">"):
             name = f[4:-1]
-            value = options.defines.get(name, "")
+            value = options.define_map().get(name, "")
             d = replace(d, message=f"-D {name}={value}: {d.message}", span=spans.get(name),
                         label=f"the value of `{name}` comes from the command line",
                         related=tuple(r for r in d.related if r.span.file != f))
@@ -121,9 +104,9 @@ def _define_spans(diags: list[Diagnostic], module: ast.Module,
     return out
 
 
-def check_source(text: str, path: str, options: Options | None = None) -> CheckResult:
+def check_source(text: str, path: str, options: CompileOptions | None = None) -> CheckResult:
     """Parse and check `text` as the contents of `path`; never raises for user mistakes."""
-    options = options or Options()
+    options = options or CompileOptions()
     remember_source(path, text)
     diags: list[Diagnostic] = include_diagnostics(options)
     if not text.strip():
@@ -147,7 +130,7 @@ def check_source(text: str, path: str, options: Options | None = None) -> CheckR
     return CheckResult(path, module, diags, typed)
 
 
-def check_file(path: str, options: Options | None = None) -> CheckResult:
+def check_file(path: str, options: CompileOptions | None = None) -> CheckResult:
     try:
         text = read_source(path)
     except TileError as e:
@@ -207,7 +190,7 @@ def _sources(text: str, path: str, files: list[str]) -> tuple[tuple[str, str], .
     return tuple(out)
 
 
-def inspect_source(text: str, path: str, options: Options | None = None) -> ModuleSig:
+def inspect_source(text: str, path: str, options: CompileOptions | None = None) -> ModuleSig:
     """The kernels of a module and their parameters (raises TileError on errors)."""
     from .compiled import KernelSig, ModuleSig, ParamSig
     from .sema.constants import ConstValue
@@ -243,7 +226,7 @@ def _const_text(v: Any) -> str:
     return str(int(v)) if not isinstance(v, str) else v
 
 
-def compile_source(text: str, path: str, options: Options | None = None, *,
+def compile_source(text: str, path: str, options: CompileOptions | None = None, *,
                    kernels: list[str] | None = None, consts: Mapping[str, Any] | None = None,
                    facts: Mapping[str, Mapping[str, Any]] | None = None,
                    until: str = "cubin") -> CompileResult:
@@ -251,9 +234,9 @@ def compile_source(text: str, path: str, options: Options | None = None, *,
     mistakes come back as diagnostics (never raised); an internal failure is an E9999
     diagnostic."""
     from .compiled import CompileResult
-    options = options or Options()
+    options = options or CompileOptions()
     if consts:
-        options = replace(options, defines={**options.defines,
+        options = replace(options, defines={**options.define_map(),
                                             **{k: _const_text(v) for k, v in consts.items()}})
     res = CompileResult(path, [])
     # A compile allocates far more than it frees (code generation's modules on first use, the
@@ -281,7 +264,7 @@ def compile_source(text: str, path: str, options: Options | None = None, *,
 
 
 def _compile(text, path, options, kernels, facts, until, res: CompileResult, t0) -> None:
-    from .ir.lower import lower_module
+    from .ir.build import build_module
     from .ir.passes import PassManager
     from .ir.printer import format_module
 
@@ -311,7 +294,7 @@ def _compile(text, path, options, kernels, facts, until, res: CompileResult, t0)
                 raise TileUsageError.at(
                     "E0270", f"`{path}` has no kernel `{name}`", None,
                     help=f"its kernels are: {', '.join(sorted(known)) or 'none'}")
-    ir, ldiags = lower_module(module, options, kernels)
+    ir, ldiags = build_module(module, options, kernels)
     res.diagnostics += [d for d in ldiags if d.severity is Severity.ERROR]
     if ir is None:
         return
@@ -325,14 +308,12 @@ def _compile(text, path, options, kernels, facts, until, res: CompileResult, t0)
     if until == "plan":
         from .codegen.generate import kernel_plans
         from .codegen.plan.dump import format_plan
-        res.plan = "\n".join(format_plan(p, k) for k, p in kernel_plans(
-            ir, options.target, facts, precision=options.precision))
+        res.plan = "\n".join(format_plan(p, k) for k, p in kernel_plans(ir, options, facts))
         return
     from .codegen.generate import generate
     t_imported = time.perf_counter()
     res.timings["imports"] = t_imported - t3       # code generation's modules, on first use
-    cg = generate(ir, options.target, options.opt_level, facts, precision=options.precision,
-                  lineinfo=options.lineinfo)
+    cg = generate(ir, options, facts)
     t4 = time.perf_counter()
     res.codegen = cg
     res.llvm_ir, res.ptx = cg.llvm_ir, cg.ptx
@@ -359,15 +340,15 @@ def _compile(text, path, options, kernels, facts, until, res: CompileResult, t0)
 
 
 def compile_kernel(text: str, path: str, kernel: str, consts: Mapping[str, Any] | None = None,
-                   facts: Mapping[str, Any] | None = None, options: Options | None = None, *,
-                   link: bool = True) -> CompiledKernel:
+                   facts: Mapping[str, Any] | None = None,
+                   options: CompileOptions | None = None, *, link: bool = True) -> CompiledKernel:
     """One specialization of one kernel (the runtime's entry point). Raises TileError."""
     from .compiled import CompiledKernel
-    options = options or Options()
+    options = options or CompileOptions()
     res = compile_source(text, path, options, kernels=[kernel], consts=consts,
                          facts={kernel: dict(facts or {})}, until="cubin" if link else "ptx")
     _raise_errors(res.diagnostics)
-    return CompiledKernel(res.codegen.kernel(kernel), res.ptx, res.cubin, options.target,
+    return CompiledKernel(res.codegen.kernel(kernel), res.ptx, res.cubin, options.target.name,
                           tuple(res.diagnostics), dict(res.timings), res.tir, res.llvm_ir)
 
 

@@ -21,7 +21,7 @@ import tilelang
 from tilelang.aot.c_text import render
 from tilelang.aot.export import VARIANTS, c_prefix, export_c
 from tilelang.diagnostics import TileError
-from tilelang.driver import Options
+from tilelang.options import CompileOptions
 from tilelang.emulator import EmulatorDevice as Device
 from tilelang.runtime.tensormap import MapArgs, encode_emulator, map_args
 
@@ -58,7 +58,7 @@ def _export(tmp, source, name, **opts):
     path = os.path.join(ROOT, "examples", source) if not os.path.isabs(source) else source
     with open(path, encoding="utf-8") as f:
         text = f.read()
-    ex = export_c(text, path, Options(**opts), c_prefix(name))
+    ex = export_c(text, path, CompileOptions(**opts), c_prefix(name))
     header, code = render(ex, name + ".h")
     with open(os.path.join(tmp, name + ".h"), "w") as f:
         f.write(header)
@@ -410,7 +410,7 @@ def test_two_exports_link_into_one_program(tmp_path):
     src = os.path.join(ROOT, "examples", "vadd.tile")
     with open(src) as f:
         text = f.read()
-    ex = export_c(text, src, Options(defines={"TILE": "256"}), "vb")
+    ex = export_c(text, src, CompileOptions(defines={"TILE": "256"}), "vb")
     header, code = render(ex, "vb.h")
     with open(os.path.join(tmp, "vb.h"), "w") as f:
         f.write(header)

@@ -71,11 +71,12 @@ def test_report_matches_the_driver(path):
     from cuda.bindings import driver
 
     from tilelang.codegen.occupancy import occupancy
-    from tilelang.driver import Options, compile_source
+    from tilelang.driver import compile_source
+    from tilelang.options import CompileOptions
     be = tilelang.get_backend("cuda")
     target = be.default_target()
     text = open(path).read()
-    res = compile_source(text, path, Options(target=target), until="cubin")
+    res = compile_source(text, path, CompileOptions(target=target), until="cubin")
     assert res.ok, [d.message for d in res.diagnostics]
     rows = _report_rows(path, target)
     module = _ok(driver.cuModuleLoadData(res.cubin))

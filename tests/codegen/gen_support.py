@@ -11,10 +11,12 @@ from functools import lru_cache
 import numpy as np
 
 from tilelang.codegen.generate import generate
+from tilelang.options import CompileOptions
 from tilelang.codegen.target.link import link_ptx
 from tilelang.emulator.device import EmulatorDevice
 from tilelang.interp import run_kernel
 from tilelang.ir.ops import IRModule, Kernel
+from tilelang.targets import get_target
 
 TARGETS = ("sm_80", "sm_86", "sm_89", "sm_90", "sm_90a", "sm_100a", "sm_120")
 
@@ -34,13 +36,13 @@ class Strided:
 
 
 def compile_kernel(kernel: Kernel, target: str = "sm_90a", opt_level: int = 3, facts=None):
-    return generate(IRModule((kernel,)), target, opt_level,
+    return generate(IRModule((kernel,)), CompileOptions(target=target, opt_level=opt_level),
                     {kernel.name: facts} if facts else None)
 
 
 @lru_cache(maxsize=None)
 def _linked(ptx: str, target: str) -> bool:
-    link_ptx(ptx, target, verbose=False, env={})
+    link_ptx(ptx, get_target(target), verbose=False, env={})
     return True
 
 

@@ -273,7 +273,8 @@ CHILD = textwrap.dedent(r"""
     import json, sys, time
     sys.path.insert(0, %(here)r)
     import test_codegen_fuzz as F
-    from tilelang.driver import Options, compile_source
+    from tilelang.driver import compile_source
+    from tilelang.options import CompileOptions
 
     for job in json.loads(sys.stdin.read()):
         text = F.with_launch(F.KERNELS[job["kernel"]][0], job["launch"])
@@ -281,7 +282,7 @@ CHILD = textwrap.dedent(r"""
         t0, c0 = time.perf_counter(), time.process_time()
         try:
             res = compile_source(text, job["kernel"] + ".tile",
-                                 Options(defines=job["defines"], target=job["target"],
+                                 CompileOptions(defines=job["defines"], target=job["target"],
                                          opt_level=job["opt"]), until=job["until"])
             out = {"codes": [d.code for d in res.diagnostics if d.severity.name == "ERROR"],
                    "messages": [d.message[:300] for d in res.diagnostics
@@ -381,9 +382,10 @@ def test_every_program_compiles_with_its_defaults():
     text = [with_launch(KERNELS[j["kernel"]][0], {}) for j in jobs]
     assert all("kernel " in t for t in text)
     from tilelang.diagnostics import render_all
-    from tilelang.driver import Options, compile_source
+    from tilelang.driver import compile_source
+    from tilelang.options import CompileOptions
     for j in jobs:
-        res = compile_source(KERNELS[j["kernel"]][0], j["kernel"] + ".tile", Options(),
+        res = compile_source(KERNELS[j["kernel"]][0], j["kernel"] + ".tile", CompileOptions(),
                              until="tir")
         assert res.ok, render_all(res.diagnostics)
 

@@ -10,7 +10,8 @@ import pytest
 
 from tilelang.codegen.generate import MAX_ELEMENTS_PER_THREAD, check_elements_per_thread
 from tilelang.diagnostics import render_all
-from tilelang.driver import Options, compile_source
+from tilelang.driver import compile_source
+from tilelang.options import CompileOptions
 
 COPY = """\
 @launch(maxntid = (THREADS, 1, 1))
@@ -93,7 +94,7 @@ def _nvjitlink() -> bool:
 @pytest.mark.parametrize("opt", [0, 1, 2, 3])
 def test_every_optimization_level_links(opt):
     """nvJitLink accepts only -O0/-O3 itself; -O1/-O2 reach ptxas through -Xptxas."""
-    res = compile_source(copy_kernel(128, 1024), "k.tile", Options(opt_level=opt),
+    res = compile_source(copy_kernel(128, 1024), "k.tile", CompileOptions(opt_level=opt),
                          until="cubin")
     assert res.ok, render_all(res.diagnostics)
     assert res.cubin[:4] == b"\x7fELF"
@@ -117,8 +118,9 @@ def test_f8_conversions_compile_on_every_target(target, cvts):
     integer code. Compiled in a child so that an abort fails this test, not pytest."""
     import subprocess
     import sys
-    code = ("import sys\nfrom tilelang.driver import Options, compile_source\n"
-            f"r = compile_source({F8_SRC!r}, 'f8.tile', Options(target={target!r}), "
+    code = ("import sys\nfrom tilelang.driver import compile_source\n"
+            "from tilelang.options import CompileOptions\n"
+            f"r = compile_source({F8_SRC!r}, 'f8.tile', CompileOptions(target={target!r}), "
             "until='ptx')\nassert r.ok, r.diagnostics\n"
             "print(sum(l.lstrip().startswith('cvt.rn') and 'x2' in l "
             "for l in r.ptx.splitlines() if 'e4m3x2' in l or 'e5m2x2' in l))")

@@ -38,10 +38,12 @@ def _run(code: str) -> dict:
 
 COMPILE = """\
 import json, sys
-from tilelang.driver import Options, compile_source
+from tilelang.driver import compile_source
+from tilelang.options import CompileOptions
 out = {{}}
 for path, target in {cases!r}:
-    r = compile_source(open(path).read(), path, Options(target=target), until={until!r})
+    r = compile_source(open(path).read(), path, CompileOptions(target=target),
+                       until={until!r})
     assert r.ok, [str(d) for d in r.diagnostics]
     assert {until!r} == "ptx" or r.cubin[:4] == b"\\x7fELF"
     out[path + " " + target] = sorted(m for m in {heavy!r} if m in sys.modules)
@@ -83,8 +85,10 @@ kernel k(a: Array[f32, 2], h: Array[f16, 1], e: Array[f8e4m3, 1], o: Array[f32, 
     print("{} {} {} {} {}", 0.1, f32(1.0e-5), f16(0.1), bf16(0.1), f8e4m3(0.3));
 }
 """
-    code = (f"import json, sys\nfrom tilelang.driver import Options, compile_source\n"
-            f"r = compile_source({src!r}, 'k.tile', Options(target='sm_90a'), until={UNTIL!r})\n"
+    code = (f"import json, sys\nfrom tilelang.driver import compile_source\n"
+            f"from tilelang.options import CompileOptions\n"
+            f"r = compile_source({src!r}, 'k.tile', CompileOptions(target='sm_90a'),\n"
+            f"                   until={UNTIL!r})\n"
             "assert r.ok, [str(d) for d in r.diagnostics]\n"
             "assert '1e-05 0.1 0.100097656 0.3125' in r.llvm_ir\n"
             f"print(json.dumps(sorted(m for m in {HEAVY!r} if m in sys.modules)))\n")
@@ -108,9 +112,10 @@ def test_a_kernel_without_math_functions_imports_no_decimal():
     """The math library's constants are made on first use (scalar/consts.py): the tensor-core
     matmul, which calls no math function, imports neither `decimal` nor `fractions` (~3 ms of
     its cold compile); softmax's exp does."""
-    code = ("import json, sys\nfrom tilelang.driver import Options, compile_source\nout = []\n"
+    code = ("import json, sys\nfrom tilelang.driver import compile_source\n"
+            "from tilelang.options import CompileOptions\nout = []\n"
             "for path in ('examples/matmul.tile', 'examples/softmax.tile'):\n"
-            "    r = compile_source(open(path).read(), path, Options(target='sm_90a'),\n"
+            "    r = compile_source(open(path).read(), path, CompileOptions(target='sm_90a'),\n"
             f"                       until={UNTIL!r})\n"
             "    assert r.ok, [str(d) for d in r.diagnostics]\n"
             "    out.append(sorted(m for m in ('decimal', 'fractions') if m in sys.modules))\n"

@@ -9,6 +9,7 @@ import pytest
 
 from gen_support import compile_kernel, interpret, link, run_emulated, same
 from tilelang.codegen.generate import generate
+from tilelang.options import CompileOptions
 from tilelang.ir import samples
 from tilelang.ir.builder import KernelBuilder
 from tilelang.ir.ops import IRModule
@@ -84,7 +85,7 @@ def test_reduction_kernel_gets_reqntid_and_refuses_other_blocks():
 def test_user_maxntid_with_communication_becomes_reqntid_with_a_note():
     k = samples.softmax_rows(256)
     k = type(k)(k.name, k.params, k.body, {"maxntid": (256, 1, 1)})
-    r = generate(IRModule((k,)), "sm_90a")
+    r = generate(IRModule((k,)), CompileOptions(target="sm_90a"))
     assert ".reqntid 256, 1, 1" in r.ptx and ".maxntid" not in r.ptx
     assert [d.code for d in r.diagnostics] == ["E0722"]
     assert r.kernels[0].block == (256, 1, 1)

@@ -60,8 +60,9 @@ def test_every_block_shape_within_maxntid_does_each_element_once(block):
     may be launched as (64, 2, 1): its y and z threads are further threads, not copies of
     x's (atomics would count twice)."""
     from tilelang.diagnostics import render_all
-    from tilelang.driver import Options, compile_source
-    res = compile_source(COUNT, "<count>.tile", Options(target="sm_90a"), until="ptx")
+    from tilelang.driver import compile_source
+    from tilelang.options import CompileOptions
+    res = compile_source(COUNT, "<count>.tile", CompileOptions(target="sm_90a"), until="ptx")
     assert res.ok, render_all(res.diagnostics)
     h = np.zeros(512, np.int32)
     run_emulated(res.codegen, "count", [h], (2, 1, 1), block=block)
@@ -83,8 +84,9 @@ def test_a_body_with_a_loop_shares_it_with_the_short_blocks(block):
     """A body with a loop is not versioned: the full launch joins the virtual-thread loop
     and leaves after one turn; every block shape still does each element once per turn."""
     from tilelang.diagnostics import render_all
-    from tilelang.driver import Options, compile_source
-    res = compile_source(COUNT_LOOP, "<count2>.tile", Options(target="sm_90a"), until="ptx")
+    from tilelang.driver import compile_source
+    from tilelang.options import CompileOptions
+    res = compile_source(COUNT_LOOP, "<count2>.tile", CompileOptions(target="sm_90a"), until="ptx")
     assert res.ok, render_all(res.diagnostics)
     # one copy of the body (its loop's header once in the LLVM IR generated)
     assert len(re.findall(r"^for\.header[.\d]*:", res.codegen.llvm_ir, re.M)) == 1
@@ -98,13 +100,14 @@ def example_vadd(tile: int):
     three equal-length contiguous f32 arrays (`caes`, then b and c `=0`: docs/abi.md)."""
     import os
     from tilelang.codegen.api import ArrayFacts
-    from tilelang.driver import Options, compile_kernel as compile_source_kernel
+    from tilelang.driver import compile_kernel as compile_source_kernel
+    from tilelang.options import CompileOptions
     path = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "vadd.tile")
     with open(path) as f:
         text = f.read()
     facts = {n: ArrayFacts.from_key(k) for n, k in zip("abc", ("caes", "caes=0", "caes=0"))}
     return compile_source_kernel(text, path, "vadd", consts={"TILE": tile},
-                                 options=Options(target="sm_90a"), facts=facts, link=False)
+                                 options=CompileOptions(target="sm_90a"), facts=facts, link=False)
 
 
 def run_example(ck, n: int, grid: int, block=(128, 1, 1)):
@@ -176,8 +179,9 @@ def test_declared_shapes_versioned(launch, block):
     threads past 64 have no work) and a declared 2-D block (its linear index on both paths):
     each element once per block, whatever the launch's shape within `.maxntid`."""
     from tilelang.diagnostics import render_all
-    from tilelang.driver import Options, compile_source
-    res = compile_source(count_kernel(launch), "<count3>.tile", Options(target="sm_90a"),
+    from tilelang.driver import compile_source
+    from tilelang.options import CompileOptions
+    res = compile_source(count_kernel(launch), "<count3>.tile", CompileOptions(target="sm_90a"),
                          until="ptx")
     assert res.ok, render_all(res.diagnostics)
     # two copies of the body: 512 elements over the 128 or 64 layout threads, a `red` each

@@ -9,11 +9,13 @@ import pytest
 from test_launch_support import launch
 from tilelang.sema.launch_attrs import AttrValue, ByTarget, LaunchSpec, resolve_launch
 from tilelang.diagnostics import Span, TileLaunchError, TileUsageError, render
+from tilelang.options import CompileOptions
+from tilelang.targets import get_target
 
 
 def errors(line: str, target: str = "sm_90a") -> list:
     with pytest.raises(TileLaunchError) as e:
-        resolve_launch(launch(line), target)
+        resolve_launch(launch(line), get_target(target))
     return e.value.diagnostics
 
 
@@ -25,7 +27,7 @@ def test_accepts_every_key():
     spec = resolve_launch(launch(
         "@launch(maxntid = (256, 2), reqntid = (128, 2, 1), minctasm = 2, maxnreg = 128, "
         "cluster = (2, 1, 1), maxclusterrank = 4, blocksareclusters, nonportable_cluster, "
-        "opt_level = 3)"), "sm_90a")
+        "opt_level = 3)"), get_target("sm_90a"))
     assert spec == LaunchSpec(maxntid=(256, 2), reqntid=(128, 2, 1), minctasm=2, maxnreg=128,
                               cluster=(2, 1, 1), maxclusterrank=4, blocksareclusters=True,
                               nonportable_cluster=True, opt_level=3)
@@ -33,19 +35,20 @@ def test_accepts_every_key():
 
 
 def test_single_int_thread_shape_and_occupancy_alias():
-    spec = resolve_launch(launch("@launch(maxntid = 256, occupancy = 3)"), "sm_80")
+    spec = resolve_launch(launch("@launch(maxntid = 256, occupancy = 3)"), get_target("sm_80"))
     assert spec.maxntid == (256,) and spec.minctasm == 3
     assert spec.span("minctasm") is not None
 
 
 def test_num_ctas_means_n_1_1():
-    spec = resolve_launch(launch("@launch(num_ctas = 8)"), "sm_90")
+    spec = resolve_launch(launch("@launch(num_ctas = 8)"), get_target("sm_90"))
     assert spec.cluster == (8, 1, 1) and spec.span("cluster") == spec.span("num_ctas")
 
 
 @pytest.mark.parametrize("n", [1, 2, 4, 8, 16])
 def test_num_ctas_powers_of_two_accepted(n):
-    assert resolve_launch(launch(f"@launch(num_ctas = {n})"), "sm_90").cluster == (n, 1, 1)
+    assert resolve_launch(launch(f"@launch(num_ctas = {n})"), get_target("sm_90")).cluster == \
+        (n, 1, 1)
 
 
 @pytest.mark.parametrize("n", [0, 3, 6, 32, -2])
@@ -122,7 +125,7 @@ error[E0704]: `cluster` needs exactly 3 positive integers, found (2, 1)
                                             ("maxclusterrank", 1, 16, "E0709")])
 def test_scalar_ranges(key, lo, hi, code):
     for ok in (lo, hi):
-        resolve_launch(launch(f"@launch({key} = {ok})"), "sm_90a")
+        resolve_launch(launch(f"@launch({key} = {ok})"), get_target("sm_90a"))
     assert codes(f"@launch({key} = {lo - 1})") == [code]
     assert codes(f"@launch({key} = {hi + 1})") == [code]
 
@@ -154,13 +157,13 @@ LINE = "@launch(maxnreg = by_target(sm_90a = 168, default = 128))"
 
 
 def test_by_target_picks_target_then_default():
-    assert resolve_launch(launch(LINE), "sm_90a").maxnreg == 168
-    assert resolve_launch(launch(LINE), "sm_80").maxnreg == 128
+    assert resolve_launch(launch(LINE), get_target("sm_90a")).maxnreg == 168
+    assert resolve_launch(launch(LINE), get_target("sm_80")).maxnreg == 128
 
 
 def test_by_target_value_checked_for_the_chosen_target_only():
     line = "@launch(maxnreg = by_target(sm_90a = 300, default = 128))"
-    assert resolve_launch(launch(line), "sm_80").maxnreg == 128
+    assert resolve_launch(launch(line), get_target("sm_80")).maxnreg == 128
     [d] = errors(line, "sm_90a")
     assert d.code == "E0711"
     assert render(d) == """\
@@ -175,7 +178,7 @@ error[E0711]: `maxnreg` must be between 24 and 255, found 300
 
 def test_by_target_missing_entry():
     line = "@launch(cluster = by_target(sm_90a = (2, 1, 1)))"
-    assert resolve_launch(launch(line), "sm_90a").cluster == (2, 1, 1)
+    assert resolve_launch(launch(line), get_target("sm_90a")).cluster == (2, 1, 1)
     [d] = errors(line, "sm_90")
     assert render(d) == """\
 error[E0714]: `cluster` has no value for target sm_90
@@ -194,15 +197,16 @@ def test_by_target_unknown_target_name():
 def test_by_target_with_raw_values_and_flags():
     attrs = {"blocksareclusters": AttrValue(ByTarget({"sm_90a": True}, None), None),
              "reqntid": AttrValue(ByTarget({"default": (128,)}), None)}
-    spec = resolve_launch(attrs, "sm_90a")
+    spec = resolve_launch(attrs, get_target("sm_90a"))
     assert spec.blocksareclusters and spec.reqntid == (128,)
 
 
 def test_unknown_target_is_usage_error():
+    # a target is resolved once, where the compile's options are made (tilelang/options.py)
     with pytest.raises(TileUsageError) as e:
-        resolve_launch({}, "sm_75")
+        CompileOptions(target="sm_75")
     assert e.value.code == "E0750"
 
 
 def test_empty_launch():
-    assert resolve_launch({}, "sm_80") == LaunchSpec()
+    assert resolve_launch({}, get_target("sm_80")) == LaunchSpec()

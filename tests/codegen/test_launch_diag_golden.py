@@ -51,8 +51,8 @@ RULES = {
 
 def diagnose(line: str, target: str, features) -> str:
     try:
-        spec = resolve_launch(launch(line), target)
-        c = decide_contract("k", spec, features, target)
+        spec = resolve_launch(launch(line), get_target(target))
+        c = decide_contract("k", spec, features, get_target(target))
         sink = DiagnosticSink()
         directive_lines(c, get_target(target), sink)
         diags = list(c.diagnostics) + sink.diagnostics

@@ -17,6 +17,7 @@ from tilelang.codegen.target.ptx_header import plan_module, rewrite_ptx
 
 emu = pytest.importorskip("tilelang.emulator.device")
 from tilelang.emulator.errors import LaunchRefused  # noqa: E402
+from tilelang.targets import get_target
 
 N = 1024
 
@@ -46,12 +47,12 @@ def index_kernel_ir() -> str:
 
 
 def build(line: str, target: str = "sm_90", features=None) -> str:
-    spec = resolve_launch(launch(line), target)
-    contract = decide_contract("k", spec, features, target)
-    plan = plan_module(target, {"k": contract})
+    spec = resolve_launch(launch(line), get_target(target))
+    contract = decide_contract("k", spec, features, get_target(target))
+    plan = plan_module(get_target(target), {"k": contract})
     ptx = rewrite_ptx(llvm_ptx(index_kernel_ir(), plan.llvm_cpu, plan.llvm_features), plan,
                       {"k": contract})
-    link_ptx(ptx, target, verbose=False, env={})
+    link_ptx(ptx, get_target(target), verbose=False, env={})
     return ptx
 
 

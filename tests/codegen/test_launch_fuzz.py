@@ -88,12 +88,12 @@ CHILD = textwrap.dedent(r"""
             explicit_wgmma_request=rng.random() < 0.3, accumulator_regs=rng.choice([0, 64, 128]))
         extra = rng.sample(sorted(FEATURES), rng.randint(0, 2))
         try:
-            spec = resolve_launch(attrs, target, launch_span=SP)
-            c = decide_contract("k", spec, feats, target, kernel_span=SP)
+            spec = resolve_launch(attrs, get_target(target), launch_span=SP)
+            c = decide_contract("k", spec, feats, get_target(target), kernel_span=SP)
             plan = validate_target(target, c.features(get_target(target)) | set(extra))
             ptx = llvm_ptx(ir_for(set(extra)), plan.llvm_cpu, plan.llvm_features)
             out = rewrite_ptx(ptx, plan, {"k": c}, DiagnosticSink())
-            link_ptx(out, target, verbose=False, env={})
+            link_ptx(out, get_target(target), verbose=False, env={})
             stats["ok"] += 1
         except InternalCompilerError as e:
             print("ICE", i, target, raw, feats, extra, e.diagnostics, file=sys.stderr)

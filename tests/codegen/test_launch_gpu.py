@@ -76,11 +76,12 @@ def device():
 
 
 def load(driver, target, launch_line_attrs):
-    spec = resolve_launch({k: AttrValue(v) for k, v in launch_line_attrs.items()}, target)
-    contract = decide_contract("k", spec, None, target)
+    tgt = get_target(target)
+    spec = resolve_launch({k: AttrValue(v) for k, v in launch_line_attrs.items()}, tgt)
+    contract = decide_contract("k", spec, None, tgt)
     plan = validate_target(target, contract.features(plan_target(target)))
     ptx = rewrite_ptx(BODY.format(), plan, {"k": contract})
-    linked = link_ptx(ptx, target, env={})
+    linked = link_ptx(ptx, get_target(target), env={})
     module = _check(driver.cuModuleLoadData(linked.cubin))
     return _check(driver.cuModuleGetFunction(module, b"k")), linked
 

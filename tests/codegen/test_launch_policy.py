@@ -20,8 +20,8 @@ KSPAN = Span("k.tile", 2, 1, 2, 7)
 
 
 def decide(line: str | None, features: CodegenFeatures | None, target: str = "sm_90a"):
-    spec = resolve_launch(launch(line), target) if line else None
-    return decide_contract("k", spec, features, target, kernel_span=KSPAN)
+    spec = resolve_launch(launch(line), get_target(target)) if line else None
+    return decide_contract("k", spec, features, get_target(target), kernel_span=KSPAN)
 
 
 def test_adaptive_kernel_gets_maxntid_only():

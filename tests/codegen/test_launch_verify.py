@@ -11,10 +11,12 @@ from test_launch_support import launch
 from tilelang.codegen.contract import NvvmAttrs, decide_contract, verify_attrs
 from tilelang.sema.launch_attrs import resolve_launch
 from tilelang.diagnostics import TileLaunchError, render
+from tilelang.targets import get_target
 
 
 def contract(line: str, target: str = "sm_90a", features=None):
-    return decide_contract("k", resolve_launch(launch(line), target), features, target)
+    tgt = get_target(target)
+    return decide_contract("k", resolve_launch(launch(line), tgt), features, tgt)
 
 
 def rejected(line: str, target: str = "sm_90a", features=None):

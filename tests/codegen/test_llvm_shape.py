@@ -16,14 +16,15 @@ import pytest
 
 import tilelang.codegen.generate as generate_mod
 from tilelang.codegen import walk as control
-from tilelang.driver import Options, compile_source
+from tilelang.driver import compile_source
+from tilelang.options import CompileOptions
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _compile(name: str, until: str = "ptx", target: str = "sm_90a"):
     path = ROOT / "examples" / f"{name}.tile"
-    res = compile_source(path.read_text(), str(path), Options(target=target), until=until)
+    res = compile_source(path.read_text(), str(path), CompileOptions(target=target), until=until)
     assert res.ok, [d.message for d in res.diagnostics]
     return res
 
@@ -130,11 +131,11 @@ def test_tensor_core_lowerings_load_only_for_products():
     CPU on every cold compile); the matmul loads them when it meets its product."""
     code = (
         "import json, sys\n"
-        "from tilelang.driver import Options, compile_source\n"
+        "from tilelang.driver import compile_source\nfrom tilelang.options import CompileOptions\n"
         "out = {}\n"
         "for name in ('softmax', 'matmul'):\n"
         "    p = f'examples/{name}.tile'\n"
-        "    r = compile_source(open(p).read(), p, Options(target='sm_90a'), until='ptx')\n"
+        "    r = compile_source(open(p).read(), p, CompileOptions(target='sm_90a'), until='ptx')\n"
         "    assert r.ok\n"
         "    out[name] = sorted(m for m in sys.modules if m.startswith('tilelang.codegen'))\n"
         "print(json.dumps(out))\n")

@@ -8,6 +8,7 @@ import pytest
 
 from tilelang.codegen.occupancy import (ARCH_LIMITS, KiB, format_report, kernel_report,
                                         occupancy, waves)
+from tilelang.targets import get_target
 
 
 def test_seed_004_1024_threads_40_regs_is_50_percent():
@@ -127,14 +128,15 @@ def test_pipeline_report_from_link_resources():
     from tilelang.codegen.target.ptx_header import directive_lines, plan_module, rewrite_ptx
 
     target = "sm_90a"
-    spec = resolve_launch(launch("@launch(reqntid = (128, 1, 1), cluster = (2, 1, 1))"), target)
+    tgt = get_target(target)
+    spec = resolve_launch(launch("@launch(reqntid = (128, 1, 1), cluster = (2, 1, 1))"), tgt)
     c = decide_contract("gemm_kernel", spec,
-                        CodegenFeatures(wgmma=True, accumulator_regs=128), target)
-    plan = plan_module(target, {"gemm_kernel": c})
+                        CodegenFeatures(wgmma=True, accumulator_regs=128), tgt)
+    plan = plan_module(tgt, {"gemm_kernel": c})
     assert (plan.ptx_target, plan.version) == ("sm_90a", (8, 0))
     ptx = rewrite_ptx(llvm_ptx(gemm_module_ir(), plan.llvm_cpu, plan.llvm_features), plan,
                       {"gemm_kernel": c})
-    res = link_ptx(ptx, target, env={}).resources["gemm_kernel"]
+    res = link_ptx(ptx, get_target(target), env={}).resources["gemm_kernel"]
     r = kernel_report_from(c, res, target, smem_dynamic=48 * KiB, grid_blocks=4, num_sms=132,
                            directives=directive_lines(c, plan.target))
     assert r.threads == (128, 1, 1) and r.registers == res.registers

@@ -19,7 +19,8 @@ import os
 import pytest
 
 from tilelang.codegen.api import ArrayFacts
-from tilelang.driver import Options, compile_source
+from tilelang.driver import compile_source
+from tilelang.options import CompileOptions
 from tilelang.sema.types import ArrayType
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -34,7 +35,7 @@ def _ptx(example: str, target: str, precision: str, small: bool) -> str:
     path = os.path.join(ROOT, "examples", example)
     with open(path, encoding="utf-8") as f:
         text = f.read()
-    options = Options(target=target, precision=precision)
+    options = CompileOptions(target=target, precision=precision)
     facts = None
     if small:
         first = compile_source(text, path, options, until="tir")

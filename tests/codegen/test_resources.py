@@ -11,7 +11,8 @@ import pytest
 
 from tilelang.codegen.generate import block_shape, launch_spec
 from tilelang.diagnostics import render_all
-from tilelang.driver import Options, compile_source
+from tilelang.driver import compile_source
+from tilelang.options import CompileOptions
 from tilelang.ir.resources import estimate_registers, register_cap
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -42,7 +43,8 @@ kernel ln(x: Array[f32, 2], y: Array[f32, 2], const N: i32 = 32768) {
 
 
 def _estimate(src: str, **defines):
-    res = compile_source(src, "k.tile", Options(defines={k: str(v) for k, v in defines.items()}),
+    res = compile_source(src, "k.tile",
+                         CompileOptions(defines={k: str(v) for k, v in defines.items()}),
                          until="tir")
     assert res.ok, render_all(res.diagnostics)
     k = res.ir.kernels[0]
@@ -52,7 +54,8 @@ def _estimate(src: str, **defines):
 
 def _diags(src: str, **defines):
     t0 = time.perf_counter()
-    res = compile_source(src, "k.tile", Options(defines={k: str(v) for k, v in defines.items()}),
+    res = compile_source(src, "k.tile",
+                         CompileOptions(defines={k: str(v) for k, v in defines.items()}),
                          until="tir")
     assert res.ok
     from tilelang.diagnostics import DiagnosticSink, TileError
@@ -137,7 +140,7 @@ def test_huge_softmax_is_refused_within_a_second():
     # issue 17: -D N=131072 compiled for more than two minutes
     t0 = time.perf_counter()
     res = compile_source((ROOT / "examples" / "softmax.tile").read_text(), "softmax.tile",
-                         Options(defines={"N": "131072"}), until="ptx")
+                         CompileOptions(defines={"N": "131072"}), until="ptx")
     assert time.perf_counter() - t0 < 1.5
     assert [d.code for d in res.diagnostics] == ["E0783"]
 
@@ -146,7 +149,7 @@ def test_shared_memory_past_the_block_limit_is_refused():
     src = (ROOT / "examples" / "matmul.tile").read_text().replace(
         "@launch(reqntid = (128, 1, 1), maxnreg = 168, cluster = (2, 1, 1))",
         "@launch(reqntid = (512, 1, 1))")
-    res = compile_source(src, "mm.tile", Options(defines={"BM": "256", "BN": "256",
+    res = compile_source(src, "mm.tile", CompileOptions(defines={"BM": "256", "BN": "256",
                                                           "BK": "256"}), until="llvm")
     errs = [d for d in res.diagnostics if d.code == "E0788"]
     assert errs and errs[0].message == (

@@ -11,7 +11,7 @@ import pytest
 
 from tilelang.codegen.target.link import link_ptx
 from tilelang.targets import (FEATURES, LLVM_MAX_PTX, TARGETS, fmt_ptx, linker_max_ptx,
-                                      ptx_for_cuda, validate_target)
+                              ptx_for_cuda, validate_target)
 from tilelang.diagnostics import (InternalCompilerError, Span, TileLaunchError, TileUsageError,
                                   remember_source, render)
 
@@ -44,10 +44,10 @@ def test_table():
 def test_min_ptx_is_really_the_minimum(name):
     """nvJitLink accepts `.target` at the table's version and refuses the one just below."""
     t = TARGETS[name]
-    link_ptx(EMPTY_KERNEL.format(v=fmt_ptx(t.min_ptx), t=name), name, verbose=False)
+    link_ptx(EMPTY_KERNEL.format(v=fmt_ptx(t.min_ptx), t=name), t, verbose=False)
     below = (t.min_ptx[0], t.min_ptx[1] - 1) if t.min_ptx[1] else (t.min_ptx[0] - 1, 8)
     with pytest.raises(InternalCompilerError) as e:
-        link_ptx(EMPTY_KERNEL.format(v=fmt_ptx(below), t=name), name, verbose=False)
+        link_ptx(EMPTY_KERNEL.format(v=fmt_ptx(below), t=name), t, verbose=False)
     assert "does not support .target" in "\n".join(e.value.diagnostics[0].notes) or \
         "Unsupported .version" in "\n".join(e.value.diagnostics[0].notes)
 
@@ -150,8 +150,10 @@ def test_every_plan_is_safe_for_llvm():
     assert "not a recognized" not in proc.stderr
     outs = proc.stdout.split("\f")[:-1]
     assert len(outs) == len(combos)
+    # linked as the compiler links them: for the user's target (`sm_90a` for `.target sm_90`)
+    target_of = {p.llvm_cpu: p.target for p in plans}
     for (cpu, _), ptx in zip(combos, outs):
-        link_ptx(ptx, cpu, verbose=False)
+        link_ptx(ptx, target_of[cpu], verbose=False)
 
 
 def test_pinned_version():

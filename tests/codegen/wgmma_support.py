@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 from tilelang.diagnostics import render_all
-from tilelang.driver import Options, compile_source
+from tilelang.driver import compile_source
+from tilelang.options import CompileOptions
 
 
 def facts_of(arrays: dict) -> dict:
@@ -26,7 +27,7 @@ def compile_for(src: str, kernel: str, arrays: dict, *, target: str = "sm_90a",
     generate(tma=...) (until="ptx" only)."""
     if tma is not None:
         return compile_tma(src, kernel, arrays, target=target, tma=tma)
-    res = compile_source(src, "test.tile", Options(target=target, defines=defines or {}),
+    res = compile_source(src, "test.tile", CompileOptions(target=target, defines=defines or {}),
                          facts={kernel: facts_of(arrays)}, until=until)
     assert res.ok, render_all(res.diagnostics)
     return res
@@ -41,9 +42,10 @@ def compile_tma(src: str, kernel: str, arrays: dict, *, target: str = "sm_90a",
                 tma: bool = True):
     """Like compile_for, through generate(tma=tma): with True loads may use TMA maps."""
     from tilelang.codegen.generate import generate
+    from tilelang.options import CompileOptions
     res = compile_for(src, kernel, arrays, target=target, until="tir")
     facts = {kernel: facts_of(arrays)}
-    return _TmaResult(generate(res.ir, target, 3, facts, tma=tma))
+    return _TmaResult(generate(res.ir, CompileOptions(target=target), facts, tma=tma))
 
 
 def run(src: str, kernel: str, arrays: dict, grid, *, scalars=(), target: str = "sm_90a",

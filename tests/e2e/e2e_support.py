@@ -10,7 +10,8 @@ import numpy as np
 
 from tilelang.codegen.api import scalar_storage
 from tilelang.diagnostics import render_all
-from tilelang.driver import Options, compile_source
+from tilelang.driver import compile_source
+from tilelang.options import CompileOptions
 from tilelang.emulator import EmulatorDevice
 from tilelang.interp import run_kernel
 
@@ -24,7 +25,7 @@ def example_text(name: str) -> str:
 
 def compile_text(text: str, path: str = "<e2e>.tile", *, defines=None, target="sm_90a",
                  opt=3, until="ptx", kernels=None, facts=None):
-    res = compile_source(text, path, Options(defines=dict(defines or {}), target=target,
+    res = compile_source(text, path, CompileOptions(defines=dict(defines or {}), target=target,
                                              opt_level=opt), kernels=kernels, facts=facts,
                          until=until)
     assert res.ok, render_all(res.diagnostics)

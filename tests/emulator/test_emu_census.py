@@ -81,13 +81,15 @@ def _tile_sources():
 
 @pytest.mark.slow
 def test_the_code_generator_emits_only_censused_opcodes():
-    from tilelang.driver import Options, compile_source
+    from tilelang.driver import compile_source
+    from tilelang.options import CompileOptions
     seen = set()
     for path in _tile_sources():
         text = pathlib.Path(path).read_text(encoding="utf-8")
         for target in TARGETS:
             for precision in PRECISIONS:
-                res = compile_source(text, path, Options(target=target, precision=precision),
+                res = compile_source(text, path,
+                                     CompileOptions(target=target, precision=precision),
                                      until="ptx")
                 if res.ok and res.ptx:          # sources of diagnostics tests do not compile
                     seen |= opcodes(res.ptx)

@@ -404,12 +404,12 @@ class FakeCompiler:
                     for p in fk.params if p.kind != "const")
         art = KernelArtifact(kernel, abi, fk.block, fk.attrs, fk.cluster, fk.static_smem,
                              fk.dynamic_smem, dict(facts))
-        ptx = fk.ptx(consts, facts, options.target)
+        ptx = fk.ptx(consts, facts, options.target.name)
         cubin = None
         if link:                                # the CUDA back end loads a cubin
             from tilelang.codegen.target.link import link_ptx
             cubin = link_ptx(ptx, options.target).cubin
-        return Built(art, ptx, cubin, options.target)
+        return Built(art, ptx, cubin, options.target.name)
 
 
 @pytest.fixture(autouse=True)

@@ -123,9 +123,10 @@ def test_emulated_driver_runs_the_cuda_back_end(emulated, tmp_path):
 
 
 def test_emulated_driver_reads_registers_from_the_cubin(emulated, tmp_path):
-    from tilelang.driver import Options, compile_source
+    from tilelang.driver import compile_source
+    from tilelang.options import CompileOptions
     path = os.path.join(ROOT, "examples", "layernorm.tile")
-    res = compile_source(open(path).read(), path, Options(target="sm_90a"), until="cubin")
+    res = compile_source(open(path).read(), path, CompileOptions(target="sm_90a"), until="cubin")
     regs, smem = emulated_cuda._elf_facts(res.cubin, "layernorm")
     assert (regs, smem) == (res.link.resources["layernorm"].registers,
                             res.link.resources["layernorm"].smem_static)

@@ -273,7 +273,7 @@ def test_backend_object(comp, tmp_path):
 def test_arch_and_defines_reach_the_compiler(comp, tmp_path):
     m = tilelang.compile(source("noop"), arch="sm_89", defines={"X": 3, "Y": True},
                          backend="emulator", compiler=comp, cache_dir=str(tmp_path))
-    assert m.options.target == "sm_89"
+    assert m.options.target.name == "sm_89"
     assert m.options.defines == (("X", "3"), ("Y", "true"))
     spec = m.noop.compile()
     assert ".target sm_89" in spec.ptx

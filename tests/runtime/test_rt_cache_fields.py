@@ -76,14 +76,15 @@ def test_an_honest_reseal_still_loads(tmp_path):
 
 
 def _examples_pass(targets):
-    from tilelang.driver import Options, compile_source
+    from tilelang.driver import compile_source
+    from tilelang.options import CompileOptions
     from tilelang.runtime.artifact_check import artifact_problem
     n = 0
     for path in sorted(glob.glob(os.path.join(ROOT, "examples", "*.tile"))):
         with open(path, encoding="utf-8") as f:
             text = f.read()
         for target in targets:
-            res = compile_source(text, path, Options(target=target), until="ptx")
+            res = compile_source(text, path, CompileOptions(target=target), until="ptx")
             assert res.ok, path
             for k in res.codegen.kernels:
                 assert artifact_problem(k, target) is None, (path, target, k)

@@ -1,11 +1,12 @@
 """Helpers for checker tests: run the whole driver on a source string."""
 
 from tilelang.diagnostics import Severity, render_all
-from tilelang.driver import Options, check_source
+from tilelang.driver import check_source
+from tilelang.options import CompileOptions
 
 
 def run_check(src: str, file: str = "t.tile", **options):
-    return check_source(src, file, Options(**options))
+    return check_source(src, file, CompileOptions(**options))
 
 
 def errors_of(result):

@@ -15,7 +15,8 @@ import random
 import pytest
 
 from tilelang.diagnostics import Severity, render_all
-from tilelang.driver import Options, check_source, compile_source
+from tilelang.driver import check_source, compile_source
+from tilelang.options import CompileOptions
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("_fuzz_edits", ROOT / "tests/frontend/test_fuzz.py")
@@ -48,7 +49,7 @@ def accepted_mutants(seed: int, want: int, tries: int):
 def compile_failures(seed: int, want: int, tries: int) -> list[str]:
     bad = []
     for index, src in accepted_mutants(seed, want, tries):
-        res = compile_source(src, f"mutant{index}.tile", Options(), until="llvm")
+        res = compile_source(src, f"mutant{index}.tile", CompileOptions(), until="llvm")
         errors = [d for d in res.diagnostics if d.severity is Severity.ERROR
                   and d.code != "E0782"]  # a mutant whose every kernel was deleted
         if errors and not all(d.code in VALUE_LIMITS for d in errors):
@@ -70,7 +71,7 @@ kernel k(out: Array[f32, 2]) {
 }
 """
     assert check_source(src, "t.tile").diagnostics == []
-    res = compile_source(src, "t.tile", Options(), until="llvm")
+    res = compile_source(src, "t.tile", CompileOptions(), until="llvm")
     assert res.ok, render_all(res.diagnostics)
 
 
@@ -147,7 +148,7 @@ def test_returns_that_cannot_be_inlined_fail_in_check_too(body, line):
            "kernel k(out: Array[f32, 1], c: i32) {\n"
            "    store(out, index = (0,), tile = f(ones((16,), f32), c));\n}\n")
     for diags in (check_source(src, "r.tile").diagnostics,
-                  compile_source(src, "r.tile", Options(), until="tir").diagnostics):
+                  compile_source(src, "r.tile", CompileOptions(), until="tir").diagnostics):
         errs = [d for d in diags if d.severity is Severity.ERROR]
         assert [d.code for d in errs] == ["E0261"], render_all(diags)
         assert errs[0].span.line == line
@@ -168,5 +169,5 @@ kernel k(out: Array[f32, 1], const N: i32 = 16) {
 }
 """
     assert check_source(src, "h.tile").diagnostics == []
-    res = compile_source(src, "h.tile", Options(defines={"N": "6"}), until="llvm")
+    res = compile_source(src, "h.tile", CompileOptions(defines={"N": "6"}), until="llvm")
     assert res.ok, render_all(res.diagnostics)

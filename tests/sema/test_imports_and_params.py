@@ -11,7 +11,8 @@ import pathlib
 import pytest
 
 from tilelang.diagnostics import Severity, render_all
-from tilelang.driver import Options, check_file, check_source
+from tilelang.driver import check_file, check_source
+from tilelang.options import CompileOptions
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -44,7 +45,8 @@ def test_import_from_the_files_folder_and_include_path(tmp_path):
                      "inc/lib/extra.tile": "fn three() { return 3; }\n"})
     r = check_file(str(tmp_path / "main.tile"))
     assert [d.code for d in errors(r)] == ["E0601"]  # lib.extra is only under -I inc
-    r = check_file(str(tmp_path / "main.tile"), Options(include_dirs=[str(tmp_path / "inc")]))
+    r = check_file(str(tmp_path / "main.tile"),
+                   CompileOptions(include_dirs=[str(tmp_path / "inc")]))
     assert r.ok, render_all(r.diagnostics)
     rec = {x.name: x for x in r.typed.records}
     assert str(rec["_a"].const) == "5"
@@ -64,7 +66,7 @@ def test_missing_module_lists_folders(tmp_path):
     write(tmp_path, {"a.tile": "import nope.mod;\nkernel k() { }\n"})
     inc = tmp_path / "some" / "where"  # an -I folder must exist (E0271 otherwise)
     inc.mkdir(parents=True)
-    r = check_file(str(tmp_path / "a.tile"), Options(include_dirs=[str(inc)]))
+    r = check_file(str(tmp_path / "a.tile"), CompileOptions(include_dirs=[str(inc)]))
     (e,) = errors(r)
     assert e.code == "E0601" and "looked for `nope/mod.tile` in:" in e.notes[0]
     assert str(tmp_path) in e.notes[0] and str(inc) in e.notes[0]
@@ -75,15 +77,15 @@ def test_defines_give_const_values():
     src = ("kernel k(a: Array[f32, 1], const T: i32) {\n"
            "    let t = load(a, index = (0,), shape = (T,), padding = 0.0);\n"
            "    store(a, index = (0,), tile = t);\n}\n")
-    r = check_source(src, "k.tile", Options(defines={"T": "256"}))
+    r = check_source(src, "k.tile", CompileOptions(defines={"T": "256"}))
     assert r.ok
     rec = {x.name: x for x in r.typed.records}
     assert str(rec["t"].type) == "Tile[f32, 256]"
-    r = check_source(src, "k.tile", Options(defines={"T": "100"}))
+    r = check_source(src, "k.tile", CompileOptions(defines={"T": "100"}))
     assert [d.code for d in errors(r)] == ["E0301"]
-    r = check_source(src, "k.tile", Options(defines={"T": "2.5"}))
+    r = check_source(src, "k.tile", CompileOptions(defines={"T": "2.5"}))
     assert [d.code for d in errors(r)] == ["E0243"]
-    r = check_source(src, "k.tile", Options(defines={"T": "4096 * 1024 * 1024"}))
+    r = check_source(src, "k.tile", CompileOptions(defines={"T": "4096 * 1024 * 1024"}))
     assert [d.code for d in errors(r)] == ["E0243"]  # does not fit in i32
 
 
@@ -100,7 +102,7 @@ def test_symbolic_const_keeps_shapes_symbolic_with_a_note():
     assert note.code == "N0201" and note.span.line == 3
     assert note.message.startswith("the rest of `k` is checked once `BM` has a value")
     # with a value, the rest is checked too
-    r = check_source(src, "k.tile", Options(defines={"BM": "16"}))
+    r = check_source(src, "k.tile", CompileOptions(defines={"BM": "16"}))
     assert [d.code for d in errors(r)] == ["E0201"]
 
 

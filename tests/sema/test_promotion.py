@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 
 from tilelang.diagnostics import Span, TileSemanticError, remember_source, render
 from tilelang.sema import constants as C
-from tilelang.sema.promotion import (broadcast_all, broadcast_shapes, operand_dtype, promote,
-                                     promote_loose)
+from tilelang.sema.constants import operand_dtype
+from tilelang.sema.promotion import broadcast_all, broadcast_shapes, promote, promote_loose
 from tilelang.sema.types import DTYPES, Sym
 
 # S: signed with unsigned (E0302)  H: f16 with bf16 (E0304)  R: restricted float (E0303)

@@ -13,7 +13,8 @@ import subprocess
 import numpy as np
 import pytest
 
-from tilelang.driver import Options, compile_source
+from tilelang.driver import compile_source
+from tilelang.options import CompileOptions
 from tilelang.sema.builtins_random import randint4x, uniform
 
 from stdlib_support import HERE, compile_text, run_emulator, run_interp
@@ -150,7 +151,7 @@ def test_ptx_uses_32_bit_multiplies_and_no_local_memory():
 ])
 def test_diagnostics(call, code, text):
     src = f"kernel k(out: Array[f32, 1]) {{ store(out, index = (0,), tile = {call}); }}"
-    res = compile_source(src, "bad.tile", Options(), until="ir")
+    res = compile_source(src, "bad.tile", CompileOptions(), until="ir")
     assert not res.ok
     d = res.diagnostics[0]
     assert d.code == code and text in d.message, d

@@ -9,6 +9,7 @@ import pathlib
 import pytest
 
 from tilelang.tools import sass
+from tilelang.targets import get_target
 
 LISTING = """
 	code for sm_80
@@ -77,7 +78,7 @@ def test_triton_fixture_sass():
     from tilelang.codegen.target.link import link_ptx
     ptx = (pathlib.Path(__file__).parents[1] / "emulator" / "fixtures" /
            "triton_matmul_sm80.ptx").read_text()
-    link = link_ptx(ptx, "sm_80")
+    link = link_ptx(ptx, get_target("sm_80"))
     ins = sass.disassemble(link.cubin)["tiled_matmul"]
     s = sass.summarize(ins)
     assert s.hmma > 0 and s.local == 0

@@ -289,6 +289,35 @@ def test_configurations_compile_ahead_in_worker_processes(mod):
         autotune(mod.vadd, [{"TILE": 64}], workers=-1)
 
 
+def test_worker_processes_compile_with_the_modules_own_options(cache_dir):
+    """The workers rebuild the module's options record whole: with `lineinfo=False` on the
+    emulator (whose default is True) what they compile is still what the tuner loads."""
+    import os
+    from tilelang.runtime import cache as cache_mod
+    mod = tilelang.compile(os.path.join(os.path.dirname(__file__), "kernels.tile"),
+                           backend="emulator", lineinfo=False)
+    a, b, c = _args(2000)
+    tuned = autotune(mod.vadd, space={"TILE": [256, 1024]}, grid=_grid(2000),
+                     progress=False, workers=2, reference="first")
+    before = cache_mod.STATS["compiles"]
+    tuned(a, b, c)
+    np.testing.assert_array_equal(c, a + b)
+    assert cache_mod.STATS["compiles"] == before       # both built by the workers
+
+
+def test_a_precision_configuration_changes_only_the_mode(cache_dir):
+    """The module compiled for a `precision` configuration has the tuned module's options
+    record with the mode changed and nothing else (so `lineinfo=False` stays False)."""
+    import os
+    from tilelang.record import replace
+    from tilelang.tune.variant import kernel_for
+    mod = tilelang.compile(os.path.join(os.path.dirname(__file__), "..", "..", "examples",
+                                        "softmax.tile"), backend="emulator", lineinfo=False,
+                           opt_level=2)
+    k = kernel_for(mod.softmax_rows, {"N": 256, "precision": "ieee"}, {})
+    assert k.module.options == replace(mod.options, precision="ieee")
+
+
 def test_precision_mode_is_a_configuration(cache_dir):
     """`precision` (no const of that name) compiles the module in that math mode
     (docs/numerics.md); on the emulator the .approx instructions are exact, so every mode

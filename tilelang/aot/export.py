@@ -20,7 +20,8 @@ from typing import Any
 
 from ..codegen.api import ArrayFacts, KernelArtifact
 from ..diagnostics import Diagnostic, Severity, TileError, register_codes
-from ..driver import Options, compile_source, inspect_source
+from ..driver import compile_source, inspect_source
+from ..options import CompileOptions
 from ..record import record
 
 register_codes({"E0280": "the name of a C export is not usable as a C identifier prefix"})
@@ -100,7 +101,7 @@ def c_prefix(stem: str) -> str:
     return name
 
 
-def export_c(text: str, path: str, options: Options, prefix: str,
+def export_c(text: str, path: str, options: CompileOptions, prefix: str,
              kernels: list[str] | None = None) -> CExport:
     """Compile every kernel of the module (or `kernels`) in both variants. Raises TileError
     with the compiler's diagnostics."""
@@ -124,7 +125,7 @@ def export_c(text: str, path: str, options: Options, prefix: str,
             raise TileError(errors or list(res.diagnostics))
         arts = tuple(res.codegen.kernel(n) for n in names)
         compiled.append(CompiledVariant(variant, res.ptx, bytes(res.cubin), arts))
-    return CExport(prefix, path, options.target, tuple(exported), tuple(compiled))
+    return CExport(prefix, path, options.target.name, tuple(exported), tuple(compiled))
 
 
 def _const_text(v: Any) -> str:

@@ -17,7 +17,7 @@ from tilelang.sema.launch_attrs import Dims, LaunchSpec
 from tilelang.sema.launch_verify import (DEFAULT_THREADS, MAX_CTA_THREADS, MAX_DIM,  # noqa: F401
                                          NONPORTABLE_CLUSTER, PORTABLE_CLUSTER, NvvmAttrs,
                                          _pad3, _show, _SPAN_KEYS, verify_attrs)
-from tilelang.targets import FEATURES, Target, get_target
+from tilelang.targets import FEATURES, Target
 from tilelang.record import field, record, replace
 
 register_codes({
@@ -90,7 +90,7 @@ class KernelContract:
 
 
 def decide_contract(name: str, spec: LaunchSpec | None, features: CodegenFeatures | None,
-                    target: str | Target, *, kernel_span: Span | None = None) -> KernelContract:
+                    target: Target, *, kernel_span: Span | None = None) -> KernelContract:
     """Choose the kernel's nvvm.* attributes from the user's spec and what codegen needs.
 
     - `.reqntid` when the generated code relies on the exact thread count (warp-group MMA, warp
@@ -100,7 +100,7 @@ def decide_contract(name: str, spec: LaunchSpec | None, features: CodegenFeature
       asked for it explicitly, else a fallback to mma.sync with a note.
     - `.maxnreg` for warp-group MMA kernels without a user value: `wgmma_maxnreg(acc)`.
     """
-    tgt = target if isinstance(target, Target) else get_target(target, kernel_span)
+    tgt = target
     spec = spec or LaunchSpec()
     feats = features or CodegenFeatures()
     spans = {_SPAN_KEYS.get(k, k): v for k, v in spec.spans.items()}

@@ -1,6 +1,6 @@
 """Code generation entry point: Tile IR module -> PTX with the launch contract.
 
-    result = generate(module, target="sm_90a", opt_level=3, facts=None)
+    result = generate(module, options=CompileOptions(target="sm_90a"), facts=None)
 
 Per kernel: choose the thread shape (the user's reqntid/maxntid, else 128 threads), emit the
 LLVM function (emit/kernel.py / walk.py and the `lower/` families) first in
@@ -41,7 +41,8 @@ from tilelang.ir.resources import check_registers, check_shared_memory
 from tilelang.sema.launch_attrs import LaunchSpec
 from tilelang.sema.launch_verify import DEFAULT_THREADS
 from tilelang.sema.types import ArrayType, TileType
-from tilelang.targets import Target, get_target
+from tilelang.options import CompileOptions
+from tilelang.targets import Target
 
 register_codes({"E0782": "code generation option out of range",
                 "E0783": "a tile needs more elements per thread than code generation allows",
@@ -191,12 +192,13 @@ def _emit(kernel: Kernel, target: Target, block, facts: Mapping[str, ArrayFacts]
     raise AssertionError("exact mode cannot need exact mode")
 
 
-def kernel_plans(module: IRModule, target: str = "sm_90a",
+def kernel_plans(module: IRModule, options: CompileOptions | None = None,
                  facts: Mapping[str, Mapping[str, ArrayFacts]] | None = None, *,
-                 precision: str | None = None, tma: bool = True) -> list[tuple[Kernel, KernelPlan]]:
+                 tma: bool = True) -> list[tuple[Kernel, KernelPlan]]:
     """Each kernel's plan as `generate` would use it (`tilec --emit plan`): the plan of the
     thread mode its emission ends in, which needs the kernel emitted (no LLVM runs)."""
-    tgt = get_target(target)
+    options = options if options is not None else CompileOptions()
+    tgt = options.target
     facts = facts or {}
     layout = data_layout(tgt.llvm_cpu, tgt.llvm_features(tgt.min_ptx))
     out = []
@@ -207,17 +209,19 @@ def kernel_plans(module: IRModule, target: str = "sm_90a",
         kfacts = {p.hint: facts.get(k.name, {}).get(p.hint, DEFAULT_FACTS)
                   for p in k.params if isinstance(p.type, ArrayType)}
         _, kern = _emit(k, tgt, block, kfacts, exact=spec.reqntid is not None, layout=layout,
-                        fast_math=precision or False, tma=tma)
+                        fast_math=options.precision or False, tma=tma)
         out.append((k, kern.plan))
     return out
 
 
-def generate(module: IRModule, target: str = "sm_90a", opt_level: int = 3,
+def generate(module: IRModule, options: CompileOptions | None = None,
              facts: Mapping[str, Mapping[str, ArrayFacts]] | None = None, *,
-             fast_math: bool = False, precision: str | None = None,
-             tma: bool = True, lineinfo: bool = False) -> CodegenResult:
+             fast_math: bool = False, tma: bool = True) -> CodegenResult:
+    """PTX for the kernels of `module` as `options` ask (target, -O level, precision, line
+    info); `facts` per kernel and array parameter. `fast_math` and `tma` are for tests."""
     t_start = time.perf_counter()
-    tgt = get_target(target)
+    options = options if options is not None else CompileOptions()
+    tgt, opt_level, precision = options.target, options.opt_level, options.precision
     if opt_level not in (0, 1, 2, 3):
         raise TileUsageError.at("E0782", f"optimization level {opt_level} is not 0-3", None,
                                 help="use -O0, -O1, -O2 or -O3")
@@ -241,7 +245,7 @@ def generate(module: IRModule, target: str = "sm_90a", opt_level: int = 3,
         layout = data_layout(tgt.llvm_cpu, tgt.llvm_features(tgt.min_ptx))
         m, st, exact = emit_kernel(k, tgt, block, kfacts, exact=spec.reqntid is not None,
                                    layout=layout, fast_math=precision or fast_math, tma=tma,
-                                   lineinfo=lineinfo)
+                                   lineinfo=options.lineinfo)
         feats = CodegenFeatures(cross_warp_reduction=exact and spec.reqntid is None,
                                 threads=None if spec.reqntid else block,
                                 wgmma="wgmma" in st.features or st.wgmma_declined,

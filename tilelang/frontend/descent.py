@@ -1,7 +1,7 @@
 """The fast parser: recursive descent with precedence climbing over `lexer`'s tokens, building
-the same AST, spans included, that Lark's LALR parser and `lower_tree` build from the grammar.
+the same AST, spans included, that Lark's LALR parser and `tree_to_ast` build from the grammar.
 
-It handles well-formed source only. At anything else (a syntax error, a literal `lower_tree`
+It handles well-formed source only. At anything else (a syntax error, a literal `tree_to_ast`
 would diagnose, a chained comparison, a bad assignment target, a repeated keyword argument,
 nesting deeper than Python's stack) it raises `Fallback` and `parser.parse` parses the text
 again on the Lark path, which reports exactly what it always did. A span covers the tokens of
@@ -27,12 +27,12 @@ _HEX = frozenset("0123456789abcdefABCDEF")
 _AUG = {"+=": "+", "-=": "-", "*=": "*", "/=": "/", "%=": "%", "**=": "**", "&=": "&",
         "|=": "|", "^=": "^", "<<=": "<<", ">>=": ">>", "@=": "@"}
 _INT_KINDS = frozenset({"DEC_INT", "HEX_INT", "BIN_INT"})
-# Decimal literals longer than this take the Lark path (`lower_tree` converts them in pieces).
+# Decimal literals longer than this take the Lark path (`tree_to_ast` converts them in pieces).
 _MAX_FAST_DIGITS = 4000
 
 
 def _string_value(raw: str) -> str:
-    """The value of a string literal's body; an escape `lower_tree` rejects takes the Lark path."""
+    """The value of a string literal's body; an escape `tree_to_ast` rejects takes the Lark path."""
     out = []
     i, n = 0, len(raw)
     while i < n:

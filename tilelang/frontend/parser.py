@@ -2,7 +2,7 @@
 
 Two parsers build the same AST. The fast one (`lexer` + `descent`: recursive descent with
 precedence climbing) reads well-formed source and needs nothing beyond the standard library.
-Whenever it declines (a syntax error, anything `lower_tree` would diagnose, nesting too deep), the
+Whenever it declines (a syntax error, anything `tree_to_ast` would diagnose, nesting too deep), the
 text is parsed again on the Lark path (`lark_parse`: the grammar in `grammar/tile.lark`, its
 shipped LALR tables and error recovery), which reports every error exactly as it always has.
 Lark is imported only then. docs/frontend.md says why there are two and what holds them equal.

@@ -166,7 +166,9 @@ def check_module(module: ast.Module):
     default target), its imports read through `CachedLoader`. Returns (typed program,
     diagnostics, loader)."""
     from tilelang.diagnostics import TileError
-    from tilelang.sema.checker import Checker, ModuleInfo, TypedProgram
+    from tilelang.sema.check_context import TypedProgram
+    from tilelang.sema.checker import Checker
+    from tilelang.sema.values import ModuleInfo
 
     checker = Checker()
     checker.loader = CachedLoader(list(checker.loader.include_dirs))

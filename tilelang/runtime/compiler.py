@@ -1,38 +1,20 @@
 """The runtime's view of the compiler: inspect a module's signature, build one specialization.
 
 `DriverCompiler` calls `tilelang.driver` (inspect_source, compile_kernel, COMPILER_ID); tests
-substitute an object with the same three members. The options are frozen here so they can be
-part of cache keys.
+substitute an object with the same three members. The options are the compiler's own record
+(tilelang/options.py), frozen and hashable, so they are part of cache keys as they are.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import Mapping, Protocol
 
 from tilelang.codegen.api import ArrayFacts, KernelArtifact
+from tilelang.options import CompileOptions
 
 from .errors import usage_error
 from .signature import ModuleInfo, module_info_from_sig
-
-
-@dataclass(frozen=True)
-class CompileOptions:
-    target: str = "sm_90a"
-    defines: tuple[tuple[str, str], ...] = ()
-    include_dirs: tuple[str, ...] = ()
-    opt_level: int = 3
-    precision: str | None = None      # the module's math mode (docs/numerics.md)
-    lineinfo: bool = False            # `.file`/`.loc` source lines in the PTX
-
-    def key(self) -> dict:
-        key = {"target": self.target, "defines": [list(d) for d in self.defines],
-               "include_dirs": list(self.include_dirs), "opt_level": self.opt_level,
-               "precision": self.precision}
-        if self.lineinfo:            # only when set: the keys of existing caches stay valid
-            key["lineinfo"] = True
-        return key
 
 
 @dataclass(frozen=True)
@@ -80,24 +62,11 @@ class DriverCompiler:
         from tilelang.compiler_id import COMPILER_ID
         return str(COMPILER_ID)
 
-    def driver_options(self, options: CompileOptions):
-        """The driver's `Options` for these runtime options."""
-        return self._options(options)
-
-    def _options(self, options: CompileOptions):
-        driver = self._get()
-        wanted = {"include_dirs": list(options.include_dirs), "defines": dict(options.defines),
-                  "target": options.target, "opt_level": options.opt_level,
-                  "precision": options.precision, "lineinfo": options.lineinfo}
-        names = {f.name for f in dataclasses.fields(driver.Options)}
-        return driver.Options(**{k: v for k, v in wanted.items() if k in names})
-
     def inspect(self, text: str, path: str, options: CompileOptions) -> ModuleInfo:
-        sig = self._get().inspect_source(text, path, self._options(options))
+        sig = self._get().inspect_source(text, path, options)
         return module_info_from_sig(sig)
 
     def build(self, text, path, kernel, consts, facts, options, link) -> Built:
         ck = self._get().compile_kernel(text, path, kernel, consts=dict(consts),
-                                         facts=dict(facts), options=self._options(options),
-                                         link=link)
+                                         facts=dict(facts), options=options, link=link)
         return Built(ck.artifact, ck.ptx, ck.cubin, ck.target)

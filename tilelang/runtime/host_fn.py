@@ -44,8 +44,6 @@ class HostFunction:
         from tilelang.diagnostics import TileError
         from tilelang.driver import compile_source
         from tilelang.frontend.printer import type_expr
-
-        from .compiler import DriverCompiler
         fn = self.fn
         wrapper = _PREFIX + fn.name
         params = "".join(f", __tilelang_arg{i}: {type_expr(p.type)}"
@@ -57,7 +55,7 @@ class HostFunction:
                 f"{params}) {{\n    store(__tilelang_out, index = (0,), tile = full((1,), "
                 f"{call}, {ret}));\n}}\n")
         mod = self.module
-        res = compile_source(text, mod.path, DriverCompiler().driver_options(mod.options),
+        res = compile_source(text, mod.path, mod.options,
                              kernels=[wrapper], until="tir")
         if not res.ok:
             raise TileError([d for d in res.diagnostics])

@@ -106,9 +106,8 @@ class InterpKernelRunner:
         from tilelang.diagnostics import TileError
         from tilelang.driver import compile_source
         from tilelang.interp.interpreter import Interpreter
-        from .compiler import DriverCompiler
         mod = self.module
-        res = compile_source(mod.text, mod.path, DriverCompiler().driver_options(mod.options),
+        res = compile_source(mod.text, mod.path, mod.options,
                              kernels=[self.info.name], consts=consts, until="tir")
         if not res.ok:
             raise TileError([d for d in res.diagnostics])

@@ -104,7 +104,7 @@ class Module:
 
     @property
     def target(self) -> str:
-        return self.options.target
+        return self.options.target.name
 
     def __getattr__(self, name: str) -> "Kernel":
         kernels = self.__dict__.get("kernels")

@@ -20,8 +20,9 @@ from typing import Any, Callable, Mapping
 
 from tilelang.diagnostics import Span, TileSemanticError, register_codes, source_line
 from tilelang.record import field, record, replace
-from tilelang.sema.constants import (Const, ConstStr, ConstTuple, ConstValue, materialize)
-from tilelang.sema.promotion import broadcast_all, operand_dtype, promote
+from tilelang.sema.constants import (Const, ConstStr, ConstTuple, ConstValue, materialize,
+                                     operand_dtype)
+from tilelang.sema.promotion import broadcast_all, promote
 from tilelang.sema.types import (STRING, ArrayType, Dim, DType, DTypeType, LooseType, Sym,
                                  TileType, TupleType, Type, check_shape, check_tile_size,
                                  scalar)

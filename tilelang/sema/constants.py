@@ -291,6 +291,27 @@ def materialize(c: ConstValue, dtype: DType, span: Span | None) -> ConstValue:
     return ConstValue(_to_dtype_unchecked(v, dtype), dtype)
 
 
+def operand_dtype(a: DType | ConstValue, b: DType | ConstValue,
+                  span: Span | None) -> DType | None:
+    """The common dtype of two operands, each a strict dtype or a constant; a loose constant
+    must fit the dtype it becomes. None when both are loose (the result stays loose)."""
+    def strict_of(x):
+        if isinstance(x, ConstValue):
+            return x.dtype
+        return x
+
+    sa, sb = strict_of(a), strict_of(b)
+    if sa is None and sb is None:
+        return None
+    if sa is not None and sb is not None:
+        return promote(sa, sb, span)
+    strict, lc = (sa, b) if sa is not None else (sb, a)
+    assert isinstance(lc, ConstValue)
+    result = promote_loose(strict, lc.loose_kind)
+    materialize(lc, result, span)  # raises when the value does not fit
+    return result
+
+
 def convert(c: ConstValue, dtype: DType) -> ConstValue:
     """A strict constant converted along a promotion edge (bool→int→float, narrow→wide):
     no range check, values round like the hardware conversion would."""

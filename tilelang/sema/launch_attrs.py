@@ -13,7 +13,7 @@ from typing import Mapping, Union
 from tilelang.diagnostics import (Diagnostic, Label, Severity, Span, TileLaunchError,
                                   register_codes)
 from tilelang.record import field, record
-from tilelang.targets import TARGETS, Target, get_target
+from tilelang.targets import TARGETS, Target
 
 register_codes({
     "E0701": "unknown @launch attribute",
@@ -140,13 +140,14 @@ def _is_int(v: object) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-def resolve_launch(attrs: Mapping[str, AttrValue], target: str | Target, *,
+def resolve_launch(attrs: Mapping[str, AttrValue], target: Target, *,
                    launch_span: Span | None = None) -> LaunchSpec:
-    """Resolve and check a kernel's `@launch` attributes for `target`.
+    """Resolve and check a kernel's `@launch` attributes for `target` (the compile's resolved
+    target record, tilelang/options.py).
 
     Raises TileLaunchError carrying every problem found (unknown keys, wrong kinds, ranges).
     """
-    tgt = target if isinstance(target, Target) else get_target(target, launch_span)
+    tgt = target
     diags: list[Diagnostic] = []
     vals: dict[str, object] = {}
     spans: dict[str, Span] = {}

@@ -13,18 +13,14 @@ A loose constant against a strict dtype (`promote_loose`):
   (restricted floats included: the constant is materialized as that dtype, nothing is promoted);
 - loose int with bool: the default int i32; loose float with bool or int: the default float f32
   (as Triton and cuTile do: `i32_tile * 0.5` is f32).
-The value itself is checked to fit by `constants.materialize`; `operand_dtype` does both.
+The value itself is checked to fit by `constants.materialize`; `constants.operand_dtype` does
+both (it lives there so that this module imports nothing of constants).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from tilelang.diagnostics import Span, TileSemanticError, register_codes
 from tilelang.sema.types import (DEFAULT_FLOAT, DEFAULT_INT, Dim, DType, Sym, format_shape)
-
-if TYPE_CHECKING:
-    from tilelang.sema.constants import ConstValue
 
 register_codes({
     "E0302": "signed and unsigned integers mixed without an explicit astype",
@@ -66,29 +62,6 @@ def promote_loose(strict: DType, loose_kind: str) -> DType:
     if loose_kind == "float":
         return strict if strict.is_float else DEFAULT_FLOAT
     raise ValueError(f"loose kind {loose_kind!r}")
-
-
-def operand_dtype(a: "DType | ConstValue", b: "DType | ConstValue",
-                  span: Span | None) -> DType | None:
-    """The common dtype of two operands, each a strict dtype or a constant; a loose constant
-    must fit the dtype it becomes. None when both are loose (the result stays loose)."""
-    from tilelang.sema.constants import ConstValue, materialize
-
-    def strict_of(x):
-        if isinstance(x, ConstValue):
-            return x.dtype
-        return x
-
-    sa, sb = strict_of(a), strict_of(b)
-    if sa is None and sb is None:
-        return None
-    if sa is not None and sb is not None:
-        return promote(sa, sb, span)
-    strict, loose = (sa, b) if sa is not None else (sb, a)
-    assert isinstance(loose, ConstValue)
-    result = promote_loose(strict, loose.loose_kind)
-    materialize(loose, result, span)  # raises when the value does not fit
-    return result
 
 
 # ---------------------------------------------------------------------------------------------

@@ -62,9 +62,9 @@ def precompile(kernel, configs: list[dict], facts: dict, workers: int) -> int:
         return 0
     opts = mod.options
     common = {"source": mod.text if mod.path == "<string>" else mod.path,
-              "target": opts.target, "defines": dict(opts.defines),
+              "target": opts.target.name, "defines": dict(opts.defines),
               "include_dirs": list(opts.include_dirs), "opt_level": opts.opt_level,
-              "precision": opts.precision,
+              "precision": opts.precision, "lineinfo": opts.lineinfo,
               "backend": mod.backend.name, "cache_dir": mod.disk.root, "kernel": kernel.name,
               "facts": dict(facts)}
     base = dict(kernel.consts)
@@ -129,7 +129,7 @@ def _worker() -> int:
     mod = compile_module(job["source"], arch=job["target"], defines=job["defines"] or None,
                          include_dirs=job["include_dirs"], opt_level=job["opt_level"],
                          backend=job["backend"], cache_dir=job["cache_dir"],
-                         precision=job["precision"])
+                         precision=job["precision"], lineinfo=job["lineinfo"])
     kernel = getattr(mod, job["kernel"])
     modules: dict = {}
     done = 0

@@ -43,10 +43,11 @@ def kernel_for(kernel: Kernel, config: Mapping[str, Any], modules: dict) -> Kern
         if other is None:
             o = mod.options
             other = modules[mode] = compile_module(
-                mod.text if mod.path == "<string>" else mod.path, arch=o.target,
+                mod.text if mod.path == "<string>" else mod.path, arch=o.target.name,
                 defines=dict(o.defines) or None, include_dirs=o.include_dirs,
                 opt_level=o.opt_level, backend=mod.backend, cache=mod.disk is not None,
-                cache_dir=mod.disk.root if mod.disk is not None else None, precision=mode)
+                cache_dir=mod.disk.root if mod.disk is not None else None, precision=mode,
+                lineinfo=o.lineinfo)        # the module's record with only the mode changed
         base = getattr(other, kernel.name)
         consts = {**kernel.consts, **consts}
         return base.specialize(**consts) if consts else base

@@ -9,7 +9,8 @@ import pathlib
 import re
 
 from tilelang.codegen.api import ArrayFacts
-from tilelang.driver import Options, compile_kernel
+from tilelang.driver import compile_kernel
+from tilelang.options import CompileOptions
 
 ROOT = str(pathlib.Path(__file__).resolve().parents[3])
 VADD = os.path.join(ROOT, "examples", "vadd.tile")
@@ -20,7 +21,7 @@ def vadd_ptx(keys) -> str:
         text = f.read()
     facts = {n: ArrayFacts.from_key(k) for n, k in zip("abc", keys)}
     return compile_kernel(text, VADD, "vadd", consts={"TILE": 256},
-                          options=Options(target="sm_90a"), facts=facts, link=False).ptx
+                          options=CompileOptions(target="sm_90a"), facts=facts, link=False).ptx
 
 
 def tile_end_tests(ptx: str) -> set[str]:

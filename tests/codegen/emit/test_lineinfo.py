@@ -1,4 +1,5 @@
-"""Source lines in the PTX (`tilec --lineinfo`, Options.lineinfo, tilelang.compile(lineinfo=)):
+"""Source lines in the PTX (`tilec --lineinfo`, CompileOptions.lineinfo,
+tilelang.compile(lineinfo=)):
 `.file` names the .tile file and each op's instructions follow a `.loc` of its line; without
 the option the PTX has neither. The PTX links with nvJitLink and runs on the emulator alike."""
 
@@ -13,8 +14,10 @@ import pytest
 import tilelang
 from tilelang.cli import main
 from tilelang.codegen.target.link import link_ptx
-from tilelang.driver import Options, compile_source
+from tilelang.driver import compile_source
+from tilelang.options import CompileOptions
 from tilelang.runtime.emulator_backend import EmulatorBackend
+from tilelang.targets import get_target
 
 SCALE = """\
 kernel scale(x: Array[f32, 1], y: Array[f32, 1]) {
@@ -37,7 +40,7 @@ kernel act(x: Array[f32, 1], y: Array[f32, 1]) {
 
 
 def _ptx(text, path, **kw):
-    res = compile_source(text, path, Options(**kw), until="ptx")
+    res = compile_source(text, path, CompileOptions(**kw), until="ptx")
     assert res.ok, [str(d) for d in res.diagnostics]
     return res.ptx
 
@@ -73,7 +76,7 @@ def test_off_by_default_and_unchanged(tmp_path):
     # the same instructions; only the line directives (and their labels) differ
     assert [ln for ln in strip if ln.strip() and not ln.strip().startswith("//")] == \
         [ln for ln in plain.splitlines() if ln.strip() and not ln.strip().startswith("//")]
-    assert Options().key() != Options(lineinfo=True).key()
+    assert CompileOptions().key() != CompileOptions(lineinfo=True).key()
 
 
 def test_an_imported_function_names_its_own_file(tmp_path):
@@ -87,7 +90,7 @@ def test_an_imported_function_names_its_own_file(tmp_path):
 @pytest.mark.parametrize("target", ["sm_80", "sm_90a"])
 def test_links_with_nvjitlink(tmp_path, target):
     ptx = _ptx(SCALE, str(tmp_path / "scale.tile"), lineinfo=True, target=target)
-    res = link_ptx(ptx, target)
+    res = link_ptx(ptx, get_target(target))
     assert res.cubin[:4] == b"\x7fELF"
 
 
@@ -148,7 +151,7 @@ def test_loops_branches_and_print_keep_their_results():
     x = np.arange(32, dtype=np.int32)
     want = sum(x[4 * i:4 * i + 4] for i in (0, 1, 3, 4))     # tile indices 0, 1, 3, 4
     for lineinfo in (False, True):
-        res = compile_source(FLOW, "flow.tile", Options(target="sm_80", lineinfo=lineinfo),
+        res = compile_source(FLOW, "flow.tile", CompileOptions(target="sm_80", lineinfo=lineinfo),
                              until="ptx")
         assert res.ok, [str(d) for d in res.diagnostics]
         named = {int(m) for m in re.findall(r"^\s*\.loc\s+\d+\s+(\d+)", res.ptx, re.M)}

@@ -9,12 +9,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tilelang.driver import Options, compile_kernel
+from tilelang.driver import compile_kernel
+from tilelang.options import CompileOptions
 from tilelang.emulator import EmulatorDevice
 
 
 def _build(tmp_path, text: str, name: str = "k"):
-    return compile_kernel(text, str(tmp_path / "k.tile"), name, options=Options(), link=False)
+    return compile_kernel(text, str(tmp_path / "k.tile"), name, options=CompileOptions(),
+                          link=False)
 
 
 def _run(ck, arrays, grid, scalars=()):

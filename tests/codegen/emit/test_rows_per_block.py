@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from tilelang.codegen.emit.kernel import rows_in_warps
-from tilelang.driver import Options, compile_kernel
+from tilelang.driver import compile_kernel
+from tilelang.options import CompileOptions
 from tilelang.emulator import EmulatorDevice
 
 EXAMPLES = pathlib.Path(__file__).resolve().parents[3] / "examples"
@@ -31,7 +32,7 @@ def _compile(name: str, consts: dict, text: str | None = None, kernel: str | Non
         facts = {"x": ArrayFacts(True, whole, whole), "y": ArrayFacts(True, whole, whole),
                  "w": ArrayFacts(True, True, whole), "b": ArrayFacts(True, True, whole)}
     return compile_kernel(src, str(path), kernel or name, consts=consts, facts=facts,
-                          options=Options(), link=False)
+                          options=CompileOptions(), link=False)
 
 
 def _launch(ck, arrays, scalars, grid):
@@ -110,7 +111,7 @@ kernel k(x: Array[f32, 2], y: Array[f32, 2]) {
                                       + max(t, axis = 0, keepdims = true));
 }
 """
-    ck = compile_kernel(text, "<k>", "k", options=Options(), link=False)
+    ck = compile_kernel(text, "<k>", "k", options=CompileOptions(), link=False)
     x = np.random.default_rng(4).standard_normal((4, 256)).astype(np.float32)
     (_, y), _ = _launch(ck, [x, np.zeros_like(x)], [], (1, 1, 1))
     want = x - x.sum(axis=1, keepdims=True, dtype=np.float64) + x.max(axis=0, keepdims=True)

@@ -13,7 +13,8 @@ import pytest
 from gen_support import link, run_emulated
 from ops_support import rng_for, run_ops
 from tilelang.diagnostics import render_all
-from tilelang.driver import Options, compile_source
+from tilelang.driver import compile_source
+from tilelang.options import CompileOptions
 from tilelang.emulator.device import EmulatorDevice
 from tilelang.ir.builder import KernelBuilder
 from tilelang.sema.types import F32, F64, I32, ArrayType
@@ -23,14 +24,14 @@ SCOPES = {"block": "cta", "cluster": "cluster", "device": "gpu", "system": "sys"
 
 
 def compile_text(src: str, target: str = "sm_90a"):
-    res = compile_source(src, "<atomic>.tile", Options(target=target), until="ptx")
+    res = compile_source(src, "<atomic>.tile", CompileOptions(target=target), until="ptx")
     assert res.ok, render_all(res.diagnostics)
     link(res.codegen)
     return res.codegen
 
 
 def errors(src: str) -> list[str]:
-    res = compile_source(src, "<atomic>.tile", Options(), until="ptx")
+    res = compile_source(src, "<atomic>.tile", CompileOptions(), until="ptx")
     assert not res.ok
     return [f"{d.code}: {d.message}" for d in res.diagnostics]
 

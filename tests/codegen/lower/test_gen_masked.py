@@ -14,7 +14,8 @@ import pytest
 from gen_support import Strided, link, run_emulated
 from tilelang.codegen.api import ArrayFacts
 from tilelang.diagnostics import render_all
-from tilelang.driver import Options, compile_source
+from tilelang.driver import compile_source
+from tilelang.options import CompileOptions
 from tilelang.interp import run_kernel
 from tilelang.runtime.args import facts_key
 
@@ -35,7 +36,7 @@ def facts_of(arrays: dict) -> dict:
 
 
 def compile_for(src: str, kernel: str, arrays: dict, defines=None, facts=None):
-    res = compile_source(src, "<masked>.tile", Options(defines=dict(defines or {})),
+    res = compile_source(src, "<masked>.tile", CompileOptions(defines=dict(defines or {})),
                          facts={kernel: facts or facts_of(arrays)}, until="ptx")
     assert res.ok, render_all(res.diagnostics)
     link(res.codegen)
@@ -112,7 +113,7 @@ def test_edge_tiles_have_no_branch_per_element(extent16):
     counts = []
     for bn in (64, 256, 1024):
         src = COPY.replace("T,", "f32,").replace("PAD", "0.0")
-        res = compile_source(src, "<masked>.tile", Options(defines={"BN": bn}),
+        res = compile_source(src, "<masked>.tile", CompileOptions(defines={"BN": bn}),
                              facts={"copy": facts}, until="ptx")
         assert res.ok, render_all(res.diagnostics)
         body = kernel_body(res.codegen.ptx, "copy")
@@ -269,7 +270,7 @@ def test_offset_store_with_mask(s):
 ])
 def test_diagnostics(call, want):
     src = f"kernel k(a: Array[f32, 2]) {{ let t = {call}; }}"
-    res = compile_source(src, "<masked>.tile", Options(), until="ptx")
+    res = compile_source(src, "<masked>.tile", CompileOptions(), until="ptx")
     assert not res.ok
     got = [f"{d.code}: {d.message}" for d in res.diagnostics]
     assert got[0] == want, got
@@ -278,7 +279,7 @@ def test_diagnostics(call, want):
 def test_store_diagnostics():
     src = ("kernel k(a: Array[f32, 1]) { store(a, tile = zeros((8,), f32), "
            "mask = zeros((8,), i32) > 0); store(a, (0,), zeros((8,), f32), offset = (2,)); }")
-    res = compile_source(src, "<masked>.tile", Options(), until="ptx")
+    res = compile_source(src, "<masked>.tile", CompileOptions(), until="ptx")
     got = [f"{d.code}: {d.message}" for d in res.diagnostics]
     assert got[0] == "E0512: `store` is given neither `index` nor `offset`", got
 

@@ -16,6 +16,7 @@ import pytest
 from gen_support import Strided
 from test_gen_masked import compile_for, kernel_body, run
 from tilelang.codegen.api import ArrayFacts
+from tilelang.targets import get_target
 
 VADD = """
 kernel vadd(a: Array[f32, 1], b: Array[f32, 1], c: Array[f32, 1], const T: i32 = 4096) {
@@ -66,7 +67,7 @@ def test_vadd_registers_one_vector_per_operand():
     args = {k: np.zeros(4096, np.float32) for k in "abc"}
     res = compile_for(VADD, "vadd", args)
     try:
-        regs = link_ptx(res.codegen.ptx, "sm_90a").resources["vadd"].registers
+        regs = link_ptx(res.codegen.ptx, get_target("sm_90a")).resources["vadd"].registers
     except OSError as e:
         pytest.skip(f"nvJitLink unavailable: {e}")
     assert regs <= 40, regs                 # 2 x 32 loaded registers before streaming

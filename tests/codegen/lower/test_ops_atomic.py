@@ -13,7 +13,8 @@ import pytest
 
 import tilelang.codegen.lower.atomic  # noqa: F401  (registers the lowering)
 from ops_support import run_ops, rng_for
-from tilelang.driver import Options, compile_source
+from tilelang.driver import compile_source
+from tilelang.options import CompileOptions
 from tilelang.ir.builder import KernelBuilder
 from tilelang.sema.types import BF16, F16, F32, F64, I32, I64, U32, U64, ArrayType
 
@@ -223,7 +224,7 @@ kernel histogram(x: Array[i32, 1], h: Array[i32, 1], const BINS: i32 = 32) {
 @pytest.mark.parametrize("target", ["sm_80", "sm_90a"])
 def test_histogram_from_source(target):
     from gen_support import link, run_emulated
-    res = compile_source(SOURCE, "<hist>.tile", Options(target=target), until="ptx")
+    res = compile_source(SOURCE, "<hist>.tile", CompileOptions(target=target), until="ptx")
     assert res.ok, res.diagnostics
     link(res.codegen)
     x = rng_for("src").integers(0, 1000, 3000).astype(np.int32)

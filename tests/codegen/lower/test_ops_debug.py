@@ -14,7 +14,8 @@ import pytest
 import tilelang.codegen.lower.debug  # noqa: F401  (registers the lowering)
 from ops_support import run_ops, rng_for
 from tilelang.codegen.lower.debug import split_format, tile_template
-from tilelang.driver import Options, compile_source
+from tilelang.driver import compile_source
+from tilelang.options import CompileOptions
 from tilelang.emulator.errors import DeviceAssertion
 from tilelang.interp import run_kernel
 from tilelang.interp.errors import InterpreterAssertionError
@@ -218,7 +219,7 @@ kernel report(x: Array[i32, 1]) {
 
 def test_print_and_assert_from_source():
     from gen_support import run_emulated
-    res = compile_source(SOURCE, "report.tile", Options(target="sm_80"), until="ptx")
+    res = compile_source(SOURCE, "report.tile", CompileOptions(target="sm_80"), until="ptx")
     assert res.ok, res.diagnostics
     rep = run_emulated(res.codegen, "report", [np.arange(8, dtype=np.int32)], (2, 1, 1))
     assert lines(rep.output) == ["[block (0, 0, 0)] block 0 sum 6 max 3 ok True",

@@ -11,7 +11,8 @@ import tilelang.codegen.lower.scan  # noqa: F401  (registers the lowering)
 from ops_support import run_ops, rng_for
 from tilelang.codegen.layouts.distributed import blocked
 from tilelang.codegen.lower.scan import scan_friendly, scan_layout
-from tilelang.driver import Options, compile_source
+from tilelang.driver import compile_source
+from tilelang.options import CompileOptions
 from tilelang.ir.builder import KernelBuilder
 from tilelang.sema.types import (BF16, BOOL, F16, F32, F64, I8, I16, I32, I64, U8, U16, U32,
                                  ArrayType)
@@ -205,7 +206,7 @@ kernel prefix(x: Array[i32, 2], s: Array[i32, 2], p: Array[f32, 2]) {
 
 def test_scan_from_source():
     from gen_support import run_emulated
-    res = compile_source(SOURCE, "<scan>.tile", Options(target="sm_80"), until="ptx")
+    res = compile_source(SOURCE, "<scan>.tile", CompileOptions(target="sm_80"), until="ptx")
     assert res.ok, res.diagnostics
     rng = rng_for("source")
     x = rng.integers(1, 4, (32, 64)).astype(np.int32)

@@ -195,7 +195,8 @@ def test_a_write_between_keeps_the_row(write, changed):
 def test_bit_identical_to_keeping_the_row(kernel, precision, monkeypatch):
     """The same instructions per element in the same order, the same reduction trees: the
     output equals, bit for bit, that of the kernel that keeps the row in registers."""
-    from tilelang.driver import Options, compile_source
+    from tilelang.driver import compile_source
+    from tilelang.options import CompileOptions
     from gen_support import link, run_emulated
     from test_gen_masked import facts_of
     name = EXAMPLES[kernel]
@@ -204,7 +205,7 @@ def test_bit_identical_to_keeping_the_row(kernel, precision, monkeypatch):
 
     def out() -> tuple[np.ndarray, int]:
         res = compile_source(_source(kernel), f"{kernel}.tile",
-                             Options(defines={"N": "4096"}, precision=precision),
+                             CompileOptions(defines={"N": "4096"}, precision=precision),
                              facts={name: facts_of(arrays)}, until="ptx")
         assert res.ok
         link(res.codegen)
@@ -224,13 +225,14 @@ def test_an_exact_exp_is_not_computed_twice():
     """In precision "ieee" softmax's `exp` is a polynomial of some 25 instructions: computing
     it again in the store pass would nearly double the kernel, so the row is read once and
     the exponentials are kept (plan/reloads._math)."""
-    from tilelang.driver import Options, compile_source
+    from tilelang.driver import compile_source
+    from tilelang.options import CompileOptions
     from test_gen_masked import facts_of
     d = _inputs("softmax", 2, 4096)
     arrays = {k: v for k, v in d.items()}
     for precision, want in (("ieee", 8), ("fast", 3 * 8)):
         res = compile_source(_source("softmax"), "softmax.tile",
-                             Options(defines={"N": "4096"}, precision=precision),
+                             CompileOptions(defines={"N": "4096"}, precision=precision),
                              facts={"softmax_rows": facts_of(arrays)}, until="ptx")
         assert res.ok
         assert _full_loads(res.codegen.ptx, "softmax_rows") == want, precision
@@ -244,7 +246,8 @@ def test_full_occupancy_at_4096(kernel, precision):
     takes at most 32 registers without spilling: 100% theoretical occupancy at 128 threads."""
     from tilelang import nvjitlink
     from tilelang.codegen.occupancy import occupancy
-    from tilelang.driver import Options, compile_source
+    from tilelang.driver import compile_source
+    from tilelang.options import CompileOptions
     from test_gen_masked import facts_of
     try:
         nvjitlink.library()
@@ -254,7 +257,7 @@ def test_full_occupancy_at_4096(kernel, precision):
     d = _inputs(kernel, 2, 4096)
     arrays = {k: v for k, v in d.items() if k != "eps"}
     res = compile_source(_source(kernel), f"{kernel}.tile",
-                         Options(defines={"N": "4096"}, precision=precision), kernels=[name],
+                         CompileOptions(defines={"N": "4096"}, precision=precision), kernels=[name],
                          facts={name: facts_of(arrays)})
     assert res.ok
     r = res.link.resources[name]

@@ -3,7 +3,7 @@ docs/codegen.md Plans), compared with golden files for the matmul (sm_90a and sm
 attention and softmax examples, plus the command line's behaviour.
 
 A change meant to change a plan regenerates the files (`TILELANG_REGEN_GOLDEN=1 python3 -m
-pytest -q tests/codegen/test_plan_dump.py`) and says why in its commit message."""
+pytest -q tests/codegen/plan/test_plan_dump.py`) and says why in its commit message."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ import sys
 
 import pytest
 
-from tilelang.driver import Options, compile_source
+from tilelang.driver import compile_source
+from tilelang.options import CompileOptions
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 GOLDEN = pathlib.Path(__file__).resolve().parents[1] / "golden" / "plan"
@@ -31,7 +32,8 @@ def _name(example, target, defines) -> str:
 def _plan(example: str, target: str, defines=()) -> str:
     path = ROOT / "examples" / f"{example}.tile"
     res = compile_source(path.read_text(), str(path),
-                         Options(target=target, defines=dict(d.split("=") for d in defines)),
+                         CompileOptions(target=target,
+                                        defines=dict(d.split("=") for d in defines)),
                          until="plan")
     assert res.ok, [str(d) for d in res.diagnostics]
     assert res.ptx == "" and res.llvm_ir == ""          # the plan needs no LLVM

@@ -12,18 +12,19 @@ import pytest
 from tilelang.codegen.generate import kernel_plans
 from tilelang.codegen.layouts.distributed import drop_axes
 from tilelang.codegen.occupancy import ARCH_LIMITS
-from tilelang.driver import Options, compile_source
+from tilelang.driver import compile_source
+from tilelang.options import CompileOptions
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 KB = 1024
 
 
 def plans(src: str, target: str = "sm_90a", precision: str | None = None, **defines):
-    res = compile_source(src, "t.tile", Options(target=target,
-                                                defines={k: str(v) for k, v in defines.items()}),
-                         until="tir")
+    options = CompileOptions(target=target, precision=precision,
+                             defines={k: str(v) for k, v in defines.items()})
+    res = compile_source(src, "t.tile", options, until="tir")
     assert res.ok, [str(d) for d in res.diagnostics]
-    return {k.name: p for k, p in kernel_plans(res.ir, target, precision=precision)}
+    return {k.name: p for k, p in kernel_plans(res.ir, options)}
 
 
 def example(name: str) -> str:

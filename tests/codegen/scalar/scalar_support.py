@@ -20,6 +20,7 @@ from tilelang.sema.constants import ConstValue
 from tilelang.sema.types import (DTYPES, LOOSE_FLOAT, LOOSE_INT, DType, TileType,
                                  round_to_dtype)
 from tilelang.targets import validate_target
+from tilelang.targets import get_target
 
 llvm.initialize_all_targets()
 llvm.initialize_all_asmprinters()
@@ -154,7 +155,7 @@ class KernelBatch:
         done = fn.append_basic_block("done")
         b.cbranch(b.icmp_signed("<", i, fn.args[-1]), body, done)
         b.position_at_end(body)
-        se = ScalarEmitter(b, m, self.target, fast_math=self.fast_math)
+        se = ScalarEmitter(b, m, get_target(self.target), fast_math=self.fast_math)
         args = []
         pi = 1
         for x, d in zip(c.operands, c.dts):
@@ -267,4 +268,4 @@ def ulp_distance(actual: np.ndarray, expected: np.ndarray, np_dtype) -> np.ndarr
 def link_all(ptx: str, arches=("sm_80", "sm_90a")) -> None:
     from tilelang.codegen.target.link import link_ptx
     for arch in arches:
-        link_ptx(ptx, arch, verbose=False)
+        link_ptx(ptx, get_target(arch), verbose=False)

@@ -167,10 +167,11 @@ kernel softmax(x: Array[f32, 2], y: Array[f32, 2], const N: i32 = 256) {{
 
 
 def _compile(tmp_path, launch="", call="", precision=None):
-    from tilelang.driver import Options, compile_kernel
+    from tilelang.driver import compile_kernel
+    from tilelang.options import CompileOptions
     text = SOFTMAX.format(launch=launch, call=call)
     ck = compile_kernel(text, str(tmp_path / "s.tile"), "softmax",
-                        options=Options(precision=precision), link=False)
+                        options=CompileOptions(precision=precision), link=False)
     return ck
 
 
@@ -223,7 +224,8 @@ def test_launch_attribute_and_module_option_and_per_call(tmp_path):
 
 
 def test_per_call_precision_overrides_the_kernel(tmp_path):
-    from tilelang.driver import Options, compile_kernel
+    from tilelang.driver import compile_kernel
+    from tilelang.options import CompileOptions
     text = """
 @launch(precision = "ieee")
 kernel k(x: Array[f32, 1], y: Array[f32, 1]) {
@@ -264,10 +266,8 @@ def test_tilec_and_compile_flip_the_module(tmp_path):
     import tilelang
     with pytest.raises(ValueError, match="precision"):
         tilelang.compile(str(src), precision="exact", cache=False, backend="emulator")
-    from tilelang.runtime.compiler import CompileOptions
+    from tilelang.options import CompileOptions
     assert CompileOptions(precision="ieee").key() != CompileOptions().key()
-    from tilelang.driver import Options
-    assert Options(precision="ieee").key() != Options().key()
 
 
 def test_constant_and_shared_divisors(tmp_path):

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from scalar_support import KernelBatch, assert_same, dtype, link_all, reference
+from tilelang.targets import get_target
 
 INTS = ["i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64"]
 FLOATS = ["f16", "bf16", "f32", "f64"]
@@ -205,7 +206,7 @@ def test_interface_covers_the_registry():
     assert set(OPERATORS) - {"@", "//"} <= ELEMENTWISE
     assert {"astype", "bitcast", "cdiv"} <= ELEMENTWISE
     import llvmlite.ir as ir
-    se = ScalarEmitter(ir.IRBuilder(), ir.Module(), "sm_90a")
+    se = ScalarEmitter(ir.IRBuilder(), ir.Module(), get_target("sm_90a"))
     assert str(se.llvm_type(dtype("bf16"))) == "bfloat"
     assert str(se.llvm_type(dtype("f8e4m3"))) == "i8"
     assert str(se.llvm_type(dtype("tf32"))) == "float"

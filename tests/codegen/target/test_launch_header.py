@@ -39,13 +39,13 @@ WGMMA = CodegenFeatures(wgmma=True, explicit_wgmma_request=True, accumulator_reg
 def compile_header(line: str, target: str, features: CodegenFeatures | None = None,
                    name: str = "gemm_kernel"):
     """@launch line -> contract -> plan -> LLVM PTX -> our header; also links with nvJitLink."""
-    spec = resolve_launch(launch(line), target)
-    contract = decide_contract(name, spec, features, target)
+    spec = resolve_launch(launch(line), get_target(target))
+    contract = decide_contract(name, spec, features, get_target(target))
     plan = validate_target(target, contract.features(get_target(target)))
     ptx = llvm_ptx(gemm_module_ir(name), plan.llvm_cpu, plan.llvm_features)
     sink = DiagnosticSink()
     out = rewrite_ptx(ptx, plan, {name: contract}, sink)
-    link_ptx(out, target, verbose=False)   # raises if ptxas refuses the header
+    link_ptx(out, get_target(target), verbose=False)   # raises if ptxas refuses the header
     return contract, sink, out
 
 
@@ -199,12 +199,12 @@ def test_llvm_directives_are_replaced():
     plan = validate_target("sm_80")
     llvm_out = llvm_ptx(ir_text, plan.llvm_cpu, plan.llvm_features)
     assert ".maxntid 64" in llvm_out
-    spec = resolve_launch(launch("@launch(reqntid = 128, minctasm = 2)"), "sm_80")
-    contract = decide_contract("gemm_kernel", spec, None, "sm_80")
+    spec = resolve_launch(launch("@launch(reqntid = 128, minctasm = 2)"), get_target("sm_80"))
+    contract = decide_contract("gemm_kernel", spec, None, get_target("sm_80"))
     out = rewrite_ptx(llvm_out, plan, {"gemm_kernel": contract})
     assert directive_block(header_text(out, "gemm_kernel")) == ".reqntid 128\n.minnctapersm 2"
     assert directive_lines(contract, plan.target) == [".reqntid 128", ".minnctapersm 2"]
-    link_ptx(out, "sm_80", verbose=False)
+    link_ptx(out, get_target("sm_80"), verbose=False)
 
 
 def test_entry_without_contract_is_internal_error():
@@ -234,32 +234,33 @@ def test_two_kernels_and_a_device_function():
         b.store(b.call(helper, [fn.args[1]]), ptr)
         b.ret_void()
     target = "sm_90a"
+    tgt = get_target(target)
     contracts = {
-        "first": decide_contract("first", resolve_launch(launch("@launch(maxntid = 64)"),
-                                                         target), None, target),
+        "first": decide_contract("first", resolve_launch(launch("@launch(maxntid = 64)"), tgt),
+                                 None, tgt),
         "second": decide_contract("second", resolve_launch(
-            launch("@launch(reqntid = 256, num_ctas = 2, minctasm = 1)"), target), None, target),
+            launch("@launch(reqntid = 256, num_ctas = 2, minctasm = 1)"), tgt), None, tgt),
     }
-    feats = set().union(*(c.features(get_target(target)) for c in contracts.values()))
+    feats = set().union(*(c.features(tgt) for c in contracts.values()))
     plan = validate_target(target, feats)
     out = rewrite_ptx(llvm_ptx(str(m), plan.llvm_cpu, plan.llvm_features), plan, contracts)
     assert directive_block(header_text(out, "first")) == ".maxntid 64"
     assert directive_block(header_text(out, "second")) == \
         ".reqntid 256\n.minnctapersm 1\n.explicitcluster\n.reqnctapercluster 2, 1, 1"
     assert ".func  (.param .b32 func_retval0) helper(" in out
-    r = link_ptx(out, target, env={})
+    r = link_ptx(out, get_target(target), env={})
     assert set(r.resources) >= {"first", "second"}
 
 
 def test_seed_000_header_verbatim_with_pinned_version():
     """Pinning `.version 8.4` reproduces the first lines of seed 000_b9a08466c2c6e888.txt's
     header exactly, and nvJitLink accepts it."""
-    spec = resolve_launch(launch(GEMM_LAUNCH), "sm_90a")
-    contract = decide_contract("gemm_kernel", spec, WGMMA, "sm_90a")
+    spec = resolve_launch(launch(GEMM_LAUNCH), get_target("sm_90a"))
+    contract = decide_contract("gemm_kernel", spec, WGMMA, get_target("sm_90a"))
     plan = validate_target("sm_90a", contract.features(get_target("sm_90a")), ptx_version=(8, 4))
     out = rewrite_ptx(llvm_ptx(gemm_module_ir(), plan.llvm_cpu, plan.llvm_features), plan,
                       {"gemm_kernel": contract})
     header = header_text(out, "gemm_kernel")
     assert header.startswith(".version 8.4\n.target sm_90a\n.address_size 64\n")
     assert directive_block(header) == SEED_000_BLOCK
-    link_ptx(out, "sm_90a", env={})
+    link_ptx(out, get_target("sm_90a"), env={})

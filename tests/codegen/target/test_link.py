@@ -16,6 +16,9 @@ from test_launch_support import gemm_module_ir, llvm_ptx
 from tilelang.codegen.target.link import (KernelResources, knobs_file_from_env, link_ptx,
                                    parse_resource_usage)
 from tilelang.diagnostics import InternalCompilerError, TileUsageError, render
+from tilelang.targets import TARGETS
+
+SM_90, SM_90A = TARGETS["sm_90"], TARGETS["sm_90a"]
 
 SMEM_PTX = """\
 .version 7.8
@@ -51,7 +54,7 @@ SMEM_PTX = """\
 
 def test_nvjitlink_gemm_and_resources():
     ptx = llvm_ptx(gemm_module_ir(), "sm_90", "+ptx78")
-    r = link_ptx(ptx, "sm_90", env={})
+    r = link_ptx(ptx, SM_90, env={})
     assert r.cubin[:4] == b"\x7fELF" and r.backend == "nvjitlink"
     assert r.options == ("-arch=sm_90", "-O3", "-Xptxas=-v")
     res = r.resources["gemm_kernel"]
@@ -61,7 +64,7 @@ def test_nvjitlink_gemm_and_resources():
 
 
 def test_static_shared_memory_and_stack_frame():
-    r = link_ptx(SMEM_PTX, "sm_90")
+    r = link_ptx(SMEM_PTX, SM_90)
     res = r.resources["smem_kernel"]
     assert res.smem_static == 4096 and res.barriers == 1 and res.stack_frame >= 64
 
@@ -87,7 +90,7 @@ ptxas info    : Used 10 registers, used 0 barriers, 360 bytes cmem[0]
 def test_link_failure_saves_ptx_and_names_it(tmp_path):
     bad = ".version 7.8\n.target sm_90\n.address_size 64\n.visible .entry k()\n{\n\tfoo.bar;\n}\n"
     with pytest.raises(InternalCompilerError) as e:
-        link_ptx(bad, "sm_90", save_dir=str(tmp_path))
+        link_ptx(bad, SM_90, save_dir=str(tmp_path))
     [d] = e.value.diagnostics
     [saved] = list(tmp_path.iterdir())
     assert saved.read_text() == bad
@@ -105,7 +108,7 @@ def test_unknown_intrinsic_only_fails_at_link(tmp_path):
                                        "llvm.nvvm.no.such.intrinsic")
     ptx = llvm_ptx(ir_text, "sm_90", "+ptx78")
     with pytest.raises(InternalCompilerError) as e:
-        link_ptx(ptx, "sm_90", save_dir=str(tmp_path))
+        link_ptx(ptx, SM_90, save_dir=str(tmp_path))
     assert e.value.code == "E0760"
 
 
@@ -123,12 +126,12 @@ def test_knobs_forwarded_through_nvjitlink_and_ptxas_answers(tmp_path):
     missing = str(tmp_path / "no-such-knobs.txt")
     env = {"MLIR_ENABLE_EVO": "1", "PTX_KNOBS_PATH": missing}
     with pytest.raises(TileUsageError) as e:
-        link_ptx(SMEM_PTX, "sm_90", env=env, save_dir=str(tmp_path))
+        link_ptx(SMEM_PTX, SM_90, env=env, save_dir=str(tmp_path))
     [d] = e.value.diagnostics
     assert d.code == "E0763" and missing in d.message
     assert any("ptxas: ptxas fatal   : Unknown option '-knobs-file'" == n for n in d.notes)
     # Without the gate nothing is forwarded and the link succeeds.
-    assert "-Xptxas=--knobs-file" not in " ".join(link_ptx(SMEM_PTX, "sm_90", env={}).options)
+    assert "-Xptxas=--knobs-file" not in " ".join(link_ptx(SMEM_PTX, SM_90, env={}).options)
 
 
 STAND_IN = """\
@@ -163,7 +166,7 @@ def test_stand_in_ptxas_records_knobs_argument(tmp_path):
     knobs = tmp_path / "knobs.txt"
     knobs.write_text("preamble\n[knobs]\nSomeKnob=1\n")
     env = {"MLIR_ENABLE_EVO": "1", "PTX_KNOBS_PATH": str(knobs)}
-    r = link_ptx(SMEM_PTX, "sm_90a", ptxas=script, env=env)
+    r = link_ptx(SMEM_PTX, SM_90A, ptxas=script, env=env)
     argv = json.loads(record.read_text())
     assert argv[:5] == [script, "-arch=sm_90a", "-O3", "-v", f"--knobs-file={knobs}"]
     assert argv[5] == "-o" and argv[6].endswith("tile.cubin") and argv[7].endswith("tile.ptx")
@@ -174,21 +177,21 @@ def test_stand_in_ptxas_records_knobs_argument(tmp_path):
 
 def test_stand_in_ptxas_knobs_option_beats_missing_env(tmp_path):
     script, record = stand_in(tmp_path)
-    link_ptx(SMEM_PTX, "sm_90", ptxas=script, knobs_file="/some/knobs", env={}, verbose=False,
+    link_ptx(SMEM_PTX, SM_90, ptxas=script, knobs_file="/some/knobs", env={}, verbose=False,
              opt_level=2)
     assert json.loads(record.read_text())[1:4] == ["-arch=sm_90", "-O2", "--knobs-file=/some/knobs"]
 
 
 def test_stand_in_ptxas_without_knobs(tmp_path):
     script, record = stand_in(tmp_path)
-    link_ptx(SMEM_PTX, "sm_90", ptxas=script, env={"PTX_KNOBS_PATH": "/k"})
+    link_ptx(SMEM_PTX, SM_90, ptxas=script, env={"PTX_KNOBS_PATH": "/k"})
     assert not any(a.startswith("--knobs-file") for a in json.loads(record.read_text()))
 
 
 def test_stand_in_ptxas_failure_surfaces_its_message(tmp_path):
     script, _ = stand_in(tmp_path, fail=True)
     with pytest.raises(TileUsageError) as e:
-        link_ptx(SMEM_PTX, "sm_90", ptxas=script, knobs_file=str(tmp_path / "k"),
+        link_ptx(SMEM_PTX, SM_90, ptxas=script, knobs_file=str(tmp_path / "k"),
                  save_dir=str(tmp_path))
     d = e.value.diagnostics[0]
     assert d.notes == ("ptxas: ptxas fatal   : knob 'Bogus' is not recognized",)
@@ -197,19 +200,19 @@ def test_stand_in_ptxas_failure_surfaces_its_message(tmp_path):
 
 def test_missing_ptxas_binary(tmp_path):
     with pytest.raises(TileUsageError) as e:
-        link_ptx(SMEM_PTX, "sm_90", ptxas=str(tmp_path / "nope"))
+        link_ptx(SMEM_PTX, SM_90, ptxas=str(tmp_path / "nope"))
     assert e.value.code == "E0761"
 
 
 @pytest.mark.skipif(shutil.which("ptxas") is None, reason="no ptxas binary on PATH")
 def test_real_ptxas_agrees_with_nvjitlink():
-    a = link_ptx(SMEM_PTX, "sm_90", ptxas=shutil.which("ptxas"), env={})
-    b = link_ptx(SMEM_PTX, "sm_90", env={})
+    a = link_ptx(SMEM_PTX, SM_90, ptxas=shutil.which("ptxas"), env={})
+    b = link_ptx(SMEM_PTX, SM_90, env={})
     assert a.cubin[:4] == b"\x7fELF"
     assert a.resources["smem_kernel"] == b.resources["smem_kernel"]
 
 
 def test_bad_nvjitlink_option_is_internal_error(tmp_path):
     with pytest.raises(InternalCompilerError) as e:
-        link_ptx(SMEM_PTX, "sm_90", extra_options=["-bogus"], save_dir=str(tmp_path))
+        link_ptx(SMEM_PTX, SM_90, extra_options=["-bogus"], save_dir=str(tmp_path))
     assert "ERROR_UNRECOGNIZED_OPTION" in "\n".join(e.value.diagnostics[0].notes)

@@ -27,7 +27,9 @@ import subprocess
 import pytest
 
 from tilelang.codegen.target.link import link_ptx, nvjitlink_options
-from tilelang.driver import Options, compile_source
+from tilelang.driver import compile_source
+from tilelang.options import CompileOptions
+from tilelang.targets import get_target
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 PTXAS = shutil.which("ptxas")
@@ -47,7 +49,7 @@ def test_compile_links_with_those_options():
     """The arch is the target's own name (sm_90a, not sm_90) and nothing that costs registers
     (-lineinfo, -g) or caps them (-maxrregcount) is added."""
     res = compile_source((ROOT / "examples" / "softmax.tile").read_text(), "softmax.tile",
-                         Options(target="sm_90a"))
+                         CompileOptions(target="sm_90a"))
     if not res.ok and any(d.code == "E0762" for d in res.diagnostics):
         pytest.skip("nvJitLink is not installed")
     assert res.ok, res.diagnostics
@@ -56,7 +58,7 @@ def test_compile_links_with_those_options():
 
 def _ptx_and_nvjitlink(example: str, arch: str) -> tuple[str, dict[str, int]]:
     res = compile_source((ROOT / "examples" / f"{example}.tile").read_text(), f"{example}.tile",
-                         Options(target=arch))
+                         CompileOptions(target=arch))
     if not res.ok and any(d.code == "E0762" for d in res.diagnostics):
         pytest.skip("nvJitLink is not installed")
     assert res.ok, res.diagnostics
@@ -80,7 +82,7 @@ def _ptxas_registers(ptx: str, arch: str, tmp_path, *extra: str) -> dict[str, in
 def _emitted_ptx(example: str, arch: str) -> str:
     """The PTX `tilec --emit ptx` gives: what a user would hand ptxas."""
     res = compile_source((ROOT / "examples" / f"{example}.tile").read_text(), f"{example}.tile",
-                         Options(target=arch), until="ptx")
+                         CompileOptions(target=arch), until="ptx")
     assert res.ok, res.diagnostics
     return res.ptx
 
@@ -163,7 +165,7 @@ DIV_PTX = """\
 @needs_ptxas
 def test_ieee_division_subroutine_is_where_relocatable_code_pays(tmp_path):
     try:
-        ours = link_ptx(DIV_PTX, "sm_90a", env={}).resources["div_rows"].registers
+        ours = link_ptx(DIV_PTX, get_target("sm_90a"), env={}).resources["div_rows"].registers
     except Exception as e:                      # noqa: BLE001 - only a missing library skips
         if "E0762" in str(getattr(e, "code", "")):
             pytest.skip("nvJitLink is not installed")
@@ -182,7 +184,7 @@ def test_launch_bounds_under_relocatable_code(tmp_path):
     ptx = (ROOT / "tests" / "codegen" / "golden" / "link" /
            "vadd_maxntid_sm90a_ptx.txt").read_text()
     try:
-        ours = link_ptx(ptx, "sm_90a", env={}).resources["vadd"].registers
+        ours = link_ptx(ptx, get_target("sm_90a"), env={}).resources["vadd"].registers
     except Exception as e:                      # noqa: BLE001 - only a missing library skips
         if "E0762" in str(getattr(e, "code", "")):
             pytest.skip("nvJitLink is not installed")

@@ -11,6 +11,7 @@ import pytest
 
 from tilelang import nvjitlink
 from tilelang.codegen.target.link import link_ptx
+from tilelang.targets import get_target
 
 from test_link import SMEM_PTX
 
@@ -79,8 +80,9 @@ def test_linking_needs_no_cuda_bindings_import():
     """A compile to cubin loads the library without importing cuda.bindings (its import
     cost 30-60 ms of a cold run)."""
     code = ("import sys\n"
-            "from tilelang.driver import Options, compile_source\n"
-            "r = compile_source(open('examples/vadd.tile').read(), 'vadd.tile', Options())\n"
+            "from tilelang.driver import compile_source\n"
+            "from tilelang.options import CompileOptions\n"
+            "r = compile_source(open('examples/vadd.tile').read(), 'vadd.tile', CompileOptions())\n"
             "assert r.ok and r.cubin[:4] == b'\\x7fELF', r.diagnostics\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] == 'cuda'))\n")
     import pathlib
@@ -96,7 +98,7 @@ def test_unavailable_is_a_diagnostic(monkeypatch):
     monkeypatch.setattr(nvjitlink, "_failure", "no nvJitLink library could be loaded (none found)")
     from tilelang.diagnostics import TileUsageError
     with pytest.raises(TileUsageError) as e:
-        link_ptx(SMEM_PTX, "sm_90")
+        link_ptx(SMEM_PTX, get_target("sm_90"))
     [d] = e.value.diagnostics
     assert d.code == "E0762"
     assert d.message == "nvJitLink is not available (no nvJitLink library could be loaded " \

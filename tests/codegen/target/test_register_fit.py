@@ -13,7 +13,9 @@ from tilelang.codegen.target import register_fit as rf
 from tilelang.codegen.target.link import KernelResources
 from tilelang.codegen.plan import reloads as reload   # the budgets: the reloads pass
 from tilelang.codegen.occupancy import occupancy
-from tilelang.driver import Options, compile_source
+from tilelang.driver import compile_source
+from tilelang.options import CompileOptions
+from tilelang.targets import get_target
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 
@@ -93,7 +95,7 @@ def test_refit_keeps_what_pays_and_drops_what_spills():
         return SimpleNamespace(resources={
             "a": _res("a", 32 if "a" in capped else 34),
             "b": _res("b", 32, spills=8) if "b" in capped else _res("b", 36)})
-    ptx, linked = rf.refit(PTX, _codegen("a", "b"), "sm_90a", first, link)
+    ptx, linked = rf.refit(PTX, _codegen("a", "b"), get_target("sm_90a"), first, link)
     assert seen == [[("a", "32"), ("b", "32")], [("a", "32")]]
     assert ".maxnreg 32" in ptx and ptx.count(".maxnreg") == 1
     assert linked.resources["a"].registers == 32
@@ -112,7 +114,7 @@ def test_refit_takes_a_second_step_when_the_first_lands_near_the_next():
             seen.append(cap)
             spill = 8 if cap == 32 and spills_at_32 else 0
             return SimpleNamespace(resources={"a": _res("a", cap, spills=spill)})
-        ptx, linked = rf.refit(PTX, _codegen("a"), "sm_90a", first, link)
+        ptx, linked = rf.refit(PTX, _codegen("a"), get_target("sm_90a"), first, link)
         assert seen == [40, 32]
         want = 40 if spills_at_32 else 32
         assert ptx.count(".maxnreg") == 1 and f".maxnreg {want}" in ptx
@@ -124,7 +126,8 @@ def test_refit_leaves_contract_choices_and_full_occupancy_alone():
 
     def link(ptx):
         raise AssertionError("no second link expected")
-    assert rf.refit(PTX, _codegen("a", "b", fixed=("a",)), "sm_90a", first, link) == \
+    assert rf.refit(PTX, _codegen("a", "b", fixed=("a",)), get_target("sm_90a"), first,
+                    link) == \
         (PTX, first)
 
 
@@ -133,14 +136,14 @@ def test_a_failing_second_link_keeps_the_first():
 
     def link(ptx):
         raise RuntimeError("boom")
-    assert rf.refit(PTX, _codegen("a"), "sm_90a", first, link) == (PTX, first)
+    assert rf.refit(PTX, _codegen("a"), get_target("sm_90a"), first, link) == (PTX, first)
 
 
 def test_vadd_reaches_full_occupancy():
     """examples/vadd.tile links at 100% occupancy on sm_90a, and the PTX --emit ptx gives has
     no .maxnreg (only a link can decide one)."""
     res = compile_source((ROOT / "examples" / "vadd.tile").read_text(), "vadd.tile",
-                         Options(target="sm_90a"))
+                         CompileOptions(target="sm_90a"))
     if not res.ok and any(d.code == "E0762" for d in res.diagnostics):
         pytest.skip("nvJitLink is not installed")
     assert res.ok, res.diagnostics
@@ -148,7 +151,7 @@ def test_vadd_reaches_full_occupancy():
     assert r.spill_stores == r.spill_loads == 0
     assert occupancy("sm_90a", 128, r.registers).fraction == 1.0
     assert ".maxnreg" not in compile_source((ROOT / "examples" / "vadd.tile").read_text(),
-                                            "vadd.tile", Options(target="sm_90a"),
+                                            "vadd.tile", CompileOptions(target="sm_90a"),
                                             until="ptx").ptx
 
 
@@ -167,10 +170,10 @@ def test_refit_closes_a_real_relocatable_gap():
     ptx = GAP_PTX.read_text()
 
     def link(text):
-        return link_ptx(text, "sm_90a", env={})
+        return link_ptx(text, get_target("sm_90a"), env={})
     first = link(ptx)
     assert first.resources["vadd"].registers == 34         # nvJitLink 13.5
-    ptx2, linked = rf.refit(ptx, _codegen("vadd"), "sm_90a", first, link)
+    ptx2, linked = rf.refit(ptx, _codegen("vadd"), get_target("sm_90a"), first, link)
     assert ".maxntid 128, 1, 1\n.maxnreg 32\n{" in ptx2
     r = linked.resources["vadd"]
     assert r.registers == 32 and r.spill_stores == r.spill_loads == 0
@@ -213,7 +216,8 @@ def _deep_link(spill_below, seen):
 def test_refit_deep(spill_below, want, links):
     first = SimpleNamespace(resources={"a": _res("a", 96), "b": _res("b", 28)})
     seen = []
-    ptx, linked = rf.refit(PTX, _codegen("a", "b"), "sm_90a", first, _deep_link(spill_below, seen))
+    ptx, linked = rf.refit(PTX, _codegen("a", "b"), get_target("sm_90a"), first,
+                           _deep_link(spill_below, seen))
     assert seen == links
     if want is None:
         assert (ptx, linked) == (PTX, first)
@@ -234,7 +238,7 @@ def test_refit_deep_next_to_a_margin_step():
         a = caps.get("a", 96)
         return SimpleNamespace(resources={"a": _res("a", a, spills=4 if a < 72 else 0),
                                           "b": _res("b", caps.get("b", 34))})
-    ptx, linked = rf.refit(PTX, _codegen("a", "b"), "sm_90a", first, link)
+    ptx, linked = rf.refit(PTX, _codegen("a", "b"), get_target("sm_90a"), first, link)
     assert seen == [{"b": 32}, {"a": 64, "b": 32}, {"a": 80, "b": 32}]
     assert linked.resources["a"].registers == 80 and linked.resources["b"].registers == 32
     assert ".reqntid 128, 1, 1\n.maxnreg 80\n{" in ptx and ".maxnreg 32" in ptx
@@ -247,8 +251,8 @@ def _softmax_ieee_4096(monkeypatch, **kw):
     monkeypatch.setattr(reload, "BUDGET", 1 << 30)
     monkeypatch.setattr(reload, "CHEAP_BUDGET", 1 << 30)
     res = compile_source((ROOT / "examples" / "softmax.tile").read_text(), "softmax.tile",
-                         Options(target="sm_90a", precision="ieee"), kernels=["softmax_rows"],
-                         consts={"N": 4096}, **kw)
+                         CompileOptions(target="sm_90a", precision="ieee"),
+                         kernels=["softmax_rows"], consts={"N": 4096}, **kw)
     if not res.ok and any(d.code == "E0762" for d in res.diagnostics):
         pytest.skip("nvJitLink is not installed")
     assert res.ok, res.diagnostics
@@ -285,12 +289,12 @@ def test_a_cap_that_really_spills_is_refused(monkeypatch):
     seen = []
 
     def link(text):
-        out = link_ptx(text, "sm_90a", env={})
+        out = link_ptx(text, get_target("sm_90a"), env={})
         seen.append(out.resources["softmax_rows"])
         return out
     first = link(ptx)
     monkeypatch.setattr(rf, "LOW", 0.75)
-    ptx2, linked = rf.refit(ptx, _codegen("softmax_rows"), "sm_90a", first, link)
+    ptx2, linked = rf.refit(ptx, _codegen("softmax_rows"), get_target("sm_90a"), first, link)
     refused = [t for t in seen[1:] if t.spill_stores > 0]
     if not refused:
         pytest.skip("this nvJitLink fits softmax ieee@4,096 in 40 registers")
@@ -328,7 +332,7 @@ def test_the_full_try_skips_a_cap_already_refused():
         return SimpleNamespace(resources={
             "a": _res("a", caps.get("a", 34)),
             "b": _res("b", 32, spills=8) if "b" in caps else _res("b", 36)})
-    rf.refit(PTX, _codegen("a", "b"), "sm_90a", first, link)
+    rf.refit(PTX, _codegen("a", "b"), get_target("sm_90a"), first, link)
     assert seen == [{"a": 32, "b": 32}, {"a": 32}]
 
 
@@ -342,7 +346,7 @@ def test_rows_of_8192_reach_full_occupancy():
     _nvjitlink_or_skip()
     x = np.zeros((2, 8192), np.float32)
     res = compile_source((ROOT / "examples" / "softmax.tile").read_text(), "softmax.tile",
-                         Options(target="sm_90a"), kernels=["softmax_rows"],
+                         CompileOptions(target="sm_90a"), kernels=["softmax_rows"],
                          consts={"N": 8192}, facts={"softmax_rows": facts_of({"x": x, "y": x})})
     assert res.ok, res.diagnostics
     r = res.link.resources["softmax_rows"]

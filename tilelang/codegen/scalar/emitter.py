@@ -14,7 +14,7 @@ of the ops emitted; an op's own `precision` parameter overrides it. While one op
 `fast_math` says whether that op uses its hardware approximation, so the functions an op is
 built from (tanh's exp) follow the op's choice, not their own.
 
-    se = ScalarEmitter(builder, module, "sm_90a")
+    se = ScalarEmitter(builder, module, TARGETS["sm_90a"])
     v = se.emit("+", [x, 1], [F32, None], F32)     # a loose constant is materialized as f32
 
 Nothing emitted here becomes a call: transcendental functions are polynomials with explicit
@@ -35,7 +35,7 @@ from tilelang.sema.builtins_math import APPROXIMATED, PRECISIONS
 from tilelang.sema.constants import ConstStr, ConstValue, materialize
 from tilelang.sema.promotion import promote, promote_loose
 from tilelang.sema.types import BOOL, F32, F64, DType
-from tilelang.targets import Target, get_target
+from tilelang.targets import Target
 
 ARITH = frozenset({"+", "-", "*", "/", "%", "**", "//", "floordiv"})
 BITWISE = frozenset({"&", "|", "^", "<<", ">>"})
@@ -63,10 +63,10 @@ class ScalarEmitter(IRKit):
     code; integer `**`, float `%`/`floordiv` and the large-argument path of `sin`/`cos` add
     basic blocks, so after `emit` the caller continues at `se.builder.block`."""
 
-    def __init__(self, builder: ir.IRBuilder, module: ir.Module, target: Target | str,
+    def __init__(self, builder: ir.IRBuilder, module: ir.Module, target: Target,
                  fast_math: bool = False, precision: str | None = None):
         super().__init__(builder, module)
-        self.target = get_target(target) if isinstance(target, str) else target
+        self.target = target
         # the emitter's own default stays "ieee" (its callers test exact bounds); kernels
         # pass the language's mode (KernelEmitter)
         self.precision = precision or ("approx" if fast_math else "ieee")

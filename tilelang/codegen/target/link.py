@@ -28,9 +28,12 @@ from __future__ import annotations
 import os
 import re
 import time
-from typing import Mapping, NamedTuple, Sequence
+from typing import TYPE_CHECKING, Mapping, NamedTuple, Sequence
 
 from tilelang.diagnostics import InternalCompilerError, TileUsageError, register_codes
+
+if TYPE_CHECKING:
+    from tilelang.targets import Target
 
 register_codes({
     "E0760": "internal: PTX did not link (bug in the compiler)",
@@ -127,16 +130,18 @@ def _fail(ptx: str, arch: str, tool: str, log: str, knobs: str | None,
         notes=notes, help=f"this is a compiler bug: please report it with {path} attached")
 
 
-def link_ptx(ptx: str, arch: str, *, ptxas: str | None = None, knobs_file: str | None = None,
-             env: Mapping[str, str] | None = None, opt_level: int = 3, verbose: bool = True,
-             extra_options: Sequence[str] = (), save_dir: str | None = None) -> LinkResult:
-    """Assemble PTX into a cubin for `arch` (e.g. "sm_90a").
+def link_ptx(ptx: str, target: Target, *, ptxas: str | None = None,
+             knobs_file: str | None = None, env: Mapping[str, str] | None = None,
+             opt_level: int = 3, verbose: bool = True, extra_options: Sequence[str] = (),
+             save_dir: str | None = None) -> LinkResult:
+    """Assemble PTX into a cubin for `target` (the compile's resolved target record).
 
     `knobs_file` (the CLI's `--ptxas-knobs FILE`) or the MLIR_ENABLE_EVO + PTX_KNOBS_PATH
     environment gate forwards `--knobs-file=<path>` to ptxas. A failure raises
     InternalCompilerError (E0760) naming the file the PTX was saved to.
     """
     knobs = knobs_file or knobs_file_from_env(env)
+    arch = target.name
     if ptxas:
         return _link_ptxas(ptx, arch, ptxas, knobs, opt_level, verbose, extra_options, save_dir)
     return _link_nvjitlink(ptx, arch, knobs, opt_level, verbose, extra_options, save_dir)

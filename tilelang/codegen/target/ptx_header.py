@@ -22,8 +22,7 @@ from typing import Iterable, Mapping
 from tilelang.diagnostics import (Diagnostic, DiagnosticSink, InternalCompilerError, Severity,
                                   Span)
 from tilelang.codegen.contract import KernelContract
-from tilelang.targets import PtxPlan, PtxVersion, Target, fmt_ptx, get_target, \
-    validate_target
+from tilelang.targets import PtxPlan, PtxVersion, Target, fmt_ptx, validate_target
 
 DIRECTIVES = (".maxntid", ".reqntid", ".minnctapersm", ".maxnctapersm", ".maxnreg",
               ".blocksareclusters", ".explicitcluster", ".reqnctapercluster", ".maxclusterrank")
@@ -84,13 +83,13 @@ def directive_lines(contract: KernelContract, target: Target,
     return out
 
 
-def plan_module(target: str | Target, contracts: Mapping[str, KernelContract],
+def plan_module(target: Target, contracts: Mapping[str, KernelContract],
                 extra_features: Iterable[str] = (), *, span: Span | None = None,
                 ptx_version: PtxVersion | None = None) -> PtxPlan:
     """The module's PtxPlan: the target validated against every kernel's contract features
     (wgmma, clusters, blocksareclusters) plus codegen's own (tma, setmaxnreg, ...). Call it
     before LLVM and compile with `plan.llvm_cpu` / `plan.llvm_features`."""
-    tgt = target if isinstance(target, Target) else get_target(target, span)
+    tgt = target
     feats = set(extra_features)
     for c in contracts.values():
         feats |= c.features(tgt)

@@ -34,9 +34,12 @@ from __future__ import annotations
 
 import re
 from math import prod
-from typing import Mapping, NamedTuple
+from typing import TYPE_CHECKING, Mapping, NamedTuple
 
 from tilelang.codegen.occupancy import ARCH_LIMITS, occupancy
+
+if TYPE_CHECKING:
+    from tilelang.targets import Target
 
 # At most one register-allocation unit (256 per warp = 8 per thread) above the step: the
 # relocatable-code overhead measured on most examples is 2-8 registers; a larger gap is usually
@@ -191,9 +194,10 @@ def caps_in(ptx: str) -> dict[str, int]:
     return {n: int(c) for n, c in _CAPS.findall(ptx)}
 
 
-def refit(ptx: str, codegen, target: str, first, link):
+def refit(ptx: str, codegen, target: Target, first, link):
     """(ptx, link result) after the step-down, the deep tries and the full-occupancy try
     described above; `first` is the link of `ptx`, `link(ptx)` links another PTX."""
+    arch = target.name                      # the occupancy tables are by target name
     kernels = shapes(codegen)
     tried: dict[str, set] = {}
 
@@ -201,7 +205,7 @@ def refit(ptx: str, codegen, target: str, first, link):
         for n, c in caps_in(text).items():
             tried.setdefault(n, set()).add(c)
         return link(text)
-    got_ptx, got = _steps(ptx, kernels, target, first, tracked)
+    got_ptx, got = _steps(ptx, kernels, arch, first, tracked)
     own = caps_in(ptx)                      # the contract's, on kernels refit leaves alone
     caps = {n: c for n, c in caps_in(got_ptx).items() if n not in own}
     more = {}
@@ -209,7 +213,7 @@ def refit(ptx: str, codegen, target: str, first, link):
         r, r0 = got.resources.get(k.name), first.resources.get(k.name)
         if k.fixed or r is None or r0 is None or r0.spill_stores or r0.spill_loads:
             continue
-        c = full(target, k.threads, r.registers, k.smem)
+        c = full(arch, k.threads, r.registers, k.smem)
         if c is not None and c not in tried.get(k.name, ()):
             more[k.name] = c
     if not more:

@@ -12,7 +12,8 @@ import pathlib
 import pytest
 
 from tilelang.diagnostics import render_all
-from tilelang.driver import Options, compile_source
+from tilelang.driver import compile_source
+from tilelang.options import CompileOptions
 
 ROOT = pathlib.Path(__file__).resolve().parents[4]
 EXAMPLE = ROOT / "examples" / "attention.tile"
@@ -40,7 +41,7 @@ def test_matches_numpy_on_emulator(dtype, d, causal, capsys):
 @pytest.mark.parametrize("d", [64, 128])
 def test_tensor_cores_and_no_spills(d, target):
     bn = script().BN[d]
-    res = compile_source(EXAMPLE.read_text(), str(EXAMPLE), Options(
+    res = compile_source(EXAMPLE.read_text(), str(EXAMPLE), CompileOptions(
         target=target, defines={"D": str(d), "BN": str(bn), "CAUSAL": "true"}), until="cubin")
     assert res.ok, render_all(res.diagnostics)
     if target == "sm_80":

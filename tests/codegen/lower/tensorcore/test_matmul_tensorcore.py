@@ -23,8 +23,10 @@ import numpy as np
 import pytest
 
 from tilelang.diagnostics import render_all
-from tilelang.driver import Options, compile_source
+from tilelang.driver import compile_source
+from tilelang.options import CompileOptions
 from tilelang.tools import sass
+from tilelang.targets import get_target
 
 ROOT = pathlib.Path(__file__).resolve().parents[4]
 EXAMPLE = ROOT / "examples" / "matmul.tile"
@@ -36,7 +38,8 @@ needs_sass = pytest.mark.skipif(not sass.tools_available(),
 
 @functools.lru_cache(maxsize=None)
 def compiled(arch):
-    res = compile_source(EXAMPLE.read_text(), str(EXAMPLE), Options(target=arch), until="cubin")
+    res = compile_source(EXAMPLE.read_text(), str(EXAMPLE), CompileOptions(target=arch),
+                         until="cubin")
     assert res.ok, render_all(res.diagnostics)
     return res
 
@@ -96,7 +99,7 @@ def run_on_emulator(arch, M, N, K, seed):
     arrays = {"a": a, "b": b, "c": np.zeros((M, N), np.float32)}
     facts = {n: ArrayFacts.from_key(facts_key(0, x.shape, (x.shape[1], 1), x.itemsize))
              for n, x in arrays.items()}         # the emulator's allocations: 256-byte aligned
-    res = compile_source(EXAMPLE.read_text(), str(EXAMPLE), Options(target=arch),
+    res = compile_source(EXAMPLE.read_text(), str(EXAMPLE), CompileOptions(target=arch),
                          facts={"matmul": facts})
     assert res.ok, render_all(res.diagnostics)
     art = res.codegen.kernel("matmul")
@@ -159,7 +162,7 @@ def test_no_more_instructions_per_k_step_than_triton(arch):
     # same nvJitLink for the same arch): 336 SASS instructions per K-step on sm_80
     from tilelang.codegen.target.link import link_ptx
     ptx = (ROOT / "tests" / "emulator" / "fixtures" / "triton_matmul_sm80.ptx").read_text()
-    theirs = sass.summarize(sass.disassemble(link_ptx(ptx, arch).cubin)["tiled_matmul"])
+    theirs = sass.summarize(sass.disassemble(link_ptx(ptx, get_target(arch)).cubin)["tiled_matmul"])
     k_step = 128 * 128 * 64 // 4
     ours = sass_of(arch).per_k_step(k_step)
     assert ours is not None, "no main loop with multiply-adds in our SASS"

@@ -21,7 +21,8 @@ import pytest
 from gen_support import run_emulated
 from tilelang.codegen.api import ArrayFacts
 from tilelang.diagnostics import render_all
-from tilelang.driver import Options, compile_source
+from tilelang.driver import compile_source
+from tilelang.options import CompileOptions
 from tilelang.emulator import EmulatorDevice
 from tilelang.runtime.args import facts_key
 
@@ -59,7 +60,7 @@ kernel mm(a: Array[{a}, 2], b: Array[{b}, 2], c: Array[{c}, 2],
 
 
 def compile_text(text: str, path: str, *, target: str, facts: dict):
-    res = compile_source(text, path, Options(target=target), facts=facts, until="ptx")
+    res = compile_source(text, path, CompileOptions(target=target), facts=facts, until="ptx")
     assert res.ok, render_all(res.diagnostics)
     return res
 
@@ -389,7 +390,7 @@ def test_num_stages_overrides_the_ring_depth(stages, waits):
 def test_num_stages_out_of_range_is_e0726():
     src = source("f16", "f16", "f32").replace(
         "@launch(reqntid = (128, 1, 1))", "@launch(reqntid = (128, 1, 1), num_stages = 9)")
-    res = compile_source(src, "mm.tile", Options(target="sm_80"), until="ptx")
+    res = compile_source(src, "mm.tile", CompileOptions(target="sm_80"), until="ptx")
     assert not res.ok
     assert [d.code for d in res.diagnostics] == ["E0726"]
     assert "`num_stages` must be between 1 and 8, found 9" in render_all(res.diagnostics)

@@ -133,11 +133,12 @@ def test_attention_loop_on_sm90a():
     from pathlib import Path
 
     from tilelang.diagnostics import render_all
-    from tilelang.driver import Options, compile_source
+    from tilelang.driver import compile_source
+    from tilelang.options import CompileOptions
     from tilelang.tools.sass import ptx_loop_lines
     src = (Path(__file__).resolve().parents[4] / "examples" / "attention.tile").read_text()
     defines = {"BM": "64", "BN": "64", "D": "64", "CAUSAL": "false"}
-    res = compile_source(src, "attention.tile", Options(target="sm_90a", defines=defines),
+    res = compile_source(src, "attention.tile", CompileOptions(target="sm_90a", defines=defines),
                          kernels=["attention_f16"], until="ptx")
     assert res.ok, render_all(res.diagnostics)
     lines = res.ptx.splitlines()

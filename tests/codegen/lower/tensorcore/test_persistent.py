@@ -71,8 +71,9 @@ def test_ring_carried_across_tiles():
 def test_no_spill_warning():
     # the accumulator's zeros, hoisted out of the loop over tiles, hold no registers (W0787
     # warned of 380 bytes of spills once; ptxas allocates 154 registers and spills none)
-    from tilelang.driver import Options, compile_source
-    res = compile_source(SRC, "matmul_persistent.tile", Options(target="sm_90a"),
+    from tilelang.driver import compile_source
+    from tilelang.options import CompileOptions
+    res = compile_source(SRC, "matmul_persistent.tile", CompileOptions(target="sm_90a"),
                          until="cubin")
     assert res.ok and not res.diagnostics, [d.message for d in res.diagnostics]
     r = res.link.resources["matmul_persistent"]

@@ -85,9 +85,10 @@ def test_two_products_per_iteration(rows, n, tma):
 
 def test_attention_loop_is_prefetched():
     from tilelang.diagnostics import render_all
-    from tilelang.driver import Options, compile_source
+    from tilelang.driver import compile_source
+    from tilelang.options import CompileOptions
     src = (ROOT / "examples" / "attention.tile").read_text()
-    res = compile_source(src, "attention.tile", Options(
+    res = compile_source(src, "attention.tile", CompileOptions(
         target="sm_90a", defines={"BM": "64", "BN": "64", "D": "64", "CAUSAL": "false"}),
         kernels=["attention_f16"], until="ptx")
     assert res.ok, render_all(res.diagnostics)

@@ -92,8 +92,9 @@ def test_multicast_ring_issues_each_copy_once_with_a_replica_group():
 
 
 def _main_loop(src: str, kernel: str):
-    from tilelang.driver import Options, compile_source
-    res = compile_source(src, f"{kernel}.tile", Options(target="sm_90a"), until="cubin")
+    from tilelang.driver import compile_source
+    from tilelang.options import CompileOptions
+    res = compile_source(src, f"{kernel}.tile", CompileOptions(target="sm_90a"), until="cubin")
     assert res.ok
     instrs = sass.disassemble(res.cubin)[kernel]
     return sass.main_loop(instrs), sass.summarize(instrs)
@@ -159,8 +160,9 @@ def test_warp_specialized_ring_issues_each_copy_once():
     (WS_ATTENTION, "attention_f16", {"BM": "128", "BN": "64", "D": "64", "CAUSAL": "false"}),
 ], ids=["matmul", "attention"])
 def test_warp_specialized_sass(src, kernel, defines):
-    from tilelang.driver import Options, compile_source
-    res = compile_source(src, f"{kernel}.tile", Options(target="sm_90a", defines=defines),
+    from tilelang.driver import compile_source
+    from tilelang.options import CompileOptions
+    res = compile_source(src, f"{kernel}.tile", CompileOptions(target="sm_90a", defines=defines),
                          kernels=[kernel], until="cubin")
     assert res.ok
     instrs = sass.disassemble(res.cubin)[kernel]

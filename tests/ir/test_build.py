@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from tilelang.diagnostics import render_all
-from tilelang.driver import Options, compile_source
+from tilelang.driver import compile_source
+from tilelang.options import CompileOptions
 from tilelang.interp import run_kernel
 from tilelang.ir.verifier import verify
 
@@ -20,14 +21,14 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def lower(text: str, defines: dict | None = None, path: str = "<test>.tile", **kw):
-    res = compile_source(text, path, Options(defines=defines or {}), until="tir", **kw)
+    res = compile_source(text, path, CompileOptions(defines=defines or {}), until="tir", **kw)
     assert res.ok, render_all(res.diagnostics)
     verify(res.ir)
     return res.ir
 
 
 def lower_errors(text: str, defines: dict | None = None) -> str:
-    res = compile_source(text, "<test>.tile", Options(defines=defines or {}), until="tir")
+    res = compile_source(text, "<test>.tile", CompileOptions(defines=defines or {}), until="tir")
     assert not res.ok
     return render_all(res.diagnostics, color=False)
 
@@ -333,7 +334,7 @@ kernel k(y: Array[i32, 1], v: i32) {
     store(y, index = (0,), tile = full((1,), f(v), i32));
 }
 """
-    res = compile_source(ok, "<test>.tile", Options(), until="tir")
+    res = compile_source(ok, "<test>.tile", CompileOptions(), until="tir")
     assert res.ok, render_all(res.diagnostics, color=False)
     assert "} else {" in res.tir and "yield" in res.tir
     # a `return` in a run-time loop still cannot be inlined

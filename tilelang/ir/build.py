@@ -1,18 +1,21 @@
-"""Lowering from the checked AST to Tile IR.
+"""Building Tile IR from the checked syntax tree: the builder that knows the source, above
+`KernelBuilder` (builder.py), which knows only IR operations.
 
 The checker already evaluates every expression to the registry's `ArgInfo` (type, constant
-value) and binds every call to `BoundArgs`. The lowering is the same walk with one addition:
+value) and binds every call to `BoundArgs`. The builder is the same walk with one addition:
 each run-time `ArgInfo` carries the IR value computing it (`ArgInfo.ir`), and every call with
 a run-time result, or with effects, is emitted through `KernelBuilder.call_bound`. So the IR
 gets exactly the types, promotions and constant folds the checker decided, by construction.
+`SourceBuilder` extends `sema.checker.Checker` through the hooks that class documents as its
+public interface (docs/ir.md, "Building IR from source"), and nothing else of sema's.
 
 What the walk does beyond checking:
 - `const` parameters are specialized: they must have a value (-D, a default, or the runtime's
-  specialization); a kernel is lowered once per value set.
+  specialization); a kernel is built once per value set.
 - functions are inlined at every call (the checker's per-signature cache is bypassed);
 - a `var` assigned inside an `if` or a loop becomes a value the region yields or carries;
 - `break`, `continue` and `return` are terminators; the statements after one are dead code.
-The lowering runs on source the checker accepted; what it still refuses (a `return` inside
+The builder runs on source the checker accepted; what it still refuses (a `return` inside
 run-time control flow of a `fn`, a `var` holding a tuple across a region) is a diagnostic.
 """
 
@@ -23,11 +26,14 @@ from typing import Iterable, Sequence
 from tilelang.diagnostics import InternalCompilerError, TileError, TileSemanticError, \
     register_codes
 from tilelang.frontend import ast
+from tilelang.options import CompileOptions
 from tilelang.record import replace
 from tilelang.sema.builtins import BUILTINS, Builtin, bind_call
 from tilelang.sema.builtins_core import ArgInfo, DTypeType
-from tilelang.sema.checker import Checker, Ctx, Scope, _NeedsValue, returning_else
-from tilelang.sema.checker import returns_on_every_path as _returns
+from tilelang.sema.check_context import Ctx, NeedsValue, Scope
+from tilelang.sema.checker import Checker
+from tilelang.sema.control_flow import returning_else
+from tilelang.sema.control_flow import returns_on_every_path as _returns
 from tilelang.sema.constants import ConstStr, ConstTuple, ConstValue, loose
 from tilelang.sema.types import BOOL, ArrayType, LooseType, TileType, TupleType, scalar
 from tilelang.sema.values import is_error, value
@@ -45,12 +51,11 @@ _LAUNCH_KEYS = ("maxntid", "reqntid", "minctasm", "maxnreg", "cluster", "maxclus
                 "blocksareclusters", "nonportable_cluster")
 
 
-class Lowerer(Checker):
+class SourceBuilder(Checker):
     """A checker that also emits Tile IR for the kernels it walks."""
 
-    def __init__(self, include_dirs=(), defines=None, target: str = "sm_90a",
-                 kernels: Iterable[str] | None = None):
-        super().__init__(include_dirs, defines, target)
+    def __init__(self, options: CompileOptions, kernels: Iterable[str] | None = None):
+        super().__init__(options)
         self.only = set(kernels) if kernels is not None else None
         self.kb: KernelBuilder | None = None
         self.kernels: list[Kernel] = []
@@ -114,7 +119,7 @@ class Lowerer(Checker):
                         _returns(s.then) and self.returning_if(s, stmts[i + 1:], scope, ctx):
                     return
                 self.stmt(s, scope, ctx)
-            except _NeedsValue as nv:  # pragma: no cover - consts are specialized
+            except NeedsValue as nv:  # pragma: no cover - consts are specialized
                 raise _internal(nv.message, nv.span) from None
             except TileError as e:
                 self.report(e.diagnostics)
@@ -208,13 +213,13 @@ class Lowerer(Checker):
     def instantiate(self, f, info, pos, kw, span, standalone=False) -> ArgInfo:
         if self.kb is None:
             return super().instantiate(f, info, pos, kw, span, standalone)
-        self.instances.clear()  # inline every call: the values differ per call site
+        self.forget_instances()  # inline every call: the values differ per call site
         self.fn_depth.append(self.region_depth)
         try:
             res = super().instantiate(f, info, pos, kw, span, standalone)
         finally:
             self.fn_depth.pop()
-            self.instances.clear()
+            self.forget_instances()
         return res
 
     def return_stmt(self, s: ast.Return, scope: Scope, ctx: Ctx) -> None:
@@ -471,16 +476,15 @@ def _internal(message: str, span) -> InternalCompilerError:
                                          "input file")
 
 
-def lower_module(module: ast.Module, options, kernels: Iterable[str] | None = None
-                 ) -> tuple[IRModule, list]:
-    """Lower the kernels of a parsed module (all, or those named) to Tile IR. Returns the
+def build_module(module: ast.Module, options: CompileOptions,
+                 kernels: Iterable[str] | None = None) -> tuple[IRModule, list]:
+    """Build Tile IR for the kernels of a parsed module (all, or those named). Returns the
     module and the diagnostics; the module is None when there are errors."""
-    low = Lowerer(getattr(options, "include_dirs", ()), getattr(options, "defines", {}),
-                  getattr(options, "target", "sm_90a") or "sm_90a", kernels)
+    sb = SourceBuilder(options, kernels)
     try:
-        low.check_root(module)
+        sb.check_root(module)
     except TileError as e:
-        low.report(e.diagnostics)
-    if low.error_count:
-        return None, low.diags
-    return IRModule(tuple(low.kernels)), low.diags
+        sb.report(e.diagnostics)
+    if sb.error_count:
+        return None, sb.diags
+    return IRModule(tuple(sb.kernels)), sb.diags

@@ -1,0 +1,497 @@
+"""The checker's module-level walk: top-level names and imports, `const` items, attributes and
+`@launch`, kernels and their parameters, and functions (checked alone, and instantiated per
+call signature where they are called). Part of `Checker` (tilelang/sema/checker.py); the
+statement and expression walks it calls are its sibling parts, check_stmt.py and
+check_expr.py.
+"""
+
+from __future__ import annotations
+
+from ..diagnostics import Diagnostic, Label, Severity, Span, TileError, TileSemanticError
+from ..frontend import ast
+from ..frontend.parser import parse_expr
+from ..record import replace
+from .builtins_core import ArgInfo
+from .check_context import (MAX_ERRORS, MAX_UNROLLED_STATEMENTS, Ctx, KernelInfo, NeedsValue,
+                            Scope, TooLarge, TypedProgram, close_matches, with_note)
+from .constants import ConstTuple, ConstValue, materialize
+from .control_flow import liftable_ifs
+from .launch_attrs import AttrValue, ByTarget, resolve_launch
+from .launch_verify import check_spec
+from .types import VOID, ArrayType, Sym, TileType
+from .values import (Binding, FnType, KernelType, ModuleInfo, ModuleType, error_value, is_error,
+                     value)
+
+
+class DeclarationChecks:
+    """Modules, kernels and functions: the part of `Checker` that walks declarations."""
+
+    # ---- modules ----
+    def check_root(self, module: ast.Module) -> TypedProgram:
+        import os
+        path = module.file
+        real = os.path.realpath(path) if not path.startswith("<") else path
+        info = ModuleInfo(path, path, module)  # imports are searched next to `path` as given
+        self.loader.enter(real, None)
+        try:
+            self.declare(info)
+        finally:
+            self.loader.leave()
+        program = TypedProgram(info, files=list(self.modules))
+        for item in module.items:
+            if self.error_count >= MAX_ERRORS:
+                break
+            if isinstance(item, ast.KernelDef):
+                k = self.check_kernel(item, info)
+                if k is not None:
+                    program.kernels.append(k)
+            elif isinstance(item, ast.FnDef):
+                self.check_fn_alone(item, info)
+        program.records = self.records
+        return program
+
+    def declare(self, info: ModuleInfo) -> None:
+        """Bind every top-level name of a module (imports are loaded and declared first)."""
+        self.modules[info.path] = info
+        for item in info.module.items:
+            try:
+                if isinstance(item, ast.Import):
+                    sub = self.import_module(item.path, info, item.span)
+                    name = item.alias or item.path[-1]
+                    self.bind_top(info, name, "module", value(ModuleType(sub)), item.span)
+                elif isinstance(item, ast.FromImport):
+                    sub = self.import_module(item.path, info, item.span)
+                    for n in item.names:
+                        b = sub.names.get(n.name)
+                        if b is None:
+                            close = close_matches(n.name, list(sub.names), n=1)
+                            raise TileSemanticError.at(
+                                "E0603", f"module `{sub.name}` has no `{n.name}`", n.span,
+                                help=f"did you mean `{close[0]}`?" if close else
+                                f"it defines: {', '.join(sorted(sub.names)) or 'nothing'}")
+                        self.bind_top(info, n.alias or n.name, "import", b.value, n.span)
+                elif isinstance(item, ast.ConstDef):
+                    self.declare_const(item, info)
+                elif isinstance(item, ast.FnDef):
+                    self.check_attrs(item.attrs, allowed=("host",), what="a function")
+                    self.bind_top(info, item.name, "fn", value(FnType(item, info)),
+                                  item.name_span)
+                elif isinstance(item, ast.KernelDef):
+                    self.bind_top(info, item.name, "kernel", value(KernelType(item)),
+                                  item.name_span)
+            except TileError as e:
+                self.report(e.diagnostics)
+                # a failed import still binds its names, so their uses add no errors
+                names = [] if not isinstance(item, (ast.Import, ast.FromImport)) else (
+                    [item.alias or item.path[-1]] if isinstance(item, ast.Import)
+                    else [n.alias or n.name for n in item.names])
+                for n in names:
+                    info.names.setdefault(n, Binding(n, "import", error_value(item.span),
+                                                     item.span, used=True))
+
+    def import_module(self, path: tuple[str, ...], importer: ModuleInfo, span) -> ModuleInfo:
+        lm = self.loader.load(path, importer.path, span)
+        if lm.path in self.modules:
+            return self.modules[lm.path]
+        info = ModuleInfo(lm.name, lm.path, lm.module)
+        self.loader.enter(lm.path, span)
+        try:
+            self.declare(info)
+        finally:
+            self.loader.leave()
+        return info
+
+    def bind_top(self, info: ModuleInfo, name: str, kind: str, val: ArgInfo, span) -> None:
+        old = info.names.get(name)
+        if old is not None:
+            raise TileSemanticError.at(
+                "E0202", f"`{name}` is defined twice in this module", span,
+                related=(Label(old.span, "first defined here"),) if old.span else (),
+                help="rename one of them")
+        info.names[name] = Binding(name, kind, val, span, used=True)
+
+    def declare_const(self, item: ast.ConstDef, info: ModuleInfo) -> None:
+        ctx = Ctx("fn", item.name, info, f"const {item.name}")
+        v = self.expr(item.value, Scope(), ctx)
+        if is_error(v):
+            self.bind_top(info, item.name, "const", v, item.name_span)
+            return
+        if v.const is None:
+            raise TileSemanticError.at(
+                "E0410", f"the value of `const {item.name}` is not a constant expression",
+                item.value.span, help="use literals, other `const` items and arithmetic on them")
+        if item.type is not None:
+            t = self.resolve_type(item.type, Scope(), ctx)
+            v = self.coerce(v, t, item.value.span, f"`const {item.name}`")
+        self.bind_top(info, item.name, "const", v, item.name_span)
+        self.record(ctx.label, item.name_span, "const", item.name, v)
+
+    # ---- attributes ----
+    def check_attrs(self, attrs, allowed: tuple[str, ...], what: str) -> None:
+        for a in attrs:
+            if a.name not in allowed:
+                known = {"launch": "kernels", "host": "functions"}
+                where = known.get(a.name)
+                raise TileSemanticError.at(
+                    "E0250", f"`@{a.name}` cannot be used on {what}" if where else
+                    f"unknown attribute `@{a.name}`", a.span,
+                    help=f"`@{a.name}` applies to {where}" if where else
+                    "kernels take `@launch(...)`; functions take `@host`")
+            if a.name == "host" and a.args:
+                raise TileSemanticError.at("E0250", "`@host` takes no arguments", a.span)
+
+    def launch_spec(self, k: ast.KernelDef, scope: Scope, ctx: Ctx):
+        launches = [a for a in k.attrs if a.name == "launch"]
+        if len(launches) > 1:
+            raise TileSemanticError.at("E0250", "`@launch` is given twice", launches[1].span,
+                                       related=(Label(launches[0].span, "first given here"),),
+                                       help="merge the keys into one `@launch(...)`")
+        attrs: dict[str, AttrValue] = {}
+        if launches:
+            la = launches[0]
+            for arg in la.args or ():
+                if arg.name is None:
+                    raise TileSemanticError.at(
+                        "E0250", "`@launch` takes keyword arguments only", arg.span,
+                        help="write `@launch(maxntid = (256, 1, 1))`")
+                attrs[arg.name] = AttrValue(self.attr_value(arg.value, scope, ctx, ByTarget,
+                                                            AttrValue), arg.span)
+        spec = resolve_launch(attrs, self.target, launch_span=launches[0].span if launches
+                              else k.name_span)
+        check_spec(spec, launches[0].span if launches else k.name_span)
+        return spec
+
+    def attr_value(self, e: ast.Expr, scope, ctx, ByTarget, AttrValue):
+        if isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and e.func.id == "by_target":
+            values = {}
+            for a in e.args:
+                if a.name is None:
+                    raise TileSemanticError.at(
+                        "E0250", "`by_target` takes keyword arguments: `sm_90a = 168, "
+                                 "default = 128`", a.span)
+                values[a.name] = AttrValue(self.attr_value(a.value, scope, ctx, ByTarget,
+                                                           AttrValue), a.span)
+            return ByTarget(values, e.span)
+        v = self.expr(e, scope, ctx)
+        return _plain(v.const) if v.const is not None else ("<run-time value>")
+
+    # ---- kernels and functions ----
+    def check_kernel(self, k: ast.KernelDef, info: ModuleInfo) -> KernelInfo | None:
+        ctx = Ctx("kernel", k.name, info, f"kernel {k.name}", declared=_declared_names(k.body))
+        scope = Scope()
+        params = []
+        symbolic: list[str] = []
+        ok = True
+        try:
+            self.check_attrs(k.attrs, allowed=("launch",), what="a kernel")
+        except TileError as e:
+            self.report(e.diagnostics)
+        for p in k.params:
+            try:
+                name, t, is_const, val = self.kernel_param(p, scope, ctx)
+                params.append((name, t, is_const, val))
+                if is_const and isinstance(val, ConstValue) and val.is_symbolic:
+                    symbolic.append(name)
+            except TileError as e:
+                self.report(e.diagnostics)
+                ok = False
+                self.declare_local(scope, p.name, "param", error_value(p.span), p.span, ctx,
+                                   record=False)
+        launch = None
+        try:
+            launch = self.launch_spec(k, scope, ctx)
+        except TileError as e:
+            self.report(e.diagnostics)
+        self.statements, self.in_body = 0, True
+        try:
+            self.block(k.body, scope, ctx)
+        except TooLarge as tl:
+            self.report([_too_large(f"kernel `{k.name}`", tl.span)])
+        except NeedsValue as nv:
+            names = ", ".join(f"`{s}`" for s in symbolic) or "a const parameter"
+            self.report([Diagnostic(
+                Severity.NOTE, "N0201",
+                f"the rest of `{k.name}` is checked once {names} "
+                f"{'has a value' if len(symbolic) == 1 else 'have values'}: {nv.message}",
+                nv.span, help="give a value with `-D NAME=VALUE`, a default, or at launch")])
+        finally:
+            self.in_body = False
+        self.finish_scope(scope)
+        return KernelInfo(k.name, k, params, launch) if ok else None
+
+    def kernel_param(self, p: ast.Param, scope: Scope, ctx: Ctx):
+        if p.type is None:
+            raise TileSemanticError.at(
+                "E0240", f"kernel parameter `{p.name}` needs a type", p.span,
+                help="write `a: Array[f32, 1]`, `n: i32` or `const N: i32 = 1024`")
+        t = self.resolve_type(p.type, scope, ctx)
+        if p.is_const:
+            if not (isinstance(t, TileType) and not t.shape):
+                raise TileSemanticError.at(
+                    "E0240", f"`const` parameter `{p.name}` must have a scalar type such as "
+                             f"`i32`, found {t}", p.type.span)
+            val = self.const_param_value(p, t.dtype, scope, ctx)
+            self.declare_local(scope, p.name, "const", value(val.type, val, p.span), p.span, ctx,
+                               used=True)
+            return p.name, t, True, val
+        if p.default is not None:
+            raise TileSemanticError.at(
+                "E0240", f"only `const` parameters take a default; `{p.name}` is a run-time "
+                         f"argument", p.default.span,
+                help=f"write `const {p.name}: ...` to make it a compile-time value")
+        if isinstance(t, TileType) and t.shape:
+            raise TileSemanticError.at(
+                "E0240", f"kernel parameter `{p.name}` cannot be a tile ({t})", p.type.span,
+                help=f"pass an `Array[{t.dtype}, {len(t.shape)}]` and `load` the tile from it")
+        if not isinstance(t, (ArrayType, TileType)):
+            raise TileSemanticError.at(
+                "E0240", f"kernel parameter `{p.name}` must be an array or a scalar, found {t}",
+                p.type.span)
+        self.declare_local(scope, p.name, "param", value(t, None, p.span), p.span, ctx,
+                           used=True)
+        return p.name, t, False, None
+
+    def const_param_value(self, p: ast.Param, dtype, scope, ctx) -> ConstValue:
+        """The value a `const` parameter is specialized with: -D, else its default, else a
+        symbol. It is checked against the declared dtype, then acts as a loose literal."""
+        if p.name in self.defines:
+            text = self.defines[p.name]
+            try:
+                e = parse_expr(text, f"<-D {p.name}>")
+            except TileError:
+                raise TileSemanticError.at(
+                    "E0243", f"-D {p.name}={text}: `{text}` is not a constant expression",
+                    p.span) from None
+            v = self.expr(e, Scope(), ctx)
+            where = p.span
+        elif p.default is not None:
+            v = self.expr(p.default, scope, ctx)
+            where = p.default.span
+        else:
+            return ConstValue(Sym(p.name), None)
+        if v.const is None or not isinstance(v.const, ConstValue):
+            raise TileSemanticError.at(
+                "E0243", f"the value of `const {p.name}` must be a constant", where)
+        try:
+            strict = materialize(v.const, dtype, where) if v.const.is_loose else v.const
+            if strict.dtype != dtype:
+                materialize(strict, dtype, where)
+        except TileError as e:
+            d = e.diagnostics[0]
+            raise TileSemanticError.at("E0243", f"`const {p.name}: {dtype}`: {d.message}",
+                                       where, help=d.help) from None
+        return ConstValue(strict.value, None) if not dtype.is_bool else strict
+
+    def check_fn_alone(self, f: ast.FnDef, info: ModuleInfo) -> None:
+        """A function whose parameters are all annotated is checked even if never called."""
+        is_host = any(a.name == "host" for a in f.attrs)
+        if is_host:
+            for p in f.params:
+                if p.type is None or p.is_const:
+                    self.report([Diagnostic(
+                        Severity.ERROR, "E0242",
+                        f"`@host` function `{f.name}` needs a scalar type on parameter "
+                        f"`{p.name}`", p.span, help="write `n: i32`")])
+                    return
+            if f.ret is None:
+                self.report([Diagnostic(Severity.ERROR, "E0242",
+                                        f"`@host` function `{f.name}` needs a return type",
+                                        f.name_span, help="write `-> i32` after the parameters")])
+                return
+        if any(p.type is None or p.is_const for p in f.params):
+            return  # generic, or needs constant arguments: checked at each call
+        scope = Scope()
+        args = []
+        try:
+            for p in f.params:
+                t = self.resolve_type(p.type, scope, Ctx("fn", f.name, info, f.name))
+                if is_host and not (isinstance(t, TileType) and not t.shape):
+                    raise TileSemanticError.at(
+                        "E0242", f"`@host` function parameters must be scalars; `{p.name}` is "
+                                 f"{t}", p.type.span)
+                args.append(value(t, None, p.span))
+        except TileError as e:
+            self.report(e.diagnostics)
+            return
+        self.statements, self.in_body = 0, True
+        try:
+            self.instantiate(f, info, args, {}, f.name_span, standalone=True)
+        except TileError as e:
+            self.report(e.diagnostics)
+        except TooLarge as tl:
+            self.report([_too_large(f"function `{f.name}`", tl.span)])
+        finally:
+            self.in_body = False
+
+    def instantiate(self, f: ast.FnDef, info: ModuleInfo, pos: list[ArgInfo],
+                    kw: dict[str, ArgInfo], span: Span | None, standalone=False) -> ArgInfo:
+        """Check `f`'s body for these argument types; the result is its return value."""
+        for i, (g, call_span) in enumerate(self.call_stack):
+            if g is f:
+                names = [h.name for h, _ in self.call_stack[i:]] + [f.name]
+                related = tuple(Label(s, f"`{h.name}` is called here")
+                                for (h, s) in self.call_stack[i + 1:] if s) + (
+                    (Label(span, f"`{f.name}` is called again here"),) if span else ())
+                raise TileSemanticError.at(
+                    "E0230", "recursive call: " + " → ".join(f"`{n}`" for n in names),
+                    f.name_span, related=related,
+                    help="functions are inlined at each call, so they cannot recurse; "
+                         "write the repetition as a loop")
+        bound = self.bind_fn_args(f, pos, kw, span)
+        key = (id(f), tuple((n, _type_key(a)) for n, a in bound))
+        if key in self.instances:
+            # the lowering inlines this call again: count its statements as it will
+            self.charge(self.instance_cost.get(key, 0), span)
+            return self.instances[key]
+        before = self.statements
+        is_host = any(a.name == "host" for a in f.attrs)
+        sig = ", ".join(f"{n}: {a.type}" for n, a in bound)
+        ctx = Ctx("host" if is_host else "fn", f.name, info, f"fn {f.name}({sig})",
+                  declared=_declared_names(f.body), liftable=liftable_ifs(f.body.stmts))
+        if not standalone and span is not None:
+            ctx.note = f"while checking `{f.name}({sig})` called at {span}"
+        scope = Scope()
+        self.call_stack.append((f, span))
+        try:
+            for (name, a), p in zip(bound, f.params):
+                if p.type is not None:
+                    t = self.resolve_type(p.type, scope, ctx)
+                    a = self.coerce(a, t, a.span or p.span, f"parameter `{name}` of `{f.name}`")
+                self.declare_local(scope, name, "param", replace(a, span=p.span), p.span, ctx,
+                                   used=True)
+            self.block(f.body, scope, ctx)
+            self.finish_scope(scope)
+        except TileError as e:
+            if ctx.note is None:
+                raise
+            raise type(e)([with_note(d, ctx.note) for d in e.diagnostics]) from None
+        finally:
+            self.call_stack.pop()
+        result = self.return_value(f, ctx, scope)
+        self.instances[key] = result
+        self.instance_cost[key] = self.statements - before
+        return result
+
+    def bind_fn_args(self, f: ast.FnDef, pos, kw, span) -> list[tuple[str, ArgInfo]]:
+        params = f.params
+        if len(pos) > len(params):
+            raise TileSemanticError.at(
+                "E0224", f"`{f.name}` takes {len(params)} argument{'s' if len(params) != 1 else ''}"
+                         f", found {len(pos)}", pos[len(params)].span or span,
+                help=f"the signature is `{_fn_sig(f)}`")
+        given = {p.name: a for p, a in zip(params, pos)}
+        names = {p.name for p in params}
+        for k, a in kw.items():
+            if k not in names:
+                raise TileSemanticError.at("E0224", f"`{f.name}` has no parameter `{k}`",
+                                           a.span or span, help=f"the signature is `{_fn_sig(f)}`")
+            if k in given:
+                raise TileSemanticError.at("E0224", f"`{f.name}`: `{k}` is given twice",
+                                           a.span or span)
+            given[k] = a
+        out = []
+        for p in params:
+            a = given.get(p.name)
+            if a is None:
+                if p.default is None:
+                    raise TileSemanticError.at(
+                        "E0224", f"`{f.name}` is missing the argument `{p.name}`", span,
+                        help=f"the signature is `{_fn_sig(f)}`")
+                a = self.expr(p.default, Scope(), Ctx("fn", f.name, self._module_of(f), f.name))
+            if p.is_const and a.const is None and not is_error(a):
+                raise TileSemanticError.at(
+                    "E0224", f"`{f.name}`: parameter `{p.name}` is `const`, but the argument "
+                             "is a run-time value", a.span or span)
+            out.append((p.name, a))
+        return out
+
+    def _module_of(self, f: ast.FnDef) -> ModuleInfo:
+        for info in self.modules.values():
+            if f in info.module.items:
+                return info
+        raise AssertionError("function outside every module")  # pragma: no cover
+
+    def return_value(self, f: ast.FnDef, ctx: Ctx, scope: Scope) -> ArgInfo:
+        rets = ctx.returns
+        if any(is_error(r) for r in rets):
+            return error_value(f.name_span)
+        if f.ret is not None:
+            t = self.resolve_type(f.ret, scope, ctx)
+            if not rets and t != VOID:
+                raise TileSemanticError.at(
+                    "E0215", f"`{f.name}` declares `-> {t}` but never returns a value",
+                    f.name_span)
+            out = [self.coerce(r, t, r.span, f"the return value of `{f.name}`") for r in rets]
+            return out[0] if len(out) == 1 else value(t, None, f.name_span)
+        if not rets:
+            return value(VOID, None, f.name_span)
+        first = rets[0]
+        for r in rets[1:]:
+            if is_error(r) or is_error(first):
+                continue
+            if _type_key(r)[0] != _type_key(first)[0]:
+                raise TileSemanticError.at(
+                    "E0215", f"`{f.name}` returns {first.type} here and {r.type} there",
+                    r.span, related=(Label(first.span, f"returns {first.type}"),)
+                    if first.span else (),
+                    help="convert one with `astype` so that every return has one type")
+        return first if len(rets) == 1 else value(first.type, None, first.span)
+
+
+# ---------------------------------------------------------------------------------------------
+# helpers
+
+
+def _plain(c):
+    """A constant as the plain Python value the launch attributes take."""
+    if isinstance(c, ConstTuple):
+        return tuple(_plain(i) for i in c.items)
+    if isinstance(c, ConstValue):
+        return c.value
+    return c
+
+
+def _declared_names(body: ast.Block) -> dict:
+    """Names a body binds (`let`/`var` and loop variables), first declaration of each. Only
+    statements are visited (no expression holds one), in source order."""
+    out: dict = {}
+
+    def visit(s) -> None:
+        if isinstance(s, ast.Let):
+            for n, sp in zip(s.names, s.name_spans):
+                out.setdefault(n, sp)
+        elif isinstance(s, ast.Block):
+            for t in s.stmts:
+                visit(t)
+        elif isinstance(s, ast.For):
+            out.setdefault(s.var, s.var_span)
+            visit(s.body)
+        elif isinstance(s, ast.If):
+            visit(s.then)
+            if s.orelse is not None:
+                visit(s.orelse)
+        elif isinstance(s, ast.While):
+            visit(s.body)
+
+    visit(body)
+    return out
+
+
+def _type_key(a: ArgInfo):
+    c = a.const
+    return (str(a.type), str(c) if c is not None else None)
+
+
+def _fn_sig(f: ast.FnDef) -> str:
+    from ..frontend.printer import _param
+    return f"fn {f.name}({', '.join(_param(p) for p in f.params)})"
+
+
+def _too_large(what: str, span: Span | None) -> Diagnostic:
+    # the message names no kernel, so one place reached from several roots is reported once
+    return Diagnostic(
+        Severity.ERROR, "E0216",
+        f"more than {MAX_UNROLLED_STATEMENTS} statements once `static for` loops are unrolled "
+        f"and function calls inlined", span, "the limit is reached here",
+        help="use a run-time `for` loop for long repetitions, and unroll only short inner loops",
+        notes=(f"while checking {what}",))
