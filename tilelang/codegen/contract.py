@@ -1,9 +1,9 @@
 """The launch contract: the `nvvm.*` attribute set of a kernel, its verifier and the policy that
-chooses it (seed 000 "Kernel Attribute Decision", seed 002 "How tileiras chooses each directive").
+chooses it (docs/launch.md, "Decision policy" and "Emission").
 
 Flow: `resolve_launch` (launch_attrs.py) checks each user attribute alone; `decide_contract`
 adds what the generated code needs (`.reqntid` for exact-thread-count code, `.maxnreg` for
-warp-group MMA) and runs `verify_attrs`, the cross-attribute rules of seed 002.
+warp-group MMA) and runs `verify_attrs`, the cross-attribute rules of docs/launch.md ("Verifier rules").
 """
 
 from __future__ import annotations
@@ -29,11 +29,11 @@ register_codes({
     "E0799": "internal: inconsistent launch contract input",
 })
 
-# `.maxnreg` for warp-group MMA kernels when the user gives none (seed 002: accumulator_regs +
+# `.maxnreg` for warp-group MMA kernels when the user gives none (docs/launch.md: accumulator_regs +
 # working_regs + slack). Working registers hold the two SMEM descriptors (2 x 64-bit), loop
 # indices, addresses and the epilogue's live values; slack absorbs ptxas's temporaries. The sum is
 # rounded up to 8 because ptxas allocates registers per thread in units of 8. An m64n256k16 FP32
-# accumulator is 64*256/128 = 128 registers per thread: 128 + 32 + 8 = 168, the seed's figure.
+# accumulator is 64*256/128 = 128 registers per thread: 128 + 32 + 8 = 168, the worked Hopper GEMM's figure in docs/launch.md.
 WGMMA_WORKING_REGS = 32
 WGMMA_SLACK_REGS = 8
 

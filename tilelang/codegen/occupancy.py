@@ -1,6 +1,6 @@
 """Theoretical occupancy, waves and the per-kernel resource report (`tilec --report`).
 
-Model (seed 004 §6-7, with the CUDA occupancy calculator's allocation rules):
+Model (docs/launch.md, "Occupancy report", with the CUDA occupancy calculator's allocation rules):
 - warps per block = ceil(threads / 32);
 - registers are allocated per warp in units of 256 (regs * 32 rounded up), from a register file
   split into 4 sub-partitions (one per warp scheduler) of regs_per_sm / 4 each;
@@ -118,7 +118,7 @@ class Waves:
 
 
 def waves(grid_blocks: int, blocks_per_sm: int, num_sms: int) -> Waves:
-    """How a grid quantizes into waves on `num_sms` SMs (seed 004 §7)."""
+    """How a grid quantizes into waves on `num_sms` SMs (docs/launch.md, "Occupancy report")."""
     size = blocks_per_sm * num_sms
     if size <= 0 or grid_blocks <= 0:
         return Waves(grid_blocks, size, 0, 0, 0.0)

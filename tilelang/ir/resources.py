@@ -1,4 +1,4 @@
-"""Resource estimates of a kernel before code generation (issue 17, item 5): the 32-bit
+"""Resource estimates of a kernel before code generation (docs/language.md §12, E0783/E0787): the 32-bit
 registers its live tiles need per thread, and the shared memory code generation laid out.
 
 Tiles are fully unrolled: every element a thread holds is its own register. A tile of `n`

@@ -210,7 +210,7 @@ register(Builtin("bitcast", "dtype", (Param("x"), Param("dtype", DTYPE)), _bitca
 
 
 # ---------------------------------------------------------------------------------------------
-# Strict constructors: `i16(5)` is a strictly typed i16 constant (seed 001).
+# Strict constructors: `i16(5)` is a strictly typed i16 constant (docs/language.md §4.3).
 
 def _constructor(dt: DType) -> Builtin:
     def typing(bound: BoundArgs, span) -> Type:

@@ -14,8 +14,8 @@ Decisions (language reference §Names, §Constants):
   first value (a loose constant takes the default dtype: i32 or f32) and every re-binding must
   keep them, so loop-carried values have one type.
 - A name may be shadowed by a later `let`/`var`, in the same or an inner block.
-- A `const` kernel parameter acts as the literal it is replaced by (seed 001 "Constant
-  Embedding"): its value is checked against the declared type, then it is a loose constant.
+- A `const` kernel parameter acts as the literal it is replaced by (docs/language.md
+  §10.2, "`const` parameters"): its value is checked against the declared type, then it is a loose constant.
   Without a value (no default, no -D) it is symbolic: shapes may use it, and what needs its
   value is checked at specialization (a note says so).
 - An `if` on a constant condition checks only the branch taken (like `static if`), so code

@@ -1,4 +1,4 @@
-"""Constant-expression values and their arithmetic (seed 001_45fa852e188b7288.txt, "Constantness").
+"""Constant-expression values and their arithmetic (docs/language.md §4, "Constants").
 
 A `ConstValue` is loose (`dtype is None`) or strict:
 - a loose integer has unbounded precision (a Python int), a loose float is an IEEE double;

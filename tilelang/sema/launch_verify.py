@@ -1,6 +1,5 @@
-"""The `nvvm.*` attribute model of a kernel and the well-formedness rules of seed 002
-(002_a8aa28be357af1ac.txt, "nvvm.* Annotations and PTX Directives") plus the hardware caps of
-seed 000. Pure checks on attribute values: semantic analysis runs them on the user's `@launch`
+"""The `nvvm.*` attribute model of a kernel and the well-formedness rules of docs/launch.md
+("Attributes", "Verifier rules") plus the hardware caps listed there. Pure checks on attribute values: semantic analysis runs them on the user's `@launch`
 (`check_spec`), and code generation runs them again on the contract it decides.
 """
 
@@ -21,7 +20,7 @@ DEFAULT_THREADS: Dims = (128, 1, 1)
 
 @record(frozen=True)
 class NvvmAttrs:
-    """The explicit `nvvm.*` attribute set of one kernel (seed 002's table)."""
+    """The explicit `nvvm.*` attribute set of one kernel (docs/launch.md, "Attributes")."""
 
     kernel: bool = True
     maxntid: Dims | None = None
@@ -70,7 +69,7 @@ def _show(d: Dims) -> str:
 
 def verify_attrs(attrs: NvvmAttrs, spans: Mapping[str, Span] | None = None, *,
                  nonportable_cluster: bool = False, default_span: Span | None = None) -> None:
-    """Seed 002's well-formedness rules plus the hardware caps; raises every violation at once.
+    """The verifier rules of docs/launch.md plus the hardware caps; raises every violation at once.
     `spans` is keyed by NvvmAttrs field name."""
     spans = spans or {}
     sp = lambda k: spans.get(k, default_span)  # noqa: E731

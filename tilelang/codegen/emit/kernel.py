@@ -1,7 +1,7 @@
 """One kernel as an LLVM function: the ABI, the thread index, values of the Tile IR, shared
 memory and barriers; each op goes to the dispatch the region walker hands in (walk.py).
 
-Execution model (seed 001): every block of the grid runs the body once; a tile value is spread
+Execution model (docs/language.md §1): every block of the grid runs the body once; a tile value is spread
 over the block's threads by its layout (layouts/distributed.py), one SSA value per element a thread holds;
 a scalar is a 0-d tile that every thread computes. Two thread modes:
 

@@ -3,7 +3,7 @@ element-wise from loads is emitted one vector at a time: load that vector of eac
 compute the element-wise ops on it, then store it or feed it to the reduction's in-thread tree.
 A thread then holds one vector per streamed load instead of its whole share of the tile: vadd
 over 4,096 f32 elements kept 2 x 32 loaded registers per thread live at once, layernorm's
-weights and bias 2 x 32 next to its centred row (issue 14's registers at width 4,096).
+weights and bias 2 x 32 next to its centred row (the row kernels' registers at width 4,096, docs/codegen.md).
 
 Planned before emission over the top-level ops of its body (plan/streams.py); the load, element-wise,
 `arange` and relabelling lowerings leave a deferred op to its consumer (`deferred`), which

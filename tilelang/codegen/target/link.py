@@ -17,7 +17,7 @@ contract already has `.maxnreg`). `-Xptxas=-O2` and `-Xptxas=--allow-expensive-o
 give the same SASS for it and the same instruction count (667 M, within 0.1 %);
 `-Xptxas=-split-compile=2` the same SASS and no measurable time. The default options stay.
 
-ptxas knobs (seed 002): when both MLIR_ENABLE_EVO and PTX_KNOBS_PATH are set, or `knobs_file` is
+ptxas knobs (docs/cli.md, `--ptxas-knobs`): when both MLIR_ENABLE_EVO and PTX_KNOBS_PATH are set, or `knobs_file` is
 given, `--knobs-file=<path>` is forwarded to ptxas unchecked; ptxas owns the grammar and every
 diagnostic, which come back inside ours. (The public ptxas of CUDA 13.0 and nvJitLink 13.5
 answer "Unknown option '-knobs-file'": the option exists only in ptxas builds that have it.)
@@ -65,7 +65,7 @@ class LinkResult(NamedTuple):
 
 
 def knobs_file_from_env(env: Mapping[str, str] | None = None) -> str | None:
-    """Seed 002's gate: both MLIR_ENABLE_EVO and PTX_KNOBS_PATH set (non-empty)."""
+    """The knobs gate (docs/cli.md): both MLIR_ENABLE_EVO and PTX_KNOBS_PATH set (non-empty)."""
     env = os.environ if env is None else env
     if env.get("MLIR_ENABLE_EVO") and env.get("PTX_KNOBS_PATH"):
         return env["PTX_KNOBS_PATH"]
@@ -120,7 +120,7 @@ def _fail(ptx: str, arch: str, tool: str, log: str, knobs: str | None,
     path = _save_ptx(ptx, save_dir)
     notes = [f"{tool}: {ln}" for ln in log.strip().splitlines()] or [f"{tool} gave no message"]
     if knobs:
-        # The knobs file is the user's; ptxas judged it (seed 002: no preflight).
+        # The knobs file is the user's; ptxas judged it (docs/cli.md: no preflight).
         return TileUsageError.at(
             "E0763", f"ptxas failed for {arch} with knobs file `{knobs}`; the PTX is saved "
             f"in {path}", None, notes=notes,

@@ -3,12 +3,12 @@
 LLVM prints launch directives in its own order and with its own policy (it omits
 `.explicitcluster` next to `.blocksareclusters`), so LLVM-produced PTX is rewritten: `.version`
 and `.target` come from the `PtxPlan` (targets.py), and every `.entry`'s directives are stripped
-and replaced by the block below, in seed 002's fixed order:
+and replaced by the block below, in the fixed order of docs/launch.md ("Emission"):
 
     .maxntid  .reqntid  .minnctapersm  .maxnreg      (thread shape, then residency hints)
     .blocksareclusters  .explicitcluster  .reqnctapercluster  .maxclusterrank   (SM90+ only)
 
-Two measured ptxas rules override the seed's "print both": ptxas 13.x rejects `.maxntid` next
+Two measured ptxas rules override the documented "print both": ptxas 13.x rejects `.maxntid` next
 to `.reqntid` and `.maxclusterrank` next to `.reqnctapercluster` ("Conflicting directives").
 In both pairs the first is implied by the second, so it stays in the nvvm.* attributes and is
 left out of the PTX with a note.

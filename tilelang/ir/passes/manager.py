@@ -3,8 +3,7 @@ verifier runs after every pass, and each pass's output can be dumped).
 
 Default order: fold (creates constants and removes constant ifs) → cse (merges duplicates,
 including the new constants) → licm (hoists what is invariant, now deduplicated) → dce
-(removes what the others left unused). Layout assignment and the later passes of issue 5 add
-their names here."""
+(removes what the others left unused). A new pass adds its name here."""
 
 from __future__ import annotations
 

@@ -55,7 +55,7 @@ def align_smem(kern: KernelEmitter) -> None:
 
 def note_use(kern: KernelEmitter, plan: TensorCorePlan, pipelined: bool) -> None:
     """The kernel uses wgmma: its `.target` is sm_90a and the contract gets `.reqntid` and,
-    for a pipelined product loop (the GEMM the seed's `.maxnreg` formula describes: the
+    for a pipelined product loop (the GEMM docs/launch.md's `.maxnreg` formula describes: the
     accumulator is all that lives across it), `.maxnreg` from the accumulator's registers.
     A product outside such a loop lives among other tiles the formula does not count
     (attention keeps scores, running sums and an output tile): the bound is then the
