@@ -7,6 +7,10 @@ change the PTX regenerates them (`TILELANG_REGEN_GOLDEN=1 python3 -m pytest -q
 tests/codegen/test_ptx_golden.py`) and says in its commit message what changed and why; one
 that is not (a code move, a rename) must leave every digest as it is. To see what moved,
 compare `tilec --emit ptx` of the failing case before and after the change.
+
+Each PTX is also held to the emulator's instruction census (tests/emulator/test_emu_census.py):
+every opcode is in the committed inventory and known to the emulator, so a new lowering that
+emits an instruction the emulator cannot run fails the default run, not only `-m slow`.
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ import pytest
 
 from tilelang.codegen.api import ArrayFacts
 from tilelang.driver import compile_source
+from tilelang.emulator.coverage import classify
+from tilelang.emulator.parser import parse_ptx
 from tilelang.options import CompileOptions
 from tilelang.sema.types import ArrayType
 
@@ -29,6 +35,7 @@ EXAMPLES = sorted(os.path.basename(p) for p in glob.glob(os.path.join(ROOT, "exa
 TARGETS = ("sm_80", "sm_90a", "sm_120")
 PRECISIONS = ("ieee", "fast", "approx")
 SMALL = ArrayFacts(small=True)
+INVENTORY = os.path.join(ROOT, "tests", "emulator", "census", "tile_opcodes.txt")
 
 
 def _ptx(example: str, target: str, precision: str, small: bool) -> str:
@@ -72,8 +79,15 @@ _GOT: dict[str, str] = {}
 @pytest.mark.parametrize("example,target,precision,small", _cases(),
                          ids=[_key(*c) for c in _cases()])
 def test_example_ptx_is_unchanged(example, target, precision, small):
-    digest = hashlib.sha256(_ptx(example, target, precision, small).encode()).hexdigest()
+    ptx = _ptx(example, target, precision, small)
+    digest = hashlib.sha256(ptx.encode()).hexdigest()
     key = _key(example, target, precision, small)
+    ops = {i.opcode for f in parse_ptx(ptx).functions.values() for i in f.instrs}
+    with open(INVENTORY, encoding="utf-8") as f:
+        missing = ops - set(f.read().split())
+    assert not missing, f"{key} emits opcodes outside the census inventory: {sorted(missing)}"
+    unknown = {o: classify(o).why for o in ops if not classify(o).known}
+    assert not unknown, f"{key} emits opcodes the emulator does not know: {unknown}"
     if _REGEN:
         _GOT[key] = digest
         table = {**_expected(), **_GOT}
