@@ -2,9 +2,10 @@
 the same AST, spans included, that Lark's LALR parser and `tree_to_ast` build from the grammar.
 
 It handles well-formed source only. At anything else (a syntax error, a literal `tree_to_ast`
-would diagnose, a chained comparison, a bad assignment target, a repeated keyword argument,
-nesting deeper than Python's stack) it raises `Fallback` and `parser.parse` parses the text
-again on the Lark path, which reports exactly what it always did. A span covers the tokens of
+would diagnose, a chained comparison, a bad assignment target, a repeated keyword argument) it
+raises `Fallback` and `parser.parse` parses the text again on the Lark path, which reports
+exactly what it always did. Nesting deeper than its stack (`stack.PARSE_FRAMES`) is refused
+with `NestingTooDeep` (E0112), whatever else the text holds. A span covers the tokens of
 its grammar rule, the parentheses around an operand included (as Lark's propagated positions
 do): every node records the token range it was parsed from.
 """
@@ -18,6 +19,7 @@ from ..diagnostics import Span
 from . import ast as A
 from .lexer import Fallback, tokenize
 from .precedence import AND_LEVEL, COMPARE_LEVEL, INFIX, NOT_LEVEL, OR_LEVEL, PREFIX
+from .stack import PARSE_FRAMES, NestingTooDeep, deep_recursion
 
 __all__ = ["Fallback", "parse_module"]
 
@@ -151,7 +153,8 @@ def parse_module(text: str, file: str) -> A.Module:
     paused = gc.isenabled()
     gc.disable()
     try:
-        return _parse_module(text, file)
+        with deep_recursion(PARSE_FRAMES):
+            return _parse_module(text, file)
     finally:
         if paused:
             gc.enable()
@@ -654,7 +657,7 @@ def _parse_module(text: str, file: str) -> A.Module:
         while pos < n_tokens - 1:
             items.append(item())
     except RecursionError:
-        raise Fallback("nesting") from None
+        raise NestingTooDeep("nesting deeper than the parser's stack") from None
     lines = text.split("\n")
     return A.Module(tuple(items), file, Span(file, 1, 1, len(lines), len(lines[-1]) + 1))
 
