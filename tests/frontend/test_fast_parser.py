@@ -22,7 +22,7 @@ import pytest
 from tilelang.diagnostics import Span, TileSyntaxError
 from tilelang.frontend import descent, lark_parse, lexer, precedence
 from tilelang.frontend import parser as front
-from tilelang.frontend.stack import PARSE_FRAMES, NestingTooDeep
+from tilelang.frontend.limits import PARSE_FRAMES, NestingTooDeep
 
 from test_fuzz import make
 from test_roundtrip import Gen

@@ -15,7 +15,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 # Modules `tilec check` may import beyond what the interpreter itself loaded before it ran,
 # counted apart: the project's and third-party modules (46: the front end with the parser's
-# stack limit, `frontend.stack`, the checker in its six modules (checker, check_context,
+# limits, `frontend.limits`, the checker in its six modules (checker, check_context,
 # check_decl, check_stmt, check_expr, control_flow) and its registry, `record`, the one options
 # record `options`) and the standard library's (1 with the system Python of the development
 # machine, whose site hooks load the others first; 21 with `python -S`, an upper bound for a

@@ -14,7 +14,7 @@ internal error: nothing is written.
 
 from __future__ import annotations
 
-from ..frontend.stack import deep_recursion
+from ..frontend.limits import deep_recursion
 from .layout import WIDTH, LayoutError, layout
 from .tokens import LexError, tokenize
 

@@ -4,7 +4,7 @@ the same AST, spans included, that Lark's LALR parser and `tree_to_ast` build fr
 It handles well-formed source only. At anything else (a syntax error, a literal `tree_to_ast`
 would diagnose, a chained comparison, a bad assignment target, a repeated keyword argument) it
 raises `Fallback` and `parser.parse` parses the text again on the Lark path, which reports
-exactly what it always did. Nesting deeper than its stack (`stack.PARSE_FRAMES`) is refused
+exactly what it always did. Nesting deeper than its stack (`limits.PARSE_FRAMES`) is refused
 with `NestingTooDeep` (E0112), whatever else the text holds. A span covers the tokens of
 its grammar rule, the parentheses around an operand included (as Lark's propagated positions
 do): every node records the token range it was parsed from.
@@ -19,7 +19,7 @@ from ..diagnostics import Span
 from . import ast as A
 from .lexer import Fallback, tokenize
 from .precedence import AND_LEVEL, COMPARE_LEVEL, INFIX, NOT_LEVEL, OR_LEVEL, PREFIX
-from .stack import PARSE_FRAMES, NestingTooDeep, deep_recursion
+from .limits import PARSE_FRAMES, NestingTooDeep, deep_recursion
 
 __all__ = ["Fallback", "parse_module"]
 

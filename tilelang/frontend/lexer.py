@@ -13,7 +13,7 @@ import functools
 import re
 import sys
 
-from .stack import PARSE_FRAMES, NestingTooDeep
+from .limits import PARSE_FRAMES, NestingTooDeep
 
 KEYWORDS = frozenset({
     "and", "as", "break", "const", "continue", "else", "false", "fn", "for", "from", "if",

@@ -14,6 +14,7 @@ from ..diagnostics import register_codes, remember_source
 from . import ast
 from .descent import parse_module
 from .lexer import Fallback
+from .limits import MAX_ERRORS  # noqa: F401 - re-exported: the language server's cap
 
 CODES = {
     "E0101": "unexpected token",
@@ -30,8 +31,6 @@ CODES = {
     "E0112": "nesting too deep for the compiler",
 }
 register_codes(CODES)
-
-MAX_ERRORS = 20
 
 # Names of the Lark path, loaded (with Lark) on first use: `from .parser import keywords` works.
 _LARK_PATH = frozenset({"parse_tree", "keywords", "grammar_text", "token_span", "_lark"})

@@ -1,4 +1,5 @@
-"""The Python stack the parsers may use, and the refusal of nesting deeper than that.
+"""The parsers' limits: how many syntax errors one parse reports, the Python stack they may
+use, and the refusal of nesting deeper than that.
 
 The fast parser recurses a few frames per level of nesting. It runs with the recursion limit
 raised to `PARSE_FRAMES`, which takes it deeper than any later stage can follow at the
@@ -14,6 +15,9 @@ from __future__ import annotations
 import contextlib
 import sys
 import threading
+
+# Syntax errors one parse reports before it stops (both parsers' paths, the language server's)
+MAX_ERRORS = 20
 
 # Python frames the fast parser may use: about 1,000 nested `if` blocks or 740 nested
 # parentheses, several times what the checker follows at Python's default limit of 1,000 (250
