@@ -4,7 +4,8 @@
     python3 examples/launch_kernels.py --backend emulator    # the CPU emulator, NumPy arrays
     python3 examples/launch_kernels.py --backend cuda        # a GPU: torch tensors if torch is
                                                              # installed, else DeviceArrays
-Without --backend, TILELANG_BACKEND decides (default: cuda).
+Without --backend, TILELANG_BACKEND decides (default: cuda, or the emulator on a machine without
+a GPU).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))          # run from a checkout without installing
 
 import tilelang  # noqa: E402
+from example_support import compile_example  # noqa: E402
 
 
 def main() -> int:
@@ -27,8 +29,8 @@ def main() -> int:
     args = ap.parse_args()
     rng = np.random.default_rng(0)
 
-    vadd = tilelang.compile(os.path.join(HERE, "vadd.tile"), backend=args.backend)
-    softmax = tilelang.compile(os.path.join(HERE, "softmax.tile"), backend=args.backend)
+    vadd = compile_example("vadd.tile", args.backend)
+    softmax = tilelang.compile(os.path.join(HERE, "softmax.tile"), backend=vadd.backend.name)
     backend = vadd.backend
     print(f"back end: {backend.name}, target {vadd.target}")
 
