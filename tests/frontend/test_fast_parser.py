@@ -289,6 +289,11 @@ def test_parse_does_not_import_lark_for_a_clean_file():
     assert out.stdout.strip() == "False"
 
 
+def test_a_long_flat_chain_below_the_limit_still_parses():
+    text = "const X = " + "1 + " * (PARSE_FRAMES - 10) + "1;"
+    assert fast_result(text) is not None
+
+
 def test_nesting_the_lark_path_followed_takes_the_fast_path():
     """The fast parser runs with `PARSE_FRAMES` of stack: it parses nesting the Lark path used
     to be needed for (400 parentheses) and builds Lark's AST."""
@@ -308,6 +313,8 @@ def test_nesting_the_lark_path_followed_takes_the_fast_path():
     "const X = " + "not " * 4000 + "true;",
     "const X = $;\n" + "{" * (PARSE_FRAMES + 1),                      # a lexical error first
     "const X = " + "2 ** " * 3000 + "1;",
+    "const X = " + "1 + " * (PARSE_FRAMES + 1) + "1;",               # a left-deep chain
+    "const X = " + "a and " * (PARSE_FRAMES + 1) + "b;",
 ])
 def test_nesting_beyond_the_stack_is_refused_without_the_lark_path(text, monkeypatch):
     """Deeper than the fast parser's stack: `parse` refuses (a RecursionError: E0112 for every

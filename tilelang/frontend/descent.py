@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import gc
 import math
+import sys
 
 from ..diagnostics import Span
 from . import ast as A
@@ -162,6 +163,7 @@ def parse_module(text: str, file: str) -> A.Module:
 
 def _parse_module(text: str, file: str) -> A.Module:
     K, T, L, C = tokenize(text)
+    most_frames = sys.getrecursionlimit()       # PARSE_FRAMES, or more where the caller raised it
     n_tokens = len(K)
     K.append("$END")        # a second end: looking one token ahead never leaves the list
     pos = 0
@@ -351,12 +353,16 @@ def _parse_module(text: str, file: str) -> A.Module:
             left = A.UnaryOp("not", operand, span(start, pos - 1))
         else:
             left = factor()
+        chain = 0
         while True:
             k = K[pos]
             level = INFIX.get(k)
             if level is None or level < min_level:
                 return left
             pos += 1
+            chain += 1      # each operator deepens the tree by one: the checker recurses there
+            if chain > most_frames:
+                raise NestingTooDeep(f"more than {most_frames} operators in a row")
             if level == COMPARE_LEVEL:
                 right = climb(level + 1)
                 left = A.Compare(k, left, right, span(start, pos - 1))
