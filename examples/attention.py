@@ -20,6 +20,8 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))          # run from a checkout without installing
+if HERE not in sys.path:                           # example_support, also when this file is
+    sys.path.append(HERE)                          # loaded by path (tests/codegen)
 
 import tilelang  # noqa: E402
 from example_support import compile_example  # noqa: E402
