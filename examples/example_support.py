@@ -52,7 +52,8 @@ class Example:
         if self.backend.name == "cuda":
             try:
                 import torch
-                self.torch = torch
+                # without PyTorch, `import torch` finds the folder examples/torch instead
+                self.torch = torch if hasattr(torch, "from_numpy") else None
             except ImportError:
                 pass
 

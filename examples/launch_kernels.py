@@ -42,6 +42,8 @@ def main() -> int:
     if backend.name == "cuda":
         try:
             import torch
+            if not hasattr(torch, "from_numpy"):   # the folder examples/torch, not PyTorch
+                torch = None
         except ImportError:
             torch = None
 
