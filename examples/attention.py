@@ -6,7 +6,7 @@
 
 Every combination of dtype (f16, bf16), head dimension (64, 128) and causal or not is checked,
 with a sequence length that is not a multiple of the tiles. Without --backend,
-TILELANG_BACKEND decides (default: cuda).
+TILELANG_BACKEND decides (default: cuda, or the emulator on a machine without a GPU).
 """
 
 from __future__ import annotations
@@ -20,8 +20,11 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))          # run from a checkout without installing
+if HERE not in sys.path:                           # example_support, also when this file is
+    sys.path.append(HERE)                          # loaded by path (tests/codegen)
 
 import tilelang  # noqa: E402
+from example_support import compile_example  # noqa: E402
 
 BM = 64
 BN = {64: 64, 128: 64}      # key tiles of 64 for both head dimensions (149 registers at D = 128)
@@ -71,7 +74,7 @@ def main(argv=None) -> int:
     ap.add_argument("--d", type=int, choices=(64, 128), action="append")
     ap.add_argument("--causal", choices=("yes", "no"), action="append")
     args = ap.parse_args(argv)
-    module = tilelang.compile(os.path.join(HERE, "attention.tile"), backend=args.backend)
+    module = compile_example("attention.tile", args.backend)
     backend = module.backend
     seq = args.seq or (80 if backend.name == "emulator" else 1000)
     rng = np.random.default_rng(0)

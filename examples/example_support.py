@@ -4,6 +4,9 @@ put where the back end wants it, and results read back.
     python3 examples/dropout.py --backend emulator     # the CPU emulator, NumPy arrays
     python3 examples/dropout.py --backend cuda         # a GPU (torch tensors if torch is
                                                        # installed, else DeviceArrays)
+
+With neither, a machine with an NVIDIA GPU runs on it and one without runs on the emulator,
+saying so in one line. A back end asked for that cannot run here is one message, exit 1.
 """
 
 from __future__ import annotations
@@ -20,6 +23,22 @@ sys.path.insert(0, os.path.dirname(HERE))          # run from a checkout without
 import tilelang  # noqa: E402
 
 
+def compile_example(tile_file: str, backend: str | None):
+    """`tilelang.compile` of examples/`tile_file` on `backend`. With no back end chosen (no
+    --backend, no TILELANG_BACKEND) and no GPU here, the CPU emulator; a chosen one that cannot
+    run prints its diagnostic and exits 1 (no traceback: it is not a bug of the example)."""
+    path = os.path.join(HERE, tile_file)
+    try:
+        return tilelang.compile(path, backend=backend)
+    except tilelang.BackendUnavailable as e:
+        if backend is None and not os.environ.get("TILELANG_BACKEND"):
+            print("note: no NVIDIA GPU with a working driver here: running on the CPU emulator "
+                  "(--backend emulator; --backend cuda insists on a GPU)", file=sys.stderr)
+            return tilelang.compile(path, backend="emulator")
+        print(e, file=sys.stderr)
+        raise SystemExit(1) from None
+
+
 class Example:
     def __init__(self, tile_file: str, description: str, argv=None):
         ap = argparse.ArgumentParser(description=description)
@@ -27,13 +46,14 @@ class Example:
         ap.add_argument("--seed", type=int, default=0)
         self.args = ap.parse_args(argv)
         self.rng = np.random.default_rng(self.args.seed)
-        self.module = tilelang.compile(os.path.join(HERE, tile_file), backend=self.args.backend)
+        self.module = compile_example(tile_file, self.args.backend)
         self.backend = self.module.backend
         self.torch = None
         if self.backend.name == "cuda":
             try:
                 import torch
-                self.torch = torch
+                # without PyTorch, `import torch` finds the folder examples/torch instead
+                self.torch = torch if hasattr(torch, "from_numpy") else None
             except ImportError:
                 pass
 

@@ -4,7 +4,8 @@
     python3 examples/launch_kernels.py --backend emulator    # the CPU emulator, NumPy arrays
     python3 examples/launch_kernels.py --backend cuda        # a GPU: torch tensors if torch is
                                                              # installed, else DeviceArrays
-Without --backend, TILELANG_BACKEND decides (default: cuda).
+Without --backend, TILELANG_BACKEND decides (default: cuda, or the emulator on a machine without
+a GPU).
 """
 
 from __future__ import annotations
@@ -17,8 +18,11 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))          # run from a checkout without installing
+if HERE not in sys.path:                           # example_support, also when this file is
+    sys.path.append(HERE)                          # loaded by path (tests/codegen)
 
 import tilelang  # noqa: E402
+from example_support import compile_example  # noqa: E402
 
 
 def main() -> int:
@@ -27,8 +31,8 @@ def main() -> int:
     args = ap.parse_args()
     rng = np.random.default_rng(0)
 
-    vadd = tilelang.compile(os.path.join(HERE, "vadd.tile"), backend=args.backend)
-    softmax = tilelang.compile(os.path.join(HERE, "softmax.tile"), backend=args.backend)
+    vadd = compile_example("vadd.tile", args.backend)
+    softmax = tilelang.compile(os.path.join(HERE, "softmax.tile"), backend=vadd.backend.name)
     backend = vadd.backend
     print(f"back end: {backend.name}, target {vadd.target}")
 
@@ -38,6 +42,8 @@ def main() -> int:
     if backend.name == "cuda":
         try:
             import torch
+            if not hasattr(torch, "from_numpy"):   # the folder examples/torch, not PyTorch
+                torch = None
         except ImportError:
             torch = None
 

@@ -73,6 +73,22 @@ def _includes(items: list[str], parser: argparse.ArgumentParser) -> list[str]:
     return items
 
 
+def _knobs(path: str | None, parser: argparse.ArgumentParser) -> str | None:
+    """The --ptxas-knobs file, which ptxas opens itself: it must be a readable regular file (a
+    FIFO or a device would block ptxas; tilelang/infile.py), and is refused here otherwise."""
+    if path is None:
+        return None
+    from .infile import read_regular
+    try:
+        read_regular(path, max_bytes=1 << 20)
+    except FileNotFoundError:
+        parser.error(f"--ptxas-knobs {path}: no such file")
+    except OSError as e:       # NotRegularFile, FileTooLarge (a knobs file is a few lines)
+        why = f"larger than 1 MiB ({e.size:,} bytes)" if hasattr(e, "size") else e.strerror or e
+        parser.error(f"--ptxas-knobs {path}: cannot read it: {why}")
+    return path
+
+
 def _status(diags: list[Diagnostic]) -> int:
     """0, or 1 for errors in the input, or 2 when every error is in the options (-D, -I)."""
     from .driver import USAGE_CODES
@@ -335,7 +351,7 @@ def cmd_compile(argv: list[str]) -> int:
     options = CompileOptions(
         target=args.arch, defines=_defines(args.defines, p),
         include_dirs=_includes(args.include, p), opt_level=args.opt, ptxas=args.ptxas,
-        knobs_file=args.ptxas_knobs, precision=args.precision, lineinfo=args.lineinfo)
+        knobs_file=_knobs(args.ptxas_knobs, p), precision=args.precision, lineinfo=args.lineinfo)
     if args.emit in ("ast", "typed-ast"):
         result = check_file(args.file, options)
         status = _report([result])

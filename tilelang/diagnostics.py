@@ -13,6 +13,7 @@ import sys
 from enum import Enum
 from typing import Iterable, Mapping, Sequence, TextIO
 
+from .infile import read_regular
 from .record import field, record
 
 
@@ -170,9 +171,8 @@ def source_line(file: str, line: int, texts: Mapping[str, str | None] | None = N
     if text is None:
         text = _SOURCES.get(file)
     if text is None:
-        try:
-            with open(file, encoding="utf-8") as f:
-                text = f.read()
+        try:    # a span may name a FIFO or a device: never blocks (tilelang/infile.py)
+            text = read_regular(file).decode("utf-8")
         except (OSError, UnicodeDecodeError):
             return None
         _SOURCES[file] = text

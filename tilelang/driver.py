@@ -16,6 +16,7 @@ from .diagnostics import (Diagnostic, InternalCompilerError, Severity, TileError
 from .frontend import ast
 from .frontend.parser import parse
 from .frontend.source import read_source
+from .infile import read_regular
 from .options import CompileOptions
 from .record import record, replace
 from .sema import checker
@@ -182,9 +183,8 @@ def _sources(text: str, path: str, files: list[str]) -> tuple[tuple[str, str], .
     for f in files:
         if f == path:
             continue
-        try:
-            with open(f, "rb") as fh:
-                out.append((f, hashlib.sha256(fh.read()).hexdigest()))
+        try:    # an imported module's file: never blocks on a FIFO (tilelang/infile.py)
+            out.append((f, hashlib.sha256(read_regular(f)).hexdigest()))
         except OSError:
             out.append((f, "unreadable"))
     return tuple(out)

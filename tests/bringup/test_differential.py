@@ -37,7 +37,8 @@ def _compare(name, got, want, tol):
             nan_g = np.isnan(got.astype(np.float64))
             nan_w = np.isnan(want.astype(np.float64))
             assert np.array_equal(nan_g, nan_w), f"{name}: NaNs differ"
-            got, want = np.where(nan_g, 0, got), np.where(nan_w, 0, want)
+            zero = got.dtype.type(0)    # a 0 of the dtype: NumPy 1.x cannot mix int and bf16
+            got, want = np.where(nan_g, zero, got), np.where(nan_w, zero, want)
         bad = np.flatnonzero((_bits(got) != _bits(want)))
         assert bad.size == 0, (f"{name}: {bad.size} bytes differ, first at byte {bad[0]}: "
                                f"emulator {want.ravel()[bad[0] // want.itemsize]!r}, GPU "

@@ -56,3 +56,54 @@ def test_tile_file_starts_with_a_header_comment(name):
     text = (EXAMPLES / f"{name}.tile").read_text()
     first = text.splitlines()[0]
     assert first.startswith(f"// {name}.tile — "), first
+
+
+# As a user starts them: `python3 examples/X.py`, no --backend, no TILELANG_BACKEND. Without a
+# GPU the scripts run on the emulator and say so in one line; `--backend cuda` there is the
+# E0920 message alone, exit 1 — never a Python traceback.
+ALL_SCRIPTS = sorted(p.name for p in EXAMPLES.glob("*.py") if p.stem != "example_support")
+QUICK = ("vadd.py", "launch_kernels.py")
+FALLBACK_NOTE = ("note: no NVIDIA GPU with a working driver here: running on the CPU emulator "
+                 "(--backend emulator; --backend cuda insists on a GPU)\n")
+
+
+def _as_a_user(script: str, *args: str):
+    import os
+    import subprocess
+    env = {k: v for k, v in os.environ.items() if k not in ("TILELANG_BACKEND",
+                                                           "TILELANG_TEST_EMULATED_GPU")}
+    return subprocess.run([sys.executable, str(EXAMPLES / script), *args], capture_output=True,
+                          text=True, env=env, timeout=600)
+
+
+def _no_gpu():
+    from gpu_probe import gpu_available
+    if gpu_available():
+        pytest.skip("this machine has a GPU: the scripts run on it")
+
+
+def _assert_falls_back(script):
+    _no_gpu()
+    r = _as_a_user(script)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stderr == FALLBACK_NOTE
+    assert "emulator" in r.stdout
+
+
+@pytest.mark.parametrize("script", QUICK)
+def test_script_without_a_gpu_falls_back_to_the_emulator(script):
+    _assert_falls_back(script)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("script", [s for s in ALL_SCRIPTS if s not in QUICK])
+def test_every_script_without_a_gpu_falls_back_to_the_emulator(script):
+    _assert_falls_back(script)
+
+
+def test_asking_for_cuda_without_a_gpu_is_one_message():
+    _no_gpu()
+    r = _as_a_user("vadd.py", "--backend", "cuda")
+    assert r.returncode == 1 and r.stdout == ""
+    assert r.stderr.startswith("error[E0920]: ") and "Traceback" not in r.stderr
+    assert "--backend emulator" in r.stderr or "backend='emulator'" in r.stderr

@@ -226,3 +226,18 @@ def test_carry_chain_128_bit_add_and_sub(hw, rng):
         hi = hw.elementwise(f"{opname}.cc.u64 %rd20, {{a}}, {{c}};\n"
                             f"  {opname}c.u64 {{d}}, {{b}}, %x3;", ins, np.uint64)
         assert np.array_equal(lo, words(exp, 0)) and np.array_equal(hi, words(exp, 1)), opname
+
+
+@pytest.mark.parametrize("numpy_has_it", [True, False])
+def test_popcount_with_and_without_numpys_bitwise_count(monkeypatch, numpy_has_it):
+    """`popc` counts with `np.bitwise_count` (NumPy 2) or, on NumPy 1.24-1.26, a SWAR sum."""
+    from tilelang.emulator.ops_alu import _popcount
+    if not numpy_has_it:
+        monkeypatch.delattr(np, "bitwise_count", raising=False)
+    rng = np.random.default_rng(4)
+    for dt in (np.uint16, np.uint32, np.uint64):
+        u = rng.integers(0, np.iinfo(dt).max, 500, dtype=dt, endpoint=True)
+        u[:3] = [0, np.iinfo(dt).max, 1]
+        got = _popcount(u)
+        assert got.dtype == np.uint32
+        assert got.tolist() == [bin(int(x)).count("1") for x in u]

@@ -120,7 +120,8 @@ def test_not_a_regular_file(tmp_path, capsys):
     fifo = tmp_path / "pipe.tile"
     os.mkfifo(fifo)
     assert main(["fmt", str(fifo)]) == 1
-    assert capsys.readouterr().err == f"tilec fmt: {fifo}: not a regular file\n"
+    assert capsys.readouterr().err == (f"tilec fmt: {fifo}: it is a FIFO (named pipe), not a "
+                                       "regular file\n")
     assert main(["fmt", str(tmp_path / "missing.tile")]) == 1
     assert "No such file or directory" in capsys.readouterr().err
 

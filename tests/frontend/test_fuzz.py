@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import pathlib
 import random
+import resource
 import signal
+import subprocess
+import sys
 import time
 
 import pytest
@@ -197,3 +200,57 @@ def test_odd_numbers_everywhere(number):
                 f"fn f() -> Tile[f32, {number}] {{ return zeros(({number},), f32); }}",
                 f"kernel k(a: Array[f32, 1], const T: i32 = {number}) {{ }}"):
         run(src)
+
+
+# Deep nesting as a whole `tilec check` process sees it, up to the 8 MiB source limit: every
+# shape is answered (E0112, or the syntax error the Lark path finds below the parser's stack)
+# within 2 s of CPU, start-up included. CPU time, not wall time: the machine may be shared.
+MIB8 = 8 * 1024 * 1024 - 64
+KERNEL = "kernel k(a: Array[f32, 1]) {\n"
+TOO_DEEP = "nests expressions or blocks too deeply for the compiler"
+NESTING = {
+    "unclosed-if-5000": (lambda: KERNEL + "if true {\n" * 5_000, TOO_DEEP),
+    "unclosed-if-40000": (lambda: KERNEL + "if true {\n" * 40_000, TOO_DEEP),
+    "unclosed-if-8MiB": (lambda: KERNEL + "if true {\n" * (MIB8 // 10), TOO_DEEP),
+    "closed-if-40000": (lambda: KERNEL + "if true {\n" * 40_000 + "}\n" * 40_001, TOO_DEEP),
+    "parens-8MiB": (lambda: KERNEL + "let x = " + "(" * MIB8, TOO_DEEP),
+    "type-brackets-8MiB": (lambda: "kernel k(a: " + "Array[" * (MIB8 // 6), TOO_DEEP),
+    "minus-8MiB": (lambda: KERNEL + "let x = " + "-" * MIB8 + "1;\n}\n", TOO_DEEP),
+    "not-8MiB": (lambda: KERNEL + "let x = " + "not " * (MIB8 // 4) + "true;\n}\n", TOO_DEEP),
+    "lex-error-then-8MiB": (lambda: KERNEL + "$\n" + "if true {\n" * (MIB8 // 10), TOO_DEEP),
+    # a syntax error first: the Lark path's recovery walks a nest just below the stack
+    "syntax-error-then-2990": (lambda: KERNEL + "let = ;\n" + "{\n" * 2990 + "}\n" * 2991,
+                               "expected `(` or an identifier, found `=`"),
+}
+QUICK = ("unclosed-if-40000", "parens-8MiB", "syntax-error-then-2990")
+
+
+def _check_process(tmp_path, name: str) -> tuple[float, subprocess.CompletedProcess]:
+    make_text, _ = NESTING[name]
+    src = tmp_path / f"{name}.tile"
+    src.write_text(make_text(), "utf-8")
+    assert src.stat().st_size <= 8 * 1024 * 1024
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    done = subprocess.run([sys.executable, "-m", "tilelang.cli", "check", str(src)],
+                          capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return cpu, done
+
+
+def _assert_answered(tmp_path, name):
+    cpu, done = _check_process(tmp_path, name)
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert NESTING[name][1] in done.stderr and "Traceback" not in done.stderr
+    assert cpu < 2.0, f"{name}: {cpu:.2f} s of CPU"
+
+
+@pytest.mark.parametrize("name", QUICK)
+def test_deep_nesting_answered_within_2s(tmp_path, name):
+    _assert_answered(tmp_path, name)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", [n for n in NESTING if n not in QUICK])
+def test_deep_nesting_answered_within_2s_every_shape(tmp_path, name):
+    _assert_answered(tmp_path, name)

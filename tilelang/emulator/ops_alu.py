@@ -750,6 +750,22 @@ def build_cvta(ctx, ins, parts):
 
 
 # -- bit manipulation ----------------------------------------------------------------------
+_M1, _M2, _M4 = np.uint64(0x5555555555555555), np.uint64(0x3333333333333333), \
+    np.uint64(0x0F0F0F0F0F0F0F0F)
+
+
+def _popcount(u: np.ndarray) -> np.ndarray:
+    """Set bits per element of an unsigned array, as u32. `np.bitwise_count` where NumPy has it
+    (2.0+); the project supports NumPy 1.24, so else the classic SWAR sum on 64 bits."""
+    if hasattr(np, "bitwise_count"):
+        return np.bitwise_count(u).astype(np.uint32)
+    v = u.astype(np.uint64)
+    v = v - ((v >> np.uint64(1)) & _M1)
+    v = (v & _M2) + ((v >> np.uint64(2)) & _M2)
+    v = (v + (v >> np.uint64(4))) & _M4
+    return ((v * np.uint64(0x0101010101010101)) >> np.uint64(56)).astype(np.uint32)
+
+
 @op("popc", "clz", "brev", "bfind")
 def build_bits(ctx, ins, parts):
     ti = _last_type(ctx, parts)
@@ -761,7 +777,7 @@ def build_bits(ctx, ins, parts):
     bits = ti.bits
 
     def popc(x):
-        return np.bitwise_count(np.asarray(x).view(bits)).astype(np.uint32)
+        return _popcount(np.asarray(x).view(bits))
 
     def clz(x):
         u = np.asarray(x).view(bits)

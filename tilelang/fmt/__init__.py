@@ -14,40 +14,11 @@ internal error: nothing is written.
 
 from __future__ import annotations
 
-import contextlib
-import sys
-import threading
-
+from ..frontend.limits import deep_recursion
 from .layout import WIDTH, LayoutError, layout
 from .tokens import LexError, tokenize
 
 __all__ = ["WIDTH", "FormatError", "format_source"]
-
-
-_LIMIT_LOCK = threading.Lock()
-_raised = 0                  # format_source calls inside _deep_recursion, in any thread
-_saved_limit = 0
-
-
-@contextlib.contextmanager
-def _deep_recursion(limit: int):
-    """The layout recurses once per nesting level (Python-to-Python calls, which take no C stack
-    in 3.11+). The recursion limit is the process's: the first caller raises it and the last
-    one restores it, so calls in several threads (the language server's) never leave it raised
-    or lower it under one another."""
-    global _raised, _saved_limit
-    with _LIMIT_LOCK:
-        if _raised == 0:
-            _saved_limit = sys.getrecursionlimit()
-            sys.setrecursionlimit(max(_saved_limit, limit))
-        _raised += 1
-    try:
-        yield
-    finally:
-        with _LIMIT_LOCK:
-            _raised -= 1
-            if _raised == 0:
-                sys.setrecursionlimit(_saved_limit)
 
 
 class FormatError(Exception):
@@ -67,7 +38,7 @@ def format_source(text: str, file: str = "<input>", width: int = WIDTH) -> str:
         raise FormatError(f"{file}: the file nests too deeply for the compiler; it is left as "
                           f"it was") from None
     try:
-        with _deep_recursion(20_000):
+        with deep_recursion(20_000):
             out = layout(tokenize(text), width)
     except RecursionError:
         raise FormatError(f"{file}: the file nests too deeply to be formatted; it is left as "

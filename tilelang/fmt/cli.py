@@ -18,6 +18,7 @@ import sys
 
 from tilelang.atomic_file import NotAFile, replace_file
 
+from ..infile import read_regular
 from . import WIDTH, FormatError, format_source
 from .markdown import format_markdown
 
@@ -58,11 +59,7 @@ def _read(path: str) -> str:
     if path == "-":
         data = sys.stdin.buffer.read()
     else:
-        st = os.stat(path)
-        if not stat.S_ISREG(st.st_mode):
-            raise OSError(f"{path}: not a regular file")
-        with open(path, "rb") as f:
-            data = f.read()
+        data = read_regular(path)    # never blocks: a FIFO or a device is refused
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:

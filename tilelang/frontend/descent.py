@@ -2,9 +2,10 @@
 the same AST, spans included, that Lark's LALR parser and `tree_to_ast` build from the grammar.
 
 It handles well-formed source only. At anything else (a syntax error, a literal `tree_to_ast`
-would diagnose, a chained comparison, a bad assignment target, a repeated keyword argument,
-nesting deeper than Python's stack) it raises `Fallback` and `parser.parse` parses the text
-again on the Lark path, which reports exactly what it always did. A span covers the tokens of
+would diagnose, a chained comparison, a bad assignment target, a repeated keyword argument) it
+raises `Fallback` and `parser.parse` parses the text again on the Lark path, which reports
+exactly what it always did. Nesting deeper than its stack (`limits.PARSE_FRAMES`) is refused
+with `NestingTooDeep` (E0112), whatever else the text holds. A span covers the tokens of
 its grammar rule, the parentheses around an operand included (as Lark's propagated positions
 do): every node records the token range it was parsed from.
 """
@@ -13,11 +14,13 @@ from __future__ import annotations
 
 import gc
 import math
+import sys
 
 from ..diagnostics import Span
 from . import ast as A
 from .lexer import Fallback, tokenize
 from .precedence import AND_LEVEL, COMPARE_LEVEL, INFIX, NOT_LEVEL, OR_LEVEL, PREFIX
+from .limits import PARSE_FRAMES, NestingTooDeep, deep_recursion
 
 __all__ = ["Fallback", "parse_module"]
 
@@ -151,7 +154,8 @@ def parse_module(text: str, file: str) -> A.Module:
     paused = gc.isenabled()
     gc.disable()
     try:
-        return _parse_module(text, file)
+        with deep_recursion(PARSE_FRAMES):
+            return _parse_module(text, file)
     finally:
         if paused:
             gc.enable()
@@ -159,6 +163,7 @@ def parse_module(text: str, file: str) -> A.Module:
 
 def _parse_module(text: str, file: str) -> A.Module:
     K, T, L, C = tokenize(text)
+    most_frames = sys.getrecursionlimit()       # PARSE_FRAMES, or more where the caller raised it
     n_tokens = len(K)
     K.append("$END")        # a second end: looking one token ahead never leaves the list
     pos = 0
@@ -348,12 +353,16 @@ def _parse_module(text: str, file: str) -> A.Module:
             left = A.UnaryOp("not", operand, span(start, pos - 1))
         else:
             left = factor()
+        chain = 0
         while True:
             k = K[pos]
             level = INFIX.get(k)
             if level is None or level < min_level:
                 return left
             pos += 1
+            chain += 1      # each operator deepens the tree by one: the checker recurses there
+            if chain > most_frames:
+                raise NestingTooDeep(f"more than {most_frames} operators in a row")
             if level == COMPARE_LEVEL:
                 right = climb(level + 1)
                 left = A.Compare(k, left, right, span(start, pos - 1))
@@ -654,7 +663,7 @@ def _parse_module(text: str, file: str) -> A.Module:
         while pos < n_tokens - 1:
             items.append(item())
     except RecursionError:
-        raise Fallback("nesting") from None
+        raise NestingTooDeep("nesting deeper than the parser's stack") from None
     lines = text.split("\n")
     return A.Module(tuple(items), file, Span(file, 1, 1, len(lines), len(lines[-1]) + 1))
 

@@ -20,7 +20,7 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedTok
 
 from ..diagnostics import Diagnostic, Label, Severity, Span, TileSyntaxError, remember_source
 from . import ast, grammar_tables
-from .parser import MAX_ERRORS
+from .limits import MAX_ERRORS
 from .tree_to_ast import TreeToAst
 from .resources import grammar_path
 

@@ -9,7 +9,11 @@ test_fast_parser.py compares both lexers on every source of the project and a mu
 
 from __future__ import annotations
 
+import functools
 import re
+import sys
+
+from .limits import PARSE_FRAMES, NestingTooDeep
 
 KEYWORDS = frozenset({
     "and", "as", "break", "const", "continue", "else", "false", "fn", "for", "from", "if",
@@ -60,6 +64,12 @@ def _blank_block_comments(text: str) -> str:
     return re.sub(_COMMENTS_PATTERN, blank, text)
 
 
+@functools.lru_cache(maxsize=4)
+def _prefix_run(most: int) -> re.Pattern:
+    """More prefix operators in a row than the parser has frames for (each nests once)."""
+    return re.compile(r"(?:(?:[-+~]|\bnot\b)[ \t\r\f]*){%d}" % (most + 2))
+
+
 def _number_kind(tok: str) -> str:
     if len(tok) > 1 and tok[0] == "0" and tok[1] in "xXbB":
         return "HEX_INT" if tok[1] in "xX" else "BIN_INT"
@@ -70,7 +80,11 @@ def _number_kind(tok: str) -> str:
 
 def tokenize(text: str) -> tuple[list[str], list[str], list[int], list[int]]:
     """(kinds, texts, lines, columns) of the tokens of `text`, then an `$END` token; a kind is
-    the keyword or operator itself, or NAME, DEC_INT, HEX_INT, BIN_INT, FLOAT, STRING."""
+    the keyword or operator itself, or NAME, DEC_INT, HEX_INT, BIN_INT, FLOAT, STRING.
+
+    Raises `NestingTooDeep` as soon as more brackets are open than the parser has stack for
+    (counted at line ends, so it costs a few `str.count` per line and stops an 8 MiB nest after
+    its first few thousand lines), and `Fallback` for a character no token starts with."""
     if "/*" in text:
         text = _blank_block_comments(text)
     kinds: list[str] = []
@@ -81,9 +95,24 @@ def tokenize(text: str) -> tuple[list[str], list[str], list[int], list[int]]:
     findall = _TOKEN.findall
     fixed, name_start, digit = _FIXED, _NAME_START, _DIGIT
     lineno = 0
+    depth = 0
+    most = max(PARSE_FRAMES, sys.getrecursionlimit())   # the parser's stack, raised or not
+    unexpected = None
     for line in text.split("\n"):
         lineno += 1
         col = 1
+        if '"' in line or "//" in line:     # brackets in strings and comments do not count
+            code = "".join(t for _, t in findall(line) if t[0] != '"' and t[:2] != "//")
+        else:
+            code = line
+        depth += (code.count("(") + code.count("[") + code.count("{") - code.count(")")
+                  - code.count("]") - code.count("}"))
+        if depth > most:           # each open bracket costs the parser at least one frame
+            raise NestingTooDeep(f"more than {most} brackets open at line {lineno}")
+        if len(code) > most and _prefix_run(most).search(code):   # `- - - ... x`, `not not ...`
+            raise NestingTooDeep(f"more than {most} prefix operators in a row at line {lineno}")
+        if unexpected is not None:
+            continue
         for blanks, tok in findall(line):
             if blanks:
                 col += len(blanks)
@@ -100,11 +129,15 @@ def tokenize(text: str) -> tuple[list[str], list[str], list[int], list[int]]:
                 col += len(tok)
                 continue
             else:
-                raise Fallback(f"unexpected character at {lineno}:{col}")
+                # the Lark path diagnoses it; the lines after it are still counted above
+                unexpected = f"unexpected character at {lineno}:{col}"
+                break
             add_text(tok)
             add_line(lineno)
             add_col(col)
             col += len(tok)
+    if unexpected is not None:
+        raise Fallback(unexpected)
     kinds.append("$END")
     texts.append("")
     lines.append(lineno)

@@ -2,8 +2,8 @@
 
 Two parsers build the same AST. The fast one (`lexer` + `descent`: recursive descent with
 precedence climbing) reads well-formed source and needs nothing beyond the standard library.
-Whenever it declines (a syntax error, anything `tree_to_ast` would diagnose, nesting too deep), the
-text is parsed again on the Lark path (`lark_parse`: the grammar in `grammar/tile.lark`, its
+Whenever it declines (a syntax error, anything `tree_to_ast` would diagnose), the text is parsed
+again on the Lark path (`lark_parse`: the grammar in `grammar/tile.lark`, its
 shipped LALR tables and error recovery), which reports every error exactly as it always has.
 Lark is imported only then. docs/frontend.md says why there are two and what holds them equal.
 """
@@ -14,6 +14,7 @@ from ..diagnostics import register_codes, remember_source
 from . import ast
 from .descent import parse_module
 from .lexer import Fallback
+from .limits import MAX_ERRORS  # noqa: F401 - re-exported: the language server's cap
 
 CODES = {
     "E0101": "unexpected token",
@@ -30,8 +31,6 @@ CODES = {
     "E0112": "nesting too deep for the compiler",
 }
 register_codes(CODES)
-
-MAX_ERRORS = 20
 
 # Names of the Lark path, loaded (with Lark) on first use: `from .parser import keywords` works.
 _LARK_PATH = frozenset({"parse_tree", "keywords", "grammar_text", "token_span", "_lark"})
@@ -51,6 +50,8 @@ def parse(text: str, file: str = "<input>") -> ast.Module:
         return parse_module(text, file)
     except Fallback:
         pass
+    except RecursionError:   # NestingTooDeep: no stage after the parser could go deeper
+        raise
     except Exception:  # noqa: BLE001 - a fast-path bug must cost speed, never a wrong answer;
         pass           # tests/frontend/test_fast_parser.py calls parse_module itself and sees it
     from . import lark_parse

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 from ..diagnostics import TileUsageError, register_codes, remember_source
+from ..infile import FileTooLarge, NotRegularFile, read_regular
 
 CODES = {
     "E0001": "the source file cannot be read",
@@ -23,20 +24,18 @@ def read_source(path: str) -> str:
         raise TileUsageError.at("E0001", f"`{path}` is a directory, not a .tile file", None,
                                 help=f"to check every file in it, run `tilec check {path.rstrip('/')}/*.tile`")
     try:
-        size = os.path.getsize(path)
+        data = read_regular(path, MAX_SOURCE_BYTES)
     except FileNotFoundError:
         raise TileUsageError.at("E0001", f"cannot read `{path}`: no such file", None,
                                 help="check the path; it is taken relative to the current folder")
-    except OSError as e:
-        raise TileUsageError.at("E0001", f"cannot read `{path}`: {e.strerror or e}", None)
-    if size > MAX_SOURCE_BYTES:
+    except FileTooLarge as e:
         raise TileUsageError.at(
-            "E0003", f"`{path}` is {size / 1e6:.1f} MB; a Tile source file may be at most "
+            "E0003", f"`{path}` is {e.size / 1e6:.1f} MB; a Tile source file may be at most "
             f"{MAX_SOURCE_BYTES // (1024 * 1024)} MiB", None,
             help="split it into modules and `import` them")
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
+    except NotRegularFile as e:     # a FIFO or a device would block or never end: not read
+        raise TileUsageError.at("E0001", f"cannot read `{path}`: {e.strerror}", None,
+                                help="a Tile source is a regular .tile file")
     except OSError as e:
         raise TileUsageError.at("E0001", f"cannot read `{path}`: {e.strerror or e}", None)
     try:

@@ -48,6 +48,7 @@ from typing import Iterator
 
 from tilelang.atomic_file import NotAFile, replace_file
 from tilelang.codegen.api import AbiParam, ArrayFacts, KernelArtifact, TensorMapSpec
+from tilelang.infile import read_regular
 
 from .artifact_check import artifact_problem
 from .compiler import Built
@@ -713,10 +714,9 @@ class DiskCache:
         for p, sha in info.sources:      # an imported file changed: the signature is stale
             if p == main_path:
                 continue
-            try:
-                with open(p, "rb") as f:
-                    if sha256_hex(f.read()) != sha:
-                        return None
+            try:    # never blocks on a FIFO put in a module's place (tilelang/infile.py)
+                if sha256_hex(read_regular(p)) != sha:
+                    return None
             except OSError:
                 return None
         STATS["module_disk_hits"] += 1

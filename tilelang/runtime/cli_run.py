@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import io
 import os
 import sys
 import time
@@ -21,6 +22,7 @@ import time
 import numpy as np
 
 from tilelang.diagnostics import Diagnostic, Severity, TileError, emit
+from tilelang.infile import NotRegularFile, read_regular
 
 KINDS = ("rand", "randn", "zeros", "ones", "arange")
 MAX_ELEMENTS = 2**31 - 1        # generated arrays are made as float64 first: 16 GiB
@@ -128,17 +130,18 @@ def _defines(items: list[str]) -> dict[str, str]:
 
 def _load_npy(path: str, name: str) -> np.ndarray:
     """A `.npy` file's array; never unpickles (a file can hold code)."""
-    try:
-        with open(path, "rb") as f:
-            magic = f.read(6)
-        if magic != b"\x93NUMPY":
+    try:        # read once, without blocking on a FIFO or a device (tilelang/infile.py)
+        data = read_regular(path)
+        if data[:6] != b"\x93NUMPY":
             raise _Usage(f"--arg {name}: cannot load `{path}`: it is not a .npy array file "
                          "(no NUMPY header)")
-        host = np.load(path, allow_pickle=False)
+        host = np.load(io.BytesIO(data), allow_pickle=False)
     except FileNotFoundError:
         raise _Usage(f"--arg {name}: no file `{path}`") from None
     except IsADirectoryError:
         raise _Usage(f"--arg {name}: `{path}` is a folder, not a .npy file") from None
+    except NotRegularFile as e:
+        raise _Usage(f"--arg {name}: cannot load `{path}`: {e.strerror}") from None
     except OSError as e:
         raise _Usage(f"--arg {name}: cannot read `{path}`: {e.strerror or e}") from None
     except (ValueError, EOFError) as e:

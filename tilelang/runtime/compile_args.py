@@ -8,6 +8,8 @@ from typing import Mapping
 
 import numpy as np
 
+from tilelang.infile import read_regular
+
 from .errors import usage_error, value_error
 
 
@@ -24,9 +26,8 @@ def _read_input(path_or_source) -> tuple[str, str]:
         raise usage_error("E0923", f"tilelang.compile takes a path or source text, got "
                           f"{type(path_or_source).__name__}",
                           "pass a .tile file name or the source as a string")
-    try:
-        with open(path, encoding="utf-8") as f:
-            return f.read(), path
+    try:        # never blocks: a FIFO or a device is refused (tilelang/infile.py)
+        return read_regular(path).decode("utf-8"), path
     except (OSError, UnicodeDecodeError) as e:
         raise usage_error("E0923", f"cannot read `{path}`: "
                           f"{getattr(e, 'strerror', None) or e}",

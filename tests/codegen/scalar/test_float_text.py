@@ -17,12 +17,20 @@ SWITCH = [0.0, -0.0, 1e-4, 9.9e-5, 0.00010001, 999.0, 999.5, 1000.0, 65504.0, 99
           6e-8, 123456789.0, 1.7976931348623157e308, np.inf, -np.inf, np.nan]
 
 
+# The text is NumPy 2's (positional below 1e3 for f16 and 1e6 for f32); NumPy 1.x writes
+# scalars of every type positional up to 1e16, so its `str` is no reference there (the
+# project supports NumPy 1.24: the interpreter's `print` then differs in that range).
+numpy2 = pytest.mark.skipif(np.lib.NumpyVersion(np.__version__) < "2.0.0",
+                            reason="the reference is NumPy 2's scalar text")
+
+
 def _check(values: np.ndarray, fmt: str):
     bad = [(float(v), float_text(float(v), fmt), str(v)) for v in values
            if float_text(float(v), fmt) != str(v)]
     assert not bad, bad[:5]
 
 
+@numpy2
 def test_f16_every_seventh_value_and_the_ends():
     every = np.arange(0, 1 << 16, 7, dtype=np.uint16)
     ends = np.array([0x0000, 0x0001, 0x03FF, 0x0400, 0x7BFF, 0x7C00, 0x8001, 0xFBFF], np.uint16)
@@ -31,6 +39,7 @@ def test_f16_every_seventh_value_and_the_ends():
         _check(np.array(SWITCH).astype(np.float16), "f16")
 
 
+@numpy2
 def test_f32_random_and_binade_ends():
     rng = np.random.default_rng(5)
     e = np.arange(256, dtype=np.uint32) << 23
