@@ -176,18 +176,27 @@ error[E0711]: `maxnreg` must be between 24 and 255, found 300
   = help: ptxas accepts 24 to 255 registers per thread"""
 
 
-def test_by_target_missing_entry():
-    line = "@launch(cluster = by_target(sm_90a = (2, 1, 1)))"
-    assert resolve_launch(launch(line), get_target("sm_90a")).cluster == (2, 1, 1)
+def test_by_target_without_entry_or_default_leaves_the_attribute_unset():
+    # as cuTile's ByTarget without a default: the value only for the targets named
+    line = "@launch(cluster = by_target(sm_90a = (2, 1, 1)), maxnreg = by_target(sm_90a = 168))"
+    on = resolve_launch(launch(line), get_target("sm_90a"))
+    assert (on.cluster, on.maxnreg) == ((2, 1, 1), 168)
+    off = resolve_launch(launch(line), get_target("sm_80"))
+    assert (off.cluster, off.maxnreg) == (None, None)
+    assert "maxnreg" not in off.spans and "cluster" not in off.spans
+
+
+def test_by_target_empty():
+    line = "@launch(maxnreg = by_target())"
     [d] = errors(line, "sm_90")
     assert render(d) == """\
-error[E0714]: `cluster` has no value for target sm_90
+error[E0714]: `by_target` gives `maxnreg` no value
  --> k.tile:1:19
   |
-1 | @launch(cluster = by_target(sm_90a = (2, 1, 1)))
-  |                   ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^ no entry for this target
+1 | @launch(maxnreg = by_target())
+  |                   ^^^^^^^^^^^ no entries
   |
-  = help: add `sm_90 = ...` or `default = ...`"""
+  = help: write `maxnreg = by_target(sm_90 = ..., default = ...)`, or leave `maxnreg` out"""
 
 
 def test_by_target_unknown_target_name():

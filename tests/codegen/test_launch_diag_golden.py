@@ -36,7 +36,7 @@ RULES = {
     "E0711_maxnreg": ("@launch(maxnreg = 16)", "sm_90a", None),
     "E0712_num_ctas": ("@launch(num_ctas = 6)", "sm_90a", None),
     "E0713_twice": ("@launch(cluster = (2, 1, 1), num_ctas = 2)", "sm_90a", None),
-    "E0714_by_target_missing": ("@launch(maxnreg = by_target(sm_90a = 168))", "sm_80", None),
+    "E0714_by_target_empty": ("@launch(maxnreg = by_target())", "sm_80", None),
     "E0715_opt_level": ("@launch(opt_level = 4)", "sm_90a", None),
     "E0716_wgmma_shape": ("@launch(reqntid = (64, 1, 1))", "sm_90a", WG),
     "E0720_cluster_dropped": ("@launch(num_ctas = 2, reqntid = 128)", "sm_86", None),

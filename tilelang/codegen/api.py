@@ -158,6 +158,9 @@ class KernelArtifact:
     facts: Mapping[str, ArrayFacts] = field(default_factory=dict)
     nonportable_cluster: bool = False
     tensor_maps: tuple[TensorMapSpec, ...] = ()  # appended after the source parameters
+    # `attrs.maxnreg` is the launch contract's default, not the user's: the link may drop it
+    # (codegen/target/register_fit.py)
+    default_maxnreg: bool = False
 
 
 @record(frozen=True)

@@ -70,6 +70,9 @@ class KernelContract:
     nonportable_cluster: bool = False
     spans: Mapping[str, Span] = field(default_factory=dict, hash=False, compare=False)
     diagnostics: tuple[Diagnostic, ...] = ()   # notes/warnings from the decision
+    # `.maxnreg` is the policy's `wgmma_maxnreg`, not the user's: the link may drop it where
+    # it spills and the kernel without it does not (codegen/target/register_fit.py)
+    default_maxnreg: bool = False
 
     @property
     def threads(self) -> Dims:
@@ -98,7 +101,8 @@ def decide_contract(name: str, spec: LaunchSpec | None, features: CodegenFeature
       otherwise, so one cubin serves every smaller launch shape.
     - warp-group MMA with a thread count that is not a multiple of 128: an error when the kernel
       asked for it explicitly, else a fallback to mma.sync with a note.
-    - `.maxnreg` for warp-group MMA kernels without a user value: `wgmma_maxnreg(acc)`.
+    - `.maxnreg` for warp-group MMA kernels without a user value: `wgmma_maxnreg(acc)`
+      (`default_maxnreg`: the link drops it where it spills and no cap does not).
     """
     tgt = target
     spec = spec or LaunchSpec()
@@ -155,7 +159,8 @@ def decide_contract(name: str, spec: LaunchSpec | None, features: CodegenFeature
         reqntid, maxntid = None, spec.maxntid or _pad3(shape)
         spans.setdefault("maxntid", shape_span)
     maxnreg = spec.maxnreg
-    if maxnreg is None and use_wgmma:
+    default_maxnreg = maxnreg is None and use_wgmma
+    if default_maxnreg:
         maxnreg = wgmma_maxnreg(feats.accumulator_regs)
         spans.setdefault("maxnreg", kernel_span)
 
@@ -166,7 +171,8 @@ def decide_contract(name: str, spec: LaunchSpec | None, features: CodegenFeature
                       grid_constant=tuple(feats.grid_constant))
     verify_attrs(attrs, spans, nonportable_cluster=spec.nonportable_cluster,
                  default_span=kernel_span)
-    return KernelContract(name, attrs, use_wgmma, spec.nonportable_cluster, spans, tuple(notes))
+    return KernelContract(name, attrs, use_wgmma, spec.nonportable_cluster, spans, tuple(notes),
+                          default_maxnreg)
 
 
 def with_attrs(contract: KernelContract, **changes) -> KernelContract:

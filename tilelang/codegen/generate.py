@@ -273,7 +273,8 @@ def generate(module: IRModule, options: CompileOptions | None = None,
             static_smem=stats[k.name].smem_bytes - stats[k.name].dynamic_smem,
             dynamic_smem=stats[k.name].dynamic_smem, facts=dict(kfacts),
             nonportable_cluster=c.nonportable_cluster,
-            tensor_maps=tuple(dict.fromkeys(stats[k.name].tensor_maps))))
+            tensor_maps=tuple(dict.fromkeys(stats[k.name].tensor_maps)),
+            default_maxnreg=c.default_maxnreg))
     return CodegenResult(target=tgt.name, opt_level=opt_level, llvm_ir=llvm_ir, ptx=ptx,
                          kernels=tuple(artifacts), diagnostics=tuple(sink.diagnostics),
                          timings={"llvm": t_llvm - t_start, "ptx": t_ptx - t_llvm})

@@ -1,8 +1,9 @@
 """`@launch(...)` attributes as the parser hands them over, and their per-target resolution.
 
 The parser builds a mapping `key -> AttrValue(value, span)`; a value is an int, a tuple of ints,
-`True` for a flag, a string (`precision = "ieee"`), or a `ByTarget` choosing a value per target (language.md §8). This module
-resolves `by_target`, checks each value's kind and range, and returns a `LaunchSpec` that keeps
+`True` for a flag, a string (`precision = "ieee"`), or a `ByTarget` choosing a value per target
+(docs/launch.md, "Attributes"): the target's own entry, else `default`, else the attribute is not
+set on that target (as cuTile's `ByTarget` without a default). This module resolves `by_target`, checks each value's kind and range, and returns a `LaunchSpec` that keeps
 every attribute's span so later rules (contract.py) can point at the right place.
 """
 
@@ -29,7 +30,7 @@ register_codes({
     "E0711": "maxnreg is out of range 24-255",
     "E0712": "num_ctas is not a power of two from 1 to 16",
     "E0713": "@launch attribute given twice",
-    "E0714": "by_target has no value for the target",
+    "E0714": "by_target gives no value at all",
     "E0715": "opt_level is out of range 0-3",
     "E0725": "by_target names an unknown target",
     "E0726": "num_stages is out of range 1-8",
@@ -112,7 +113,8 @@ def _describe(value: object) -> str:
 
 
 def _resolve(key: str, av: AttrValue, target: Target, diags: list) -> tuple[object, Span | None]:
-    """Pick the value of a `by_target` for the target ("default" otherwise)."""
+    """Pick the value of a `by_target` for the target ("default" otherwise; _MISSING when
+    neither is given: the attribute is not set for this target)."""
     value, span = av.value, av.span
     if not isinstance(value, ByTarget):
         return value, span
@@ -122,11 +124,15 @@ def _resolve(key: str, av: AttrValue, target: Target, diags: list) -> tuple[obje
             where = (v.span if isinstance(v, AttrValue) else None) or bt.span or span
             diags.append(_err("E0725", f"`by_target` names unknown target `{name}`", where,
                               label="not a target", help="targets: " + ", ".join(TARGETS)))
+    if not bt.values:
+        diags.append(_err("E0714", f"`by_target` gives `{key}` no value", bt.span or span,
+                          label="no entries",
+                          help=f"write `{key} = by_target({target.name} = ..., default = ...)`, "
+                               f"or leave `{key}` out"))
+        return _MISSING, span
+    # a target neither named nor covered by `default` leaves the attribute unset there
     chosen = bt.values.get(target.name, bt.values.get("default", _MISSING))
     if chosen is _MISSING:
-        diags.append(_err("E0714", f"`{key}` has no value for target {target.name}",
-                          bt.span or span, label="no entry for this target",
-                          help=f"add `{target.name} = ...` or `default = ...`"))
         return _MISSING, span
     if isinstance(chosen, AttrValue):
         return chosen.value, chosen.span or bt.span or span

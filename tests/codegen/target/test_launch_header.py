@@ -153,6 +153,9 @@ CASES = [
     ("by_target_default_sm80.txt",
      "@launch(maxnreg = by_target(sm_90a = 168, default = 128), reqntid = 128)", "sm_80",
      None),
+    # no entry and no default: no `.maxnreg` on sm_80 (language.md §6.3)
+    ("by_target_unset_sm80.txt",
+     "@launch(maxnreg = by_target(sm_90a = 168), reqntid = 128)", "sm_80", None),
 ]
 
 

@@ -352,3 +352,81 @@ def test_rows_of_8192_reach_full_occupancy():
     r = res.link.resources["softmax_rows"]
     assert r.registers <= 32 and r.spill_stores == r.spill_loads == r.stack_frame == 0
     assert ".maxnreg 32\n" in res.ptx
+
+
+# a spilling default cap (relax) ------------------------------------------------------------
+
+CAPPED = PTX.replace(".reqntid 128, 1, 1\n", ".reqntid 128, 1, 1\n.maxnreg 72\n")
+
+
+def test_without_maxnreg_drops_only_the_named_entries():
+    both = rf.with_maxnreg(PTX, {"a": 72, "b": 64})
+    assert rf.without_maxnreg(both, {"a"}) == rf.with_maxnreg(PTX, {"b": 64})
+    assert rf.without_maxnreg(both, {"a", "b"}) == PTX
+    assert rf.without_maxnreg(both, set()) == both
+
+
+def _default_capped(name="a", default=True):
+    attrs = SimpleNamespace(maxnreg=72, minctasm=None)
+    return SimpleNamespace(kernels=(SimpleNamespace(
+        name=name, block=(128, 1, 1), static_smem=0, dynamic_smem=0, attrs=attrs,
+        default_maxnreg=default),))
+
+
+def _wgmma_link(seen, spills_uncapped=False):
+    """A kernel that needs 87 registers: any cap below spills (8 bytes per missing register)."""
+    def link(ptx):
+        cap = rf.caps_in(ptx).get("a")
+        seen.append(cap)
+        if cap is None:
+            return SimpleNamespace(resources={"a": _res("a", 87, spills=16 * spills_uncapped)})
+        return SimpleNamespace(resources={"a": _res("a", cap, spills=8 * (87 - cap))})
+    return link
+
+
+def test_a_spilling_default_cap_is_dropped():
+    """The launch contract's `.maxnreg 72` (wgmma_maxnreg) spills; without it the kernel takes
+    87 registers and spills nothing, so the cap goes. Then it is fitted like any other: the
+    step below 87 at 128 threads is 80 (6 blocks instead of 5), which spills here: refused."""
+    seen = []
+    link = _wgmma_link(seen)
+    first = link(CAPPED)
+    ptx, linked = rf.refit(CAPPED, _default_capped(), get_target("sm_90a"), first, link)
+    assert seen == [72, None, 80]
+    assert ptx == PTX and ".maxnreg" not in ptx
+    assert linked.resources["a"] == _res("a", 87)
+
+
+def test_a_default_cap_that_spills_either_way_stays():
+    seen = []
+    link = _wgmma_link(seen, spills_uncapped=True)
+    first = link(CAPPED)
+    ptx, linked = rf.refit(CAPPED, _default_capped(), get_target("sm_90a"), first, link)
+    assert seen == [72, None]
+    assert (ptx, linked) == (CAPPED, first)
+
+
+def test_a_users_cap_stands_even_when_it_spills():
+    seen = []
+    link = _wgmma_link(seen)
+    first = link(CAPPED)
+    ptx, linked = rf.refit(CAPPED, _default_capped(default=False), get_target("sm_90a"), first,
+                           link)
+    assert seen == [72]
+    assert (ptx, linked) == (CAPPED, first)
+
+
+def test_matmul_epilogue_spills_nothing_on_sm90a():
+    """examples/matmul_epilogue.tile on sm_90a spilled 52 B under the contract's default
+    `.maxnreg 72` (nvJitLink 13.x); the driver drops the cap (87 registers, no local memory)."""
+    _nvjitlink_or_skip()
+    path = ROOT / "examples" / "matmul_epilogue.tile"
+    ptx = compile_source(path.read_text(), str(path), CompileOptions(target="sm_90a"),
+                         until="ptx").ptx
+    assert ".maxnreg 72\n" in ptx                   # the contract's default, before the link
+    res = compile_source(path.read_text(), str(path), CompileOptions(target="sm_90a"),
+                         until="cubin")
+    assert res.ok, res.diagnostics
+    r = res.link.resources["matmul_bias_gelu"]
+    assert r.spill_stores == r.spill_loads == r.stack_frame == 0
+    assert ".maxnreg 72\n" not in res.ptx

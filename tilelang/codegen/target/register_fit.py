@@ -28,6 +28,11 @@ both precisions; the examples' dropout does: 92 -> 60).
 Last (`full`), a kernel left at FULL_MAX registers or fewer, still limited by them, is linked
 once more at the count where they stop limiting (32 at 128 threads on sm_90a), unless that
 cap was tried already; kept only without spills, else what was linked before stands.
+
+First of all (`relax`), a kernel that spills under the launch contract's own `.maxnreg` (the
+warp-group MMA default, not a user's value) is linked without it; when that spills nothing the
+cap is dropped and the kernel is fitted as above. So no cap this module or the contract chooses
+spills where a higher one (or none) does not; a user's `maxnreg` always stands.
 """
 
 from __future__ import annotations
@@ -66,6 +71,7 @@ class KernelShape(NamedTuple):
     threads: int
     smem: int               # static + dynamic shared memory, bytes
     fixed: bool             # the contract already sets .maxnreg or .minnctapersm
+    default_cap: bool = False   # ... and that .maxnreg is its policy's, not the user's
 
 
 def shapes(codegen) -> list[KernelShape]:
@@ -74,8 +80,55 @@ def shapes(codegen) -> list[KernelShape]:
     for k in codegen.kernels:
         a = k.attrs
         fixed = getattr(a, "maxnreg", None) is not None or getattr(a, "minctasm", None) is not None
-        out.append(KernelShape(k.name, prod(k.block), k.static_smem + k.dynamic_smem, fixed))
+        default_cap = bool(getattr(k, "default_maxnreg", False)) and \
+            getattr(a, "maxnreg", None) is not None and getattr(a, "minctasm", None) is None
+        out.append(KernelShape(k.name, prod(k.block), k.static_smem + k.dynamic_smem, fixed,
+                               default_cap))
     return out
+
+
+def _spills(r) -> bool:
+    return bool(r.spill_stores or r.spill_loads)
+
+
+def without_maxnreg(ptx: str, names) -> str:
+    """`ptx` with the `.maxnreg` directive of each named entry removed."""
+    out, pos = [], 0
+    for em in _ENTRY.finditer(ptx):
+        if em.group(1) not in names:
+            continue
+        close = ptx.find(")", em.end())
+        brace = ptx.find("{", close)
+        block = re.sub(r"\n[ \t]*\.maxnreg[ \t]+\d+[ \t]*(?=\n)", "", ptx[close:brace])
+        out.append(ptx[pos:close] + block)
+        pos = brace
+    out.append(ptx[pos:])
+    return "".join(out)
+
+
+def relax(ptx: str, kernels: list[KernelShape], first, link):
+    """(ptx, link result, kernels) after dropping the launch contract's default `.maxnreg`
+    (wgmma_maxnreg, docs/launch.md) from each kernel that spills under it, where the kernel
+    spills nothing without it: a default cap is an occupancy hint, never worth local memory
+    (examples/matmul_epilogue.tile on sm_90a: 72 registers and 52 B of spill stores under the
+    default, 81 and none without it). Those kernels are then fitted like any other (their
+    `fixed` cleared); a kernel that spills either way keeps its cap. At most two links."""
+    want = {k.name for k in kernels if k.default_cap and k.name in first.resources
+            and _spills(first.resources[k.name])}
+    for _ in range(2):                  # once more without the kernels that spill either way
+        if not want:
+            return ptx, first, kernels
+        trial_ptx = without_maxnreg(ptx, want)
+        try:
+            trial = link(trial_ptx)
+        except Exception:               # noqa: BLE001 - the first link stands
+            return ptx, first, kernels
+        freed = {n for n in want if n in trial.resources and not _spills(trial.resources[n])}
+        if freed == want:
+            return trial_ptx, trial, [k._replace(fixed=False, default_cap=False)
+                                      if k.name in freed else k for k in kernels]
+        want = freed
+    return ptx, first, kernels
 
 
 def step_below(target: str, threads: int, registers: int, smem: int) -> int | None:
@@ -195,10 +248,11 @@ def caps_in(ptx: str) -> dict[str, int]:
 
 
 def refit(ptx: str, codegen, target: Target, first, link):
-    """(ptx, link result) after the step-down, the deep tries and the full-occupancy try
-    described above; `first` is the link of `ptx`, `link(ptx)` links another PTX."""
+    """(ptx, link result) after dropping a spilling default cap (`relax`), the step-down, the
+    deep tries and the full-occupancy try described above; `first` is the link of `ptx`,
+    `link(ptx)` links another PTX."""
     arch = target.name                      # the occupancy tables are by target name
-    kernels = shapes(codegen)
+    ptx, first, kernels = relax(ptx, shapes(codegen), first, link)
     tried: dict[str, set] = {}
 
     def tracked(text: str):
