@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from test_gen_masked import compile_for, kernel_body, run
+from masked_support import compile_for, kernel_body, run
 from tilelang.codegen.api import ArrayFacts
 from tilelang.runtime.args import facts_key
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from gen_support import Strided
-from test_gen_masked import compile_for, run
+from masked_support import compile_for, run
 
 DT = {"f32": np.float32, "f16": np.float16, "f64": np.float64, "i8": np.int8, "u16": np.uint16}
 

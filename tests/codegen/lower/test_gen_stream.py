@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from gen_support import Strided
-from test_gen_masked import compile_for, kernel_body, run
+from masked_support import compile_for, kernel_body, run
 from tilelang.codegen.api import ArrayFacts
 from tilelang.targets import get_target
 

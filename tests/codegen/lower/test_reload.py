@@ -13,7 +13,7 @@ import re
 import numpy as np
 import pytest
 
-from test_gen_masked import compile_for, kernel_body, run
+from masked_support import compile_for, kernel_body, run
 from tilelang.codegen.plan import reloads as reload   # the budgets: the reloads pass
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
@@ -198,7 +198,7 @@ def test_bit_identical_to_keeping_the_row(kernel, precision, monkeypatch):
     from tilelang.driver import compile_source
     from tilelang.options import CompileOptions
     from gen_support import link, run_emulated
-    from test_gen_masked import facts_of
+    from masked_support import facts_of
     name = EXAMPLES[kernel]
     d = _inputs(kernel, 4, 4000, seed=9)
     arrays = {k: v for k, v in d.items() if k != "eps"}
@@ -227,7 +227,7 @@ def test_an_exact_exp_is_not_computed_twice():
     the exponentials are kept (plan/reloads._math)."""
     from tilelang.driver import compile_source
     from tilelang.options import CompileOptions
-    from test_gen_masked import facts_of
+    from masked_support import facts_of
     d = _inputs("softmax", 2, 4096)
     arrays = {k: v for k, v in d.items()}
     for precision, want in (("ieee", 8), ("fast", 3 * 8)):
@@ -248,7 +248,7 @@ def test_full_occupancy_at_4096(kernel, precision):
     from tilelang.codegen.occupancy import occupancy
     from tilelang.driver import compile_source
     from tilelang.options import CompileOptions
-    from test_gen_masked import facts_of
+    from masked_support import facts_of
     try:
         nvjitlink.library()
     except nvjitlink.NvJitLinkUnavailable:

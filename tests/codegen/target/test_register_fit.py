@@ -342,7 +342,7 @@ def test_rows_of_8192_reach_full_occupancy():
     pass's loads); the MARGIN steps reach 64 and the full-occupancy try 32, with no spill.
     (Compiled without array facts it spills 4 bytes at 32: 64 stands.)"""
     import numpy as np
-    from test_gen_masked import facts_of
+    from masked_support import facts_of
     _nvjitlink_or_skip()
     x = np.zeros((2, 8192), np.float32)
     res = compile_source((ROOT / "examples" / "softmax.tile").read_text(), "softmax.tile",
