@@ -14,6 +14,7 @@ from typing import Any, Mapping
 from .diagnostics import (Diagnostic, InternalCompilerError, Severity, TileError,
                           TileUsageError, register_codes, remember_source)
 from .frontend import ast
+from .frontend.comment_lint import floor_division_comments
 from .frontend.parser import parse
 from .frontend.source import read_source
 from .infile import read_regular
@@ -119,6 +120,7 @@ def check_source(text: str, path: str, options: CompileOptions | None = None) ->
         return CheckResult(path, None, diags + e.diagnostics)
     except RecursionError:
         return CheckResult(path, None, diags + [_too_deep(path)])
+    diags += floor_division_comments(text, path)
     typed = None
     try:
         typed, sema_diags = checker.check_module(module, options)
@@ -277,8 +279,9 @@ def _compile(text, path, options, kernels, facts, until, res: CompileResult, t0)
     t1 = time.perf_counter()
     res.timings["parse"] = t1 - t0
     res.diagnostics += include_diagnostics(options)
+    res.diagnostics += floor_division_comments(text, path)
     try:
-        typed, diags = checker.check_module(module, options)
+        typed, diags = checker.check_module(module, options, kernels or None)
     except TileError as e:
         typed, diags = None, e.diagnostics
     res.diagnostics += _define_spans(list(diags), module, options)
