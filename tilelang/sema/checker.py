@@ -111,7 +111,11 @@ class Checker(DeclarationChecks, StatementChecks, ExpressionChecks):
     # ---- diagnostics ----
     def report(self, diags) -> None:
         for d in diags:
-            key = (d.code, d.span, d.message)
+            # An error is reported once per place: a generic `fn` checked again for each call
+            # signature (or a `static for` body for each iteration) fails at the same span
+            # with the types of each instance in the message; the first says it all.
+            key = (d.code, d.span) if d.severity is Severity.ERROR and d.span is not None \
+                else (d.code, d.span, d.message)
             if key in self._seen:
                 continue
             self._seen.add(key)
