@@ -291,7 +291,7 @@ def _compile(text, path, options, kernels, facts, until, res: CompileResult, t0)
     if not res.ok:
         return
     if kernels:
-        known = {k.name for k in typed.kernels}
+        known = {k.name for k in module.items if isinstance(k, ast.KernelDef)}
         for name in kernels:
             if name not in known:
                 raise TileUsageError.at(
