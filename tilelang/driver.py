@@ -14,8 +14,7 @@ from typing import Any, Mapping
 from .diagnostics import (Diagnostic, InternalCompilerError, Severity, TileError,
                           TileUsageError, register_codes, remember_source)
 from .frontend import ast
-from .frontend.comment_lint import floor_division_comments
-from .frontend.parser import parse
+from .frontend.parser import floor_division_comments, parse
 from .frontend.source import read_source
 from .infile import read_regular
 from .options import CompileOptions

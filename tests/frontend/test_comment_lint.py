@@ -1,12 +1,12 @@
 """W0101: a `//` comment that cuts an expression inside an open bracket (tilelang/frontend/
-comment_lint.py). `//` always starts a comment in Tile, so `(n // 2` continued on the next line
+parser.py). `//` always starts a comment in Tile, so `(n // 2` continued on the next line
 silently computes something else; prose comments inside brackets are left alone."""
 
 from __future__ import annotations
 
 from tilelang.diagnostics import Severity, render_all
 from tilelang.driver import check_source, compile_source
-from tilelang.frontend.comment_lint import floor_division_comments
+from tilelang.frontend.parser import floor_division_comments
 
 CUT = """kernel k(a: Array[f32, 1], n: i32) {
     let h = (n // 2

@@ -11,7 +11,6 @@ from ..frontend import ast
 from ..record import replace
 from .builtins import BUILTINS, OPERATORS, bind_call
 from .builtins_core import ArgInfo, Builtin
-from .foreign_names import FOREIGN_NAMES, foreign_member
 from .check_context import TILE_ONLY_GROUPS, TILE_ONLY_NAMES, Ctx, NeedsValue, Scope, close_matches
 from .constants import (ConstStr, ConstTuple, ConstValue, as_int, check_loose_size, construct,
                         loose, materialize)
@@ -44,7 +43,8 @@ class ExpressionChecks:
                 "E0201", f"cannot find `{name}` in this scope", span,
                 related=(Label(later, f"`{name}` is declared here, in a block that has ended"),),
                 help=f"declare `{name}` before that block (with `var` if the block sets it)")
-        if name in FOREIGN_NAMES:
+        from .foreign_names import FOREIGN_NAMES   # on this error path only (tilec check's
+        if name in FOREIGN_NAMES:                   # import budget, tests/frontend/test_startup.py)
             raise TileSemanticError.at("E0201", f"cannot find `{name}` in this scope", span,
                                        help=FOREIGN_NAMES[name])
         candidates = scope.all_names() + list(ctx.module.names) + list(BUILTINS) + list(DTYPES)
@@ -277,6 +277,7 @@ class ExpressionChecks:
         """`tl.exp`: an unbound prefix that is another language's module (foreign_names.py)."""
         if isinstance(e.value, ast.Name) and scope.lookup(e.value.id) is None and \
                 e.value.id not in ctx.module.names:
+            from .foreign_names import foreign_member     # error path only, as in `lookup`
             help = foreign_member(e.value.id, e.attr)
             if help is not None:
                 raise TileSemanticError.at("E0201", f"cannot find `{e.value.id}` in this "
