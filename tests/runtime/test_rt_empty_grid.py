@@ -134,3 +134,21 @@ def test_tilec_run_with_an_empty_grid(capsys, tmp_path, monkeypatch):
     assert e.value.code == 2
     assert capsys.readouterr().err.splitlines()[-1] == \
         "tilec run: error: --grid expects non-negative sizes, got `-1`"
+
+
+@pytest.mark.gpu
+def test_empty_grid_on_the_gpu(tmp_path, monkeypatch):
+    """The real driver (or the emulated one under TILELANG_TEST_EMULATED_GPU=1): an empty
+    launch of examples/vadd.tile leaves the output as it was, and the next launch computes."""
+    monkeypatch.setenv("TILELANG_CACHE_DIR", str(tmp_path / "cache"))
+    mod = tilelang.compile(os.path.join(ROOT, "examples", "vadd.tile"), backend="cuda")
+    a = np.arange(3000, dtype=np.float32)
+    da, dc = mod.to_device(a), mod.to_device(np.full(3000, -7, np.float32))
+    for g in EMPTY:
+        assert mod.vadd[g](da, da, dc) is None
+        assert tilelang.launch(None, g, mod.vadd, (da, da, dc)) is None
+    mod.backend.synchronize()
+    np.testing.assert_array_equal(dc.numpy(), np.full(3000, -7, np.float32))
+    mod.vadd[tilelang.cdiv(3000, 1024)](da, da, dc)
+    mod.backend.synchronize()
+    np.testing.assert_array_equal(dc.numpy(), 2 * a)
