@@ -14,7 +14,7 @@ from typing import Any, Mapping
 from .diagnostics import (Diagnostic, InternalCompilerError, Severity, TileError,
                           TileUsageError, register_codes, remember_source)
 from .frontend import ast
-from .frontend.parser import parse
+from .frontend.parser import floor_division_comments, parse
 from .frontend.source import read_source
 from .infile import read_regular
 from .options import CompileOptions
@@ -119,6 +119,7 @@ def check_source(text: str, path: str, options: CompileOptions | None = None) ->
         return CheckResult(path, None, diags + e.diagnostics)
     except RecursionError:
         return CheckResult(path, None, diags + [_too_deep(path)])
+    diags += floor_division_comments(text, path)
     typed = None
     try:
         typed, sema_diags = checker.check_module(module, options)
@@ -277,8 +278,9 @@ def _compile(text, path, options, kernels, facts, until, res: CompileResult, t0)
     t1 = time.perf_counter()
     res.timings["parse"] = t1 - t0
     res.diagnostics += include_diagnostics(options)
+    res.diagnostics += floor_division_comments(text, path)
     try:
-        typed, diags = checker.check_module(module, options)
+        typed, diags = checker.check_module(module, options, kernels or None)
     except TileError as e:
         typed, diags = None, e.diagnostics
     res.diagnostics += _define_spans(list(diags), module, options)
@@ -288,7 +290,7 @@ def _compile(text, path, options, kernels, facts, until, res: CompileResult, t0)
     if not res.ok:
         return
     if kernels:
-        known = {k.name for k in typed.kernels}
+        known = {k.name for k in module.items if isinstance(k, ast.KernelDef)}
         for name in kernels:
             if name not in known:
                 raise TileUsageError.at(

@@ -320,13 +320,28 @@ def test_launcher_refuses_what_the_abi_does_not_allow(tmp_path):
     _export(tmp, "vadd.tile", "vadd")
     decls = "const int64_t sh[] = {8LL}, neg[] = {-1LL}, st[] = {1LL};\n"
     good = ["(CUdeviceptr)4096ULL", "sh", "st"]
-    cases = {"zero grid": ((0, 1, 1), good * 3, 2),
-             "negative extent": ((1, 1, 1), ["(CUdeviceptr)4096ULL", "neg", "st"] + good * 2, 2)}
-    for what, (grid, args, status) in cases.items():
+    neg = ["(CUdeviceptr)4096ULL", "neg", "st"] + good * 2
+    cases = {"negative extent": ((1, 1, 1), neg),
+             "negative extent, empty grid": ((0, 1, 1), neg)}
+    for what, (grid, args) in cases.items():
         for exe in _build(tmp, "vadd", _main("vadd", "vadd", grid, args, decls)):
             r = subprocess.run([exe], capture_output=True, text=True,
                                env={**os.environ, "TILE_FAKE_CUDA_LOG": tmp + "/x.log"})
-            assert (r.returncode, r.stdout.strip()) == (status, "launch 1"), what   # INVALID_VALUE
+            assert (r.returncode, r.stdout.strip()) == (2, "launch 1"), what   # INVALID_VALUE
+
+
+def test_empty_grid_launches_nothing(tmp_path):
+    """A zero grid extent is CUDA_SUCCESS without a driver call (docs/cli.md "C export")."""
+    tmp = str(tmp_path)
+    _export(tmp, "vadd.tile", "vadd")
+    decls = "const int64_t sh[] = {8LL}, st[] = {1LL};\n"
+    args = ["(CUdeviceptr)4096ULL", "sh", "st"] * 3
+    for grid in ((0, 1, 1), (4, 0, 1), (1, 1, 0)):
+        for exe in _build(tmp, "vadd", _main("vadd", "vadd", grid, args, decls)):
+            kinds = [rec["kind"] for rec in _run(exe, tmp)]
+            assert "launch" not in kinds and "load" in kinds, (grid, kinds)
+    for exe in _build(tmp, "vadd", _main("vadd", "vadd", (2, 1, 1), args, decls)):
+        assert "launch" in [rec["kind"] for rec in _run(exe, tmp)]
 
 
 def test_launch_before_load_and_failed_load(tmp_path):

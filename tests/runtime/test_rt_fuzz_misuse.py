@@ -68,7 +68,7 @@ BAD_DTYPES = [np.float16, np.float64, np.int32, np.int64, np.uint8, np.bool_, np
               ml_dtypes.bfloat16, ml_dtypes.float8_e4m3fn]
 NOT_ARRAYS = [None, 1, 2.5, "abc", b"xy", [1.0, 2.0], (1.0,), {"a": 1}, object(), np.float32(1),
               slice(3), range(4)]
-BAD_GRIDS = [0, -1, (), (1, 2, 3, 4), (0, 1), 2.5, "8", None, True, (1, -1), (2**31, 1, 1),
+BAD_GRIDS = [-1, (), (1, 2, 3, 4), (0, -1), 2.5, "8", None, True, (1, -1), (2**31, 1, 1),
              (1, 70000), (1, 1, 70000), [1, 2.0], (np.int64(-3),), 2**64, {"x": 1}]
 BAD_BLOCKS = [(2048, 1, 1), 0, (0,), -1, 1.5, (1, 1, 1, 1), (256, 1, 1), (1, 1, 128), "64",
               (33, 33, 1)]

@@ -132,7 +132,7 @@ def test_checks_are_the_same_as_on_the_gpu(dbg):
         "argument `limit` of kernel `report` (limit: i32): 1099511627776 does not fit i32 "
         "(range -2147483648..2147483647)")
     with pytest.raises(tilelang.LaunchConfigError) as e:
-        dbg.report[0](x, 3)
+        dbg.report[-1](x, 3)
     assert e.value.code == "E0903"
     with pytest.raises(tilelang.LaunchConfigError) as e:
         dbg.report[1](x, 3, block=(2048, 1, 1))

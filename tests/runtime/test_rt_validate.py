@@ -72,9 +72,9 @@ def test_grid_limits(mod):
     assert refused(lambda: mod.vadd[2**31](F, F, F))[1] == \
         "launch of `vadd`: grid (2147483648, 1, 1) exceeds the device limit (2147483647, " \
         "65535, 65535) in dimension x"
-    assert refused(lambda: mod.vadd[(4, 0)](F, F, F)) == (
-        "E0903", "launch of `vadd`: grid (4, 0, 1) has an empty dimension",
-        "every grid dimension must be at least 1; skip the launch when there is no work")
+    assert refused(lambda: mod.vadd[(4, -1)](F, F, F)) == (
+        "E0903", "launch of `vadd`: grid (4, -1, 1) has a negative dimension",
+        "every grid dimension must be at least 0 (0 launches nothing)")
     assert refused(lambda: mod.vadd[(1, 2, 3, 4)](F, F, F)) == (
         "E0903", "launch of `vadd`: the grid must be an int or a tuple of 1 to 3 ints, got "
         "(1, 2, 3, 4)", "e.g. `grid=(8,)` or `grid=(8, 4, 1)`")

@@ -409,11 +409,14 @@ def test_parameter_error_names_op_parameter_and_source():
         call("load", A("f32", 2), RT(T("i32"), C(0)), bad)
     assert render(e.value.diagnostics[0]) == "\n".join([
         "error[E0507]: `load`: parameter `shape` must be a tuple of constant integers, "
-        "found `(1.5, n)`",
+        "found `(1.5, n)` (element 0 is the float 1.5)",
         " --> b.tile:1:45",
         "  |",
         "1 |     let t = load(a, index = (i, 0), shape = (1.5, n), padding = 0.0);",
         "  |                                             ^^^^^^^^",
+        "  |",
+        "  = help: shape dimensions are integers: write integer constants, or convert with "
+        "`i32(...)`",
     ])
 
 

@@ -3,8 +3,9 @@ the launchers). Plain C99 that also compiles as C++; it includes `cuda.h` and st
 headers only, and calls the driver API alone (docs/cli.md "C export").
 
 What a launcher does, in the order the Python runtime does it (docs/abi.md):
-1. refuse what the driver would take but the ABI does not (a negative extent; a zero grid
-   extent, as the runtime refuses it) with CUDA_ERROR_INVALID_VALUE;
+1. refuse what the driver would take but the ABI does not (a negative extent) with
+   CUDA_ERROR_INVALID_VALUE; then return CUDA_SUCCESS for a grid with a zero extent without
+   calling the driver (an empty launch, as the runtime's: the driver refuses a zero extent);
 2. pick the variant whose facts every array satisfies (tilelang/aot/export.py), testing them as
    `facts_key` in tilelang/runtime/args.py does;
 3. pack the parameter buffer: each PTX parameter at its natural alignment, tensor maps at 64
@@ -415,14 +416,14 @@ def _dispatcher(ex: CExport, names, ki: int, k: KernelArtifact) -> list[str]:
     params = _c_params(k, names)
     out = [f"CUresult {p}_launch_{k.name}(" + params[0] + ","]
     out += _wrap(params[1:], "        ", ")")
-    out += ["{", f"    if (!{L}{p}_loaded)", "        return CUDA_ERROR_NOT_INITIALIZED;",
-            "    if (grid_x == 0 || grid_y == 0 || grid_z == 0)",
-            "        return CUDA_ERROR_INVALID_VALUE;"]
+    out += ["{", f"    if (!{L}{p}_loaded)", "        return CUDA_ERROR_NOT_INITIALIZED;"]
     arrays = [q for q in k.params if q.kind == "array"]
     for q in arrays:
         n = names[q.name]
         for i in range(q.rank):
             out += [f"    if ({n[1]}[{i}] < 0)", "        return CUDA_ERROR_INVALID_VALUE;"]
+    out += ["    if (grid_x == 0 || grid_y == 0 || grid_z == 0)",
+            "        return CUDA_SUCCESS;"]
     tests = []
     for q in arrays:
         n = names[q.name]

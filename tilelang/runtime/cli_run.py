@@ -271,7 +271,7 @@ def cmd_run(argv: list[str]) -> int:
     from .backends import get_backend
     from .module import compile as compile_module
     try:
-        grid = _dims(args.grid, "--grid")
+        grid = _dims(args.grid, "--grid", 0)       # a zero extent: an empty launch
         block = _dims(args.block, "--block") if args.block else None
         default_shape = _dims(args.shape, "--shape", 0) if args.shape else None
         specs = _arg_specs(args.arg)
@@ -336,7 +336,7 @@ def cmd_run(argv: list[str]) -> int:
         out.write(f"launch    grid {shape.grid}, block {shape.block}"
                   + (f", cluster {shape.cluster}" if shape.cluster else "")
                   + (f", dynamic shared {shape.shared_mem} B" if shape.shared_mem else "")
-                  + "\n")
+                  + (" (empty: no block ran)" if shape.empty else "") + "\n")
     if facts:
         out.write("facts     " + ", ".join(f"{k}={v}" for k, v in facts.items())
                   + "  (c: contiguous, a: 16-byte aligned, e: last extent a multiple of 16 B, "

@@ -365,7 +365,10 @@ class CudaLaunch:
     def launch(self, values, shape: LaunchShape, stream: int = 0):
         """Pack, then launch in the device's primary context (made current for the call when
         another is; the parameters are copied by the driver at the call, so the buffer is
-        free again when it returns, during stream capture too)."""
+        free again when it returns, during stream capture too). An empty grid calls nothing:
+        the driver refuses a zero extent, and there is no block to run."""
+        if shape.empty:
+            return None
         with self.lock:
             struct.pack_into(self.fmt, self.buf, 0, *values)
             e, cur = self._get_ctx()
@@ -380,6 +383,10 @@ class CudaLaunch:
         if err != self._ok:
             self.backend._check((err,), "cuLaunchKernel" if shape.cluster is None
                                 else "cuLaunchKernelEx", self.name)
+        return None
+
+    def nothing(self, shape: LaunchShape):
+        """What an empty launch returns (see `launch`)."""
         return None
 
     def _issue(self, shape: LaunchShape, stream: int):

@@ -14,7 +14,8 @@ import struct
 import numpy as np
 
 from tilelang.diagnostics import InternalCompilerError
-from tilelang.emulator import EmulatorDevice, EmulatorError, ExecutionError, LaunchRefused
+from tilelang.emulator import (EmulatorDevice, EmulatorError, ExecutionError, LaunchRefused,
+                               LaunchReport)
 
 from .args import ArrayView
 from .compiler import Built
@@ -144,6 +145,8 @@ class EmulatorLaunch:
         self.backend, self.fn, self.fmt, self.name = backend, fn, fmt, name
 
     def launch(self, values, shape: LaunchShape, stream=None):
+        if shape.empty:
+            return self.nothing(shape)
         packed = struct.pack(self.fmt, *values)
         device = self.backend.device
         observers = EmulatorBackend.observers
@@ -165,6 +168,15 @@ class EmulatorLaunch:
                                "on the GPU (or undefined behaviour there)") from e
         finally:
             device.detailed_counters = detailed
+
+
+    def nothing(self, shape: LaunchShape) -> LaunchReport:
+        """An empty grid runs no block: a report of no threads and no work (the observers
+        see it too, as they see every launch)."""
+        rep = LaunchReport(self.name, shape.grid, shape.block, shape.cluster or (1, 1, 1), 0)
+        for f in EmulatorBackend.observers:
+            f(rep)
+        return rep
 
 
 def _byte_span(v: ArrayView) -> tuple[int, int]:

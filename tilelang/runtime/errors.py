@@ -15,7 +15,7 @@ from tilelang.diagnostics import (Diagnostic, Severity, Span, TileError, TileLau
 register_codes({
     "E0901": "launch block shape breaks the kernel's .reqntid/.maxntid or the device limits",
     "E0902": "launch grid is not divisible by the kernel's cluster shape",
-    "E0903": "launch grid is empty or exceeds the device's grid limits",
+    "E0903": "launch grid is malformed, negative or exceeds the device's grid limits",
     "E0904": "kernel needs thread-block clusters but the device is older than sm_90",
     "E0905": "kernel's shared memory exceeds the device's per-block limit",
     "E0906": "cluster shape exceeds the device's cluster size limit",

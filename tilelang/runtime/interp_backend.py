@@ -157,6 +157,8 @@ class InterpKernelRunner:
         check_writes(name, self.params, self.arrays, written, views, args)
         from tilelang.interp import InterpreterAssertionError, InterpreterError
         g = dims(grid, "grid", name)
+        if 0 in g:                           # an empty grid: checked above, runs nothing
+            return None
         try:
             interp.run(values, g, cluster or (1, 1, 1))
         except InterpreterAssertionError as e:

@@ -38,6 +38,11 @@ class LaunchShape:
     cluster: Dims | None
     shared_mem: int          # dynamic bytes to launch with
 
+    @property
+    def empty(self) -> bool:
+        """A grid with a zero extent: the launch runs no block (docs/python-api.md)."""
+        return 0 in self.grid
+
 
 def dims(value, what: str, kernel: str) -> Dims:
     """An int or a tuple of 1 to 3 ints, padded with 1s."""
@@ -69,10 +74,12 @@ def check_launch(kernel: str, art: KernelArtifact, dev: DeviceLimits, grid: Dims
     maxntid = _pad(getattr(attrs, "maxntid", None))
 
     # -- grid ---------------------------------------------------------------------------------
-    if any(g < 1 for g in grid):
-        raise launch_error("E0903", f"launch of `{kernel}`: grid {_show(grid)} has an empty "
-                           "dimension", "every grid dimension must be at least 1; skip the "
-                           "launch when there is no work")
+    # A zero extent is an empty launch (docs/python-api.md "Launching"): everything else is
+    # still checked, and the launchers then return without running a block.
+    if any(g < 0 for g in grid):
+        raise launch_error("E0903", f"launch of `{kernel}`: grid {_show(grid)} has a negative "
+                           "dimension", "every grid dimension must be at least 0 (0 launches "
+                           "nothing)")
     cluster = tuple(art.cluster) if art.cluster else None
     blocks_are_clusters = bool(getattr(attrs, "blocksareclusters", False))
     eff_grid = tuple(g * c for g, c in zip(grid, cluster)) if cluster and blocks_are_clusters \

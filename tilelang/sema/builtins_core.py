@@ -394,8 +394,36 @@ def const_dims(bound: BoundArgs, name: str, span: Span | None,
                 break
         else:
             return tuple(out)
-    raise fail("E0507", bound, name, f"must be a tuple of constant integers, found {found(a)}",
-               span)
+    raise fail("E0507", bound, name, f"must be a tuple of constant integers, found {found(a)}"
+               + _float_note(c), span, help=_float_help(a, c))
+
+
+def _first_float(c) -> tuple[int, float] | None:
+    """The first float element of a constant (tuple), with its position."""
+    items = c.items if isinstance(c, ConstTuple) else (c,)
+    for i, item in enumerate(items):
+        if isinstance(item, ConstValue) and isinstance(item.value, float):
+            return i, item.value
+    return None
+
+
+def _float_note(c) -> str:
+    got = _first_float(c)
+    if got is None:
+        return ""
+    i, v = got
+    return f" (element {i} is the float {v!r})" if isinstance(c, ConstTuple) else \
+        f" (the float {v!r})"
+
+
+def _float_help(a: ArgInfo, c) -> str | None:
+    """`/` always divides to a float (docs/language.md §8.4); say how to stay integral."""
+    if _first_float(c) is None:
+        return None
+    if "/" in found(a):
+        return ("`/` divides to a float even between integers; use `floordiv(a, b)` (or "
+                "`cdiv(a, b)` to round up) for an integer: `//` starts a comment in Tile")
+    return "shape dimensions are integers: write integer constants, or convert with `i32(...)`"
 
 
 def shape_param(bound: BoundArgs, name: str, dtype: DType, span: Span | None,

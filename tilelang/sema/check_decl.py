@@ -42,6 +42,8 @@ class DeclarationChecks:
             if self.error_count >= MAX_ERRORS:
                 break
             if isinstance(item, ast.KernelDef):
+                if self.only_kernels is not None and item.name not in self.only_kernels:
+                    continue
                 k = self.check_kernel(item, info)
                 if k is not None:
                     program.kernels.append(k)

@@ -43,6 +43,10 @@ class ExpressionChecks:
                 "E0201", f"cannot find `{name}` in this scope", span,
                 related=(Label(later, f"`{name}` is declared here, in a block that has ended"),),
                 help=f"declare `{name}` before that block (with `var` if the block sets it)")
+        from .foreign_names import FOREIGN_NAMES   # on this error path only (tilec check's
+        if name in FOREIGN_NAMES:                   # import budget, tests/frontend/test_startup.py)
+            raise TileSemanticError.at("E0201", f"cannot find `{name}` in this scope", span,
+                                       help=FOREIGN_NAMES[name])
         candidates = scope.all_names() + list(ctx.module.names) + list(BUILTINS) + list(DTYPES)
         close = close_matches(name, candidates, n=1)
         raise TileSemanticError.at(
@@ -206,6 +210,7 @@ class ExpressionChecks:
     def call(self, e: ast.Call, scope: Scope, ctx: Ctx) -> ArgInfo:
         receiver = None
         if isinstance(e.func, ast.Member):
+            self.foreign_prefix(e.func, scope, ctx)
             recv = self.expr(e.func.value, scope, ctx)
             if is_error(recv):
                 return error_value(e.span)
@@ -268,7 +273,18 @@ class ExpressionChecks:
                 f"it defines: {', '.join(sorted(info.names)) or 'nothing'}")
         return replace(b.value, span=span)
 
+    def foreign_prefix(self, e: ast.Member, scope: Scope, ctx: Ctx) -> None:
+        """`tl.exp`: an unbound prefix that is another language's module (foreign_names.py)."""
+        if isinstance(e.value, ast.Name) and scope.lookup(e.value.id) is None and \
+                e.value.id not in ctx.module.names:
+            from .foreign_names import foreign_member     # error path only, as in `lookup`
+            help = foreign_member(e.value.id, e.attr)
+            if help is not None:
+                raise TileSemanticError.at("E0201", f"cannot find `{e.value.id}` in this "
+                                           "scope", e.value.span, help=help)
+
     def member(self, e: ast.Member, scope: Scope, ctx: Ctx) -> ArgInfo:
+        self.foreign_prefix(e, scope, ctx)
         v = self.expr(e.value, scope, ctx)
         if is_error(v):
             return v
@@ -324,7 +340,7 @@ class ExpressionChecks:
                      "with `gather`")
         if isinstance(v.type, TileType) and v.type.shape:
             raise TileSemanticError.at("E0222", f"a tile ({v.type}) cannot be indexed", e.span,
-                                       help="use `extract` to take a sub-tile")
+                                       help=_element_help(e, v.type))
         raise TileSemanticError.at("E0222", f"a value of type {v.type} cannot be indexed",
                                    e.span)
 
@@ -355,3 +371,14 @@ def _tuple_const(elems) -> ConstTuple | None:
     if all(x.const is not None for x in elems):
         return ConstTuple(tuple(x.const for x in elems))
     return None
+
+
+def _element_help(e: ast.Index, t: TileType) -> str:
+    """How to take one element of a tile as a scalar, spelled with the indices written."""
+    from ..frontend.printer import expr as show
+    n = len(t.shape)
+    idx = [show(i) for i in e.indices] if len(e.indices) == n else ["0"] * n
+    tup = "(" + ", ".join(idx) + ("," if n == 1 else "") + ")"
+    ones = "(" + ", ".join(["1"] * n) + ("," if n == 1 else "") + ")"
+    return (f"use `extract` to take a sub-tile; one element as a scalar is "
+            f"`extract({show(e.value)}, index = {tup}, shape = {ones}).reshape(())`")

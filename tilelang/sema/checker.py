@@ -24,6 +24,8 @@ Decisions (language reference §Names, §Constants):
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from ..diagnostics import Diagnostic, Severity, Span, TileError, register_codes
 from ..frontend import ast
 from ..frontend.imports import ModuleLoader
@@ -104,11 +106,16 @@ class Checker(DeclarationChecks, StatementChecks, ExpressionChecks):
         self.modules: dict[str, ModuleInfo] = {}
         self.statements = 0  # eighths of statements walked in the current kernel or function
         self.in_body = False  # expressions are charged only inside a body being walked
+        self.only_kernels: frozenset[str] | None = None   # check_module's `kernels`
 
     # ---- diagnostics ----
     def report(self, diags) -> None:
         for d in diags:
-            key = (d.code, d.span, d.message)
+            # An error is reported once per place: a generic `fn` checked again for each call
+            # signature (or a `static for` body for each iteration) fails at the same span
+            # with the types of each instance in the message; the first says it all.
+            key = (d.code, d.span) if d.severity is Severity.ERROR and d.span is not None \
+                else (d.code, d.span, d.message)
             if key in self._seen:
                 continue
             self._seen.add(key)
@@ -128,11 +135,16 @@ class Checker(DeclarationChecks, StatementChecks, ExpressionChecks):
         self.instances.clear()
 
 
-def check_module(module: ast.Module, options: CompileOptions
+def check_module(module: ast.Module, options: CompileOptions,
+                 kernels: Collection[str] | None = None
                  ) -> tuple[TypedProgram, list[Diagnostic]]:
     """Check a parsed module (the driver's entry point). Returns the typed program and every
-    diagnostic (errors, warnings, notes); raises nothing for user mistakes."""
+    diagnostic (errors, warnings, notes); raises nothing for user mistakes. With `kernels`
+    (a launch compiles one kernel with its own `const` values, docs/python-api.md) the
+    other kernels are declared but not walked: their errors under those values are not
+    the launched kernel's."""
     checker = Checker(options)
+    checker.only_kernels = None if kernels is None else frozenset(kernels)
     try:
         program = checker.check_root(module)
     except TileError as e:

@@ -50,11 +50,10 @@ def written_arrays(kernel) -> frozenset:
 
 def launch(kernel, grid, args, where: str, *, stream=None, block=None):
     """Launch `kernel` (consts bound) on `args`: on CUDA tensors on their device, made current
-    for the call, and that device's current torch stream unless `stream` is given; nothing
-    for a grid with a zero dimension (empty tensors), as in Triton."""
+    for the call, and that device's current torch stream unless `stream` is given. A grid
+    with a zero dimension (empty tensors) is the runtime's empty launch: checked, then no
+    block runs (docs/python-api.md "Launching")."""
     torch = import_torch()
-    if empty_grid(grid):
-        return None
     device = device_of(args, where, torch)
     if device is not None and device.type == "cuda":
         with torch.cuda.device(device):
@@ -94,11 +93,6 @@ def device_of(values, where: str, torch):
         raise TileOpError(f"{where}: tensors on different devices "
                           f"({', '.join(sorted(map(str, devices)))}); move them to one")
     return next(iter(devices), None)
-
-
-def empty_grid(grid) -> bool:
-    dims = grid if isinstance(grid, (tuple, list)) else (grid,)
-    return any(type(d) is int and d == 0 for d in dims)
 
 
 def describe(v) -> str:
