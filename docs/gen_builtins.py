@@ -47,10 +47,11 @@ def _import_all(package: str, prefix: str = "") -> None:
         pkg = importlib.import_module(package)
     except ImportError:
         return
-    for info in pkgutil.iter_modules(pkg.__path__):
-        if info.name.startswith(prefix):
+    # sub-packages too: codes registered in e.g. tilelang/codegen/target/link.py count
+    for info in pkgutil.walk_packages(pkg.__path__, prefix=f"{package}."):
+        if info.name.rpartition(".")[2].startswith(prefix):
             try:
-                importlib.import_module(f"{package}.{info.name}")
+                importlib.import_module(info.name)
             except ImportError:
                 pass
 
