@@ -23,6 +23,7 @@ import pytest
 from tilelang.codegen.api import TensorMapSpec
 from tilelang.runtime import tensormap as rt_tm
 from tilelang.runtime.packing import ParamLayout
+from tilelang.runtime.validate import LaunchShape
 
 from test_wgmma import MAJORS, MATMUL, matmul_arrays, operands
 from wgmma_support import compile_tma, run
@@ -245,9 +246,22 @@ def test_launcher_appends_the_maps_of_each_launch():
         def launch(self, values, shape, stream=None):
             got.append(values)
 
+        def nothing(self, shape):
+            got.append("nothing")
+
+    encoded = []
+
+    def encode(args):
+        encoded.append(args)
+        return bytes([args.dims[0] % 256]) * 128
+
     params = [P("x", "scalar"), P("a", "array", 2), P("b", "array", 2)]
-    lau = rt_tm.TensorMapLauncher(Inner(), params, [spec(array="b")],
-                                  lambda args: bytes([args.dims[0] % 256]) * 128)
+    lau = rt_tm.TensorMapLauncher(Inner(), params, [spec(array="b")], encode)
     values = [7, 0x100, 8, 64, 64, 1, 0x200, 16, 96, 96, 1]
-    lau.launch(values, None)
+    lau.launch(values, LaunchShape((1, 1, 1), (128, 1, 1), None, 0))
     assert got[0][:len(values)] == values and got[0][-1] == bytes([96]) * 128
+    assert len(encoded) == 1
+    # an empty grid runs no block: no map is encoded, the inner launcher launches nothing
+    lau.launch([7, 0x100, 8, 64, 64, 1, 0x400, 16, 96, 96, 1],
+               LaunchShape((0, 1, 1), (128, 1, 1), None, 0))
+    assert got[1] == "nothing" and len(encoded) == 1
