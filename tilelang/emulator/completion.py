@@ -137,20 +137,28 @@ def _land(st, pending: Pending, done):
         st.proxy.wrote(st, pending.dst[done], n)
 
 
+def due_test(st, idx, limit=None):
+    """Which pending work a wait of threads `idx` completes, as a test of (threads, groups):
+    every group of those threads (limit None), or the groups below each one's `limit` (the
+    `wait_group N` forms). Shared by cp.async groups and wgmma groups."""
+    sel = np.zeros(st.T, bool)
+    sel[idx] = True
+    if limit is None:
+        return lambda threads, groups: sel[threads]
+    lim = np.full(st.T, -1, np.int64)
+    lim[idx] = limit
+    return lambda threads, groups: sel[threads] & (groups < lim[threads])
+
+
 def complete(st, idx, limit=None):
     """Land the pending copies of threads `idx`: all of them (limit None) or those whose
     group number is below the thread's `limit`."""
     if not st.cp_pending:
         return
-    sel = np.zeros(st.T, bool)
-    sel[idx] = True
-    lim = None
-    if limit is not None:
-        lim = np.full(st.T, -1, np.int64)
-        lim[idx] = limit
+    due = due_test(st, idx, limit)
     keep = []
     for p in st.cp_pending:
-        done = sel[p.idx] if lim is None else sel[p.idx] & (p.group < lim[p.idx])
+        done = due(p.idx, p.group)
         _land(st, p, done)
         if not done.all():
             left = ~done

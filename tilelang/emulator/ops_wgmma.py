@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from .access import locate
+from .completion import due_test
 from .decode import op
 from .errors import ExecutionError, MemoryFault
 from .fragments import LAYOUTS, unpack_elements
@@ -118,16 +119,11 @@ def land(st, idx, limit=None):
     """Compute the pending mma_async of threads `idx` (all, or those of a group < limit)."""
     if not st.wg_pending:
         return
-    sel = np.zeros(st.T, bool)
-    sel[idx] = True
-    lim = None
-    if limit is not None:
-        lim = np.full(st.T, -1, np.int64)
-        lim[idx] = limit
+    is_due = due_test(st, idx, limit)
     keep = []
     for p in st.wg_pending:                       # issue order: chained accumulators work
         firsts = p.threads.reshape(-1, 128)[:, 0]
-        due = sel[firsts] if lim is None else sel[firsts] & (p.group < lim[firsts])
+        due = is_due(firsts, p.group)
         if due.any():
             p.compute(st, p.ws[due])
             done = np.zeros(st.T, bool)
