@@ -438,3 +438,18 @@ def run_script(code: str, cache_dir: str, extra_env=None, timeout=120):
 
 def facts(**kw) -> dict:
     return {k: ArrayFacts.from_key(v) for k, v in kw.items()}
+
+
+def use_emulated_driver(monkeypatch, devices: int = 1):
+    """The runtime's CUDA back end on tests/emulated_cuda.py's driver with `devices` devices,
+    every back end made anew; returns the driver (whose call log and state tests read)."""
+    if os.path.join(ROOT, "tests") not in sys.path:
+        sys.path.insert(0, os.path.join(ROOT, "tests"))
+    import emulated_cuda
+    from tilelang.runtime import backends, cuda
+    drv = emulated_cuda.EmulatedDriver(devices=devices) if devices != 1 else \
+        emulated_cuda.EmulatedDriver()
+    emulated_cuda._record_links()
+    monkeypatch.setattr(cuda, "_driver", lambda: drv)
+    monkeypatch.setattr(backends, "_BACKENDS", {})
+    return drv

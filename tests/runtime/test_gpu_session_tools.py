@@ -16,15 +16,13 @@ import numpy as np
 import pytest
 
 import tilelang
-from rt_support import ROOT
+from rt_support import ROOT, use_emulated_driver
 
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 
 import check_cuda_bindings  # noqa: E402
 import emulated_cuda  # noqa: E402
-from tilelang.runtime import cuda as rt_cuda  # noqa: E402
-from tilelang.runtime import backends as rt_backends  # noqa: E402
 
 bindings = pytest.importorskip("cuda.bindings.driver")
 SCRIPT = os.path.join(ROOT, "tools", "gpu_session.sh")
@@ -100,11 +98,7 @@ def test_bindings_check_finds_a_wrong_call(tmp_path):
 
 @pytest.fixture
 def emulated(monkeypatch):
-    drv = emulated_cuda.EmulatedDriver()
-    emulated_cuda._record_links()
-    monkeypatch.setattr(rt_cuda, "_driver", lambda: drv)
-    monkeypatch.setattr(rt_backends, "_BACKENDS", {})
-    return drv
+    return use_emulated_driver(monkeypatch)
 
 
 def test_emulated_driver_runs_the_cuda_back_end(emulated, tmp_path):

@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 
 import tilelang
-from rt_support import ROOT, FakeCompiler, fresh_runtime, source  # noqa: F401 (autouse)
-from tilelang.runtime import backends as rt_backends
+from rt_support import (ROOT, FakeCompiler, fresh_runtime, source,  # noqa: F401 (autouse)
+                        use_emulated_driver)
 from tilelang.runtime import cuda as rt_cuda
 
 sys.path.insert(0, os.path.join(ROOT, "tests"))
@@ -34,11 +34,7 @@ CAPTURE_SAFE = {"cuCtxGetCurrent", "cuCtxSetCurrent", "cuLaunchKernel", "cuLaunc
 
 @pytest.fixture
 def emu(monkeypatch):
-    d = emulated_cuda.EmulatedDriver()
-    emulated_cuda._record_links()
-    monkeypatch.setattr(rt_cuda, "_driver", lambda: d)
-    monkeypatch.setattr(rt_backends, "_BACKENDS", {})
-    return d
+    return use_emulated_driver(monkeypatch)
 
 
 @pytest.fixture

@@ -15,9 +15,8 @@ import numpy as np
 import pytest
 
 import tilelang
-from rt_support import ROOT, FakeCompiler, fresh_runtime, source  # noqa: F401 (autouse)
-from tilelang.runtime import backends as rt_backends
-from tilelang.runtime import cuda as rt_cuda
+from rt_support import (ROOT, FakeCompiler, fresh_runtime, source,  # noqa: F401 (autouse)
+                        use_emulated_driver)
 
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 import emulated_cuda  # noqa: E402
@@ -28,11 +27,7 @@ N = 2000
 
 @pytest.fixture
 def emu(monkeypatch):
-    d = emulated_cuda.EmulatedDriver(devices=2)
-    emulated_cuda._record_links()
-    monkeypatch.setattr(rt_cuda, "_driver", lambda: d)
-    monkeypatch.setattr(rt_backends, "_BACKENDS", {})
-    return d
+    return use_emulated_driver(monkeypatch, devices=2)
 
 
 @pytest.fixture

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 import tilelang
-from rt_support import ROOT, FakeCompiler, fresh_runtime, source  # noqa: F401 (autouse)
-from tilelang.runtime import backends as rt_backends
+from rt_support import (ROOT, FakeCompiler, fresh_runtime, source,  # noqa: F401 (autouse)
+                        use_emulated_driver)
 from tilelang.runtime.errors import KernelArgumentError, LaunchConfigError
 from tilelang.cli import main
 
@@ -77,12 +77,7 @@ def test_negative_extents_stay_errors(emu_mod):
 
 def test_cuda_back_end_calls_no_driver(monkeypatch, tmp_path):
     pytest.importorskip("cuda.bindings.driver")
-    import emulated_cuda
-    from tilelang.runtime import cuda as rt_cuda
-    d = emulated_cuda.EmulatedDriver()
-    emulated_cuda._record_links()
-    monkeypatch.setattr(rt_cuda, "_driver", lambda: d)
-    monkeypatch.setattr(rt_backends, "_BACKENDS", {})
+    d = use_emulated_driver(monkeypatch)
     mod = tilelang.compile(source("vadd"), backend="cuda", compiler=FakeCompiler(),
                            cache_dir=str(tmp_path))
     a = np.arange(N, dtype=np.float32)
