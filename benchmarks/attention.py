@@ -4,7 +4,7 @@
     python3 benchmarks/attention.py [--quick] [--cpu] [--out FILE.md]
 
 On a GPU, for f16 inputs of shape (32 heads, S, D) with S in 512..8192, D in 64 and 128,
-causal or not, in one process on the same tensors: our kernel `attention_f16` (autotuned over
+causal or not, in one process on the same tensors: our kernel `attention` (autotuned over
 its tiles BM x BN), torch's `scaled_dot_product_attention` (flash or memory-efficient
 back end, as torch picks) and a flash-attention forward kernel written here for Triton (online
 softmax in base 2, the row block's queries in registers, one program per (row block, head)).
@@ -62,7 +62,7 @@ def emulator_rows() -> list[dict]:
                        for _ in range(3))
             o = np.zeros_like(q)
             bn = 64 if d == 64 else 32
-            kern = mod.attention_f16.specialize(BM=64, BN=bn, D=d, CAUSAL=causal)
+            kern = mod.attention.specialize(BM=64, BN=bn, D=d, CAUSAL=causal)
             c = do_bench(lambda: kern[(-(-seq // 64), heads)](q, k, v, o, 1 / math.sqrt(d)),
                          backend="emulator")
             f = flops(heads, seq, d, causal)
@@ -169,7 +169,7 @@ def gpu_rows(quick: bool = False) -> list[dict]:
     g = torch.Generator(device="cuda").manual_seed(0)
     for d in DIMS:
         for causal in (False, True):
-            tuned = autotune(mod.attention_f16.specialize(D=d, CAUSAL=causal), space=SPACE,
+            tuned = autotune(mod.attention.specialize(D=d, CAUSAL=causal), space=SPACE,
                              grid=lambda m: (-(-m["q"].shape[1] // m["BM"]),
                                              m["q"].shape[0]), progress=False)
             for seq in (SEQS[:2] if quick else SEQS):

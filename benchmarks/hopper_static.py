@@ -169,7 +169,7 @@ def ours() -> dict:
     defines = {k: str(v) for k, v in ATT.items()}
     defines["CAUSAL"] = "false"
     res = compile_source(src, "attention.tile", CompileOptions(target=ARCH, defines=defines),
-                         kernels=["attention_f16"], until="ptx")
+                         kernels=["attention"], until="ptx")
     assert res.ok, render_all(res.diagnostics)
     out["attention"] = res.ptx
     src = (ROOT / "examples" / "matmul.tile").read_text().replace(
@@ -182,7 +182,7 @@ def ours() -> dict:
         "@launch(reqntid = (128, 1, 1))", "@launch(reqntid = (384, 1, 1))")
     res = compile_source(src, "attention.tile",
                          CompileOptions(target=ARCH, defines=dict(defines, BM=str(2 * ATT["BM"]))),
-                         kernels=["attention_f16"], until="ptx")
+                         kernels=["attention"], until="ptx")
     assert res.ok and ".reqntid 384" in res.ptx, render_all(res.diagnostics)
     out["attention_ws"] = res.ptx
     return out

@@ -195,24 +195,48 @@ def inspect_source(text: str, path: str, options: CompileOptions | None = None) 
     """The kernels of a module and their parameters (raises TileError on errors)."""
     from .compiled import KernelSig, ModuleSig, ParamSig
     from .sema.constants import ConstValue
-    from .sema.types import ArrayType
+    from .sema.types import ArrayType, DTypeType
     result = check_source(text, path, options)
     _raise_errors(result.diagnostics)
     kernels = {}
     for k in result.typed.kernels:
         params = []
         spans = {p.name: p.span for p in k.node.params}
+        tvars = _type_vars(k.node)
         for name, t, is_const, val in k.params:
-            if is_const:
+            if is_const and isinstance(t, DTypeType):
+                d = None if val.is_var else val.name
+                params.append(ParamSig(name, "const", "dtype", 0, d, spans.get(name)))
+            elif is_const:
                 default = val.value if isinstance(val, ConstValue) and not val.is_symbolic \
                     else None
                 params.append(ParamSig(name, "const", t.dtype, 0, default, spans.get(name)))
             elif isinstance(t, ArrayType):
-                params.append(ParamSig(name, "array", t.dtype, t.rank, span=spans.get(name)))
+                params.append(ParamSig(name, "array", t.dtype, t.rank, span=spans.get(name),
+                                       type_var=tvars.get(name)))
             else:
-                params.append(ParamSig(name, "scalar", t.dtype, span=spans.get(name)))
+                params.append(ParamSig(name, "scalar", t.dtype, span=spans.get(name),
+                                       type_var=tvars.get(name)))
         kernels[k.name] = KernelSig(k.name, tuple(params), k.launch, k.node.name_span)
     return ModuleSig(path, kernels, _sources(text, path, result.typed.files))
+
+
+def _type_vars(k: ast.KernelDef) -> dict[str, str]:
+    """Parameter name -> the `const T: dtype` parameter its declared type names, for the
+    parameters typed `Array[T, n]` or `T` (docs/language.md, "Generic kernels")."""
+    names = {p.name for p in k.params if p.is_const and isinstance(p.type, ast.TypeExpr)
+             and p.type.name == "dtype" and p.type.args is None}
+    out = {}
+    for p in k.params:
+        t = p.type
+        if p.is_const or not isinstance(t, ast.TypeExpr):
+            continue
+        first = t.name if t.args is None else (
+            t.args[0].id if t.name == "Array" and t.args and isinstance(t.args[0], ast.Name)
+            else None)
+        if first in names:
+            out[p.name] = first
+    return out
 
 
 def _const_text(v: Any) -> str:

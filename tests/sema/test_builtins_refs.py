@@ -272,6 +272,24 @@ def test_shape_refs():
 # ---------------------------------------------------------------------------------------------
 # dtype
 
+def test_dtype_queries_fold_and_evaluate():
+    """`is_floating`, `is_integer` and `bits` on every dtype: the fold (what the checker
+    uses) and the reference agree with the dtype table of docs/language.md §3.1."""
+    from tilelang.sema.types import ALL_DTYPES
+    table_bits = {"bool": 1, "i8": 8, "i16": 16, "i32": 32, "i64": 64, "u8": 8, "u16": 16,
+                  "u32": 32, "u64": 64, "f16": 16, "bf16": 16, "f32": 32, "f64": 64,
+                  "tf32": 32, "f8e4m3": 8, "f8e5m2": 8}
+    floats = {"f16", "bf16", "f32", "f64", "tf32", "f8e4m3", "f8e5m2"}
+    for dt in ALL_DTYPES:
+        for name, want in (("is_floating", dt.name in floats),
+                           ("is_integer", dt.name[0] in "iu"),
+                           ("bits", table_bits[dt.name])):
+            b = lookup(name)
+            bound = bind(name, D(dt.name))
+            assert b.fold(bound, None).value == want, (name, dt)
+            assert ev(name, (D(dt.name),), {"dtype": dt}) == want, (name, dt)
+
+
 def test_astype_semantics():
     x = np.array([1e10, -1e10, np.nan, 2.7, -2.7, 127.9, -128.9], np.float32)
     assert ev("astype", (T("f32", 8), D("i8")), {"x": x, "dtype": I8}).tolist() == \

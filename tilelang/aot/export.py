@@ -137,10 +137,11 @@ def _const_text(v: Any) -> str:
 def _signature(k) -> str:
     parts = []
     for p in k.params:
+        dt = getattr(p.dtype, "name", p.dtype)    # `const T: dtype` has the name `dtype`
         if p.kind == "array":
-            parts.append(f"{p.name}: Array[{p.dtype.name}, {p.rank}]")
+            parts.append(f"{p.name}: Array[{dt}, {p.rank}]")
         elif p.kind == "const":
-            parts.append(f"const {p.name}: {p.dtype.name} = {_const_text(p.default)}")
+            parts.append(f"const {p.name}: {dt} = {_const_text(p.default)}")
         else:
-            parts.append(f"{p.name}: {p.dtype.name}")
+            parts.append(f"{p.name}: {dt}")
     return f"kernel {k.name}(" + ", ".join(parts) + ")"

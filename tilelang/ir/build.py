@@ -107,6 +107,17 @@ class SourceBuilder(Checker):
                      f"`-D {p.name}=VALUE`, or specialize it at launch")
         return v
 
+    def dtype_param_value(self, p: ast.Param, scope, ctx):
+        d = super().dtype_param_value(p, scope, ctx)
+        if self.kb is not None and d.is_var:
+            raise TileSemanticError.at(
+                "E0260", f"`const {p.name}: dtype` has no value, so kernel `{ctx.name}` "
+                         f"cannot be compiled", p.span,
+                help=f"pass `-D {p.name}=f16` (or another dtype), give it a default "
+                     f"(`const {p.name}: dtype = f16`), or launch it with arrays: their "
+                     f"dtypes fix `{p.name}`")
+        return d
+
     def stmts(self, stmts, scope: Scope, ctx: Ctx) -> None:
         if self.kb is None:
             return super().stmts(stmts, scope, ctx)

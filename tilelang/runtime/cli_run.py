@@ -302,6 +302,8 @@ def cmd_run(argv: list[str]) -> int:
                                include_dirs=args.include, opt_level=args.opt, backend=backend,
                                cache=not args.no_cache)
         kernel = getattr(mod, args.kernel)
+        if kernel.open_types:        # a generic kernel: -D T=bf16 (or T's default) fixes T
+            kernel = kernel._defaulted()
         rng = np.random.default_rng(args.seed)
         try:
             kargs = _make_args(kernel, specs, default_shape, backend, rng)

@@ -165,13 +165,23 @@ class Kernel:
     """A kernel of a module with its `const` parameters bound (defaults where not given)."""
 
     def __init__(self, module: Module, info: KernelInfo, consts: Mapping[str, Any]):
-        self.module, self.info = module, info
+        self.module = module
         self.consts = dict(consts)
+        # A generic kernel (docs/python-api.md, "Generic kernels") binds its type variables
+        # per launch, from the arrays' dtypes; bound, it is an ordinary kernel whose
+        # parameters have those dtypes and whose const values name them.
+        self.open_types = tuple(p for p in info.type_vars if p.name not in self.consts)
+        if info.type_vars and not self.open_types:
+            info = info.with_types({p.name: self.consts[p.name] for p in info.type_vars})
+        self.info = info
         self.params = info.runtime_params
+        self._variants: dict[tuple, Kernel] = {}
+        if self.open_types:
+            self._launch = self._launch_generic
+            return
         self._layout = layout(self.params)
         self._specializer = Specializer(module, info, self.params, self.consts, self._layout)
         self._specs = self._specializer.specs
-        self._variants: dict[tuple, Kernel] = {}
         if module.backend.name == "interp":
             from .interp_backend import InterpKernelRunner
             self._interp = InterpKernelRunner(module, info, self.params,
@@ -212,7 +222,29 @@ class Kernel:
         return k
 
     def _const_values(self) -> dict[str, Any]:
+        if self.open_types:
+            return self._defaulted()._const_values()
         return self._specializer.const_values()
+
+    def _defaulted(self) -> "Kernel":
+        """A generic kernel with its type variables at their defaults (for `compile()` and
+        grid functions when no array fixes them)."""
+        types = {}
+        for p in self.open_types:
+            if p.default is None:
+                raise arg_error("E0916", f"kernel `{self.name}` needs a dtype for `const "
+                                f"{p.name}: dtype`, which has no default", "launch it with "
+                                f"arrays (their dtypes fix `{p.name}`), bind it with "
+                                f"`.specialize({p.name}='f16')`, or pass `-D {p.name}=f16`",
+                                p.span)
+            types[p.name] = p.default
+        return self.specialize(**types)
+
+    def _launch_generic(self, grid, args: tuple, stream, block):
+        """Fix the type variables from the arrays passed, then launch that specialization."""
+        if len(args) != len(self.params):
+            raise count_error(self.info, self.params, len(args))
+        return self.specialize(**infer_types(self, args))._launch(grid, args, stream, block)
 
     # -- launching ----------------------------------------------------------------------------
     def __getitem__(self, grid) -> "_GridLaunch":
@@ -246,6 +278,8 @@ class Kernel:
         """Compile (or load from the caches) the specialization for the given array facts;
         arrays not named get all four (contiguous, 16-byte aligned, last extent a multiple
         of 16 bytes, offsets below 2^31 elements): what a launch with ordinary tensors uses."""
+        if self.open_types:
+            return self._defaulted().compile(facts)
         if self.module.backend.name == "interp":
             raise usage_error("E0925", f"kernel `{self.name}` runs on the interpreter back end, "
                               "which needs no compiled code", "compile PTX on the `emulator` or "
@@ -287,6 +321,40 @@ def _arg_tuple(kernel: Kernel, args) -> tuple:
                     " — a single argument is `(a,)`", kernel.info.span)
 
 
+def infer_types(kernel: Kernel, args: tuple) -> dict[str, str]:
+    """The dtype of each open type variable of a generic kernel, from the arrays passed for
+    the parameters that name it; every such array must agree (E0911 names two that do
+    not). A variable no array names takes its default (E0916 without one)."""
+    from .args import extract
+    got: dict[str, tuple] = {}
+    for p, a in zip(kernel.params, args):
+        if p.type_var is None or p.kind != "array" or p.type_var in kernel.consts:
+            continue
+        v = extract(a)
+        if v is None or v.dtype is None:
+            continue                 # not an array: the specialization's checks explain it
+        first = got.get(p.type_var)
+        if first is None:
+            got[p.type_var] = (p, v.dtype)
+        elif first[1] != v.dtype:
+            q = first[0]
+            raise arg_error("E0911", f"arguments `{q.name}` and `{p.name}` of kernel "
+                            f"`{kernel.name}` are both `Array[{p.type_var}, ...]`, but "
+                            f"`{q.name}` is {first[1]} and `{p.name}` is {v.dtype}",
+                            f"`{p.type_var}` is one dtype per launch: convert one of them "
+                            f"(e.g. `x.to(...)` / `x.astype(...)`)", p.span)
+    out = {n: d for n, (_, d) in got.items()}
+    for p in kernel.open_types:
+        if p.name not in out:
+            if p.default is None:
+                raise arg_error("E0916", f"kernel `{kernel.name}` cannot tell `{p.name}` from "
+                                "its arguments (no array of its type was passed) and "
+                                f"`const {p.name}: dtype` has no default",
+                                f"bind it: `.specialize({p.name}='f16')`", p.span)
+            out[p.name] = p.default
+    return out
+
+
 def _check_const(info: KernelInfo, name: str, value):
     ps = {p.name: p for p in info.const_params}
     p = ps.get(name)
@@ -294,6 +362,8 @@ def _check_const(info: KernelInfo, name: str, value):
         others = ", ".join(f"`{n}`" for n in ps) or "none"
         raise arg_error("E0916", f"kernel `{info.name}` has no const parameter `{name}`",
                         f"its const parameters are: {others}", info.span)
+    if p.is_type_var:
+        return _check_dtype_const(info, p, value)
     v = value.item() if hasattr(value, "item") and getattr(value, "shape", None) == () else value
     ok = False
     if p.dtype == "bool":
@@ -309,3 +379,24 @@ def _check_const(info: KernelInfo, name: str, value):
                         f"{p.dtype}; {value!r} is not a valid value",
                         f"pass a value representable as {p.dtype}", p.span)
     return v
+
+
+def _check_dtype_const(info: KernelInfo, p, value) -> str:
+    """A value for `const T: dtype`: a Tile dtype name (`"bf16"`), or a NumPy or torch
+    dtype that has one."""
+    from .dtypes import ITEMSIZE, NUMPY_TO_TILE, TORCH_TO_TILE
+    name = value if isinstance(value, str) and value in ITEMSIZE else None
+    if name is None and not isinstance(value, str):
+        name = TORCH_TO_TILE.get(str(value))
+        if name is None:
+            try:
+                import numpy as np
+                name = NUMPY_TO_TILE.get(np.dtype(value).name)
+            except TypeError:
+                name = None
+    if name is None:
+        raise arg_error("E0916", f"const parameter `{p.name}` of kernel `{info.name}` is a "
+                        f"dtype; {value!r} is not one",
+                        "pass a Tile dtype name such as 'f16' or 'bf16', or a NumPy or torch "
+                        "dtype", p.span)
+    return name

@@ -5,7 +5,7 @@ running the front end again."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from tilelang.diagnostics import Span
@@ -21,10 +21,16 @@ class ParamInfo:
     rank: int = 0
     default: Any = None        # const parameters: the default value, or None
     span: Span | None = None
+    type_var: str | None = None   # `Array[T, 2]`/`x: T`: the `const T: dtype` it names
 
     @property
     def itemsize(self) -> int:
         return ITEMSIZE[self.dtype]
+
+    @property
+    def is_type_var(self) -> bool:
+        """A `const T: dtype` parameter (docs/language.md, "Generic kernels")."""
+        return self.kind == "const" and self.dtype == "dtype"
 
     def show(self) -> str:
         if self.kind == "array":
@@ -47,6 +53,18 @@ class KernelInfo:
     def const_params(self) -> tuple[ParamInfo, ...]:
         return tuple(p for p in self.params if p.kind == "const")
 
+    @property
+    def type_vars(self) -> tuple[ParamInfo, ...]:
+        """The `const T: dtype` parameters: a launch fixes them from its arrays."""
+        return tuple(p for p in self.params if p.is_type_var)
+
+    def with_types(self, types: dict[str, str]) -> "KernelInfo":
+        """This signature with type variables replaced by dtype names (`{"T": "bf16"}`):
+        what one specialization of a generic kernel takes."""
+        params = tuple(replace(p, dtype=types[p.type_var])
+                       if p.type_var in types else p for p in self.params)
+        return KernelInfo(self.name, params, self.span)
+
     def show(self) -> str:
         return f"kernel {self.name}(" + ", ".join(p.show() for p in self.params) + ")"
 
@@ -61,7 +79,8 @@ class ModuleInfo:
             "kernels": [{"name": k.name, "span": _span_json(k.span),
                          "params": [{"name": p.name, "kind": p.kind, "dtype": p.dtype,
                                      "rank": p.rank, "default": _plain(p.default),
-                                     "span": _span_json(p.span)} for p in k.params]}
+                                     "span": _span_json(p.span), "type_var": p.type_var}
+                                    for p in k.params]}
                         for k in self.kernels.values()],
             "sources": [list(s) for s in self.sources]}, sort_keys=True)
 
@@ -71,7 +90,8 @@ class ModuleInfo:
         kernels = {}
         for k in d["kernels"]:
             params = tuple(ParamInfo(p["name"], p["kind"], p["dtype"], int(p["rank"]),
-                                     p["default"], _span_from(p["span"])) for p in k["params"])
+                                     p["default"], _span_from(p["span"]), p.get("type_var"))
+                           for p in k["params"])
             kernels[k["name"]] = KernelInfo(k["name"], params, _span_from(k["span"]))
         return ModuleInfo(kernels, tuple((s[0], s[1]) for s in d["sources"]))
 
@@ -103,6 +123,6 @@ def module_info_from_sig(sig) -> ModuleInfo:
             dtype = getattr(p.dtype, "name", p.dtype)
             params.append(ParamInfo(p.name, p.kind, str(dtype), int(getattr(p, "rank", 0) or 0),
                                     _plain(getattr(p, "default", None)),
-                                    getattr(p, "span", None)))
+                                    getattr(p, "span", None), getattr(p, "type_var", None)))
         kernels[name] = KernelInfo(name, tuple(params), getattr(ks, "span", None))
     return ModuleInfo(kernels, tuple((str(a), str(b)) for a, b in sig.sources))

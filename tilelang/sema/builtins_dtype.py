@@ -11,6 +11,10 @@ their way in and out), with the device's conversion semantics:
 On constants it folds with the same rules (so `astype(300, i8)` is `i8(44)`).
 
 `bitcast` reinterprets the bits: same bit width, no bools (tf32 counts as 32 bits).
+
+`is_floating(T)`, `is_integer(T)` and `bits(T)` ask about a dtype at compile time; their
+results are constants, so a generic kernel picks its code path with them (docs/language.md,
+"Generic kernels").
 """
 
 from __future__ import annotations
@@ -23,8 +27,8 @@ from tilelang.lazy import lazy_module
 from tilelang.sema.builtins_core import (DTYPE, Builtin, BoundArgs, Param, arg, dtype_arg,
                                          fail, found, register, tile_of)
 from tilelang.sema.constants import ConstValue, construct, round_float
-from tilelang.sema.types import (ALL_DTYPES, BF16, F8E4M3, F8E5M2, TF32, DType,
-                                 TileType, Type, round_to_dtype, scalar)
+from tilelang.sema.types import (ALL_DTYPES, BF16, BOOL, F8E4M3, F8E5M2, LOOSE_INT, TF32,
+                                 DType, TileType, Type, round_to_dtype, scalar)
 
 np = lazy_module("numpy")
 
@@ -237,3 +241,29 @@ def _constructor(dt: DType) -> Builtin:
 for _dt in ALL_DTYPES:
     register(_constructor(_dt))
 
+
+
+# ---------------------------------------------------------------------------------------------
+# Questions about a dtype, answered at compile time (`if is_floating(T) { ... }`).
+
+def _query(name: str, answer, result: Type, doc: str) -> Builtin:
+    def typing(bound: BoundArgs, span) -> Type:
+        dtype_arg(bound, "dtype")
+        return result
+
+    def fold(bound: BoundArgs, span) -> ConstValue:
+        v = answer(dtype_arg(bound, "dtype"))
+        return ConstValue(v, BOOL) if isinstance(v, bool) else ConstValue(v, None)
+
+    def ref(dtype: DType):
+        return answer(dtype)
+
+    return Builtin(name, "dtype", (Param("dtype", DTYPE),), typing, ref, doc=doc, fold=fold)
+
+
+register(_query("is_floating", lambda d: d.is_float, scalar(BOOL),
+                "whether `dtype` is a float (f16, bf16, f32, f64 and the restricted floats)"))
+register(_query("is_integer", lambda d: d.is_int, scalar(BOOL),
+                "whether `dtype` is a signed or unsigned integer (not bool)"))
+register(_query("bits", lambda d: d.bits, LOOSE_INT,
+                "the width of `dtype` in bits (bool: 1, tf32: 32)"))

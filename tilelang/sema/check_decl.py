@@ -18,7 +18,8 @@ from .constants import ConstTuple, ConstValue, materialize
 from .control_flow import liftable_ifs
 from .launch_attrs import AttrValue, ByTarget, resolve_launch
 from .launch_verify import check_spec
-from .types import VOID, ArrayType, Sym, TileType
+from .types import (ANY_DTYPE, DTYPES, VOID, ArrayType, DType, DTypeType, Sym, TileType,
+                    dtype_var)
 from .values import (Binding, FnType, KernelType, ModuleInfo, ModuleType, error_value, is_error,
                      value)
 
@@ -188,25 +189,40 @@ class DeclarationChecks:
             self.check_attrs(k.attrs, allowed=("launch",), what="a kernel")
         except TileError as e:
             self.report(e.diagnostics)
-        for p in k.params:
+        done: dict[int, tuple] = {}
+        for i in _dtype_params_first(k.params):   # `Array[T, 1]` may come before `const T`
+            p = k.params[i]
             try:
-                name, t, is_const, val = self.kernel_param(p, scope, ctx)
-                params.append((name, t, is_const, val))
-                if is_const and isinstance(val, ConstValue) and val.is_symbolic:
+                name, t, is_const, val = done[i] = self.kernel_param(p, scope, ctx)
+                if is_const and (isinstance(val, ConstValue) and val.is_symbolic
+                                 or isinstance(val, DType) and val.is_var):
                     symbolic.append(name)
             except TileError as e:
                 self.report(e.diagnostics)
                 ok = False
-                self.declare_local(scope, p.name, "param", error_value(p.span), p.span, ctx,
-                                   record=False)
+                # a failed `const T: dtype` still names a dtype: `Array[T, 1]` adds no error
+                bad = error_value(p.span)
+                if p.is_const and _is_dtype_annotation(p):
+                    bad = value(DTypeType(dtype_var(p.name)), None, p.span)
+                    done[i] = (p.name, ANY_DTYPE, True, bad.type.dtype)
+                self.declare_local(scope, p.name, "param", bad, p.span, ctx, record=False)
+        params = [done[i] for i in sorted(done)]
         launch = None
         try:
             launch = self.launch_spec(k, scope, ctx)
         except TileError as e:
             self.report(e.diagnostics)
         self.statements, self.in_body = 0, True
+        variables = [n for n, _, c, v in params if c and isinstance(v, DType) and v.is_var]
         try:
-            self.block(k.body, scope, ctx)
+            if variables and not ok:
+                pass                  # a `const T: dtype` failed: its error says it all
+            elif variables:
+                # a body is typed by its dtypes: with a type variable it waits for the value
+                raise NeedsValue(k.name_span, "the types of its body depend on "
+                                 + ", ".join(f"`{n}`" for n in variables))
+            else:
+                self.block(k.body, scope, ctx)
         except TooLarge as tl:
             self.report([_too_large(f"kernel `{k.name}`", tl.span)])
         except NeedsValue as nv:
@@ -215,7 +231,9 @@ class DeclarationChecks:
                 Severity.NOTE, "N0201",
                 f"the rest of `{k.name}` is checked once {names} "
                 f"{'has a value' if len(symbolic) == 1 else 'have values'}: {nv.message}",
-                nv.span, help="give a value with `-D NAME=VALUE`, a default, or at launch")])
+                nv.span, help="give a value with `-D NAME=VALUE`, a default, or at launch"
+                if not variables else f"give a value with `-D {variables[0]}=f16` (or another "
+                "dtype) or a default; a launch takes it from the arrays passed")])
         finally:
             self.in_body = False
         self.finish_scope(scope)
@@ -227,6 +245,11 @@ class DeclarationChecks:
                 "E0240", f"kernel parameter `{p.name}` needs a type", p.span,
                 help="write `a: Array[f32, 1]`, `n: i32` or `const N: i32 = 1024`")
         t = self.resolve_type(p.type, scope, ctx)
+        if p.is_const and t == ANY_DTYPE:
+            d = self.dtype_param_value(p, scope, ctx)
+            self.declare_local(scope, p.name, "const", value(DTypeType(d), None, p.span),
+                               p.span, ctx, used=True)
+            return p.name, t, True, d
         if p.is_const:
             if not (isinstance(t, TileType) and not t.shape):
                 raise TileSemanticError.at(
@@ -252,6 +275,29 @@ class DeclarationChecks:
         self.declare_local(scope, p.name, "param", value(t, None, p.span), p.span, ctx,
                            used=True)
         return p.name, t, False, None
+
+    def dtype_param_value(self, p: ast.Param, scope, ctx) -> DType:
+        """The dtype a `const T: dtype` parameter is specialized with: -D, else its default,
+        else a type variable (docs/language.md, "Generic kernels")."""
+        if p.name in self.defines:
+            text = self.defines[p.name].strip()
+            if text not in DTYPES:
+                close = close_matches(text, list(DTYPES), n=1)
+                raise TileSemanticError.at(
+                    "E0243", f"-D {p.name}={text}: `{text}` is not a dtype (kernel "
+                             f"`{ctx.name}` declares `const {p.name}: dtype`)", p.span,
+                    help=(f"did you mean `{close[0]}`? " if close else "")
+                    + "dtypes are: " + ", ".join(DTYPES))
+            return DTYPES[text]
+        if p.default is None:
+            return dtype_var(p.name)
+        v = self.expr(p.default, scope, ctx)
+        if is_error(v) or not isinstance(v.type, DTypeType) or v.type.dtype is None \
+                or v.type.dtype.is_var:
+            raise TileSemanticError.at(
+                "E0243", f"the default of `const {p.name}: dtype` must be a dtype such as "
+                         f"`f16`, found {v.type}", p.default.span)
+        return v.type.dtype
 
     def const_param_value(self, p: ast.Param, dtype, scope, ctx) -> ConstValue:
         """The value a `const` parameter is specialized with: -D, else its default, else a
@@ -355,7 +401,8 @@ class DeclarationChecks:
         scope = Scope()
         self.call_stack.append((f, span))
         try:
-            for (name, a), p in zip(bound, f.params):
+            for i in _dtype_params_first(f.params):
+                (name, a), p = bound[i], f.params[i]
                 if p.type is not None:
                     t = self.resolve_type(p.type, scope, ctx)
                     a = self.coerce(a, t, a.span or p.span, f"parameter `{name}` of `{f.name}`")
@@ -394,13 +441,16 @@ class DeclarationChecks:
         out = []
         for p in params:
             a = given.get(p.name)
+            if a is None and p.default is None and p.is_const and _is_dtype_annotation(p):
+                a = _inferred_dtype(f, p, given, span)
             if a is None:
                 if p.default is None:
                     raise TileSemanticError.at(
                         "E0224", f"`{f.name}` is missing the argument `{p.name}`", span,
                         help=f"the signature is `{_fn_sig(f)}`")
                 a = self.expr(p.default, Scope(), Ctx("fn", f.name, self._module_of(f), f.name))
-            if p.is_const and a.const is None and not is_error(a):
+            if p.is_const and a.const is None and not is_error(a) and \
+                    not isinstance(a.type, DTypeType):
                 raise TileSemanticError.at(
                     "E0224", f"`{f.name}`: parameter `{p.name}` is `const`, but the argument "
                              "is a run-time value", a.span or span)
@@ -482,6 +532,43 @@ def _declared_names(body: ast.Block) -> dict:
 def _type_key(a: ArgInfo):
     c = a.const
     return (str(a.type), str(c) if c is not None else None)
+
+
+def _dtype_params_first(params) -> list[int]:
+    """Indices of the parameters in the order they are declared: `const T: dtype` ones first,
+    so that any other parameter's type may name them."""
+    first = [i for i, p in enumerate(params) if p.is_const and _is_dtype_annotation(p)]
+    return first + [i for i in range(len(params)) if i not in first]
+
+
+def _is_dtype_annotation(p: ast.Param) -> bool:
+    return isinstance(p.type, ast.TypeExpr) and p.type.name == "dtype" and p.type.args is None
+
+
+def _inferred_dtype(f: ast.FnDef, p: ast.Param, given: dict, span) -> ArgInfo | None:
+    """A `const T: dtype` parameter left out of a call takes the dtype of the arguments whose
+    declared types name `T` (`x: Tile[T, 64]`, `a: Array[T, 2]`, `s: T`); they must agree."""
+    found: list[tuple[str, ArgInfo]] = []
+    for q in f.params:
+        t, a = q.type, given.get(q.name)
+        if a is None or not isinstance(t, ast.TypeExpr):
+            continue
+        names = t.name == p.name and t.args is None or (
+            t.name in ("Tile", "Array") and t.args and isinstance(t.args[0], ast.Name)
+            and t.args[0].id == p.name)
+        if names and isinstance(a.type, (TileType, ArrayType)):
+            found.append((q.name, a))
+    if not found:
+        return None
+    (n0, a0), dt = found[0], found[0][1].type.dtype
+    for n, a in found[1:]:
+        if a.type.dtype != dt:
+            raise TileSemanticError.at(
+                "E0224", f"`{f.name}`: `{p.name}` is {dt} from argument `{n0}` but "
+                         f"{a.type.dtype} from argument `{n}`", a.span or span,
+                related=(Label(a0.span, f"`{n0}` is {a0.type}"),) if a0.span else (),
+                help="convert one with `astype` so that both have one dtype")
+    return value(DTypeType(dt), None, a0.span)
 
 
 def _fn_sig(f: ast.FnDef) -> str:

@@ -14,8 +14,8 @@ from .builtins_core import ArgInfo, Builtin
 from .check_context import TILE_ONLY_GROUPS, TILE_ONLY_NAMES, Ctx, NeedsValue, Scope, close_matches
 from .constants import (ConstStr, ConstTuple, ConstValue, as_int, check_loose_size, construct,
                         loose, materialize)
-from .types import (BOOL, DTYPES, I32, STRING, ArrayType, DTypeType, LooseType, Sym, TileType,
-                    TupleType, check_shape, scalar)
+from .types import (ANY_DTYPE, BOOL, DTYPES, I32, STRING, ArrayType, DTypeType, LooseType, Sym,
+                    TileType, TupleType, check_shape, scalar)
 from .values import (BuiltinType, FnType, KernelType, ModuleInfo, ModuleType, error_value,
                      is_error, value)
 
@@ -61,6 +61,11 @@ class ExpressionChecks:
         if t.args is None:
             if t.name in DTYPES:
                 return scalar(DTYPES[t.name])
+            if t.name == "dtype":
+                return ANY_DTYPE
+            var = self.type_variable(t.name, scope, ctx)
+            if var is not None:
+                return scalar(var)
             if t.name in ("Tile", "Array"):
                 raise TileSemanticError.at(
                     "E0320", f"`{t.name}` needs arguments", t.span,
@@ -72,11 +77,16 @@ class ExpressionChecks:
         if t.name not in ("Tile", "Array"):
             raise TileSemanticError.at("E0320", f"unknown type `{t.name}[...]`", t.span,
                                        help="the generic types are `Tile[...]` and `Array[...]`")
-        if not t.args or not isinstance(t.args[0], ast.Name) or t.args[0].id not in DTYPES:
+        first = t.args[0] if t.args and isinstance(t.args[0], ast.Name) else None
+        dtype = None if first is None else (
+            DTYPES.get(first.id) or self.type_variable(first.id, scope, ctx))
+        if dtype is None:
             raise TileSemanticError.at(
-                "E0320", f"the first argument of `{t.name}[...]` must be a dtype such as `f32`",
+                "E0320", f"the first argument of `{t.name}[...]` must be a dtype such as `f32`"
+                         " or a `const` parameter of type `dtype`",
                 t.args[0].span if t.args else t.span)
-        dtype = DTYPES[t.args[0].id]
+        if dtype.is_var and t.name == "Tile":
+            raise NeedsValue(t.span, f"`{t.name}[{dtype}, ...]` depends on it")
         if t.name == "Array":
             if len(t.args) != 2:
                 raise TileSemanticError.at("E0320", "`Array` takes a dtype and a rank: "
@@ -98,6 +108,15 @@ class ExpressionChecks:
                                            d.span)
         return TileType(dtype, check_shape(dtype, tuple(dims), t.span))
 
+    def type_variable(self, name: str, scope: Scope, ctx: Ctx):
+        """The dtype a name stands for where a type is written: a `const T: dtype` parameter
+        (a type variable while it has no value), else None."""
+        b = scope.lookup(name) or ctx.module.names.get(name)
+        if b is None or not isinstance(b.value.type, DTypeType) or b.value.type.dtype is None:
+            return None
+        b.used = True
+        return b.value.type.dtype
+
     def const_int(self, e: ast.Expr, scope, ctx, what: str) -> int:
         v = self.expr(e, scope, ctx)
         if isinstance(v.const, ConstValue) and v.const.is_symbolic:
@@ -117,6 +136,8 @@ class ExpressionChecks:
                                            help="build the tile with `full(shape, value, dtype)`")
             c = materialize(v.const, t.dtype, span)
             return value(t, c, v.span)
+        if t == ANY_DTYPE and isinstance(v.type, DTypeType):
+            return v
         if isinstance(t, TupleType) and isinstance(v.type, TupleType) and v.elements and \
                 len(v.elements) == len(t.elements):
             elems = tuple(self.coerce(e, et, span, what) for e, et in zip(v.elements, t.elements))
@@ -178,6 +199,8 @@ class ExpressionChecks:
         raise AssertionError(e)  # pragma: no cover
 
     def operator(self, key: str, operands: list[ArgInfo], span) -> ArgInfo:
+        if key in ("==", "!=") and all(isinstance(a.type, DTypeType) for a in operands):
+            return _dtype_compare(key, operands, span)
         b = OPERATORS.get(key)
         if b is None:  # pragma: no cover - the grammar only produces known operators
             raise TileSemanticError.at("E0311", f"unknown operator `{key}`", span)
@@ -347,6 +370,15 @@ class ExpressionChecks:
 
 # ---------------------------------------------------------------------------------------------
 # helpers
+
+
+def _dtype_compare(key: str, operands: list[ArgInfo], span) -> ArgInfo:
+    """`T == f32`, `x.dtype != bf16`: dtypes compare at compile time, to a bool constant
+    (docs/language.md, "Generic kernels")."""
+    a, b = (o.type.dtype for o in operands)
+    if a is None or b is None or a.is_var or b.is_var:
+        raise NeedsValue(span, "comparing dtypes needs their values")
+    return value(scalar(BOOL), ConstValue((a == b) == (key == "=="), BOOL), span)
 
 
 def _symbolic(c) -> bool:

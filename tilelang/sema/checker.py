@@ -79,8 +79,8 @@ class Checker(DeclarationChecks, StatementChecks, ExpressionChecks):
 
     A subclass extends the walk by overriding these methods and calling `super()` (docs/ir.md,
     "Building IR from source"):
-    - declarations: `check_kernel`, `kernel_param`, `const_param_value`, `check_fn_alone`,
-      `instantiate`;
+    - declarations: `check_kernel`, `kernel_param`, `const_param_value`, `dtype_param_value`,
+      `check_fn_alone`, `instantiate`;
     - statements: `block`, `stmts`, `stmt`, `assign`, `fix_var_type`, `if_stmt`, `else_part`,
       `for_body`, `while_stmt`, `return_stmt`;
     - expressions: `call_builtin`, `member`.

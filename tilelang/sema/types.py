@@ -44,6 +44,10 @@ MAX_TILE_ELEMENTS = 1 << 20
 # Dtypes
 
 BOOL_CAT, INT_CAT, FLOAT_CAT = "bool", "int", "float"
+# A type variable (`const T: dtype` with no value yet, docs/language.md "Generic kernels"):
+# it names a dtype fixed at specialization. Only a kernel's signature ever holds one; its
+# body is checked once the variable has a value.
+VAR_CAT = "var"
 _CATEGORY_RANK = {BOOL_CAT: 0, INT_CAT: 1, FLOAT_CAT: 2}
 
 
@@ -78,6 +82,10 @@ class DType:
     @property
     def is_float(self) -> bool:
         return self.category == FLOAT_CAT
+
+    @property
+    def is_var(self) -> bool:
+        return self.category == VAR_CAT
 
     @property
     def category_rank(self) -> int:
@@ -161,6 +169,11 @@ def _np_exact() -> dict:
     if not _NP_EXACT_CACHE:
         _NP_EXACT_CACHE.update({k: np.dtype(getattr(np, v)) for k, v in _NP_NAMES.items()})
     return _NP_EXACT_CACHE
+
+
+def dtype_var(name: str) -> DType:
+    """The type variable `name`: a dtype known only once the kernel is specialized."""
+    return DType(name, VAR_CAT, 0)
 
 
 def dtype_from_name(name: str, span: Span | None = None) -> DType:
@@ -443,12 +456,13 @@ class TupleType:
 
 @record(frozen=True)
 class DTypeType:
-    """The type of a dtype used as a value (`f16` in `astype(x, f16)`); it knows which one."""
+    """The type of a dtype used as a value (`f16` in `astype(x, f16)`); it knows which one.
+    `dtype` None is the annotation `dtype` itself (`const T: dtype`): any dtype."""
 
-    dtype: DType
+    dtype: DType | None
 
     def __str__(self) -> str:
-        return f"dtype {self.dtype}"
+        return "dtype" if self.dtype is None else f"dtype {self.dtype}"
 
 
 @record(frozen=True)
@@ -467,5 +481,6 @@ class VoidType:
 
 STRING = StringType()
 VOID = VoidType()
+ANY_DTYPE = DTypeType(None)   # the type written `dtype`: a `const T: dtype` parameter's
 
 Type = Union[TileType, LooseType, ArrayType, TupleType, DTypeType, StringType, VoidType]

@@ -26,5 +26,6 @@ class Output:
     from its declaration (None: the user's `fake` allocates it)."""
     name: str
     rank: int
-    dtype: Any                       # torch dtype
+    dtype: Any                       # torch dtype; None: the type variable's, per call
     shape: Callable | None           # meta -> shape; None: the user's fake allocates
+    type_var: str | None = None      # `Array[T, n]` of a generic kernel: T

@@ -79,6 +79,9 @@ class wrap:
         if any(_is_fake(t) for t in tensors):
             return None
         kernel = self.kernel.specialize(**consts)
+        if kernel.open_types:            # a generic kernel: its arrays fix its dtypes
+            from tilelang.runtime.module import infer_types
+            kernel = kernel.specialize(**infer_types(kernel, tuple(args)))
         call = _CURRENT.get()
         if call is not None:
             _check_launch_writes(call, kernel, args, torch)

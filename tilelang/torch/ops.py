@@ -50,7 +50,8 @@ class TileOp:
                 raise TileOpError(f"{self.where}: output `{name}` is no array parameter of "
                                   f"kernel `{self.kernel.name}` (its arrays: "
                                   f"{', '.join(q.name for q in params.values() if q.kind == 'array')})")
-            dtype = torch_dtype(p.dtype)
+            # a generic kernel's `Array[T, n]` output takes T's dtype, known per call
+            dtype = None if p.type_var else torch_dtype(p.dtype)
             if decl is None:
                 if fake is None:
                     raise TileOpError(f"{self.where}: output `{name}` has no shape: declare "
@@ -68,7 +69,7 @@ class TileOp:
             else:
                 raise TileOpError(f"{self.where}: output `{name}` is declared as {decl!r}: "
                                   f"use like(\"input\") or a function of meta returning a shape")
-            out.append(Output(name, p.rank, dtype, shape))
+            out.append(Output(name, p.rank, dtype, shape, p.type_var))
         return tuple(out)
 
     def _split_consts(self, consts):
@@ -92,8 +93,9 @@ class TileOp:
             if derived is None:
                 why = ("the `interp` back end compiles nothing): pass mutates_args=(...)"
                        if self.backend == "interp" else
-                       "a const without default is computed from the inputs): pass "
-                       "mutates_args=(...), checked at the first launch")
+                       "a const without default, or a dtype `const T: dtype` without "
+                       "default, is computed from the inputs): pass mutates_args=(...), "
+                       "checked at the first launch")
                 raise TileOpError(f"{self.where}: which arrays kernel `{self.kernel.name}` "
                                   f"writes is not known before a launch ({why}")
             return derived
@@ -124,6 +126,11 @@ class TileOp:
         if self.backend == "interp":
             return None
         k = self.kernel.specialize(**self._static)
+        if k.open_types:                     # generic: checked again with each call's types
+            self._deferred = True
+            if any(p.default is None for p in k.open_types):
+                return None
+            k = k._defaulted()
         for p in k.info.const_params:
             if p.name not in k.consts and p.default is None and p.name in self._dynamic:
                 self._deferred = True
@@ -142,18 +149,48 @@ class TileOp:
         return inspect.Signature(ps, return_annotation=ret)
 
     # -- implementations -----------------------------------------------------------------------
-    def _meta(self, args: Mapping[str, Any]) -> dict:
-        """What grid, const and shape functions see: every const value, then the inputs."""
+    def _types(self, args: Mapping[str, Any]) -> dict[str, str]:
+        """A generic kernel's type variables for one call: from the input tensors whose
+        parameters name them (they must agree), else the const given or the default."""
+        open_types = [p for p in self.kernel.open_types if p.name not in self._static]
+        if not open_types:
+            return {}
+        from tilelang.runtime.dtypes import TORCH_TO_TILE
+        got: dict[str, tuple[str, str]] = {}
+        for p in self.kernel.params:
+            t = args.get(p.name)
+            if p.type_var is None or p.kind != "array" or not hasattr(t, "dtype"):
+                continue
+            d = TORCH_TO_TILE.get(str(t.dtype))
+            first = got.setdefault(p.type_var, (p.name, d))
+            if first[1] != d:
+                raise TileOpError(f"{self.where}: inputs `{first[0]}` and `{p.name}` are both "
+                                  f"`Array[{p.type_var}, ...]` of kernel `{self.kernel.name}`,"
+                                  f" but `{first[0]}` is {first[1]} and `{p.name}` is {d}")
+        out = {}
+        for p in open_types:
+            d = got.get(p.name, (None, p.default))[1]
+            if d is None:
+                raise TileOpError(f"{self.where}: no input tells the dtype `{p.name}` of "
+                                  f"kernel `{self.kernel.name}`, and it has no default: pass "
+                                  f"it in `consts`")
+            out[p.name] = d
+        return out
+
+    def _meta(self, args: Mapping[str, Any], types: Mapping[str, str] = {}) -> dict:
+        """What grid, const and shape functions see: every const value (a type variable's
+        dtype name among them), then the inputs."""
         meta = {p.name: p.default for p in self.kernel.info.const_params
                 if p.default is not None}
         meta.update(self.kernel.consts)
+        meta.update(types)
         meta.update(self._static)
         meta.update(args)
         for k, f in self._dynamic.items():
             meta[k] = f(meta)
         return meta
 
-    def _allocate(self, args: dict, meta: dict) -> dict:
+    def _allocate(self, args: dict, meta: dict, types: Mapping[str, str] = {}) -> dict:
         torch = import_torch()
         device = next((v.device for v in args.values() if isinstance(v, torch.Tensor)), None)
         if any(o.shape is None for o in self.outputs):
@@ -165,7 +202,8 @@ class TileOp:
             outs = dict(zip((o.name for o in self.outputs), made))
         else:
             outs = {o.name: torch.empty(shape_tuple(o.shape(meta), self.where, o.name),
-                                        dtype=o.dtype, device=device) for o in self.outputs}
+                                        dtype=self._dtype(o, types), device=device)
+                    for o in self.outputs}
         for o in self.outputs:
             t = outs[o.name]
             if not isinstance(t, torch.Tensor) or t.dim() != o.rank:
@@ -175,22 +213,31 @@ class TileOp:
 
     def _fake(self, *args, **kwargs):
         bound = self._bind(args, kwargs)
-        outs = self._allocate(bound, self._meta(bound))
+        types = self._types(bound)
+        outs = self._allocate(bound, self._meta(bound, types), types)
         return self._result(outs)
 
     def _impl(self, *args, **kwargs):
         bound = self._bind(args, kwargs)
-        meta = self._meta(bound)
-        outs = self._allocate(bound, meta)
+        types = self._types(bound)
+        meta = self._meta(bound, types)
+        outs = self._allocate(bound, meta, types)
         meta.update(outs)
         consts = {k: meta[k] for k in (*self._static, *self._dynamic)}
-        kernel = self.kernel.specialize(**consts)
+        kernel = self.kernel.specialize(**consts, **types)
         if self._deferred:
             self._check_written(kernel)
         values = [outs[p.name] if p.name in outs else bound[p.name] for p in kernel.params]
         grid = self.grid(meta) if callable(self.grid) else self.grid
         launch(kernel, grid, values, self.where, block=self.block)
         return self._result(outs)
+
+    def _dtype(self, o: Output, types: Mapping[str, str]):
+        """The torch dtype of an output: its parameter's, or its type variable's this call."""
+        if o.type_var is None:
+            return o.dtype
+        name = types.get(o.type_var) or self.kernel.specialize(**self._static).consts[o.type_var]
+        return torch_dtype(name)
 
     def _check_written(self, kernel) -> None:
         written = written_arrays(kernel)

@@ -70,7 +70,7 @@ def test_matmul_on_ampere_is_a_cp_async_ring_of_mma_sync():
 
 
 def test_attention_prefetches_its_operands_and_keeps_q_in_registers():
-    p = plans(example("attention"))["attention_f16"]
+    p = plans(example("attention"))["attention"]
     qk, pv = p.products.decisions
     assert qk.deferred == (False, True) and pv.deferred == (False, True)
     (loop,) = p.loops.loops

@@ -41,20 +41,23 @@ def test_matches_numpy_on_emulator(dtype, d, causal, capsys):
 @pytest.mark.parametrize("d", [64, 128])
 def test_tensor_cores_and_no_spills(d, target):
     bn = script().BN[d]
-    res = compile_source(EXAMPLE.read_text(), str(EXAMPLE), CompileOptions(
-        target=target, defines={"D": str(d), "BN": str(bn), "CAUSAL": "true"}), until="cubin")
-    assert res.ok, render_all(res.diagnostics)
-    if target == "sm_80":
-        assert res.ptx.count("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32") > 0
-        assert res.ptx.count("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32") > 0
-    else:           # both products on warp-group MMA; .maxnreg is the hardware's (more lives
+    for t in ("f16", "bf16"):       # the one generic kernel, specialized for each dtype
+        res = compile_source(EXAMPLE.read_text(), str(EXAMPLE), CompileOptions(
+            target=target, defines={"T": t, "D": str(d), "BN": str(bn), "CAUSAL": "true"}),
+            until="cubin")
+        assert res.ok, render_all(res.diagnostics)
+        other = "bf16" if t == "f16" else "f16"
+        if target == "sm_80":
+            assert res.ptx.count(f"mma.sync.aligned.m16n8k16.row.col.f32.{t}.{t}.f32") > 0
+            assert f".f32.{other}.{other}.f32" not in res.ptx
+        else:       # both products on warp-group MMA; .maxnreg is the hardware's (more lives
                     # than an accumulator: wgmma_product.note_use)
-        assert res.ptx.count(f"wgmma.mma_async.sync.aligned.m64n{bn}k16.f32.f16.f16") > 0
-        assert res.ptx.count(f"wgmma.mma_async.sync.aligned.m64n{d}k16.f32.bf16.bf16") > 0
-        assert "mma.sync" not in res.ptx and ".maxnreg 255" in res.ptx
-    for name in ("attention_f16", "attention_bf16"):
-        r = res.link.resources[name]
-        assert (r.spill_stores, r.spill_loads, r.stack_frame) == (0, 0, 0), (name, r)
+            assert res.ptx.count(f"wgmma.mma_async.sync.aligned.m64n{bn}k16.f32.{t}.{t}") > 0
+            assert res.ptx.count(f"wgmma.mma_async.sync.aligned.m64n{d}k16.f32.{t}.{t}") > 0
+            assert "mma.sync" not in res.ptx and ".maxnreg 255" in res.ptx
+            assert f".f32.{other}.{other}" not in res.ptx
+        r = res.link.resources["attention"]
+        assert (r.spill_stores, r.spill_loads, r.stack_frame) == (0, 0, 0), (t, r)
 
 
 @pytest.mark.gpu

@@ -139,7 +139,7 @@ def test_attention_loop_on_sm90a():
     src = (Path(__file__).resolve().parents[4] / "examples" / "attention.tile").read_text()
     defines = {"BM": "64", "BN": "64", "D": "64", "CAUSAL": "false"}
     res = compile_source(src, "attention.tile", CompileOptions(target="sm_90a", defines=defines),
-                         kernels=["attention_f16"], until="ptx")
+                         kernels=["attention"], until="ptx")
     assert res.ok, render_all(res.diagnostics)
     lines = res.ptx.splitlines()
     loop = [lines[n - 1] for n in ptx_loop_lines(res.ptx)]

@@ -90,7 +90,7 @@ def test_attention_loop_is_prefetched():
     src = (ROOT / "examples" / "attention.tile").read_text()
     res = compile_source(src, "attention.tile", CompileOptions(
         target="sm_90a", defines={"BM": "64", "BN": "64", "D": "64", "CAUSAL": "false"}),
-        kernels=["attention_f16"], until="ptx")
+        kernels=["attention"], until="ptx")
     assert res.ok, render_all(res.diagnostics)
     lines = res.ptx.splitlines()
     text = "\n".join(lines[n - 1] for n in ptx_loop_lines(res.ptx))
@@ -113,7 +113,7 @@ def test_attention_under_the_race_checker(d, bn, causal, seq):
     arrays = {"q": q, "k": k, "v": v, "o": np.full((1, seq, d), np.nan, np.float16)}
     scale = 1.0 / np.sqrt(d)
     defines = {"BM": "64", "BN": str(bn), "D": str(d), "CAUSAL": causal}
-    run(ATTENTION_SMALL.read_text(), "attention_f16", arrays, (-(-seq // 64), 1),
+    run(ATTENTION_SMALL.read_text(), "attention", arrays, (-(-seq // 64), 1),
         scalars=[np.float32(scale)], defines=defines, race_check=True)
     want = attention_reference(q[0], k[0], v[0], scale, causal)
     got = arrays["o"][0].astype(np.float64)

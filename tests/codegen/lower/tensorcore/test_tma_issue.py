@@ -157,7 +157,7 @@ def test_warp_specialized_ring_issues_each_copy_once():
 @needs_sass
 @pytest.mark.parametrize("src,kernel,defines", [
     (WS_MATMUL, "matmul", {}),
-    (WS_ATTENTION, "attention_f16", {"BM": "128", "BN": "64", "D": "64", "CAUSAL": "false"}),
+    (WS_ATTENTION, "attention", {"BM": "128", "BN": "64", "D": "64", "CAUSAL": "false"}),
 ], ids=["matmul", "attention"])
 def test_warp_specialized_sass(src, kernel, defines):
     from tilelang.driver import compile_source

@@ -122,7 +122,7 @@ def test_attention_specialized(causal):
     q, k, v = (rng.standard_normal((1, seq, d)).astype(np.float16) for _ in range(3))
     arrays = {"q": q, "k": k, "v": v, "o": np.full((1, seq, d), np.nan, np.float16)}
     scale = 1.0 / np.sqrt(d)
-    res, rep = run(src, "attention_f16", arrays, (2, 1), scalars=[np.float32(scale)],
+    res, rep = run(src, "attention", arrays, (2, 1), scalars=[np.float32(scale)],
                    defines={"BM": "128", "BN": "64", "D": "64", "CAUSAL": causal},
                    race_check=True)
     assert rep.race_check == "checked: no shared-memory race"
