@@ -255,7 +255,9 @@ class DeclarationChecks:
                 raise TileSemanticError.at(
                     "E0240", f"`const` parameter `{p.name}` must have a scalar type such as "
                              f"`i32`, found {t}", p.type.span)
-            val = self.const_param_value(p, t.dtype, scope, ctx)
+            # `const N: T` with `T` still a variable: its value waits for `T` (as the body)
+            val = ConstValue(Sym(p.name), None) if t.dtype.is_var else \
+                self.const_param_value(p, t.dtype, scope, ctx)
             self.declare_local(scope, p.name, "const", value(val.type, val, p.span), p.span, ctx,
                                used=True)
             return p.name, t, True, val

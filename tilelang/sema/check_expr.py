@@ -85,8 +85,6 @@ class ExpressionChecks:
                 "E0320", f"the first argument of `{t.name}[...]` must be a dtype such as `f32`"
                          " or a `const` parameter of type `dtype`",
                 t.args[0].span if t.args else t.span)
-        if dtype.is_var and t.name == "Tile":
-            raise NeedsValue(t.span, f"`{t.name}[{dtype}, ...]` depends on it")
         if t.name == "Array":
             if len(t.args) != 2:
                 raise TileSemanticError.at("E0320", "`Array` takes a dtype and a rank: "

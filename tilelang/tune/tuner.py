@@ -25,7 +25,7 @@ from tilelang.diagnostics import TileError
 from tilelang.runtime.args import extract, facts_key, shape_links
 from tilelang.runtime.dtypes import ITEMSIZE
 from tilelang.runtime.errors import _diag, RuntimeUsageError, value_error
-from tilelang.runtime.module import Kernel, get_backend
+from tilelang.runtime.module import Kernel, get_backend, infer_types
 
 from .parallel import default_workers, precompile
 from .space import config_text, expand, fit
@@ -213,7 +213,8 @@ class TunedKernel:
                 if v is None:
                     raise value_error(f"argument `{p.name}` of tuned kernel `{self.name}` is "
                                       f"{type(a).__name__}, not an array", "pass an array")
-                arrays[p.name] = [p.dtype, [int(x) for x in v.shape]]
+                dtype = v.dtype if p.type_var else p.dtype    # a generic kernel's T: the array's
+                arrays[p.name] = [dtype, [int(x) for x in v.shape]]
             else:
                 scalars[p.name] = a if isinstance(a, (bool, int, float)) else float(a)
         return {"arrays": arrays, "scalars": scalars, "device": device_name(be),
@@ -283,6 +284,8 @@ class TunedKernel:
     def _search(self, args: tuple, grid, key: dict) -> TuneResult:
         t0 = time.perf_counter()
         k = self.kernel
+        if k.open_types:            # a generic kernel: the arguments fix its dtypes first
+            k = k.specialize(**infer_types(k, tuple(args)))
         be = k.module.backend
         emulated = be.name == "emulator"
         configs = list(self.configs)
@@ -307,7 +310,7 @@ class TunedKernel:
             if t.status != "pending":
                 continue
             try:
-                spec = self.kernel_for(t.config).compile(facts)
+                spec = _kernel_for(k, t.config, self._modules).compile(facts)
             except TileError as e:
                 d = e.diagnostics[0] if e.diagnostics else None
                 t.status = "pruned"
@@ -327,7 +330,7 @@ class TunedKernel:
         if emulated and self.check and callable(self.reference):
             reference = _user_answer(k, self.reference, args)
         for j, t in enumerate(left):
-            variant = self.kernel_for(t.config)
+            variant = _kernel_for(k, t.config, self._modules)
             try:
                 if emulated:
                     t.value, out = _emulate(variant, grid, args)
