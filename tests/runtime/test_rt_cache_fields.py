@@ -76,15 +76,20 @@ def test_an_honest_reseal_still_loads(tmp_path):
 
 
 def _examples_pass(targets):
-    from tilelang.driver import compile_source
+    from tilelang.driver import compile_source, inspect_source
     from tilelang.options import CompileOptions
     from tilelang.runtime.artifact_check import artifact_problem
     n = 0
     for path in sorted(glob.glob(os.path.join(ROOT, "examples", "*.tile"))):
         with open(path, encoding="utf-8") as f:
             text = f.read()
-        for target in targets:
-            res = compile_source(text, path, CompileOptions(target=target), until="ptx")
+        # a generic kernel (`const T: dtype`) also with bf16, as examples/attention.tile takes
+        types = {p.name for k in inspect_source(text, path).kernels.values() for p in k.params
+                 if p.kind == "const" and p.dtype == "dtype"}
+        for target, defines in [(t, d) for t in targets
+                                for d in [{}] + ([{n: "bf16" for n in types}] if types else [])]:
+            res = compile_source(text, path, CompileOptions(target=target, defines=defines),
+                                 until="ptx")
             assert res.ok, path
             for k in res.codegen.kernels:
                 assert artifact_problem(k, target) is None, (path, target, k)

@@ -62,3 +62,19 @@ def test_wrap_infers_t_inside_a_custom_op():
 
     x, y = torch.randn(130).to(torch.float16), torch.randn(130).to(torch.float16)
     assert torch.equal(twice_plus(x, y), (x.float() * 2.0 + y.float()).to(torch.float16))
+
+
+def test_a_type_variable_without_default_needs_mutates_args():
+    src = SRC.replace("const T: dtype = f32", "const T: dtype")
+    mod = tilelang.compile(src, backend="emulator", cache=False)
+    with pytest.raises(tt.TileOpError) as e:
+        tt.op("tile_generic_test::nodefault", mod.gscale, outputs={"out": tt.like("x")},
+              grid=1)
+    assert str(e.value) == (
+        "Tile operator `tile_generic_test::nodefault`: which arrays kernel `gscale` writes is "
+        "not known before a launch (the dtype `T` without default is computed from the "
+        "inputs): pass mutates_args=(...), checked at the first launch")
+    op = tt.op("tile_generic_test::nodefault2", mod.gscale, outputs={"out": tt.like("x")},
+               mutates_args=(), grid=lambda m: (tilelang.cdiv(m["x"].shape[0], 128),))
+    x = torch.ones(10, dtype=torch.bfloat16)
+    assert torch.equal(op(x, x, 3.0), torch.full((10,), 4.0, dtype=torch.bfloat16))

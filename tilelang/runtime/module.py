@@ -177,6 +177,10 @@ class Kernel:
         self.params = info.runtime_params
         self._variants: dict[tuple, Kernel] = {}
         if self.open_types:
+            open_names = {p.name for p in self.open_types}
+            self._typed = tuple(i for i, p in enumerate(self.params)
+                                if p.kind == "array" and p.type_var in open_names)
+            self._by_dtypes: dict[tuple, Kernel] = {}
             self._launch = self._launch_generic
             return
         self._layout = layout(self.params)
@@ -244,7 +248,18 @@ class Kernel:
         """Fix the type variables from the arrays passed, then launch that specialization."""
         if len(args) != len(self.params):
             raise count_error(self.info, self.params, len(args))
-        return self.specialize(**infer_types(self, args))._launch(grid, args, stream, block)
+        # the bound kernel by the arrays' (type, dtype): one dict lookup per launch once seen;
+        # the bound kernel checks the arrays as any launch does
+        try:
+            key = tuple((type(args[i]), args[i].dtype) for i in self._typed)
+            k = self._by_dtypes.get(key)
+        except (AttributeError, TypeError):  # no `dtype`, or an unhashable one
+            key = k = None
+        if k is None:
+            k = self.specialize(**infer_types(self, args))
+            if key is not None and len(self._by_dtypes) < 256:
+                self._by_dtypes[key] = k
+        return k._launch(grid, args, stream, block)
 
     # -- launching ----------------------------------------------------------------------------
     def __getitem__(self, grid) -> "_GridLaunch":

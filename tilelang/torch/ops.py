@@ -30,6 +30,7 @@ class TileOp:
         self._fake_fn = fake
         self.backend = kernel.module.backend.name
         self._deferred = False               # mutations to check at the first call
+        self._unknown = "a const without default"   # what defers them, for the message
         self.mutates = self._mutations(mutates_args, params, out_names)
         impl = with_signature(self._impl, self._signature(params, torch))
         if device_types is None:
@@ -93,9 +94,8 @@ class TileOp:
             if derived is None:
                 why = ("the `interp` back end compiles nothing): pass mutates_args=(...)"
                        if self.backend == "interp" else
-                       "a const without default, or a dtype `const T: dtype` without "
-                       "default, is computed from the inputs): pass mutates_args=(...), "
-                       "checked at the first launch")
+                       f"{self._unknown} is computed from the inputs): pass "
+                       "mutates_args=(...), checked at the first launch")
                 raise TileOpError(f"{self.where}: which arrays kernel `{self.kernel.name}` "
                                   f"writes is not known before a launch ({why}")
             return derived
@@ -128,7 +128,9 @@ class TileOp:
         k = self.kernel.specialize(**self._static)
         if k.open_types:                     # generic: checked again with each call's types
             self._deferred = True
-            if any(p.default is None for p in k.open_types):
+            missing = [p.name for p in k.open_types if p.default is None]
+            if missing:
+                self._unknown = f"the dtype `{missing[0]}` without default"
                 return None
             k = k._defaulted()
         for p in k.info.const_params:
