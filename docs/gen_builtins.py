@@ -76,7 +76,10 @@ def _grammar_operators() -> set[str]:
     """The operator spellings the grammar can produce (quoted punctuation of tile.lark)."""
     from tilelang.frontend.parser import grammar_text
     text = re.sub(r"^\s*//.*$", "", grammar_text(), flags=re.M)
-    return {m for m in re.findall(r'"([^"\w\s]+)"', text)}
+    found = {m for m in re.findall(r'"([^"\w\s]+)"', text)}
+    if {"[", "]"} <= found:
+        found.add("[]")         # the subscript `A[i, j]` (the `[]` entry)
+    return found
 
 
 def builtins_table() -> str:

@@ -269,6 +269,44 @@ def test_shape_refs():
     np.testing.assert_array_equal(e, [[r * 16 + c for c in range(8, 16)] for r in range(4, 8)])
 
 
+
+@pytest.mark.parametrize("dt", ["f32", "f16", "i8", "u32", "bool"])
+def test_take_is_numpy_take_of_one_position(dt):
+    x = (np.arange(4 * 8 * 2) * 7 % 23).reshape(4, 8, 2).astype(T(dt).type.dtype.np_dtype)
+    for axis in range(3):
+        for i in range(x.shape[axis]):
+            got = ev("take", (T(dt, 4, 8, 2), T("i32")), {"x": x, "index": np.int32(i),
+                                                           "axis": axis}, axis=C(axis))
+            want = x[(slice(None),) * axis + (i,)]
+            assert got.dtype == x.dtype and got.shape == want.shape
+            np.testing.assert_array_equal(got, want)
+    s = ev("take", (T(dt, 8), T("i32")), {"x": x[0, :, 0], "index": np.int32(5), "axis": 0})
+    assert s.shape == () and s == x[0, 5, 0]
+
+
+def test_take_outside_the_axis_is_an_error():
+    x = np.arange(8, dtype=np.float32)
+    for i in (8, -1):
+        with pytest.raises(IndexError, match=rf"index {i} is outside 0..7 \(axis 0 of a tile "
+                                             r"of shape \(8,\)\)"):
+            ev("take", (T("f32", 8), T("i32")), {"x": x, "index": np.int32(i), "axis": 0})
+
+
+def test_array_subscript_reads_one_element_and_checks_every_axis():
+    a = np.arange(12, dtype=np.float32).reshape(3, 4) * 0.5
+    pos = (A("f32", 2), RT(T("i32"), T("i64")), STR("a[i, j]"))
+    for i in range(3):
+        for j in range(4):
+            got = ev_op("[]", pos, {"A": a, "index": (np.int32(i), np.int64(j)),
+                                    "text": "a[i, j]"})
+            assert got.shape == () and got.dtype == np.float32 and got == a[i, j]
+    for idx, axis in (((3, 0), 0), ((0, 4), 1), ((-1, 0), 0)):
+        with pytest.raises(IndexError, match=rf"`a\[i, j\]`: index \({idx[0]}, {idx[1]}\) is "
+                                             rf"outside the array's shape \(3, 4\) \(axis "
+                                             rf"{axis}\)"):
+            ev_op("[]", pos, {"A": a, "index": idx, "text": "a[i, j]"})
+
+
 # ---------------------------------------------------------------------------------------------
 # dtype
 

@@ -176,6 +176,15 @@ class Index(Expr):
 
 
 @_node
+class Slice(Expr):
+    """`lo:hi` inside an index (either bound may be left out: `:` is the whole axis). Only an
+    index holds one; the checker gives it meaning (docs/language.md, "Indexing tiles")."""
+    lower: Expr | None = None
+    upper: Expr | None = None
+    span: Span = _span()
+
+
+@_node
 class Member(Expr):
     value: Expr
     attr: str

@@ -319,12 +319,12 @@ def _parse_module(text: str, file: str) -> A.Module:
             if k == "(":
                 node = _call(node, arguments(True), span(start, pos - 1))
             elif k == "[":
-                indices = [test()]
+                indices = [subscript()]
                 while K[pos] == ",":
                     pos += 1
                     if K[pos] == "]":
                         break
-                    indices.append(test())
+                    indices.append(subscript())
                 expect("]")
                 node = A.Index(node, tuple(indices), span(start, pos - 1))
             else:
@@ -374,6 +374,19 @@ def _parse_module(text: str, file: str) -> A.Module:
             else:
                 right = climb(level + 1)
                 left = _binop(k, left, right, span(start, pos - 1))
+
+    def subscript() -> A.Expr:
+        """An index entry: `test`, or a slice `lo:hi` with either bound left out."""
+        nonlocal pos
+        start = pos
+        lo = None
+        if K[pos] != ":":
+            lo = test()
+            if K[pos] != ":":
+                return lo
+        pos += 1
+        hi = test() if K[pos] != "," and K[pos] != "]" else None
+        return A.Slice(lo, hi, span(start, pos - 1))
 
     def test() -> A.Expr:
         nonlocal pos

@@ -117,10 +117,18 @@ def _expr(e: ast.Expr) -> str:
     if isinstance(e, ast.Call):
         return f"{expr(e.func, _POSTFIX)}({_args(e.args)})"
     if isinstance(e, ast.Index):
-        return f"{expr(e.value, _POSTFIX)}[{', '.join(expr(i) for i in e.indices)}]"
+        return f"{expr(e.value, _POSTFIX)}[{', '.join(_subscript(i) for i in e.indices)}]"
     if isinstance(e, ast.Member):
         return f"{expr(e.value, _POSTFIX)}.{e.attr}"
     raise TypeError(f"not an expression: {e!r}")
+
+
+def _subscript(e: ast.Expr) -> str:
+    if isinstance(e, ast.Slice):
+        lo = expr(e.lower) if e.lower is not None else ""
+        hi = expr(e.upper) if e.upper is not None else ""
+        return f"{lo}:{hi}"
+    return expr(e)
 
 
 def type_expr(t: ast.AnyTypeExpr) -> str:

@@ -277,6 +277,18 @@ class TreeToAst(Transformer):
     def index(self, meta, ch):
         return ast.Index(ch[0], tuple(ch[1:]), self._span(meta))
 
+    def slice_both(self, meta, ch):
+        return ast.Slice(ch[0], ch[1], self._span(meta))
+
+    def slice_lower(self, meta, ch):
+        return ast.Slice(ch[0], None, self._span(meta))
+
+    def slice_upper(self, meta, ch):
+        return ast.Slice(None, ch[0], self._span(meta))
+
+    def slice_all(self, meta, ch):
+        return ast.Slice(None, None, self._span(meta))
+
     def member(self, meta, ch):
         return ast.Member(ch[0], str(ch[1]), self._span(meta))
 

@@ -19,8 +19,9 @@ from typing import Mapping
 
 from tilelang.diagnostics import Span, TileSemanticError
 from tilelang.sema import (builtins_creation, builtins_debug, builtins_dtype,  # noqa: F401
-                           builtins_grid, builtins_math, builtins_matmul, builtins_memory,
-                           builtins_operators, builtins_random, builtins_reduce, builtins_shape)
+                           builtins_grid, builtins_index, builtins_math, builtins_matmul,
+                           builtins_memory, builtins_operators, builtins_random,
+                           builtins_reduce, builtins_shape)
 from tilelang.sema.builtins_core import (ABSENT, CONST, DTYPE, OPERATOR_TABLE, REGISTRY,
                                          REQUIRED, STRING_KIND, VALUE, ArgInfo, BoundArgs,
                                          Builtin, Param, arg_of_const, arg_of_dtype, bind_call)

@@ -11,6 +11,7 @@ from ..frontend import ast
 from ..record import replace
 from .builtins import BUILTINS, OPERATORS, bind_call
 from .builtins_core import ArgInfo, Builtin
+from .check_index import IndexChecks
 from .check_context import TILE_ONLY_GROUPS, TILE_ONLY_NAMES, Ctx, NeedsValue, Scope, close_matches
 from .constants import (ConstStr, ConstTuple, ConstValue, as_int, check_loose_size, construct,
                         loose, materialize)
@@ -20,7 +21,7 @@ from .values import (BuiltinType, FnType, KernelType, ModuleInfo, ModuleType, er
                      is_error, value)
 
 
-class ExpressionChecks:
+class ExpressionChecks(IndexChecks):
     """Names, types and expressions: the part of `Checker` that evaluates expressions."""
 
     def lookup(self, name: str, scope: Scope, ctx: Ctx, span) -> ArgInfo:
@@ -194,6 +195,9 @@ class ExpressionChecks:
             return self.member(e, scope, ctx)
         if isinstance(e, ast.Index):
             return self.index(e, scope, ctx)
+        if isinstance(e, ast.Slice):
+            raise TileSemanticError.at("E0222", "a slice `lo:hi` is only a subscript of a tile",
+                                       e.span)
         raise AssertionError(e)  # pragma: no cover
 
     def operator(self, key: str, operands: list[ArgInfo], span) -> ArgInfo:
@@ -341,8 +345,8 @@ class ExpressionChecks:
         if is_error(v):
             return v
         if isinstance(v.type, TupleType):
-            if len(e.indices) != 1:
-                raise TileSemanticError.at("E0222", "a tuple takes one index", e.span)
+            if len(e.indices) != 1 or isinstance(e.indices[0], ast.Slice):
+                raise TileSemanticError.at("E0222", "a tuple takes one integer index", e.span)
             i = self.const_int(e.indices[0], scope, ctx, "a tuple index")
             n = len(v.type.elements)
             if not -n <= i < n:
@@ -355,13 +359,9 @@ class ExpressionChecks:
                     else (None,) * n))
             return replace(elems[i], span=e.span)
         if isinstance(v.type, ArrayType):
-            raise TileSemanticError.at(
-                "E0222", "arrays are not indexed directly", e.span,
-                help="read a tile with `load(A, index = ..., shape = ...)`, or single elements "
-                     "with `gather`")
+            return self.array_subscript(e, v, scope, ctx)
         if isinstance(v.type, TileType) and v.type.shape:
-            raise TileSemanticError.at("E0222", f"a tile ({v.type}) cannot be indexed", e.span,
-                                       help=_element_help(e, v.type))
+            return self.tile_subscript(e, v, scope, ctx)
         raise TileSemanticError.at("E0222", f"a value of type {v.type} cannot be indexed",
                                    e.span)
 
@@ -401,14 +401,3 @@ def _tuple_const(elems) -> ConstTuple | None:
     if all(x.const is not None for x in elems):
         return ConstTuple(tuple(x.const for x in elems))
     return None
-
-
-def _element_help(e: ast.Index, t: TileType) -> str:
-    """How to take one element of a tile as a scalar, spelled with the indices written."""
-    from ..frontend.printer import expr as show
-    n = len(t.shape)
-    idx = [show(i) for i in e.indices] if len(e.indices) == n else ["0"] * n
-    tup = "(" + ", ".join(idx) + ("," if n == 1 else "") + ")"
-    ones = "(" + ", ".join(["1"] * n) + ("," if n == 1 else "") + ")"
-    return (f"use `extract` to take a sub-tile; one element as a scalar is "
-            f"`extract({show(e.value)}, index = {tup}, shape = {ones}).reshape(())`")

@@ -53,7 +53,7 @@ register_codes({
     "E0216": "a kernel or function is too large once `static for` is unrolled and calls inlined",
     "E0220": "a kernel is called",
     "E0221": "unknown member",
-    "E0222": "indexing a value that cannot be indexed",
+    "E0222": "a subscript that does not fit the value (one integer or slice per axis, in range)",
     "E0223": "a value is not callable",
     "E0224": "wrong arguments to a function",
     "E0230": "recursive call",

@@ -303,13 +303,19 @@ def assert_(kern: KernelEmitter, op: BuiltinOp) -> None:
         ok = ir.Constant(I1, 1)
         for r in t.layout.owned_regs():
             ok = b.and_(ok, t.regs[r])
-    span = op.span
+    fail_unless(kern, ok, msg or "assertion failed", op.span)
+
+
+def fail_unless(kern: KernelEmitter, ok: ir.Value, msg: str, span) -> None:
+    """`__assertfail(msg, file, line, kernel, 1)` where i1 `ok` is false (CUDA's device
+    assert; the emulator reports a DeviceAssertion with the message)."""
+    b = kern.builder
     fail = kern.fn.append_basic_block("assert.fail")
     cont = kern.fn.append_basic_block("assert.ok")
     b.cbranch(ok, cont, fail)
     b.position_at_end(fail)
     fn = kern.se.declare("__assertfail", ir.VoidType(), [PTR, PTR, I32, PTR, I64])
-    b.call(fn, [_cstring(kern, msg or "assertion failed"),
+    b.call(fn, [_cstring(kern, msg),
                 _cstring(kern, span.file if span else kern.kernel.name),
                 ir.Constant(I32, span.line if span else 0),
                 _cstring(kern, kern.kernel.name), ir.Constant(I64, 1)])
