@@ -60,6 +60,8 @@ def required_sm(parts: list) -> tuple[int, bool]:
         return 90, False                       # bf16 atomics (f16 ones are sm_70 / sm_60)
     if root == "tensormap":
         return 90, True                        # tensormap.replace
+    if root == "tcgen05":
+        return 100, True
     return 0, False
 
 
@@ -74,6 +76,9 @@ def check(target: tuple, opcode: str) -> str | None:
     m = _TARGET.match(arch)
     have, suffix = int(m.group(1)), m.group(2)
     need, arch_specific = required_sm(opcode.split("."))
+    if opcode.startswith("tcgen05.") and have >= 120:
+        return f"{opcode} needs sm_100a, sm_101a/sm_110a or sm_103a (sm_12x has no tcgen05); " \
+               f"the module's .target is {arch}"
     if have < need:
         return f"{opcode} needs sm_{need} or newer; the module's .target is {arch}"
     if arch_specific and not suffix:
