@@ -1,0 +1,117 @@
+"""The emulator judges Blackwell PTX it did not see being written: Triton 3.9's tutorial
+matmul compiled for sm_100a.
+
+`fixtures/triton_matmul{,_bf16,_tf32,_i8,_e4m3}_sm100.ptx` are what Triton produced for the
+kernel of benchmarks/triton_ref/gen_matmul_ptx.py (`--arch 100`, 128 x 128 x 64 tiles, 32 for
+tf32, 4 warps, 3 stages; JSON beside each): the accumulator lives in tensor memory
+(`tcgen05.alloc`, zeroed by `tcgen05.st.32x32b.x128`), one elected thread issues
+`tcgen05.mma.cta_group::1.kind::{f16,tf32,i8,f8f6f4}` (M = 128, N = 128) on 128-byte-swizzled
+shared-memory descriptors (A K-major, B MN-major) fed by cp.async, `tcgen05.commit` arrives on
+an mbarrier that every thread polls inside an inline-asm block with its own `waitLoop:` label,
+and the epilogue reads the accumulator with `tcgen05.ld.32x32b.x128`. If our reading of the
+instruction descriptor, the sm_100 matrix descriptor, the TMEM data path of M = 128 or the
+32x32b shape were wrong, these would disagree with NumPy.
+"""
+
+import json
+import math
+import pathlib
+
+import numpy as np
+import pytest
+
+from tilelang.emulator import EmulatorDevice
+
+FIXTURES = pathlib.Path(__file__).parent / "fixtures"
+KIND = {"f16": "kind::f16", "bf16": "kind::f16", "tf32": "kind::tf32", "i8": "kind::i8",
+        "e4m3": "kind::f8f6f4"}
+
+
+def _load(dtype):
+    stem = "triton_matmul_sm100" if dtype == "f16" else f"triton_matmul_{dtype}_sm100"
+    return (FIXTURES / f"{stem}.ptx").read_text(), \
+        json.loads((FIXTURES / f"{stem}.json").read_text())
+
+
+def operands(dtype, rng, M, N, K):
+    """(A, B as stored, A, B as the tensor core sees them: float64 or int64)."""
+    import ml_dtypes
+    if dtype in ("f16", "bf16"):
+        t = np.float16 if dtype == "f16" else ml_dtypes.bfloat16
+        A = rng.standard_normal((M, K)).astype(t)
+        B = rng.standard_normal((K, N)).astype(t)
+        return A.view(np.uint16), B.view(np.uint16), A.astype(np.float64), B.astype(np.float64)
+    if dtype == "tf32":
+        A = rng.standard_normal((M, K)).astype(np.float32)
+        B = rng.standard_normal((K, N)).astype(np.float32)
+        # the kernel passes f32 bits: the tensor core ignores the low 13 bits of each
+        trunc = lambda m: (m.view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32)  # noqa
+        return A, B, trunc(A).astype(np.float64), trunc(B).astype(np.float64)
+    if dtype == "i8":
+        A = rng.integers(-128, 128, (M, K)).astype(np.int8)
+        B = rng.integers(-128, 128, (K, N)).astype(np.int8)
+        return A, B, A.astype(np.int64), B.astype(np.int64)
+    A = (rng.integers(-8, 9, (M, K)) / 2).astype(ml_dtypes.float8_e4m3fn)
+    B = rng.integers(-8, 9, (K, N)).astype(ml_dtypes.float8_e4m3fn)
+    return A.view(np.uint8), B.view(np.uint8), A.astype(np.float64), B.astype(np.float64)
+
+
+def run(dtype, M, N, K, seed=0):
+    ptx, info = _load(dtype)
+    assert info["target"] == "sm_100" and ".target sm_100a" in ptx
+    assert f"tcgen05.mma.cta_group::1.{KIND[dtype]}" in ptx
+    rng = np.random.default_rng(seed)
+    A, B, a, b = operands(dtype, rng, M, N, K)
+    dev = EmulatorDevice(race_check=True)
+    fn = dev.load_module(ptx).get_function(info["kernel"])
+    pa, pb, pc = dev.to_device(A), dev.to_device(B), dev.malloc(4 * M * N)
+    dev.memset(pc, 0xFF, 4 * M * N)                    # NaN: every element must be written
+    BM, BN = info["constexprs"]["BM"], info["constexprs"]["BN"]
+    grid = (math.ceil(M / BM) * math.ceil(N / BN), 1, 1)
+    args = [pa, pb, pc] + [np.int32(v) for v in (M, N, K, K, N, N)] + [0, 0]
+    rep = dev.launch(fn, grid, tuple(info["block"]), args, shared_mem=info["shared_bytes"])
+    # the cp.async ring and the tensor-core reads in flight pass the check
+    assert rep.race_check == "checked: no shared-memory race"
+    out = np.int32 if dtype == "i8" else np.float32
+    return a, b, dev.from_device(pc, (M, N), out), rep, info
+
+
+def check(dtype, a, b, C):
+    if dtype == "i8":                                  # exact integer products
+        assert np.array_equal(C.astype(np.int64), a @ b)
+        return
+    if dtype == "e4m3":                                # small multiples of 1/2: exact in f32
+        assert np.array_equal(C.astype(np.float64), a @ b)
+        return
+    # products exact in f64; at most one f32 rounding per instruction's K step (the emulator
+    # rounds once per mma; the hardware may round more often within the same bound)
+    k_step = {"f16": 16, "bf16": 16, "tf32": 8}[dtype]
+    bound = math.ceil(a.shape[1] / k_step) * 2.0 ** -23 * (np.abs(a) @ np.abs(b))
+    err = np.abs(C.astype(np.float64) - a @ b)
+    assert np.all(err <= bound), float((err / bound).max())
+
+
+@pytest.mark.parametrize("shape", [(256, 256, 192), (127, 208, 80)], ids=["square", "ragged"])
+def test_f16_matmul_against_numpy(shape):
+    a, b, C, rep, info = run("f16", *shape, seed=sum(shape))
+    check("f16", a, b, C)
+    M, N, K = shape
+    tiles = math.ceil(M / 128) * math.ceil(N / 128)
+    # one elected thread per CTA issues 4 k16 MMAs per 64-wide K tile
+    assert rep.instructions["tcgen05.mma.cta_group::1.kind::f16"] == \
+        tiles * 4 * math.ceil(K / 64)
+    assert rep.instructions["tcgen05.ld.sync.aligned.32x32b.x128.b32"] == tiles * 128
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "tf32", "i8", "e4m3"])
+def test_other_kinds_ragged_against_numpy(dtype):
+    M, N, K = 127, 208, 80             # a partial tile in every dimension
+    a, b, C, _, _ = run(dtype, M, N, K, seed=7)
+    check(dtype, a, b, C)
+
+
+def test_labels_of_two_inline_asm_blocks_are_apart():
+    # both mbarrier waits are `{ .reg .pred complete; waitLoop: ... @!complete bra.uni
+    # waitLoop; }`: each branch must stay in its own block
+    ptx, _ = _load("f16")
+    assert ptx.count("waitLoop:") >= 2
