@@ -471,3 +471,20 @@ def test_cp_from_shared_memory_and_shift_down(form, rows, nbytes, shift):
     if shift:                                    # lanes 1..31 take lanes 0..30 (256 bits)
         want[1:32, :8] = M[0:31, :8]
     assert np.array_equal(got, want)
+
+
+def test_race_check_sees_the_operands_read_until_the_commit_completes():
+    # warp 1 overwrites A while the MMA may still read it: only the commit's mbarrier orders
+    # the reads before later writes
+    img = np.zeros(SMEM, np.uint8)
+    ad, bd = layout(img, np.ones((128, 16), np.float16), 0, 2, True, 128), \
+        layout(img, np.ones((16, 16), np.float16), B_BASE, 2, True, 128)
+    early = "  setp.eq.u32 %p6, %r2, 32;\n  @%p6 st.shared.u32 [smem], %r1;"
+    from tilelang.emulator.errors import SharedMemoryRace
+    with pytest.raises(SharedMemoryRace, match=r"warp 1 writes shared memory that the "
+                       r"in-flight tcgen05 operation of warp group 0 read, and nothing orders"):
+        _run(_ptx(16, before_wait=early), img, ad, bd, idesc(F16, F16, 16), 16,
+             race_check=True)
+    late = "  setp.eq.u32 %p6, %r2, 32;\n  @%p6 st.shared.u32 [smem], %r1;"
+    D = _run(_ptx(16, after_ld=late), img, ad, bd, idesc(F16, F16, 16), 16, race_check=True)
+    assert np.all(D == 16.0)

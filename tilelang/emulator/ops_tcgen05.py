@@ -366,10 +366,9 @@ def _mma(ctx, ins, parts):
                 bits = np.array([(int(masks[k, j]) >> i) & 1 for j in range(4)
                                  for i in range(32)], bool)
                 keep = ~bits
-            issue(st, AsyncOp(t, ins.line, _compute(st, ins, kind, f, t, b, col,
-                                                    int(a_all[k]), int(b_all[k]),
-                                                    bool(e_all[k]), shift, keep),
-                              b, np.arange(f["M"]), cols))
+            fn = _compute(st, ins, kind, f, t, b, col, int(a_all[k]), int(b_all[k]),
+                          bool(e_all[k]), shift, keep)
+            issue(st, AsyncOp(t, ins.line, fn, b, np.arange(f["M"]), cols, fn.clk))
     return run
 
 
@@ -385,6 +384,10 @@ def _compute(st, ins, kind, f, t, b, col, adesc, bdesc, enable, shift, keep):
     if st.proxy is not None:
         st.proxy.check(st, offa, ea, t, f"{ins.opcode} (operand A)")
         st.proxy.check(st, offb, eb, t, f"{ins.opcode} (operand B)")
+    clk = [0]
+    if st.races is not None:
+        st.races.tc_read(st, t, offa, ea)
+        clk[0] = st.races.tc_read(st, t, offb, eb)
     integer = kind == "i8"
 
     def compute(st):
@@ -406,6 +409,7 @@ def _compute(st, ins, kind, f, t, b, col, adesc, bdesc, enable, shift, keep):
             res = D.astype(np.float32).view(np.uint32)
         rows = keep[:M]
         cells[rows] = res[rows]
+    compute.clk = clk[0]
     return compute
 
 
@@ -438,6 +442,7 @@ def _cp(ctx, ins, parts):
             off = _operand_offsets(st, f, rows, nbytes, 1, True, t)
             if st.proxy is not None:
                 st.proxy.check(st, off, 1, t, ins.opcode)
+            clk = 0 if st.races is None else st.races.tc_read(st, t, off, 1)
             dst = [lane + 32 * q for q in range(4)] if x4 else [lane]
             lanes = np.concatenate([d + np.arange(rows) for d in dst])
             cols = col + np.arange(nbytes // 4)
@@ -450,7 +455,7 @@ def _cp(ctx, ins, parts):
                 data = st.shared[off].reshape(rows, nbytes).copy().view(np.uint32)
                 for d in dst:
                     tmem(st).cells[b, d:d + rows, col:col + nbytes // 4] = data
-            issue(st, AsyncOp(t, ins.line, compute, b, lanes, cols))
+            issue(st, AsyncOp(t, ins.line, compute, b, lanes, cols, clk))
     return run
 
 

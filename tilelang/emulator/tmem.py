@@ -78,11 +78,12 @@ def check_cells(st, b, lanes, cols, thread, what, reading=True):
 class AsyncOp:
     """One asynchronous tcgen05 operation of one thread: `compute(st)` performs it; `block`,
     `lanes`, `cols` are the TMEM cells it writes (pending until then)."""
-    __slots__ = ("thread", "line", "compute", "block", "lanes", "cols")
+    __slots__ = ("thread", "line", "compute", "block", "lanes", "cols", "clk")
 
-    def __init__(self, thread, line, compute, block, lanes, cols):
+    def __init__(self, thread, line, compute, block, lanes, cols, clk=0):
         self.thread, self.line, self.compute = thread, line, compute
         self.block, self.lanes, self.cols = block, np.asarray(lanes), np.asarray(cols)
+        self.clk = clk              # the race check's clock of its shared reads (0: none)
 
 
 class Commit:
@@ -135,6 +136,9 @@ def land_commits(st, elems):
             view = st.shared_view(np.uint64)
             idx = np.array([c.thread])
             if st.races is not None:
+                clk = max((op.clk for op in c.ops), default=0)
+                if clk:
+                    st.races.tc_arrive(st, c.thread, c.elem, clk)
                 st.races.mbar_arrive(st, idx, np.array([c.elem]))
             _, flipped = arrive(st, view, np.array([c.elem]), np.ones(1, np.int64),
                                 threads=idx)
