@@ -37,6 +37,8 @@ def required_sm(parts: list) -> tuple[int, bool]:
         return 90, True
     if root == "setmaxnreg":
         return 90, True
+    if root == "cvt" and any(p in ("e2m1x2", "e2m3x2", "e3m2x2", "ue8m0x2") for p in parts):
+        return 100, True                       # sm_100a, sm_101a/110a, sm_120a
     if root == "cvt" and any(p in ("e4m3x2", "e5m2x2") for p in parts):
         return 89, False
     if root == "cvt" and "tf32" in parts and ("rn" in parts or "rz" in parts):
