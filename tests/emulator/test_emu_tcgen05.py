@@ -185,6 +185,21 @@ def test_f16_layouts_and_swizzles(sw, ka, kb):
     np.testing.assert_allclose(D, ref, rtol=1e-6, atol=1e-6)
 
 
+def test_m64_rows_sit_in_the_first_16_lanes_of_each_warp():
+    # D row 16w + i in lane 32w + i (i < 16): each warp's tcgen05.ld.32x32b reads its slab
+    rng = np.random.default_rng(64)
+    N = 24
+    A = rng.standard_normal((64, 16)).astype(np.float16)
+    B = rng.standard_normal((N, 16)).astype(np.float16)
+    init = np.float32(-7.0).view(np.uint32)
+    D = product("f16", A, B, 2, F16, F16, N, enable=1, init=init, M=64)
+    rows = np.array([32 * (r // 16) + r % 16 for r in range(64)])
+    ref = A.astype(np.float64) @ B.astype(np.float64).T - 7.0
+    np.testing.assert_allclose(D[rows], ref, rtol=1e-6, atol=1e-6)
+    untouched = np.setdiff1d(np.arange(128), rows)
+    assert np.all(D[untouched] == -7.0)
+
+
 @pytest.mark.parametrize("N", [16, 48, 256])
 def test_n_accumulate_negate_and_scale_input(N):
     rng = np.random.default_rng(N)
@@ -315,7 +330,8 @@ def test_allocation_and_access_errors(change, message):
 
 
 @pytest.mark.parametrize("desc,message", [
-    (idesc(F16, F16, 64, M=64), r"M = 64: the emulator supports M = 128 with cta_group::1"),
+    (idesc(F16, F16, 64, M=32), r"M = 32: cta_group::1 takes M = 64 or 128"),
+    (idesc(F16, F16, 0, M=64), r"N = 0: M = 64 takes N from 8 to 256 in steps of 8"),
     (idesc(F16, F16, 24), r"N = 24: M = 128 takes N from 16 to 256 in steps of 16"),
     (idesc(F16, BF16, 64), r".kind::f16 multiplies matching types, not f16 x bf16"),
     (idesc(F16, F16, 64, extra=4), r"bit 2 \(sparsity\) set in a dense tcgen05.mma"),

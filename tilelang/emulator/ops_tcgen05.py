@@ -13,9 +13,13 @@ forms.
   MN-major A/B (15, 16), N >> 3 (17-22), M >> 4 (24-28), max shift (30-31, .ws only). Each
   instruction multiplies K = 256 bits of each row: 16 f16/bf16, 8 tf32, 32 8-bit elements.
   With M = 128 (cta_group::1) row i of D is TMEM lane i, column j is the column of d-tmem + j
-  (one 32-bit cell per f32/s32 element).
-* `ld`/`st` (`.32x32b.xN`): warp w of a warp group reaches lanes 32(w mod 4) .. +31; lane i of
-  the warp moves lane (base + i), register j is column (column + j).
+  (one 32-bit cell per f32/s32 element); with M = 64 rows 16w .. 16w + 15 are lanes 32w ..
+  32w + 15 (`d_lanes`).
+* `ld`/`st`: warp w of a warp group reaches lanes 32(w mod 4) .. +31. `.32x32b.xN`: lane i of
+  the warp moves lane (base + i), register j is column (column + j); `.16x32bx2.xN`: lane i
+  moves lane base + i mod 16, the upper half-warp immHalfSplitoff columns further.
+  (The M = 64 layout and the 16x32bx2 mapping are the reading Triton's sm_100a kernels
+  confirm: tests/emulator/test_emu_triton_blackwell.py.)
 """
 
 from __future__ import annotations
@@ -183,13 +187,22 @@ def _no_op(ctx, ins, parts):
 # -- tcgen05.ld / tcgen05.st --------------------------------------------------------------------
 def _ld_st(ctx, ins, parts):
     load = parts[1] == "ld"
-    if "32x32b" not in parts:
-        ctx.error(f"{ins.opcode}: the emulator supports the .32x32b shape of tcgen05.{parts[1]}")
+    half = "16x32bx2" in parts
+    if "32x32b" not in parts and not half:
+        ctx.error(f"{ins.opcode}: the emulator supports the .32x32b and .16x32bx2 shapes of "
+                  f"tcgen05.{parts[1]}")
     num = next((p for p in parts if p[:1] == "x" and p[1:].isdigit()), None)
     n = int(num[1:]) if num else 0
     if n not in (1, 2, 4, 8, 16, 32, 64, 128):
         ctx.error(f"{ins.opcode}: .num must be .x1 ... .x128")
-    ops = ins.operands
+    ops = list(ins.operands)
+    split_off = 0
+    if half:           # ld: {r}, [taddr], immHalfSplitoff; st: [taddr], immHalfSplitoff, {r}
+        k = 2 if load else 1
+        if len(ops) != 3 or not isinstance(ops[k], Imm):
+            ctx.error(f"{ins.opcode}: .16x32bx2 takes an immediate immHalfSplitoff")
+        split_off = int(ctx.src(ops[k], _U32)(None))
+        del ops[k]
     regs, where = (ops[0], ops[1]) if load else (ops[1], ops[0])
     if not isinstance(regs, Vec) or len(regs.items) != n:
         ctx.error(f"{ins.opcode}: expected {{{n} .b32 registers}}")
@@ -211,17 +224,24 @@ def _ld_st(ctx, ins, parts):
             a = _uniform(st, a_all[ths], ths, "the tensor memory address", ins.opcode)
             lane, col = split(a)
             slab = 32 * (int(st.thread_linear[t0]) // 32 % 4)
-            if lane != slab:
+            if lane not in ((slab, slab + 16) if half else (slab,)):
                 raise st.error(ExecutionError, f"{ins.opcode}: warp {int(st.thread_linear[t0]) // 32} "
                                f"of the CTA reaches tensor memory lanes {slab}..{slab + 31}; "
                                f"the address names lane {lane}", t0)
             b = int(st.block_in_batch[t0])
-            lanes = lane + st.lane[ths]
-            check_cells(st, b, lanes, col + cols, t0, ins.opcode, reading=load)
-            if load:
-                out[ths] = tm.cells[b][np.ix_(lanes, col + cols)]
+            li = st.lane[ths]
+            if half:        # lanes 0-15 and 16-31 of the warp: the same 16 TMEM lanes, the
+                # second half immHalfSplitoff columns on
+                lanes, first = lane + li % 16, col + (li // 16) * split_off
             else:
-                tm.cells[b][np.ix_(lanes, col + cols)] = vals[ths]
+                lanes, first = lane + li, np.full(li.size, col)
+            where_cols = first[:, None] + cols[None, :]
+            check_cells(st, b, np.unique(lanes), np.unique(where_cols), t0, ins.opcode,
+                        reading=load)
+            if load:
+                out[ths] = tm.cells[b][lanes[:, None], where_cols]
+            else:
+                tm.cells[b][lanes[:, None], where_cols] = vals[ths]
         if load:
             for j, put in enumerate(puts):
                 put(st, out[:, j], m)
@@ -280,12 +300,20 @@ def _decode_idesc(st, v, kind, t, opcode):
     if kind == "i8" and (neg_a or neg_b):
         raise bad("integer products take no negation (bits 13-14)")
     N, M = ((v >> 17) & 0x3F) << 3, ((v >> 24) & 0x1F) << 4
-    if M != 128:
-        raise bad(f"M = {M}: the emulator supports M = 128 with cta_group::1")
-    if not (16 <= N <= 256 and N % 16 == 0):
-        raise bad(f"N = {N}: M = 128 takes N from 16 to 256 in steps of 16")
+    if M not in (64, 128):
+        raise bad(f"M = {M}: cta_group::1 takes M = 64 or 128")
+    step = 16 if M == 128 else 8
+    if not (step <= N <= 256 and N % step == 0):
+        raise bad(f"N = {N}: M = {M} takes N from {step} to 256 in steps of {step}")
     return {"a": aty, "b": bty, "M": M, "N": N, "neg_a": neg_a, "neg_b": neg_b, "sat": sat,
             "a_mn": bool((v >> 15) & 1), "b_mn": bool((v >> 16) & 1)}
+
+
+def d_lanes(M: int) -> np.ndarray:
+    """The TMEM lane of each row of D with cta_group::1: row i for M = 128; for M = 64 the
+    first 16 lanes of each warp's 32 (rows 16w .. 16w + 15 in lanes 32w .. 32w + 15)."""
+    r = np.arange(M)
+    return r if M == 128 else 32 * (r // 16) + r % 16
 
 
 def _descriptor(st, desc, t, what, opcode):
@@ -361,8 +389,8 @@ def _mma(ctx, ins, parts):
             f = _decode_idesc(st, int(i_all[k]), kind, t, ins.opcode)
             lane, col = split(int(d_all[k]))
             if lane:
-                raise st.error(ExecutionError, f"{ins.opcode}: d-tmem names lane {lane}; an "
-                               f"M = 128 accumulator starts at lane 0", t)
+                raise st.error(ExecutionError, f"{ins.opcode}: d-tmem names lane {lane}; the "
+                               f"accumulator starts at lane 0", t)
             b = int(st.block_in_batch[t])
             cols = col + np.arange(f["N"])
             check_cells(st, b, np.arange(0), cols, t, ins.opcode)
@@ -373,7 +401,7 @@ def _mma(ctx, ins, parts):
                 keep = ~bits
             fn = _compute(st, ins, kind, f, t, b, col, int(a_all[k]), int(b_all[k]),
                           bool(e_all[k]), shift, keep)
-            issue(st, AsyncOp(t, ins.line, fn, b, np.arange(f["M"]), cols, fn.clk))
+            issue(st, AsyncOp(t, ins.line, fn, b, d_lanes(f["M"]), cols, fn.clk))
     return run
 
 
@@ -398,7 +426,8 @@ def _compute(st, ins, kind, f, t, b, col, adesc, bdesc, enable, shift, keep):
     def compute(st):
         A = _read_operand(st, offa, ea, f["a"], M, K)
         B = _read_operand(st, offb, eb, f["b"], N, K)
-        cells = tmem(st).cells[b, :M, col:col + N]
+        lanes = d_lanes(M)
+        cells = tmem(st).cells[b, lanes, col:col + N]
         if integer:
             D = A.astype(np.int64) @ B.astype(np.int64).T
             if enable:
@@ -412,8 +441,8 @@ def _compute(st, ins, kind, f, t, b, col, adesc, bdesc, enable, shift, keep):
             if enable:
                 D = D + cells.view(np.float32).astype(np.float64) * 2.0 ** -shift
             res = D.astype(np.float32).view(np.uint32)
-        rows = keep[:M]
-        cells[rows] = res[rows]
+        rows = keep[lanes]
+        tmem(st).cells[b, lanes[rows], col:col + N] = res[rows]
     compute.clk = clk[0]
     return compute
 
