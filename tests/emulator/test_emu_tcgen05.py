@@ -504,13 +504,3 @@ def test_race_check_sees_the_operands_read_until_the_commit_completes():
     late = "  setp.eq.u32 %p6, %r2, 32;\n  @%p6 st.shared.u32 [smem], %r1;"
     D = _run(_ptx(16, after_ld=late), img, ad, bd, idesc(F16, F16, 16), 16, race_check=True)
     assert np.all(D == 16.0)
-
-
-def test_reading_a_loaded_register_before_wait_ld_is_an_error():
-    img = np.zeros(SMEM, np.uint8)
-    ad, bd = layout(img, np.zeros((128, 16), np.float16), 0, 2, True, 128), \
-        layout(img, np.zeros((16, 16), np.float16), B_BASE, 2, True, 128)
-    ptx = _ptx(16).replace("  tcgen05.wait::ld.sync.aligned;\n", "", 1)
-    with pytest.raises(ExecutionError, match=r"st.global.b32 reads register %v0 of the "
-                       r"tcgen05.ld at PTX line \d+ before a tcgen05.wait::ld"):
-        _run(ptx, img, ad, bd, idesc(F16, F16, 16), 16)

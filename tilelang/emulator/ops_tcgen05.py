@@ -34,8 +34,7 @@ from .ops_warp import check_members
 from .ptx_ast import Addr, Imm, Reg, Vec
 from .ptx_types import type_info
 from .smem_matrix import decode_descriptor_sm100, descriptor_offsets, element_values
-from .tmem import (AsyncOp, COLUMNS, LANES, check_cells, commit, issue, ld_issued, ld_waited,
-                   split, tmem)
+from .tmem import AsyncOp, COLUMNS, LANES, check_cells, commit, issue, split, tmem
 
 _U32, _U64 = type_info("u32"), type_info("u64")
 # idesc A/B type codes per kind (PTX ISA, "Instruction descriptor")
@@ -168,16 +167,14 @@ def _relinquish(ctx, ins, parts):
 
 
 def _no_op(ctx, ins, parts):
-    """Fences and waits: the emulator performs tcgen05.ld/st at once and orders nothing; a
-    `wait::ld` makes the thread's loaded registers readable (tmem.ld_issued)."""
+    """Fences and waits: the emulator performs tcgen05.ld/st at once and orders nothing."""
     if parts[1].startswith("wait"):
         if parts[1] not in ("wait::ld", "wait::st"):
             ctx.error(f"{ins.opcode} is not supported")
 
         def wait(st, m):
-            for ths in _warps(st, m, ins.opcode):
-                if parts[1] == "wait::ld" and st.tc_ld_regs:
-                    ld_waited(st, ths)
+            for _ in _warps(st, m, ins.opcode):
+                pass
         return {"run": wait, "sync": "warp", "members": None}
     if parts[1] not in ("fence::before_thread_sync", "fence::after_thread_sync"):
         ctx.error(f"{ins.opcode} is not supported")
@@ -209,7 +206,6 @@ def _ld_st(ctx, ins, parts):
     ga = _tmem_address(ctx, where)
     b32 = type_info("b32")
     puts = [ctx.dst(o, b32) for o in regs.items] if load else None
-    dests = [ctx.reg(o) for o in regs.items] if load else None
     gets = None if load else [ctx.src(o, b32) for o in regs.items]
     cols = np.arange(n)
 
@@ -245,7 +241,6 @@ def _ld_st(ctx, ins, parts):
         if load:
             for j, put in enumerate(puts):
                 put(st, out[:, j], m)
-            ld_issued(st, dests, st.active_index(m), ins.line)
     return {"run": run, "sync": "warp", "members": None}
 
 

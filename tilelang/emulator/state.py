@@ -76,7 +76,6 @@ class State:
         self.tmem = None                           # tmem.TensorMemory, made on first use
         self.tc_issued = {}                        # thread -> tcgen05 ops not committed (tmem)
         self.tc_commits = []                       # tcgen05.commit records not arrived (tmem)
-        self.tc_ld_regs = {}                       # register -> line of its tcgen05.ld per thread
         # spin detection (executor._spin_check): back edges taken, when to look next, the
         # register hash and loop of the last look, and the branch that closed the loop
         self.back_count = np.zeros(T, np.int64)

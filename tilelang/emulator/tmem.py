@@ -149,37 +149,6 @@ def land_commits(st, elems):
     st.tc_commits = keep
 
 
-def ld_issued(st, regs, idx, line: int):
-    """`tcgen05.ld` wrote registers `regs` of threads `idx` at once, but on a GPU they are
-    ready only after the thread's `tcgen05.wait::ld`: until then reading one is an error."""
-    for r in regs:
-        pend = st.tc_ld_regs.get(r)
-        if pend is None:
-            pend = st.tc_ld_regs[r] = np.zeros(st.T, np.int32)
-        pend[idx] = line
-
-
-def ld_waited(st, idx):
-    for pend in st.tc_ld_regs.values():
-        pend[idx] = 0
-    st.tc_ld_regs = {r: p for r, p in st.tc_ld_regs.items() if p.any()}
-
-
-def check_ld_reads(st, ins, em):
-    """An instruction reading a register a tcgen05.ld has not been waited for."""
-    for r in ins.reads:
-        pend = st.tc_ld_regs.get(r)
-        if pend is None:
-            continue
-        hit = pend != 0 if em is None else (pend != 0) & em
-        if hit.any():
-            t = int(np.flatnonzero(hit)[0])
-            name = next((n for (f, n), i in st.prog.reg_index.items() if i == r), f"#{r}")
-            raise st.error(ExecutionError, f"{ins.opcode} reads register {name} of the "
-                           f"tcgen05.ld at PTX line {int(pend[t])} before a tcgen05.wait::ld",
-                           t)
-
-
 def pending_on(st, elem: int):
     """The line of a commit still to arrive on the mbarrier at `elem`, or None."""
     return next((c.line for c in st.tc_commits if c.elem == elem), None)
