@@ -128,3 +128,16 @@ def test_labels_of_two_inline_asm_blocks_are_apart():
     # waitLoop; }`: each branch must stay in its own block
     ptx, _ = _load("f16")
     assert ptx.count("waitLoop:") >= 2
+
+
+@pytest.mark.parametrize("shape", [(128, 128, 192), (100, 72, 136)], ids=["square", "ragged"])
+def test_tma_fed_tcgen05_matmul(shape):
+    """Tensor descriptors (gen_tma_matmul_ptx.py --arch 100): `cp.async.bulk.tensor` loads
+    completing on mbarriers feed `tcgen05.mma` (128-byte swizzle), the commit's mbarrier frees
+    each stage, and C leaves through a TMA store from shared memory."""
+    from test_emu_triton_hopper import _bound, run_tma
+    ptx = (FIXTURES / "triton_tma_matmul_sm100.ptx").read_text()
+    assert "tcgen05.mma.cta_group::1.kind::f16" in ptx and "cp.async.bulk.tensor.2d" in ptx
+    a, b, C, rep, BK = run_tma(*shape, seed=sum(shape), stem="triton_tma_matmul_sm100",
+                               product="tcgen05.mma.cta_group::1.kind::f16")
+    assert np.all(np.abs(C - a @ b) <= _bound(a, b))
