@@ -504,3 +504,30 @@ def test_race_check_sees_the_operands_read_until_the_commit_completes():
     late = "  setp.eq.u32 %p6, %r2, 32;\n  @%p6 st.shared.u32 [smem], %r1;"
     D = _run(_ptx(16, after_ld=late), img, ad, bd, idesc(F16, F16, 16), 16, race_check=True)
     assert np.all(D == 16.0)
+
+
+def test_a_from_tensor_memory():
+    # A staged by tcgen05.st: row i in lane i, its 32 bytes of K in 8 cells, lowest byte first
+    rng = np.random.default_rng(12)
+    N = 16
+    A = rng.standard_normal((128, 16)).astype(np.float16)
+    B = rng.standard_normal((N, 16)).astype(np.float16)
+    img = np.zeros(SMEM, np.uint8)
+    bd = layout(img, B, B_BASE, 2, True, 128)
+    words = A.view(np.uint32)                                      # (128, 8)
+    img[40960:40960 + words.nbytes] = words.view(np.uint8).reshape(-1)
+    # each thread reads its row's 8 words from shared memory and stores them at column 128
+    pro = "\n".join(["  mul.lo.u32 %r54, %r2, 32;", "  add.s32 %r54, %r54, 40960;",
+                     "  add.s32 %r54, %r54, %r5;"] +
+                    [f"  ld.shared.u32 %r{44 + j}, [%r54+{4 * j}];" for j in range(8)])
+    ptx = _ptx(N, prologue="").replace(
+        "  tcgen05.wait::st.sync.aligned;",
+        pro + "\n  tcgen05.st.sync.aligned.32x32b.x8.b32 [%r21+128], {%r44, %r45, %r46, "
+        "%r47, %r48, %r49, %r50, %r51};\n  tcgen05.wait::st.sync.aligned;")
+    ptx = ptx.replace("tcgen05.mma.cta_group::1.kind::f16 [%r20], %rd3,",
+                      "tcgen05.mma.cta_group::1.kind::f16 [%r20], [%r55],")
+    ptx = ptx.replace("  setp.ne.u32 %p2, %r41, 0;", "  setp.ne.u32 %p2, %r41, 0;\n"
+                      "  add.s32 %r55, %r20, 128;")
+    D = _run(ptx, img, 0, bd, idesc(F16, F16, N), N)
+    np.testing.assert_allclose(D, A.astype(np.float64) @ B.astype(np.float64).T, rtol=1e-6,
+                               atol=1e-6)

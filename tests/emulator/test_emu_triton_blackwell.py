@@ -141,3 +141,39 @@ def test_tma_fed_tcgen05_matmul(shape):
     a, b, C, rep, BK = run_tma(*shape, seed=sum(shape), stem="triton_tma_matmul_sm100",
                                product="tcgen05.mma.cta_group::1.kind::f16")
     assert np.all(np.abs(C - a @ b) <= _bound(a, b))
+
+
+@pytest.mark.parametrize("shape", [(128, 64, 256), (256, 128, 512)], ids=["one-tile", "four"])
+def test_block_scaled_mxfp8_matmul(shape):
+    """`tl.dot_scaled` with e4m3 operands and ue8m0 scales per 32 K (gen_scaled_matmul_ptx.py):
+    A and both scale tiles are staged in tensor memory by `tcgen05.st`, the product is
+    `tcgen05.mma...kind::mxf8f6f4.block_scale.block32` with A from tensor memory. The scale
+    layout this fixes (rows 32c + i in lane i of column c, the idesc's scale byte picking the
+    K step) and A's (row i in lane i, K bytes along the columns) are not in the ISA's text:
+    a wrong reading scales rows by wrong powers of two."""
+    import ml_dtypes
+    ptx = (FIXTURES / "triton_scaled_matmul_sm100.ptx").read_text()
+    info = json.loads((FIXTURES / "triton_scaled_matmul_sm100.json").read_text())
+    assert "kind::mxf8f6f4.block_scale.block32 [ %r" in ptx
+    M, N, K = shape
+    rng = np.random.default_rng(M + N)
+    A = (rng.integers(-8, 9, (M, K)) / 2).astype(ml_dtypes.float8_e4m3fn)
+    B = (rng.integers(-8, 9, (K, N)) / 4).astype(ml_dtypes.float8_e4m3fn)
+    sa = rng.integers(117, 137, (M, K // 32)).astype(np.uint8)
+    sb = rng.integers(117, 137, (N, K // 32)).astype(np.uint8)
+    dev = EmulatorDevice(race_check=True)
+    fn = dev.load_module(ptx).get_function(info["kernel"])
+    pc = dev.malloc(4 * M * N)
+    dev.memset(pc, 0xFF, 4 * M * N)
+    c = info["constexprs"]
+    rep = dev.launch(fn, (M // c["BM"], N // c["BN"], 1), tuple(info["block"]),
+                     [dev.to_device(A.view(np.uint8)), dev.to_device(sa),
+                      dev.to_device(B.view(np.uint8)), dev.to_device(sb), pc,
+                      np.int32(M), np.int32(N), np.int32(K), 0, 0],
+                     shared_mem=info["shared_bytes"])
+    assert rep.race_check == "checked: no shared-memory race"
+    C = dev.from_device(pc, (M, N), np.float32).astype(np.float64)
+    a = A.astype(np.float64) * np.repeat(2.0 ** (sa.astype(np.float64) - 127), 32, axis=1)
+    b = B.astype(np.float64) * np.repeat(2.0 ** (sb.astype(np.float64) - 127), 32, axis=1).T
+    # exact products; one f32 rounding per 32-wide K step at most
+    assert np.all(np.abs(C - a @ b) <= K / 32 * 2.0 ** -23 * (np.abs(a) @ np.abs(b)))

@@ -345,6 +345,8 @@ def _read_operand(st, off, esize, kind, rows, K):
 
 
 def _mma(ctx, ins, parts):
+    if "block_scale" in parts:
+        return _mma_scaled(ctx, ins, parts)
     kind = next((p[6:] for p in parts if p.startswith("kind::")), None)
     if kind not in _TYPES:
         ctx.error(f"{ins.opcode}: expected .kind::f16, ::tf32, ::f8f6f4 or ::i8")
@@ -352,10 +354,10 @@ def _mma(ctx, ins, parts):
     if len(ops) < 5 or not isinstance(ops[0], Addr):
         ctx.error(f"{ins.opcode}: expected [d-tmem], a-desc, b-desc, idesc, "
                   f"{{disable-output-lane,}} enable-input-d{{, scale-input-d}}")
-    if isinstance(ops[1], Addr):
-        ctx.error(f"{ins.opcode}: the emulator reads A from shared memory only, not [a-tmem]")
+    a_in_tmem = isinstance(ops[1], Addr)
     gd = _tmem_address(ctx, ops[0])
-    ga, gb, gi = ctx.src(ops[1], _U64), ctx.src(ops[2], _U64), ctx.src(ops[3], _U32)
+    ga = _tmem_address(ctx, ops[1]) if a_in_tmem else ctx.src(ops[1], _U64)
+    gb, gi = ctx.src(ops[2], _U64), ctx.src(ops[3], _U32)
     rest = ops[4:]
     gmask = None
     if rest and isinstance(rest[0], Vec):
@@ -395,31 +397,52 @@ def _mma(ctx, ins, parts):
                                  for i in range(32)], bool)
                 keep = ~bits
             fn = _compute(st, ins, kind, f, t, b, col, int(a_all[k]), int(b_all[k]),
-                          bool(e_all[k]), shift, keep)
+                          bool(e_all[k]), shift, keep, a_in_tmem)
             issue(st, AsyncOp(t, ins.line, fn, b, d_lanes(f["M"]), cols, fn.clk))
     return run
 
 
-def _compute(st, ins, kind, f, t, b, col, adesc, bdesc, enable, shift, keep):
-    """Check the operands now (issue) and return the closure that performs the product."""
+def _compute(st, ins, kind, f, t, b, col, adesc, bdesc, enable, shift, keep,
+             a_in_tmem=False):
+    """Check the operands now (issue) and return the closure that performs the product.
+    A in tensor memory (`[a-tmem]`, M = 128): row i in lane i, its 32 bytes of K along the
+    cells from the address's column, lowest byte first (the reading Triton's block-scaled
+    kernel confirms)."""
     M, N = f["M"], f["N"]
     ea, eb = _ESIZE[f["a"]], _ESIZE[f["b"]]
     K = 32 // ea
-    fa = _descriptor(st, adesc, t, "A", ins.opcode)
     fb = _descriptor(st, bdesc, t, "B", ins.opcode)
-    offa = _operand_offsets(st, fa, M, K, ea, not f["a_mn"], t)
     offb = _operand_offsets(st, fb, N, K, eb, not f["b_mn"], t)
+    if a_in_tmem:
+        al, ac = split(adesc)
+        if M != 128:
+            raise st.error(ExecutionError, f"{ins.opcode}: the emulator reads A from tensor "
+                           f"memory with M = 128", t)
+        check_cells(st, b, al + np.arange(M), ac + np.arange(8), t, ins.opcode)
+        offa = None
+    else:
+        fa = _descriptor(st, adesc, t, "A", ins.opcode)
+        offa = _operand_offsets(st, fa, M, K, ea, not f["a_mn"], t)
     if st.proxy is not None:
-        st.proxy.check(st, offa, ea, t, f"{ins.opcode} (operand A)")
+        if offa is not None:
+            st.proxy.check(st, offa, ea, t, f"{ins.opcode} (operand A)")
         st.proxy.check(st, offb, eb, t, f"{ins.opcode} (operand B)")
     clk = [0]
     if st.races is not None:
-        st.races.tc_read(st, t, offa, ea)
+        if offa is not None:
+            st.races.tc_read(st, t, offa, ea)
         clk[0] = st.races.tc_read(st, t, offb, eb)
     integer = kind == "i8"
 
+    def read_a(st):
+        if offa is not None:
+            return _read_operand(st, offa, ea, f["a"], M, K)
+        raw = _tmem_bytes(st, b, al + np.arange(M), ac, 32)
+        word = np.ascontiguousarray(raw).view({1: np.uint8, 2: np.uint16, 4: np.uint32}[ea])
+        return element_values(word.reshape(-1), f["a"]).reshape(M, K)
+
     def compute(st):
-        A = _read_operand(st, offa, ea, f["a"], M, K)
+        A = read_a(st)
         B = _read_operand(st, offb, eb, f["b"], N, K)
         lanes = d_lanes(M)
         cells = tmem(st).cells[b, lanes, col:col + N]
@@ -440,6 +463,122 @@ def _compute(st, ins, kind, f, t, b, col, adesc, bdesc, enable, shift, keep):
         tmem(st).cells[b, lanes[rows], col:col + N] = res[rows]
     compute.clk = clk[0]
     return compute
+
+
+# -- block-scaled tcgen05.mma -------------------------------------------------------------------
+# idesc of the block-scaled kinds (PTX ISA, "Instruction descriptor" for .kind::mxf8f6f4):
+# B's scale byte (bits 4-5), A/B types (7-9, 10-12: e4m3 0, e5m2 1), negate (13, 14),
+# MN-major (15, 16), N >> 3 (17-22), scale type (23: 1 ue8m0), M >> 4 (24-28), A's scale
+# byte (29-30)
+_MX_TYPES = {0: "e4m3", 1: "e5m2"}
+
+
+def _decode_idesc_scaled(st, v, t, opcode):
+    def bad(msg):
+        return st.error(ExecutionError, f"{opcode}: instruction descriptor {v:#010x}: {msg}", t)
+    if v & 0b100:
+        raise bad("bit 2 (sparsity) set in a dense tcgen05.mma")
+    aty, bty = _MX_TYPES.get((v >> 7) & 7), _MX_TYPES.get((v >> 10) & 7)
+    if aty is None or bty is None:
+        raise bad(f"A/B type codes {(v >> 7) & 7}/{(v >> 10) & 7}: the emulator reads e4m3 "
+                  f"and e5m2 operands of .kind::mxf8f6f4")
+    if not (v >> 23) & 1:
+        raise bad("bit 23: .kind::mxf8f6f4 takes ue8m0 scales (1)")
+    N, M = ((v >> 17) & 0x3F) << 3, ((v >> 24) & 0x1F) << 4
+    if M != 128 or not (16 <= N <= 128 and N % 16 == 0):
+        raise bad(f"M = {M}, N = {N}: the emulator runs block-scaled products with M = 128 "
+                  f"and N from 16 to 128")
+    return {"a": aty, "b": bty, "M": M, "N": N, "neg_a": bool((v >> 13) & 1),
+            "neg_b": bool((v >> 14) & 1), "a_mn": bool((v >> 15) & 1),
+            "b_mn": bool((v >> 16) & 1), "sf_a": (v >> 29) & 3, "sf_b": (v >> 4) & 3}
+
+
+def _tmem_bytes(st, b, lanes, col, nbytes):
+    """(rows, nbytes) bytes of TMEM rows `lanes` from column `col` (4 bytes a cell, lowest
+    byte first)."""
+    cells = np.ascontiguousarray(tmem(st).cells[b][np.ix_(lanes, col + np.arange(nbytes // 4))])
+    return cells.view(np.uint8).reshape(len(lanes), nbytes)
+
+
+def _mma_scaled(ctx, ins, parts):
+    """`tcgen05.mma.cta_group::1.kind::mxf8f6f4.block_scale{.block32,.scale_vec::1X} [d],
+    a-desc or [a-tmem], b-desc, idesc, [scale-a], [scale-b], enable-input-d`: one ue8m0 scale
+    per row and 32 K elements. A in TMEM: row i in lane i, element k in byte k of the row's
+    cells from the address's column. Scales: row i of A (column n of B) in lane i (lane n) of
+    the scale address's column, in the byte the idesc's scale byte field selects."""
+    if "kind::mxf8f6f4" not in parts or not ({"block32", "scale_vec::1X"} & set(parts)):
+        ctx.error(f"{ins.opcode}: the emulator runs .kind::mxf8f6f4.block_scale with 32-element "
+                  f"blocks (.block32 / .scale_vec::1X)")
+    ops = list(ins.operands)
+    if len(ops) != 7 or not isinstance(ops[0], Addr) or not isinstance(ops[4], Addr) or \
+            not isinstance(ops[5], Addr):
+        ctx.error(f"{ins.opcode}: expected [d-tmem], a-desc or [a-tmem], b-desc, idesc, "
+                  f"[scale-A-tmem], [scale-B-tmem], enable-input-d")
+    a_in_tmem = isinstance(ops[1], Addr)
+    gd, gsa, gsb = (_tmem_address(ctx, ops[k]) for k in (0, 4, 5))
+    ga = _tmem_address(ctx, ops[1]) if a_in_tmem else ctx.src(ops[1], _U64)
+    gb, gi = ctx.src(ops[2], _U64), ctx.src(ops[3], _U32)
+    ge = ctx.src(ops[6], type_info("pred"))
+
+    def run(st, m):
+        idx = st.active_index(m)
+        vals = [_each(g, st, idx) for g in (gd, ga, gb, gi, gsa, gsb)]
+        e_all = np.broadcast_to(np.asarray(ge(st), bool), (st.T,))[idx]
+        for k, t in enumerate(idx.tolist()):
+            d, a, bd, iv, sa, sb = (int(v[k]) for v in vals)
+            f = _decode_idesc_scaled(st, iv, t, ins.opcode)
+            lane, col = split(d)
+            if lane:
+                raise st.error(ExecutionError, f"{ins.opcode}: d-tmem names lane {lane}; the "
+                               f"accumulator starts at lane 0", t)
+            b = int(st.block_in_batch[t])
+            M, N, K = f["M"], f["N"], 32
+            cols = col + np.arange(N)
+            check_cells(st, b, np.arange(0), cols, t, ins.opcode)
+            offb = _operand_offsets(st, _descriptor(st, bd, t, "B", ins.opcode), N, K, 1,
+                                    not f["b_mn"], t)
+            if a_in_tmem:
+                al, ac = split(a)
+                check_cells(st, b, np.arange(M) + al, ac + np.arange(K // 4), t, ins.opcode)
+                offa = None
+            else:
+                offa = _operand_offsets(st, _descriptor(st, a, t, "A", ins.opcode), M, K, 1,
+                                        not f["a_mn"], t)
+            for addr, rows in ((sa, M), (sb, N)):
+                sl, sc = split(addr)
+                check_cells(st, b, sl + np.arange(32), sc + np.arange(rows // 32), t,
+                            ins.opcode)
+            clk = 0
+            if st.races is not None:
+                clk = st.races.tc_read(st, t, offb, 1)
+                if offa is not None:
+                    st.races.tc_read(st, t, offa, 1)
+
+            def compute(st, f=f, b=b, col=col, a=a, offa=offa, offb=offb, sa=sa, sb=sb,
+                        enable=bool(e_all[k]), M=M, N=N, K=K):
+                if offa is None:
+                    al, ac = split(a)
+                    A = element_values(_tmem_bytes(st, b, al + np.arange(M), ac, K).reshape(-1),
+                                       f["a"]).reshape(M, K)
+                else:
+                    A = _read_operand(st, offa, 1, f["a"], M, K)
+                B = _read_operand(st, offb, 1, f["b"], N, K)
+                scale = []
+                for addr, rows, byte in ((sa, M, f["sf_a"]), (sb, N, f["sf_b"])):
+                    sl, sc = split(addr)
+                    r = np.arange(rows)
+                    e = tmem(st).cells[b, sl + r % 32, sc + r // 32]
+                    e = (e >> np.uint32(8 * byte)) & np.uint32(0xFF)
+                    scale.append(np.where(e == 255, np.nan, 2.0 ** (e.astype(np.float64) - 127)))
+                A = A * scale[0][:, None] * (-1.0 if f["neg_a"] else 1.0)
+                B = B * scale[1][:, None] * (-1.0 if f["neg_b"] else 1.0)
+                D = A @ B.T
+                cells = tmem(st).cells[b, :M, col:col + N]
+                if enable:
+                    D = D + cells.view(np.float32).astype(np.float64)
+                tmem(st).cells[b, :M, col:col + N] = D.astype(np.float32).view(np.uint32)
+            issue(st, AsyncOp(t, ins.line, compute, b, np.arange(M), cols, clk))
+    return run
 
 
 # -- tcgen05.cp and tcgen05.shift -----------------------------------------------------------------
