@@ -12,7 +12,11 @@ scale. Inputs: a [M, K] and b [K, N] as e4m3 bytes, a_scale [M, K/32] and b_scal
 as ue8m0 bytes, all row-major; M a multiple of 128, N of 64, K of 128 (no masks). Writes
 `<name>.ptx` and `.json` (launch: grid (M/128, N/64), 128 threads; the kernel's parameters
 end with Triton's two scratch pointers: pass 0). The committed fixture
-tests/emulator/fixtures/triton_scaled_matmul_sm100.{ptx,json} was made with the defaults.
+tests/emulator/fixtures/triton_scaled_matmul_sm100.{ptx,json} was made with the defaults,
+triton_scaled_matmul_e2m1_sm100 with `--fmt e2m1 --name triton_scaled_matmul_e2m1_sm100`: MXFP4,
+a and b packed two e2m1 a byte along K (a [M, K/2], b [K/2, N] bytes, the even K index in bits
+0-3), multiplied by `tcgen05.mma...kind::mxf4.block_scale.block32` (K = 64 a step, two scales
+per row each) with both operands from shared memory.
 """
 
 from __future__ import annotations
@@ -41,8 +45,12 @@ def scaled_matmul(a, a_scale, b, b_scale, c, M, N, K,
     rs = tl.arange(0, BK // 32)
     acc = tl.zeros((BM, BN), dtype=tl.float32)
     for k0 in range(0, K, BK):
-        x = tl.load(a + rm[:, None] * K + (k0 + rk)[None, :])
-        y = tl.load(b + (k0 + rk)[:, None] * N + rn[None, :])
+        if FMT == "e2m1":           # two values a byte along K, the even one in bits 0-3
+            x = tl.load(a + rm[:, None] * (K // 2) + (k0 // 2 + tl.arange(0, BK // 2))[None, :])
+            y = tl.load(b + (k0 // 2 + tl.arange(0, BK // 2))[:, None] * N + rn[None, :])
+        else:
+            x = tl.load(a + rm[:, None] * K + (k0 + rk)[None, :])
+            y = tl.load(b + (k0 + rk)[:, None] * N + rn[None, :])
         xs = tl.load(a_scale + rm[:, None] * (K // 32) + (k0 // 32 + rs)[None, :])
         ys = tl.load(b_scale + rn[:, None] * (K // 32) + (k0 // 32 + rs)[None, :])
         acc = tl.dot_scaled(x, xs, FMT, y, ys, FMT, acc)
@@ -58,11 +66,12 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)
     ap.add_argument("--name", default="triton_scaled_matmul_sm100")
+    ap.add_argument("--fmt", choices=("e4m3", "e2m1"), default="e4m3")
     args = ap.parse_args(argv)
     os.environ.setdefault("TRITON_CACHE_DIR", tempfile.mkdtemp(prefix="triton-cache-"))
     os.environ.setdefault("TRITON_DISABLE_LINE_INFO", "1")
     os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
-    consts = {"BM": 128, "BN": 64, "BK": 128, "FMT": "e4m3"}
+    consts = {"BM": 128, "BN": 64, "BK": 128, "FMT": args.fmt}
     k = triton.compile(ASTSource(scaled_matmul, SIGNATURE, consts, {}),
                        target=GPUTarget("cuda", 100, 32),
                        options={"num_warps": 4, "num_stages": 2})

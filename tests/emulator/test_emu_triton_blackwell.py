@@ -143,6 +143,52 @@ def test_tma_fed_tcgen05_matmul(shape):
     assert np.all(np.abs(C - a @ b) <= _bound(a, b))
 
 
+def _scaled_launch(stem, A_bytes, sa, B_bytes, sb, M, N, K):
+    ptx = (FIXTURES / f"{stem}.ptx").read_text()
+    info = json.loads((FIXTURES / f"{stem}.json").read_text())
+    dev = EmulatorDevice(race_check=True)
+    fn = dev.load_module(ptx).get_function(info["kernel"])
+    pc = dev.malloc(4 * M * N)
+    dev.memset(pc, 0xFF, 4 * M * N)
+    c = info["constexprs"]
+    rep = dev.launch(fn, (M // c["BM"], N // c["BN"], 1), tuple(info["block"]),
+                     [dev.to_device(A_bytes), dev.to_device(sa), dev.to_device(B_bytes),
+                      dev.to_device(sb), pc, np.int32(M), np.int32(N), np.int32(K), 0, 0],
+                     shared_mem=info["shared_bytes"])
+    assert rep.race_check == "checked: no shared-memory race"
+    return ptx, dev.from_device(pc, (M, N), np.float32).astype(np.float64)
+
+
+def _scaled_reference(A, sa, B, sb):
+    a = A * np.repeat(2.0 ** (sa.astype(np.float64) - 127), 32, axis=1)
+    b = B * np.repeat(2.0 ** (sb.astype(np.float64) - 127), 32, axis=1).T
+    # exact products; one f32 rounding per 32-element scale block at most
+    return a @ b, A.shape[1] / 32 * 2.0 ** -23 * (np.abs(a) @ np.abs(b))
+
+
+@pytest.mark.parametrize("shape", [(128, 64, 256), (256, 128, 512)], ids=["one-tile", "four"])
+def test_block_scaled_mxfp4_matmul(shape):
+    """MXFP4 (gen_scaled_matmul_ptx.py --fmt e2m1): operands packed two e2m1 a byte by the
+    runtime's `pack_f4e2m1` (the even K index in bits 0-3), `tcgen05.mma...kind::mxf4.
+    block_scale.block32` reading them through shared-memory descriptors, K = 64 and two
+    ue8m0 scales per row each step. A nibble order or scale pairing misread scrambles the
+    products."""
+    from tilelang.runtime.mx_formats import pack_f4e2m1
+    M, N, K = shape
+    rng = np.random.default_rng(M + K)
+    grid = np.array([0, 0.5, 1, 1.5, 2, 3, 4, 6])
+    A = rng.choice(np.concatenate([grid, -grid]), (M, K))
+    B = rng.choice(np.concatenate([grid, -grid]), (K, N))
+    sa = rng.integers(117, 137, (M, K // 32)).astype(np.uint8)
+    sb = rng.integers(117, 137, (N, K // 32)).astype(np.uint8)
+    b_bytes = np.ascontiguousarray(pack_f4e2m1(B.T).T)          # [K/2, N], pairs along K
+    ptx, C = _scaled_launch("triton_scaled_matmul_e2m1_sm100", pack_f4e2m1(A), sa, b_bytes,
+                            sb, M, N, K)
+    assert "kind::mxf4.block_scale.block32" in ptx
+    ref, bound = _scaled_reference(A, sa, B, sb)
+    assert np.all(np.abs(C - ref) <= bound)
+
+
 @pytest.mark.parametrize("shape", [(128, 64, 256), (256, 128, 512)], ids=["one-tile", "four"])
 def test_block_scaled_mxfp8_matmul(shape):
     """`tl.dot_scaled` with e4m3 operands and ue8m0 scales per 32 K (gen_scaled_matmul_ptx.py):

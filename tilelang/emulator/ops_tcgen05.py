@@ -470,18 +470,22 @@ def _compute(st, ins, kind, f, t, b, col, adesc, bdesc, enable, shift, keep,
 # B's scale byte (bits 4-5), A/B types (7-9, 10-12: e4m3 0, e5m2 1), negate (13, 14),
 # MN-major (15, 16), N >> 3 (17-22), scale type (23: 1 ue8m0), M >> 4 (24-28), A's scale
 # byte (29-30)
-_MX_TYPES = {0: "e4m3", 1: "e5m2"}
+# (.kind::mxf4: e2m1 is type 1, and the operands are K-major)
+_MX_TYPES = {"mxf8f6f4": {0: "e4m3", 1: "e5m2"}, "mxf4": {1: "e2m1"}}
 
 
-def _decode_idesc_scaled(st, v, t, opcode):
+def _decode_idesc_scaled(st, v, t, opcode, kind):
     def bad(msg):
         return st.error(ExecutionError, f"{opcode}: instruction descriptor {v:#010x}: {msg}", t)
     if v & 0b100:
         raise bad("bit 2 (sparsity) set in a dense tcgen05.mma")
-    aty, bty = _MX_TYPES.get((v >> 7) & 7), _MX_TYPES.get((v >> 10) & 7)
+    codes = _MX_TYPES[kind]
+    aty, bty = codes.get((v >> 7) & 7), codes.get((v >> 10) & 7)
     if aty is None or bty is None:
-        raise bad(f"A/B type codes {(v >> 7) & 7}/{(v >> 10) & 7}: the emulator reads e4m3 "
-                  f"and e5m2 operands of .kind::mxf8f6f4")
+        raise bad(f"A/B type codes {(v >> 7) & 7}/{(v >> 10) & 7}: the emulator reads "
+                  f"{' and '.join(codes.values())} operands of .kind::{kind}")
+    if kind == "mxf4" and ((v >> 15) & 3 or v >> 31):
+        raise bad(".kind::mxf4 operands are K-major (bits 15-16) with K = 64 (bit 31)")
     if not (v >> 23) & 1:
         raise bad("bit 23: .kind::mxf8f6f4 takes ue8m0 scales (1)")
     N, M = ((v >> 17) & 0x3F) << 3, ((v >> 24) & 0x1F) << 4
@@ -491,6 +495,17 @@ def _decode_idesc_scaled(st, v, t, opcode):
     return {"a": aty, "b": bty, "M": M, "N": N, "neg_a": bool((v >> 13) & 1),
             "neg_b": bool((v >> 14) & 1), "a_mn": bool((v >> 15) & 1),
             "b_mn": bool((v >> 16) & 1), "sf_a": (v >> 29) & 3, "sf_b": (v >> 4) & 3}
+
+
+def _mx_elements(raw, kind):
+    """(rows, 32) bytes of operand rows to their float64 elements: one per byte, or two e2m1
+    per byte with element 2j in the low nibble of byte j."""
+    raw = np.asarray(raw, np.uint8)
+    if kind == "e2m1":
+        from .fp8 import decode
+        nib = np.stack([raw & 0xF, raw >> 4], -1).reshape(raw.shape[0], -1)
+        return decode(nib, "e2m1")
+    return element_values(raw.reshape(-1), kind).reshape(raw.shape)
 
 
 def _tmem_bytes(st, b, lanes, col, nbytes):
@@ -506,9 +521,14 @@ def _mma_scaled(ctx, ins, parts):
     per row and 32 K elements. A in TMEM: row i in lane i, element k in byte k of the row's
     cells from the address's column. Scales: row i of A (column n of B) in lane i (lane n) of
     the scale address's column, in the byte the idesc's scale byte field selects."""
-    if "kind::mxf8f6f4" not in parts or not ({"block32", "scale_vec::1X"} & set(parts)):
-        ctx.error(f"{ins.opcode}: the emulator runs .kind::mxf8f6f4.block_scale with 32-element "
-                  f"blocks (.block32 / .scale_vec::1X)")
+    kind = "mxf4" if "kind::mxf4" in parts else "mxf8f6f4"
+    vec = "scale_vec::2X" if kind == "mxf4" else "scale_vec::1X"
+    if not {"kind::mxf8f6f4", "kind::mxf4"} & set(parts) or \
+            not ({"block32", vec} & set(parts)):
+        ctx.error(f"{ins.opcode}: the emulator runs .kind::mxf8f6f4 and .kind::mxf4 "
+                  f".block_scale with 32-element blocks (.block32, .scale_vec::1X / ::2X)")
+    # K per instruction: 32 8-bit or 64 4-bit elements (32 bytes a row); scales per row
+    K, nsf = (64, 2) if kind == "mxf4" else (32, 1)
     ops = list(ins.operands)
     if len(ops) != 7 or not isinstance(ops[0], Addr) or not isinstance(ops[4], Addr) or \
             not isinstance(ops[5], Addr):
@@ -526,52 +546,53 @@ def _mma_scaled(ctx, ins, parts):
         e_all = np.broadcast_to(np.asarray(ge(st), bool), (st.T,))[idx]
         for k, t in enumerate(idx.tolist()):
             d, a, bd, iv, sa, sb = (int(v[k]) for v in vals)
-            f = _decode_idesc_scaled(st, iv, t, ins.opcode)
+            f = _decode_idesc_scaled(st, iv, t, ins.opcode, kind)
             lane, col = split(d)
             if lane:
                 raise st.error(ExecutionError, f"{ins.opcode}: d-tmem names lane {lane}; the "
                                f"accumulator starts at lane 0", t)
             b = int(st.block_in_batch[t])
-            M, N, K = f["M"], f["N"], 32
+            M, N = f["M"], f["N"]
             cols = col + np.arange(N)
             check_cells(st, b, np.arange(0), cols, t, ins.opcode)
-            offb = _operand_offsets(st, _descriptor(st, bd, t, "B", ins.opcode), N, K, 1,
+            offb = _operand_offsets(st, _descriptor(st, bd, t, "B", ins.opcode), N, 32, 1,
                                     not f["b_mn"], t)
             if a_in_tmem:
                 al, ac = split(a)
-                check_cells(st, b, np.arange(M) + al, ac + np.arange(K // 4), t, ins.opcode)
+                check_cells(st, b, np.arange(M) + al, ac + np.arange(8), t, ins.opcode)
                 offa = None
             else:
-                offa = _operand_offsets(st, _descriptor(st, a, t, "A", ins.opcode), M, K, 1,
+                offa = _operand_offsets(st, _descriptor(st, a, t, "A", ins.opcode), M, 32, 1,
                                         not f["a_mn"], t)
             for addr, rows in ((sa, M), (sb, N)):
                 sl, sc = split(addr)
                 check_cells(st, b, sl + np.arange(32), sc + np.arange(rows // 32), t,
                             ins.opcode)
-            clk = 0
+            clk = 0                     # the clock of the last read is the one published
             if st.races is not None:
-                clk = st.races.tc_read(st, t, offb, 1)
                 if offa is not None:
                     st.races.tc_read(st, t, offa, 1)
+                clk = st.races.tc_read(st, t, offb, 1)
 
             def compute(st, f=f, b=b, col=col, a=a, offa=offa, offb=offb, sa=sa, sb=sb,
-                        enable=bool(e_all[k]), M=M, N=N, K=K):
+                        enable=bool(e_all[k]), M=M, N=N):
                 if offa is None:
                     al, ac = split(a)
-                    A = element_values(_tmem_bytes(st, b, al + np.arange(M), ac, K).reshape(-1),
-                                       f["a"]).reshape(M, K)
+                    A = _mx_elements(_tmem_bytes(st, b, al + np.arange(M), ac, 32), f["a"])
                 else:
-                    A = _read_operand(st, offa, 1, f["a"], M, K)
-                B = _read_operand(st, offb, 1, f["b"], N, K)
+                    A = _mx_elements(st.shared[offa].reshape(M, 32), f["a"])
+                B = _mx_elements(st.shared[offb].reshape(N, 32), f["b"])
                 scale = []
                 for addr, rows, byte in ((sa, M, f["sf_a"]), (sb, N, f["sf_b"])):
                     sl, sc = split(addr)
                     r = np.arange(rows)
-                    e = tmem(st).cells[b, sl + r % 32, sc + r // 32]
-                    e = (e >> np.uint32(8 * byte)) & np.uint32(0xFF)
-                    scale.append(np.where(e == 255, np.nan, 2.0 ** (e.astype(np.float64) - 127)))
-                A = A * scale[0][:, None] * (-1.0 if f["neg_a"] else 1.0)
-                B = B * scale[1][:, None] * (-1.0 if f["neg_b"] else 1.0)
+                    cell = tmem(st).cells[b, sl + r % 32, sc + r // 32]
+                    e = np.stack([(cell >> np.uint32(8 * (byte + j))) & np.uint32(0xFF)
+                                  for j in range(nsf)], -1)          # (rows, scales)
+                    s = np.where(e == 255, np.nan, 2.0 ** (e.astype(np.float64) - 127))
+                    scale.append(np.repeat(s, 32, axis=1))             # one per 32 of K
+                A = A * scale[0] * (-1.0 if f["neg_a"] else 1.0)
+                B = B * scale[1] * (-1.0 if f["neg_b"] else 1.0)
                 D = A @ B.T
                 cells = tmem(st).cells[b, :M, col:col + N]
                 if enable:
