@@ -29,6 +29,12 @@ depth. The emulator fixtures in tests/emulator/fixtures/ were made by
     gen_matmul_ptx.py --arch 89 --dtype e4m3 --tile 64x64x64 --name triton_matmul_e4m3_sm89 --out F
     gen_matmul_ptx.py --arch 90 --warps 8 --name triton_matmul_sm90 --out F    (wgmma, 2 groups)
     gen_matmul_ptx.py --arch 90 --dtype e4m3 --tile 64x64x64 --name triton_matmul_e4m3_sm90 --out F
+    gen_matmul_ptx.py --arch 100 --name triton_matmul_sm100 --out F     (tcgen05, TMEM)
+    gen_matmul_ptx.py --arch 100 --dtype {bf16,i8,e4m3} --name triton_matmul_<dtype>_sm100 --out F
+    gen_matmul_ptx.py --arch 100 --dtype tf32 --tile 128x128x32 --name triton_matmul_tf32_sm100 \
+        --out F
+    gen_matmul_ptx.py --arch 100 --tile 64x64x64 --name triton_matmul_64x64_sm100 --out F
+        (M = 64 accumulators, tcgen05.ld/st .16x32bx2)
 
 Writes `triton_matmul_sm<arch>.ptx`, `.cubin` and `.json` (signature, constexprs, warps,
 stages, shared memory, grid rule) into --out. The parameters Triton appends to every kernel

@@ -17,7 +17,8 @@ f32 (128-byte rows). The committed fixtures were made with the defaults (64 x 64
 `--ctas 2 --name triton_tma_matmul_cluster2_sm90`: clusters of two CTAs (`.reqnctapercluster
 2`, `barrier.cluster`), each computing half of the tile's columns (B boxes of 64 x 32 with the
 64-byte swizzle; the JSON's `tensordesc_meta` gives every box and swizzle). The launch then has
-`num_ctas` blocks per tile.
+`num_ctas` blocks per tile. With `--arch 100 --tile 128x128x64 --name triton_tma_matmul_sm100`
+the product is `tcgen05.mma` on the TMA-filled buffers, accumulating in tensor memory.
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ def main(argv=None) -> int:
     ap.add_argument("--warps", type=int, default=4)
     ap.add_argument("--stages", type=int, default=3)
     ap.add_argument("--ctas", type=int, default=1, help="num_ctas (a cluster per program)")
+    ap.add_argument("--arch", type=int, default=90, help="90 (wgmma) or 100 (tcgen05)")
     args = ap.parse_args(argv)
     bm, bn, bk = (int(v) for v in args.tile.split("x"))
     os.environ.setdefault("TRITON_CACHE_DIR", tempfile.mkdtemp(prefix="triton-cache-"))
@@ -67,7 +69,7 @@ def main(argv=None) -> int:
            "c_desc": f"tensordesc<fp32[{bm}, {bn}]>", "M": "i32", "N": "i32", "K": "i32",
            "BM": "constexpr", "BN": "constexpr", "BK": "constexpr"}
     src = ASTSource(tma_matmul, sig, {"BM": bm, "BN": bn, "BK": bk}, {})
-    k = triton.compile(src, target=GPUTarget("cuda", 90, 32),
+    k = triton.compile(src, target=GPUTarget("cuda", args.arch, 32),
                        options={"num_warps": args.warps, "num_stages": args.stages,
                                 "num_ctas": args.ctas})
     os.makedirs(args.out, exist_ok=True)
@@ -78,7 +80,7 @@ def main(argv=None) -> int:
     info = {
         "generator": "benchmarks/triton_ref/gen_tma_matmul_ptx.py",
         "triton": triton.__version__,
-        "target": "sm_90a",
+        "target": f"sm_{args.arch}a",
         "kernel": md.name,
         "dtype": "f16",
         "constexprs": {"BM": bm, "BN": bn, "BK": bk},

@@ -70,3 +70,36 @@ class Harness:
         assert n % block == 0
         self.run(ptx, (n // block,), (block,), [out] + ptrs)
         return self.dev.from_device(out, (n,), out_dtype)
+
+
+# shared-memory matrices as wgmma and tcgen05 descriptors describe them (test_emu_wgmma.py,
+# test_emu_tcgen05.py)
+def _swz(addr, sw):
+    """Byte address after a CUTLASS-style Swizzle<B,4,3> (XOR of the 16-byte chunk index)."""
+    if not sw:
+        return addr
+    b = {32: 1, 64: 2, 128: 3}[sw]
+    return addr ^ (((addr >> 7) & ((1 << b) - 1)) << 4)
+
+
+def place(img, base, mat, esize, k_major, sw, lbo, sbo):
+    """Write `mat` (rows = M or N, cols = K) into the byte image as the descriptor describes.
+    Written from the PTX ISA's canonical-layout table, one element at a time."""
+    rows, cols = mat.shape
+    T = 16 // esize
+    raw = np.ascontiguousarray(mat).view(np.uint8).reshape(rows, cols, esize)
+    for r in range(rows):
+        for c in range(cols):
+            if k_major:
+                if sw == 0:
+                    off = (r % 8) * 16 + (r // 8) * sbo + (c % T) * esize + (c // T) * lbo
+                else:
+                    off = (r // 8) * sbo + (r % 8) * sw + c * esize
+            else:
+                if sw == 0:
+                    off = (r % T) * esize + (r // T) * sbo + (c % 8) * 16 + (c // 8) * lbo
+                else:
+                    per = sw // esize
+                    off = (r // per) * lbo + (r % per) * esize + (c % 8) * sw + (c // 8) * sbo
+            a = _swz(base + off, sw)
+            img[a:a + esize] = raw[r, c]

@@ -55,7 +55,11 @@ def test_every_kept_opcode_is_known_to_the_emulator():
      "the emulator does not know the modifier .reduce of cp"),
     ("ld.global.L2::evict_half.b32", "the emulator does not know the modifier "
      ".L2::evict_half of ld"),
-    ("tcgen05.mma.cta_group::1.kind::f16", "the emulator has no instruction 'tcgen05'"),
+    ("tcgen05.mma.cta_group::2.kind::f16", "the emulator does not know the modifier "
+     ".cta_group::2 of tcgen05"),
+    ("tcgen05.ld.sync.aligned.16x64b.x4.b32", "the emulator does not know the modifier "
+     ".16x64b of tcgen05"),
+    ("wgmmb.fence.sync.aligned", "the emulator has no instruction 'wgmmb'"),
 ])
 def test_unknown_forms_are_named(opcode, why):
     assert classify(opcode).why == why

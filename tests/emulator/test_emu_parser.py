@@ -1,6 +1,7 @@
 """The PTX parser: module directives, entries and funcs, launch directives, declarations."""
 
 import pytest
+import numpy as np
 
 from tilelang.emulator.errors import PTXParseError
 from tilelang.emulator.parser import parse_ptx
@@ -138,3 +139,65 @@ def test_debug_directives_without_semicolons():
 """
     k = parse_ptx(text).functions["k"]
     assert [i.opcode for i in k.instrs] == ["mov.u32", "add.u32", "ret"]
+
+
+SCOPED_LABELS = """.version 8.7
+.target sm_90a
+.address_size 64
+.visible .entry k(.param .u64 out)
+{
+	.reg .b32 %r<4>;
+	.reg .b64 %rd<2>;
+	mov.b32 %r1, 0;
+	{
+	.reg .pred p;
+	loop:
+	add.s32 %r1, %r1, 1;
+	setp.lt.s32 p, %r1, 3;
+	@p bra.uni loop;
+	}
+	{
+	.reg .pred p;
+	loop:
+	add.s32 %r1, %r1, 10;
+	setp.lt.s32 p, %r1, 30;
+	@p bra.uni loop;
+	{
+	bra.uni out;
+	}
+	out:
+	}
+	bra.uni loop;
+loop:
+	ld.param.u64 %rd1, [out];
+	st.global.u32 [%rd1], %r1;
+	ret;
+}
+"""
+
+
+def test_labels_are_scoped_like_registers():
+    # PTX ISA: a label is visible in the block that declares it and the blocks inside it, so
+    # two inline-asm blocks may both define `loop:` (Triton's sm_100 mbarrier waits do); the
+    # branch in a nested block finds its enclosing block's label, the last one the body's
+    k = parse_ptx(SCOPED_LABELS).functions["k"]
+    loops = sorted(n for n in k.labels if n.startswith("loop"))
+    assert len(loops) == 3 and "loop" in loops
+    targets = [i.operands[0].name for i in k.instrs if i.opcode.startswith("bra")]
+    assert targets[0] != targets[1] and targets[0].startswith("loop@") and \
+        targets[1].startswith("loop@") and targets[2].startswith("out@") and targets[3] == "loop"
+    from tilelang.emulator import EmulatorDevice
+    dev = EmulatorDevice()
+    o = dev.malloc(4)
+    dev.launch(dev.load_module(SCOPED_LABELS).get_function("k"), (1, 1, 1), (1, 1, 1), [o])
+    assert int(dev.from_device(o, (1,), np.int32)[0]) == 33      # 3, then 13, 23, 33
+
+
+@pytest.mark.parametrize("body,msg", [
+    ("{\n loop:\n ret;\n }\n bra.uni loop;\n", "undefined label loop"),   # not visible outside
+    ("{\n L:\n L:\n ret;\n }\n", "label L defined twice"),
+])
+def test_scoped_label_errors(body, msg):
+    text = ".version 8.0\n.target sm_80\n.address_size 64\n.visible .entry k()\n{\n" + body + "}\n"
+    with pytest.raises(PTXParseError, match=msg):
+        parse_ptx(text)

@@ -93,12 +93,12 @@ def test_wgmma_matmul_e4m3():
     assert np.array_equal(C, a @ b)          # small multiples of 1/2: exact in f32
 
 
-def run_tma(M, N, K, seed=0, stem="triton_tma_matmul_sm90"):
+def run_tma(M, N, K, seed=0, stem="triton_tma_matmul_sm90",
+            product="wgmma.mma_async.sync.aligned.m64n"):
     ptx, info = _load(stem)
     for form in ("cp.async.bulk.tensor.2d.shared::cta.global.mbarrier::complete_tx::bytes",
                  "mbarrier.arrive.expect_tx", "mbarrier.try_wait.parity",
-                 "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group",
-                 "wgmma.mma_async.sync.aligned.m64n"):
+                 "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group", product):
         assert form in ptx
     c = info["constexprs"]
     BM, BN, BK = c["BM"], c["BN"], c["BK"]

@@ -9,6 +9,8 @@ from tilelang.emulator.errors import ExecutionError, PTXParseError, WarpDivergen
 from tilelang.emulator.fp8 import decode as fp8_decode, encode as fp8_encode
 from tilelang.emulator.ops_wgmma import decode_descriptor, encode_descriptor
 
+from emu_support import place
+
 SMEM = 49152
 
 
@@ -84,37 +86,6 @@ DONE:
   ret;
 }}
 """
-
-
-def _swz(addr, sw):
-    """Byte address after a CUTLASS-style Swizzle<B,4,3> (XOR of the 16-byte chunk index)."""
-    if not sw:
-        return addr
-    b = {32: 1, 64: 2, 128: 3}[sw]
-    return addr ^ (((addr >> 7) & ((1 << b) - 1)) << 4)
-
-
-def place(img, base, mat, esize, k_major, sw, lbo, sbo):
-    """Write `mat` (rows = M or N, cols = K) into the byte image as the descriptor describes.
-    Written from the PTX ISA's canonical-layout table, one element at a time."""
-    rows, cols = mat.shape
-    T = 16 // esize
-    raw = np.ascontiguousarray(mat).view(np.uint8).reshape(rows, cols, esize)
-    for r in range(rows):
-        for c in range(cols):
-            if k_major:
-                if sw == 0:
-                    off = (r % 8) * 16 + (r // 8) * sbo + (c % T) * esize + (c // T) * lbo
-                else:
-                    off = (r // 8) * sbo + (r % 8) * sw + c * esize
-            else:
-                if sw == 0:
-                    off = (r % T) * esize + (r // T) * sbo + (c % 8) * 16 + (c // 8) * lbo
-                else:
-                    per = sw // esize
-                    off = (r // per) * lbo + (r % per) * esize + (c % 8) * sw + (c // 8) * sbo
-            a = _swz(base + off, sw)
-            img[a:a + esize] = raw[r, c]
 
 
 def fragment(out_words, N, nregs_per_thread):

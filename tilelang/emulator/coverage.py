@@ -93,6 +93,13 @@ KNOWN: dict[str, frozenset] = {name: frozenset(mods) for name, mods in {
            "noinc", "bulk", "tensor", "1d", "2d", "3d", "4d", "5d", "tile", "bulk_group",
            "read", "mbarrier::complete_tx::bytes", "multicast::cluster", "prefetch"} |
     _SPACES | _CACHE,
+    "tcgen05": {"alloc", "dealloc", "relinquish_alloc_permit", "mma", "commit", "ld", "st",
+                "wait::ld", "wait::st", "cp", "shift", "down", "fence::before_thread_sync",
+                "fence::after_thread_sync", "cta_group::1", "kind::f16", "kind::tf32",
+                "kind::f8f6f4", "kind::i8", "kind::mxf8f6f4", "kind::mxf4", "block_scale",
+                "block32", "scale_vec::1X", "scale_vec::2X", "mbarrier::arrive::one", "32x32b", "16x32bx2", "x1", "x2",
+                "x4", "x8", "x16", "x32", "x64", "x128", "128x256b", "128x128b", "32x128b",
+                "warpx4", "sync", "aligned"} | _SPACES,
     "tensormap": {"replace", "tile", "global_address", "rank", "box_dim", "global_dim",
                   "global_stride", "element_stride", "elemtype", "interleave_layout",
                   "swizzle_mode", "swizzle_atomicity", "fill_mode", "b1024", "cp_fenceproxy",

@@ -21,7 +21,7 @@ from .ptx_types import TYPE_NAMES, TypeInfo, parse_imm, type_info, uint_dtype
 OPS: dict = {}
 # instructions that change memory whenever they run (st, atom and red count a change only
 # where the value changed: see access.store, ops_mem.build_atom)
-WRITES = frozenset({"cp", "stmatrix", "mbarrier", "tensormap"})
+WRITES = frozenset({"cp", "stmatrix", "mbarrier", "tensormap", "tcgen05"})
 
 
 def op(*names):

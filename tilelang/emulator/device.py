@@ -32,8 +32,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import (ops_alu, ops_call, ops_cp, ops_ctrl, ops_mem,  # noqa: F401
-               ops_tensor, ops_tensormap, ops_warp, ops_wgmma)  # (importing registers the builders)
+               ops_tcgen05, ops_tensor, ops_tensormap, ops_warp, ops_wgmma)  # (importing registers the builders)
 from .completion import finish_stores
+from .tmem import check_released
 from .counters import Counters, LaunchReport, make_report
 from .errors import EmulatorError, LaunchRefused, PTXParseError
 from .executor import MAX_STEPS, run_batch
@@ -297,6 +298,7 @@ class EmulatorDevice:
                     run_batch(st, self.max_steps if max_steps is None else
                               _max_steps(max_steps))
                     finish_stores(st)            # bulk stores never waited for still land
+                    check_released(st)           # tensor memory freed before the CTA exits
                 finally:
                     if out:                      # printf output, flushed per batch
                         text = "".join(out)

@@ -605,6 +605,8 @@ def build_cvt(ctx, ins, parts):
     dt, at = ctx.type(ts[0]), ctx.type(ts[1])
     if dt.kind in ("e4m3x2", "e5m2x2") or at.kind in ("e4m3x2", "e5m2x2"):
         return _build_cvt_fp8(ctx, ins, parts, dt, at)
+    if dt.kind in _MX or at.kind in _MX:
+        return _build_cvt_mx(ctx, ins, parts, dt, at)
     d, a = ins.operands[:2]
     ga, put = ctx.src(a, at), ctx.dst(d, dt)
     mode = next((p for p in parts[1:] if p in ("rn", "rz", "rm", "rp", "rni", "rzi", "rmi",
@@ -708,6 +710,64 @@ def _build_cvt_fp8(ctx, ins, parts, dt, at):
         v = np.asarray(ga(st)).astype(np.uint16)
         lo = fp8.decode(v & np.uint16(0xFF), fmt)
         hi = fp8.decode(v >> np.uint16(8), fmt)
+        if relu:
+            lo, hi = np.maximum(lo, 0), np.maximum(hi, 0)
+        put(st, pack([lo, hi], dt), m)
+    return run
+
+
+# the packed OCP MX formats (sm_100a, sm_120a): bits per element in the register, its mask
+_MX = {"e2m1x2": (4, 0xF), "e2m3x2": (8, 0x3F), "e3m2x2": (8, 0x3F), "ue8m0x2": (8, 0xFF)}
+
+
+def _build_cvt_mx(ctx, ins, parts, dt, at):
+    """cvt to and from two packed e2m1 (4 bits each), e2m3/e3m2 (6 bits in 8, the top two 0)
+    and ue8m0 values (PTX ISA: a's value in the upper half, b's in the lower)."""
+    from . import fp8
+    relu = "relu" in parts
+    ops = ins.operands
+    put = ctx.dst(ops[0], dt)
+    mode = next((p for p in parts[1:] if p in ("rn", "rz", "rm", "rp")), None)
+    if dt.kind in _MX:
+        shift, _ = _MX[dt.kind]
+        fmt = dt.kind[:-2]
+        if fmt == "ue8m0":
+            if mode not in ("rz", "rp") or relu:
+                ctx.error(f"{ins.opcode}: ue8m0x2 is converted with .rz or .rp")
+            enc = lambda x: fp8.encode_ue8m0(x, mode, "satfinite" in parts)   # noqa: E731
+        else:
+            if mode != "rn" or "satfinite" not in parts:
+                ctx.error(f"{ins.opcode}: conversions to {dt.kind} are .rn.satfinite")
+            enc = lambda x: fp8.encode(x, fmt, relu)                          # noqa: E731
+        wide = np.uint16 if dt.size == 2 else np.uint8
+        if at.name == "f32":
+            if len(ops) != 3:
+                ctx.error(f"{ins.opcode} takes two f32 sources")
+            ga, gb = ctx.src(ops[1], at), ctx.src(ops[2], at)
+
+            def run(st, m):
+                hi, lo = enc(ga(st)).astype(wide), enc(gb(st)).astype(wide)
+                put(st, (hi << wide(shift)) | lo, m)
+            return run
+        if at.kind == "bf16x2" and fmt == "ue8m0":
+            ga = ctx.src(ops[1], at)
+
+            def run(st, m):
+                lo, hi = lanes(ga(st), at)
+                put(st, (enc(hi).astype(wide) << wide(8)) | enc(lo).astype(wide), m)
+            return run
+        ctx.error(f"{ins.opcode}: unsupported source type")
+    shift, mask = _MX[at.kind]
+    fmt = at.kind[:-2]
+    want = "bf16x2" if fmt == "ue8m0" else "f16x2"
+    if dt.kind != want or mode != "rn" or (relu and fmt == "ue8m0"):
+        ctx.error(f"{ins.opcode}: {at.kind} converts to {want} with .rn")
+    ga = ctx.src(ops[1], at)
+    dec = fp8.decode_ue8m0 if fmt == "ue8m0" else (lambda c: fp8.decode(c, fmt))  # noqa: E731
+
+    def run(st, m):
+        v = np.asarray(ga(st)).astype(np.uint16)
+        lo, hi = dec(v & np.uint16(mask)), dec((v >> np.uint16(shift)) & np.uint16(mask))
         if relu:
             lo, hi = np.maximum(lo, 0), np.maximum(hi, 0)
         put(st, pack([lo, hi], dt), m)

@@ -16,6 +16,7 @@ from .completion import (arrive, barrier_fields, barrier_tx, barrier_word, compl
 from .decode import op
 from .ptx_ast import Sink
 from .ptx_types import type_info
+from .tmem import land_commits, pending_on
 
 def _locate(st, addr, idx):
     from .access import locate
@@ -38,6 +39,10 @@ def _check_quiet(st, view, elem, thread):
         if p.mbar == elem:
             raise st.error(ExecutionError, f"mbarrier.inval while the bulk copy at PTX line "
                            f"{p.line} is still to complete on it", thread)
+    line = pending_on(st, elem)
+    if line is not None:
+        raise st.error(ExecutionError, f"mbarrier.inval while the tcgen05.commit at PTX line "
+                       f"{line} is still to arrive on it", thread)
     tx = barrier_tx(view[elem])
     if tx > 0:
         raise st.error(ExecutionError, f"mbarrier.inval with {tx} transaction bytes announced "
@@ -122,6 +127,8 @@ def build_mbarrier(ctx, ins, parts):
             view, elem = _locate(st, addr, idx)
             if st.tma_pending:                 # bulk copies land when their barrier is polled
                 land_on(st, np.unique(elem))
+            if st.tc_commits:                  # so do tcgen05 operations and their commits
+                land_commits(st, np.unique(elem))
             _, _, phase = barrier_fields(view[elem])
             want = np.broadcast_to(np.asarray(gs(st)), (st.T,))[idx]
             want = (want & 1).astype(np.int64) if parity else \

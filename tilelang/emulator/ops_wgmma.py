@@ -10,8 +10,8 @@ the A registers as they were at issue. Until then its accumulator registers are 
 instruction other than a wgmma that reads one is reported (`ExecutionError` naming both lines).
 An mma_async never waited for is never computed (its registers keep their old values), as on a
 GPU where the kernel exits first. Shared-memory operands are read through the matrix descriptor
-(`descriptor_offsets`), with the canonical K-major and MN-major layouts and the 32/64/128-byte
-swizzles applied to the byte address.
+(`smem_matrix.descriptor_offsets`, shared with tcgen05), with the canonical K-major and
+MN-major layouts and the 32/64/128-byte swizzles applied to the byte address.
 """
 
 from __future__ import annotations
@@ -24,84 +24,15 @@ from .decode import op
 from .errors import ExecutionError, MemoryFault
 from .fragments import LAYOUTS, unpack_elements
 from .ptx_ast import Imm, Vec
-from .ptx_types import bf16_to_f32, tf32_to_f32, type_info
+from .ptx_types import type_info
+from .smem_matrix import (decode_descriptor, descriptor_offsets, element_values,  # noqa: F401
+                          encode_descriptor, swizzle_address)
 from .warpgroup import check_warpgroup, warpgroup_index
 
 # input type -> (element bits, the mma.sync A-fragment table one warp's slice of A uses)
 _INPUTS = {"f16": (16, "16"), "bf16": (16, "16"), "tf32": (32, "32"), "e4m3": (8, "8"),
            "e5m2": (8, "8"), "s8": (8, "8"), "u8": (8, "8")}
 _SHAPE_A = {16: ("m16n8k16", "16"), 32: ("m16n8k8", "32"), 8: ("m16n8k32", "8")}
-SWIZZLE_BYTES = {0: 0, 1: 128, 2: 64, 3: 32}     # descriptor bits 62-63
-
-
-def decode_descriptor(desc: int) -> dict:
-    """The fields of a wgmma shared-memory matrix descriptor (PTX ISA layout)."""
-    d = int(desc)
-    return {"start": (d & 0x3FFF) << 4, "lbo": ((d >> 16) & 0x3FFF) << 4,
-            "sbo": ((d >> 32) & 0x3FFF) << 4, "base_offset": (d >> 49) & 7,
-            "swizzle": SWIZZLE_BYTES[(d >> 62) & 3]}
-
-
-def encode_descriptor(start, lbo, sbo, swizzle=0, base_offset=0) -> int:
-    """Inverse of decode_descriptor (byte values; start/lbo/sbo multiples of 16)."""
-    mode = {0: 0, 128: 1, 64: 2, 32: 3}[swizzle]
-    return ((start >> 4) & 0x3FFF) | (((lbo >> 4) & 0x3FFF) << 16) | \
-        (((sbo >> 4) & 0x3FFF) << 32) | ((base_offset & 7) << 49) | (mode << 62)
-
-
-def swizzle_address(addr, swizzle):
-    """Byte address after the swizzle: the 16-byte chunk bits 4.. are XORed with bits 7.."""
-    if not swizzle:
-        return addr
-    bits = {32: 1, 64: 2, 128: 3}[swizzle]
-    mask = ((1 << bits) - 1) << 7
-    return addr ^ ((addr & mask) >> 3)
-
-
-def descriptor_offsets(fields, rows, cols, esize, k_major):
-    """Byte addresses (rows, cols) of an operand tile read through a descriptor.
-
-    `rows` is the M (A) or N (B) extent, `cols` the K extent. Canonical layouts (PTX ISA,
-    in elements, T = 16 bytes / element size):
-      K-major  none: ((8,m),(T,2k)) : ((T,SBO),(1,LBO)); 32/64/128B: ((8,m),(T,2k)) :
-               ((S/16*T,SBO),(1,T)) — rows of S bytes, 8-row groups SBO apart.
-      MN-major none: ((T,1,m),(8,k)) : ((1,T,SBO),(T,LBO)); 32/64/128B: ((T,S/16,m),(8,k)) :
-               ((1,T,LBO),(S/16*T,SBO)) — S-byte rows of MN, atoms LBO apart, 8-K groups SBO.
-    """
-    T = 16 // esize
-    r = np.arange(rows)[:, None]
-    c = np.arange(cols)[None, :]
-    lbo, sbo, sw = fields["lbo"], fields["sbo"], fields["swizzle"]
-    if k_major:
-        if sw == 0:
-            off = (r % 8) * 16 + (r // 8) * sbo + (c % T) * esize + (c // T) * lbo
-        else:
-            off = (r % 8) * sw + (r // 8) * sbo + c * esize
-    else:
-        if sw == 0:
-            off = (r % T) * esize + (r // T) * sbo + (c % 8) * 16 + (c // 8) * lbo
-        else:
-            per = sw // esize                       # MN elements in one swizzle row
-            off = (r % per) * esize + (r // per) * lbo + (c % 8) * sw + (c // 8) * sbo
-    return swizzle_address(fields["start"] + off, sw)
-
-
-def element_values(raw, kind):
-    """Raw element bits (uint8/16/32) of an operand type as float64 (int64 for integers)."""
-    if kind == "f16":
-        return raw.astype(np.uint16).view(np.float16).astype(np.float64)
-    if kind == "bf16":
-        return bf16_to_f32(raw.astype(np.uint16)).astype(np.float64)
-    if kind == "tf32":
-        return tf32_to_f32(raw.astype(np.uint32)).astype(np.float64)
-    if kind in ("e4m3", "e5m2"):
-        from .fp8 import decode
-        return np.asarray(decode(raw.astype(np.uint8), kind), np.float64)
-    if kind == "s8":
-        return raw.astype(np.uint8).view(np.int8).astype(np.float64)
-    return raw.astype(np.float64)
-
-
 class PendingMMA:
     """One mma_async of some warp groups (`ws`: their indices in the issuing step, `threads`:
     their 128 threads each, `group`: each one's commit group), waiting for its wait_group.

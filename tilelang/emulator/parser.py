@@ -1,13 +1,14 @@
 """Parser for the PTX subset that LLVM's NVPTX back end (and our inline asm) emits.
 
 The parser works on a token stream with line numbers. Statements inside function bodies end at
-`;`; nested `{ }` scopes get their own `.reg`/`.param` names, which the parser renames to unique
-names so later stages see one flat namespace per function.
+`;`; nested `{ }` scopes get their own `.reg`/`.param` names and labels, which the parser renames
+to unique names so later stages see one flat namespace per function.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 from .errors import PTXParseError
 from .ptx_ast import (Addr, Function, Imm, Instr, Module, Not, PredPair, Reg, Sink, Sym,
@@ -291,6 +292,13 @@ class _BodyParser:
         self.counter = 0
         self.pending_labels = []
         self.label_lines = {}
+        # labels are scoped like registers (PTX ISA: a label is visible in the block that
+        # declares it and the blocks inside it), so two inline-asm blocks may each define
+        # `waitLoop:`. Each nested scope has an id; its labels are stored as `name@Lid`, and
+        # branch targets are resolved once the body is read (labels may come later).
+        self.scope_ids = [0]
+        self.scope_labels = {}    # (scope id, name) -> unique name
+        self.branch_refs = []     # (instruction index, scope chain, label, line)
 
     def rename(self, name: str) -> str:
         for sc in reversed(self.scopes):
@@ -318,11 +326,14 @@ class _BodyParser:
             if s == "{":
                 p.next()
                 self.scopes.append({})
+                self.counter += 1
+                self.scope_ids.append(self.counter)
                 depth += 1
             elif s == "}":
                 p.next()
                 depth -= 1
                 self.scopes.pop()
+                self.scope_ids.pop()
                 if depth == 0:
                     break
             elif s == ".reg":
@@ -351,15 +362,29 @@ class _BodyParser:
             elif t[0] == "ident" and p.peek(1)[1] == ":" and not s.startswith("%"):
                 p.next()
                 p.next()
-                if s in self.fn.labels:
+                scope = self.scope_ids[-1]
+                uniq = s if scope == 0 else f"{s}@L{scope}"
+                if (scope, s) in self.scope_labels or uniq in self.fn.labels:
                     p.error(f"label {s} defined twice", t)
-                self.fn.labels[s] = len(self.fn.instrs)
-                self.last_label = s
+                self.scope_labels[(scope, s)] = uniq
+                self.fn.labels[uniq] = len(self.fn.instrs)
+                self.last_label = uniq
             else:
                 self.parse_instr()
+        self.resolve_branches()
         for name, ln in self.label_lines.items():
             if name not in self.fn.labels:
                 raise PTXParseError(f"undefined label {name}", ln)
+
+    def resolve_branches(self):
+        """Point each branch at the innermost enclosing scope's label of its name."""
+        for k, chain, name, line in self.branch_refs:
+            uniq = next((self.scope_labels[(sc, name)] for sc in reversed(chain)
+                         if (sc, name) in self.scope_labels), None)
+            if uniq is None:
+                raise PTXParseError(f"undefined label {name}", line)
+            ins = self.fn.instrs[k]
+            self.fn.instrs[k] = replace(ins, operands=(Sym(uniq),) + ins.operands[1:])
 
     def parse_branchtargets(self, t):
         """`$L_brx_0: .branchtargets L1, L2, ...;` — the jump table of a brx.idx."""
@@ -427,7 +452,10 @@ class _BodyParser:
             while p.accept(","):
                 ops.append(self.operand())
         p.expect(";")
-        if opcode.split(".")[0] in ("bra", "brx") and ops and isinstance(ops[0], Sym):
+        if opcode.split(".")[0] == "bra" and ops and isinstance(ops[0], Sym):
+            self.branch_refs.append((len(self.fn.instrs), tuple(self.scope_ids), ops[0].name,
+                                     first[2]))
+        elif opcode.split(".")[0] == "brx" and ops and isinstance(ops[0], Sym):
             self.label_lines.setdefault(ops[0].name, first[2])
         self.fn.instrs.append(Instr(opcode, tuple(ops), guard, first[2]))
 

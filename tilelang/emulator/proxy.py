@@ -19,13 +19,14 @@ import numpy as np
 
 from .errors import ExecutionError
 
-ASYNC_READERS = ("wgmma.mma_async", "cp.async.bulk")
+ASYNC_READERS = ("wgmma.mma_async", "cp.async.bulk", "tcgen05.mma", "tcgen05.cp")
 
 
 def wanted(prog) -> bool:
     """Whether a program reads shared memory through the async proxy at all."""
     return any(d.opcode.startswith(ASYNC_READERS) and
-               (d.root == "wgmma" or ".global.shared" in d.opcode) for d in prog.code)
+               (d.root in ("wgmma", "tcgen05") or ".global.shared" in d.opcode)
+               for d in prog.code)
 
 
 class ProxyTracker:

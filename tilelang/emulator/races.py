@@ -26,6 +26,9 @@ mbarrier for the TMA copies that complete on it. A warp's clock advances at each
 * `wgmma.mma_async` reads its shared operands as its warp group's agent from the issue on;
   the warps of the group see those reads finished at the `wgmma.wait_group` that completes
   it (and others through them);
+* `tcgen05.mma` and `tcgen05.cp` read theirs as the issuing thread's warp-group agent too,
+  from the issue on; the `tcgen05.commit` covering them publishes the end of those reads
+  through its mbarrier (a `try_wait`/`test_wait` that sees the phase complete joins it);
 * a bulk store (`cp.async.bulk` to global) reads its source when issued and again at the
   issuing thread's `wait_group{.read}` that covers it;
 * a `cp.async` writes when issued and when it lands.
@@ -87,6 +90,8 @@ class RaceChecker:
         # with (the barrier joined every warp); TMA writes are not ordered by barriers
         self.dirty = np.zeros(st.nblk, bool)
         self.tma_used = np.zeros(st.nblk, bool)
+        self.tensor_core = "tcgen05 operation" if any(
+            d.root == "tcgen05" for d in st.prog.code) else "wgmma"
 
     # -- agents and clocks -----------------------------------------------------------------
     def _warps(self, st, idx):
@@ -236,6 +241,25 @@ class RaceChecker:
             ws = np.arange(g0, min(g0 + 4, self.nw))
             self.vc[b, ws, a] = np.maximum(self.vc[b, ws, a], c)
 
+    # -- tcgen05 ---------------------------------------------------------------------------
+    def tc_read(self, st, thread: int, off, nbytes: int) -> int:
+        """An asynchronous tcgen05 operation (mma, cp) issued by `thread` reads its shared
+        operands as the agent of the thread's warp group from the issue on (the wgmma agent:
+        a warp group issues either kind); returns the clock of the read."""
+        clk = int(self.wgmma_issue(st, [thread])[0])
+        self.wgmma_read(st, thread, off, nbytes, clk)
+        return clk
+
+    def tc_arrive(self, st, thread: int, elem: int, clk: int):
+        """A tcgen05.commit of `thread` arrives on the mbarrier at `elem` once its operations
+        completed: whoever sees that phase complete has seen their reads end."""
+        b = elem * 8 // self.shared_size
+        a = self.nw + (int(st.thread_linear[thread]) // 32) // 4
+        v = np.zeros(self.vc.shape[2], np.int32)
+        v[a] = clk
+        old = self.acc.get((b, elem))
+        self.acc[(b, elem)] = v if old is None else np.maximum(self._vec(old), v)
+
     # -- accesses --------------------------------------------------------------------------
     def access(self, st, idx, off, nbytes: int, write: bool, data=None):
         """Threads `idx` access `nbytes` at region byte offsets `off` of shared memory.
@@ -338,12 +362,12 @@ class RaceChecker:
         if agent < self.nw:
             return f"warp {agent}"
         if agent < self.nr:
-            return f"the wgmma of warp group {agent - self.nw}"
+            return f"the {self.tensor_core} of warp group {agent - self.nw}"
         return "a TMA copy"
 
     def _reader(self, agent):
         return self._name(agent) if agent < self.nw else \
-            f"the in-flight wgmma of warp group {agent - self.nw}"
+            f"the in-flight {self.tensor_core} of warp group {agent - self.nw}"
 
     def _writer(self, agent, byte):
         if agent < self.nw:

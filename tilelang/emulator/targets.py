@@ -37,6 +37,8 @@ def required_sm(parts: list) -> tuple[int, bool]:
         return 90, True
     if root == "setmaxnreg":
         return 90, True
+    if root == "cvt" and any(p in ("e2m1x2", "e2m3x2", "e3m2x2", "ue8m0x2") for p in parts):
+        return 100, True                       # sm_100a, sm_101a/110a, sm_120a
     if root == "cvt" and any(p in ("e4m3x2", "e5m2x2") for p in parts):
         return 89, False
     if root == "cvt" and "tf32" in parts and ("rn" in parts or "rz" in parts):
@@ -60,6 +62,8 @@ def required_sm(parts: list) -> tuple[int, bool]:
         return 90, False                       # bf16 atomics (f16 ones are sm_70 / sm_60)
     if root == "tensormap":
         return 90, True                        # tensormap.replace
+    if root == "tcgen05":
+        return 100, True
     return 0, False
 
 
@@ -74,6 +78,9 @@ def check(target: tuple, opcode: str) -> str | None:
     m = _TARGET.match(arch)
     have, suffix = int(m.group(1)), m.group(2)
     need, arch_specific = required_sm(opcode.split("."))
+    if opcode.startswith("tcgen05.") and have >= 120:
+        return f"{opcode} needs sm_100a, sm_101a/sm_110a or sm_103a (sm_12x has no tcgen05); " \
+               f"the module's .target is {arch}"
     if have < need:
         return f"{opcode} needs sm_{need} or newer; the module's .target is {arch}"
     if arch_specific and not suffix:

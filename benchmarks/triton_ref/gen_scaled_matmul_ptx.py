@@ -1,0 +1,96 @@
+"""Compile a block-scaled (MXFP8) Triton matmul to PTX for sm_100a, no GPU needed.
+
+Run with a Python that has Triton 3.9 (see gen_matmul_ptx.py):
+
+    tvenv/bin/python benchmarks/triton_ref/gen_scaled_matmul_ptx.py --out DIR
+
+`tl.dot_scaled` (128 x 64 x 128 tiles) with e4m3 operands and one ue8m0 scale per row (of A) or column (of B) and 32
+K elements (the OCP MX block): Triton 3.9 stages A and the scales in tensor memory
+(`tcgen05.st`) and multiplies with `tcgen05.mma.cta_group::1.kind::mxf8f6f4.block_scale.block32`,
+four K steps of 32 per 128-wide K tile, the idesc's scale-byte fields picking each step's
+scale. Inputs: a [M, K] and b [K, N] as e4m3 bytes, a_scale [M, K/32] and b_scale [N, K/32]
+as ue8m0 bytes, all row-major; M a multiple of 128, N of 64, K of 128 (no masks). Writes
+`<name>.ptx` and `.json` (launch: grid (M/128, N/64), 128 threads; the kernel's parameters
+end with Triton's two scratch pointers: pass 0). The committed fixture
+tests/emulator/fixtures/triton_scaled_matmul_sm100.{ptx,json} was made with the defaults,
+triton_scaled_matmul_e2m1_sm100 with `--fmt e2m1 --name triton_scaled_matmul_e2m1_sm100`: MXFP4,
+a and b packed two e2m1 a byte along K (a [M, K/2], b [K/2, N] bytes, the even K index in bits
+0-3), multiplied by `tcgen05.mma...kind::mxf4.block_scale.block32` (K = 64 a step, two scales
+per row each) with both operands from shared memory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+
+import triton
+import triton.language as tl
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+
+
+@triton.jit
+def scaled_matmul(a, a_scale, b, b_scale, c, M, N, K,
+                  BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, FMT: tl.constexpr):
+    # c[M, N] = (a * 2^(a_scale - 127)) @ (b * 2^(b_scale - 127)), one scale per 32 K
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    rm = pid_m * BM + tl.arange(0, BM)
+    rn = pid_n * BN + tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    rs = tl.arange(0, BK // 32)
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k0 in range(0, K, BK):
+        if FMT == "e2m1":           # two values a byte along K, the even one in bits 0-3
+            x = tl.load(a + rm[:, None] * (K // 2) + (k0 // 2 + tl.arange(0, BK // 2))[None, :])
+            y = tl.load(b + (k0 // 2 + tl.arange(0, BK // 2))[:, None] * N + rn[None, :])
+        else:
+            x = tl.load(a + rm[:, None] * K + (k0 + rk)[None, :])
+            y = tl.load(b + (k0 + rk)[:, None] * N + rn[None, :])
+        xs = tl.load(a_scale + rm[:, None] * (K // 32) + (k0 // 32 + rs)[None, :])
+        ys = tl.load(b_scale + rn[:, None] * (K // 32) + (k0 // 32 + rs)[None, :])
+        acc = tl.dot_scaled(x, xs, FMT, y, ys, FMT, acc)
+    tl.store(c + rm[:, None] * N + rn[None, :], acc)
+
+
+SIGNATURE = {"a": "*u8", "a_scale": "*u8", "b": "*u8", "b_scale": "*u8", "c": "*fp32",
+             "M": "i32", "N": "i32", "K": "i32", "BM": "constexpr", "BN": "constexpr",
+             "BK": "constexpr", "FMT": "constexpr"}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--name", default="triton_scaled_matmul_sm100")
+    ap.add_argument("--fmt", choices=("e4m3", "e2m1"), default="e4m3")
+    args = ap.parse_args(argv)
+    os.environ.setdefault("TRITON_CACHE_DIR", tempfile.mkdtemp(prefix="triton-cache-"))
+    os.environ.setdefault("TRITON_DISABLE_LINE_INFO", "1")
+    os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
+    consts = {"BM": 128, "BN": 64, "BK": 128, "FMT": args.fmt}
+    k = triton.compile(ASTSource(scaled_matmul, SIGNATURE, consts, {}),
+                       target=GPUTarget("cuda", 100, 32),
+                       options={"num_warps": 4, "num_stages": 2})
+    os.makedirs(args.out, exist_ok=True)
+    stem = os.path.join(args.out, args.name)
+    with open(stem + ".ptx", "w") as f:
+        f.write(k.asm["ptx"])
+    md = k.metadata
+    info = {"generator": "benchmarks/triton_ref/gen_scaled_matmul_ptx.py",
+            "triton": triton.__version__, "target": "sm_100a", "kernel": md.name,
+            "constexprs": consts, "num_warps": md.num_warps, "shared_bytes": md.shared,
+            "block": [32 * md.num_warps, 1, 1], "grid": "(M / BM, N / BN, 1)",
+            "trailing_params": "global scratch and profile scratch pointers: pass 0"}
+    with open(stem + ".json", "w") as f:
+        json.dump(info, f, indent=1)
+        f.write("\n")
+    print(json.dumps(info))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

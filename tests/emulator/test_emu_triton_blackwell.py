@@ -1,0 +1,225 @@
+"""The emulator judges Blackwell PTX it did not see being written: Triton 3.9's tutorial
+matmul compiled for sm_100a.
+
+`fixtures/triton_matmul{,_bf16,_tf32,_i8,_e4m3}_sm100.ptx` are what Triton produced for the
+kernel of benchmarks/triton_ref/gen_matmul_ptx.py (`--arch 100`, 128 x 128 x 64 tiles, 32 for
+tf32, 4 warps, 3 stages; JSON beside each): the accumulator lives in tensor memory
+(`tcgen05.alloc`, zeroed by `tcgen05.st.32x32b.x128`), one elected thread issues
+`tcgen05.mma.cta_group::1.kind::{f16,tf32,i8,f8f6f4}` (M = 128, N = 128) on 128-byte-swizzled
+shared-memory descriptors (A K-major, B MN-major) fed by cp.async, `tcgen05.commit` arrives on
+an mbarrier that every thread polls inside an inline-asm block with its own `waitLoop:` label,
+and the epilogue reads the accumulator with `tcgen05.ld.32x32b.x128`. If our reading of the
+instruction descriptor, the sm_100 matrix descriptor, the TMEM data path of M = 128 or the
+32x32b shape were wrong, these would disagree with NumPy.
+"""
+
+import json
+import math
+import pathlib
+
+import numpy as np
+import pytest
+
+from tilelang.emulator import EmulatorDevice
+
+FIXTURES = pathlib.Path(__file__).parent / "fixtures"
+KIND = {"f16": "kind::f16", "bf16": "kind::f16", "tf32": "kind::tf32", "i8": "kind::i8",
+        "e4m3": "kind::f8f6f4"}
+
+
+def _load(dtype, stem=None):
+    stem = stem or ("triton_matmul_sm100" if dtype == "f16" else f"triton_matmul_{dtype}_sm100")
+    return (FIXTURES / f"{stem}.ptx").read_text(), \
+        json.loads((FIXTURES / f"{stem}.json").read_text())
+
+
+def operands(dtype, rng, M, N, K):
+    """(A, B as stored, A, B as the tensor core sees them: float64 or int64)."""
+    import ml_dtypes
+    if dtype in ("f16", "bf16"):
+        t = np.float16 if dtype == "f16" else ml_dtypes.bfloat16
+        A = rng.standard_normal((M, K)).astype(t)
+        B = rng.standard_normal((K, N)).astype(t)
+        return A.view(np.uint16), B.view(np.uint16), A.astype(np.float64), B.astype(np.float64)
+    if dtype == "tf32":
+        A = rng.standard_normal((M, K)).astype(np.float32)
+        B = rng.standard_normal((K, N)).astype(np.float32)
+        # the kernel passes f32 bits: the tensor core ignores the low 13 bits of each
+        trunc = lambda m: (m.view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32)  # noqa
+        return A, B, trunc(A).astype(np.float64), trunc(B).astype(np.float64)
+    if dtype == "i8":
+        A = rng.integers(-128, 128, (M, K)).astype(np.int8)
+        B = rng.integers(-128, 128, (K, N)).astype(np.int8)
+        return A, B, A.astype(np.int64), B.astype(np.int64)
+    A = (rng.integers(-8, 9, (M, K)) / 2).astype(ml_dtypes.float8_e4m3fn)
+    B = rng.integers(-8, 9, (K, N)).astype(ml_dtypes.float8_e4m3fn)
+    return A.view(np.uint8), B.view(np.uint8), A.astype(np.float64), B.astype(np.float64)
+
+
+def run(dtype, M, N, K, seed=0, stem=None):
+    ptx, info = _load(dtype, stem)
+    assert info["target"] == "sm_100" and ".target sm_100a" in ptx
+    assert f"tcgen05.mma.cta_group::1.{KIND[dtype]}" in ptx
+    rng = np.random.default_rng(seed)
+    A, B, a, b = operands(dtype, rng, M, N, K)
+    dev = EmulatorDevice(race_check=True)
+    fn = dev.load_module(ptx).get_function(info["kernel"])
+    pa, pb, pc = dev.to_device(A), dev.to_device(B), dev.malloc(4 * M * N)
+    dev.memset(pc, 0xFF, 4 * M * N)                    # NaN: every element must be written
+    BM, BN = info["constexprs"]["BM"], info["constexprs"]["BN"]
+    grid = (math.ceil(M / BM) * math.ceil(N / BN), 1, 1)
+    args = [pa, pb, pc] + [np.int32(v) for v in (M, N, K, K, N, N)] + [0, 0]
+    rep = dev.launch(fn, grid, tuple(info["block"]), args, shared_mem=info["shared_bytes"])
+    # the cp.async ring and the tensor-core reads in flight pass the check
+    assert rep.race_check == "checked: no shared-memory race"
+    out = np.int32 if dtype == "i8" else np.float32
+    return a, b, dev.from_device(pc, (M, N), out), rep, info
+
+
+def check(dtype, a, b, C):
+    if dtype == "i8":                                  # exact integer products
+        assert np.array_equal(C.astype(np.int64), a @ b)
+        return
+    if dtype == "e4m3":                                # small multiples of 1/2: exact in f32
+        assert np.array_equal(C.astype(np.float64), a @ b)
+        return
+    # products exact in f64; at most one f32 rounding per instruction's K step (the emulator
+    # rounds once per mma; the hardware may round more often within the same bound)
+    k_step = {"f16": 16, "bf16": 16, "tf32": 8}[dtype]
+    bound = math.ceil(a.shape[1] / k_step) * 2.0 ** -23 * (np.abs(a) @ np.abs(b))
+    err = np.abs(C.astype(np.float64) - a @ b)
+    assert np.all(err <= bound), float((err / bound).max())
+
+
+@pytest.mark.parametrize("shape", [(256, 256, 192), (127, 208, 80)], ids=["square", "ragged"])
+def test_f16_matmul_against_numpy(shape):
+    a, b, C, rep, info = run("f16", *shape, seed=sum(shape))
+    check("f16", a, b, C)
+    M, N, K = shape
+    tiles = math.ceil(M / 128) * math.ceil(N / 128)
+    # one elected thread per CTA issues 4 k16 MMAs per 64-wide K tile
+    assert rep.instructions["tcgen05.mma.cta_group::1.kind::f16"] == \
+        tiles * 4 * math.ceil(K / 64)
+    assert rep.instructions["tcgen05.ld.sync.aligned.32x32b.x128.b32"] == tiles * 128
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "tf32", "i8", "e4m3"])
+def test_other_kinds_ragged_against_numpy(dtype):
+    M, N, K = 127, 208, 80             # a partial tile in every dimension
+    a, b, C, _, _ = run(dtype, M, N, K, seed=7)
+    check(dtype, a, b, C)
+
+
+@pytest.mark.parametrize("shape", [(64, 64, 64), (127, 208, 80)], ids=["one-tile", "ragged"])
+def test_m64_tiles_and_the_16x32bx2_epilogue(shape):
+    """BM = BN = 64: `tcgen05.mma` with M = 64 (idesc M field 4) and the accumulator moved by
+    `tcgen05.st/ld.16x32bx2.x32` with immHalfSplitoff 32. The PTX ISA's figures of that data
+    path are not in the text we read; this kernel, written by Triton for the hardware, is what
+    fixes our reading (rows 16w.. in lanes 32w..32w+15; the two half-warps read the same 16
+    lanes, the second 32 columns on): a wrong composition would scatter rows or columns."""
+    ptx, info = _load("f16", "triton_matmul_64x64_sm100")
+    assert "tcgen05.ld.sync.aligned.16x32bx2.x32.b32" in ptx and info["constexprs"]["BM"] == 64
+    a, b, C, _, _ = run("f16", *shape, seed=5, stem="triton_matmul_64x64_sm100")
+    check("f16", a, b, C)
+
+
+def test_labels_of_two_inline_asm_blocks_are_apart():
+    # both mbarrier waits are `{ .reg .pred complete; waitLoop: ... @!complete bra.uni
+    # waitLoop; }`: each branch must stay in its own block
+    ptx, _ = _load("f16")
+    assert ptx.count("waitLoop:") >= 2
+
+
+@pytest.mark.parametrize("shape", [(128, 128, 192), (100, 72, 136)], ids=["square", "ragged"])
+def test_tma_fed_tcgen05_matmul(shape):
+    """Tensor descriptors (gen_tma_matmul_ptx.py --arch 100): `cp.async.bulk.tensor` loads
+    completing on mbarriers feed `tcgen05.mma` (128-byte swizzle), the commit's mbarrier frees
+    each stage, and C leaves through a TMA store from shared memory."""
+    from test_emu_triton_hopper import _bound, run_tma
+    ptx = (FIXTURES / "triton_tma_matmul_sm100.ptx").read_text()
+    assert "tcgen05.mma.cta_group::1.kind::f16" in ptx and "cp.async.bulk.tensor.2d" in ptx
+    a, b, C, rep, BK = run_tma(*shape, seed=sum(shape), stem="triton_tma_matmul_sm100",
+                               product="tcgen05.mma.cta_group::1.kind::f16")
+    assert np.all(np.abs(C - a @ b) <= _bound(a, b))
+
+
+def _scaled_launch(stem, A_bytes, sa, B_bytes, sb, M, N, K):
+    ptx = (FIXTURES / f"{stem}.ptx").read_text()
+    info = json.loads((FIXTURES / f"{stem}.json").read_text())
+    dev = EmulatorDevice(race_check=True)
+    fn = dev.load_module(ptx).get_function(info["kernel"])
+    pc = dev.malloc(4 * M * N)
+    dev.memset(pc, 0xFF, 4 * M * N)
+    c = info["constexprs"]
+    rep = dev.launch(fn, (M // c["BM"], N // c["BN"], 1), tuple(info["block"]),
+                     [dev.to_device(A_bytes), dev.to_device(sa), dev.to_device(B_bytes),
+                      dev.to_device(sb), pc, np.int32(M), np.int32(N), np.int32(K), 0, 0],
+                     shared_mem=info["shared_bytes"])
+    assert rep.race_check == "checked: no shared-memory race"
+    return ptx, dev.from_device(pc, (M, N), np.float32).astype(np.float64)
+
+
+def _scaled_reference(A, sa, B, sb):
+    a = A * np.repeat(2.0 ** (sa.astype(np.float64) - 127), 32, axis=1)
+    b = B * np.repeat(2.0 ** (sb.astype(np.float64) - 127), 32, axis=1).T
+    # exact products; one f32 rounding per 32-element scale block at most
+    return a @ b, A.shape[1] / 32 * 2.0 ** -23 * (np.abs(a) @ np.abs(b))
+
+
+@pytest.mark.parametrize("shape", [(128, 64, 256), (256, 128, 512)], ids=["one-tile", "four"])
+def test_block_scaled_mxfp4_matmul(shape):
+    """MXFP4 (gen_scaled_matmul_ptx.py --fmt e2m1): operands packed two e2m1 a byte by the
+    runtime's `pack_f4e2m1` (the even K index in bits 0-3), `tcgen05.mma...kind::mxf4.
+    block_scale.block32` reading them through shared-memory descriptors, K = 64 and two
+    ue8m0 scales per row each step. A nibble order or scale pairing misread scrambles the
+    products."""
+    from tilelang.runtime.mx_formats import pack_f4e2m1
+    M, N, K = shape
+    rng = np.random.default_rng(M + K)
+    grid = np.array([0, 0.5, 1, 1.5, 2, 3, 4, 6])
+    A = rng.choice(np.concatenate([grid, -grid]), (M, K))
+    B = rng.choice(np.concatenate([grid, -grid]), (K, N))
+    sa = rng.integers(117, 137, (M, K // 32)).astype(np.uint8)
+    sb = rng.integers(117, 137, (N, K // 32)).astype(np.uint8)
+    b_bytes = np.ascontiguousarray(pack_f4e2m1(B.T).T)          # [K/2, N], pairs along K
+    ptx, C = _scaled_launch("triton_scaled_matmul_e2m1_sm100", pack_f4e2m1(A), sa, b_bytes,
+                            sb, M, N, K)
+    assert "kind::mxf4.block_scale.block32" in ptx
+    ref, bound = _scaled_reference(A, sa, B, sb)
+    assert np.all(np.abs(C - ref) <= bound)
+
+
+@pytest.mark.parametrize("shape", [(128, 64, 256), (256, 128, 512)], ids=["one-tile", "four"])
+def test_block_scaled_mxfp8_matmul(shape):
+    """`tl.dot_scaled` with e4m3 operands and ue8m0 scales per 32 K (gen_scaled_matmul_ptx.py):
+    A and both scale tiles are staged in tensor memory by `tcgen05.st`, the product is
+    `tcgen05.mma...kind::mxf8f6f4.block_scale.block32` with A from tensor memory. The scale
+    layout this fixes (rows 32c + i in lane i of column c, the idesc's scale byte picking the
+    K step) and A's (row i in lane i, K bytes along the columns) are not in the ISA's text:
+    a wrong reading scales rows by wrong powers of two."""
+    import ml_dtypes
+    ptx = (FIXTURES / "triton_scaled_matmul_sm100.ptx").read_text()
+    info = json.loads((FIXTURES / "triton_scaled_matmul_sm100.json").read_text())
+    assert "kind::mxf8f6f4.block_scale.block32 [ %r" in ptx
+    M, N, K = shape
+    rng = np.random.default_rng(M + N)
+    A = (rng.integers(-8, 9, (M, K)) / 2).astype(ml_dtypes.float8_e4m3fn)
+    B = (rng.integers(-8, 9, (K, N)) / 4).astype(ml_dtypes.float8_e4m3fn)
+    sa = rng.integers(117, 137, (M, K // 32)).astype(np.uint8)
+    sb = rng.integers(117, 137, (N, K // 32)).astype(np.uint8)
+    dev = EmulatorDevice(race_check=True)
+    fn = dev.load_module(ptx).get_function(info["kernel"])
+    pc = dev.malloc(4 * M * N)
+    dev.memset(pc, 0xFF, 4 * M * N)
+    c = info["constexprs"]
+    rep = dev.launch(fn, (M // c["BM"], N // c["BN"], 1), tuple(info["block"]),
+                     [dev.to_device(A.view(np.uint8)), dev.to_device(sa),
+                      dev.to_device(B.view(np.uint8)), dev.to_device(sb), pc,
+                      np.int32(M), np.int32(N), np.int32(K), 0, 0],
+                     shared_mem=info["shared_bytes"])
+    assert rep.race_check == "checked: no shared-memory race"
+    C = dev.from_device(pc, (M, N), np.float32).astype(np.float64)
+    a = A.astype(np.float64) * np.repeat(2.0 ** (sa.astype(np.float64) - 127), 32, axis=1)
+    b = B.astype(np.float64) * np.repeat(2.0 ** (sb.astype(np.float64) - 127), 32, axis=1).T
+    # exact products; one f32 rounding per 32-wide K step at most
+    assert np.all(np.abs(C - a @ b) <= K / 32 * 2.0 ** -23 * (np.abs(a) @ np.abs(b)))
