@@ -22,6 +22,7 @@ class ParamSig:
     rank: int = 0
     default: Any = None       # a const parameter's value (default or -D), else None
     span: Any = field(default=None, compare=False)   # the parameter in the source
+    optional: bool = False    # an `Optional[Array[...]]`: may be given None
 
 
 @record(frozen=True)

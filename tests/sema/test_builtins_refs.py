@@ -106,6 +106,12 @@ def test_dim_and_stride_of_a_strided_view():
     assert ev("stride", (A("f32", 2),), {"A": a, "axis": 1}, axis=C(1)) == 3
 
 
+def test_is_none_reference():
+    # the checker folds `is_none` (it never reaches the interpreter); its reference agrees
+    assert ev("is_none", (A("f32", 1),), {"A": None}) is True
+    assert ev("is_none", (A("f32", 1),), {"A": np.zeros(3, np.float32)}) is False
+
+
 def test_gather_with_mask_and_out_of_bounds():
     a = rng.standard_normal((30, 20)).astype(np.float32)
     rows = rng.integers(-3, 33, size=(16, 1))

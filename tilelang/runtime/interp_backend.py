@@ -127,7 +127,10 @@ class InterpKernelRunner:
         if stream is not None:
             check_stream(stream)
         backend = self.module.backend
-        interp, k, written, cluster, art = self._lowered(self.const_values())
+        absent = {p.name: None for p, a in zip(self.params, args)
+                  if p.kind == "array" and p.optional and a is None}
+        # an absent optional array specializes as `-D NAME=None` (docs/abi.md)
+        interp, k, written, cluster, art = self._lowered({**self.const_values(), **absent})
         name = self.info.name
         check_launch(name, art, backend.limits, dims(grid, "grid", name),
                      None if block is None else dims(block, "block", name))
@@ -138,6 +141,10 @@ class InterpKernelRunner:
                 if why:
                     raise scalar_error(name, p, why)
                 values.append(a.item() if isinstance(a, np.generic) else a)
+                continue
+            if p.name in absent:             # never read: an empty array of its type
+                views.append(None)
+                values.append(np.empty((0,) * p.rank, k.params[i].type.dtype.storage_np_dtype))
                 continue
             v = extract(a)
             ours = v is not None and (v.where == "host" or (

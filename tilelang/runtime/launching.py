@@ -22,7 +22,7 @@ import numpy as np
 from .args import check_array, extract, make_binder, same_driver, shape_links
 from .dtypes import ITEMSIZE, SCALAR_CONVERT, accepts, scalar_problem
 from .errors import arg_error
-from .facts import facts_key
+from .facts import ABSENT, facts_key
 from .signature import KernelInfo, ParamInfo
 from .specialize import Specializer
 
@@ -69,7 +69,7 @@ def check_writes(kernel: str, params, arrays, written, views, args) -> None:
     array is not copied back) or racy (a broadcast view: many elements, one address). An
     empty array stores nothing: it is neither."""
     for (i, v) in zip(arrays, views):
-        if i not in written:
+        if i not in written or v is None:     # None: an absent optional array
             continue
         p = params[i]
         where = f"argument `{p.name}` of kernel `{kernel}` ({p.show()})"
@@ -151,6 +151,9 @@ class Launcher:
         for i in self.arrays:
             a = args[i]
             p = params[i]
+            if a is None and p.optional:     # absent: no view, zeros in the ABI slots
+                views.append(None)
+                continue
             v = extract(a)
             if v is None or v.problem is not None or not accepts(p.dtype, v.dtype) or \
                     len(v.shape) != p.rank or v.strides is None or v.where != backend.name or \
@@ -184,14 +187,19 @@ class Launcher:
             for i, p in enumerate(params):
                 if p.kind == "array":
                     v = next(it)
+                    if v is None:
+                        flat.extend((0,) * (1 + 2 * p.rank))
+                        facts.append(ABSENT)
+                        continue
                     flat.append(v.ptr)
                     flat.extend(v.shape)
                     flat.extend(v.strides)
                     facts.append(facts_key(v.ptr, v.shape, v.strides, ITEMSIZE[p.dtype]))
                 else:
                     flat.append(values[i])
-            lib = next((v.what for v in views if v.what != "DeviceArray"), None)
-            facts = shape_links(facts, [v.shape for v in views])
+            lib = next((v.what for v in views if v is not None and v.what != "DeviceArray"),
+                       None)
+            facts = shape_links(facts, [() if v is None else v.shape for v in views])
             return self.issue(flat, tuple(facts), grid, block, stream, lib, args, originals,
                               device)
         finally:
@@ -227,7 +235,7 @@ def _device_of(kernel: str, params, arrays, views, backend):
         return backend
     first = None
     for i, v in zip(arrays, views):
-        if v.where == "host":
+        if v is None or v.where == "host":
             continue
         if first is None:
             first = (i, v)

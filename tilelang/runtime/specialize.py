@@ -19,7 +19,7 @@ from tilelang.diagnostics import InternalCompilerError
 from . import cache as cache_mod
 from .compiler import Built
 from .errors import arg_error, value_error
-from .facts import FACT_KEYS
+from .facts import ABSENT, FACT_KEYS
 from .signature import KernelInfo, ParamInfo
 from .validate import LaunchShape, check_launch, dims
 
@@ -161,6 +161,9 @@ class Specializer:
         for j, i in enumerate(self.arrays):
             p = self.params[i]
             f = facts.pop(p.name, "caes")
+            if f is None and p.optional:      # the specialization where it is None
+                key.append(ABSENT)
+                continue
             if isinstance(f, ArrayFacts):
                 f = f.key()
             base, eq, k = f.partition("=") if isinstance(f, str) else (f, "", "")
@@ -196,11 +199,15 @@ class Specializer:
         mod = self.module
         consts = self.const_values()
         arrays = [self.params[i] for i in self.arrays]
-        fact_map = {p.name: ArrayFacts.from_key(k) for p, k in zip(arrays, facts)}
+        fact_map = {p.name: ArrayFacts.from_key(k) for p, k in zip(arrays, facts)
+                    if k != ABSENT}
+        # an optional array given None is compiled as `-D NAME=None` (docs/abi.md, "Optional
+        # arrays"): part of the key through `facts` and the compiler's defines
+        consts = {**consts, **{p.name: None for p, k in zip(arrays, facts) if k == ABSENT}}
         key = cache_mod.digest({
             "format": cache_mod.FORMAT, "compiler": mod.compiler.compiler_id,
             "sources": [list(s) for s in mod.info.sources], "kernel": self.info.name,
-            "consts": {k: [type(v).__name__, v] for k, v in consts.items()},
+            "consts": {k: [type(v).__name__, v] for k, v in consts.items()},  # None: absent
             "facts": dict(zip((p.name for p in arrays), facts)),
             "options": mod.options.key(), "binary": self.backend.cache_tag})
         built = _BUILT.get(key)

@@ -33,7 +33,8 @@ from tilelang.sema.builtins_core import (ABSENT, CONST, STRING_KIND, Builtin, Bo
                                          tile_of, tuple_elements)
 from tilelang.sema.constants import ConstStr, ConstValue, materialize
 from tilelang.sema.promotion import broadcast_all, promote
-from tilelang.sema.types import (BOOL, DTYPES, I32, I64, VOID, ArrayType, DType, TileType, Type,
+from tilelang.sema.types import (BOOL, DTYPES, I32, I64, VOID, AbsentArrayType, ArrayType, DType,
+                                 TileType, Type,
                                  format_shape, round_to_dtype, scalar)
 
 np = lazy_module("numpy")
@@ -255,6 +256,26 @@ register(Builtin("dim", "memory", (Param("A"), Param("axis", CONST)), _array_met
                  dim_ref, doc="the extent of A along `axis` (what `A.shape[axis]` reads)"))
 register(Builtin("stride", "memory", (Param("A"), Param("axis", CONST)), _array_meta_typing,
                  stride_ref, doc="the stride of A along `axis`, in elements (`A.stride[axis]`)"))
+
+
+def _is_none_typing(bound: BoundArgs, span) -> Type:
+    a = arg(bound, "A")
+    if not isinstance(a.type, (ArrayType, AbsentArrayType)):
+        raise fail("E0506", bound, "A", f"must be an array parameter (`Optional[Array[...]]` "
+                                        f"or `Array[...]`), found {found_typed(a)}", span)
+    return scalar(BOOL)
+
+
+def is_none_ref(A):
+    return A is None
+
+
+# An optional array's presence is fixed per specialization (docs/language.md, "Optional
+# arrays"): the checker folds every call to a constant (check_expr.py, `is_none`), so no IR
+# op is ever emitted for it; the reference serves the docs and the interpreter's tables.
+register(Builtin("is_none", "memory", (Param("A"),), _is_none_typing, is_none_ref,
+                 doc="whether A, an `Optional[Array[...]]` parameter, was given `None`: a "
+                     "compile-time bool (false for an ordinary array)"))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -18,7 +18,8 @@ from .constants import ConstTuple, ConstValue, materialize
 from .control_flow import liftable_ifs
 from .launch_attrs import AttrValue, ByTarget, resolve_launch
 from .launch_verify import check_spec
-from .types import VOID, ArrayType, Sym, TileType
+from .types import (VOID, AbsentArrayType, ArrayListType, ArrayType, OptionalArrayType, Sym,
+                    TileType)
 from .values import (Binding, FnType, KernelType, ModuleInfo, ModuleType, error_value, is_error,
                      value)
 
@@ -245,13 +246,29 @@ class DeclarationChecks:
             raise TileSemanticError.at(
                 "E0240", f"kernel parameter `{p.name}` cannot be a tile ({t})", p.type.span,
                 help=f"pass an `Array[{t.dtype}, {len(t.shape)}]` and `load` the tile from it")
-        if not isinstance(t, (ArrayType, TileType)):
+        if not isinstance(t, (ArrayType, TileType, OptionalArrayType, ArrayListType)):
             raise TileSemanticError.at(
                 "E0240", f"kernel parameter `{p.name}` must be an array or a scalar, found {t}",
                 p.type.span)
-        self.declare_local(scope, p.name, "param", value(t, None, p.span), p.span, ctx,
+        bound = t
+        if isinstance(t, OptionalArrayType):
+            bound = AbsentArrayType(t.array) if self.absent_array(p) else t.array
+        self.declare_local(scope, p.name, "param", value(bound, None, p.span), p.span, ctx,
                            used=True)
         return p.name, t, False, None
+
+    def absent_array(self, p: ast.Param) -> bool:
+        """Whether this specialization gives the optional array `p` as `None`: `-D p=None`
+        (the runtime passes it so for a launch with `None`); present otherwise."""
+        text = self.defines.get(p.name)
+        if text is None:
+            return False
+        if text.strip() != "None":
+            raise TileSemanticError.at(
+                "E0243", f"-D {p.name}={text}: an optional array takes only `None`", p.span,
+                help=f"`-D {p.name}=None` compiles the specialization where `{p.name}` is "
+                     f"`None`; without it, the one where an array is passed")
+        return True
 
     def const_param_value(self, p: ast.Param, dtype, scope, ctx) -> ConstValue:
         """The value a `const` parameter is specialized with: -D, else its default, else a

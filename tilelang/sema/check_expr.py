@@ -14,7 +14,8 @@ from .builtins_core import ArgInfo, Builtin
 from .check_context import TILE_ONLY_GROUPS, TILE_ONLY_NAMES, Ctx, NeedsValue, Scope, close_matches
 from .constants import (ConstStr, ConstTuple, ConstValue, as_int, check_loose_size, construct,
                         loose, materialize)
-from .types import (BOOL, DTYPES, I32, STRING, ArrayType, DTypeType, LooseType, Sym, TileType,
+from .types import (BOOL, DTYPES, I32, STRING, AbsentArrayType, ArrayListType, ArrayType,
+                    OptionalArrayType, DTypeType, LooseType, Sym, TileType,
                     TupleType, check_shape, scalar)
 from .values import (BuiltinType, FnType, KernelType, ModuleInfo, ModuleType, error_value,
                      is_error, value)
@@ -27,6 +28,14 @@ class ExpressionChecks:
         b = scope.lookup(name) or ctx.module.names.get(name)
         if b is not None:
             b.used = True
+            if isinstance(b.value.type, AbsentArrayType):
+                raise TileSemanticError.at(
+                    "E0246", f"`{name}` is `None` in this specialization, so it cannot be used "
+                             f"here", span, related=(Label(b.span, f"`{name}` is declared "
+                                                           f"{OptionalArrayType(b.value.type.array)}"
+                                                           ),) if b.span else (),
+                    help=f"use `{name}` only where `is_none({name})` is false: inside "
+                         f"`if not is_none({name}) {{ ... }}`")
             return replace(b.value, span=span)
         if name in DTYPES:
             return value(DTypeType(DTYPES[name]), None, span)
@@ -69,9 +78,13 @@ class ExpressionChecks:
             close = close_matches(t.name, list(DTYPES) + ["Tile", "Array"], n=1)
             raise TileSemanticError.at("E0320", f"unknown type `{t.name}`", t.span,
                                        help=f"did you mean `{close[0]}`?" if close else None)
+        if t.name in ("Optional", "List"):
+            return self.array_wrapper_type(t, scope, ctx)
         if t.name not in ("Tile", "Array"):
             raise TileSemanticError.at("E0320", f"unknown type `{t.name}[...]`", t.span,
-                                       help="the generic types are `Tile[...]` and `Array[...]`")
+                                       help="the generic types are `Tile[...]` and `Array[...]`"
+                                            " (and, for kernel parameters, `Optional[Array[...]]`"
+                                            " and `List[Array[...]]`)")
         if not t.args or not isinstance(t.args[0], ast.Name) or t.args[0].id not in DTYPES:
             raise TileSemanticError.at(
                 "E0320", f"the first argument of `{t.name}[...]` must be a dtype such as `f32`",
@@ -97,6 +110,19 @@ class ExpressionChecks:
                 raise TileSemanticError.at("E0310", "a tile dimension must be a constant integer",
                                            d.span)
         return TileType(dtype, check_shape(dtype, tuple(dims), t.span))
+
+    def array_wrapper_type(self, t: ast.TypeExpr, scope: Scope, ctx: Ctx):
+        """`Optional[Array[...]]` and `List[Array[...]]`: the argument is parsed as an
+        expression (`Array[f16, 2]` is an index of the name `Array`), read back as a type."""
+        inner = t.args[0] if len(t.args) == 1 else None
+        if isinstance(inner, ast.Index) and isinstance(inner.value, ast.Name) and \
+                inner.value.id == "Array":
+            a = self.resolve_type(ast.TypeExpr("Array", inner.indices, inner.span), scope, ctx)
+            return OptionalArrayType(a) if t.name == "Optional" else ArrayListType(a)
+        what = "may be `None`" if t.name == "Optional" else "holds several arrays"
+        raise TileSemanticError.at(
+            "E0320", f"`{t.name}[...]` takes one `Array[...]` type", t.span,
+            help=f"write `{t.name}[Array[f32, 1]]`: only an array parameter {what}")
 
     def const_int(self, e: ast.Expr, scope, ctx, what: str) -> int:
         v = self.expr(e, scope, ctx)
@@ -227,6 +253,8 @@ class ExpressionChecks:
             callee = self.expr(e.func, scope, ctx)
         if is_error(callee):
             return error_value(e.span)
+        if isinstance(callee.type, BuiltinType) and callee.type.builtin.name == "is_none":
+            return self.is_none(callee.type.builtin, e, scope, ctx)
         pos = [self.expr(a.value, scope, ctx) for a in e.args if a.name is None]
         kw = {a.name: replace(self.expr(a.value, scope, ctx), span=a.value.span)
               for a in e.args if a.name is not None}
@@ -248,6 +276,27 @@ class ExpressionChecks:
                 e.span, help=f"factor the shared code into a `fn` and call that; launch "
                              f"`{ct.kernel.name}` from the host")
         raise TileSemanticError.at("E0223", f"a value of type {ct} cannot be called", e.func.span)
+
+    def is_none(self, b: Builtin, e: ast.Call, scope: Scope, ctx: Ctx) -> ArgInfo:
+        """`is_none(x)`: a constant, so `if is_none(x)` keeps one branch per specialization.
+        Its argument is the one place an absent optional array may be named."""
+        args = []
+        for a in e.args:
+            b_ = scope.lookup(a.value.id) if isinstance(a.value, ast.Name) and \
+                a.name in (None, "A") else None
+            if b_ is not None and isinstance(b_.value.type, AbsentArrayType):
+                b_.used = True
+                args.append((a.name, replace(b_.value, span=a.value.span)))
+            else:
+                args.append((a.name, replace(self.expr(a.value, scope, ctx), span=a.value.span)))
+        pos = [v for n, v in args if n is None]
+        kw = {n: v for n, v in args if n is not None}
+        if any(is_error(v) for v in pos) or any(is_error(v) for v in kw.values()):
+            return error_value(e.span)
+        bound = bind_call(b, pos, kw, e.span)
+        t = b.result_type(bound, e.span)
+        absent = isinstance(bound.args["A"].type, AbsentArrayType)
+        return value(t, ConstValue(absent, BOOL), e.span)
 
     def construct(self, dtype, pos, kw, e: ast.Call) -> ArgInfo:
         if kw or len(pos) != 1:
