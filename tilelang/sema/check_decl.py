@@ -323,7 +323,7 @@ class DeclarationChecks:
         args = []
         try:
             for p in f.params:
-                t = self.resolve_type(p.type, scope, Ctx("fn", f.name, info, f.name))
+                t = self.fn_param_type(p, scope, Ctx("fn", f.name, info, f.name))
                 if is_host and not (isinstance(t, TileType) and not t.shape):
                     raise TileSemanticError.at(
                         "E0242", f"`@host` function parameters must be scalars; `{p.name}` is "
@@ -374,7 +374,7 @@ class DeclarationChecks:
         try:
             for (name, a), p in zip(bound, f.params):
                 if p.type is not None:
-                    t = self.resolve_type(p.type, scope, ctx)
+                    t = self.fn_param_type(p, scope, ctx)
                     a = self.coerce(a, t, a.span or p.span, f"parameter `{name}` of `{f.name}`")
                 self.declare_local(scope, name, "param", replace(a, span=p.span), p.span, ctx,
                                    used=True)
@@ -390,6 +390,18 @@ class DeclarationChecks:
         self.instances[key] = result
         self.instance_cost[key] = self.statements - before
         return result
+
+    def fn_param_type(self, p: ast.Param, scope: Scope, ctx: Ctx):
+        t = self.resolve_type(p.type, scope, ctx)
+        if isinstance(t, (OptionalArrayType, ArrayListType)):
+            what = "Optional" if isinstance(t, OptionalArrayType) else "List"
+            raise TileSemanticError.at(
+                "E0240", f"`{what}[...]` is a type of kernel parameters only", p.type.span,
+                help=f"a function takes an `{t.array}`; the kernel tests `is_none` or picks "
+                     f"the list's element (`ws[e]`) before the call" if what == "List" else
+                     f"a function takes an `{t.array}`; the kernel tests `is_none` before the "
+                     f"call")
+        return t
 
     def bind_fn_args(self, f: ast.FnDef, pos, kw, span) -> list[tuple[str, ArgInfo]]:
         params = f.params

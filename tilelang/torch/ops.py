@@ -5,6 +5,7 @@ ABI (docs/torch.md, "Operators")."""
 from __future__ import annotations
 
 import inspect
+import typing
 from typing import Any, Callable, Mapping, Sequence
 
 from .autograd import BackwardBinding
@@ -135,6 +136,8 @@ class TileOp:
         for n in self.inputs:
             p = params[n]
             ann = torch.Tensor if p.kind == "array" else scalar_type(p.dtype)
+            if p.kind == "array" and getattr(p, "optional", False):
+                ann = typing.Optional[torch.Tensor]    # schema `Tensor?`: None passes through
             ps.append(inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD,
                                         annotation=ann))
         ret = (None if not self.outputs else torch.Tensor if len(self.outputs) == 1
