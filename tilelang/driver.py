@@ -200,7 +200,7 @@ def inspect_source(text: str, path: str, options: CompileOptions | None = None) 
     """The kernels of a module and their parameters (raises TileError on errors)."""
     from .compiled import KernelSig, ModuleSig, ParamSig
     from .sema.constants import ConstValue
-    from .sema.types import ArrayType, OptionalArrayType
+    from .sema.types import ArrayListType, ArrayType, OptionalArrayType
     result = check_source(text, path, options)
     _raise_errors(result.diagnostics)
     kernels = {}
@@ -214,6 +214,9 @@ def inspect_source(text: str, path: str, options: CompileOptions | None = None) 
                 params.append(ParamSig(name, "const", t.dtype, 0, default, spans.get(name)))
             elif isinstance(t, ArrayType):
                 params.append(ParamSig(name, "array", t.dtype, t.rank, span=spans.get(name)))
+            elif isinstance(t, ArrayListType):
+                params.append(ParamSig(name, "list", t.array.dtype, t.array.rank,
+                                       span=spans.get(name)))
             elif isinstance(t, OptionalArrayType):
                 params.append(ParamSig(name, "array", t.array.dtype, t.array.rank,
                                        span=spans.get(name), optional=True))

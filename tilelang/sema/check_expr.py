@@ -382,6 +382,14 @@ class ExpressionChecks:
                     v.type.elements, v.const.items if isinstance(v.const, ConstTuple)
                     else (None,) * n))
             return replace(elems[i], span=e.span)
+        if isinstance(v.type, ArrayListType):
+            if len(e.indices) != 1:
+                raise TileSemanticError.at(
+                    "E0247", f"a list of arrays takes one index, found {len(e.indices)}",
+                    e.span, help="`ws[e]` is array `e` of the list; index it with "
+                                 "`load(ws[e], ...)`")
+            i = self.expr(e.indices[0], scope, ctx)
+            return self.call_builtin(BUILTINS["list_item"], [v, i], {}, e.span, ctx)
         if isinstance(v.type, ArrayType):
             raise TileSemanticError.at(
                 "E0222", "arrays are not indexed directly", e.span,
