@@ -594,3 +594,20 @@ def test_too_many_optional_arrays_are_refused(tmp_path):
     assert (d.code, d.message) == (
         "E0281", "kernel `k` has 5 optional arrays; the C export compiles one image per "
         "pattern of absent ones and takes at most 4")
+
+
+def test_lists_of_arrays_are_refused(tmp_path):
+    src = os.path.join(ROOT, "examples", "grouped_matmul.tile")
+    with open(src, encoding="utf-8") as f:
+        text = f.read()
+    with pytest.raises(TileError) as e:
+        export_c(text, src, CompileOptions(), "gm")
+    d = e.value.diagnostics[0]
+    assert (d.code, d.message) == (
+        "E0281", "kernel `grouped_matmul`: the C export cannot pass `a`, a list of arrays")
+    assert d.span.line == 12                                   # `a: List[...]`
+    r = subprocess.run([sys.executable, "-m", "tilelang.cli", "--emit", "c", src, "-o",
+                        os.path.join(str(tmp_path), "gm.c")], capture_output=True, text=True,
+                       cwd=str(tmp_path))
+    assert r.returncode == 1 and "error[E0281]" in r.stderr and "Traceback" not in r.stderr
+    assert not os.listdir(str(tmp_path))                     # nothing written half-way

@@ -211,3 +211,16 @@ def test_capture_reuses_the_table_and_refuses_a_new_one(monkeypatch):
     mod.backend.synchronize()
     for got, w in zip(dy, want(xs, 2.0)):
         np.testing.assert_allclose(got.numpy(), w, rtol=1e-6, atol=1e-6)
+
+
+def test_tilec_run_refuses_a_list(tmp_path, capsys):
+    from tilelang.cli import main
+    f = tmp_path / "l.tile"
+    f.write_text(SRC)
+    with pytest.raises(SystemExit) as e:
+        main(["run", str(f), "--kernel", "count", "--grid", "1", "--backend", "emulator",
+              "--shape", "4"])
+    assert e.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "tilec run: error: kernel `count` takes `xs: List[Array[f32, 2]]`, a list of arrays, "
+        "which tilec run cannot make: launch it from Python (docs/python-api.md)")

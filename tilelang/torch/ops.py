@@ -84,7 +84,7 @@ class TileOp:
 
     def _mutations(self, declared, params, out_names) -> tuple[str, ...]:
         written = self._written()
-        arrays = [n for n in self.inputs if params[n].kind == "array"]
+        arrays = [n for n in self.inputs if params[n].kind in ("array", "list")]
         if written is None:                  # the interpreter compiles nothing: trust the user
             derived = None
         else:
@@ -138,6 +138,8 @@ class TileOp:
             ann = torch.Tensor if p.kind == "array" else scalar_type(p.dtype)
             if p.kind == "array" and getattr(p, "optional", False):
                 ann = typing.Optional[torch.Tensor]    # schema `Tensor?`: None passes through
+            elif p.kind == "list":
+                ann = typing.List[torch.Tensor]        # schema `Tensor[]`: a list of arrays
             ps.append(inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD,
                                         annotation=ann))
         ret = (None if not self.outputs else torch.Tensor if len(self.outputs) == 1

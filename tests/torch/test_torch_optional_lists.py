@@ -1,6 +1,6 @@
-"""An operator over a kernel with an optional array: the schema says `Tensor?`, None reaches
-the kernel as an absent array (its own specialization), and opcheck, torch.compile and eager
-agree (docs/torch.md, "Optional arrays")."""
+"""Operators over kernels with an optional array (the schema says `Tensor?`, None reaches the
+kernel as an absent array, its own specialization) and with a list of arrays (`Tensor[]`):
+opcheck, torch.compile and eager agree with torch (docs/torch.md)."""
 
 from __future__ import annotations
 
@@ -66,3 +66,30 @@ def test_compiled_function_with_none(op):
         return op(x, None) + 1
 
     torch.testing.assert_close(f(x), reference(x, None) + 1, rtol=1e-5, atol=1e-5)
+
+
+# A list of arrays as an operator argument: `Tensor[]` in the schema.
+LIST_SRC = """
+kernel grouped_scale(xs: List[Array[f32, 1]], out: Array[f32, 1]) {
+    let e = bid(0);
+    let t = load(xs[e], index = (0,), shape = (32,), padding = 0.0);
+    store(out, index = (e,), tile = full((1,), sum(t), f32));
+}
+"""
+
+
+def test_list_of_tensors_operator(tmp_path_factory):
+    import os
+    os.environ.setdefault("TILELANG_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+    mod = tilelang.compile(LIST_SRC, backend="emulator")
+    op = tt.op("g4test::grouped_sum", mod.grouped_scale, outputs=["out"],
+               fake=lambda xs: xs[0].new_empty(len(xs)),
+               grid=lambda meta: (len(meta["xs"]),))
+    assert str(torch.ops.g4test.grouped_sum.default._schema) == \
+        "g4test::grouped_sum(Tensor[] xs) -> Tensor"
+    g = torch.Generator().manual_seed(9)
+    xs = [torch.randn(n, generator=g) for n in (32, 5, 0, 20)]
+    got = op(xs)
+    want = torch.stack([x.double().sum() for x in xs]).float()
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    torch.library.opcheck(torch.ops.g4test.grouped_sum.default, (xs,))
