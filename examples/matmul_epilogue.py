@@ -16,13 +16,16 @@ def main(argv=None) -> int:
     b_h = (ex.rng.standard_normal((k, n)) / math.sqrt(k)).astype(np.float16)
     bias_h = ex.rng.standard_normal(n).astype(np.float32)
     a, b, bias = ex.put(a_h), ex.put(b_h), ex.put(bias_h)
-    c = ex.put(np.zeros((m, n), np.float16))
-    ex.module.matmul_bias_gelu[(-(-m // 64), -(-n // 64))](a, b, bias, c)
-    z = a_h.astype(np.float64) @ b_h.astype(np.float64) + bias_h
-    want = 0.5 * z * (1 + np.tanh(math.sqrt(2 / math.pi) * (z + 0.044715 * z ** 3)))
-    got = ex.get(c).astype(np.float64)
-    assert np.allclose(got, want, rtol=2e-3, atol=2e-3), "matmul epilogue differs from NumPy"
-    return ex.done(f"gelu(a @ b + bias), {m}x{k} @ {k}x{n}")
+    for with_bias in (True, False):             # bias is Optional: None drops the add
+        c = ex.put(np.zeros((m, n), np.float16))
+        ex.module.matmul_bias_gelu[(-(-m // 64), -(-n // 64))](a, b, bias if with_bias
+                                                                else None, c)
+        z = a_h.astype(np.float64) @ b_h.astype(np.float64) + (bias_h if with_bias else 0)
+        want = 0.5 * z * (1 + np.tanh(math.sqrt(2 / math.pi) * (z + 0.044715 * z ** 3)))
+        got = ex.get(c).astype(np.float64)
+        assert np.allclose(got, want, rtol=2e-3, atol=2e-3), \
+            f"matmul epilogue ({'with' if with_bias else 'without'} bias) differs from NumPy"
+    return ex.done(f"gelu(a @ b + bias) and gelu(a @ b), {m}x{k} @ {k}x{n}")
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ class ParamSig:
     default: Any = None       # a const parameter's value (default or -D), else None
     span: Any = field(default=None, compare=False)   # the parameter in the source
     type_var: str | None = None   # `Array[T, 2]`, `x: T`: the `const T: dtype` it names
+    optional: bool = False    # an `Optional[Array[...]]`: may be given None
 
 
 @record(frozen=True)

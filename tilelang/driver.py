@@ -64,7 +64,7 @@ def define_diagnostics(module: ast.Module | None, options: CompileOptions) -> li
     for item in module.items:
         if isinstance(item, ast.KernelDef):
             for p in item.params:
-                if p.is_const:
+                if p.is_const or _is_optional(p):
                     consts.setdefault(p.name, []).append(item.name)
     out = []
     for name, _ in options.defines:
@@ -81,6 +81,11 @@ def define_diagnostics(module: ast.Module | None, options: CompileOptions) -> li
             help=hint + (f"its `const` parameters are {known}" if known else
                          "its kernels have no `const` parameters")))
     return out
+
+
+def _is_optional(p: ast.Param) -> bool:
+    """An `Optional[Array[...]]` parameter: `-D NAME=None` picks its absent specialization."""
+    return isinstance(p.type, ast.TypeExpr) and p.type.name == "Optional"
 
 
 def _define_spans(diags: list[Diagnostic], module: ast.Module,
@@ -195,7 +200,7 @@ def inspect_source(text: str, path: str, options: CompileOptions | None = None) 
     """The kernels of a module and their parameters (raises TileError on errors)."""
     from .compiled import KernelSig, ModuleSig, ParamSig
     from .sema.constants import ConstValue
-    from .sema.types import ArrayType, DTypeType
+    from .sema.types import ArrayListType, ArrayType, DTypeType, OptionalArrayType
     result = check_source(text, path, options)
     _raise_errors(result.diagnostics)
     kernels = {}
@@ -214,6 +219,12 @@ def inspect_source(text: str, path: str, options: CompileOptions | None = None) 
             elif isinstance(t, ArrayType):
                 params.append(ParamSig(name, "array", t.dtype, t.rank, span=spans.get(name),
                                        type_var=tvars.get(name)))
+            elif isinstance(t, ArrayListType):
+                params.append(ParamSig(name, "list", t.array.dtype, t.array.rank,
+                                       span=spans.get(name)))
+            elif isinstance(t, OptionalArrayType):
+                params.append(ParamSig(name, "array", t.array.dtype, t.array.rank,
+                                       span=spans.get(name), optional=True))
             else:
                 params.append(ParamSig(name, "scalar", t.dtype, span=spans.get(name),
                                        type_var=tvars.get(name)))
@@ -240,6 +251,8 @@ def _type_vars(k: ast.KernelDef) -> dict[str, str]:
 
 
 def _const_text(v: Any) -> str:
+    if v is None:                  # an optional array given None (sema: `absent_array`)
+        return "None"
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, float):

@@ -513,3 +513,101 @@ def test_example_c_program_runs_on_the_gpu(tmp_path):
     r = _make(folder, "run", f"LIBCUDA={lib}")
     assert r.returncode == 0, r.stdout + r.stderr
     assert "vadd: 0 of 1000003 elements wrong" in r.stdout
+
+
+OPTIONAL = """
+kernel epilogue(x: Array[f32, 1], bias: Optional[Array[f32, 1]],
+                residual: Optional[Array[f32, 1]], y: Array[f32, 1]) {
+    let i = bid(0);
+    var t = load(x, index = (i,), shape = (256,));
+    if not is_none(bias) {
+        t = t + load(bias, index = (i,), shape = (256,));
+    }
+    if not is_none(residual) {
+        t = t - 2.0 * load(residual, index = (i,), shape = (256,));
+    }
+    store(y, index = (i,), tile = t);
+}
+"""
+
+
+def test_optional_arrays_null_picks_the_image_of_its_pattern(tmp_path, monkeypatch):
+    """NULL for an optional array: the launcher runs the image compiled with it absent, packs
+    its slots as zeros exactly as the runtime packs None, and computes what NumPy does."""
+    tmp = str(tmp_path)
+    src = os.path.join(tmp, "opt.tile")
+    with open(src, "w") as f:
+        f.write(OPTIONAL)
+    ex = _export(tmp, src, "opt")
+    # both variants, three absent patterns each (bias, residual, both), after the variants
+    assert [(p.variant, p.mask, p.absent) for p in ex.patterns] == [
+        (v, m, a) for v in (0, 1) for m, a in ((1, ("bias",)), (2, ("residual",)),
+                                                 (3, ("bias", "residual")))]
+    with open(os.path.join(tmp, "opt.h")) as f:
+        header = f.read()
+    assert "bias: Optional[Array[f32, 1]]" in header and "pointer is 0 (NULL)" in header
+    mod = tilelang.compile(src, backend="emulator")
+    rng = np.random.default_rng(5)
+    n = 1000
+    hx, hb, hr = (rng.standard_normal(n).astype(np.float32) for _ in range(3))
+    x, b, r = mod.to_device(hx), mod.to_device(hb), mod.to_device(hr)
+    images = ex.images()
+    for use_b, use_r in ((True, False), (False, True), (False, False), (True, True)):
+        y = mod.to_device(np.zeros(n, np.float32))
+        spy = _Spy(monkeypatch)
+        grid = (tilelang.cdiv(n, 256), 1, 1)
+        mod.epilogue[grid](x, b if use_b else None, r if use_r else None, y)
+        args, decls = [], ""
+        for arr, given in ((x, True), (b, use_b), (r, use_r), (y, True)):
+            if given:
+                got, d = _array_args(arr)
+                args += got
+                decls += d
+            else:
+                args += ["(CUdeviceptr)0", "NULL", "NULL"]
+        mask = (0 if use_b else 1) | (0 if use_r else 2)
+        for exe in _build(tmp, "opt", _main("opt", "epilogue", grid, args, decls)):
+            launch = next(rec for rec in _run(exe, tmp) if rec["kind"] == "launch")
+            lib = int(launch["library"])
+            if mask == 0:
+                assert lib == 0                       # the fast variant, all present
+            else:
+                pat = ex.patterns[lib - len(ex.variants)]
+                assert (pat.variant, pat.mask) == (0, mask)
+            assert bytes.fromhex(launch["params"]) == spy.calls[0]["params"]
+            y.copy_from(np.full(n, np.nan, np.float32))
+            fn = mod.backend.device.load_module(images[lib]).get_function("epilogue")
+            mod.backend.device.launch(fn, grid, tuple(int(v) for v in
+                                                      launch["block"].split(",")),
+                                      bytes.fromhex(launch["params"]))
+            want = hx.astype(np.float64) + (hb if use_b else 0) - 2.0 * (hr if use_r else 0)
+            np.testing.assert_allclose(y.numpy(), want.astype(np.float32), rtol=1e-6,
+                                       atol=1e-6)
+
+
+def test_too_many_optional_arrays_are_refused(tmp_path):
+    params = ", ".join(f"o{i}: Optional[Array[f32, 1]]" for i in range(5))
+    src = f"kernel k(x: Array[f32, 1], {params}) {{ }}\n"
+    with pytest.raises(TileError) as e:
+        export_c(src, "many.tile", CompileOptions(), "many")
+    d = e.value.diagnostics[0]
+    assert (d.code, d.message) == (
+        "E0281", "kernel `k` has 5 optional arrays; the C export compiles one image per "
+        "pattern of absent ones and takes at most 4")
+
+
+def test_lists_of_arrays_are_refused(tmp_path):
+    src = os.path.join(ROOT, "examples", "grouped_matmul.tile")
+    with open(src, encoding="utf-8") as f:
+        text = f.read()
+    with pytest.raises(TileError) as e:
+        export_c(text, src, CompileOptions(), "gm")
+    d = e.value.diagnostics[0]
+    assert (d.code, d.message) == (
+        "E0281", "kernel `grouped_matmul`: the C export cannot pass `a`, a list of arrays")
+    assert d.span.line == 12                                   # `a: List[...]`
+    r = subprocess.run([sys.executable, "-m", "tilelang.cli", "--emit", "c", src, "-o",
+                        os.path.join(str(tmp_path), "gm.c")], capture_output=True, text=True,
+                       cwd=str(tmp_path))
+    assert r.returncode == 1 and "error[E0281]" in r.stderr and "Traceback" not in r.stderr
+    assert not os.listdir(str(tmp_path))                     # nothing written half-way

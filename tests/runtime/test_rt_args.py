@@ -66,8 +66,10 @@ def test_not_an_array(mod):
         "E0914", "argument `a` of kernel `vadd` (a: Array[f32, 1]) is a list, not an array",
         "pass a torch tensor, a CuPy array, a DLPack array, a NumPy array (on the emulator) or "
         "a tilelang DeviceArray")
-    assert err(lambda: mod.vadd[1](F, None, F))[1] == \
-        "argument `b` of kernel `vadd` (b: Array[f32, 1]) is a NoneType, not an array"
+    assert err(lambda: mod.vadd[1](F, None, F)) == (
+        "E0914", "argument `b` of kernel `vadd` (b: Array[f32, 1]) is None, but the parameter "
+        "is not optional", "pass an array, or declare `b: Optional[Array[f32, 1]]` and test "
+        "`is_none(b)` in the kernel")
 
 
 class FakeCudaArray:

@@ -13,7 +13,7 @@ from tilelang.sema.types import VOID, Sym
 from tilelang.sema.builtins import ArgInfo, arg_of_const, arg_of_dtype, bind_call, lookup, \
     lookup_operator
 from tilelang.sema.constants import ConstStr, ConstTuple, ConstValue, const_bool, loose
-from tilelang.sema.types import DTYPES, ArrayType, TileType, TupleType, scalar
+from tilelang.sema.types import DTYPES, ArrayListType, ArrayType, TileType, TupleType, scalar
 
 
 def T(dt: str, *shape: int) -> ArgInfo:
@@ -43,6 +43,11 @@ def RT(*elems: ArgInfo) -> ArgInfo:
 
 def A(dt: str, rank: int) -> ArgInfo:
     return ArgInfo(ArrayType(DTYPES[dt], rank))
+
+
+def LST(dt: str, rank: int) -> ArgInfo:
+    """A `List[Array[dt, rank]]` kernel parameter."""
+    return ArgInfo(ArrayListType(ArrayType(DTYPES[dt], rank)))
 
 
 def D(dt: str) -> ArgInfo:
@@ -96,6 +101,10 @@ CASES: dict[str, tuple] = {
     "num_tiles": ((A("f16", 2),), {"axis": C(1), "shape": TUP(128, 64)}, "i32",
                   (A("f16", 2),), {"axis": C(2), "shape": TUP(128, 64)}, "E0507"),
     "dim": ((A("f32", 2),), {"axis": C(1)}, "i32", (A("f32", 2),), {"axis": C(2)}, "E0507"),
+    "is_none": ((A("f32", 2),), {}, "bool", (T("f32", 4),), {}, "E0506"),
+    "list_item": ((LST("f16", 2), T("i32")), {}, "Array[f16, 2]", (A("f16", 2), T("i32")), {},
+                  "E0506"),
+    "len": ((LST("f32", 1),), {}, "i32", (A("f32", 1),), {}, "E0506"),
     "stride": ((A("f32", 2),), {"axis": C(-2)}, "i32", (T("f32", 4),), {"axis": C(0)},
                "E0506"),
     "atomic_add": ((A("f32", 1), T("i32", 64), C(1.0)), {}, "Tile[f32, 64]",

@@ -106,6 +106,23 @@ def test_dim_and_stride_of_a_strided_view():
     assert ev("stride", (A("f32", 2),), {"A": a, "axis": 1}, axis=C(1)) == 3
 
 
+def test_is_none_reference():
+    # the checker folds `is_none` (it never reaches the interpreter); its reference agrees
+    assert ev("is_none", (A("f32", 1),), {"A": None}) is True
+    assert ev("is_none", (A("f32", 1),), {"A": np.zeros(3, np.float32)}) is False
+
+
+def test_list_item_and_len_references():
+    from test_builtins import LST
+    ws = [np.arange(6, dtype=np.float32).reshape(2, 3), np.ones((4, 1), np.float32)]
+    assert ev("len", (LST("f32", 2),), {"L": ws}) == 2
+    assert ev("list_item", (LST("f32", 2), T("i32")), {"L": ws, "index": np.int32(1)}) is ws[1]
+    # outside the list: an empty array of the rank (every access masked off, as compiled)
+    for i in (-1, 2):
+        got = ev("list_item", (LST("f32", 2), T("i32")), {"L": ws, "index": np.int32(i)})
+        assert got.shape == (0, 0) and got.dtype == np.float32
+
+
 def test_gather_with_mask_and_out_of_bounds():
     a = rng.standard_normal((30, 20)).astype(np.float32)
     rows = rng.integers(-3, 33, size=(16, 1))

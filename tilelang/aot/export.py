@@ -11,6 +11,13 @@ from the same facts the runtime computes (`tilelang/runtime/args.py: facts_key`)
   unaligned, ragged, huge).
 Both are compiled with the same `const` values (the module's defaults and `-D`), so a launch
 gives the same results whichever runs.
+
+A kernel with `Optional[Array[...]]` parameters is also compiled, in both variants, once per
+pattern of absent ones (`-D NAME=None`, docs/language.md "Optional arrays"): a `PatternImage`
+each, chosen by the launcher from which optional pointers are 0 (NULL). At most
+`MAX_OPTIONAL` optional arrays per kernel (2^k images per variant). `List[Array[...]]`
+parameters are refused (E0281): their device table would need an allocation and a copy per
+launch, which a launcher that may be captured into a CUDA graph does not make.
 """
 
 from __future__ import annotations
@@ -22,9 +29,12 @@ from ..codegen.api import ArrayFacts, KernelArtifact
 from ..diagnostics import Diagnostic, Severity, TileError, register_codes
 from ..driver import compile_source, inspect_source
 from ..options import CompileOptions
-from ..record import record
+from ..record import record, replace
 
-register_codes({"E0280": "the name of a C export is not usable as a C identifier prefix"})
+register_codes({"E0280": "the name of a C export is not usable as a C identifier prefix",
+                "E0281": "a kernel's parameters cannot be exported to C"})
+
+MAX_OPTIONAL = 4
 
 
 @record(frozen=True)
@@ -61,6 +71,19 @@ class CompiledVariant:
 
 
 @record(frozen=True)
+class PatternImage:
+    """One kernel compiled with some optional arrays absent, in one variant."""
+
+    variant: int                             # index into CExport.variants
+    kernel: str
+    mask: int                                # bit j: the kernel's j-th optional array is None
+    absent: tuple[str, ...]
+    ptx: str
+    cubin: bytes
+    artifact: KernelArtifact
+
+
+@record(frozen=True)
 class ExportedKernel:
     name: str
     signature: str                           # the Tile signature, const values filled in
@@ -74,6 +97,15 @@ class CExport:
     target: str
     kernels: tuple[ExportedKernel, ...]
     variants: tuple[CompiledVariant, ...]    # in VARIANTS order
+    patterns: tuple[PatternImage, ...] = ()  # loaded after the variants' images, in order
+    optional: tuple[tuple[str, tuple[str, ...]], ...] = ()   # kernel -> its optional arrays
+
+    def optional_of(self, kernel: str) -> tuple[str, ...]:
+        return dict(self.optional).get(kernel, ())
+
+    def images(self) -> tuple[str, ...]:
+        """The PTX of each image, in the order the C source loads them (library index)."""
+        return tuple(v.ptx for v in self.variants) + tuple(p.ptx for p in self.patterns)
 
 
 _C_WORDS = frozenset("""auto break case char const continue default do double else enum extern
@@ -114,18 +146,55 @@ def export_c(text: str, path: str, options: CompileOptions, prefix: str,
             raise TileError([Diagnostic(Severity.ERROR, "E0270", f"`{path}` has no kernel "
                                         f"`{name}`", help=f"its kernels are: {known}")])
         k = sig.kernels[name]
+        _check_exportable(k)
         consts = tuple((p.name, _const_text(p.default)) for p in k.params if p.kind == "const")
         exported.append(ExportedKernel(name, _signature(k), consts))
-    for variant in VARIANTS:
+    optional = tuple((n, tuple(p.name for p in sig.kernels[n].params
+                               if getattr(p, "optional", False))) for n in names)
+    patterns = []
+    for vi, variant in enumerate(VARIANTS):
         facts = {n: {p.name: variant.facts for p in sig.kernels[n].params if p.kind == "array"}
                  for n in names}
-        res = compile_source(text, path, options, kernels=names, facts=facts)
-        errors = [d for d in res.diagnostics if d.severity is Severity.ERROR]
-        if errors or res.cubin is None:
-            raise TileError(errors or list(res.diagnostics))
+        res = _compile(text, path, options, names, facts)
         arts = tuple(res.codegen.kernel(n) for n in names)
         compiled.append(CompiledVariant(variant, res.ptx, bytes(res.cubin), arts))
-    return CExport(prefix, path, options.target.name, tuple(exported), tuple(compiled))
+        for name, opt in optional:
+            for mask in range(1, 1 << len(opt)):
+                absent = tuple(o for j, o in enumerate(opt) if mask >> j & 1)
+                defines = {**options.define_map(), **{o: "None" for o in absent}}
+                present = {q: f for q, f in facts[name].items() if q not in absent}
+                res = _compile(text, path, replace(options, defines=defines), [name],
+                               {name: present})
+                patterns.append(PatternImage(vi, name, mask, absent, res.ptx, bytes(res.cubin),
+                                             res.codegen.kernel(name)))
+    return CExport(prefix, path, options.target.name, tuple(exported), tuple(compiled),
+                   tuple(patterns), optional)
+
+
+def _compile(text, path, options, names, facts):
+    res = compile_source(text, path, options, kernels=names, facts=facts)
+    errors = [d for d in res.diagnostics if d.severity is Severity.ERROR]
+    if errors or res.cubin is None:
+        raise TileError(errors or list(res.diagnostics))
+    return res
+
+
+def _check_exportable(k) -> None:
+    """E0281 for what a C launcher cannot pass (see the module docstring)."""
+    lists = [p for p in k.params if p.kind == "list"]
+    if lists:
+        raise TileError([Diagnostic(
+            Severity.ERROR, "E0281", f"kernel `{k.name}`: the C export cannot pass "
+            f"`{lists[0].name}`, a list of arrays", lists[0].span, help="a list needs a device "
+            "table made per launch, which the exported launchers never allocate; launch this "
+            "kernel from Python, or give it one array parameter per list entry")])
+    opt = [p for p in k.params if getattr(p, "optional", False)]
+    if len(opt) > MAX_OPTIONAL:
+        raise TileError([Diagnostic(
+            Severity.ERROR, "E0281", f"kernel `{k.name}` has {len(opt)} optional arrays; the "
+            f"C export compiles one image per pattern of absent ones and takes at most "
+            f"{MAX_OPTIONAL}", opt[MAX_OPTIONAL].span,
+            help="export a kernel with fewer `Optional[...]` parameters")])
 
 
 def _const_text(v: Any) -> str:
@@ -139,7 +208,9 @@ def _signature(k) -> str:
     for p in k.params:
         dt = getattr(p.dtype, "name", p.dtype)    # `const T: dtype` has the name `dtype`
         if p.kind == "array":
-            parts.append(f"{p.name}: Array[{dt}, {p.rank}]")
+            t = f"Array[{dt}, {p.rank}]"
+            parts.append(f"{p.name}: " + (f"Optional[{t}]" if getattr(p, "optional", False)
+                                          else t))
         elif p.kind == "const":
             parts.append(f"const {p.name}: {dt} = {_const_text(p.default)}")
         else:

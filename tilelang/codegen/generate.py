@@ -19,7 +19,7 @@ from typing import Mapping
 import llvmlite.ir as ir
 
 # Importing a family registers its lowerings in lower.table (the products' on first use).
-from tilelang.codegen.lower import atomic, creation, debug, elementwise, grid, index  # noqa: F401
+from tilelang.codegen.lower import array_list, atomic, creation, debug, elementwise, grid, index  # noqa: F401,E501
 from tilelang.codegen.lower import memory, random, reduce, scan, shape  # noqa: F401
 from tilelang.codegen.api import (AbiParam, ArrayFacts, CodegenResult, DEFAULT_FACTS,
                                   KernelArtifact)
@@ -40,7 +40,7 @@ from tilelang.ir.ops import BuiltinOp, IRModule, Kernel, walk
 from tilelang.ir.resources import check_registers, check_shared_memory
 from tilelang.sema.launch_attrs import LaunchSpec
 from tilelang.sema.launch_verify import DEFAULT_THREADS
-from tilelang.sema.types import ArrayType, TileType
+from tilelang.sema.types import ArrayListType, ArrayType, TileType
 from tilelang.options import CompileOptions
 from tilelang.targets import Target
 
@@ -84,13 +84,18 @@ def written_arrays(kernel: Kernel) -> set:
     from tilelang.ir.args import arg_values
     from tilelang.ir.ops import BuiltinOp, walk
     out = set()
+    items = {}                 # `ws[e]` (list_item) result -> the list it is read from
     for op in walk(kernel.body):
         if isinstance(op, BuiltinOp):
             b = op.builtin
+            if b.name == "list_item":
+                items[op.result] = dict(op.args)["L"]
             if b.side_effects and b.group == "memory":
                 out.update(arg_values(dict(op.args).get("A")))
         else:
             out.update(v for v in getattr(op, "operands", ()) if isinstance(v.type, ArrayType))
+    # a write through an entry of a list writes the list's arrays
+    out.update(items[v] for v in list(out) if v in items)
     return out
 
 
@@ -133,6 +138,8 @@ def abi_params(kernel: Kernel) -> tuple[AbiParam, ...]:
         t = p.type
         if isinstance(t, ArrayType):
             out.append(AbiParam(p.hint, "array", t.dtype, t.rank, p in written))
+        elif isinstance(t, ArrayListType):
+            out.append(AbiParam(p.hint, "list", t.array.dtype, t.array.rank, p in written))
         else:
             out.append(AbiParam(p.hint, "scalar", t.dtype))
     return tuple(out)
@@ -207,7 +214,7 @@ def kernel_plans(module: IRModule, options: CompileOptions | None = None,
         block = block_shape(spec)
         check_elements_per_thread(k, block)
         kfacts = {p.hint: facts.get(k.name, {}).get(p.hint, DEFAULT_FACTS)
-                  for p in k.params if isinstance(p.type, ArrayType)}
+                  for p in k.params if isinstance(p.type, (ArrayType, ArrayListType))}
         _, kern = _emit(k, tgt, block, kfacts, exact=spec.reqntid is not None, layout=layout,
                         fast_math=options.precision or False, tma=tma)
         out.append((k, kern.plan))
@@ -235,7 +242,7 @@ def generate(module: IRModule, options: CompileOptions | None = None,
         check_elements_per_thread(k, block)
         check_registers(k, block, spec.maxnreg, sink)   # W0787/E0787 before emitting anything
         kfacts = {p.hint: facts.get(k.name, {}).get(p.hint, DEFAULT_FACTS)
-                  for p in k.params if isinstance(p.type, ArrayType)}
+                  for p in k.params if isinstance(p.type, (ArrayType, ArrayListType))}
         pending.append((k, spec, block, kfacts))
     # Contracts only need to know whether the code relies on the thread count; the PTX plan
     # (and so the LLVM cpu/features) needs the contracts: emit with a provisional layout

@@ -25,7 +25,7 @@ from tilelang.sema.builtins import GridContext
 from tilelang.sema.builtins_core import BoundArgs, Builtin, DTypeType
 from tilelang.sema.builtins_debug import TileAssertionError
 from tilelang.sema.constants import ConstStr, ConstTuple, ConstValue
-from tilelang.sema.types import ArrayType, DType, TileType, round_to_dtype
+from tilelang.sema.types import ArrayListType, ArrayType, DType, TileType, round_to_dtype
 
 from tilelang.ir.args import Arg, TupleArg
 from tilelang.ir.op_typing import bound_of
@@ -123,6 +123,12 @@ class Interpreter:
                 raise InterpreterError(f"kernel `{self.kernel.name}`: parameter `{p.hint}` is "
                                        f"{t} (NumPy {want}, {t.rank}-d), got {got}")
             return x
+        if isinstance(t, ArrayListType):      # a list of arrays: each checked as an array
+            if not isinstance(x, (list, tuple)) or not x:
+                raise InterpreterError(f"kernel `{self.kernel.name}`: parameter `{p.hint}` is "
+                                       f"{t}, got {type(x).__name__ if x else 'an empty list'}")
+            item = Value(p.id, t.array, f"{p.hint}[]")
+            return [self._param_value(item, a) for a in x]
         assert isinstance(t, TileType)
         return round_to_dtype(np.asarray(x), t.dtype)
 
@@ -254,6 +260,8 @@ class Interpreter:
 
     def _check(self, op: BuiltinOp, r: Any) -> Any:
         t = op.result.type
+        if isinstance(t, ArrayType):          # `list_item`: one of the list's arrays
+            return r
         assert isinstance(t, TileType)
         shape = np.shape(r)
         dt = getattr(r, "dtype", None)

@@ -35,7 +35,8 @@ from tilelang.sema.checker import Checker
 from tilelang.sema.control_flow import returning_else
 from tilelang.sema.control_flow import returns_on_every_path as _returns
 from tilelang.sema.constants import ConstStr, ConstTuple, ConstValue, loose
-from tilelang.sema.types import BOOL, ArrayType, LooseType, TileType, TupleType, scalar
+from tilelang.sema.types import (BOOL, ArrayType, LooseType, OptionalArrayType, TileType,
+                                 TupleType, scalar)
 from tilelang.sema.values import is_error, value
 
 from tilelang.ir.builder import IRBuildError, KernelBuilder
@@ -94,7 +95,10 @@ class SourceBuilder(Checker):
         name, t, is_const, val = super().kernel_param(p, scope, ctx)
         if not is_const and self.kb is not None:
             b = scope.names[name]
-            b.value = replace(b.value, ir=self.kb.param(name, t))
+            # an optional array keeps its ABI slots whether or not this specialization has
+            # one (docs/abi.md, "Optional arrays"): the IR parameter is the array
+            ir_type = t.array if isinstance(t, OptionalArrayType) else t
+            b.value = replace(b.value, ir=self.kb.param(name, ir_type))
         return name, t, is_const, val
 
     def const_param_value(self, p: ast.Param, dtype, scope, ctx) -> ConstValue:

@@ -34,7 +34,7 @@ from typing import Any, Iterator, Mapping, Sequence
 from tilelang.diagnostics import Span
 from tilelang.sema.builtins_core import BoundArgs, Builtin, DTypeType
 from tilelang.sema.constants import ConstValue, materialize
-from tilelang.sema.types import I32, DType, TileType, Type, VoidType, scalar
+from tilelang.sema.types import I32, ArrayType, DType, TileType, Type, VoidType, scalar
 
 from tilelang.ir.args import Arg, make_arg
 from tilelang.ir.op_typing import bind_args
@@ -137,7 +137,7 @@ class Builder:
         t = b.result_type(bound, span)
         if isinstance(t, VoidType):
             result = None
-        elif isinstance(t, TileType):
+        elif isinstance(t, (TileType, ArrayType)):     # an array: `list_item` (`ws[e]`)
             result = self.new_value(t)
         else:
             raise IRBuildError(f"`{b.name}` gives {t}, which is not a run-time value: fold "

@@ -18,7 +18,8 @@ from .device_array import DeviceArray, c_strides
 from .dtypes import (DLPACK_TO_TILE, INT_RANGE, ITEMSIZE, NUMPY_TO_TILE, TORCH_TO_TILE,
                      numpy_problem)
 from .errors import arg_error
-from .facts import facts_key, facts_of, mappable, shape_links, small  # noqa: F401 (re-exported)
+from .facts import (ABSENT, facts_key, facts_of, mappable, shape_links,  # noqa: F401
+                    small)  # (re-exported)
 from .signature import ParamInfo
 
 
@@ -144,6 +145,10 @@ def check_array(kernel: str, p: ParamInfo, v: ArrayView | None, obj, backend,
     """Raise the diagnostic for an argument that cannot be passed as array parameter `p`."""
     backend_name = backend.name
     where = f"argument `{p.name}` of kernel `{kernel}` ({p.show()})"
+    if obj is None:
+        raise arg_error("E0914", f"{where} is None, but the parameter is not optional",
+                        f"pass an array, or declare `{p.name}: Optional[Array[{p.dtype}, "
+                        f"{p.rank}]]` and test `is_none({p.name})` in the kernel", p.span)
     if v is None:
         raise arg_error("E0914", f"{where} is {_a(obj)}, not an array",
                         "pass a torch tensor, a CuPy array, a DLPack array, a NumPy array (on "
@@ -221,7 +226,10 @@ def make_binder(params: tuple[ParamInfo, ...], convert: tuple, backend) -> Calla
     """Generate `bind(args) -> (values, facts, library) | None` for one kernel: the loop over
     parameters unrolled, each array read by the reader cached for its Python type, each
     scalar passed through its converter (bf16, f8, bool) or as is (struct checks the rest)."""
-    env: dict = {"fast_reader": fast_reader, "no_reader": _no_reader, "backend": backend}
+    if any(p.kind == "list" for p in params):
+        return _no_reader                    # lists of arrays: the general path
+    env: dict = {"fast_reader": fast_reader, "no_reader": _no_reader, "backend": backend,
+                 "ABSENT": ABSENT}
     names = [f"x{i}" for i in range(len(params))]
     body, parts, facts, libs = [], [], [], []
     arr = [i for i, p in enumerate(params) if p.kind == "array"]
@@ -231,13 +239,19 @@ def make_binder(params: tuple[ParamInfo, ...], convert: tuple, backend) -> Calla
         x = names[i]
         if p.kind == "array":
             env[f"P{i}"], env[f"R{i}"] = p, {}
-            body += [f"    t = type({x})",
+            pad = ""
+            if p.optional:                   # None: zeros in the ABI slots, facts `None`
+                env[f"N{i}"] = ((0,) * (1 + 2 * p.rank), ABSENT, None)
+                body += [f"    if {x} is None:", f"        g{i} = N{i}", "    else:"]
+                pad = "    "
+            body += [pad + line for line in (
+                     f"    t = type({x})",
                      f"    r = R{i}.get(t)",
                      "    if r is None:",
                      f"        r = R{i}[t] = fast_reader(t, P{i}, backend) or no_reader",
                      f"    g{i} = r({x})",
                      f"    if g{i} is None:",
-                     "        return None"]
+                     "        return None")]
             parts.append(f"g{i}[0]")
             facts.append(f"g{i}[1]")
             libs.append(f"g{i}[2]")
@@ -257,8 +271,10 @@ def make_binder(params: tuple[ParamInfo, ...], convert: tuple, backend) -> Calla
     # same rank whose extents (values[1:1+rank] of each) are all equal
     ranks = [p.rank for p in params if p.kind == "array"]
     for j in range(1, len(ranks)):
-        tests = [(i, " and ".join(f"g{arr[j]}[0][{d}] == g{arr[i]}[0][{d}]"
-                                  for d in range(1, 1 + ranks[j])))
+        tests = [(i, " and ".join([f"g{arr[j]}[0][{d}] == g{arr[i]}[0][{d}]"
+                                   for d in range(1, 1 + ranks[j])] +
+                                  [f"g{arr[k]}[1] != ABSENT" for k in (i, j)
+                                   if params[arr[k]].optional]))
                  for i in range(j) if ranks[j] and ranks[i] == ranks[j]]
         if tests:
             body.append(f"    f{j} = g{arr[j]}[1]")

@@ -7,6 +7,7 @@
 Array arguments: `NAME=KIND:SHAPE` with KIND rand (uniform in [-1, 1); integers in [0, 100)),
 randn, zeros, ones or arange and SHAPE like `4096` or `64x32`; `NAME=FILE.npy` loads a file;
 `NAME=SHAPE` means rand. `--shape SHAPE` gives every array not named its shape (rand).
+`NAME=None` passes None to an `Optional[Array[...]]` parameter.
 Scalar arguments: `NAME=VALUE` (`3`, `-1.5`, `true`).
 """
 
@@ -49,7 +50,7 @@ def _run_parser() -> argparse.ArgumentParser:
     p.add_argument("--block", metavar="X[,Y[,Z]]", help="block shape (default: the kernel's)")
     p.add_argument("--arg", action="append", default=[], metavar="NAME=VALUE",
                    help="an argument: KIND:SHAPE (rand randn zeros ones arange), FILE.npy, "
-                        "SHAPE, or a scalar value")
+                        "SHAPE, None (an optional array), or a scalar value")
     p.add_argument("--shape", metavar="SHAPE", help="shape of every array not given by --arg")
     p.add_argument("--backend", choices=("cuda", "emulator"),
                    help="default: TILELANG_BACKEND, else cuda")
@@ -216,6 +217,15 @@ def _make_args(kernel, specs: dict[str, str], default_shape, backend, rng):
                              f"{p.dtype}`: add --arg {p.name}=VALUE")
             out.append(_scalar(text, p))
             continue
+        if p.kind == "list":
+            raise _Usage(f"kernel `{kernel.name}` takes `{p.show()}`, a list of arrays, which "
+                         "tilec run cannot make: launch it from Python (docs/python-api.md)")
+        if text is not None and text.strip() == "None":
+            if not p.optional:
+                raise _Usage(f"--arg {p.name}=None: `{p.name}: Array[{p.dtype}, {p.rank}]` is "
+                             "not optional (only `Optional[Array[...]]` parameters take None)")
+            out.append(None)
+            continue
         if text is None:
             if default_shape is None:
                 raise _Usage(f"kernel `{kernel.name}` needs array `{p.name}: Array[{p.dtype}, "
@@ -343,7 +353,10 @@ def cmd_run(argv: list[str]) -> int:
         out.write("facts     " + ", ".join(f"{k}={v}" for k, v in facts.items())
                   + "  (c: contiguous, a: 16-byte aligned, e: last extent a multiple of 16 B, "
                   "s: offsets below 2^31 elements"
-                  + (", n: no tensor map" if any("n" in v for v in facts.values()) else "")
+                  + (", n: no tensor map" if any("n" in v for v in facts.values()
+                                                 if v != "None") else "")
+                  + (", None: an optional array not given" if "None" in facts.values()
+                     else "")
                   + (", =k: the shape of array k" if any("=" in v for v in facts.values())
                      else "") + ")\n")
     out.write(f"time      prepare {1e3 * (t1 - t0):.1f} ms, first launch {1e3 * (t2 - t1):.1f} ms"
@@ -356,7 +369,7 @@ def cmd_run(argv: list[str]) -> int:
                   f"{result.total_issued} warp-instructions issued\n")
     saved = {}
     for q, a in zip(kernel.params, kargs):
-        if q.kind != "array":
+        if q.kind != "array" or a is None:     # a scalar, or an optional array given None
             out.write(f"  {q.name:<8} = {a!r}\n")
             continue
         host = _raw_numpy(a)

@@ -248,6 +248,13 @@ class CudaBackend:
         self._in_context(lambda: self.drv.cuMemcpyDtoH(array.ctypes.data, ptr, int(nbytes)),
                          "cuMemcpyDtoH")
 
+    def is_capturing(self, stream: int) -> bool:
+        """Whether `stream` is capturing a CUDA graph (then a list's new device table, a copy,
+        is refused before the driver would invalidate the capture: runtime/array_lists.py)."""
+        status = self._in_context(lambda: self.drv.cuStreamIsCapturing(stream),
+                                  "cuStreamIsCapturing")
+        return int(status) != 0
+
     def synchronize(self) -> None:
         self._in_context(self.drv.cuCtxSynchronize, "cuCtxSynchronize")
         self.free_pending()

@@ -64,6 +64,11 @@ def small(shape: tuple, strides: tuple) -> bool:
     return span < SMALL_SPAN
 
 
+# The facts key of an optional array given None (docs/abi.md, "Optional arrays"): it has no
+# facts, and its presence pattern is part of the specialization's key.
+ABSENT = "None"
+
+
 def shape_links(keys: list[str], shapes: list[tuple]) -> list[str]:
     """The facts keys of a launch's arrays (in parameter order) with `=k` appended to each
     whose shape equals that of an earlier array k (the first such; counting arrays only),
@@ -71,9 +76,9 @@ def shape_links(keys: list[str], shapes: list[tuple]) -> list[str]:
     out = list(keys)
     for j in range(1, len(shapes)):
         sj = tuple(shapes[j])
-        if sj:
+        if sj and keys[j] != ABSENT:
             for i in range(j):
-                if tuple(shapes[i]) == sj:
+                if keys[i] != ABSENT and tuple(shapes[i]) == sj:
                     out[j] += f"={i}"
                     break
     return out

@@ -21,6 +21,7 @@ from tilelang.codegen.api import KernelArtifact
 from .args import ArrayView, check_array, extract
 from .dtypes import ITEMSIZE, accepts, numpy_dtype, scalar_problem
 from .errors import device_error
+from .array_lists import read_list
 from .launching import check_writes, scalar_error
 from .validate import DeviceLimits, check_launch, check_stream, dims
 
@@ -127,17 +128,38 @@ class InterpKernelRunner:
         if stream is not None:
             check_stream(stream)
         backend = self.module.backend
-        interp, k, written, cluster, art = self._lowered(self.const_values())
+        absent = {p.name: None for p, a in zip(self.params, args)
+                  if p.kind == "array" and p.optional and a is None}
+        # an absent optional array specializes as `-D NAME=None` (docs/abi.md)
+        interp, k, written, cluster, art = self._lowered({**self.const_values(), **absent})
         name = self.info.name
         check_launch(name, art, backend.limits, dims(grid, "grid", name),
                      None if block is None else dims(block, "block", name))
-        values, views, back = [], [], []
+        values, views, back, list_views = [], [], [], []
         for i, (p, a) in enumerate(zip(self.params, args)):
-            if p.kind != "array":
+            if p.kind == "scalar":
                 why = scalar_problem(p.dtype, a)
                 if why:
                     raise scalar_error(name, p, why)
                 values.append(a.item() if isinstance(a, np.generic) else a)
+                continue
+            if p.kind == "list":              # each entry as an array argument
+                arrs = []
+                for j, (q, v, _) in enumerate(read_list(name, p, a, backend)):
+                    arr = host_view(v) if not isinstance(a[j], np.ndarray) else a[j]
+                    want = np.dtype(k.params[i].type.array.dtype.storage_np_dtype)
+                    if arr.dtype != want:
+                        staged = arr.astype(want)
+                        if i in written:
+                            back.append((arr, staged))
+                        arr = staged
+                    arrs.append(arr)
+                    list_views.append((q, v))
+                values.append(arrs)
+                continue
+            if p.name in absent:             # never read: an empty array of its type
+                views.append(None)
+                values.append(np.empty((0,) * p.rank, k.params[i].type.dtype.storage_np_dtype))
                 continue
             v = extract(a)
             ours = v is not None and (v.where == "host" or (
@@ -155,6 +177,11 @@ class InterpKernelRunner:
                 arr = staged
             values.append(arr)
         check_writes(name, self.params, self.arrays, written, views, args)
+        written_lists = {j for j, p in enumerate(self.params) if p.kind == "list"} & written
+        if written_lists:                    # each array of a list the kernel writes
+            keys = list(range(len(list_views)))
+            check_writes(name, {n: q for n, (q, _) in enumerate(list_views)}, keys, set(keys),
+                         [v for _, v in list_views], args)
         from tilelang.interp import InterpreterAssertionError, InterpreterError
         g = dims(grid, "grid", name)
         if 0 in g:                           # an empty grid: checked above, runs nothing

@@ -20,9 +20,10 @@ from typing import Any, Callable
 import numpy as np
 
 from .args import check_array, extract, make_binder, same_driver, shape_links
+from .array_lists import TableCache, list_facts, read_list
 from .dtypes import ITEMSIZE, SCALAR_CONVERT, accepts, scalar_problem
 from .errors import arg_error
-from .facts import facts_key
+from .facts import ABSENT, facts_key
 from .signature import KernelInfo, ParamInfo
 from .specialize import Specializer
 
@@ -69,7 +70,7 @@ def check_writes(kernel: str, params, arrays, written, views, args) -> None:
     array is not copied back) or racy (a broadcast view: many elements, one address). An
     empty array stores nothing: it is neither."""
     for (i, v) in zip(arrays, views):
-        if i not in written:
+        if i not in written or v is None:     # None: an absent optional array
             continue
         p = params[i]
         where = f"argument `{p.name}` of kernel `{kernel}` ({p.show()})"
@@ -93,12 +94,14 @@ class Launcher:
     """The launch paths of one bound kernel."""
 
     __slots__ = ("info", "name", "params", "arrays", "convert", "nparams", "bind", "backend",
-                 "stream_handle", "specializer", "specs", "meta")
+                 "stream_handle", "specializer", "specs", "meta", "lists", "tables")
 
     def __init__(self, info: KernelInfo, params: tuple[ParamInfo, ...], backend,
                  specializer: Specializer, meta: Callable[[tuple], dict[str, Any]]):
         self.info, self.name, self.params = info, info.name, params
         self.arrays = specializer.arrays
+        self.lists = specializer.lists        # `List[Array[...]]`: the general path only
+        self.tables = TableCache()
         self.convert = tuple(scalar_converter(info.name, p) for p in params)
         self.nparams = len(params)
         self.bind = make_binder(params, self.convert, backend)
@@ -151,6 +154,9 @@ class Launcher:
         for i in self.arrays:
             a = args[i]
             p = params[i]
+            if a is None and p.optional:     # absent: no view, zeros in the ABI slots
+                views.append(None)
+                continue
             v = extract(a)
             if v is None or v.problem is not None or not accepts(p.dtype, v.dtype) or \
                     len(v.shape) != p.rank or v.strides is None or v.where != backend.name or \
@@ -164,44 +170,82 @@ class Launcher:
                 else:
                     check_array(self.name, p, v, a, backend, backend.host_arrays)
             views.append(v)
-        device = _device_of(self.name, params, self.arrays, views, backend)
+        # lists of arrays: every entry read and checked; host entries staged like arrays
+        entries = {i: read_list(self.name, params[i], args[i], backend) for i in self.lists}
+        for i, es in entries.items():
+            for j, (q, v, stage) in enumerate(es):
+                if stage:
+                    staged = (staged or []) + [((i, j), v)]
+        where = {i: params[i] for i in self.arrays}
+        where.update({(i, j): q for i, es in entries.items() for j, (q, _, _) in enumerate(es)})
+        device = _device_of(self.name, where, list(self.arrays) + [
+            (i, j) for i, es in entries.items() for j in range(len(es))], views + [
+            v for es in entries.values() for (_, v, _) in es], backend)
         values = [None] * len(params)
         convert = self.convert
         for i, p in enumerate(params):       # every scalar checked before anything is staged
-            if p.kind != "array":
+            if p.kind == "scalar":
                 c = convert[i]
                 values[i] = args[i] if c is None else c(args[i])
         finish = None
         originals = views
+        lists = {i: [(q, v) for q, v, _ in es] for i, es in entries.items()}
+        tables = []                           # tables of this launch only, kept until it ends
         try:
             if staged:
                 addrs, finish = device.stage(staged)
                 views = [v._replace(ptr=addrs[i]) if i in addrs else v
                          for i, v in zip(self.arrays, views)]
+                lists = {i: [(q, v._replace(ptr=addrs[(i, j)]) if (i, j) in addrs else v)
+                             for j, (q, v) in enumerate(es)] for i, es in lists.items()}
             flat: list = []
             facts: list = []
+            list_facts_ = []
             it = iter(views)
             for i, p in enumerate(params):
+                if p.kind == "list":
+                    vs = [v for _, v in lists[i]]
+                    keep = not any(stage for _, _, stage in entries[i])
+                    handle = device.stream_handle(stream, None)
+                    ptr, table = self.tables.get(
+                        device, vs, p.rank, keep,
+                        lambda: getattr(device, "is_capturing", lambda h: False)(handle))
+                    if table is not None:
+                        tables.append(table)
+                    flat += [ptr, len(vs)]
+                    list_facts_.append(list_facts(vs, p.dtype))
+                    continue
                 if p.kind == "array":
                     v = next(it)
+                    if v is None:
+                        flat.extend((0,) * (1 + 2 * p.rank))
+                        facts.append(ABSENT)
+                        continue
                     flat.append(v.ptr)
                     flat.extend(v.shape)
                     flat.extend(v.strides)
                     facts.append(facts_key(v.ptr, v.shape, v.strides, ITEMSIZE[p.dtype]))
                 else:
                     flat.append(values[i])
-            lib = next((v.what for v in views if v.what != "DeviceArray"), None)
-            facts = shape_links(facts, [v.shape for v in views])
-            return self.issue(flat, tuple(facts), grid, block, stream, lib, args, originals,
-                              device)
+            lib = next((v.what for v in views if v is not None and v.what != "DeviceArray"),
+                       None)
+            facts = shape_links(facts, [() if v is None else v.shape for v in views])
+            return self.issue(flat, tuple(facts + list_facts_), grid, block, stream, lib, args,
+                              originals, device, entries)
         finally:
             if finish is not None:
                 finish()
+            del tables
 
-    def issue(self, values, facts, grid, block, stream, lib, args, views, device):
+    def issue(self, values, facts, grid, block, stream, lib, args, views, device, entries=None):
         spec = self.specializer.get(facts)
         if spec.written:
             check_writes(self.name, self.params, self.arrays, spec.written, views, args)
+            for i, es in (entries or {}).items():
+                if i in spec.written:         # a list the kernel writes: each of its arrays
+                    keys = [(i, j) for j in range(len(es))]
+                    check_writes(self.name, {k: q for k, (q, _, _) in zip(keys, es)}, keys,
+                                 set(keys), [v for _, v, _ in es], args)
         shape = spec.shape(grid, block, device.limits)
         launcher = spec.launcher_on(device)
         handle = device.stream_handle(stream, lib)
@@ -227,7 +271,7 @@ def _device_of(kernel: str, params, arrays, views, backend):
         return backend
     first = None
     for i, v in zip(arrays, views):
-        if v.where == "host":
+        if v is None or v.where == "host":
             continue
         if first is None:
             first = (i, v)

@@ -28,6 +28,8 @@ def layout(params: tuple[ParamInfo, ...]) -> ParamLayout:
     for p in params:
         if p.kind == "array":
             chars += ["Q"] + ["q"] * (2 * p.rank)
+        elif p.kind == "list":                 # the table's address, the number of arrays
+            chars += ["Q", "q"]
         else:
             chars.append(STRUCT_CHAR[p.dtype])
     fmt, offsets, sizes, off = "<", [], [], 0

@@ -16,12 +16,13 @@ from .dtypes import ITEMSIZE
 @dataclass(frozen=True)
 class ParamInfo:
     name: str
-    kind: str                  # "array" | "scalar" | "const"
+    kind: str                  # "array" | "scalar" | "const" | "list"
     dtype: str                 # Tile dtype name
     rank: int = 0
     default: Any = None        # const parameters: the default value, or None
     span: Span | None = None
     type_var: str | None = None   # `Array[T, 2]`/`x: T`: the `const T: dtype` it names
+    optional: bool = False     # `Optional[Array[...]]`: a launch may pass None
 
     @property
     def itemsize(self) -> int:
@@ -33,8 +34,11 @@ class ParamInfo:
         return self.kind == "const" and self.dtype == "dtype"
 
     def show(self) -> str:
+        if self.kind == "list":
+            return f"{self.name}: List[Array[{self.dtype}, {self.rank}]]"
         if self.kind == "array":
-            return f"{self.name}: Array[{self.dtype}, {self.rank}]"
+            t = f"Array[{self.dtype}, {self.rank}]"
+            return f"{self.name}: " + (f"Optional[{t}]" if self.optional else t)
         return ("const " if self.kind == "const" else "") + f"{self.name}: {self.dtype}"
 
 
@@ -79,7 +83,8 @@ class ModuleInfo:
             "kernels": [{"name": k.name, "span": _span_json(k.span),
                          "params": [{"name": p.name, "kind": p.kind, "dtype": p.dtype,
                                      "rank": p.rank, "default": _plain(p.default),
-                                     "span": _span_json(p.span), "type_var": p.type_var}
+                                     "span": _span_json(p.span), "type_var": p.type_var,
+                                     "optional": p.optional}
                                     for p in k.params]}
                         for k in self.kernels.values()],
             "sources": [list(s) for s in self.sources]}, sort_keys=True)
@@ -90,8 +95,8 @@ class ModuleInfo:
         kernels = {}
         for k in d["kernels"]:
             params = tuple(ParamInfo(p["name"], p["kind"], p["dtype"], int(p["rank"]),
-                                     p["default"], _span_from(p["span"]), p.get("type_var"))
-                           for p in k["params"])
+                                     p["default"], _span_from(p["span"]), p.get("type_var"),
+                                     bool(p.get("optional", False))) for p in k["params"])
             kernels[k["name"]] = KernelInfo(k["name"], params, _span_from(k["span"]))
         return ModuleInfo(kernels, tuple((s[0], s[1]) for s in d["sources"]))
 
@@ -123,6 +128,7 @@ def module_info_from_sig(sig) -> ModuleInfo:
             dtype = getattr(p.dtype, "name", p.dtype)
             params.append(ParamInfo(p.name, p.kind, str(dtype), int(getattr(p, "rank", 0) or 0),
                                     _plain(getattr(p, "default", None)),
-                                    getattr(p, "span", None), getattr(p, "type_var", None)))
+                                    getattr(p, "span", None), getattr(p, "type_var", None),
+                                    bool(getattr(p, "optional", False))))
         kernels[name] = KernelInfo(name, tuple(params), getattr(ks, "span", None))
     return ModuleInfo(kernels, tuple((str(a), str(b)) for a, b in sig.sources))

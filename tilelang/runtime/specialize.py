@@ -19,7 +19,7 @@ from tilelang.diagnostics import InternalCompilerError
 from . import cache as cache_mod
 from .compiler import Built
 from .errors import arg_error, value_error
-from .facts import FACT_KEYS
+from .facts import ABSENT, FACT_KEYS
 from .signature import KernelInfo, ParamInfo
 from .validate import LaunchShape, check_launch, dims
 
@@ -59,7 +59,7 @@ class Specialization:
         self.shapes: dict = {}        # (grid, block) as given -> checked LaunchShape
         # indices (into the runtime parameters) of the arrays the kernel may store into
         self.written = frozenset(i for i, p in enumerate(built.artifact.params)
-                                 if p.kind == "array" and getattr(p, "written", True))
+                                 if p.kind in ("array", "list") and getattr(p, "written", True))
 
     @property
     def ptx(self) -> str:
@@ -125,6 +125,8 @@ class Specializer:
         self.backend = module.backend
         self.layout = layout
         self.arrays = tuple(i for i, p in enumerate(params) if p.kind == "array")
+        # lists of arrays: their facts follow the arrays' in a facts key tuple
+        self.lists = tuple(i for i, p in enumerate(params) if p.kind == "list")
         self.specs: dict[tuple[str, ...], Specialization] = {}
 
     def get(self, facts: tuple[str, ...]) -> Specialization:
@@ -161,6 +163,9 @@ class Specializer:
         for j, i in enumerate(self.arrays):
             p = self.params[i]
             f = facts.pop(p.name, "caes")
+            if f is None and p.optional:      # the specialization where it is None
+                key.append(ABSENT)
+                continue
             if isinstance(f, ArrayFacts):
                 f = f.key()
             base, eq, k = f.partition("=") if isinstance(f, str) else (f, "", "")
@@ -183,6 +188,16 @@ class Specializer:
                                   "describes (a zero or negative stride), then `=k` when "
                                   "the shape equals that of array parameter k", p.span)
             key.append(ArrayFacts.from_key(f).key())
+        for i in self.lists:
+            p = self.params[i]
+            f = facts.pop(p.name, "caes")
+            f = f.key() if isinstance(f, ArrayFacts) else f
+            if not isinstance(f, str) or f not in FACT_KEYS:
+                raise value_error(f"facts of `{p.name}` for kernel `{name}`: {f!r} is not a "
+                                  "facts key of a list (no `=k`)", "use ArrayFacts(...) or a "
+                                  "key such as `caes`, which every array of the list must "
+                                  "satisfy", p.span)
+            key.append(ArrayFacts.from_key(f).key())
         if facts:
             bad = next(iter(facts))
             arrays = ", ".join(f"`{self.params[i].name}`" for i in self.arrays) or "none"
@@ -195,12 +210,16 @@ class Specializer:
     def build(self, facts: tuple[str, ...]) -> Specialization:
         mod = self.module
         consts = self.const_values()
-        arrays = [self.params[i] for i in self.arrays]
-        fact_map = {p.name: ArrayFacts.from_key(k) for p, k in zip(arrays, facts)}
+        arrays = [self.params[i] for i in self.arrays + self.lists]
+        fact_map = {p.name: ArrayFacts.from_key(k) for p, k in zip(arrays, facts)
+                    if k != ABSENT}
+        # an optional array given None is compiled as `-D NAME=None` (docs/abi.md, "Optional
+        # arrays"): part of the key through `facts` and the compiler's defines
+        consts = {**consts, **{p.name: None for p, k in zip(arrays, facts) if k == ABSENT}}
         key = cache_mod.digest({
             "format": cache_mod.FORMAT, "compiler": mod.compiler.compiler_id,
             "sources": [list(s) for s in mod.info.sources], "kernel": self.info.name,
-            "consts": {k: [type(v).__name__, v] for k, v in consts.items()},
+            "consts": {k: [type(v).__name__, v] for k, v in consts.items()},  # None: absent
             "facts": dict(zip((p.name for p in arrays), facts)),
             "options": mod.options.key(), "binary": self.backend.cache_tag})
         built = _BUILT.get(key)
@@ -253,9 +272,9 @@ class Specializer:
         return built
 
     def _check_abi(self, built: Built) -> None:
-        got = [(p.name, p.kind, p.dtype.name, p.rank if p.kind == "array" else 0)
+        got = [(p.name, p.kind, p.dtype.name, p.rank if p.kind != "scalar" else 0)
                for p in built.artifact.params]
-        want = [(p.name, p.kind, p.dtype, p.rank if p.kind == "array" else 0)
+        want = [(p.name, p.kind, p.dtype, p.rank if p.kind != "scalar" else 0)
                 for p in self.params]
         if got != want:
             raise InternalCompilerError.at(

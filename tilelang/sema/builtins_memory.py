@@ -33,7 +33,9 @@ from tilelang.sema.builtins_core import (ABSENT, CONST, STRING_KIND, Builtin, Bo
                                          tile_of, tuple_elements)
 from tilelang.sema.constants import ConstStr, ConstValue, materialize
 from tilelang.sema.promotion import broadcast_all, promote
-from tilelang.sema.types import (BOOL, DTYPES, I32, I64, VOID, ArrayType, DType, TileType, Type,
+from tilelang.sema.types import (BOOL, DTYPES, I32, I64, VOID, AbsentArrayType, ArrayListType,
+                                 ArrayType, DType,
+                                 TileType, Type,
                                  format_shape, round_to_dtype, scalar)
 
 np = lazy_module("numpy")
@@ -255,6 +257,71 @@ register(Builtin("dim", "memory", (Param("A"), Param("axis", CONST)), _array_met
                  dim_ref, doc="the extent of A along `axis` (what `A.shape[axis]` reads)"))
 register(Builtin("stride", "memory", (Param("A"), Param("axis", CONST)), _array_meta_typing,
                  stride_ref, doc="the stride of A along `axis`, in elements (`A.stride[axis]`)"))
+
+
+def _is_none_typing(bound: BoundArgs, span) -> Type:
+    a = arg(bound, "A")
+    if not isinstance(a.type, (ArrayType, AbsentArrayType)):
+        raise fail("E0506", bound, "A", f"must be an array parameter (`Optional[Array[...]]` "
+                                        f"or `Array[...]`), found {found_typed(a)}", span)
+    return scalar(BOOL)
+
+
+def is_none_ref(A):
+    return A is None
+
+
+# An optional array's presence is fixed per specialization (docs/language.md, "Optional
+# arrays"): the checker folds every call to a constant (check_expr.py, `is_none`), so no IR
+# op is ever emitted for it; the reference serves the docs and the interpreter's tables.
+register(Builtin("is_none", "memory", (Param("A"),), _is_none_typing, is_none_ref,
+                 doc="whether A, an `Optional[Array[...]]` parameter, was given `None`: a "
+                     "compile-time bool (false for an ordinary array)"))
+
+
+# A list of arrays (`List[Array[T, N]]`, docs/language.md "Lists of arrays"): `ws[e]` in source
+# lowers to `list_item`, an array read from the list's device table (docs/abi.md), usable
+# wherever an array parameter is; `len(ws)` is the number of arrays.
+
+def _list_arg(bound: BoundArgs, span) -> ArrayListType:
+    a = arg(bound, "L")
+    if not isinstance(a.type, ArrayListType):
+        raise fail("E0506", bound, "L", f"must be a list of arrays (a kernel parameter of type "
+                                        f"`List[Array[...]]`), found {found_typed(a)}", span)
+    return a.type
+
+
+def _list_item_typing(bound: BoundArgs, span) -> Type:
+    t = _list_arg(bound, span)
+    int_scalar(bound, "index", arg(bound, "index"), span)
+    return t.array
+
+
+def list_item_ref(L, index):
+    i = int(index)
+    if not 0 <= i < len(L):
+        # the compiled code gives an empty array here (every access masked off): the
+        # reference matches it
+        a = L[0]
+        return a[tuple(slice(0, 0) for _ in range(a.ndim))]
+    return L[i]
+
+
+def _len_typing(bound: BoundArgs, span) -> Type:
+    _list_arg(bound, span)
+    return scalar(I32)
+
+
+def len_ref(L):
+    return np.int32(len(L))
+
+
+register(Builtin("list_item", "memory", (Param("L"), Param("index")), _list_item_typing,
+                 list_item_ref, doc="array `index` of the list L (what `L[index]` reads); an "
+                 "index outside the list gives an empty array (loads read the padding, stores "
+                 "are dropped)"))
+register(Builtin("len", "memory", (Param("L"),), _len_typing, len_ref,
+                 doc="the number of arrays in the list L, an `i32`"))
 
 
 # ---------------------------------------------------------------------------------------------

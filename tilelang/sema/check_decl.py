@@ -18,8 +18,8 @@ from .constants import ConstTuple, ConstValue, materialize
 from .control_flow import liftable_ifs
 from .launch_attrs import AttrValue, ByTarget, resolve_launch
 from .launch_verify import check_spec
-from .types import (ANY_DTYPE, DTYPES, VOID, ArrayType, DType, DTypeType, Sym, TileType,
-                    dtype_var)
+from .types import (ANY_DTYPE, DTYPES, VOID, AbsentArrayType, ArrayListType, ArrayType, DType,
+                    DTypeType, OptionalArrayType, Sym, TileType, dtype_var)
 from .values import (Binding, FnType, KernelType, ModuleInfo, ModuleType, error_value, is_error,
                      value)
 
@@ -270,11 +270,14 @@ class DeclarationChecks:
             raise TileSemanticError.at(
                 "E0240", f"kernel parameter `{p.name}` cannot be a tile ({t})", p.type.span,
                 help=f"pass an `Array[{t.dtype}, {len(t.shape)}]` and `load` the tile from it")
-        if not isinstance(t, (ArrayType, TileType)):
+        if not isinstance(t, (ArrayType, TileType, OptionalArrayType, ArrayListType)):
             raise TileSemanticError.at(
                 "E0240", f"kernel parameter `{p.name}` must be an array or a scalar, found {t}",
                 p.type.span)
-        self.declare_local(scope, p.name, "param", value(t, None, p.span), p.span, ctx,
+        bound = t
+        if isinstance(t, OptionalArrayType):
+            bound = AbsentArrayType(t.array) if self.absent_array(p) else t.array
+        self.declare_local(scope, p.name, "param", value(bound, None, p.span), p.span, ctx,
                            used=True)
         return p.name, t, False, None
 
@@ -300,6 +303,19 @@ class DeclarationChecks:
                 "E0243", f"the default of `const {p.name}: dtype` must be a dtype such as "
                          f"`f16`, found {v.type}", p.default.span)
         return v.type.dtype
+
+    def absent_array(self, p: ast.Param) -> bool:
+        """Whether this specialization gives the optional array `p` as `None`: `-D p=None`
+        (the runtime passes it so for a launch with `None`); present otherwise."""
+        text = self.defines.get(p.name)
+        if text is None:
+            return False
+        if text.strip() != "None":
+            raise TileSemanticError.at(
+                "E0243", f"-D {p.name}={text}: an optional array takes only `None`", p.span,
+                help=f"`-D {p.name}=None` compiles the specialization where `{p.name}` is "
+                     f"`None`; without it, the one where an array is passed")
+        return True
 
     def const_param_value(self, p: ast.Param, dtype, scope, ctx) -> ConstValue:
         """The value a `const` parameter is specialized with: -D, else its default, else a
@@ -354,7 +370,7 @@ class DeclarationChecks:
         args = []
         try:
             for p in f.params:
-                t = self.resolve_type(p.type, scope, Ctx("fn", f.name, info, f.name))
+                t = self.fn_param_type(p, scope, Ctx("fn", f.name, info, f.name))
                 if is_host and not (isinstance(t, TileType) and not t.shape):
                     raise TileSemanticError.at(
                         "E0242", f"`@host` function parameters must be scalars; `{p.name}` is "
@@ -406,7 +422,7 @@ class DeclarationChecks:
             for i in _dtype_params_first(f.params):
                 (name, a), p = bound[i], f.params[i]
                 if p.type is not None:
-                    t = self.resolve_type(p.type, scope, ctx)
+                    t = self.fn_param_type(p, scope, ctx)
                     a = self.coerce(a, t, a.span or p.span, f"parameter `{name}` of `{f.name}`")
                 self.declare_local(scope, name, "param", replace(a, span=p.span), p.span, ctx,
                                    used=True)
@@ -422,6 +438,18 @@ class DeclarationChecks:
         self.instances[key] = result
         self.instance_cost[key] = self.statements - before
         return result
+
+    def fn_param_type(self, p: ast.Param, scope: Scope, ctx: Ctx):
+        t = self.resolve_type(p.type, scope, ctx)
+        if isinstance(t, (OptionalArrayType, ArrayListType)):
+            what = "Optional" if isinstance(t, OptionalArrayType) else "List"
+            raise TileSemanticError.at(
+                "E0240", f"`{what}[...]` is a type of kernel parameters only", p.type.span,
+                help=f"a function takes an `{t.array}`; the kernel tests `is_none` or picks "
+                     f"the list's element (`ws[e]`) before the call" if what == "List" else
+                     f"a function takes an `{t.array}`; the kernel tests `is_none` before the "
+                     f"call")
+        return t
 
     def bind_fn_args(self, f: ast.FnDef, pos, kw, span) -> list[tuple[str, ArgInfo]]:
         params = f.params

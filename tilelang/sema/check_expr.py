@@ -15,8 +15,9 @@ from .check_index import IndexChecks
 from .check_context import TILE_ONLY_GROUPS, TILE_ONLY_NAMES, Ctx, NeedsValue, Scope, close_matches
 from .constants import (ConstStr, ConstTuple, ConstValue, as_int, check_loose_size, construct,
                         loose, materialize)
-from .types import (ANY_DTYPE, BOOL, DTYPES, I32, STRING, ArrayType, DTypeType, LooseType, Sym,
-                    TileType, TupleType, check_shape, scalar)
+from .types import (ANY_DTYPE, BOOL, DTYPES, I32, STRING, AbsentArrayType, ArrayListType,
+                    ArrayType, DTypeType, LooseType, OptionalArrayType, Sym, TileType, TupleType,
+                    check_shape, scalar)
 from .values import (BuiltinType, FnType, KernelType, ModuleInfo, ModuleType, error_value,
                      is_error, value)
 
@@ -28,6 +29,14 @@ class ExpressionChecks(IndexChecks):
         b = scope.lookup(name) or ctx.module.names.get(name)
         if b is not None:
             b.used = True
+            if isinstance(b.value.type, AbsentArrayType):
+                raise TileSemanticError.at(
+                    "E0246", f"`{name}` is `None` in this specialization, so it cannot be used "
+                             f"here", span, related=(Label(b.span, f"`{name}` is declared "
+                                                           f"{OptionalArrayType(b.value.type.array)}"
+                                                           ),) if b.span else (),
+                    help=f"use `{name}` only where `is_none({name})` is false: inside "
+                         f"`if not is_none({name}) {{ ... }}`")
             return replace(b.value, span=span)
         if name in DTYPES:
             return value(DTypeType(DTYPES[name]), None, span)
@@ -75,9 +84,13 @@ class ExpressionChecks(IndexChecks):
             close = close_matches(t.name, list(DTYPES) + ["Tile", "Array"], n=1)
             raise TileSemanticError.at("E0320", f"unknown type `{t.name}`", t.span,
                                        help=f"did you mean `{close[0]}`?" if close else None)
+        if t.name in ("Optional", "List"):
+            return self.array_wrapper_type(t, scope, ctx)
         if t.name not in ("Tile", "Array"):
             raise TileSemanticError.at("E0320", f"unknown type `{t.name}[...]`", t.span,
-                                       help="the generic types are `Tile[...]` and `Array[...]`")
+                                       help="the generic types are `Tile[...]` and `Array[...]`"
+                                            " (and, for kernel parameters, `Optional[Array[...]]`"
+                                            " and `List[Array[...]]`)")
         first = t.args[0] if t.args and isinstance(t.args[0], ast.Name) else None
         dtype = None if first is None else (
             DTYPES.get(first.id) or self.type_variable(first.id, scope, ctx))
@@ -115,6 +128,19 @@ class ExpressionChecks(IndexChecks):
             return None
         b.used = True
         return b.value.type.dtype
+
+    def array_wrapper_type(self, t: ast.TypeExpr, scope: Scope, ctx: Ctx):
+        """`Optional[Array[...]]` and `List[Array[...]]`: the argument is parsed as an
+        expression (`Array[f16, 2]` is an index of the name `Array`), read back as a type."""
+        inner = t.args[0] if len(t.args) == 1 else None
+        if isinstance(inner, ast.Index) and isinstance(inner.value, ast.Name) and \
+                inner.value.id == "Array":
+            a = self.resolve_type(ast.TypeExpr("Array", inner.indices, inner.span), scope, ctx)
+            return OptionalArrayType(a) if t.name == "Optional" else ArrayListType(a)
+        what = "may be `None`" if t.name == "Optional" else "holds several arrays"
+        raise TileSemanticError.at(
+            "E0320", f"`{t.name}[...]` takes one `Array[...]` type", t.span,
+            help=f"write `{t.name}[Array[f32, 1]]`: only an array parameter {what}")
 
     def const_int(self, e: ast.Expr, scope, ctx, what: str) -> int:
         v = self.expr(e, scope, ctx)
@@ -252,6 +278,8 @@ class ExpressionChecks(IndexChecks):
             callee = self.expr(e.func, scope, ctx)
         if is_error(callee):
             return error_value(e.span)
+        if isinstance(callee.type, BuiltinType) and callee.type.builtin.name == "is_none":
+            return self.is_none(callee.type.builtin, e, scope, ctx)
         pos = [self.expr(a.value, scope, ctx) for a in e.args if a.name is None]
         kw = {a.name: replace(self.expr(a.value, scope, ctx), span=a.value.span)
               for a in e.args if a.name is not None}
@@ -273,6 +301,27 @@ class ExpressionChecks(IndexChecks):
                 e.span, help=f"factor the shared code into a `fn` and call that; launch "
                              f"`{ct.kernel.name}` from the host")
         raise TileSemanticError.at("E0223", f"a value of type {ct} cannot be called", e.func.span)
+
+    def is_none(self, b: Builtin, e: ast.Call, scope: Scope, ctx: Ctx) -> ArgInfo:
+        """`is_none(x)`: a constant, so `if is_none(x)` keeps one branch per specialization.
+        Its argument is the one place an absent optional array may be named."""
+        args = []
+        for a in e.args:
+            b_ = scope.lookup(a.value.id) if isinstance(a.value, ast.Name) and \
+                a.name in (None, "A") else None
+            if b_ is not None and isinstance(b_.value.type, AbsentArrayType):
+                b_.used = True
+                args.append((a.name, replace(b_.value, span=a.value.span)))
+            else:
+                args.append((a.name, replace(self.expr(a.value, scope, ctx), span=a.value.span)))
+        pos = [v for n, v in args if n is None]
+        kw = {n: v for n, v in args if n is not None}
+        if any(is_error(v) for v in pos) or any(is_error(v) for v in kw.values()):
+            return error_value(e.span)
+        bound = bind_call(b, pos, kw, e.span)
+        t = b.result_type(bound, e.span)
+        absent = isinstance(bound.args["A"].type, AbsentArrayType)
+        return value(t, ConstValue(absent, BOOL), e.span)
 
     def construct(self, dtype, pos, kw, e: ast.Call) -> ArgInfo:
         if kw or len(pos) != 1:
@@ -358,6 +407,14 @@ class ExpressionChecks(IndexChecks):
                     v.type.elements, v.const.items if isinstance(v.const, ConstTuple)
                     else (None,) * n))
             return replace(elems[i], span=e.span)
+        if isinstance(v.type, ArrayListType):
+            if len(e.indices) != 1:
+                raise TileSemanticError.at(
+                    "E0247", f"a list of arrays takes one index, found {len(e.indices)}",
+                    e.span, help="`ws[e]` is array `e` of the list; index it with "
+                                 "`load(ws[e], ...)`")
+            i = self.expr(e.indices[0], scope, ctx)
+            return self.call_builtin(BUILTINS["list_item"], [v, i], {}, e.span, ctx)
         if isinstance(v.type, ArrayType):
             return self.array_subscript(e, v, scope, ctx)
         if isinstance(v.type, TileType) and v.type.shape:

@@ -61,6 +61,8 @@ register_codes({
     "E0241": "tile-only operation in a @host function",
     "E0242": "invalid @host function signature",
     "E0243": "invalid `const` parameter value",
+    "E0246": "an optional array is used where its specialization passes `None`",
+    "E0247": "a list of arrays is used in a way it cannot be",
     "E0250": "unknown or misplaced attribute",
     "E0320": "unknown type",
     "E0321": "a value does not match its declared type",

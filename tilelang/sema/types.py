@@ -445,6 +445,41 @@ class ArrayType:
 
 
 @record(frozen=True)
+class OptionalArrayType:
+    """`Optional[Array[dtype, rank]]` as declared: a kernel parameter that may receive `None`
+    (docs/language.md, "Optional arrays"). Each specialization knows whether it was given one:
+    the parameter is then bound as `array` or as `AbsentArrayType(array)`."""
+
+    array: ArrayType
+
+    def __str__(self) -> str:
+        return f"Optional[{self.array}]"
+
+
+@record(frozen=True)
+class AbsentArrayType:
+    """An optional array parameter given `None` in this specialization: `is_none` may test it,
+    nothing may read it (E0246)."""
+
+    array: ArrayType
+
+    def __str__(self) -> str:
+        return f"None (an absent Optional[{self.array}])"
+
+
+@record(frozen=True)
+class ArrayListType:
+    """`List[Array[dtype, rank]]`: a kernel parameter holding a run-time number of arrays of one
+    dtype and rank, passed as a device table (docs/abi.md, "Lists of arrays"); `ws[e]` is one
+    of them and `len(ws)` their number."""
+
+    array: ArrayType
+
+    def __str__(self) -> str:
+        return f"List[{self.array}]"
+
+
+@record(frozen=True)
 class TupleType:
     elements: tuple["Type", ...]
 
@@ -483,4 +518,5 @@ STRING = StringType()
 VOID = VoidType()
 ANY_DTYPE = DTypeType(None)   # the type written `dtype`: a `const T: dtype` parameter's
 
-Type = Union[TileType, LooseType, ArrayType, TupleType, DTypeType, StringType, VoidType]
+Type = Union[TileType, LooseType, ArrayType, OptionalArrayType, AbsentArrayType,
+             ArrayListType, TupleType, DTypeType, StringType, VoidType]

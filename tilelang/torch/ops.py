@@ -5,6 +5,7 @@ ABI (docs/torch.md, "Operators")."""
 from __future__ import annotations
 
 import inspect
+import typing
 from typing import Any, Callable, Mapping, Sequence
 
 from .autograd import BackwardBinding
@@ -85,7 +86,7 @@ class TileOp:
 
     def _mutations(self, declared, params, out_names) -> tuple[str, ...]:
         written = self._written()
-        arrays = [n for n in self.inputs if params[n].kind == "array"]
+        arrays = [n for n in self.inputs if params[n].kind in ("array", "list")]
         if written is None:                  # the interpreter compiles nothing: trust the user
             derived = None
         else:
@@ -144,6 +145,10 @@ class TileOp:
         for n in self.inputs:
             p = params[n]
             ann = torch.Tensor if p.kind == "array" else scalar_type(p.dtype)
+            if p.kind == "array" and getattr(p, "optional", False):
+                ann = typing.Optional[torch.Tensor]    # schema `Tensor?`: None passes through
+            elif p.kind == "list":
+                ann = typing.List[torch.Tensor]        # schema `Tensor[]`: a list of arrays
             ps.append(inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD,
                                         annotation=ann))
         ret = (None if not self.outputs else torch.Tensor if len(self.outputs) == 1

@@ -44,7 +44,7 @@ def written_arrays(kernel) -> frozenset:
     if got is None:
         art = kernel.compile().artifact
         got = _WRITTEN[kernel] = frozenset(p.name for p in art.params
-                                        if p.kind == "array" and p.written)
+                                        if p.kind in ("array", "list") and p.written)
     return got
 
 

@@ -29,16 +29,16 @@ from tilelang.codegen.layouts.defaults import (DefaultLayouts, row_reduced_shape
                                               rows_in_warps)
 from tilelang.codegen.layouts.distributed import Layout, floor_pow2, scalar_layout
 from tilelang.codegen.emit.lineinfo import LineInfo
-from tilelang.codegen.emit.values import ArrayVal, TileVal
+from tilelang.codegen.emit.values import ArrayVal, ListVal, TileVal
 from tilelang.codegen.scalar.emitter import ScalarEmitter
 from tilelang.diagnostics import InternalCompilerError, register_codes
 from tilelang.ir.args import TupleArg
 from tilelang.ir.ops import BuiltinOp, ConstantOp, Kernel
 from tilelang.ir.values import Value
-from tilelang.record import field as rfield, record
+from tilelang.record import field as rfield, record, replace
 from tilelang.sema.builtins_math import DEFAULT_PRECISION, PRECISIONS
 from tilelang.sema.constants import ConstTuple, ConstValue
-from tilelang.sema.types import ArrayType, DType, TileType
+from tilelang.sema.types import ArrayListType, ArrayType, DType, TileType
 
 register_codes({
     "E0780": "an operation has no code generation yet",
@@ -149,6 +149,8 @@ class KernelEmitter:
             t = p.type
             if isinstance(t, ArrayType):
                 argtys += [I64] * (1 + 2 * t.rank)
+            elif isinstance(t, ArrayListType):
+                argtys += [I64, I64]          # the table's address, the number of arrays
             else:
                 argtys.append(self.storage_type(t.dtype))
         # TMA tensor maps (lower/tensorcore/tma_load.py): 128-byte grid-constant parameters after the
@@ -226,6 +228,14 @@ class KernelEmitter:
                 v = ArrayVal(t.dtype, t.rank, addr, tuple(extents), tuple(strides), facts, name)
                 arrays.append(v)
                 self.env[p.id] = v
+            elif isinstance(t, ArrayListType):
+                table, length = next(args), next(args)
+                table.name, length.name = name, f"{name}_len"
+                # an entry is no earlier array's shape, and never a tensor map's operand
+                facts = replace(self.facts.get(name, DEFAULT_FACTS), same_shape=-1,
+                                tensor_map=False)
+                self.env[p.id] = ListVal(t.array.dtype, t.array.rank, table, length, facts,
+                                         name)
             else:
                 a = next(args)
                 a.name = name

@@ -47,3 +47,17 @@ class ArrayVal:
     strides: tuple[ir.Value, ...]
     facts: ArrayFacts
     name: str = ""
+
+
+@record(frozen=True)
+class ListVal:
+    """A `List[Array[...]]` parameter: the global address of its table (one entry per array:
+    address, extents, strides, as i64; docs/abi.md "Lists of arrays") and its length (i64).
+    `facts` hold for every array of the list; `list_item` (lower/memory.py) reads an entry."""
+
+    dtype: DType
+    rank: int
+    table: ir.Value
+    length: ir.Value
+    facts: ArrayFacts
+    name: str = ""

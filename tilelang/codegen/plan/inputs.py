@@ -15,11 +15,11 @@ from tilelang.codegen.api import ArrayFacts, DEFAULT_FACTS
 from tilelang.codegen.layouts.defaults import DefaultLayouts
 from tilelang.codegen.layouts.distributed import Layout, floor_pow2
 from tilelang.ir.args import TupleArg
-from tilelang.ir.ops import Kernel
-from tilelang.record import record
+from tilelang.ir.ops import BuiltinOp, Kernel, walk
+from tilelang.record import record, replace
 from tilelang.sema.builtins_math import DEFAULT_PRECISION
 from tilelang.sema.constants import ConstTuple, ConstValue
-from tilelang.sema.types import ArrayType, DType, TileType
+from tilelang.sema.types import ArrayListType, ArrayType, DType, TileType
 from tilelang.targets import Target
 
 
@@ -71,11 +71,21 @@ class PlanInputs:
         self.lowered_by = lowered_by or (lambda name, group: None)
         self.default_layouts = DefaultLayouts(kernel, self.threads)
         self._arrays: dict[int, ArrayInfo] = {}
+        lists = {}
         for p in kernel.params:
             if isinstance(p.type, ArrayType):
                 name = p.hint or f"p{p.id}"
                 self._arrays[p.id] = ArrayInfo(p.type.dtype, p.type.rank,
                                                self.facts.get(name, DEFAULT_FACTS), name)
+            elif isinstance(p.type, ArrayListType):
+                name = p.hint or f"p{p.id}"
+                lists[p.id] = ArrayInfo(p.type.array.dtype, p.type.array.rank, replace(
+                    self.facts.get(name, DEFAULT_FACTS), same_shape=-1, tensor_map=False),
+                    f"{name}[]")
+        if lists:       # `ws[e]`: an array with its list's facts (lower/array_list.py)
+            for op in walk(kernel.body):
+                if isinstance(op, BuiltinOp) and op.builtin.name == "list_item":
+                    self._arrays[op.result.id] = lists[op.arg_map["L"].id]
 
     const_ints = staticmethod(const_ints)
     tuple_items = staticmethod(tuple_items)
