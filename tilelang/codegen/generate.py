@@ -19,8 +19,9 @@ from typing import Mapping
 import llvmlite.ir as ir
 
 # Importing a family registers its lowerings in lower.table (the products' on first use).
-from tilelang.codegen.lower import atomic, creation, debug, elementwise, grid  # noqa: F401
-from tilelang.codegen.lower import memory, random, reduce, scan, shape  # noqa: F401
+from tilelang.codegen.lower import atomic, combine, creation, debug, elementwise  # noqa: F401
+from tilelang.codegen.lower import grid  # noqa: F401
+from tilelang.codegen.lower import memory, random, reduce, scan, shape, sort  # noqa: F401
 from tilelang.codegen.api import (AbiParam, ArrayFacts, CodegenResult, DEFAULT_FACTS,
                                   KernelArtifact)
 from tilelang.codegen.layouts.distributed import floor_pow2
