@@ -60,6 +60,20 @@ def test_softmax_rows():
     np.testing.assert_allclose(y, e / e.sum(axis=1, keepdims=True), rtol=1e-5, atol=1e-7)
 
 
+def test_topk_router_with_ties_and_a_smaller_k():
+    """examples/topk.tile with K = 2 over 48 of 64 experts: the chosen experts exactly (ties
+    by lower index), the weights against NumPy."""
+    mod = compile_example("topk")
+    x = (np.round(RNG.standard_normal((21, 48)) * 2) / 2).astype(np.float32)
+    ids, w = np.zeros((21, 2), np.int32), np.zeros((21, 2), np.float32)
+    mod.topk_router[2](x, ids, w, K=2)
+    want = np.argsort(-x, axis=1, kind="stable")[:, :2]
+    np.testing.assert_array_equal(ids, want)
+    v = np.take_along_axis(x, want, axis=1).astype(np.float64)
+    e = np.exp(v - v[:, :1])
+    np.testing.assert_allclose(w, e / e.sum(axis=1, keepdims=True), rtol=1e-5, atol=1e-7)
+
+
 def test_layernorm_with_scalar_argument():
     mod = compile_example("layernorm")
     x = RNG.standard_normal((5, 200)).astype(np.float32)

@@ -12,6 +12,7 @@ from tilelang.sema.types import VOID, Sym
 
 from tilelang.sema.builtins import ArgInfo, arg_of_const, arg_of_dtype, bind_call, lookup, \
     lookup_operator
+from tilelang.sema.combine import CombineType
 from tilelang.sema.constants import ConstStr, ConstTuple, ConstValue, const_bool, loose
 from tilelang.sema.types import DTYPES, ArrayListType, ArrayType, TileType, TupleType, scalar
 
@@ -48,6 +49,12 @@ def A(dt: str, rank: int) -> ArgInfo:
 def LST(dt: str, rank: int) -> ArgInfo:
     """A `List[Array[dt, rank]]` kernel parameter."""
     return ArgInfo(ArrayListType(ArrayType(DTYPES[dt], rank)))
+
+
+def FN(*dts: str) -> ArgInfo:
+    """A combine function the checker resolved for states of these dtypes."""
+    state = tuple(DTYPES[d] for d in dts)
+    return ArgInfo(CombineType("f", state, tuple(scalar(d) for d in state)))
 
 
 def D(dt: str) -> ArgInfo:
@@ -196,6 +203,15 @@ CASES: dict[str, tuple] = {
                (T("f32", 4, 8),), {"axis": C(-3)}, "E0507"),
     "argmin": ((T("f64", 16),), {}, "i32", (T("f64", 16),), {"axis": C(0.5)}, "E0507"),
     "cumsum": ((T("u8", 4, 8),), {"axis": C(1)}, "Tile[u32, 4, 8]", (T("f32"),), {}, "E0509"),
+    "sort": ((T("bf16", 4, 8),), {"descending": C(True)}, "Tile[bf16, 4, 8]", (T("bool", 8),),
+             {}, "E0508"),
+    "argsort": ((T("u16", 4, 8),), {"axis": C(0)}, "Tile[i32, 4, 8]", (T("f32"),), {}, "E0509"),
+    "topk": ((T("f16", 4, 8), C(4)), {}, "(Tile[f16, 4, 4], Tile[i32, 4, 4])",
+             (T("f16", 4, 8), C(3)), {}, "E0507"),
+    "reduce": ((RT(T("f32", 4, 8), T("i32", 4, 8)), FN("f32", "i32")), {"axis": C(1)},
+               "(Tile[f32, 4], Tile[i32, 4])", (T("f32", 4, 8), C(1.0)), {}, "E0530"),
+    "scan": ((T("u8", 4, 8), FN("u8")), {"axis": C(1), "reverse": C(True)}, "Tile[u8, 4, 8]",
+             (T("u8", 4, 8), FN("f32")), {}, "E0530"),
     "cumprod": ((T("f32", 4, 8),), {}, "Tile[f32, 4, 8]",
                 (T("f32", 4, 8),), {"axis": C(5)}, "E0507"),
     # matmul
@@ -229,6 +245,14 @@ for _dt, _ok in (("bool", C(True)), ("i8", C(-128)), ("i16", C(5)), ("i32", C(2.
     CASES[_dt] = ((_ok,), {}, _dt, (T("i32"),), {}, "E0505")
 
 
+def test_reduce_part_picks_one_tile():
+    x = RT(T("f32", 4, 8), T("i32", 4, 8))
+    assert str(call("reduce", x, FN("f32", "i32"), part=C(1))) == "i32"
+    with pytest.raises(TileSemanticError) as e:
+        call("reduce", x, FN("f32", "i32"), part=C(2))
+    assert e.value.diagnostics[0].message == "`reduce`: parameter `part` must be 0 to 1, found 2"
+
+
 def test_every_builtin_has_a_case():
     assert sorted(CASES) == builtin_names()
 
@@ -254,7 +278,8 @@ def test_rejected_call(name):
 def test_entries_are_consistent():
     for name, b in BUILTINS.items():
         assert b.name == name and b.group in ("grid", "memory", "creation", "shape", "dtype",
-                                              "math", "random", "reduce", "scan", "matmul",
+                                              "math", "random", "reduce", "scan", "sort",
+                                              "matmul",
                                               "debug")
         assert callable(b.typing) and callable(b.ref) and b.doc
     effects = {n for n, b in BUILTINS.items() if b.side_effects}

@@ -16,7 +16,7 @@ from tilelang.sema.builtins_debug import TileAssertionError
 from tilelang.sema.types import (BF16, F8E4M3, F8E5M2, F16, I8, I32, U8, round_to_bf16,
                                  round_to_f8e4m3)
 from correctly_rounded import correctly_rounded
-from test_builtins import A, C, D, RT, STR, T, TUP, bind, bind_call
+from test_builtins import A, C, D, FN, RT, STR, T, TUP, bind, bind_call
 
 rng = np.random.default_rng(20261122)
 
@@ -601,6 +601,57 @@ def test_scan_refs():
     assert c.tolist() == [[sum(int(v) for v in r[:k + 1]) for k in range(8)] for r in x]
     f = np.array([[1.0, 2.0], [3.0, 4.0]], np.float32)
     assert ev("cumprod", (T("f32", 2, 2),), {"x": f}).tolist() == [[1, 2], [3, 8]]
+
+
+def test_sort_refs():
+    """Stable, NaN the largest, -0.0 == +0.0; checked against Python's sorted()."""
+    x = np.array([[2.0, np.nan, -0.0, 1.0, 0.0, 2.0, np.nan, -1.0]], np.float32)
+
+    def key(desc):
+        def k(i):
+            v = float(x[0, i])
+            nan = v != v
+            return ((not nan) if desc else nan, 0.0 if nan else (-v if desc else v), i)
+        return k
+    asc = sorted(range(8), key=key(False))
+    desc = sorted(range(8), key=key(True))
+    assert ev("argsort", (T("f32", 1, 8),), {"x": x}).tolist() == [asc]
+    assert ev("argsort", (T("f32", 1, 8),), {"x": x, "descending": True},
+              descending=C(True)).tolist() == [desc]
+    s = ev("sort", (T("f32", 1, 8),), {"x": x})
+    np.testing.assert_array_equal(s, x[:, asc])
+    v, i = ev("topk", (T("f32", 1, 8), C(4)), {"x": x, "k": 4})
+    assert i.tolist() == [desc[:4]] and i.dtype == np.int32
+    np.testing.assert_array_equal(v, x[:, desc[:4]])
+    u = np.array([7, 0, 65535, 7, 1], np.uint16)
+    assert ev("argsort", (T("u16", 5),), {"x": u, "descending": True},
+              descending=C(True)).tolist() == [2, 0, 3, 4, 1]
+
+
+def test_combine_refs():
+    """`reduce`/`scan` take the combine as a function of two tuples of arrays."""
+    def add(a, b):
+        return (a[0] + b[0],)
+
+    def first_max(a, b):
+        take = (b[0] > a[0]) | ((b[0] == a[0]) & (b[1] < a[1]))
+        return np.where(take, b[0], a[0]), np.where(take, b[1], a[1])
+
+    x = rng.integers(-5, 5, (3, 8)).astype(np.int32)
+    idx = np.broadcast_to(np.arange(8, dtype=np.int32), (3, 8))
+    assert ev("reduce", (T("i32", 3, 8), FN("i32")), {"x": x, "combine": add, "axis": 1},
+              axis=C(1)).tolist() == x.sum(axis=1).tolist()
+    assert ev("reduce", (T("i32", 3, 8), FN("i32")), {"x": x, "combine": add}) == x.sum()
+    v, j = ev("reduce", (RT(T("i32", 3, 8), T("i32", 3, 8)), FN("i32", "i32")),
+              {"x": (x, idx), "combine": first_max, "axis": 1, "keepdims": True},
+              axis=C(1), keepdims=C(True))
+    assert v.shape == (3, 1) and j[:, 0].tolist() == x.argmax(axis=1).tolist()
+    s = ev("scan", (T("i32", 3, 8), FN("i32")), {"x": x, "combine": add, "axis": 1},
+           axis=C(1))
+    assert s.tolist() == np.cumsum(x, axis=1).tolist()
+    r = ev("scan", (T("i32", 3, 8), FN("i32")),
+           {"x": x, "combine": add, "axis": 1, "reverse": True}, axis=C(1), reverse=C(True))
+    assert r.tolist() == np.flip(np.cumsum(np.flip(x, 1), axis=1), 1).tolist()
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""The checker's layout (docs/sema.md): three parts that import neither each other nor the class
+"""The checker's layout (docs/sema.md): four parts that import neither each other nor the class
 that assembles them, and an IR builder that uses only sema's public names."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SEMA = ROOT / "tilelang" / "sema"
-PARTS = ("check_decl", "check_stmt", "check_expr")
+PARTS = ("check_decl", "check_stmt", "check_expr", "check_combine")
 
 
 def imported(path: pathlib.Path) -> list[tuple[str, tuple[str, ...]]]:
@@ -50,11 +50,13 @@ def test_the_ir_builder_uses_only_public_names_of_sema():
 
 
 def test_the_checker_is_assembled_from_the_parts():
+    from tilelang.sema.check_combine import CombineChecks
     from tilelang.sema.check_decl import DeclarationChecks
     from tilelang.sema.check_expr import ExpressionChecks
     from tilelang.sema.check_stmt import StatementChecks
     from tilelang.sema.checker import Checker
-    assert Checker.__bases__ == (DeclarationChecks, StatementChecks, ExpressionChecks)
+    assert Checker.__bases__ == (DeclarationChecks, StatementChecks, ExpressionChecks,
+                                 CombineChecks)
     # no method is defined in two parts (one would silently shadow the other)
     seen: dict[str, str] = {}
     for part in Checker.__bases__:

@@ -19,8 +19,9 @@ from typing import Mapping
 import llvmlite.ir as ir
 
 # Importing a family registers its lowerings in lower.table (the products' on first use).
-from tilelang.codegen.lower import array_list, atomic, creation, debug, elementwise, grid, index  # noqa: F401,E501
-from tilelang.codegen.lower import memory, random, reduce, scan, shape  # noqa: F401
+from tilelang.codegen.lower import array_list, atomic, combine, creation, debug  # noqa: F401
+from tilelang.codegen.lower import elementwise, grid, index  # noqa: F401
+from tilelang.codegen.lower import memory, random, reduce, scan, shape, sort  # noqa: F401
 from tilelang.codegen.api import (AbiParam, ArrayFacts, CodegenResult, DEFAULT_FACTS,
                                   KernelArtifact)
 from tilelang.codegen.layouts.distributed import floor_pow2

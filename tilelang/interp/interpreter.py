@@ -27,7 +27,7 @@ from tilelang.sema.builtins_debug import TileAssertionError
 from tilelang.sema.constants import ConstStr, ConstTuple, ConstValue
 from tilelang.sema.types import ArrayListType, ArrayType, DType, TileType, round_to_dtype
 
-from tilelang.ir.args import Arg, TupleArg
+from tilelang.ir.args import Arg, FnArg, TupleArg
 from tilelang.ir.op_typing import bound_of
 from tilelang.ir.ops import (Block, BreakOp, BuiltinOp, ConditionOp, ConstantOp, ContinueOp,
                              ForOp, IfOp, IRModule, Kernel, Op, ReturnOp, WhileOp, YieldOp,
@@ -224,8 +224,46 @@ class Interpreter:
             return tuple(self._arg(i, env) for i in a.items)
         if isinstance(a, ConstStr):
             return a.value
+        if isinstance(a, FnArg):
+            return self._combine(a)
         assert isinstance(a, DType)
         return a
+
+    def _combine(self, a: FnArg):
+        """A function argument as the reference takes it: `f(left, right)` on two tuples of
+        arrays (one per operand tile), running the inlined body once per element, on 0-d
+        values as a scalar op expects them (`and` and `or` take scalars only)."""
+        body = a.body
+        consts = {op.result: op.value for op in body.ops if isinstance(op, ConstantOp)}
+        bounds = {id(op): bound_of(op, consts.get) for op in body.ops
+                  if isinstance(op, BuiltinOp)}
+
+        def one(scalars) -> list:
+            env = dict(zip(body.args, scalars))
+            for op in body.ops:
+                if isinstance(op, ConstantOp):
+                    env[op.result] = _const_value(op.value)
+                elif isinstance(op, BuiltinOp):
+                    values = {name: self._arg(x, env) for name, x in op.args}
+                    bound = bounds[id(op)]
+                    for param in op.builtin.params:
+                        if param.name not in values:
+                            values[param.name] = _default_value(bound.args.get(param.name))
+                    env[op.result] = op.builtin.evaluate(bound, values)
+                else:
+                    return [np.asarray(env[v]) for v in op.operands]
+            raise InterpreterError("a combine function without a yield")
+
+        def f(left, right):
+            ins = np.broadcast_arrays(*[np.asarray(v) for v in tuple(left) + tuple(right)])
+            shape = ins[0].shape
+            outs = [np.empty(shape, v.type.dtype.storage_np_dtype)
+                    for v in body.ops[-1].operands]
+            for idx in np.ndindex(shape):
+                for o, r in zip(outs, one([np.asarray(v[idx]) for v in ins])):
+                    o[idx] = r
+            return tuple(outs)
+        return f
 
     def builtin(self, op: BuiltinOp, env) -> None:
         p = self.prepared[id(op)]

@@ -4,7 +4,8 @@ An argument is what the checker bound to one registry parameter:
 - a `Value` (a run-time tile or scalar, or an array parameter);
 - a constant: `ConstValue` (loose or strict), `ConstTuple` (`shape=(128, 64)`), `ConstStr`
   (messages), or a `DType` (`astype(x, f16)`);
-- a `TupleArg` of arguments, for tuples that hold run-time values (`index=(%m, 0)`).
+- a `TupleArg` of arguments, for tuples that hold run-time values (`index=(%m, 0)`);
+- a `FnArg`: a function argument inlined as a region of its own (`reduce`'s combine).
 Keeping constants inline (rather than as values) means re-typing an op from its arguments gives
 exactly the checker's answer: loose literals stay loose, shapes stay constant.
 """
@@ -14,11 +15,23 @@ from __future__ import annotations
 from typing import Callable, Iterator, Union
 
 from tilelang.sema.builtins_core import ArgInfo, arg_of_const, arg_of_dtype
+from tilelang.sema.combine import CombineType
 from tilelang.sema.constants import ConstStr, ConstTuple, ConstValue, loose
 from tilelang.sema.types import DType, TupleType
 
 from tilelang.ir.values import Value
 from tilelang.record import record
+
+
+@record(frozen=True)
+class FnArg:
+    """A function argument (`reduce`'s combine), inlined: `body` is a region (ir.ops.Block)
+    whose arguments are two states' scalars (first the left state's, then the right's) and
+    which yields the combined state's scalars. It uses nothing from outside (a function sees
+    only its parameters and constants), so its values are not the op's operands."""
+
+    type: CombineType
+    body: object
 
 
 @record(frozen=True)
@@ -29,7 +42,7 @@ class TupleArg:
 
 
 Const = Union[ConstValue, ConstTuple, ConstStr]
-Arg = Union[Value, ConstValue, ConstTuple, ConstStr, DType, TupleArg]
+Arg = Union[Value, ConstValue, ConstTuple, ConstStr, DType, TupleArg, FnArg]
 
 # How a value defined by a ConstantOp is known to be constant (None: not constant).
 ConstOf = Callable[[Value], Union[ConstValue, None]]
@@ -42,7 +55,7 @@ def _no_const(v: Value) -> None:
 def make_arg(x) -> Arg:
     """An argument from builder-friendly Python: ints/floats become loose constants, bools
     strict bools, strings messages, tuples `ConstTuple` when all-constant else `TupleArg`."""
-    if isinstance(x, (Value, ConstValue, ConstTuple, ConstStr, DType, TupleArg)):
+    if isinstance(x, (Value, ConstValue, ConstTuple, ConstStr, DType, TupleArg, FnArg)):
         return x
     if isinstance(x, bool):
         return ConstValue(x)
@@ -81,6 +94,8 @@ def arg_info(a: Arg, const_of: ConstOf = _no_const) -> ArgInfo:
         return ArgInfo(a.type, const_of(a))
     if isinstance(a, DType):
         return arg_of_dtype(a)
+    if isinstance(a, FnArg):
+        return ArgInfo(a.type)
     if isinstance(a, TupleArg):
         elems = tuple(arg_info(i, const_of) for i in a.items)
         consts = [e.const for e in elems]

@@ -39,8 +39,9 @@ from tilelang.sema.types import (BOOL, ArrayType, LooseType, OptionalArrayType, 
                                  TupleType, scalar)
 from tilelang.sema.values import is_error, value
 
+from tilelang.ir.args import FnArg
 from tilelang.ir.builder import IRBuildError, KernelBuilder
-from tilelang.ir.ops import IRModule, Kernel
+from tilelang.ir.ops import BuiltinOp, ConstantOp, IRModule, Kernel, YieldOp
 from tilelang.ir.values import Value
 
 register_codes({
@@ -188,7 +189,52 @@ class SourceBuilder(Checker):
         if any(v.const is None for v in bound.varargs):
             varargs = [self.runtime_arg(v) if v.const is None else v.const
                        for v in bound.varargs]
-        return replace(res, ir=self.kb.call_bound(bound, values, varargs, span))
+        r = self.kb.call_bound(bound, values, varargs, span)
+        if isinstance(r, tuple):      # one op per element of a tuple result (builder.py)
+            elems = res.elements or tuple(value(t, None, span) for t in res.type.elements)
+            return replace(res, elements=tuple(replace(e, ir=v) for e, v in zip(elems, r)))
+        return replace(res, ir=r)
+
+    def call_combine(self, ct, args: list[ArgInfo], dtypes, span):
+        """The combine function inlined into a region of its own (sema/check_combine.py):
+        block arguments for the two states, the body, a yield of the combined state."""
+        if self.kb is None:
+            return super().call_combine(ct, args, dtypes, span)
+        leaves = []
+        args = [self._leaves_new(a, leaves) for a in args]
+        sink: list = []
+        with self.kb._region(tuple(leaves), sink, auto_yield=False):
+            res, _ = super().call_combine(ct, args, dtypes, span)
+            outs = list(res.elements) if len(dtypes) > 1 and res.elements is not None \
+                else [res]
+            if len(outs) == len(dtypes):
+                self.kb.yield_(*(self.materialize(o, scalar(d)) for o, d in zip(outs, dtypes)),
+                               span=span)
+        body = sink[0]
+        if len(outs) != len(dtypes):
+            return res, None                      # the checker reports the result's type
+        bad = next((op for op in body.ops if not _straight(op)), None)
+        if bad is not None:
+            raise TileSemanticError.at(
+                "E0530", f"the combine function `{getattr(ct, 'fn', None) and ct.fn.name}` "
+                         f"must be straight-line code without effects", bad.span or span,
+                help="choose between values with `where(cond, a, b)` instead of `if`; "
+                     "a combine function cannot loop, store or print")
+        return res, body
+
+    def _leaves_new(self, a: ArgInfo, out: list) -> ArgInfo:
+        """`a` (a scalar or a tuple of scalars) with a fresh block argument for each scalar."""
+        if a.elements is not None:
+            return replace(a, elements=tuple(self._leaves_new(e, out) for e in a.elements))
+        v = self.kb.new_value(a.type)
+        out.append(v)
+        return replace(a, ir=v)
+
+    def combine_fn(self, b, f, dtypes, span):
+        res = super().combine_fn(b, f, dtypes, span)
+        if self.kb is None or res.ir is None:
+            return res
+        return replace(res, ir=FnArg(res.type, res.ir))
 
     def member(self, e: ast.Member, scope: Scope, ctx: Ctx) -> ArgInfo:
         v = super().member(e, scope, ctx)
@@ -482,6 +528,14 @@ def _names(bindings) -> tuple[str, ...]:
 
 class _Returned(Exception):
     """A `return` ended an inlined function's body."""
+
+
+def _straight(op) -> bool:
+    """An op a combine function's region may hold: the code generator emits the region at
+    every step of its tree, as straight-line code."""
+    if isinstance(op, BuiltinOp):
+        return not op.builtin.side_effects
+    return isinstance(op, (ConstantOp, YieldOp))
 
 
 def _internal(message: str, span) -> InternalCompilerError:

@@ -33,8 +33,8 @@ from typing import Any, Iterator, Mapping, Sequence
 
 from tilelang.diagnostics import Span
 from tilelang.sema.builtins_core import BoundArgs, Builtin, DTypeType
-from tilelang.sema.constants import ConstValue, materialize
-from tilelang.sema.types import I32, ArrayType, DType, TileType, Type, VoidType, scalar
+from tilelang.sema.constants import ConstValue, loose, materialize
+from tilelang.sema.types import I32, ArrayType, DType, TileType, TupleType, Type, VoidType, scalar
 
 from tilelang.ir.args import Arg, make_arg
 from tilelang.ir.op_typing import bind_args
@@ -129,12 +129,17 @@ class Builder:
         return self._emit_builtin(bound.builtin, args, va, span or bound.span)
 
     def _emit_builtin(self, b: Builtin, args: dict[str, Arg], varargs: tuple[Arg, ...],
-                      span: Span | None) -> Value | None:
+                      span: Span | None) -> Value | tuple | None:
         ordered = tuple((p.name, args.pop(p.name)) for p in b.params if p.name in args)
         if args:
             raise IRBuildError(f"`{b.name}` has no parameter `{next(iter(args))}`")
         bound = bind_args(b, ordered, varargs, self._const_of, span)
         t = b.result_type(bound, span)
+        if isinstance(t, TupleType) and any(p.name == "part" for p in b.params):
+            # a tuple result (`reduce` of a tuple of tiles): one op per element, the same
+            # arguments and `part=k`; the code generator computes them once (lower/combine.py)
+            return tuple(self._emit_builtin(b, dict(ordered, part=loose(k)), varargs,
+                                            span) for k in range(len(t.elements)))
         if isinstance(t, VoidType):
             result = None
         elif isinstance(t, (TileType, ArrayType)):     # an array: `list_item` (`ws[e]`)

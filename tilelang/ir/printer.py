@@ -21,7 +21,7 @@ from typing import Any
 from tilelang.sema.constants import ConstStr, ConstTuple, ConstValue
 from tilelang.sema.types import DType
 
-from tilelang.ir.args import Arg, TupleArg
+from tilelang.ir.args import Arg, FnArg, TupleArg
 from tilelang.ir.ops import (Block, BreakOp, BuiltinOp, ConditionOp, ConstantOp, ContinueOp,
                              ForOp, IfOp, IRModule, Kernel, Op, ReturnOp, WhileOp, YieldOp)
 from tilelang.ir.values import Value
@@ -66,6 +66,11 @@ def format_arg(a: Arg, name: Namer) -> str:
         return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
     if isinstance(a, (ConstValue, ConstTuple, ConstStr, DType)):
         return str(a)
+    if isinstance(a, FnArg):          # the inlined combine, on one line
+        params = ", ".join(name(v) for v in a.body.args)
+        p = _Printer(name)
+        p.block(a.body, 0)
+        return f"fn({params}) {{ " + "; ".join(p.lines) + " }"
     return repr(a)
 
 

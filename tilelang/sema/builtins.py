@@ -21,7 +21,7 @@ from tilelang.diagnostics import Span, TileSemanticError
 from tilelang.sema import (builtins_creation, builtins_debug, builtins_dtype,  # noqa: F401
                            builtins_grid, builtins_index, builtins_math, builtins_matmul,
                            builtins_memory, builtins_operators, builtins_random,
-                           builtins_reduce, builtins_shape)
+                           builtins_reduce, builtins_shape, builtins_sort)
 from tilelang.sema.builtins_core import (ABSENT, CONST, DTYPE, OPERATOR_TABLE, REGISTRY,
                                          REQUIRED, STRING_KIND, VALUE, ArgInfo, BoundArgs,
                                          Builtin, Param, arg_of_const, arg_of_dtype, bind_call)
@@ -40,7 +40,7 @@ BUILTINS: Mapping[str, Builtin] = MappingProxyType(REGISTRY)
 OPERATORS: Mapping[str, Builtin] = MappingProxyType(OPERATOR_TABLE)
 
 GROUPS = ("grid", "memory", "creation", "shape", "dtype", "math", "random", "reduce", "scan",
-          "matmul", "debug")
+          "sort", "matmul", "debug")
 
 
 def lookup(name: str, span: Span | None = None) -> Builtin:

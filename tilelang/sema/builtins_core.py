@@ -22,6 +22,7 @@ from tilelang.diagnostics import Span, TileSemanticError, register_codes, source
 from tilelang.record import field, record, replace
 from tilelang.sema.constants import (Const, ConstStr, ConstTuple, ConstValue, materialize,
                                      operand_dtype)
+from tilelang.sema.combine import CombineType
 from tilelang.sema.promotion import broadcast_all, promote
 from tilelang.sema.types import (STRING, ArrayType, Dim, DType, DTypeType, LooseType, Sym,
                                  TileType, TupleType, Type, check_shape, check_tile_size,
@@ -40,6 +41,8 @@ register_codes({
     "E0509": "argument shapes do not fit the operation",
     "E0510": "an operation that takes scalars was given a tile",
     "E0511": "a static assertion failed",
+    "E0530": "a combine function does not fit the operation (not a function, wrong arity or "
+             "types)",
 })
 
 
@@ -58,12 +61,15 @@ ABSENT = _Absent()      # optional with no value (`padding=None`): the bound arg
 
 # Parameter kinds checked by `bind_call` before the typing rule runs.
 VALUE, CONST, DTYPE, STRING_KIND = "value", "const", "dtype", "string"
+# A function applied element by element (`reduce`'s combine): the checker instantiates the
+# named `fn` (or built-in) on scalars of the operand's dtypes and passes a `CombineType`.
+FN = "fn"
 
 
 @record(frozen=True)
 class Param:
     name: str
-    kind: str = VALUE            # value | const | dtype | string
+    kind: str = VALUE            # value | const | dtype | string | fn
     default: Any = REQUIRED      # REQUIRED, ABSENT, a Const or a DType
     keyword_only: bool = False
 
@@ -263,6 +269,11 @@ def _check_kind(builtin: Builtin, p: Param, a: ArgInfo, span: Span | None) -> No
         raise TileSemanticError.at(
             "E0506", f"`{builtin.name}`: parameter `{p.name}` must be a dtype such as `f32`, "
                      f"found {found(a)}", a.span or span)
+    if p.kind == FN and not isinstance(a.type, CombineType):
+        raise TileSemanticError.at(
+            "E0530", f"`{builtin.name}`: parameter `{p.name}` must be a function of two "
+                     f"elements, such as a `fn` or `maximum`, found {found(a)}", a.span or span,
+            help="name a `fn` (or a built-in) without calling it: `reduce(x, add, axis=0)`")
     if p.kind == STRING_KIND and not isinstance(a.const, ConstStr):
         raise TileSemanticError.at(
             "E0506", f"`{builtin.name}`: parameter `{p.name}` must be a string literal, "

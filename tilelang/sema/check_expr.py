@@ -287,6 +287,8 @@ class ExpressionChecks(IndexChecks):
             pos.insert(0, receiver)
         ct = callee.type
         if isinstance(ct, BuiltinType):
+            if ct.builtin.extra.get("fn_operand"):   # `reduce(x, combine)`: check_combine.py
+                pos, kw = self.fn_arguments(ct.builtin, pos, kw, e.span)
             return self.call_builtin(ct.builtin, pos, kw, e.span, ctx)
         if isinstance(ct, DTypeType):
             return self.construct(ct.dtype, pos, kw, e)

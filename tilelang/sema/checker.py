@@ -30,6 +30,7 @@ from ..diagnostics import Diagnostic, Severity, Span, TileError, register_codes
 from ..frontend import ast
 from ..frontend.imports import ModuleLoader
 from ..options import CompileOptions
+from .check_combine import CombineChecks
 from .check_context import BindingRecord, TypedProgram
 from .check_decl import DeclarationChecks
 from .check_expr import ExpressionChecks
@@ -74,7 +75,7 @@ register_codes({
 })
 
 
-class Checker(DeclarationChecks, StatementChecks, ExpressionChecks):
+class Checker(DeclarationChecks, StatementChecks, ExpressionChecks, CombineChecks):
     """The semantic checker, assembled from its three parts (check_decl.py, check_stmt.py,
     check_expr.py; each calls the others through `self`), and the public base of the IR
     builder (tilelang/ir/build.py), which walks checked source the same way.
@@ -85,7 +86,8 @@ class Checker(DeclarationChecks, StatementChecks, ExpressionChecks):
       `check_fn_alone`, `instantiate`;
     - statements: `block`, `stmts`, `stmt`, `assign`, `fix_var_type`, `if_stmt`, `else_part`,
       `for_body`, `while_stmt`, `return_stmt`;
-    - expressions: `call_builtin`, `member`.
+    - expressions: `call_builtin`, `member`, `call_combine` (a built-in's function argument,
+      check_combine.py).
     It may call `expr`, `condition`, `coerce`, `resolve_type`, `declare_local`, `child`,
     `report` and `forget_instances`, and read `options`, `diags`, `error_count` and
     `call_stack` (the functions being inlined, innermost last). `NeedsValue` and `TooLarge`

@@ -1,5 +1,5 @@
 """Warp shuffles on values of any scalar type (64-bit values as two 32-bit shuffles, narrower
-ones widened): `shfl.sync.bfly` for reductions (`emit.sync.shuffle_xor`), `shfl.sync.up` for
+ones widened): `shfl.sync.bfly` for reductions (`emit.sync.shuffle_xor`), `shfl.sync.up`/`.down` for
 scans and `shfl.sync.idx` for broadcasts and layout conversions."""
 
 from __future__ import annotations
@@ -59,6 +59,12 @@ def shuffle_up(kern: KernelEmitter, v: ir.Value, delta: int) -> ir.Value:
     """The value of lane `lane - delta` (lanes below `delta` get their own value back)."""
     # c = 0: no segments, clamp at lane 0 (PTX ISA, shfl.sync: minLane for .up).
     return _shuffle(kern, "up", v, ir.Constant(I32, delta), 0)
+
+
+def shuffle_down(kern: KernelEmitter, v: ir.Value, delta: int) -> ir.Value:
+    """The value of lane `lane + delta` (lanes past 31 get their own value back)."""
+    # c = 31: no segments, clamp at lane 31 (PTX ISA, shfl.sync: maxLane for .down).
+    return _shuffle(kern, "down", v, ir.Constant(I32, delta), 31)
 
 
 def shuffle_idx(kern: KernelEmitter, v: ir.Value, lane: ir.Value | int) -> ir.Value:

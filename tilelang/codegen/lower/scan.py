@@ -22,6 +22,7 @@ i16 widen to i32 and u8, u16 to u32; f16/bf16 accumulate in f32 and round each o
 from __future__ import annotations
 
 from math import prod
+from typing import Callable, Sequence
 
 import llvmlite.ir as ir
 
@@ -29,7 +30,7 @@ from tilelang.codegen.layouts.distributed import Layout, linear_index, log2, thr
 from tilelang.codegen.emit.kernel import I32, KernelEmitter, TileVal
 from tilelang.codegen.emit.sync import convert, storage_bytes
 from tilelang.codegen.lower.table import lowers
-from tilelang.codegen.emit.warp import shuffle_up
+from tilelang.codegen.emit.warp import shuffle_down, shuffle_up
 from tilelang.ir.ops import BuiltinOp
 from tilelang.sema.types import F32, F64, DType
 
@@ -118,45 +119,75 @@ def scan(kern: KernelEmitter, op: BuiltinOp) -> TileVal:
     kind = KIND[op.name]
     rank = len(x.shape)
     axis = kern.const_ints(op.arg_map["axis"])[0] % rank if "axis" in op.arg_map else 0
-    L = x.layout if scan_friendly(x.layout, axis) else \
-        scan_layout(tuple(x.shape), axis, kern.threads)
-    n_axis_threads = sum(1 for bs in L.thread_bases if bs[axis])
-    if n_axis_threads:
-        kern.require_exact()
+    L = scan_target(kern, x.layout, tuple(x.shape), axis)
     x = convert(kern, x, L)
     acc_dt = _acc_dtype(x.dtype, rt.dtype)
-    se, b = kern.se, kern.builder
-    vals = [r if x.dtype == acc_dt else se.cast(r, x.dtype, acc_dt) for r in x.regs]
+    se = kern.se
+    vals = [[r if x.dtype == acc_dt else se.cast(r, x.dtype, acc_dt)] for r in x.regs]
 
     def comb(p, q):      # p: the earlier elements, q: the later ones
-        return se.combine(kind, p, q, acc_dt)
+        return [se.combine(kind, p[0], q[0], acc_dt)]
 
-    # 1. in-thread: each row's registers in axis order.
-    rows = _rows(L, axis)
+    out = scan_states(kern, L, vals, [acc_dt], axis, comb, [_identity(kern, kind, acc_dt)])
+    return _finish(kern, rt, L, [s[0] for s in out], acc_dt)
+
+
+def scan_target(kern: KernelEmitter, L: Layout, shape: tuple[int, ...], axis: int) -> Layout:
+    """The layout the scan works in (module docstring); exact mode when threads share rows."""
+    L = L if scan_friendly(L, axis) else scan_layout(shape, axis, kern.threads)
+    if any(bs[axis] for bs in L.thread_bases):
+        kern.require_exact()
+    return L
+
+
+def scan_states(kern: KernelEmitter, L: Layout, vals: list, dtypes: Sequence[DType], axis: int,
+                comb: Callable, ident: list | None, reverse: bool = False) -> list:
+    """The three levels over per-register states (lists of LLVM values of `dtypes`) of a tile
+    in layout L (`scan_friendly`). `comb(p, q)` combines a state of lower indices `p` with one
+    of higher indices `q`. With an identity state (cumsum's −0.0, cumprod's 1) a missing prefix
+    is the identity; without one (a user's combine) each prefix carries a flag and a `select`
+    keeps the element alone where nothing comes before it. `reverse` runs from the end: each
+    output combines its element with those after it (`shfl.sync.down`, warps after)."""
+    b = kern.builder
+    vals = list(vals)
+
+    def sel(flag, p, q):
+        return [b.select(flag, u, v) for u, v in zip(p, q)]
+
+    def later(acc, cur):       # acc already covers the indices on the scan's near side
+        return comb(cur, acc) if reverse else comb(acc, cur)
+
+    # 1. in-thread: each row's registers in scan order.
+    rows = [r[::-1] if reverse else r for r in _rows(L, axis)]
     for regs in rows:
         for k in range(1, len(regs)):
-            vals[regs[k]] = comb(vals[regs[k - 1]], vals[regs[k]])
-    if not n_axis_threads:
-        return _finish(kern, rt, L, vals, acc_dt)
+            vals[regs[k]] = later(vals[regs[k - 1]], vals[regs[k]])
+    if not any(bs[axis] for bs in L.thread_bases):
+        return vals
 
     totals = [vals[regs[-1]] for regs in rows]
     lane_axis = [k for k, bs in enumerate(L.lane) if bs[axis]]
     warp_axis = [k for k, bs in enumerate(L.warp) if bs[axis]]
-    ident = _identity(kern, kind, acc_dt)
-    prefix = [ident] * len(rows)
 
     # 2. in-warp: the axis lanes are lane bits 0..la-1 (scan_layout).
     la = len(lane_axis)
     assert lane_axis == list(range(la))
     seg = b.and_(kern.lane(), ir.Constant(I32, (1 << la) - 1))
+    last_lane = (1 << la) - 1
+    move = shuffle_down if reverse else shuffle_up
     incl = list(totals)
     d = 1
     while d < (1 << la):
-        has = b.icmp_unsigned(">=", seg, ir.Constant(I32, d))
-        incl = [b.select(has, comb(shuffle_up(kern, v, d), v), v) for v in incl]
+        has = b.icmp_unsigned("<", seg, ir.Constant(I32, (1 << la) - d)) if reverse else \
+            b.icmp_unsigned(">=", seg, ir.Constant(I32, d))
+        incl = [sel(has, later([move(kern, c, d) for c in v], v), v) for v in incl]
         d *= 2
-    first = b.icmp_unsigned("==", seg, ir.Constant(I32, 0))
-    prefix = [b.select(first, ident, shuffle_up(kern, v, 1)) for v in incl]
+    first = b.icmp_unsigned("==", seg, ir.Constant(I32, last_lane if reverse else 0))
+    if ident is not None:
+        prefix = [sel(first, ident, [move(kern, c, 1) for c in v]) for v in incl]
+        valid = None
+    else:
+        prefix, valid = [[move(kern, c, 1) for c in v] for v in incl], b.not_(first)
 
     # 3. across warps: slot(row, w) = row-major index over (other axes..., warp bits).
     if warp_axis:
@@ -175,37 +206,75 @@ def scan(kern: KernelEmitter, op: BuiltinOp) -> TileVal:
         for k, wb in enumerate(warp_axis):
             widx_w[nlane + wb] = 1 << k
         row_off = [other_lin(L.reg_coord(regs[0])) * nw for regs in rows]
-        stype = kern.storage_type(acc_dt)
         n_slots = prod(other_shape) * nw
-        ptr = kern.smem(n_slots * storage_bytes(kern, acc_dt), stype)
-        kern.stats.exchanges += 1
+        ptrs, offset = [], 0
+        for dt in dtypes:           # one buffer per state component, one after the other
+            nbytes = n_slots * storage_bytes(kern, dt)
+            ptrs.append(kern.smem(nbytes, kern.storage_type(dt), offset) if offset else
+                        kern.smem(nbytes, kern.storage_type(dt)))
+            offset += -(-nbytes // 8) * 8
+            kern.stats.exchanges += 1
         rbase = kern.thread_linear(thread_row_w)
         widx = kern.thread_linear(tuple(widx_w))
         kern.barrier()
-        last = b.icmp_unsigned("==", seg, ir.Constant(I32, (1 << la) - 1))
+        # the lane that holds its warp's row total writes it
+        last = b.icmp_unsigned("==", seg, ir.Constant(I32, 0 if reverse else last_lane))
         then = kern.fn.append_basic_block("scan.total")
         done = kern.fn.append_basic_block("scan.total.end")
         b.cbranch(last, then, done)
         b.position_at_end(then)
         for row in range(len(rows)):
             i = b.add(b.add(rbase, ir.Constant(I32, row_off[row])), widx)
-            b.store(incl[row], b.gep(ptr, [i]))
+            for c, (ptr, dt) in enumerate(zip(ptrs, dtypes)):
+                v = incl[row][c]
+                b.store(v if ident is not None else kern.to_storage(v, dt), b.gep(ptr, [i]))
         b.branch(done)
         b.position_at_end(done)
         kern.barrier()
+        order = range(nw - 1, 0, -1) if reverse else range(nw - 1)
         for row in range(len(rows)):
-            wp = ident
             base = b.add(rbase, ir.Constant(I32, row_off[row]))
-            for w in range(nw - 1):
-                v = b.load(b.gep(ptr, [b.add(base, ir.Constant(I32, w))]))
-                before = b.icmp_unsigned("<", ir.Constant(I32, w), widx)
-                wp = b.select(before, comb(wp, v), wp)
-            prefix[row] = comb(wp, prefix[row])
+
+            def load(w):
+                vs = [b.load(b.gep(ptr, [b.add(base, ir.Constant(I32, w))])) for ptr in ptrs]
+                return vs if ident is not None else \
+                    [kern.from_storage(v, dt) for v, dt in zip(vs, dtypes)]
+
+            def before(w):
+                return b.icmp_unsigned(">" if reverse else "<", ir.Constant(I32, w), widx)
+
+            def step(wp, w):
+                v = load(w)
+                return sel(before(w), later(wp, v), wp)
+
+            if ident is not None:
+                wp = ident
+                for w in order:
+                    wp = step(wp, w)
+                prefix[row] = later(wp, prefix[row])
+                continue
+            ws = list(order)
+            wp = load(ws[0])
+            wv = before(ws[0])
+            for w in ws[1:]:
+                wp = step(wp, w)
+            lp = prefix[row]
+            prefix[row] = sel(wv, sel(valid, later(wp, lp), wp), lp)
+        if valid is not None:
+            valid = b.or_(valid, before_any(b, widx, reverse, nw))
 
     for row, regs in enumerate(rows):
         for r in regs:
-            vals[r] = comb(prefix[row], vals[r])
-    return _finish(kern, rt, L, vals, acc_dt)
+            got = later(prefix[row], vals[r])
+            vals[r] = got if valid is None else sel(valid, got, vals[r])
+    return vals
+
+
+def before_any(b, widx, reverse: bool, nw: int):
+    """Whether any warp comes before this one in scan order."""
+    if reverse:
+        return b.icmp_unsigned("<", widx, ir.Constant(I32, nw - 1))
+    return b.icmp_unsigned(">", widx, ir.Constant(I32, 0))
 
 
 def _finish(kern: KernelEmitter, rt, L: Layout, vals, acc_dt: DType) -> TileVal:

@@ -76,10 +76,14 @@ def cat(kern: KernelEmitter, op: BuiltinOp) -> TileVal:
 
 @lowers("extract")
 def extract(kern: KernelEmitter, op: BuiltinOp) -> TileVal:
-    x = _x(kern, op)
+    return sub_tile(kern, _x(kern, op), kern.const_ints(op.arg_map["index"]),
+                    kern.const_ints(op.arg_map["shape"]))
+
+
+def sub_tile(kern: KernelEmitter, x: TileVal, index: tuple[int, ...],
+             shape: tuple[int, ...]) -> TileVal:
+    """The `index`-th sub-tile of `shape` of x (`extract`; also topk's first k)."""
     lay = x.layout
-    index = kern.const_ints(op.arg_map["index"])
-    shape = kern.const_ints(op.arg_map["shape"])
     offset = tuple(i * s for i, s in zip(index, shape))
 
     def high(basis) -> bool:
@@ -98,7 +102,7 @@ def extract(kern: KernelEmitter, op: BuiltinOp) -> TileVal:
             regs.append(x.regs[src])
         out = L.Layout(tuple(shape), tuple(lay.reg[i] for i in keep), lay.lane, lay.warp)
         return TileVal(x.dtype, out, tuple(regs))
-    out = kern.layout_for(op.result.type)
+    out = kern.layout_for_shape(tuple(shape), x.dtype)
     base = lay.linear(offset)
     thread_w = tuple(lay.linear(bs) for bs in out.thread_bases)
     reg_lin = [base + lay.linear(out.reg_coord(r)) for r in range(out.num_regs)]

@@ -23,7 +23,7 @@ from tilelang.sema.types import TileType
 PRODUCTS = ("mma", "matmul", "@")
 PURE_GROUPS = ("math", "dtype", "grid", "operator")
 PURE_MEMORY = ("num_tiles", "dim", "stride")
-PURE_TILE = PURE_GROUPS + ("creation", "shape", "reduce", "scan", "matmul", "random")
+PURE_TILE = PURE_GROUPS + ("creation", "shape", "reduce", "scan", "sort", "matmul", "random")
 
 
 VIEWS = ("reshape", "transpose", "permute")
