@@ -100,11 +100,14 @@ def written_arrays(kernel: Kernel) -> set:
     return out
 
 
-def check_elements_per_thread(kernel: Kernel, block) -> None:
+def check_elements_per_thread(kernel: Kernel, block, fused: Mapping | None = None) -> None:
     """E0783 for the first value whose tile gives a thread more than MAX_ELEMENTS_PER_THREAD
-    elements (layouts spread a tile over the largest power of two of threads in the block);
-    E0784 when all values together give it more than MAX_ELEMENT_OPS_PER_THREAD."""
+    elements (layouts spread a tile over the largest power of two of threads in the block),
+    except the values in `fused` (plan/fusion.py: computed one register at a time by their
+    consumer, never held); E0784 when all values together give it more than
+    MAX_ELEMENT_OPS_PER_THREAD."""
     threads = floor_pow2(prod(block))
+    fused = fused or {}
     total = 0
     for op in walk(kernel.body):
         for v in op.results:
@@ -114,7 +117,7 @@ def check_elements_per_thread(kernel: Kernel, block) -> None:
                 continue
             per_thread = -(-prod(t.shape) // threads)
             total += per_thread
-            if per_thread > MAX_ELEMENTS_PER_THREAD:
+            if per_thread > MAX_ELEMENTS_PER_THREAD and v.id not in fused:
                 what = f"`{op.name}`" if isinstance(op, BuiltinOp) else "this value"
                 raise TileUsageError.at(
                     "E0783", f"{what} makes a {t}: {per_thread} elements for each of the "
@@ -200,6 +203,21 @@ def _emit(kernel: Kernel, target: Target, block, facts: Mapping[str, ArrayFacts]
     raise AssertionError("exact mode cannot need exact mode")
 
 
+def check_limits(kernel: Kernel, spec: LaunchSpec, target: Target,
+                 facts: Mapping[str, ArrayFacts], *, fast_math: bool | str = False,
+                 tma: bool = False, sink: DiagnosticSink | None = None) -> None:
+    """The per-thread limits (E0783, E0784; with `sink`, W0787/E0787) on what is live after
+    fusion: the plan of the thread mode emission starts in decides which values the consumers
+    compute piecewise (an exact-mode plan, if emission falls back to it, fuses at least as
+    much: only streams, which exact mode has fewer of, keep a reduction from fusing)."""
+    block = block_shape(spec)
+    plan = plan_for(kernel, target, block, facts, exact=spec.reqntid is not None,
+                    fast_math=fast_math, tma=tma)
+    check_elements_per_thread(kernel, block, plan.fusion.fused)
+    if sink is not None:
+        check_registers(kernel, block, spec.maxnreg, sink, plan.fusion.piecewise())
+
+
 def kernel_plans(module: IRModule, options: CompileOptions | None = None,
                  facts: Mapping[str, Mapping[str, ArrayFacts]] | None = None, *,
                  tma: bool = True) -> list[tuple[Kernel, KernelPlan]]:
@@ -213,9 +231,9 @@ def kernel_plans(module: IRModule, options: CompileOptions | None = None,
     for k in module.kernels:
         spec = launch_spec(k)
         block = block_shape(spec)
-        check_elements_per_thread(k, block)
         kfacts = {p.hint: facts.get(k.name, {}).get(p.hint, DEFAULT_FACTS)
                   for p in k.params if isinstance(p.type, (ArrayType, ArrayListType))}
+        check_limits(k, spec, tgt, kfacts, fast_math=options.precision or False, tma=tma)
         _, kern = _emit(k, tgt, block, kfacts, exact=spec.reqntid is not None, layout=layout,
                         fast_math=options.precision or False, tma=tma)
         out.append((k, kern.plan))
@@ -240,10 +258,10 @@ def generate(module: IRModule, options: CompileOptions | None = None,
     for k in module.kernels:
         spec = launch_spec(k)
         block = block_shape(spec)
-        check_elements_per_thread(k, block)
-        check_registers(k, block, spec.maxnreg, sink)   # W0787/E0787 before emitting anything
         kfacts = {p.hint: facts.get(k.name, {}).get(p.hint, DEFAULT_FACTS)
                   for p in k.params if isinstance(p.type, (ArrayType, ArrayListType))}
+        # E0783/E0784 and W0787/E0787 before emitting anything
+        check_limits(k, spec, tgt, kfacts, fast_math=precision or fast_math, tma=tma, sink=sink)
         pending.append((k, spec, block, kfacts))
     # Contracts only need to know whether the code relies on the thread count; the PTX plan
     # (and so the LLVM cpu/features) needs the contracts: emit with a provisional layout

@@ -5,7 +5,8 @@ The kernel state (emit/kernel.py) never imports the lowerings: `emit_kernel_body
 this module's `emit_builtin` (`KernelEmitter.dispatch`), through which the walker and the
 tensor-core families that emit a loop body of their own emit every op. The dispatch asks the
 stream plan first (lower/stream.py: a store or reduction emitted one vector at a time, and the
-ops it leaves to them), then the lowering table (lower/table.py), and marks results that can be
+ops it leaves to them), then the fusion plan (lower/fused.py: a reduction that computes its
+input one register at a time, and the ops it leaves to it), then the lowering table (lower/table.py), and marks results that can be
 computed again in another layout (emit/remat.py). docs/codegen.md, "Layers", has the picture.
 
 `if`/`for`/`while` become branches with phi nodes, one phi per register of every carried or
@@ -25,7 +26,7 @@ from tilelang.codegen.emit import remat
 from tilelang.codegen.emit.kernel import KernelEmitter, TileVal
 from tilelang.codegen.emit.sync import convert
 from tilelang.codegen.layouts.distributed import Layout
-from tilelang.codegen.lower import stream
+from tilelang.codegen.lower import fused, stream
 from tilelang.codegen.lower.table import LOWERINGS, PRODUCTS, lookup
 from tilelang.diagnostics import InternalCompilerError
 from tilelang.ir.ops import (Block, BreakOp, BuiltinOp, ConditionOp, ConstantOp, ContinueOp,
@@ -67,13 +68,17 @@ def lowering_of(op: BuiltinOp):
 def emit_builtin(kern: KernelEmitter, op: BuiltinOp) -> None:
     """Emit one op and bind its result (the dispatch `KernelEmitter.emit_builtin` calls): a
     stream's consumer emits its stream, an op a stream computes leaves a placeholder, any other
-    op goes to its lowering (module docstring)."""
+    op goes to its lowering (module docstring); a fused reduction (lower/fused.py) computes its
+    input itself and the members leave placeholders."""
     s = stream.streams(kern, op)
+    g = fused.group(kern, op) if s is None else None
     if s is not None:
         result = stream.emit(kern, s)              # its loads come vector by vector
+    elif g is not None:
+        result = fused.emit(kern, g)               # its input computed register by register
     else:
-        result = stream.deferred(kern, op)         # computed per vector by its streams
-    if s is None and result is None:
+        result = stream.deferred(kern, op) or fused.deferred(kern, op)
+    if s is None and g is None and result is None:
         fn = lowering_of(op)
         if fn is None:
             raise InternalCompilerError.at(

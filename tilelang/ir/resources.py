@@ -6,7 +6,9 @@ elements over the block's `P` threads (the largest power of two in it, as the la
 gives each thread ceil(n / P) elements of ceil(bits / 32) registers (16-bit elements pair up).
 The estimate is the largest sum over the values live at one point of the program, a value
 being live from its definition to its last use; a value defined before a loop and used in it
-stays live for the whole loop.
+stays live for the whole loop. A value code generation computes piecewise inside its consumer
+(docs/codegen.md, Plans: fusion) is never live whole and counts nothing; its operands stay
+live until that consumer.
 
 The cap is what the hardware gives a thread: 255 registers, fewer when the block is large (an
 SM has 65,536 for all the threads of a block, so 1,024 threads get 64 each) or when
@@ -20,6 +22,7 @@ target's per-block limit is E0788.
 from __future__ import annotations
 
 from math import prod
+from typing import Mapping
 
 from tilelang.diagnostics import DiagnosticSink, Span, TileUsageError, register_codes
 from tilelang.sema.types import TileType
@@ -73,9 +76,16 @@ def register_cap(block, maxnreg: int | None = None) -> int:
     return min(cap, maxnreg) if maxnreg else cap
 
 
-def estimate_registers(kernel, block, maxnreg: int | None = None) -> RegisterEstimate:
-    """Peak live tile registers per thread of `kernel` (a Tile IR Kernel) for `block`."""
+def estimate_registers(kernel, block, maxnreg: int | None = None,
+                       piecewise: Mapping[int, object] | None = None) -> RegisterEstimate:
+    """Peak live tile registers per thread of `kernel` (a Tile IR Kernel) for `block`.
+    `piecewise` maps the values code generation never holds whole (docs/codegen.md, Plans:
+    fusion) to the op that computes them one register at a time: they count nothing, and
+    what they read is live until that op."""
     threads = _floor_pow2(prod(block))
+    piecewise = piecewise or {}
+    at_op: dict[int, int] = {}            # id(op) -> its index
+    moved: list[tuple[int, object]] = []  # (value id, the op its use moves to)
     defs: dict[int, int] = {}
     uses: dict[int, list[int]] = {}
     values: dict[int, object] = {}
@@ -101,10 +111,13 @@ def estimate_registers(kernel, block, maxnreg: int | None = None) -> RegisterEst
             # place: the values a loop carries in and out and an mma's accumulator.
             in_place = {a.id for n, a in getattr(op, "args", ()) if n == "acc"
                         and hasattr(a, "id")} if getattr(op, "name", None) in MMA_OPS else set()
+            at_op[id(op)] = here
             for v in op.operands:
                 at = 2 * here if op.is_terminator or op.regions or v.id in in_place \
                     else 2 * here + 1
                 uses.setdefault(v.id, []).append(at)
+                if op.results and op.results[0].id in piecewise:
+                    moved.append((v.id, piecewise[op.results[0].id]))
             if getattr(op, "name", None) in ("zeros", "ones") or (
                     getattr(op, "name", None) == "full"
                     and not hasattr(op.arg_map.get("value"), "id")):
@@ -124,6 +137,8 @@ def estimate_registers(kernel, block, maxnreg: int | None = None) -> RegisterEst
                 define(v, 2 * end + 1)
 
     visit(kernel.body, -1)
+    for vid, consumer in moved:     # read where the consumer computes the fused value
+        uses[vid].append(2 * at_op[id(consumer)] + 1)
     last: dict[int, int] = {}
     for k, us in uses.items():
         d = defs.get(k, 0)
@@ -133,7 +148,7 @@ def estimate_registers(kernel, block, maxnreg: int | None = None) -> RegisterEst
                 end = max(end, stop)
         last[k] = end
     defs = {k: max(d, 0) for k, d in defs.items()
-            if k not in staged - other_use and k not in splats}
+            if k not in staged - other_use and k not in splats and k not in piecewise}
     n = 2 * len(spans) + 2
     delta = [0] * (n + 1)
     for k, d in defs.items():
@@ -158,9 +173,11 @@ def estimate_registers(kernel, block, maxnreg: int | None = None) -> RegisterEst
     return RegisterEstimate(peak, register_cap(block, maxnreg), span, big, threads)
 
 
-def check_registers(kernel, block, maxnreg: int | None, sink: DiagnosticSink) -> RegisterEstimate:
-    """W0787 when the estimate passes the cap, E0787 when the spill would pass the limit."""
-    est = estimate_registers(kernel, block, maxnreg)
+def check_registers(kernel, block, maxnreg: int | None, sink: DiagnosticSink,
+                    piecewise: Mapping[int, object] | None = None) -> RegisterEstimate:
+    """W0787 when the estimate passes the cap, E0787 when the spill would pass the limit
+    (`piecewise`: estimate_registers')."""
+    est = estimate_registers(kernel, block, maxnreg, piecewise)
     if est.words <= est.cap + MARGIN_REGS:
         return est
     where = est.peak_span or kernel.span

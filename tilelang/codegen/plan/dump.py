@@ -50,6 +50,7 @@ def format_plan(plan: KernelPlan, kernel: Kernel) -> str:
     out += _loops(plan, name)
     out += _streams(plan, name)
     out += _reloads(plan, name)
+    out += _fusion(plan, name)
     return "\n".join(out) + "\n"
 
 
@@ -171,4 +172,30 @@ def _reloads(plan: KernelPlan, name) -> list[str]:
     for k in rp.kept:
         out.append(f"    {name(k.value)}: kept: live across block reduction `{k.reduction}` "
                    f"{name(k.reduction_result)} but computing it again repeats exact math")
+    return out
+
+
+def _fusion(plan: KernelPlan, name) -> list[str]:
+    fp = plan.fusion
+    if not fp.groups and not fp.declined:
+        return ["  fusion: none" + (f" ({fp.why_none})" if fp.why_none else "")]
+    out = ["  fusion:"]
+    for g in fp.groups:
+        c = g.consumer
+        line = f" (line {c.span.line})" if c.span is not None else ""
+        shape = "x".join(map(str, g.shape))
+        if g.stores:
+            out.append(f"    `store`{line}: computes its {shape} tile one vector at a time, "
+                       f"never held whole")
+        else:
+            over = ", ".join(map(str, g.axes))
+            out.append(f"    `{c.name}`{line} over axis {over}: computes its {shape} input one "
+                       f"register at a time, never held whole")
+        for o in g.ops:
+            out.append(f"      {o.name} {name(o.result.id)}: fused: its one use is here")
+        out.append("      operands held: " + ", ".join(name(v) for v in g.leaves))
+    for d in fp.declined:
+        c = d.consumer
+        line = f" (line {c.span.line})" if c.span is not None else ""
+        out.append(f"    `{c.name}`{line}: not fused: {d.why}")
     return out

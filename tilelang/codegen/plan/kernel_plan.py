@@ -4,6 +4,7 @@ deciding while they emit; `tilec --emit plan` prints it (plan/dump.py)."""
 
 from __future__ import annotations
 
+from tilelang.codegen.plan.fusion import FusionPlan, plan_fusion
 from tilelang.codegen.plan.inputs import PlanInputs
 from tilelang.codegen.plan.loops import LoopsPlan, plan_loops
 from tilelang.codegen.plan.products import ProductsPlan, plan_products
@@ -26,6 +27,7 @@ class KernelPlan:
     reloads: ReloadPlan
     streams: StreamPlan
     loops: LoopsPlan
+    fusion: FusionPlan
 
 
 def plan_kernel(inputs: PlanInputs) -> KernelPlan:
@@ -40,6 +42,8 @@ def plan_kernel(inputs: PlanInputs) -> KernelPlan:
     streams = plan_streams(inputs, uses, reloads, products.has_products)
     # after products: a loop is pipelined or prefetched for its products' plans
     loops = plan_loops(inputs, products)
+    # after streams: a reduction a stream feeds per vector has its input computed already
+    fusion = plan_fusion(inputs, uses, streams, products.has_products)
     return KernelPlan(inputs.kernel.name, inputs.target.name, inputs.threads,
                       inputs.declared_threads, inputs.exact, inputs.precision, uses, products,
-                      reloads, streams, loops)
+                      reloads, streams, loops, fusion)
