@@ -57,6 +57,30 @@ def test_loops_and_main_loop():
     assert s.per_k_step(64 * 128 * 16 // 4) == (2.0, 1.0)
 
 
+# ptxas puts the retry loop of an mbarrier wait after the function's EXIT; its jump back into
+# the loop body spans the EXIT and must not be taken for the main loop
+OUT_OF_LINE_WAIT = """
+		Function : w
+        /*0000*/                   MOV R1, c[0x0][0x28] ;
+        /*0010*/                   SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [UR4], R2 ;
+        /*0020*/              @!P0 BRA 0x80 ;
+        /*0030*/                   HGMMA.64x64x16.F32 R24, gdesc[UR8], R24 ;
+        /*0040*/                   FFMA R3, R4, R5, R3 ;
+        /*0050*/               @P1 BRA 0x10 ;
+        /*0060*/                   EXIT ;
+        /*0070*/                   BRA 0x70;
+        /*0080*/                   SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [UR4], R2 ;
+        /*0090*/              @!P0 BRA 0x80 ;
+        /*00a0*/                   BRA 0x30 ;
+"""
+
+
+def test_out_of_line_wait_retry_is_no_loop():
+    ins = sass.parse_sass(OUT_OF_LINE_WAIT)["w"]
+    assert [(lp.start, lp.end) for lp in sass.loops(ins)] == [(1, 5), (8, 9)]   # the retry
+    main = sass.main_loop(ins)
+    assert (main.start, main.end, main.macs) == (1, 5, 64 * 64 * 16 // 4 + 32)
+
 def test_ptx_loop_lines():
     ptx = "\n".join([
         ".entry k() {",                 # 1

@@ -178,13 +178,20 @@ class Loop:
 
 
 def loops(instrs: list[Instr]) -> list[Loop]:
-    """Every backward branch's range, outermost included."""
+    """Every backward branch's range, outermost included.
+
+    A range that holds an unpredicated EXIT is no loop: ptxas places the retry loop of an
+    mbarrier wait out of line after the function's EXIT, and its jump back into the loop body
+    would otherwise look like a loop spanning the rest of the function."""
     index = {i.addr: k for k, i in enumerate(instrs)}
+    exits = [k for k, i in enumerate(instrs) if i.op == "EXIT" and not i.pred]
     out = []
     for k, i in enumerate(instrs):
         if i.op == "BRA" and i.target is not None and i.target <= i.addr and i.target in index:
             s = index[i.target]
             if s == k:                      # `BRA self` after EXIT: padding, not a loop
+                continue
+            if any(s <= e < k for e in exits):
                 continue
             out.append(Loop(s, k, instrs[s:k + 1]))
     return out

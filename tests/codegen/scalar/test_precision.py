@@ -314,3 +314,53 @@ kernel k(x: Array[f32, 2], y: Array[f32, 2]) {
     s_err = 64 * 2.0 ** -24 * np.abs(x64).sum(axis=1, keepdims=True) / np.abs(s) * \
         (np.abs(parts[1]) + np.abs(parts[2]) + np.abs(parts[3]))
     assert np.all(np.abs(y - sum(parts)) <= bound + s_err)
+
+
+AXPB = """
+{launch}
+kernel axpb(x: Array[f32, 2], y: Array[f32, 2], const N: i32 = 64) {{
+    let t = load(x, index = (0, 0), shape = (1, N));
+    store(y, index = (0, 0), tile = t * 1.7 - 0.3);
+}}
+"""
+
+
+def _axpb(tmp_path, launch=""):
+    from tilelang.driver import compile_kernel
+    from tilelang.emulator import EmulatorDevice
+    ck = compile_kernel(AXPB.format(launch=launch), str(tmp_path / "a.tile"), "axpb",
+                        link=False)
+    x = (np.random.default_rng(5).standard_normal((1, 64)) * 3).astype(np.float32)
+    dev = EmulatorDevice()
+    fn = dev.load_module(ck.ptx).get_function("axpb")
+    px, py = dev.to_device(x), dev.to_device(np.zeros_like(x))
+    args = []
+    for ptr in (px, py):
+        args += [ptr, np.int64(1), np.int64(64), np.int64(64), np.int64(1)]
+    dev.launch(fn, (1, 1, 1), ck.artifact.block, args)
+    return ck.ptx, x[0], dev.from_device(py, x.shape, np.float32)[0]
+
+
+def _round_f32(q) -> np.float32:
+    """The f32 nearest the Fraction `q` (ties to even), without a double rounding."""
+    from fractions import Fraction
+    f = np.float32(float(q))
+    cands = [np.nextafter(f, np.float32(-np.inf)), f, np.nextafter(f, np.float32(np.inf))]
+    return min(cands, key=lambda c: (abs(Fraction(float(c)) - q),
+                                     int(np.array(c).view(np.uint32)) & 1))
+
+
+def test_fast_contracts_multiply_add_and_ieee_does_not(tmp_path):
+    from fractions import Fraction
+    a, b = np.float32(1.7), np.float32(0.3)          # the loose constants, materialized as f32
+    ptx, x, got = _axpb(tmp_path)
+    assert "fma.rn.f32" in ptx and "mul.rn.f32" not in ptx
+    # one rounding of the exact x * a - b
+    want = np.array([_round_f32(Fraction(float(v)) * Fraction(float(a)) - Fraction(float(b)))
+                     for v in x], np.float32)
+    assert np.array_equal(got, want)
+    two = (x * a) - b                                # two roundings: differs somewhere
+    assert not np.array_equal(got, two)
+    ieee, x2, got2 = _axpb(tmp_path, launch='@launch(precision = "ieee")')
+    assert "fma.rn.f32" not in ieee and "mul.rn.f32" in ieee and "add.rn.f32" in ieee
+    assert np.array_equal(got2, (x2 * a) - b)         # the reference: two roundings

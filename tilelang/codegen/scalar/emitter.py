@@ -73,6 +73,7 @@ class ScalarEmitter(IRKit):
         if self.precision not in PRECISIONS:
             raise ValueError(f"unknown precision `{self.precision}`")
         self.fast_math = False      # the op being emitted uses its approximation
+        self.op_mode = self.precision   # the precision of the op being emitted
 
     def mode_of(self, params: Mapping | None) -> str:
         """The precision an op runs in: its own `precision=`, else the emitter's."""
@@ -107,10 +108,12 @@ class ScalarEmitter(IRKit):
         if op_name not in ELEMENTWISE:
             raise ValueError(f"`{op_name}` is not an element-wise operation")
         self.fast_math = self.approximates(op_name, result_dtype, params)
+        self.op_mode = self.mode_of(params)
         try:
             return self._emit(op_name, args, arg_dtypes, result_dtype, params)
         finally:
             self.fast_math = False
+            self.op_mode = self.precision
 
     def _emit(self, op_name, args, arg_dtypes, result_dtype: DType, params: dict) -> ir.Value:
         if op_name == "astype":
@@ -235,8 +238,17 @@ class ScalarEmitter(IRKit):
         if op == "/" and self.fast_math and dt.bits <= 32:
             return self.fast_div(a, b, dt)
         if dt.is_float:
-            return {"+": bld.fadd, "-": bld.fsub, "*": bld.fmul, "/": bld.fdiv}[op](a, b)
+            fn = {"+": bld.fadd, "-": bld.fsub, "*": bld.fmul, "/": bld.fdiv}[op]
+            if op != "/" and self.contracts(dt):
+                return fn(a, b, flags=("contract",))
+            return fn(a, b)
         return {"+": bld.add, "-": bld.sub, "*": bld.mul}[op](a, b)
+
+    def contracts(self, dt: DType) -> bool:
+        """Whether f32 `a * b + c` may become one `fma.rn.f32` (one rounding instead of two):
+        in modes "fast" and "approx", as Triton's default FP fusion; never in "ieee"
+        (docs/numerics.md, "Contraction")."""
+        return dt.is_float and dt.bits == 32 and self.op_mode != "ieee"
 
     def fast_div(self, a, b, dt: DType):
         """`div.full.f32` (2 ulp over the full range; Triton's f32 `/`); f16/bf16 in f32."""

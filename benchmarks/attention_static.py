@@ -1,0 +1,295 @@
+"""Static comparison of attention on sm_90a, Tile against Triton's tutorial attention: no GPU.
+
+    python3 benchmarks/attention_static.py [--triton-python PY] [--out FILE.md]
+
+For each configuration both compilers build the same tiles with the same warps, and both PTX
+texts are assembled by the same nvJitLink for sm_90a and disassembled with cuobjdump
+(tilelang.tools.sass) to count registers, spill bytes and the SASS instructions of the main
+loop per key tile.
+
+Forward (five configurations): `examples/attention.tile`'s f16 kernel, launch width set to the
+configuration's warps (the tile constants by `defines`, as `tilec -D` does), against
+benchmarks/triton_ref/gen_attention_tutorial.py: the structure of Triton's fused-attention
+tutorial in its Hopper form (tensor descriptors, so TMA loads; unmasked key loop plus a masked
+loop over the causal diagonal; 3 stages). One key tile is 2 * BM * BN * D multiply-adds over the
+block's warps; the loop counted is the one with the most multiply-adds (for causal kernels
+Triton's off-diagonal loop, which runs for all but one key tile of a block).
+
+Backward: `examples/attention_backward.tile` (when present) against the tutorial's backward
+kernel with the same tiles: the dK/dV loop (one step: a query tile of BM1 rows against the
+block's BN1 keys, four products) and the dQ loop (one step: a key tile of BN2 keys against the
+block's BM2 queries, three products), counted separately.
+
+Triton runs in its own Python (`--triton-python`, else $TRITON_PYTHON, else this Python when it
+can import triton); without one the Triton columns are left empty with a note. The table goes
+to benchmarks/results/attention-static-<date>-cpu.md (or --out).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tilelang.codegen.target.link import link_ptx               # noqa: E402
+from tilelang.diagnostics import render_all                     # noqa: E402
+from tilelang.driver import compile_source                      # noqa: E402
+from tilelang.options import CompileOptions                     # noqa: E402
+from tilelang.targets import get_target                         # noqa: E402
+from tilelang.tools import sass                                 # noqa: E402
+
+ARCH = "sm_90a"
+GEN = ROOT / "benchmarks" / "triton_ref" / "gen_attention_tutorial.py"
+
+
+@dataclass(frozen=True)
+class Forward:
+    name: str
+    BM: int
+    BN: int
+    D: int
+    causal: bool
+    warps: int
+
+    def step_macs(self) -> int:
+        """Multiply-adds per warp of one key tile (Q Kᵀ and P V)."""
+        return 2 * self.BM * self.BN * self.D // self.warps
+
+
+FORWARD = (Forward("D64, 64x64, 4 warps", 64, 64, 64, False, 4),
+           Forward("D64 causal", 64, 64, 64, True, 4),
+           Forward("D128, 64x64, 4 warps", 64, 64, 128, False, 4),
+           Forward("D128 causal", 64, 64, 128, True, 4),
+           Forward("D128, 128x128, 8 warps", 128, 128, 128, False, 8))
+
+# the tutorial's backward tiles on Hopper: dK/dV for BN1 keys walking query tiles of BM1,
+# dQ for BM2 queries walking key tiles of BN2; 4 warps
+BACKWARD = {"BM1": 32, "BN1": 128, "BM2": 128, "BN2": 32, "D": 64, "warps": 4}
+BWD_LOOPS = (("dK/dV", 4 * BACKWARD["BM1"] * BACKWARD["BN1"]),
+             ("dQ", 3 * BACKWARD["BM2"] * BACKWARD["BN2"]))
+
+
+def triton_python(arg: str | None) -> str | None:
+    for cand in (arg, os.environ.get("TRITON_PYTHON")):
+        if cand and Path(cand).exists():
+            return cand
+    try:
+        import triton  # noqa: F401
+        return sys.executable
+    except ImportError:
+        return None
+
+
+def triton_ptx(py: str) -> tuple[dict[str, str], str]:
+    """PTX per configuration name ("fwd0".., "bwd", "bwd_causal") and Triton's version."""
+    configs = [{"name": f"fwd{i}", "kind": "fwd", "BM": f.BM, "BN": f.BN, "D": f.D,
+                "causal": f.causal, "warps": f.warps, "stages": 3}
+               for i, f in enumerate(FORWARD)]
+    for causal in (False, True):
+        configs.append(dict(BACKWARD, name="bwd_causal" if causal else "bwd", kind="bwd",
+                            causal=causal, stages=5))
+    env = dict(os.environ, TRITON_DEFAULT_FP_FUSION="1")
+    with tempfile.TemporaryDirectory(prefix="tile-attn-static-") as d:
+        proc = subprocess.run([py, str(GEN), "--out", d, "--config", json.dumps(configs)],
+                              capture_output=True, text=True, timeout=900, env=env)
+        if proc.returncode:
+            raise RuntimeError(f"Triton failed:\n{proc.stderr[-3000:]}")
+        version = json.loads(proc.stdout.strip().splitlines()[-1])["triton"]
+        return {c["name"]: (Path(d) / f"{c['name']}.ptx").read_text() for c in configs}, version
+
+
+def forward_kernel(src: str) -> str:
+    """The f16 forward kernel's name: `attention_f16` while the example has one kernel per
+    dtype, else its first `attention*` kernel (a dtype-generic one)."""
+    names = re.findall(r"\bkernel\s+(attention\w*)\s*\(", src)
+    if not names:
+        raise SystemExit("examples/attention.tile has no attention kernel")
+    return "attention_f16" if "attention_f16" in names else names[0]
+
+
+def with_threads(src: str, threads: int) -> str:
+    """The example with every `reqntid = (128, 1, 1)` set to `threads` (the tile constants
+    come in as defines; the launch width is an attribute)."""
+    out, n = re.subn(r"reqntid\s*=\s*\(\s*128\s*,\s*1\s*,\s*1\s*\)",
+                     f"reqntid = ({threads}, 1, 1)", src)
+    if n == 0 and threads != 128:
+        raise SystemExit("examples/attention.tile: no `reqntid = (128, 1, 1)` to widen")
+    return out
+
+
+def tile_forward(f: Forward) -> str:
+    src = (ROOT / "examples" / "attention.tile").read_text()
+    defines = {"BM": str(f.BM), "BN": str(f.BN), "D": str(f.D),
+               "CAUSAL": "true" if f.causal else "false"}
+    res = compile_source(with_threads(src, 32 * f.warps), "attention.tile",
+                         CompileOptions(target=ARCH, defines=defines),
+                         kernels=[forward_kernel(src)], until="ptx")
+    if not res.ok:
+        raise SystemExit(render_all(res.diagnostics))
+    return res.ptx
+
+
+def tile_backward(causal: bool) -> dict[str, str] | None:
+    """{kernel: ptx} of examples/attention_backward.tile's kernels, None while it is absent."""
+    path = ROOT / "examples" / "attention_backward.tile"
+    if not path.exists():
+        return None
+    defines = {k: str(BACKWARD[k]) for k in ("BM1", "BN1", "BM2", "BN2", "D")}
+    defines["CAUSAL"] = "true" if causal else "false"
+    res = compile_source(path.read_text(), path.name, CompileOptions(target=ARCH,
+                                                                     defines=defines),
+                         until="ptx")
+    if not res.ok:
+        raise SystemExit(render_all(res.diagnostics))
+    return {path.stem: res.ptx}
+
+
+def link(ptx: str) -> dict[str, tuple[object, list]]:
+    """{function: (resources, SASS)} of one PTX module assembled for sm_90a."""
+    result = link_ptx(ptx, get_target(ARCH))
+    code = sass.disassemble(result.cubin)
+    return {n: (r, code[n]) for n, r in result.resources.items() if n in code}
+
+
+def loop_stats(res, instrs, lp: sass.Loop | None, step_macs: int) -> dict:
+    per = None
+    if lp is not None:
+        per = round(len(lp.instrs) / (lp.macs / step_macs), 1)
+    return {"registers": res.registers, "spills": res.spill_stores + res.spill_loads,
+            "local": sum(1 for i in instrs if i.op in ("LDL", "STL")), "per_step": per}
+
+
+def forward_stats(ptx: str, f: Forward) -> dict:
+    (res, instrs), = link(ptx).values()
+    return loop_stats(res, instrs, sass.main_loop(instrs), f.step_macs())
+
+
+def backward_stats(ptx_by_kernel: dict[str, str]) -> dict[str, dict]:
+    """Per backward loop (dK/dV, dQ): the stats of the shortest innermost tensor-core loop of
+    the module whose tensor-core multiply-adds per pass are one step of that loop (four products
+    of BM1 x BN1 x D per dK/dV step, three of BM2 x BN2 x D per dQ step)."""
+    warps = BACKWARD["warps"]
+    D = BACKWARD["D"]
+    found: dict[str, dict] = {}
+    for ptx in ptx_by_kernel.values():
+        for res, instrs in link(ptx).values():
+            for lp in innermost_tensor_loops(instrs):
+                for name, products in BWD_LOOPS:
+                    step = products * D // warps
+                    hgmma = sum(sass.macs(i) for i in lp.instrs if i.op in sass.TENSOR_OPS)
+                    if hgmma != step:
+                        continue
+                    m = loop_stats(res, instrs, lp, step)
+                    # causal kernels have a masked loop over the diagonal and an unmasked one
+                    # for the rest: the unmasked (shorter) one is the steady state
+                    if name not in found or m["per_step"] < found[name]["per_step"]:
+                        found[name] = m
+    return found
+
+
+def innermost_tensor_loops(instrs: list[sass.Instr]) -> list[sass.Loop]:
+    """Loops with tensor-core instructions that contain no other such loop."""
+    lps = [lp for lp in sass.loops(instrs)
+           if any(i.op in sass.TENSOR_OPS for i in lp.instrs)]
+    return [lp for lp in lps
+            if not any(o is not lp and lp.start <= o.start and o.end <= lp.end for o in lps)]
+
+
+def cell(m: dict | None, key: str) -> str:
+    if m is None or m.get(key) is None:
+        return "-"
+    return str(m[key])
+
+
+def ratio(a: dict | None, b: dict | None) -> str:
+    if not a or not b or a.get("per_step") is None or b.get("per_step") is None:
+        return "-"
+    return f"{a['per_step'] / b['per_step']:.2f}"
+
+
+def table(rows: list[tuple[str, dict | None, dict | None]], unit: str) -> str:
+    lines = [f"| configuration | Tile registers | Tile spills | Tile SASS per {unit} | "
+             f"Triton registers | Triton spills | Triton SASS per {unit} | Tile / Triton |",
+             "|" + "---|" * 8]
+    for name, ours, theirs in rows:
+        lines.append(f"| {name} | {cell(ours, 'registers')} | {cell(ours, 'spills')} | "
+                     f"{cell(ours, 'per_step')} | {cell(theirs, 'registers')} | "
+                     f"{cell(theirs, 'spills')} | {cell(theirs, 'per_step')} | "
+                     f"{ratio(ours, theirs)} |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--triton-python")
+    ap.add_argument("--out")
+    args = ap.parse_args(argv)
+    if not sass.tools_available():
+        print("cuobjdump/nvdisasm not found (pip install nvidia-cuda-cuobjdump "
+              "nvidia-cuda-nvdisasm)", file=sys.stderr)
+        return 1
+    py = triton_python(args.triton_python)
+    theirs, version, note = {}, None, ""
+    if py is None:
+        note = "\nTriton not available: its columns are empty.\n"
+    else:
+        theirs, version = triton_ptx(py)
+    fwd_rows = []
+    for i, f in enumerate(FORWARD):
+        t = forward_stats(theirs[f"fwd{i}"], f) if theirs else None
+        fwd_rows.append((f.name, forward_stats(tile_forward(f), f), t))
+    bwd_rows = []
+    for causal in (False, True):
+        ours = tile_backward(causal)
+        mine = backward_stats(ours) if ours else {}
+        tri = backward_stats({"": theirs["bwd_causal" if causal else "bwd"]}) if theirs else {}
+        for name, _ in BWD_LOOPS:
+            label = f"D64 {name}{' causal' if causal else ''}"
+            bwd_rows.append((label, mine.get(name), tri.get(name)))
+    if not (ROOT / "examples" / "attention_backward.tile").exists():
+        note += "\nexamples/attention_backward.tile is not written yet: Tile's backward " \
+                "columns are empty.\n"
+    today = datetime.date.today().isoformat()
+    b = BACKWARD
+    text = (f"# Attention static comparison, {today} (no GPU)\n\n"
+            f"`python3 benchmarks/attention_static.py`: sm_90a, f16, both PTX texts assembled "
+            f"by the same nvJitLink, SASS counted from the cubin (cuobjdump).\n\n"
+            f"- Tile: `examples/attention.tile`'s f16 kernel compiled by `tilelang` for "
+            f"sm_90a with the configuration's tile constants as defines and "
+            f"`reqntid = (32 * warps, 1, 1)`.\n"
+            f"- Triton {version or '(absent)'}: benchmarks/triton_ref/gen_attention_tutorial.py, "
+            f"the structure of Triton's fused-attention tutorial in its Hopper form (Q, K, V, "
+            f"O as host tensor descriptors, TMA loads; the key loop split into an unmasked "
+            f"loop and the masked causal diagonal; 3 stages; FP fusion on), compiled for "
+            f"GPUTarget('cuda', 90, 32) with the same tiles and warps. Like the tutorial it "
+            f"requires the sequence length to be a multiple of BN; Tile's kernel masks a "
+            f"ragged last tile.\n"
+            f"- The loop counted: the backward branch with the most multiply-adds (ranges "
+            f"that hold the function's EXIT are out-of-line wait retries, not loops). A key "
+            f"tile: 2 * BM * BN * D multiply-adds over the warps. For causal kernels Triton's "
+            f"loop is its unmasked one.\n\n"
+            f"## Forward: SASS per key tile\n\n" + table(fwd_rows, "key tile") + "\n\n"
+            f"## Backward: SASS per step\n\nThe tutorial's tiles: dK/dV for BN1 = {b['BN1']} "
+            f"keys, a step is a query tile of BM1 = {b['BM1']} rows (four products); dQ for "
+            f"BM2 = {b['BM2']} queries, a step is a key tile of BN2 = {b['BN2']} keys (three "
+            f"products); D = {b['D']}, {b['warps']} warps; Triton with pointer loads and 5 "
+            f"stages, as the tutorial.\n\n" + table(bwd_rows, "step") + "\n" + note)
+    out = Path(args.out) if args.out else \
+        ROOT / "benchmarks" / "results" / f"attention-static-{today}-cpu.md"
+    out.write_text(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
