@@ -73,7 +73,7 @@ KERNELS = ("matmul", "matmul (default pick)", "matmul_persistent", "attention")
 # consumers', a K-step's multiply-adds over their 8 warps
 WS = ("matmul_ws", "attention_ws")
 ROWS = KERNELS + WS
-EXAMPLE_LAUNCH = "@launch(reqntid = (128, 1, 1), maxnreg = 168, cluster = (2, 1, 1))"
+EXAMPLE_LAUNCH = "@launch(reqntid = (128, 1, 1), maxnreg = by_target(sm_90a = 168), cluster = (2, 1, 1))"
 
 TRITON_ATTENTION = r'''
 import json, os, sys, tempfile
