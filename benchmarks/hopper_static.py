@@ -2,27 +2,36 @@
 
     python3 benchmarks/hopper_static.py [--triton-python PY] [--out FILE.md]
 
-Three kernels, each at the same tile for both compilers:
+Every row names its tile, warps and how it was built. Triton's matmuls are its best form on
+sm_90a, host tensor descriptors (TMA loads, wgmma, a TMA store), so both sides move tiles the
+same way:
 
-* matmul: `examples/matmul.tile` (128 x 128 x 64, f16 -> f32, 4 warps = one warp group,
-  specialized for contiguous 16-byte aligned operands, as `tilec` does) against Triton's
-  tutorial-style matmul (benchmarks/triton_ref/gen_matmul_ptx.py with the JIT's
-  divisibility-by-16 specialization of 4096^3 operands), compiled for compute capability 9.0;
-* matmul_persistent: `examples/matmul_persistent.tile` (the same tile; one block per SM walking
-  the output tiles in grouped order) against benchmarks/triton_ref/gen_persistent_matmul_ptx.py
-  (the structure of Triton's persistent-matmul tutorial, its two loops flattened);
+* matmul at 128 x 128 x 64, 4 warps (f16 -> f32, operands contiguous and 16-byte aligned, as
+  `tilec` assumes): `examples/matmul.tile` as written (clusters of two CTAs, A multicast), the
+  same without the cluster line, against benchmarks/triton_ref/gen_tma_matmul_ptx.py (3 stages)
+  and, for reference, the pointer-load tutorial kernel (gen_matmul_ptx.py `jit4096`: cp.async
+  with masks in the K loop, the form earlier tables compared with);
+* matmul at each side's default pick for 4096^3: `examples/matmul.tile`'s defaults for sm_90a
+  against Triton's usual autotuned pick (its tutorial's first Hopper configuration: 128 x 256
+  x 64, 8 warps, 3 stages), in the descriptor form;
+* matmul_persistent at 128 x 128 x 64, 4 warps: `examples/matmul_persistent.tile` against
+  gen_persistent_matmul_ptx.py's descriptor form with the K loop kept a loop of its own
+  (`flatten=False`), so both counts are a steady-state K loop's body — Triton's flattened loop
+  carries the tile's set-up and epilogue inside it and is no K-step;
 * attention: `examples/attention.tile`'s forward kernel (f16, BM = BN = D = 64, not causal,
   4 warps) against a Triton FlashAttention-style forward written here (TRITON_ATTENTION: the
   same online softmax in base 2, the same tiles and warps, 2 stages);
-* matmul_ws, attention_ws (ours only): the matmul and attention (BM = 128) with
-  `reqntid = (384, 1, 1)`: two consumer warp groups and a TMA producer group; the loop counted
-  is the consumers'.
+* matmul_ws, attention_ws (ours only; Triton 3.9 does not warp-specialize these kernels on
+  sm_90a): `reqntid = (384, 1, 1)`, two consumer warp groups and a TMA producer group; the
+  loop counted is the consumers'.
 
 Both PTX texts are assembled by the same nvJitLink for sm_90a and disassembled with cuobjdump
-(tilelang.tools.sass) to count registers, spill bytes, local-memory instructions, HGMMA
-instructions (in all and in the main loop), and SASS instructions per K-step of the main loop
-(the backward-branch loop with the most multiply-adds; one K-step of the matmul is BM * BN * BK
-/ warps multiply-adds per warp, one of attention a key tile: 2 * BM * BN * D / warps).
+(tilelang.tools.sass) to count registers, spill bytes, local-memory instructions, shared memory
+(Tile: the kernel's static and dynamic shared memory; Triton: its metadata's), HGMMA
+instructions in the main loop, and SASS instructions per K-step of the main loop (the
+backward-branch loop with the most multiply-adds, innermost on ties; one K-step of the matmul
+is BM * BN * BK / warps multiply-adds per warp, one of attention a key tile: 2 * BM * BN * D /
+warps).
 
 Triton runs in its own Python (`--triton-python`, else $TRITON_PYTHON, else this Python when
 it can import triton); without one the Triton rows are left out with a note.
@@ -38,6 +47,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -54,18 +64,22 @@ ARCH = "sm_90a"
 MM = (128, 128, 64)
 ATT = {"BM": 64, "BN": 64, "D": 64}
 WARPS = 4
-KERNELS = ("matmul", "matmul_persistent", "attention")
-# ours only (Triton's warp-specialized kernels are not compiled here): the matmul and
-# attention tiles above with `reqntid = (384, 1, 1)`, two consumer warp groups and a TMA
-# producer group (attention with BM = 128: 64 query rows per consumer group); the loop
-# measured is the consumers', a K-step's multiply-adds over their 8 warps
+# Triton's usual pick for a 4096^3 f16 product on Hopper (its matmul tutorial's autotuning
+# list starts with it, and it wins there): BM x BN x BK, warps, stages
+TRITON_PICK = (128, 256, 64, 8, 3)
+KERNELS = ("matmul", "matmul (default pick)", "matmul_persistent", "attention")
+# ours only: `reqntid = (384, 1, 1)`, two consumer warp groups and a TMA producer group
+# (attention with BM = 128: 64 query rows per consumer group); the loop measured is the
+# consumers', a K-step's multiply-adds over their 8 warps
 WS = ("matmul_ws", "attention_ws")
 ROWS = KERNELS + WS
+EXAMPLE_LAUNCH = "@launch(reqntid = (128, 1, 1), maxnreg = by_target(sm_90a = 168), cluster = (2, 1, 1))"
 
 TRITON_ATTENTION = r'''
 import json, os, sys, tempfile
 os.environ.setdefault("TRITON_CACHE_DIR", tempfile.mkdtemp(prefix="triton-cache-"))
 os.environ.setdefault("TRITON_DISABLE_LINE_INFO", "1")
+os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")      # Triton 3.9's default, said aloud
 import triton
 import triton.language as tl
 from triton.backends.compiler import GPUTarget
@@ -108,10 +122,13 @@ def attention_fwd(q_ptr, k_ptr, v_ptr, o_ptr, scale, seq, stride_h, stride_s,
 sys.path.insert(0, sys.argv[2])
 import gen_matmul_ptx as mm
 import gen_persistent_matmul_ptx as pm
+import gen_tma_matmul_ptx as tma
 out = sys.argv[1]
-k = mm.compile_kernel(90, "jit4096")
-open(os.path.join(out, "matmul.ptx"), "w").write(k.asm["ptx"])
-open(os.path.join(out, "matmul_persistent.ptx"), "w").write(pm.compile_kernel().asm["ptx"])
+bm, bn, bk, warps, stages = json.loads(sys.argv[5])
+built = {"matmul": tma.compile_kernel(128, 128, 64, 4, 3),
+         "matmul_pointers": mm.compile_kernel(90, "jit4096"),
+         "matmul_pick": tma.compile_kernel(bm, bn, bk, warps, stages),
+         "matmul_persistent": pm.compile_tma_kernel(flatten=False)}
 sig = {"q_ptr": "*fp16", "k_ptr": "*fp16", "v_ptr": "*fp16", "o_ptr": "*fp16", "scale": "fp32",
        "seq": "i32", "stride_h": "i32", "stride_s": "i32",
        "BM": "constexpr", "BN": "constexpr", "D": "constexpr"}
@@ -120,11 +137,12 @@ attrs = {(names.index(n),): [["tt.divisibility", 16]]
          for n in ("q_ptr", "k_ptr", "v_ptr", "o_ptr", "seq", "stride_h", "stride_s")}
 consts = json.loads(sys.argv[3])
 src = ASTSource(attention_fwd, sig, consts, attrs)
-a = triton.compile(src, target=GPUTarget("cuda", 90, 32),
-                   options={"num_warps": int(sys.argv[4]), "num_stages": 2})
-open(os.path.join(out, "attention.ptx"), "w").write(a.asm["ptx"])
-print(json.dumps({"triton": triton.__version__, "matmul": k.metadata.name,
-                  "attention": a.metadata.name}))
+built["attention"] = triton.compile(src, target=GPUTarget("cuda", 90, 32),
+                                    options={"num_warps": int(sys.argv[4]), "num_stages": 2})
+for key, k in built.items():
+    open(os.path.join(out, key + ".ptx"), "w").write(k.asm["ptx"])
+print(json.dumps({"triton": triton.__version__,
+                  "shared": {key: k.metadata.shared for key, k in built.items()}}))
 '''
 
 
@@ -139,52 +157,127 @@ def triton_python(arg: str | None) -> str | None:
         return None
 
 
-def triton_ptx(py: str) -> tuple[dict, str]:
-    """({"matmul": ptx, "attention": ptx}, version) from Triton in Python `py`."""
+TRITON_BUILDS = ("matmul", "matmul_pointers", "matmul_pick", "matmul_persistent", "attention")
+
+
+@dataclass(frozen=True)
+class Build:
+    """One row's kernel: which comparison, its tile and warps, who built it and how."""
+    kernel: str                  # one of ROWS
+    tile: str                    # "128 x 128 x 64, 4 warps"
+    who: str                     # "Tile" or "Triton 3.9.0"
+    how: str                     # how it was built, in a few words
+    ptx: str
+    k_step_macs: int             # multiply-adds per warp of one K-step (or key tile)
+    shared: int                  # bytes of shared memory per block
+
+
+def triton_builds(py: str) -> list[Build]:
+    """Triton's rows, compiled in Python `py`."""
     with tempfile.TemporaryDirectory() as d:
-        script = Path(d) / "gen_attention.py"
+        script = Path(d) / "gen_triton.py"
         script.write_text(TRITON_ATTENTION)
         proc = subprocess.run([py, str(script), d, str(ROOT / "benchmarks" / "triton_ref"),
-                               json.dumps(ATT), str(WARPS)], capture_output=True, text=True,
-                              timeout=600)
+                               json.dumps(ATT), str(WARPS), json.dumps(TRITON_PICK)],
+                              capture_output=True, text=True, timeout=600)
         if proc.returncode:
             raise RuntimeError(f"Triton failed:\n{proc.stderr[-3000:]}")
         info = json.loads(proc.stdout.strip().splitlines()[-1])
-        return ({k: (Path(d) / f"{k}.ptx").read_text() for k in KERNELS}, info["triton"])
+        ptx = {k: (Path(d) / f"{k}.ptx").read_text() for k in TRITON_BUILDS}
+    who, sh = f"Triton {info['triton']}", info["shared"]
+    bm, bn, bk, warps, stages = TRITON_PICK
+    mm = MM[0] * MM[1] * MM[2] // WARPS
+    same = f"{MM[0]} x {MM[1]} x {MM[2]}, {WARPS} warps"
+    return [
+        Build("matmul", same, who, "tensor descriptors (TMA), 3 stages", ptx["matmul"], mm,
+              sh["matmul"]),
+        Build("matmul", same, who, "pointer loads (cp.async, masks in the K loop), 3 stages",
+              ptx["matmul_pointers"], mm, sh["matmul_pointers"]),
+        Build("matmul (default pick)", f"{bm} x {bn} x {bk}, {warps} warps", who,
+              f"tensor descriptors, {stages} stages (its autotuned pick for 4096^3)",
+              ptx["matmul_pick"], bm * bn * bk // warps, sh["matmul_pick"]),
+        Build("matmul_persistent", same, who,
+              "tensor descriptors, 3 stages, K loop not flattened", ptx["matmul_persistent"],
+              mm, sh["matmul_persistent"]),
+        Build("attention", f"BM = BN = D = 64, {WARPS} warps", who, "pointer loads, 2 stages",
+              ptx["attention"], 2 * ATT["BM"] * ATT["BN"] * ATT["D"] // WARPS,
+              sh["attention"]),
+    ]
 
 
-def ours() -> dict:
-    """Our PTX of both kernels for sm_90a with the facts tilec assumes (contiguous,
-    16-byte aligned, whole 16-byte rows)."""
-    out = {}
+def _compile(path: str, src: str | None = None, defines=None, kernels=None) -> tuple[str, object]:
+    """Our PTX for sm_90a with the facts tilec assumes (contiguous, 16-byte aligned, whole
+    16-byte rows), and the kernel's codegen record."""
+    text = src if src is not None else (ROOT / "examples" / path).read_text()
+    res = compile_source(text, path, CompileOptions(target=ARCH, defines=defines or {}),
+                         kernels=kernels, until="ptx")
+    assert res.ok, render_all(res.diagnostics)
+    return res.ptx, res.codegen.kernels[0]
+
+
+def _smem(kern) -> int:
+    return kern.static_smem + kern.dynamic_smem
+
+
+def _launch_threads(ptx: str) -> int:
+    line = next(t for t in ptx.splitlines() if ".reqntid" in t or ".maxntid" in t)
+    return int(line.split()[1].rstrip(","))
+
+
+def example_defaults() -> dict:
+    """examples/matmul.tile's `const` defaults (BM, BN, BK)."""
     src = (ROOT / "examples" / "matmul.tile").read_text()
-    res = compile_source(src, "matmul.tile", CompileOptions(target=ARCH), until="ptx")
-    assert res.ok, render_all(res.diagnostics)
-    out["matmul"] = res.ptx
-    src = (ROOT / "examples" / "matmul_persistent.tile").read_text()
-    res = compile_source(src, "matmul_persistent.tile", CompileOptions(target=ARCH), until="ptx")
-    assert res.ok, render_all(res.diagnostics)
-    out["matmul_persistent"] = res.ptx
-    src = (ROOT / "examples" / "attention.tile").read_text()
+    out = {}
+    for name in ("BM", "BN", "BK"):
+        tail = src.split(f"const {name}: i32 = ", 1)[1]
+        out[name] = int(tail.split(",", 1)[0].split(")", 1)[0])
+    return out
+
+
+def tile_builds() -> list[Build]:
+    """Our rows."""
+    out = []
+    mm = MM[0] * MM[1] * MM[2] // WARPS
+    same = f"{MM[0]} x {MM[1]} x {MM[2]}, {WARPS} warps"
+    src = (ROOT / "examples" / "matmul.tile").read_text()
+    same_tile = {"BM": str(MM[0]), "BN": str(MM[1]), "BK": str(MM[2])}
+    ptx, k = _compile("matmul.tile", defines=same_tile)
+    out.append(Build("matmul", same, "Tile", "examples/matmul.tile as written (clusters of 2, "
+                     "A multicast)", ptx, mm, _smem(k)))
+    ptx, k = _compile("matmul.tile", src.replace(EXAMPLE_LAUNCH, "@launch(reqntid = (128, 1, 1))"),
+                      defines=same_tile)
+    out.append(Build("matmul", same, "Tile", "the same without the cluster line", ptx, mm,
+                     _smem(k)))
+    d = example_defaults()
+    ptx, k = _compile("matmul.tile")
+    warps = _launch_threads(ptx) // 32
+    consumers = warps - 4 if warps % 4 == 0 and (warps - 4) & (warps - 5) == 0 \
+        and warps > 4 else warps          # warp-specialized: 2^k consumer groups + 1 producer
+    out.append(Build("matmul (default pick)", f"{d['BM']} x {d['BN']} x {d['BK']}, {warps} warps",
+                     "Tile", "examples/matmul.tile's defaults for sm_90a", ptx,
+                     d["BM"] * d["BN"] * d["BK"] // consumers, _smem(k)))
+    ptx, k = _compile("matmul_persistent.tile")
+    out.append(Build("matmul_persistent", same, "Tile", "examples/matmul_persistent.tile", ptx,
+                     mm, _smem(k)))
     defines = {k: str(v) for k, v in ATT.items()}
     defines["CAUSAL"] = "false"
-    res = compile_source(src, "attention.tile", CompileOptions(target=ARCH, defines=defines),
-                         kernels=["attention"], until="ptx")
-    assert res.ok, render_all(res.diagnostics)
-    out["attention"] = res.ptx
-    src = (ROOT / "examples" / "matmul.tile").read_text().replace(
-        "@launch(reqntid = (128, 1, 1), maxnreg = 168, cluster = (2, 1, 1))",
-        "@launch(reqntid = (384, 1, 1))")
-    res = compile_source(src, "matmul.tile", CompileOptions(target=ARCH), until="ptx")
-    assert res.ok and ".reqntid 384" in res.ptx, render_all(res.diagnostics)
-    out["matmul_ws"] = res.ptx
-    src = (ROOT / "examples" / "attention.tile").read_text().replace(
+    ptx, k = _compile("attention.tile", defines=defines, kernels=["attention"])
+    out.append(Build("attention", f"BM = BN = D = 64, {WARPS} warps", "Tile",
+                     "examples/attention.tile", ptx,
+                     2 * ATT["BM"] * ATT["BN"] * ATT["D"] // WARPS, _smem(k)))
+    ptx, k = _compile("matmul.tile", src.replace(EXAMPLE_LAUNCH, "@launch(reqntid = (384, 1, 1))"),
+                      defines=same_tile)
+    assert ".reqntid 384" in ptx
+    out.append(Build("matmul_ws", f"{MM[0]} x {MM[1]} x {MM[2]}, 8 + 4 warps", "Tile",
+                     "reqntid = (384, 1, 1)", ptx, mm // 2, _smem(k)))
+    att = (ROOT / "examples" / "attention.tile").read_text().replace(
         "@launch(reqntid = (128, 1, 1))", "@launch(reqntid = (384, 1, 1))")
-    res = compile_source(src, "attention.tile",
-                         CompileOptions(target=ARCH, defines=dict(defines, BM=str(2 * ATT["BM"]))),
-                         kernels=["attention"], until="ptx")
-    assert res.ok and ".reqntid 384" in res.ptx, render_all(res.diagnostics)
-    out["attention_ws"] = res.ptx
+    ptx, k = _compile("attention.tile", att, dict(defines, BM=str(2 * ATT["BM"])),
+                      ["attention"])
+    assert ".reqntid 384" in ptx
+    out.append(Build("attention_ws", f"BM = 128, BN = D = 64, 8 + 4 warps", "Tile",
+                     "reqntid = (384, 1, 1)", ptx,
+                     2 * (2 * ATT["BM"]) * ATT["BN"] * ATT["D"] // (2 * WARPS), _smem(k)))
     return out
 
 
@@ -201,16 +294,31 @@ def analyze(ptx: str, k_step_macs: int) -> dict:
             "per_k_step": round(per[0], 1) if per else None, "total": s.total}
 
 
-def table(rows: list[tuple[str, str, dict]]) -> str:
-    head = ("| kernel | compiler | registers | spill bytes | LDL/STL | HGMMA (all) | "
-            "HGMMA in loop | TMA loads in loop | cp.async in loop | SASS per K-step | "
-            "SASS in all |")
-    lines = [head, "|" + "---|" * 11]
-    for kern, who, m in rows:
-        lines.append(f"| {kern} | {who} | {m['registers']} | {m['spills']} | {m['local']} | "
-                     f"{m['hgmma']} | {m['loop_hgmma']} | {m['tma']} | {m['ldgsts']} | "
-                     f"{m['per_k_step']} | {m['total']} |")
+HEAD = ("| kernel | tile, warps | compiler | how built | registers | spill bytes | LDL/STL | "
+        "shared KiB | HGMMA in loop | TMA loads in loop | cp.async in loop | SASS per K-step | "
+        "SASS in all |")
+
+
+def table(rows: list[tuple[Build, dict]]) -> str:
+    lines = [HEAD, "|" + "---|" * 13]
+    for b, m in rows:
+        lines.append(f"| {b.kernel} | {b.tile} | {b.who} | {b.how} | {m['registers']} | "
+                     f"{m['spills']} | {m['local']} | {b.shared / 1024:.1f} | "
+                     f"{m['loop_hgmma']} | {m['tma']} | {m['ldgsts']} | {m['per_k_step']} | "
+                     f"{m['total']} |")
     return "\n".join(lines)
+
+
+INTRO = """`python3 benchmarks/hopper_static.py`: sm_90a, both PTX texts assembled by the same \
+nvJitLink and disassembled with cuobjdump. f16 inputs, f32 accumulator and output, operands \
+contiguous and 16-byte aligned (Triton: its JIT's divisibility-by-16 specialization of a \
+4096^3 product, or host tensor descriptors). A K-step: BM * BN * BK multiply-adds (matmul) or \
+2 * BM * BN * D (attention, a key tile) over the warps that multiply; SASS per K-step counts \
+the body of the main loop (the backward-branch loop with the most multiply-adds) per K-step it \
+performs, so a flattened loop that also sets up and stores tiles would count those too: both \
+persistent rows have a K loop of their own. Shared memory: Tile's static and dynamic bytes, \
+Triton's metadata. `_ws` rows (Tile only): two consumer warp groups and a TMA producer group, \
+the consumers' loop; Triton 3.9 does not warp-specialize these kernels on sm_90a."""
 
 
 def main(argv=None) -> int:
@@ -222,33 +330,18 @@ def main(argv=None) -> int:
         print("cuobjdump/nvdisasm not found (pip install nvidia-cuda-cuobjdump "
               "nvidia-cuda-nvdisasm)", file=sys.stderr)
         return 1
-    steps = {"matmul": MM[0] * MM[1] * MM[2] // WARPS,
-             "matmul_persistent": MM[0] * MM[1] * MM[2] // WARPS,
-             "attention": 2 * ATT["BM"] * ATT["BN"] * ATT["D"] // WARPS,
-             "matmul_ws": MM[0] * MM[1] * MM[2] // (2 * WARPS),
-             "attention_ws": 2 * (2 * ATT["BM"]) * ATT["BN"] * ATT["D"] // (2 * WARPS)}
-    rows = [(k, "Tile", analyze(p, steps[k])) for k, p in ours().items()]
+    builds = tile_builds()
     note = ""
     py = triton_python(args.triton_python)
     if py is None:
         note = "\nTriton not available: its rows are left out.\n"
     else:
-        theirs, version = triton_ptx(py)
-        for k in KERNELS:
-            rows.append((k, f"Triton {version}", analyze(theirs[k], steps[k])))
-    rows.sort(key=lambda r: (ROWS.index(r[0]), r[1] != "Tile"))
+        builds += triton_builds(py)
+    order = {k: n for n, k in enumerate(ROWS)}
+    builds.sort(key=lambda b: (order[b.kernel], b.who != "Tile"))
+    rows = [(b, analyze(b.ptx, b.k_step_macs)) for b in builds]
     today = datetime.date.today().isoformat()
-    text = (f"# Hopper static comparison, {today} (no GPU)\n\n"
-            f"`python3 benchmarks/hopper_static.py`: sm_90a, both PTX texts assembled by the "
-            f"same nvJitLink. matmul: {MM[0]} x {MM[1]} x {MM[2]} tile, f16 -> f32, {WARPS} "
-            f"warps, operands contiguous and 16-byte aligned; matmul_persistent: the same "
-            f"tile, one block per SM looping over output tiles in grouped order (Triton: its "
-            f"persistent-matmul tutorial's structure, flattened loops). attention: forward, f16, "
-            f"BM = BN = D = 64, not causal, {WARPS} warps. A K-step: BM * BN * BK (matmul) or "
-            f"2 * BM * BN * D (attention) multiply-adds over the block's warps. matmul_ws, "
-            f"attention_ws (Tile only): the same with `reqntid = (384, 1, 1)`, two consumer "
-            f"warp groups and a TMA producer group (attention: BM = {2 * ATT['BM']}); the "
-            f"loop is the consumers', a K-step over their {2 * WARPS} warps.\n\n"
+    text = (f"# Hopper static comparison, {today} (no GPU)\n\n{INTRO}\n\n"
             + table(rows) + "\n" + note)
     out = Path(args.out) if args.out else \
         ROOT / "benchmarks" / "results" / f"hopper-static-{today}-cpu.md"

@@ -1,22 +1,26 @@
-"""Instructions per unit of work on the emulator, Tile against Triton 3.9 (issue 14's table).
+"""Instructions per element, Tile against Triton 3.9: SASS, with the emulator's PTX counts.
 
 For vadd, softmax, layernorm and RMSNorm at widths 256, 1,024 and 4,096, both compilers' PTX
 (Tile's at -O3 for sm_90a, Triton's tutorial kernels for GPUTarget("cuda", 90, 32), compiled in
-the same run) runs on the PTX emulator on the same data; the table gives instructions per
-1,024 elements (vadd) or per row, their ratio, the registers per thread of the cubins and the
-theoretical occupancy at 128 threads (sm_90a):
+the same run) runs on the PTX emulator on the same data (results checked against NumPy); the
+table gives thread-level instructions per element, their ratio, the registers per thread of the
+cubins and the theoretical occupancy at 128 threads (sm_90a):
 
     python3 benchmarks/instructions.py [--precision ieee|fast|approx] [--triton-python PY]
 
-Unit. The main columns (Tile, Triton, ratio) are warp-instructions **issued**: each PTX
-instruction once per warp that has at least one active (not exited, not diverged away) thread
-at it, whatever its guard predicate: a branch no thread takes and an `@p` access predicated
-off in every lane cost one issue each, as they do on the GPU (ncu's `smsp__inst_executed`,
-emulator `LaunchReport.total_issued`). The "old unit" columns are the figure earlier tables
-gave: thread-instructions **executed** (threads whose guard is true, ncu's
-`not_predicated_off_thread_inst_executed`, `LaunchReport.total_instructions`) / 32, which
-leaves out predicated-off work and so favours branches over predication. Both count PTX
-instructions, not SASS.
+Units (all per element: a warp-level count x 32 / elements, so "4.25" is 34 instructions per
+thread for 8 elements per thread):
+
+* **SASS issued** (the main figure): what the GPU runs. Each side's PTX is assembled by the
+  same nvJitLink for sm_90a with a line table naming each instruction's PTX line (-lineinfo;
+  the SASS is the same as without it) and disassembled with nvdisasm; every SASS basic block is
+  counted as often as the emulator issued its PTX lines (tilelang.tools.sass.sass_issued), its
+  predicated-off instructions included, as on the GPU (ncu's `smsp__inst_executed`). Needs the
+  nvidia-cuda-nvdisasm wheel ("-" without it).
+* **PTX issued**: PTX warp-instructions issued on the emulator (each instruction once per warp
+  with an active thread at it, whatever its guard predicate; `LaunchReport.total_issued`).
+* **PTX executed**: PTX thread-instructions whose guard was true (the unit of the tables before
+  2026-11-24f; `LaunchReport.total_instructions`).
 
 Triton runs in a subprocess with a Python that has it (`--triton-python`, default
 $TRITON_PYTHON, else this Python); the same file compiles the Triton kernels when
@@ -342,7 +346,8 @@ def run_tile(kernel: str, width: int, d, precision: str | None, rows: int = 1):
     check(kernel, got, d, "Tile")
     regs = link_ptx(ck.ptx, get_target("sm_90a")).resources[name].registers
     threads = art.block[0] * art.block[1] * art.block[2]
-    return (rep.total_issued, rep.total_instructions), regs, threads, ck.ptx
+    return (rep.total_issued, rep.total_instructions, sass_issued(ck.ptx, name, rep)), regs, \
+        threads, ck.ptx
 
 
 def run_triton(kernel: str, width: int, d, folder: str, index):
@@ -374,7 +379,22 @@ def run_triton(kernel: str, width: int, d, folder: str, index):
                      shared_mem=info["shared"])
     got = dev.from_device(po, out.shape, np.float32)
     check(kernel, got, d, "Triton")
-    return (rep.total_issued, rep.total_instructions), ptx
+    return (rep.total_issued, rep.total_instructions, sass_issued(ptx, info["name"], rep)), ptx
+
+
+def sass_issued(ptx: str, name: str, rep):
+    """SASS warp-instructions issued by the launch `rep` ran: the PTX assembled by nvJitLink
+    for sm_90a with a line table (-lineinfo; the same instructions as without it), each SASS
+    basic block counted as often as the emulator issued its PTX lines
+    (tilelang.tools.sass.sass_issued: an `IssuedEstimate`). None without the nvdisasm wheel."""
+    from tilelang.codegen.target.link import link_ptx
+    from tilelang.targets import get_target
+    from tilelang.tools import sass
+    if not sass.tools_available():
+        return None
+    link = link_ptx(sass.ptx_with_line_table(ptx), get_target("sm_90a"),
+                    extra_options=["-lineinfo"])
+    return sass.sass_issued(sass.disassemble_with_lines(link.cubin)[name], rep.issued_lines)
 
 
 def cubin_registers(path: str) -> int | None:
@@ -397,15 +417,29 @@ def occupancy_at_128(regs: int) -> float:
     return occupancy("sm_90a", 128, regs).percent
 
 
-def per_unit(kernel: str, width: int, counts) -> tuple[float, float]:
-    """(warp-instructions issued, executed thread-instructions / 32) per unit of work."""
-    return _per(kernel, counts[0]), _per(kernel, counts[1] / 32)
+def per_element(kernel: str, width: int, counts) -> tuple:
+    """(PTX warp-instructions issued, PTX thread-instructions executed, SASS warp-instructions
+    issued) as thread-level instructions per element: warp figures x 32 / elements, executed
+    thread-instructions / elements (None where a count is missing)."""
+    elems = VADD_N if kernel == "vadd" else ROWS * width
+    issued, executed, sass_issued = counts
+    return (issued * 32 / elems, executed / elems,
+            None if sass_issued is None else
+            Approx(sass_issued.count * 32 / elems, sass_issued.exact))
 
 
-def _per(kernel: str, warp: float) -> float:
-    if kernel == "vadd":
-        return warp / (VADD_N / 1024)
-    return warp / ROWS
+class Approx(float):
+    """A figure, and whether it is exact or the per-line estimate (shown as "~N")."""
+    def __new__(cls, value: float, exact: bool = True):
+        self = super().__new__(cls, value)
+        self.exact = exact
+        return self
+
+
+def _num(v) -> str:
+    if v is None:
+        return "-"
+    return f"{v:.2f}" if getattr(v, "exact", True) else f"~{v:.2f}"
 
 
 def main(argv=None) -> int:
@@ -441,38 +475,45 @@ def main(argv=None) -> int:
             print("Triton compile failed; Tile columns only:\n" + r.stderr[-2000:],
                   file=sys.stderr)
     rng = np.random.default_rng(0)
-    head = "| kernel | width | Tile | Triton | ratio | Tile regs | Triton regs | " \
-           "Tile occupancy @128 | Triton occupancy @128 | old unit: Tile | Triton | ratio |"
-    print(f"Warp-instructions issued per 1,024 elements (vadd) or per row (old unit: executed "
-          f"thread-instructions / 32), emulator, sm_90a; Tile "
-          f"precision: {args.precision or 'fast (default)'}; Triton "
+    head = "| kernel | width | SASS: Tile | Triton | ratio | PTX issued: Tile | Triton | " \
+           "ratio | PTX executed: Tile | Triton | Tile regs | Triton regs | " \
+           "Tile occupancy @128 | Triton occupancy @128 |"
+    print(f"Instructions per element (thread-level: warp-instructions x 32 / elements), "
+          f"sm_90a; SASS issued (nvJitLink's SASS, each basic block counted as often as the "
+          f"emulator issued its PTX lines), PTX warp-instructions issued and thread-"
+          f"instructions executed on the emulator; Tile precision: "
+          f"{args.precision or 'fast (default)'}; Triton "
           f"{index['triton'] if index else '-'}, warps: {args.triton_warps}\n")
     print(head)
-    print("|" + "---|" * 12)
+    print("|" + "---|" * 14)
     for kernel, w, rows in [(k, w, r) for k in kernels for w in widths
                             for r in ((1,) if k == "vadd" or w > 256 else (1, MULTI_ROW))]:
             d = inputs(kernel, w, rng)
             t_ins, t_regs, t_threads, _ = run_tile(kernel, w, d, args.precision, rows)
-            tile_u, tile_old = per_unit(kernel, w, t_ins)
+            tile = per_element(kernel, w, t_ins)
             label = kernel if rows == 1 else f"{kernel} ({rows} rows/block)"
-            row = [label, f"{w:,}", f"{tile_u:,.0f}"]
-            old = [f"{tile_old:,.0f}", "-", "-"]
             if index is not None:
                 tr_ins, tr_ptx = run_triton(kernel, w, d, folder, index)
-                tri_u, tri_old = per_unit(kernel, w, tr_ins)
-                old[1:] = [f"{tri_old:,.0f}", f"{tile_old / tri_old:.2f}"]
+                tri = per_element(kernel, w, tr_ins)
                 own = cubin_registers(os.path.join(folder, f"{kernel}_{w}.cubin"))
                 from tilelang.codegen.target.link import link_ptx
                 from tilelang.targets import get_target
                 linked = link_ptx(tr_ptx, get_target("sm_90a")).resources[
                     index["kernels"][f"{kernel}_{w}"]["name"]].registers
                 regs = own if own is not None else linked
-                row += [f"{tri_u:,.0f}", f"{tile_u / tri_u:.2f}", str(t_regs),
-                        f"{own if own is not None else '-'} ({linked})",
-                        f"{occupancy_at_128(t_regs):.0f}%", f"{occupancy_at_128(regs):.0f}%"]
+                tri_regs = f"{own if own is not None else '-'} ({linked})"
+                tri_occ = f"{occupancy_at_128(regs):.0f}%"
             else:
-                row += ["-", "-", str(t_regs), "-", f"{occupancy_at_128(t_regs):.0f}%", "-"]
-            print("| " + " | ".join(row + old) + " |", flush=True)
+                tri, tri_regs, tri_occ = (None, None, None), "-", "-"
+            row = [label, f"{w:,}"]
+            for k in (2, 0):               # SASS issued, PTX issued: Tile, Triton, ratio
+                row += [_num(tile[k]), _num(tri[k]),
+                        _num(Approx(tile[k] / tri[k], getattr(tile[k], "exact", True) and
+                                    getattr(tri[k], "exact", True)))
+                        if tile[k] and tri[k] else "-"]
+            row += [_num(tile[1]), _num(tri[1]), str(t_regs), tri_regs,
+                    f"{occupancy_at_128(t_regs):.0f}%", tri_occ]
+            print("| " + " | ".join(row) + " |", flush=True)
     shutil.rmtree(folder, ignore_errors=True)
     return 0
 

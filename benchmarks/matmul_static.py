@@ -48,6 +48,7 @@ from tilelang.targets import get_target                         # noqa: E402
 
 EXAMPLE = ROOT / "examples" / "matmul.tile"
 GEN = ROOT / "benchmarks" / "triton_ref" / "gen_matmul_ptx.py"
+GEN_TMA = ROOT / "benchmarks" / "triton_ref" / "gen_tma_matmul_ptx.py"
 BM, BN, BK = 128, 128, 64
 
 
@@ -165,6 +166,17 @@ def triton(py: str, cc: int, out: str) -> tuple[str, dict]:
     return Path(out, f"tri{cc}.ptx").read_text(), info
 
 
+def triton_tma(py: str, out: str) -> tuple[str, dict]:
+    """Triton's tensor-descriptor matmul at the same tile (gen_tma_matmul_ptx.py, 3 stages)."""
+    p = subprocess.run([py, str(GEN_TMA), "--tile", f"{BM}x{BN}x{BK}", "--warps", "4",
+                        "--out", out, "--name", "tri90tma"], capture_output=True, text=True,
+                       timeout=600)
+    if p.returncode:
+        raise SystemExit(f"Triton TMA compile failed:\n{p.stderr[-2000:]}")
+    info = json.loads(Path(out, "tri90tma.json").read_text())
+    return Path(out, "tri90tma.ptx").read_text(), info
+
+
 COLS = [("kernel", "kernel"), ("arch", "arch"), ("registers", "regs"),
         ("spill", "spill st/ld B"), ("local_instrs", "LDL+STL"), ("smem", "smem B"),
         ("sass", "SASS instrs"), ("loop", "main-loop instrs"),
@@ -205,7 +217,9 @@ def main(argv=None) -> int:
               "nvidia-cuda-nvdisasm", file=sys.stderr)
         return 1
     rows = [ours("sm_80"), ours("sm_90a")]
-    notes = ["Ours: the default facts of `tilec` (contiguous, 16-byte aligned, last extent a "
+    notes = ["Ours: examples/matmul.tile as written (sm_90a: clusters of two CTAs with A "
+             "multicast, TMA and wgmma; sm_80: cp.async and mma.sync, 2 x 2 warps of 64 x 64) "
+             "with the default facts of `tilec` (contiguous, 16-byte aligned, last extent a "
              "multiple of 16 bytes: `cae`, docs/abi.md), the counterpart of Triton's "
              "divisibility-by-16 specialization; each cp.async chunk is whole or zeros by one "
              "predicate."]
@@ -229,9 +243,16 @@ def main(argv=None) -> int:
                 if cc == 80:      # its mma.sync kernel assembled for Hopper, like ours
                     rows.append(analyze(f"triton {ver} cc80 PTX", "sm_90a", ptx,
                                         info["num_warps"], info["shared_bytes"], emu))
+            # its best form on Hopper: tensor descriptors (TMA loads, wgmma, a TMA store)
+            ptx, info = triton_tma(py, d)
+            rows.append(analyze(f"triton {ver} cc90 TMA", "sm_90a", ptx, info["num_warps"],
+                                info["shared_bytes"]))
         notes.append(f"Triton {ver}: 4 warps, 3 stages, tt.divisibility=16 on pointers, M, N, "
                      "K and strides (its JIT's specialization for aligned 4096^3 operands); "
-                     "its shared memory is dynamic and counted in `smem B`.")
+                     "its shared memory is dynamic and counted in `smem B`. `cc80`, `cc90`: its "
+                     "tutorial's pointer loads (cp.async, masks in the K loop); `cc90 TMA`: "
+                     "host tensor descriptors (benchmarks/triton_ref/gen_tma_matmul_ptx.py), "
+                     "its best form on Hopper and the one to compare Tile's TMA loop with.")
     text = (f"# Static matmul comparison ({datetime.date.today().isoformat()}, no GPU)\n\n"
             f"`python3 benchmarks/matmul_static.py` — tile {BM} x {BN} x {BK}, f16 inputs, "
             "f32 accumulator and output; all PTX assembled by nvJitLink "

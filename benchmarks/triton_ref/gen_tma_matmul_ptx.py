@@ -51,6 +51,17 @@ def tma_matmul(a_desc, b_desc, c_desc, M, N, K,
     c_desc.store([tm * BM, tn * BN], acc)
 
 
+def compile_kernel(bm: int = 64, bn: int = 64, bk: int = 64, warps: int = 4, stages: int = 3,
+                   ctas: int = 1, arch: int = 90):
+    """`tma_matmul` compiled for compute capability `arch` at a BM x BN x BK tile."""
+    sig = {"a_desc": f"tensordesc<fp16[{bm}, {bk}]>", "b_desc": f"tensordesc<fp16[{bk}, {bn}]>",
+           "c_desc": f"tensordesc<fp32[{bm}, {bn}]>", "M": "i32", "N": "i32", "K": "i32",
+           "BM": "constexpr", "BN": "constexpr", "BK": "constexpr"}
+    src = ASTSource(tma_matmul, sig, {"BM": bm, "BN": bn, "BK": bk}, {})
+    return triton.compile(src, target=GPUTarget("cuda", arch, 32),
+                          options={"num_warps": warps, "num_stages": stages, "num_ctas": ctas})
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)
@@ -65,13 +76,7 @@ def main(argv=None) -> int:
     os.environ.setdefault("TRITON_CACHE_DIR", tempfile.mkdtemp(prefix="triton-cache-"))
     os.environ.setdefault("TRITON_DISABLE_LINE_INFO", "1")
     os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
-    sig = {"a_desc": f"tensordesc<fp16[{bm}, {bk}]>", "b_desc": f"tensordesc<fp16[{bk}, {bn}]>",
-           "c_desc": f"tensordesc<fp32[{bm}, {bn}]>", "M": "i32", "N": "i32", "K": "i32",
-           "BM": "constexpr", "BN": "constexpr", "BK": "constexpr"}
-    src = ASTSource(tma_matmul, sig, {"BM": bm, "BN": bn, "BK": bk}, {})
-    k = triton.compile(src, target=GPUTarget("cuda", args.arch, 32),
-                       options={"num_warps": args.warps, "num_stages": args.stages,
-                                "num_ctas": args.ctas})
+    k = compile_kernel(bm, bn, bk, args.warps, args.stages, args.ctas, args.arch)
     os.makedirs(args.out, exist_ok=True)
     stem = os.path.join(args.out, args.name)
     with open(stem + ".ptx", "w") as f:

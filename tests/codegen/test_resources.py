@@ -147,7 +147,7 @@ def test_huge_softmax_is_refused_within_a_second():
 
 def test_shared_memory_past_the_block_limit_is_refused():
     src = (ROOT / "examples" / "matmul.tile").read_text().replace(
-        "@launch(reqntid = (128, 1, 1), maxnreg = 168, cluster = (2, 1, 1))",
+        "@launch(reqntid = (128, 1, 1), maxnreg = by_target(sm_90a = 168), cluster = (2, 1, 1))",
         "@launch(reqntid = (512, 1, 1))")
     res = compile_source(src, "mm.tile", CompileOptions(defines={"BM": "256", "BN": "256",
                                                           "BK": "256"}), until="llvm")

@@ -111,3 +111,114 @@ def test_triton_fixture_sass():
     per = s.per_k_step(128 * 128 * 64 // 4)
     assert per is not None and per[1] == 128
     assert set(s.ldg_widths) == {128} and s.loop_ops["LDGSTS"] > 0
+
+
+def test_ptx_with_line_table():
+    ptx = "\n".join([
+        ".version 8.0",                              # 1
+        ".target sm_90a",                            # 2
+        ".address_size 64",                          # 3
+        ".file 1 \"x.tile\"",                        # 4  the text's own table is dropped
+        ".visible .entry k() {",                     # 5
+        "\t.loc 1 7 3",                              # 6
+        "\tmov.u32 %r1, %tid.x;",                    # 7
+        "$L__BB0_1:",                                # 8
+        "\t@%p1 bra $L__BB0_1;",                     # 9
+        "\tret;",                                    # 10
+        "}"])
+    out = sass.ptx_with_line_table(ptx).splitlines()
+    assert out == [".version 8.0", ".target sm_90a", ".address_size 64",
+                   '.file 1 "kernel.ptx"', "", ".visible .entry k() {", "",
+                   "\t.loc 1 7 1", "\tmov.u32 %r1, %tid.x;", "$L__BB0_1:",
+                   "\t.loc 1 9 1", "\t@%p1 bra $L__BB0_1;", "\t.loc 1 10 1", "\tret;", "}"]
+
+
+# an `nvdisasm -g -c` listing: a loop at .L_x_0 whose lines 20/21 also appear in the block
+# after it (the copy an unroll leaves), an early exit, and the `BRA self` padding
+NVDISASM = """
+	.section	.text.k,"ax",@progbits
+k:
+.text.k:
+	//## File "kernel.ptx", line 10
+        /*0000*/                   S2R R0, SR_TID.X ;
+        /*0010*/                   ISETP.GE.AND P0, PT, R0, 0x40, PT ;
+	//## File "kernel.ptx", line 12
+        /*0020*/               @P0 EXIT ;
+.L_x_0:
+	//## File "kernel.ptx", line 20
+        /*0030*/                   FADD R1, R1, 1 ;
+	//## File "kernel.ptx", line 21
+        /*0040*/                   IADD3 R0, R0, 0x1, RZ ;
+        /*0050*/              @!P1 BRA `(.L_x_0) ;
+	//## File "kernel.ptx", line 20
+        /*0060*/                   FADD R1, R1, 1 ;
+	//## File "kernel.ptx", line 30
+        /*0070*/                   EXIT ;
+.L_x_1:
+        /*0080*/                   BRA `(.L_x_1);
+        /*0090*/                   NOP;
+"""
+
+
+def test_parse_nvdisasm_blocks_and_issued():
+    (name, ins), = sass.parse_nvdisasm(NVDISASM).items()
+    assert name == "k" and len(ins) == 10
+    assert [li.line for li in ins] == [10, 10, 12, 20, 21, 21, 20, 30, 30, 30]
+    assert ins[5].instr.target == 0x30 and ins[8].instr.target == 0x80
+    blocks = sass.basic_blocks(ins)
+    assert [[li.instr.addr for li in b] for b in blocks] == [
+        [0x0, 0x10, 0x20], [0x30, 0x40, 0x50], [0x60, 0x70], [0x80], [0x90]]
+    # the loop's lines ran 6 times per warp, the rest once: no line shared with a block
+    # outside the loop that ran, so each block counts as its lines did (the padding: 0)
+    got = sass.sass_issued(ins, {10: 4, 12: 4, 20: 0, 21: 0, 30: 0})
+    assert got == sass.IssuedEstimate(3 * 4, True)
+    # block [0x60, 0x70]: lines 20 and 30 tie at one instruction each; ties take the larger
+    got = sass.sass_issued(ins, {10: 2, 12: 2, 20: 12, 21: 12, 30: 2})
+    # the loop body shares line 20 with the block after it: flagged, counted per line with
+    # its fewest instructions (line 10: 2, 12: 1, 20: 1, 21: 2, 30: 1 of the padding block)
+    assert got == sass.IssuedEstimate(2 * 2 + 2 * 1 + 12 * 1 + 12 * 2 + 2 * 1, False)
+
+
+# straight-line PTX: every SASS instruction but the padding issues once per warp
+STRAIGHT = """.version 8.0
+.target sm_90a
+.address_size 64
+.visible .entry straight(.param .u64 p) {
+    .reg .b32 %r<4>;
+    .reg .b64 %rd<4>;
+    .reg .f32 %f<4>;
+    ld.param.u64 %rd1, [p];
+    cvta.to.global.u64 %rd2, %rd1;
+    mov.u32 %r1, %tid.x;
+    mul.wide.u32 %rd3, %r1, 4;
+    add.s64 %rd2, %rd2, %rd3;
+    ld.global.f32 %f1, [%rd2];
+    fma.rn.f32 %f2, %f1, %f1, 0f3F800000;
+    st.global.f32 [%rd2], %f2;
+    ret;
+}
+"""
+
+
+@pytest.mark.skipif(not sass.tools_available(), reason="cuobjdump/nvdisasm wheels not installed")
+def test_sass_issued_on_the_emulator():
+    import numpy as np
+    from tilelang.codegen.target.link import link_ptx
+    from tilelang.emulator import EmulatorDevice
+    target = get_target("sm_90a")
+    plain = sass.disassemble(link_ptx(STRAIGHT, target).cubin)["straight"]
+    lined = sass.disassemble_with_lines(link_ptx(sass.ptx_with_line_table(STRAIGHT), target,
+                                                 extra_options=["-lineinfo"]).cubin)
+    # the line table changes no instruction
+    assert [i.opcode for i in plain] == [li.instr.opcode for li in lined["straight"]]
+    assert all(li.line > 0 for li in lined["straight"])
+    dev = EmulatorDevice()
+    x = np.arange(96, dtype=np.float32)
+    px = dev.to_device(x)
+    rep = dev.launch(dev.load_module(STRAIGHT).get_function("straight"), (1, 1, 1),
+                     (96, 1, 1), [px])
+    np.testing.assert_array_equal(dev.from_device(px, (96,), np.float32), x * x + 1)
+    assert sum(rep.issued_lines.values()) == rep.total_issued
+    body = [i for i in plain if not (i.op == "BRA" and i.target == i.addr) and i.op != "NOP"]
+    assert sass.sass_issued(lined["straight"], rep.issued_lines) == \
+        sass.IssuedEstimate(3 * len(body), True)            # 3 warps

@@ -188,6 +188,8 @@ class LaunchReport:
     issued: dict = field(default_factory=dict)          # opcode -> warp-instructions issued
     issued_threads: dict = field(default_factory=dict)  # opcode -> thread-instructions issued
     #                                                     (active threads, whatever the guard)
+    issued_lines: dict = field(default_factory=dict)    # PTX line -> warp-instructions issued
+    #                                                     (tilelang.tools.sass.sass_issued)
 
     def bank_conflicts_in(self, lines) -> int:
         """Bank conflicts of the shared-memory instructions on these PTX lines."""
@@ -242,11 +244,12 @@ class LaunchReport:
 
 
 def make_report(prog, counters: Counters, geom, seconds: float, output: str) -> LaunchReport:
-    per_op, issued, issued_threads = Counter(), Counter(), Counter()
+    per_op, issued, issued_threads, lines = Counter(), Counter(), Counter(), Counter()
     for pc in np.flatnonzero(counters.issued_warps):
         opc = prog.code[pc].opcode
         per_op[opc] += int(counters.per_pc[pc])
         issued[opc] += int(counters.issued_warps[pc])
+        lines[prog.code[pc].line] += int(counters.issued_warps[pc])
         issued_threads[opc] += int(counters.issued_threads[pc])
     per_op = Counter({k: v for k, v in per_op.items() if v})
     return LaunchReport(prog.kernel.name, geom.grid, geom.block, geom.cluster,
@@ -256,4 +259,4 @@ def make_report(prog, counters: Counters, geom, seconds: float, output: str) -> 
                         counters.bank_conflicts, seconds, output,
                         global_lines=dict(counters.global_lines),
                         shared_lines=dict(counters.shared_lines), issued=dict(issued),
-                        issued_threads=dict(issued_threads))
+                        issued_threads=dict(issued_threads), issued_lines=dict(lines))

@@ -289,3 +289,159 @@ def ptx_loop_lines(ptx: str) -> list[int]:
             if math and (best is None or key > best[0]):
                 best = (key, start, n)
     return list(range(best[1], best[2] + 1)) if best else []
+
+
+# -- SASS issued, from the emulator's PTX line counts --------------------------------------------
+# A static SASS listing says what ptxas made, not how often each instruction runs. To count SASS
+# instructions issued without a GPU, the PTX is given a line table that names, for every
+# instruction, its own PTX line (`.loc 1 <line>`), the cubin is assembled with `-lineinfo` (the
+# line table changes no instruction: tests/tools/test_sass.py checks the listing against the
+# plain link), and nvdisasm reports, per SASS instruction, the PTX line it came from. The
+# emulator counts how often each PTX line was issued per warp (LaunchReport.issued_lines); a
+# SASS basic block is issued as often as most of its instructions' PTX lines were (ptxas moves
+# a few instructions across blocks, hoisting or if-converting them; the majority keeps the
+# block's own count), and predicated-off instructions in it issue with it, as on the GPU.
+
+_PTX_INSTR = re.compile(r"^\s*(?:@!?%\w+\s+)?[a-z][\w.]*[\s;{]")
+
+
+def ptx_with_line_table(ptx: str, file_name: str = "kernel.ptx") -> str:
+    """`ptx` with a `.loc 1 N 1` before every instruction, N its line in `ptx`, and the
+    `.file 1` it refers to; the text's own `.file`/`.loc` lines (if any) become blank lines so
+    the numbering is the input's. Link with `-lineinfo` to carry the table into the cubin."""
+    out = []
+    for n, line in enumerate(ptx.splitlines(), 1):
+        s = line.strip()
+        if s.startswith((".loc", ".file")):
+            out.append("")
+            continue
+        if _PTX_INSTR.match(line) and not s.startswith((".", "//")):
+            out.append(f"\t.loc 1 {n} 1")
+        out.append(line)
+        if s.startswith(".address_size"):
+            out.append(f'.file 1 "{file_name}"')
+    return "\n".join(out) + "\n"
+
+
+@dataclass(frozen=True)
+class LinedInstr:
+    """A SASS instruction and the PTX line ptxas's line table gives it (0: none yet)."""
+    instr: Instr
+    line: int
+
+
+_NVD_SECTION = re.compile(r"^\s*\.section\s+\.text\.([\w$.]+),")
+_NVD_LINE = re.compile(r'//## File ".*", line (\d+)')
+_NVD_LABEL = re.compile(r"^\s*(\.L\w+):")
+_NVD_TARGET = re.compile(r"`\((\.L\w+)\)")
+
+
+def parse_nvdisasm(text: str) -> dict[str, list[LinedInstr]]:
+    """Instructions per function of an `nvdisasm -g -c` listing, each with its PTX line;
+    branch targets (`.L_x_N` labels) resolved to addresses."""
+    funcs: dict[str, list[tuple[Instr, int, str | None]]] = {}
+    labels: dict[str, int] = {}
+    pending: list[str] = []
+    cur, line = None, 0
+    for raw in text.splitlines():
+        m = _NVD_SECTION.match(raw)
+        if m:
+            cur, line = funcs.setdefault(m.group(1), []), 0
+            continue
+        m = _NVD_LINE.search(raw)
+        if m:
+            line = int(m.group(1))
+            continue
+        m = _NVD_LABEL.match(raw)
+        if m:
+            pending.append(m.group(1))
+            continue
+        m = _LINE.search(raw)
+        if m is None or cur is None:
+            continue
+        addr = int(m.group(1), 16)
+        for lab in pending:
+            labels[lab] = addr
+        pending = []
+        t = _NVD_TARGET.search(m.group(4))
+        ins = Instr(addr, m.group(3), m.group(4).strip(), (m.group(2) or "").strip())
+        cur.append((ins, line, t.group(1) if t else None))
+    out = {}
+    for name, items in funcs.items():
+        out[name] = [LinedInstr(Instr(i.addr, i.opcode, i.operands, i.pred,
+                                      labels.get(lab) if lab else None), ln)
+                     for i, ln, lab in items]
+    return out
+
+
+def disassemble_with_lines(cubin: bytes) -> dict[str, list[LinedInstr]]:
+    """SASS of every function with the PTX line of each instruction (the cubin must carry a
+    line table: `ptx_with_line_table` linked with -lineinfo)."""
+    return parse_nvdisasm(_run_on_cubin(["nvdisasm", "-g", "-c"], cubin))
+
+
+_ENDS_BLOCK = ("BRA", "BRX", "JMP", "EXIT", "RET", "CALL", "BSYNC", "WARPSYNC")
+
+
+def basic_blocks(instrs: list[LinedInstr]) -> list[list[LinedInstr]]:
+    """Straight-line runs: a block starts at a branch target and after a branch or exit."""
+    targets = {li.instr.target for li in instrs if li.instr.target is not None}
+    blocks: list[list[LinedInstr]] = []
+    for li in instrs:
+        if not blocks or li.instr.addr in targets or blocks[-1][-1].instr.op in _ENDS_BLOCK:
+            blocks.append([])
+        blocks[-1].append(li)
+    return blocks
+
+
+@dataclass(frozen=True)
+class IssuedEstimate:
+    """SASS warp-instructions issued, and whether each basic block's count is its own."""
+    count: int
+    exact: bool      # False: ptxas copied loop lines into several executed blocks (unrolling)
+
+
+def _block_count(block: list[LinedInstr], issued_lines: dict[int, int]) -> int:
+    first = block[0].instr
+    if first.op == "BRA" and first.target == first.addr or \
+            all(li.instr.op == "NOP" for li in block):
+        return 0                       # the `BRA self` padding after the last EXIT
+    counts = Counter(issued_lines.get(li.line, 0) for li in block if li.line)
+    return max(counts.items(), key=lambda kv: (kv[1], kv[0]))[0] if counts else 0
+
+
+def sass_issued(instrs: list[LinedInstr], issued_lines: dict[int, int]) -> IssuedEstimate:
+    """Warp-level SASS instructions issued, given the warp-level issue count of every PTX line
+    (the emulator's `LaunchReport.issued_lines`): each basic block issues as often as the most
+    common count among its instructions' lines (ties: the larger).
+
+    A loop ptxas unrolled breaks that rule: its copies (the unrolled body, the remainder, the
+    guards) all carry the loop's PTX lines, but run fewer times than the lines did. When an
+    executed block inside a SASS loop shares a PTX line with another executed block, the
+    estimate is `exact = False` and counts each executed PTX line's instructions once per
+    execution instead, with the fewest SASS instructions any copy of it has (the not-unrolled
+    copy's; predicated-off instructions of lines that never ran are then left out)."""
+    blocks = basic_blocks(instrs)
+    counts = [_block_count(b, issued_lines) for b in blocks]
+    index = {li.instr.addr: k for k, li in enumerate(instrs)}
+    in_loop: set[int] = set()
+    for lp in loops([li.instr for li in instrs]):
+        in_loop.update(range(lp.start, lp.end + 1))
+    homes: dict[int, set[int]] = {}
+    for n, (b, c) in enumerate(zip(blocks, counts)):
+        if c:
+            for li in b:
+                if li.line:
+                    homes.setdefault(li.line, set()).add(n)
+    shared = any(c and index[b[0].instr.addr] in in_loop and
+                 any(len(homes.get(li.line, ())) > 1 for li in b)
+                 for b, c in zip(blocks, counts))
+    if not shared:
+        return IssuedEstimate(sum(c * len(b) for b, c in zip(blocks, counts)), True)
+    fewest: dict[int, int] = {}
+    for b, c in zip(blocks, counts):
+        per = Counter(li.line for li in b if li.line)
+        for line, k in per.items():
+            fewest[line] = min(fewest.get(line, k), k)
+    return IssuedEstimate(sum(issued_lines.get(line, 0) * k for line, k in fewest.items()),
+                          False)

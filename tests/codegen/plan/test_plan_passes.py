@@ -92,7 +92,7 @@ def test_attention_prefetches_its_operands_and_keeps_q_in_registers():
 
 def test_a_producer_block_specializes_its_first_ring_only():
     src = example("matmul").replace(
-        "@launch(reqntid = (128, 1, 1), maxnreg = 168, cluster = (2, 1, 1))",
+        "@launch(reqntid = (128, 1, 1), maxnreg = by_target(sm_90a = 168), cluster = (2, 1, 1))",
         "@launch(reqntid = (384, 1, 1))")
     lp = plans(src)["matmul"].loops.loops[0].pipelined
     assert lp.tma and lp.warp_specialized

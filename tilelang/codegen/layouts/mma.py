@@ -101,24 +101,21 @@ class WarpTiling:
 def warp_tiling(shape: tuple[int, ...], threads: int) -> WarpTiling | None:
     """Split the block's warps over the accumulator (M, N) (and the batch of a 3-d tile) so
     that each warp tile is at least 16 x 16 (one ldmatrix.x4 of B covers two n8 tiles) and as
-    square as possible (fewest fragment loads per mma), except for large accumulators (see
-    below). None when the tile is too small for
-    the instruction or there are fewer than 32 threads; warps left over replicate."""
+    square as possible: a warp reads (wm + wn) x K of the operands per product, least for a
+    square warp tile (128 x 128 over 4 warps: 2 x 2 warps of 64 x 64 read 32 ldmatrix.x4 per
+    K-step of 64; 4 x 1 warps of 32 x 128 read 40). None when the tile is too small for the
+    instruction or there are fewer than 32 threads; warps left over replicate."""
     if threads < WARP:
         return None
     batch, m, n = (1,) + tuple(shape) if len(shape) == 2 else tuple(shape)
     if m < MT or n < 2 * NT:
         return None
     warps = threads // WARP
-    # A large accumulator (over 64 registers a thread) leaves little room for fragments:
-    # split M first until a warp has at most two m16 tiles, so all of its A fragments (8
-    # registers) stay live across the n-tiles and nothing is read twice.
-    big = batch * m * n // threads > 64
     wb = wm = wn = 1
     while wb * wm * wn < warps:
         can_m = m // (wm * 2) >= MT
         can_n = n // (wn * 2) >= 2 * NT
-        if can_m and (not can_n or m // wm >= n // wn or (big and m // wm > 2 * MT)):
+        if can_m and (not can_n or m // wm >= n // wn):
             wm *= 2
         elif can_n:
             wn *= 2

@@ -123,7 +123,7 @@ def test_multicast_loop_reads_no_special_register():
     assert "S2UR" not in ops and "S2R" not in ops, ops
 
 
-WS_MATMUL = MATMUL.replace("@launch(reqntid = (128, 1, 1), maxnreg = 168, cluster = (2, 1, 1))",
+WS_MATMUL = MATMUL.replace("@launch(reqntid = (128, 1, 1), maxnreg = by_target(sm_90a = 168), cluster = (2, 1, 1))",
                            "@launch(reqntid = (384, 1, 1))")
 WS_ATTENTION = (ROOT / "examples" / "attention.tile").read_text().replace(
     "@launch(reqntid = (128, 1, 1))", "@launch(reqntid = (384, 1, 1))")

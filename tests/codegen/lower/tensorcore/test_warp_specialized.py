@@ -18,7 +18,7 @@ from wgmma_support import attention_reference, compile_for, run
 
 ROOT = Path(__file__).resolve().parents[4]
 SRC = (ROOT / "examples" / "matmul.tile").read_text().replace(
-    "@launch(reqntid = (128, 1, 1), maxnreg = 168, cluster = (2, 1, 1))",
+    "@launch(reqntid = (128, 1, 1), maxnreg = by_target(sm_90a = 168), cluster = (2, 1, 1))",
     "@launch(reqntid = (384, 1, 1))")
 
 

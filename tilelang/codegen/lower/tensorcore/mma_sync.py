@@ -355,10 +355,9 @@ def product_from(kern: KernelEmitter, form: MmaForm, b_class: str, tiling: WarpT
     def cast_op(v):
         return b.bitcast(v, opty) if opty != I32 else v
 
-    # A fragments of `group` m-tiles at a time (B is then read once per group): with a large
-    # accumulator, holding four m-tiles' A fragments plus ptxas's prefetch of the next ones
-    # spills at 168 registers. warp_tiling keeps such warps at two m-tiles.
-    group = t.m_tiles if len(acc_regs) <= 64 else min(2, t.m_tiles)
+    # every m-tile's A fragments are held across the n-tiles, so each fragment of A and B is
+    # read once per k-step (a 64 x 64 warp tile: 16 registers of A, 4 of B at a time)
+    group = t.m_tiles
     step = _KStep(b, fn, t, la, lb, bases, regs, cast_op, half_acc)
     for bi in range(t.batch_per_warp):
         for k0 in range(0, k, form.k):
