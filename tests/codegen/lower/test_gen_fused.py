@@ -203,3 +203,41 @@ def test_stored_outer_product_512x64_at_128_threads(rows, cols):
     want = args["a"][:, None] * args["b"][None, :] + np.float32(1.0)
     np.testing.assert_array_equal(ref["y"], want)
     np.testing.assert_array_equal(emu["y"], want)
+
+
+MEMBERS = """
+@launch(reqntid = (128, 1, 1))
+kernel members(x: Array[i32, 1], a: Array[f32, 1], b: Array[f32, 1], counts: Array[i32, 1],
+               y: Array[f32, 1], d: f32) {
+    let k = load(x, index = (bid(0),), shape = (512,), padding = -1);
+    let wide = broadcast_to(expand_dims(k, 1), (512, 64));
+    let hit = astype(wide == expand_dims(arange(64), 0), i32) * 2;
+    store(counts, index = (bid(0),), tile = sum(hit, axis = 0));
+    let u = load(a, index = (bid(0),), shape = (64,), padding = 0.0);
+    let v = load(b, index = (0,), shape = (512,), padding = 0.0);
+    store(y, index = (bid(0),), tile = sum((expand_dims(u, 1) - expand_dims(v, 0)) / d,
+                                           axis = 1));
+}
+"""
+
+
+@pytest.mark.parametrize("precision", ["fast", "ieee"])
+def test_broadcast_to_astype_and_a_shared_divisor(precision):
+    """`broadcast_to`, `astype` and a scalar constant as members; `/` by a scalar leaf: one
+    reciprocal and a multiply per element in the fast mode, a division each in ieee (as
+    elementwise.py); both within rounding of NumPy."""
+    rng = np.random.default_rng(5)
+    x = rng.integers(-2, 66, 512 * 2).astype(np.int32)
+    args = {"x": x, "a": rng.standard_normal(128).astype(np.float32),
+            "b": rng.standard_normal(512).astype(np.float32),
+            "counts": np.zeros(128, np.int32), "y": np.zeros(128, np.float32),
+            "d": np.float32(3.0)}
+    src = MEMBERS.replace("@launch(", f'@launch(precision = "{precision}", ')
+    res = compile_for(src, "members", args)
+    assert ("div.rn.f32" in res.codegen.ptx) == (precision == "ieee")
+    emu, ref = run(res, "members", args, (2,))
+    want = 2 * _per_block(x, 512, 64).reshape(-1)
+    want_y = ((np.float64(args["a"])[:, None] - args["b"][None, :]) / 3.0).sum(axis=1)
+    for got in (emu, ref):
+        np.testing.assert_array_equal(got["counts"], want)
+        np.testing.assert_allclose(got["y"], want_y, rtol=1e-4, atol=1e-4)
