@@ -241,3 +241,27 @@ def test_broadcast_to_astype_and_a_shared_divisor(precision):
     for got in (emu, ref):
         np.testing.assert_array_equal(got["counts"], want)
         np.testing.assert_allclose(got["y"], want_y, rtol=1e-4, atol=1e-4)
+
+
+def test_a_block_of_96_threads():
+    """Layouts use 64 of 96 threads; the other 32 repeat them and are gated off the side
+    effects (exact mode): the fused sum's and the fused store's results are unchanged."""
+    src = HIST.replace("reqntid = (128, 1, 1)", "reqntid = (96, 1, 1)") \
+        .replace("TILE: i32 = 512", "TILE: i32 = 256")
+    n = 700
+    x = np.random.default_rng(96).integers(-5, 69, n).astype(np.int32)
+    args = {"x": x, "counts": np.zeros((_blocks(n, 256), 64), np.int32)}
+    res = compile_for(src, "hist", args)
+    emu, ref = run(res, "hist", args, (_blocks(n, 256),))
+    want = _per_block(x, 256, 64)
+    np.testing.assert_array_equal(ref["counts"], want)
+    np.testing.assert_array_equal(emu["counts"], want)
+
+    st = STORE.replace("reqntid = (128, 1, 1)", "reqntid = (96, 1, 1)") \
+        .replace("M: i32 = 512", "M: i32 = 256")
+    sargs = {"a": np.arange(300, dtype=np.float32), "b": np.arange(64, dtype=np.float32),
+             "y": np.zeros((300, 64), np.float32)}
+    emu, ref = run(compile_for(st, "outer_store", sargs), "outer_store", sargs, (2,))
+    want = sargs["a"][:, None] * sargs["b"][None, :] + np.float32(1.0)
+    np.testing.assert_array_equal(ref["y"], want)
+    np.testing.assert_array_equal(emu["y"], want)
