@@ -79,6 +79,8 @@ def test_the_plan_prints_the_group():
         "never held whole",
         "      == %5 (line 4): fused: its one use is here",
         "      operands held: %2 (line 4), %4 (line 4)",
+        # 32 keys x 8 bins a thread (test below), 2^7 threads as 16 x 8
+        "      layout (R5): 32x8 in registers, 16x8 threads",
         ""]
 
 
