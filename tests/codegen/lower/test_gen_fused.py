@@ -14,8 +14,10 @@ import pytest
 
 from gen_support import has_local
 from masked_support import compile_for, run
+from tilelang.codegen.generate import kernel_plans
 from tilelang.codegen.plan import kernel_plan
 from tilelang.codegen.plan.fusion import FusionPlan
+from tilelang.options import CompileOptions
 
 HIST = """
 @launch(reqntid = (128, 1, 1))
@@ -265,3 +267,42 @@ def test_a_block_of_96_threads():
     want = sargs["a"][:, None] * sargs["b"][None, :] + np.float32(1.0)
     np.testing.assert_array_equal(ref["y"], want)
     np.testing.assert_array_equal(emu["y"], want)
+
+
+SHAPES = """
+@launch(reqntid = (128, 1, 1))
+kernel shapes(x: Array[i32, 1], inside: Array[i32, 1], kept: Array[i32, 2],
+              cube: Array[f32, 2]) {
+    let k = load(x, index = (bid(0),), shape = (512,), padding = -1);
+    let hits = expand_dims(k, 1) == expand_dims(arange(64), 0);
+    let atleast = expand_dims(k, 1) >= expand_dims(arange(64), 0);
+    // over every axis: the keys in [0, 64)
+    store(inside, index = (bid(0),), tile = expand_dims(sum(hits), 0));
+    // keepdims: a (1, 64) row of the keys at least each bin
+    store(kept, index = (bid(0), 0), tile = sum(atleast, axis = 0, keepdims = true));
+    // three axes, the middle one reduced, made of (8, 1, 1), (1, 64, 1) and (1, 1, 32)
+    let a = astype(expand_dims(expand_dims(arange(8), 1), 2), f32);
+    let b = astype(expand_dims(expand_dims(arange(64), 0), 2), f32);
+    let c = astype(expand_dims(expand_dims(arange(32), 0), 1), f32);
+    store(cube, index = (bid(0), 0), tile = max(a * 64.0 - b + c * 0.5, axis = 1));
+}
+"""
+
+
+def test_all_axes_keepdims_and_three_axes():
+    n = 1000
+    x = np.random.default_rng(7).integers(-9, 73, n).astype(np.int32)
+    args = {"x": x, "inside": np.zeros(2, np.int32), "kept": np.zeros((2, 64), np.int32),
+            "cube": np.zeros((16, 32), np.float32)}
+    res = compile_for(SHAPES, "shapes", args)
+    ((_, plan),) = kernel_plans(res.ir, CompileOptions())
+    assert [g.consumer.name for g in plan.fusion.groups] == ["sum", "sum", "max"]
+    emu, ref = run(res, "shapes", args, (2,))
+    per = _per_block(x, 512, 64)
+    i, j, m = np.ogrid[:8, :64, :32]
+    cube = (i * 64.0 - j + m * 0.5).max(axis=1).astype(np.float32)
+    atleast = np.array([[(x[s:s + 512] >= b).sum() for b in range(64)] for s in (0, 512)])
+    for got in (emu, ref):
+        np.testing.assert_array_equal(got["inside"], per.sum(axis=1))
+        np.testing.assert_array_equal(got["kept"], atleast)
+        np.testing.assert_array_equal(got["cube"], np.concatenate([cube, cube]))
