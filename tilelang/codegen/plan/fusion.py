@@ -50,7 +50,7 @@ from tilelang.codegen.plan.inputs import PlanInputs
 from tilelang.codegen.plan.streams import REDUCE, StreamPlan, reduced_axes, store_layout
 from tilelang.codegen.plan.uses import UseCounts
 from tilelang.codegen.scalar.emitter import ELEMENTWISE
-from tilelang.ir.ops import Block, BuiltinOp, Kernel, walk
+from tilelang.ir.ops import BuiltinOp, Kernel, walk
 from tilelang.ir.values import Value
 from tilelang.record import field, record
 
