@@ -14,8 +14,10 @@ import pytest
 
 from gen_support import has_local
 from masked_support import compile_for, run
+from tilelang.codegen.generate import kernel_plans
 from tilelang.codegen.plan import kernel_plan
 from tilelang.codegen.plan.fusion import FusionPlan
+from tilelang.options import CompileOptions
 
 HIST = """
 @launch(reqntid = (128, 1, 1))
@@ -203,3 +205,104 @@ def test_stored_outer_product_512x64_at_128_threads(rows, cols):
     want = args["a"][:, None] * args["b"][None, :] + np.float32(1.0)
     np.testing.assert_array_equal(ref["y"], want)
     np.testing.assert_array_equal(emu["y"], want)
+
+
+MEMBERS = """
+@launch(reqntid = (128, 1, 1))
+kernel members(x: Array[i32, 1], a: Array[f32, 1], b: Array[f32, 1], counts: Array[i32, 1],
+               y: Array[f32, 1], d: f32) {
+    let k = load(x, index = (bid(0),), shape = (512,), padding = -1);
+    let wide = broadcast_to(expand_dims(k, 1), (512, 64));
+    let hit = astype(wide == expand_dims(arange(64), 0), i32) * 2;
+    store(counts, index = (bid(0),), tile = sum(hit, axis = 0));
+    let u = load(a, index = (bid(0),), shape = (64,), padding = 0.0);
+    let v = load(b, index = (0,), shape = (512,), padding = 0.0);
+    store(y, index = (bid(0),), tile = sum((expand_dims(u, 1) - expand_dims(v, 0)) / d,
+                                           axis = 1));
+}
+"""
+
+
+@pytest.mark.parametrize("precision", ["fast", "ieee"])
+def test_broadcast_to_astype_and_a_shared_divisor(precision):
+    """`broadcast_to`, `astype` and a scalar constant as members; `/` by a scalar leaf: one
+    reciprocal and a multiply per element in the fast mode, a division each in ieee (as
+    elementwise.py); both within rounding of NumPy."""
+    rng = np.random.default_rng(5)
+    x = rng.integers(-2, 66, 512 * 2).astype(np.int32)
+    args = {"x": x, "a": rng.standard_normal(128).astype(np.float32),
+            "b": rng.standard_normal(512).astype(np.float32),
+            "counts": np.zeros(128, np.int32), "y": np.zeros(128, np.float32),
+            "d": np.float32(3.0)}
+    src = MEMBERS.replace("@launch(", f'@launch(precision = "{precision}", ')
+    res = compile_for(src, "members", args)
+    assert ("div.rn.f32" in res.codegen.ptx) == (precision == "ieee")
+    emu, ref = run(res, "members", args, (2,))
+    want = 2 * _per_block(x, 512, 64).reshape(-1)
+    want_y = ((np.float64(args["a"])[:, None] - args["b"][None, :]) / 3.0).sum(axis=1)
+    for got in (emu, ref):
+        np.testing.assert_array_equal(got["counts"], want)
+        np.testing.assert_allclose(got["y"], want_y, rtol=1e-4, atol=1e-4)
+
+
+def test_a_block_of_96_threads():
+    """Layouts use 64 of 96 threads; the other 32 repeat them and are gated off the side
+    effects (exact mode): the fused sum's and the fused store's results are unchanged."""
+    src = HIST.replace("reqntid = (128, 1, 1)", "reqntid = (96, 1, 1)") \
+        .replace("TILE: i32 = 512", "TILE: i32 = 256")
+    n = 700
+    x = np.random.default_rng(96).integers(-5, 69, n).astype(np.int32)
+    args = {"x": x, "counts": np.zeros((_blocks(n, 256), 64), np.int32)}
+    res = compile_for(src, "hist", args)
+    emu, ref = run(res, "hist", args, (_blocks(n, 256),))
+    want = _per_block(x, 256, 64)
+    np.testing.assert_array_equal(ref["counts"], want)
+    np.testing.assert_array_equal(emu["counts"], want)
+
+    st = STORE.replace("reqntid = (128, 1, 1)", "reqntid = (96, 1, 1)") \
+        .replace("M: i32 = 512", "M: i32 = 256")
+    sargs = {"a": np.arange(300, dtype=np.float32), "b": np.arange(64, dtype=np.float32),
+             "y": np.zeros((300, 64), np.float32)}
+    emu, ref = run(compile_for(st, "outer_store", sargs), "outer_store", sargs, (2,))
+    want = sargs["a"][:, None] * sargs["b"][None, :] + np.float32(1.0)
+    np.testing.assert_array_equal(ref["y"], want)
+    np.testing.assert_array_equal(emu["y"], want)
+
+
+SHAPES = """
+@launch(reqntid = (128, 1, 1))
+kernel shapes(x: Array[i32, 1], inside: Array[i32, 1], kept: Array[i32, 2],
+              cube: Array[f32, 2]) {
+    let k = load(x, index = (bid(0),), shape = (512,), padding = -1);
+    let hits = expand_dims(k, 1) == expand_dims(arange(64), 0);
+    let atleast = expand_dims(k, 1) >= expand_dims(arange(64), 0);
+    // over every axis: the keys in [0, 64)
+    store(inside, index = (bid(0),), tile = expand_dims(sum(hits), 0));
+    // keepdims: a (1, 64) row of the keys at least each bin
+    store(kept, index = (bid(0), 0), tile = sum(atleast, axis = 0, keepdims = true));
+    // three axes, the middle one reduced, made of (8, 1, 1), (1, 64, 1) and (1, 1, 32)
+    let a = astype(expand_dims(expand_dims(arange(8), 1), 2), f32);
+    let b = astype(expand_dims(expand_dims(arange(64), 0), 2), f32);
+    let c = astype(expand_dims(expand_dims(arange(32), 0), 1), f32);
+    store(cube, index = (bid(0), 0), tile = max(a * 64.0 - b + c * 0.5, axis = 1));
+}
+"""
+
+
+def test_all_axes_keepdims_and_three_axes():
+    n = 1000
+    x = np.random.default_rng(7).integers(-9, 73, n).astype(np.int32)
+    args = {"x": x, "inside": np.zeros(2, np.int32), "kept": np.zeros((2, 64), np.int32),
+            "cube": np.zeros((16, 32), np.float32)}
+    res = compile_for(SHAPES, "shapes", args)
+    ((_, plan),) = kernel_plans(res.ir, CompileOptions())
+    assert [g.consumer.name for g in plan.fusion.groups] == ["sum", "sum", "max"]
+    emu, ref = run(res, "shapes", args, (2,))
+    per = _per_block(x, 512, 64)
+    i, j, m = np.ogrid[:8, :64, :32]
+    cube = (i * 64.0 - j + m * 0.5).max(axis=1).astype(np.float32)
+    atleast = np.array([[(x[s:s + 512] >= b).sum() for b in range(64)] for s in (0, 512)])
+    for got in (emu, ref):
+        np.testing.assert_array_equal(got["inside"], per.sum(axis=1))
+        np.testing.assert_array_equal(got["kept"], atleast)
+        np.testing.assert_array_equal(got["cube"], np.concatenate([cube, cube]))

@@ -1,6 +1,6 @@
 """`tilec --emit plan`: each kernel's code-generation plan as text (tilelang/codegen/plan/dump.py,
 docs/codegen.md Plans), compared with golden files for the matmul (sm_90a and sm_80),
-attention and softmax examples, plus the command line's behaviour.
+attention, softmax and histogram (fusion) examples, plus the command line's behaviour.
 
 A change meant to change a plan regenerates the files (`TILELANG_REGEN_GOLDEN=1 python3 -m
 pytest -q tests/codegen/plan/test_plan_dump.py`) and says why in its commit message."""
@@ -22,7 +22,8 @@ GOLDEN = pathlib.Path(__file__).resolve().parents[1] / "golden" / "plan"
 _REGEN = os.environ.get("TILELANG_REGEN_GOLDEN") == "1"
 
 CASES = [("matmul", "sm_90a", ()), ("matmul", "sm_80", ()), ("attention", "sm_90a", ()),
-         ("softmax", "sm_90a", ()), ("softmax", "sm_90a", ("N=4096",))]
+         ("softmax", "sm_90a", ()), ("softmax", "sm_90a", ("N=4096",)),
+         ("histogram", "sm_90a", ())]
 
 
 def _name(example, target, defines) -> str:

@@ -194,8 +194,17 @@ def _fusion(plan: KernelPlan, name) -> list[str]:
         for o in g.ops:
             out.append(f"      {o.name} {name(o.result.id)}: fused: its one use is here")
         out.append("      operands held: " + ", ".join(name(v) for v in g.leaves))
+        if g.layout is not None and not g.stores:
+            out.append(f"      layout (R5): {_extents(g.layout.reg)} in registers, "
+                       f"{_extents(g.layout.lane + g.layout.warp)} threads")
     for d in fp.declined:
         c = d.consumer
         line = f" (line {c.span.line})" if c.span is not None else ""
         out.append(f"    `{c.name}`{line}: not fused: {d.why}")
     return out
+
+
+def _extents(bases) -> str:
+    """The extent along each axis that bases spanning one bit each cover: `32x8`."""
+    rank = len(bases[0]) if bases else 0
+    return "x".join(str(1 << sum(1 for b in bases if b[d])) for d in range(rank))

@@ -14,6 +14,9 @@ tiles any thread holds.
 A plain tile store (`index`, no mask) of such a tile is fused the same way: the store computes
 each vector of its access layout and stores it before computing the next.
 
+Scans and `argmax`/`argmin` keep their input: a scan's result is as large as its input (the
+limits would refuse it all the same), and the index reductions are not fused yet.
+
 Rules:
   R1 a consumer is a `sum`/`prod`/`max`/`min` over some axes of a tile (not of a scalar), or
      a plain tile store (`index`, no mask) of a tile made only from smaller ones (a tile with
@@ -47,7 +50,7 @@ from tilelang.codegen.plan.inputs import PlanInputs
 from tilelang.codegen.plan.streams import REDUCE, StreamPlan, reduced_axes, store_layout
 from tilelang.codegen.plan.uses import UseCounts
 from tilelang.codegen.scalar.emitter import ELEMENTWISE
-from tilelang.ir.ops import Block, BuiltinOp, Kernel, walk
+from tilelang.ir.ops import BuiltinOp, Kernel, walk
 from tilelang.ir.values import Value
 from tilelang.record import field, record
 
