@@ -16,7 +16,10 @@ tests/emulator/fixtures/triton_scaled_matmul_sm100.{ptx,json} was made with the 
 triton_scaled_matmul_e2m1_sm100 with `--fmt e2m1 --name triton_scaled_matmul_e2m1_sm100`: MXFP4,
 a and b packed two e2m1 a byte along K (a [M, K/2], b [K/2, N] bytes, the even K index in bits
 0-3), multiplied by `tcgen05.mma...kind::mxf4.block_scale.block32` (K = 64 a step, two scales
-per row each) with both operands from shared memory.
+per row each) with both operands from shared memory. `--arch 120 --name
+triton_scaled_matmul_sm120` (sm_120a, consumer Blackwell: no tcgen05) gives
+`mma.sync.aligned.m16n8k32.row.col.kind::mxf8f6f4.block_scale.scale_vec::1X` with the scales
+in registers.
 """
 
 from __future__ import annotations
@@ -67,13 +70,14 @@ def main(argv=None) -> int:
     ap.add_argument("--out", required=True)
     ap.add_argument("--name", default="triton_scaled_matmul_sm100")
     ap.add_argument("--fmt", choices=("e4m3", "e2m1"), default="e4m3")
+    ap.add_argument("--arch", type=int, choices=(100, 120), default=100)
     args = ap.parse_args(argv)
     os.environ.setdefault("TRITON_CACHE_DIR", tempfile.mkdtemp(prefix="triton-cache-"))
     os.environ.setdefault("TRITON_DISABLE_LINE_INFO", "1")
     os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
     consts = {"BM": 128, "BN": 64, "BK": 128, "FMT": args.fmt}
     k = triton.compile(ASTSource(scaled_matmul, SIGNATURE, consts, {}),
-                       target=GPUTarget("cuda", 100, 32),
+                       target=GPUTarget("cuda", args.arch, 32),
                        options={"num_warps": 4, "num_stages": 2})
     os.makedirs(args.out, exist_ok=True)
     stem = os.path.join(args.out, args.name)
@@ -81,7 +85,7 @@ def main(argv=None) -> int:
         f.write(k.asm["ptx"])
     md = k.metadata
     info = {"generator": "benchmarks/triton_ref/gen_scaled_matmul_ptx.py",
-            "triton": triton.__version__, "target": "sm_100a", "kernel": md.name,
+            "triton": triton.__version__, "target": f"sm_{args.arch}a", "kernel": md.name,
             "constexprs": consts, "num_warps": md.num_warps, "shared_bytes": md.shared,
             "block": [32 * md.num_warps, 1, 1], "grid": "(M / BM, N / BN, 1)",
             "trailing_params": "global scratch and profile scratch pointers: pass 0"}

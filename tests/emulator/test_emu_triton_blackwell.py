@@ -219,7 +219,26 @@ def test_block_scaled_mxfp8_matmul(shape):
                      shared_mem=info["shared_bytes"])
     assert rep.race_check == "checked: no shared-memory race"
     C = dev.from_device(pc, (M, N), np.float32).astype(np.float64)
-    a = A.astype(np.float64) * np.repeat(2.0 ** (sa.astype(np.float64) - 127), 32, axis=1)
-    b = B.astype(np.float64) * np.repeat(2.0 ** (sb.astype(np.float64) - 127), 32, axis=1).T
-    # exact products; one f32 rounding per 32-wide K step at most
-    assert np.all(np.abs(C - a @ b) <= K / 32 * 2.0 ** -23 * (np.abs(a) @ np.abs(b)))
+    ref, bound = _scaled_reference(A.astype(np.float64), sa, B.astype(np.float64), sb)
+    assert np.all(np.abs(C - ref) <= bound)
+
+
+@pytest.mark.parametrize("shape", [(128, 64, 256), (256, 128, 512)], ids=["one-tile", "four"])
+def test_block_scaled_mma_sync_sm120a(shape):
+    """Consumer Blackwell (sm_120a, no tcgen05): the same MXFP8 `tl.dot_scaled` becomes
+    `mma.sync.aligned.m16n8k32...kind::mxf8f6f4.block_scale.scale_vec::1X` with the scales in
+    registers ({byte-id, thread-id} pick the byte and the half quad): a misread lane or byte
+    scales rows by wrong powers of two."""
+    import ml_dtypes
+    M, N, K = shape
+    rng = np.random.default_rng(M + 3 * N)
+    A = (rng.integers(-8, 9, (M, K)) / 2).astype(ml_dtypes.float8_e4m3fn)
+    B = (rng.integers(-8, 9, (K, N)) / 4).astype(ml_dtypes.float8_e4m3fn)
+    sa = rng.integers(117, 137, (M, K // 32)).astype(np.uint8)
+    sb = rng.integers(117, 137, (N, K // 32)).astype(np.uint8)
+    ptx, C = _scaled_launch("triton_scaled_matmul_sm120", A.view(np.uint8), sa,
+                            B.view(np.uint8), sb, M, N, K)
+    assert ".target sm_120a" in ptx and "block_scale.scale_vec::1X" in ptx
+    ref, bound = _scaled_reference(A.astype(np.float64), sa, B.astype(np.float64), sb)
+    assert np.all(np.abs(C - ref) <= bound)
+

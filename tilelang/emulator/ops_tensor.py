@@ -9,13 +9,51 @@ from .access import locate, region_view
 from .addressing import Address
 from .decode import op
 from .ops_warp import check_members
-from .ptx_ast import Vec
+from .ptx_ast import Imm, Vec
 from .fragments import C_LAYOUT, LAYOUTS, unpack_elements
 from .ptx_types import type_info
 
 def _regs_of(ctx, operand):
     items = operand.items if isinstance(operand, Vec) else (operand,)
     return items
+
+
+def _block_scale(ctx, ins, parts, shape, atype, btype, dtype_):
+    """`mma.sync.aligned.m16n8k32.row.col.kind::mxf8f6f4.block_scale.scale_vec::1X.f32.{e4m3,
+    e5m2}.{e4m3,e5m2}.f32.ue8m0 d, a, b, c, scale-a, {byte-id-a, thread-id-a}, scale-b,
+    {byte-id-b, thread-id-b}` (sm_120a): one ue8m0 scale 2^(e - 127) per row of A and column
+    of B. Row m's scale is byte byte-id-a of lane 4(m mod 8) + 2 thread-id-a + m / 8, column
+    n's byte byte-id-b of lane 4n + thread-id-b (the reading Triton 3.9's sm_120a
+    `tl.dot_scaled` kernel confirms: tests/emulator/test_emu_triton_blackwell.py). Returns
+    `scales(st, fetch) -> ((W, 16), (W, 8))`."""
+    if "kind::mxf8f6f4" not in parts or "scale_vec::1X" not in parts or "ue8m0" not in parts \
+            or shape != "m16n8k32" or atype not in ("e4m3", "e5m2") or dtype_ != "f32":
+        ctx.error(f"{ins.opcode}: the emulator runs block-scaled mma.sync as m16n8k32 "
+                  f".kind::mxf8f6f4.block_scale.scale_vec::1X with e4m3/e5m2 inputs, f32 "
+                  f"accumulators and .ue8m0 scales")
+    ops = ins.operands
+    if len(ops) != 8 or not all(isinstance(ops[k], Vec) and len(ops[k].items) == 2 and
+                                all(isinstance(x, Imm) for x in ops[k].items) for k in (5, 7)):
+        ctx.error(f"{ins.opcode}: expected d, a, b, c, scale-a, {{byte-id-a, thread-id-a}}, "
+                  f"scale-b, {{byte-id-b, thread-id-b}}")
+    u32 = type_info("u32")
+    (bid_a, tid_a), (bid_b, tid_b) = (
+        (int(ctx.src(x, u32)(None)) for x in ops[k].items) for k in (5, 7))
+    if bid_a > 3 or bid_b > 3 or tid_a > 1 or tid_b > 1:
+        ctx.error(f"{ins.opcode}: byte-id is 0 to 3 and thread-id 0 or 1")
+    gsa, gsb = ctx.src(ops[4], u32), ctx.src(ops[6], u32)
+    m, n = np.arange(16), np.arange(8)
+    lane_a = 4 * (m % 8) + 2 * tid_a + m // 8
+    lane_b = 4 * n + tid_b
+
+    def scales(st, fetch):
+        out = []
+        for g, lanes, bid in ((gsa, lane_a, bid_a), (gsb, lane_b, bid_b)):
+            words = fetch([g])[..., 0].astype(np.uint32)[:, lanes]      # (W, rows)
+            e = (words >> np.uint32(8 * bid)) & np.uint32(0xFF)
+            out.append(np.where(e == 255, np.nan, 2.0 ** (e.astype(np.float64) - 127)))
+        return out
+    return scales
 
 
 @op("mma")
@@ -63,6 +101,8 @@ def build_mma(ctx, ins, parts):
     puts = [ctx.dst(o, b32) for o in dd]
     cr, cc = C_LAYOUT
     integer = atype in ("s8", "u8")
+    scaled = _block_scale(ctx, ins, parts, shape, atype, btype, dtype_) \
+        if "block_scale" in parts else None
 
     def run(st, m):
         check_members(st, m, 0xFFFFFFFF, ins.opcode, require_full=True)
@@ -81,6 +121,10 @@ def build_mma(ctx, ins, parts):
         wi = np.arange(warps.size)[:, None, None]
         A[wi, ar[None], ac[None]] = Ae
         B[wi, br[None], bc[None]] = Be
+        if scaled is not None:
+            sa, sb = scaled(st, fetch)
+            A = A * sa[:, :, None]
+            B = B * sb[:, None, :]
         Cw = fetch(gc)
         if ctype == "f16":
             Ce = unpack_elements(Cw, 16, "f16")

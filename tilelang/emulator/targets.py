@@ -31,6 +31,8 @@ def required_sm(parts: list) -> tuple[int, bool]:
         return 75, False
     if root == "stmatrix":
         return 90, False
+    if root == "mma" and "block_scale" in parts:
+        return 120, True                       # sm_120a, sm_121a
     if root == "mma":
         return _mma(parts), False
     if root == "wgmma":
