@@ -16,6 +16,7 @@ instruction descriptor, the sm_100 matrix descriptor, the TMEM data path of M = 
 import json
 import math
 import pathlib
+import re
 
 import numpy as np
 import pytest
@@ -241,4 +242,34 @@ def test_block_scaled_mma_sync_sm120a(shape):
     assert ".target sm_120a" in ptx and "block_scale.scale_vec::1X" in ptx
     ref, bound = _scaled_reference(A.astype(np.float64), sa, B.astype(np.float64), sb)
     assert np.all(np.abs(C - ref) <= bound)
+
+
+def test_attention_forward_with_s_and_o_in_tensor_memory():
+    """Triton's FlashAttention-style forward for sm_100a (gen_attention_ptx.py --arch 100
+    --block-m 128): S = Q K^T and O accumulate in tensor memory, the online softmax reads S
+    with tcgen05.ld and rescales O in place with tcgen05.st between the products, with the
+    packed `add/mul.f32x2` and three-source `max.f32` of sm_100."""
+    import math as m
+    ptx = (FIXTURES / "triton_attention_causal_sm100.ptx").read_text()
+    info = json.loads((FIXTURES / "triton_attention_causal_sm100.json").read_text())
+    assert "mul.f32x2" in ptx and re.search(r"max\.f32\s+%r\d+, %r\d+, %r\d+, %r\d+;", ptx)
+    BH, n, D = 2, 200, info["constexprs"]["HEAD_DIM"]
+    rng = np.random.default_rng(n)
+    q, k, v = (rng.standard_normal((BH, n, D)).astype(np.float16) for _ in range(3))
+    dev = EmulatorDevice(race_check=True)
+    fn = dev.load_module(ptx).get_function(info["kernel"])
+    o = dev.malloc(2 * BH * n * D)
+    scale = 1 / m.sqrt(D)
+    rep = dev.launch(fn, (m.ceil(n / info["constexprs"]["BLOCK_M"]), BH, 1),
+                     tuple(info["block"]), [dev.to_device(q), dev.to_device(k), dev.to_device(v),
+                                            o, np.float32(scale), np.int32(n), 0, 0],
+                     shared_mem=info["shared_bytes"])
+    assert rep.race_check == "checked: no shared-memory race"
+    out = dev.from_device(o, (BH, n, D), np.float16).astype(np.float64)
+    s = np.einsum("bmd,bnd->bmn", q.astype(np.float64), k.astype(np.float64)) * scale
+    s = np.where(np.tril(np.ones((n, n), bool)), s, -np.inf)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    ref = (p / p.sum(-1, keepdims=True)) @ v.astype(np.float64)
+    # P is rounded to f16 before P @ V (relative 2^-11) and the output is f16
+    np.testing.assert_allclose(out, ref, atol=3e-3, rtol=0)
 
