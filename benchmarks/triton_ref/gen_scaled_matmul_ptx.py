@@ -4,8 +4,8 @@ Run with a Python that has Triton 3.9 (see gen_matmul_ptx.py):
 
     tvenv/bin/python benchmarks/triton_ref/gen_scaled_matmul_ptx.py --out DIR
 
-`tl.dot_scaled` (128 x 64 x 128 tiles) with e4m3 operands and one ue8m0 scale per row (of A) or column (of B) and 32
-K elements (the OCP MX block): Triton 3.9 stages A and the scales in tensor memory
+`tl.dot_scaled` (128 x 64 x 128 tiles) with e4m3 operands and one ue8m0 scale per row (of A)
+or column (of B) and 32 K elements (the OCP MX block): Triton 3.9 stages A and the scales in tensor memory
 (`tcgen05.st`) and multiplies with `tcgen05.mma.cta_group::1.kind::mxf8f6f4.block_scale.block32`,
 four K steps of 32 per 128-wide K tile, the idesc's scale-byte fields picking each step's
 scale. Inputs: a [M, K] and b [K, N] as e4m3 bytes, a_scale [M, K/32] and b_scale [N, K/32]
