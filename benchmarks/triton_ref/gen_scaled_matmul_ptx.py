@@ -19,7 +19,9 @@ a and b packed two e2m1 a byte along K (a [M, K/2], b [K/2, N] bytes, the even K
 per row each) with both operands from shared memory. `--arch 120 --name
 triton_scaled_matmul_sm120` (sm_120a, consumer Blackwell: no tcgen05) gives
 `mma.sync.aligned.m16n8k32.row.col.kind::mxf8f6f4.block_scale.scale_vec::1X` with the scales
-in registers.
+in registers; with `--fmt e2m1 --name triton_scaled_matmul_e2m1_sm120`,
+`mma.sync.aligned.m16n8k64.row.col.kind::mxf4nvf4.block_scale.scale_vec::2X` (e2m1, two ue8m0
+scales per row and step).
 """
 
 from __future__ import annotations

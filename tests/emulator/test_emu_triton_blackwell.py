@@ -244,6 +244,26 @@ def test_block_scaled_mma_sync_sm120a(shape):
     assert np.all(np.abs(C - ref) <= bound)
 
 
+@pytest.mark.parametrize("shape", [(128, 64, 256), (256, 128, 512)], ids=["one-tile", "four"])
+def test_block_scaled_mxfp4_mma_sync_sm120a(shape):
+    """MXFP4 on sm_120a: `mma.sync.aligned.m16n8k64...kind::mxf4nvf4.block_scale.
+    scale_vec::2X...e2m1.e2m1.f32.ue8m0`: the e2m1 A and B fragments (eight values a
+    register, the lowest nibble first) and two scale bytes per row and column each step."""
+    from tilelang.runtime.mx_formats import pack_f4e2m1
+    M, N, K = shape
+    rng = np.random.default_rng(M + 5 * N)
+    grid = np.array([0, 0.5, 1, 1.5, 2, 3, 4, 6])
+    A = rng.choice(np.concatenate([grid, -grid]), (M, K))
+    B = rng.choice(np.concatenate([grid, -grid]), (K, N))
+    sa = rng.integers(117, 137, (M, K // 32)).astype(np.uint8)
+    sb = rng.integers(117, 137, (N, K // 32)).astype(np.uint8)
+    ptx, C = _scaled_launch("triton_scaled_matmul_e2m1_sm120", pack_f4e2m1(A), sa,
+                            np.ascontiguousarray(pack_f4e2m1(B.T).T), sb, M, N, K)
+    assert "m16n8k64.row.col.kind::mxf4nvf4.block_scale.scale_vec::2X" in ptx
+    ref, bound = _scaled_reference(A, sa, B, sb)
+    assert np.all(np.abs(C - ref) <= bound)
+
+
 def test_attention_forward_with_s_and_o_in_tensor_memory():
     """Triton's FlashAttention-style forward for sm_100a (gen_attention_ptx.py --arch 100
     --block-m 128): S = Q K^T and O accumulate in tensor memory, the online softmax reads S
