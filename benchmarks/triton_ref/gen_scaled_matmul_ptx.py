@@ -21,7 +21,8 @@ triton_scaled_matmul_sm120` (sm_120a, consumer Blackwell: no tcgen05) gives
 `mma.sync.aligned.m16n8k32.row.col.kind::mxf8f6f4.block_scale.scale_vec::1X` with the scales
 in registers; with `--fmt e2m1 --name triton_scaled_matmul_e2m1_sm120`,
 `mma.sync.aligned.m16n8k64.row.col.kind::mxf4nvf4.block_scale.scale_vec::2X` (e2m1, two ue8m0
-scales per row and step).
+scales per row and step). `--bk 64 --name triton_scaled_matmul_bk64_sm100`: two scales per row
+a tile, which Triton stores into tensor memory with `tcgen05.st.32x32b.xN.unpack::16b`.
 """
 
 from __future__ import annotations
@@ -73,11 +74,12 @@ def main(argv=None) -> int:
     ap.add_argument("--name", default="triton_scaled_matmul_sm100")
     ap.add_argument("--fmt", choices=("e4m3", "e2m1"), default="e4m3")
     ap.add_argument("--arch", type=int, choices=(100, 120), default=100)
+    ap.add_argument("--bk", type=int, choices=(64, 128), default=128)
     args = ap.parse_args(argv)
     os.environ.setdefault("TRITON_CACHE_DIR", tempfile.mkdtemp(prefix="triton-cache-"))
     os.environ.setdefault("TRITON_DISABLE_LINE_INFO", "1")
     os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
-    consts = {"BM": 128, "BN": 64, "BK": 128, "FMT": args.fmt}
+    consts = {"BM": 128, "BN": 64, "BK": args.bk, "FMT": args.fmt}
     k = triton.compile(ASTSource(scaled_matmul, SIGNATURE, consts, {}),
                        target=GPUTarget("cuda", args.arch, 32),
                        options={"num_warps": 4, "num_stages": 2})

@@ -167,6 +167,24 @@ def _scaled_reference(A, sa, B, sb):
     return a @ b, A.shape[1] / 32 * 2.0 ** -23 * (np.abs(a) @ np.abs(b))
 
 
+@pytest.mark.parametrize("shape", [(128, 64, 128), (256, 128, 256)], ids=["one-tile", "four"])
+def test_scales_stored_with_unpack_16b(shape):
+    """BK = 64: two scale bytes per row a tile, stored by `tcgen05.st.32x32b.xN.unpack::16b`
+    (register j's halves into columns 2j and 2j + 1, low 16 bits each)."""
+    import ml_dtypes
+    M, N, K = shape
+    rng = np.random.default_rng(K + 1)
+    A = (rng.integers(-8, 9, (M, K)) / 2).astype(ml_dtypes.float8_e4m3fn)
+    B = (rng.integers(-8, 9, (K, N)) / 4).astype(ml_dtypes.float8_e4m3fn)
+    sa = rng.integers(117, 137, (M, K // 32)).astype(np.uint8)
+    sb = rng.integers(117, 137, (N, K // 32)).astype(np.uint8)
+    ptx, C = _scaled_launch("triton_scaled_matmul_bk64_sm100", A.view(np.uint8), sa,
+                            B.view(np.uint8), sb, M, N, K)
+    assert "tcgen05.st.sync.aligned.32x32b.x2.unpack::16b.b32" in ptx
+    ref, bound = _scaled_reference(A.astype(np.float64), sa, B.astype(np.float64), sb)
+    assert np.all(np.abs(C - ref) <= bound)
+
+
 @pytest.mark.parametrize("shape", [(128, 64, 256), (256, 128, 512)], ids=["one-tile", "four"])
 def test_block_scaled_mxfp4_matmul(shape):
     """MXFP4 (gen_scaled_matmul_ptx.py --fmt e2m1): operands packed two e2m1 a byte by the

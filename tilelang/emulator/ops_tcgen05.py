@@ -162,6 +162,12 @@ def _ld_st(ctx, ins, parts):
     n = int(num[1:]) if num else 0
     if n not in (1, 2, 4, 8, 16, 32, 64, 128):
         ctx.error(f"{ins.opcode}: .num must be .x1 ... .x128")
+    # .pack::16b (ld) / .unpack::16b (st): register j holds the low 16 bits of columns 2j
+    # (bits 0-15) and 2j + 1 (bits 16-31); an unpacking store zeroes the cells' upper halves
+    packed = ("pack::16b" if load else "unpack::16b") in parts
+    if ("unpack::16b" if load else "pack::16b") in parts:
+        ctx.error(f"{ins.opcode}: tcgen05.ld packs (.pack::16b), tcgen05.st unpacks "
+                  f"(.unpack::16b)")
     ops = list(ins.operands)
     split_off = 0
     if half:           # ld: {r}, [taddr], immHalfSplitoff; st: [taddr], immHalfSplitoff, {r}
@@ -177,7 +183,7 @@ def _ld_st(ctx, ins, parts):
     b32 = type_info("b32")
     puts = [ctx.dst(o, b32) for o in regs.items] if load else None
     gets = None if load else [ctx.src(o, b32) for o in regs.items]
-    cols = np.arange(n)
+    cols = np.arange(2 * n if packed else n)
 
     def run(st, m):
         tm = tmem(st)
@@ -206,9 +212,16 @@ def _ld_st(ctx, ins, parts):
             check_cells(st, b, np.unique(lanes), np.unique(where_cols), t0, ins.opcode,
                         reading=load)
             if load:
-                out[ths] = tm.cells[b][lanes[:, None], where_cols]
+                got = tm.cells[b][lanes[:, None], where_cols]
+                if packed:
+                    got = (got[:, 0::2] & np.uint32(0xFFFF)) | (got[:, 1::2] << np.uint32(16))
+                out[ths] = got
             else:
-                tm.cells[b][lanes[:, None], where_cols] = vals[ths]
+                v = vals[ths]
+                if packed:
+                    v = np.stack([v & np.uint32(0xFFFF), v >> np.uint32(16)],
+                                 -1).reshape(v.shape[0], -1)
+                tm.cells[b][lanes[:, None], where_cols] = v
         if load:
             for j, put in enumerate(puts):
                 put(st, out[:, j], m)
