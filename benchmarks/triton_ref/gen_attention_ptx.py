@@ -10,6 +10,11 @@ softmax in base 2, `CAUSAL` as a constexpr. For sm_90a Triton issues wgmma for b
 for P @ V the A operand (the probabilities) comes from registers, so the fixture checks the
 emulator's register-A fragment against code we did not write. Q, K, V and Out are contiguous
 [batch * heads, N_CTX, HEAD_DIM] f16. Writes `triton_attention_{causal,full}_sm90.{ptx,json}`.
+
+`--arch 100 --block-m 128` compiles it for sm_100a: S = Q K^T and O accumulate in tensor
+memory through `tcgen05.mma`, the softmax reads S with `tcgen05.ld`, rescales O in place with
+`tcgen05.st`, and uses sm_100's packed `add/mul.f32x2` and three-source `max.f32`. The
+emulator keeps tests/emulator/fixtures/triton_attention_causal_sm100.{ptx,json}.
 """
 
 from __future__ import annotations
@@ -76,23 +81,28 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)
     ap.add_argument("--head-dim", type=int, default=64)
+    ap.add_argument("--arch", type=int, choices=(90, 100), default=90)
+    ap.add_argument("--block-m", type=int, default=64)
     args = ap.parse_args(argv)
     os.environ.setdefault("TRITON_CACHE_DIR", tempfile.mkdtemp(prefix="triton-cache-"))
     os.environ.setdefault("TRITON_DISABLE_LINE_INFO", "1")
     os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
     os.makedirs(args.out, exist_ok=True)
     for causal in (True, False):
-        consts = {"BLOCK_M": 64, "BLOCK_N": 64, "HEAD_DIM": args.head_dim, "CAUSAL": causal}
+        consts = {"BLOCK_M": args.block_m, "BLOCK_N": 64, "HEAD_DIM": args.head_dim,
+                  "CAUSAL": causal}
         attrs = {(0,): [["tt.divisibility", 16]], (1,): [["tt.divisibility", 16]],
                  (2,): [["tt.divisibility", 16]], (3,): [["tt.divisibility", 16]]}
         k = triton.compile(ASTSource(attn_fwd, SIG, consts, attrs),
-                           target=GPUTarget("cuda", 90, 32),
+                           target=GPUTarget("cuda", args.arch, 32),
                            options={"num_warps": 4, "num_stages": 2})
-        stem = os.path.join(args.out, f"triton_attention_{'causal' if causal else 'full'}_sm90")
+        stem = os.path.join(args.out, f"triton_attention_{'causal' if causal else 'full'}"
+                                      f"_sm{args.arch}")
         with open(stem + ".ptx", "w") as f:
             f.write(k.asm["ptx"])
         info = {"generator": "benchmarks/triton_ref/gen_attention_ptx.py",
-                "triton": triton.__version__, "target": "sm_90a", "kernel": k.metadata.name,
+                "triton": triton.__version__, "target": f"sm_{args.arch}a",
+                "kernel": k.metadata.name,
                 "constexprs": consts, "num_warps": k.metadata.num_warps,
                 "shared_bytes": k.metadata.shared, "block": [32 * k.metadata.num_warps, 1, 1],
                 "grid": "(cdiv(N_CTX, BLOCK_M), batch * heads, 1)",

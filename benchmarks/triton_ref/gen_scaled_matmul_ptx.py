@@ -4,8 +4,8 @@ Run with a Python that has Triton 3.9 (see gen_matmul_ptx.py):
 
     tvenv/bin/python benchmarks/triton_ref/gen_scaled_matmul_ptx.py --out DIR
 
-`tl.dot_scaled` (128 x 64 x 128 tiles) with e4m3 operands and one ue8m0 scale per row (of A) or column (of B) and 32
-K elements (the OCP MX block): Triton 3.9 stages A and the scales in tensor memory
+`tl.dot_scaled` (128 x 64 x 128 tiles) with e4m3 operands and one ue8m0 scale per row (of A)
+or column (of B) and 32 K elements (the OCP MX block): Triton 3.9 stages A and the scales in tensor memory
 (`tcgen05.st`) and multiplies with `tcgen05.mma.cta_group::1.kind::mxf8f6f4.block_scale.block32`,
 four K steps of 32 per 128-wide K tile, the idesc's scale-byte fields picking each step's
 scale. Inputs: a [M, K] and b [K, N] as e4m3 bytes, a_scale [M, K/32] and b_scale [N, K/32]
@@ -16,7 +16,13 @@ tests/emulator/fixtures/triton_scaled_matmul_sm100.{ptx,json} was made with the 
 triton_scaled_matmul_e2m1_sm100 with `--fmt e2m1 --name triton_scaled_matmul_e2m1_sm100`: MXFP4,
 a and b packed two e2m1 a byte along K (a [M, K/2], b [K/2, N] bytes, the even K index in bits
 0-3), multiplied by `tcgen05.mma...kind::mxf4.block_scale.block32` (K = 64 a step, two scales
-per row each) with both operands from shared memory.
+per row each) with both operands from shared memory. `--arch 120 --name
+triton_scaled_matmul_sm120` (sm_120a, consumer Blackwell: no tcgen05) gives
+`mma.sync.aligned.m16n8k32.row.col.kind::mxf8f6f4.block_scale.scale_vec::1X` with the scales
+in registers; with `--fmt e2m1 --name triton_scaled_matmul_e2m1_sm120`,
+`mma.sync.aligned.m16n8k64.row.col.kind::mxf4nvf4.block_scale.scale_vec::2X` (e2m1, two ue8m0
+scales per row and step). `--bk 64 --name triton_scaled_matmul_bk64_sm100`: two scales per row
+a tile, which Triton stores into tensor memory with `tcgen05.st.32x32b.xN.unpack::16b`.
 """
 
 from __future__ import annotations
@@ -67,13 +73,15 @@ def main(argv=None) -> int:
     ap.add_argument("--out", required=True)
     ap.add_argument("--name", default="triton_scaled_matmul_sm100")
     ap.add_argument("--fmt", choices=("e4m3", "e2m1"), default="e4m3")
+    ap.add_argument("--arch", type=int, choices=(100, 120), default=100)
+    ap.add_argument("--bk", type=int, choices=(64, 128), default=128)
     args = ap.parse_args(argv)
     os.environ.setdefault("TRITON_CACHE_DIR", tempfile.mkdtemp(prefix="triton-cache-"))
     os.environ.setdefault("TRITON_DISABLE_LINE_INFO", "1")
     os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
-    consts = {"BM": 128, "BN": 64, "BK": 128, "FMT": args.fmt}
+    consts = {"BM": 128, "BN": 64, "BK": args.bk, "FMT": args.fmt}
     k = triton.compile(ASTSource(scaled_matmul, SIGNATURE, consts, {}),
-                       target=GPUTarget("cuda", 100, 32),
+                       target=GPUTarget("cuda", args.arch, 32),
                        options={"num_warps": 4, "num_stages": 2})
     os.makedirs(args.out, exist_ok=True)
     stem = os.path.join(args.out, args.name)
@@ -81,7 +89,7 @@ def main(argv=None) -> int:
         f.write(k.asm["ptx"])
     md = k.metadata
     info = {"generator": "benchmarks/triton_ref/gen_scaled_matmul_ptx.py",
-            "triton": triton.__version__, "target": "sm_100a", "kernel": md.name,
+            "triton": triton.__version__, "target": f"sm_{args.arch}a", "kernel": md.name,
             "constexprs": consts, "num_warps": md.num_warps, "shared_bytes": md.shared,
             "block": [32 * md.num_warps, 1, 1], "grid": "(M / BM, N / BN, 1)",
             "trailing_params": "global scratch and profile scratch pointers: pass 0"}

@@ -128,3 +128,39 @@ W:
     po, px = d.malloc(128), d.to_device(x)
     hw.run(ptx, (1,), (32,), [po, px])
     assert np.array_equal(d.from_device(po, (32,), np.uint32), x[np.arange(32) ^ 1])
+
+
+def test_blocks_whose_shared_size_is_not_a_multiple_of_8(hw):
+    # 12 bytes a block (an mbarrier, then a word): every block of the batch still has its
+    # 8-byte object aligned (blocks sit 16 bytes apart in the emulator's array), and an
+    # access past the 12 declared bytes still faults
+    body = """
+  ld.param.u64 %rd1, [k_p0];
+  mov.u32 %r1, %tid.x;
+  mov.u32 %r5, %ctaid.x;
+  setp.ne.u32 %p1, %r1, 0;
+  @%p1 bra READY;
+  mbarrier.init.shared.b64 [bar], 32;
+  st.shared.u32 [word], %r5;
+READY:
+  bar.sync 0;
+  mbarrier.arrive.shared.b64 %rd2, [bar];
+WAIT:
+  mbarrier.try_wait.parity.shared.b64 %p3, [bar], 0;
+  @!%p3 bra WAIT;
+  ld.shared.u32 %r6, [word];
+  mad.lo.s32 %r7, %r5, 32, %r1;
+  mul.wide.u32 %rd3, %r7, 4;
+  add.s64 %rd4, %rd1, %rd3;
+  st.global.u32 [%rd4], %r6;
+  ret;
+"""
+    pre = ".shared .align 8 .b64 bar;\n.shared .align 4 .b32 word;\n"
+    out = hw.dev.malloc(4 * 3 * 32)
+    hw.run(kernel_ptx(body, nparams=1, prelude=pre), (3,), (32,), [out])
+    got = hw.dev.from_device(out, (3, 32), np.uint32)
+    assert np.array_equal(got, np.repeat(np.arange(3, dtype=np.uint32)[:, None], 32, 1))
+    bad = body.replace("ld.shared.u32 %r6, [word];", "ld.shared.u32 %r6, [word+4];")
+    with pytest.raises(EmulatorError, match=r"out-of-bounds shared access of 4 bytes \(block "
+                       r"has 12 bytes of shared memory\)"):
+        hw.run(kernel_ptx(bad, nparams=1, prelude=pre), (3,), (32,), [out])

@@ -531,3 +531,38 @@ def test_a_from_tensor_memory():
     D = _run(ptx, img, 0, bd, idesc(F16, F16, N), N)
     np.testing.assert_allclose(D, A.astype(np.float64) @ B.astype(np.float64).T, rtol=1e-6,
                                atol=1e-6)
+
+
+def test_pack_and_unpack_16b():
+    # st.unpack::16b: register j's halves to columns 2j, 2j + 1 (low 16 bits, upper zeroed);
+    # ld.pack::16b gathers them back, and a plain ld shows the cells
+    words = np.arange(128 * 2, dtype=np.uint32).reshape(128, 2) * np.uint32(0x00010003) + \
+        np.uint32(0x12340000)
+    img = np.zeros(SMEM, np.uint8)
+    img[40960:40960 + words.nbytes] = words.view(np.uint8).reshape(-1)
+    pro = "\n".join(["  mul.lo.u32 %r54, %r2, 8;", "  add.s32 %r54, %r54, 40960;",
+                     "  add.s32 %r54, %r54, %r5;", "  ld.shared.u32 %r44, [%r54];",
+                     "  ld.shared.u32 %r45, [%r54+4];"])
+    ptx = _ptx(16).replace(
+        "  tcgen05.wait::st.sync.aligned;",
+        pro + "\n  tcgen05.st.sync.aligned.32x32b.x2.unpack::16b.b32 [%r21+64], {%r44, %r45};"
+        "\n  tcgen05.wait::st.sync.aligned;"
+        "\n  tcgen05.ld.sync.aligned.32x32b.x2.pack::16b.b32 {%r46, %r47}, [%r21+64];"
+        "\n  tcgen05.ld.sync.aligned.32x32b.x4.b32 {%r48, %r49, %r50, %r51}, [%r21+64];"
+        "\n  tcgen05.wait::ld.sync.aligned;"
+        "\n  mul.wide.u32 %rd20, %r2, 24;\n  ld.param.u64 %rd21, [k_out];"
+        "\n  add.s64 %rd21, %rd21, %rd20;"
+        "\n  st.global.v2.u32 [%rd21], {%r46, %r47};"
+        "\n  st.global.v2.u32 [%rd21+8], {%r48, %r49};"
+        "\n  st.global.v2.u32 [%rd21+16], {%r50, %r51};\n  bar.sync 0;"
+        "\n  @%p5 tcgen05.dealloc.cta_group::1.sync.aligned.b32 %r20, 256;\n  ret;")
+    dev = EmulatorDevice()
+    fn = dev.load_module(ptx).get_function("k")
+    out = dev.malloc(128 * 24)
+    dev.launch(fn, (1, 1, 1), (128, 1, 1),
+               [dev.to_device(img.view(np.uint32)), out, np.uint32(img.size // 4), np.uint64(0),
+                np.uint64(0), np.uint32(0), np.uint32(0), np.uint32(0)])
+    got = dev.from_device(out, (128, 6), np.uint32)
+    assert np.array_equal(got[:, :2], words)
+    halves = np.stack([words & 0xFFFF, words >> 16], -1).reshape(128, 4)
+    assert np.array_equal(got[:, 2:], halves)

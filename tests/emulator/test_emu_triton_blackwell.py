@@ -16,6 +16,7 @@ instruction descriptor, the sm_100 matrix descriptor, the TMEM data path of M = 
 import json
 import math
 import pathlib
+import re
 
 import numpy as np
 import pytest
@@ -166,6 +167,24 @@ def _scaled_reference(A, sa, B, sb):
     return a @ b, A.shape[1] / 32 * 2.0 ** -23 * (np.abs(a) @ np.abs(b))
 
 
+@pytest.mark.parametrize("shape", [(128, 64, 128), (256, 128, 256)], ids=["one-tile", "four"])
+def test_scales_stored_with_unpack_16b(shape):
+    """BK = 64: two scale bytes per row a tile, stored by `tcgen05.st.32x32b.xN.unpack::16b`
+    (register j's halves into columns 2j and 2j + 1, low 16 bits each)."""
+    import ml_dtypes
+    M, N, K = shape
+    rng = np.random.default_rng(K + 1)
+    A = (rng.integers(-8, 9, (M, K)) / 2).astype(ml_dtypes.float8_e4m3fn)
+    B = (rng.integers(-8, 9, (K, N)) / 4).astype(ml_dtypes.float8_e4m3fn)
+    sa = rng.integers(117, 137, (M, K // 32)).astype(np.uint8)
+    sb = rng.integers(117, 137, (N, K // 32)).astype(np.uint8)
+    ptx, C = _scaled_launch("triton_scaled_matmul_bk64_sm100", A.view(np.uint8), sa,
+                            B.view(np.uint8), sb, M, N, K)
+    assert "tcgen05.st.sync.aligned.32x32b.x2.unpack::16b.b32" in ptx
+    ref, bound = _scaled_reference(A.astype(np.float64), sa, B.astype(np.float64), sb)
+    assert np.all(np.abs(C - ref) <= bound)
+
+
 @pytest.mark.parametrize("shape", [(128, 64, 256), (256, 128, 512)], ids=["one-tile", "four"])
 def test_block_scaled_mxfp4_matmul(shape):
     """MXFP4 (gen_scaled_matmul_ptx.py --fmt e2m1): operands packed two e2m1 a byte by the
@@ -219,7 +238,76 @@ def test_block_scaled_mxfp8_matmul(shape):
                      shared_mem=info["shared_bytes"])
     assert rep.race_check == "checked: no shared-memory race"
     C = dev.from_device(pc, (M, N), np.float32).astype(np.float64)
-    a = A.astype(np.float64) * np.repeat(2.0 ** (sa.astype(np.float64) - 127), 32, axis=1)
-    b = B.astype(np.float64) * np.repeat(2.0 ** (sb.astype(np.float64) - 127), 32, axis=1).T
-    # exact products; one f32 rounding per 32-wide K step at most
-    assert np.all(np.abs(C - a @ b) <= K / 32 * 2.0 ** -23 * (np.abs(a) @ np.abs(b)))
+    ref, bound = _scaled_reference(A.astype(np.float64), sa, B.astype(np.float64), sb)
+    assert np.all(np.abs(C - ref) <= bound)
+
+
+@pytest.mark.parametrize("shape", [(128, 64, 256), (256, 128, 512)], ids=["one-tile", "four"])
+def test_block_scaled_mma_sync_sm120a(shape):
+    """Consumer Blackwell (sm_120a, no tcgen05): the same MXFP8 `tl.dot_scaled` becomes
+    `mma.sync.aligned.m16n8k32...kind::mxf8f6f4.block_scale.scale_vec::1X` with the scales in
+    registers ({byte-id, thread-id} pick the byte and the half quad): a misread lane or byte
+    scales rows by wrong powers of two."""
+    import ml_dtypes
+    M, N, K = shape
+    rng = np.random.default_rng(M + 3 * N)
+    A = (rng.integers(-8, 9, (M, K)) / 2).astype(ml_dtypes.float8_e4m3fn)
+    B = (rng.integers(-8, 9, (K, N)) / 4).astype(ml_dtypes.float8_e4m3fn)
+    sa = rng.integers(117, 137, (M, K // 32)).astype(np.uint8)
+    sb = rng.integers(117, 137, (N, K // 32)).astype(np.uint8)
+    ptx, C = _scaled_launch("triton_scaled_matmul_sm120", A.view(np.uint8), sa,
+                            B.view(np.uint8), sb, M, N, K)
+    assert ".target sm_120a" in ptx and "block_scale.scale_vec::1X" in ptx
+    ref, bound = _scaled_reference(A.astype(np.float64), sa, B.astype(np.float64), sb)
+    assert np.all(np.abs(C - ref) <= bound)
+
+
+@pytest.mark.parametrize("shape", [(128, 64, 256), (256, 128, 512)], ids=["one-tile", "four"])
+def test_block_scaled_mxfp4_mma_sync_sm120a(shape):
+    """MXFP4 on sm_120a: `mma.sync.aligned.m16n8k64...kind::mxf4nvf4.block_scale.
+    scale_vec::2X...e2m1.e2m1.f32.ue8m0`: the e2m1 A and B fragments (eight values a
+    register, the lowest nibble first) and two scale bytes per row and column each step."""
+    from tilelang.runtime.mx_formats import pack_f4e2m1
+    M, N, K = shape
+    rng = np.random.default_rng(M + 5 * N)
+    grid = np.array([0, 0.5, 1, 1.5, 2, 3, 4, 6])
+    A = rng.choice(np.concatenate([grid, -grid]), (M, K))
+    B = rng.choice(np.concatenate([grid, -grid]), (K, N))
+    sa = rng.integers(117, 137, (M, K // 32)).astype(np.uint8)
+    sb = rng.integers(117, 137, (N, K // 32)).astype(np.uint8)
+    ptx, C = _scaled_launch("triton_scaled_matmul_e2m1_sm120", pack_f4e2m1(A), sa,
+                            np.ascontiguousarray(pack_f4e2m1(B.T).T), sb, M, N, K)
+    assert "m16n8k64.row.col.kind::mxf4nvf4.block_scale.scale_vec::2X" in ptx
+    ref, bound = _scaled_reference(A, sa, B, sb)
+    assert np.all(np.abs(C - ref) <= bound)
+
+
+def test_attention_forward_with_s_and_o_in_tensor_memory():
+    """Triton's FlashAttention-style forward for sm_100a (gen_attention_ptx.py --arch 100
+    --block-m 128): S = Q K^T and O accumulate in tensor memory, the online softmax reads S
+    with tcgen05.ld and rescales O in place with tcgen05.st between the products, with the
+    packed `add/mul.f32x2` and three-source `max.f32` of sm_100."""
+    import math as m
+    ptx = (FIXTURES / "triton_attention_causal_sm100.ptx").read_text()
+    info = json.loads((FIXTURES / "triton_attention_causal_sm100.json").read_text())
+    assert "mul.f32x2" in ptx and re.search(r"max\.f32\s+%r\d+, %r\d+, %r\d+, %r\d+;", ptx)
+    BH, n, D = 2, 200, info["constexprs"]["HEAD_DIM"]
+    rng = np.random.default_rng(n)
+    q, k, v = (rng.standard_normal((BH, n, D)).astype(np.float16) for _ in range(3))
+    dev = EmulatorDevice(race_check=True)
+    fn = dev.load_module(ptx).get_function(info["kernel"])
+    o = dev.malloc(2 * BH * n * D)
+    scale = 1 / m.sqrt(D)
+    rep = dev.launch(fn, (m.ceil(n / info["constexprs"]["BLOCK_M"]), BH, 1),
+                     tuple(info["block"]), [dev.to_device(q), dev.to_device(k), dev.to_device(v),
+                                            o, np.float32(scale), np.int32(n), 0, 0],
+                     shared_mem=info["shared_bytes"])
+    assert rep.race_check == "checked: no shared-memory race"
+    out = dev.from_device(o, (BH, n, D), np.float16).astype(np.float64)
+    s = np.einsum("bmd,bnd->bmn", q.astype(np.float64), k.astype(np.float64)) * scale
+    s = np.where(np.tril(np.ones((n, n), bool)), s, -np.inf)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    ref = (p / p.sum(-1, keepdims=True)) @ v.astype(np.float64)
+    # P is rounded to f16 before P @ V (relative 2^-11) and the output is f16
+    np.testing.assert_allclose(out, ref, atol=3e-3, rtol=0)
+

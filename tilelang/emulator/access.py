@@ -59,7 +59,7 @@ def locate(st, space, addrs, idx, size, align):
             mis = (off % align) != 0
             if mis.any():
                 raise _fault(st, idx, mis, addrs, f"misaligned shared access of {size} bytes")
-        return [("shared", idx, st.block_in_batch[idx] * st.shared_size + off, addrs)]
+        return [("shared", idx, st.block_in_batch[idx] * st.shared_stride + off, addrs)]
     if space == "shared_cluster":
         # distributed shared memory: bits 24.. hold 1 + the target CTA's rank in the cluster
         # (0: this CTA), see ops_mem.build_mapa; the blocks of a cluster share the batch
@@ -79,7 +79,7 @@ def locate(st, space, addrs, idx, size, align):
             if mis.any():
                 raise _fault(st, idx, mis, addrs, f"misaligned shared access of {size} bytes")
         blk = st.block_in_batch[idx] - own + rank
-        return [("shared", idx, blk * st.shared_size + off, off)]
+        return [("shared", idx, blk * st.shared_stride + off, off)]
     if space == "kparam":
         off = addrs.astype(np.int64)
         off = np.where(off >= PARAM_WINDOW, off - PARAM_WINDOW, off)   # 32-bit: an offset

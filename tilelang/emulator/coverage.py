@@ -84,7 +84,8 @@ KNOWN: dict[str, frozenset] = {name: frozenset(mods) for name, mods in {
     "mbarrier": {"init", "inval", "arrive", "arrive_drop", "expect_tx", "test_wait",
                  "try_wait", "parity", "noComplete"} | _ORDER | _SPACES,
     # tensor cores, asynchronous copies
-    "mma": {"sync", "aligned", "row", "col", "satfinite"},
+    "mma": {"sync", "aligned", "row", "col", "satfinite", "kind::mxf8f6f4", "kind::mxf4nvf4",
+            "block_scale", "scale_vec::1X", "scale_vec::2X", "ue8m0", "e2m1"},
     "ldmatrix": {"sync", "aligned", "x1", "x2", "x4", "trans"} | _SPACES,
     "stmatrix": {"sync", "aligned", "x1", "x2", "x4", "trans"} | _SPACES,
     "wgmma": {"fence", "mma_async", "commit_group", "wait_group", "sync", "aligned",
@@ -97,7 +98,7 @@ KNOWN: dict[str, frozenset] = {name: frozenset(mods) for name, mods in {
                 "wait::ld", "wait::st", "cp", "shift", "down", "fence::before_thread_sync",
                 "fence::after_thread_sync", "cta_group::1", "kind::f16", "kind::tf32",
                 "kind::f8f6f4", "kind::i8", "kind::mxf8f6f4", "kind::mxf4", "block_scale",
-                "block32", "scale_vec::1X", "scale_vec::2X", "mbarrier::arrive::one", "32x32b", "16x32bx2", "x1", "x2",
+                "block32", "scale_vec::1X", "scale_vec::2X", "pack::16b", "unpack::16b", "mbarrier::arrive::one", "32x32b", "16x32bx2", "x1", "x2",
                 "x4", "x8", "x16", "x32", "x64", "x128", "128x256b", "128x128b", "32x128b",
                 "warpx4", "sync", "aligned"} | _SPACES,
     "tensormap": {"replace", "tile", "global_address", "rank", "box_dim", "global_dim",

@@ -16,6 +16,8 @@ def lanes(v, ti: TypeInfo) -> list:
         return [np.asarray(v).astype(np.float64)]
     if ti.kind == "bf16":
         return [bf16_to_f32(v).astype(np.float64)]
+    if ti.kind == "f32x2":
+        return [x.astype(np.float64) for x in f32_halves(v)]
     u = np.asarray(v, np.uint32)
     lo, hi = (u & np.uint32(0xFFFF)).astype(np.uint16), (u >> np.uint32(16)).astype(np.uint16)
     if ti.kind == "f16x2":
@@ -80,10 +82,25 @@ def pack(results: list, ti: TypeInfo, mode="rn", sat=False):
     """Inverse of `lanes`: float64 lane arrays to the type's bits/values."""
     if ti.kind in ("f", "bf16"):
         return round_to(results[0], ti, mode, sat)
+    if ti.kind == "f32x2":
+        f32 = type_info("f32")
+        return f32_join(*(np.asarray(round_to(x, f32, mode, sat), np.float32) for x in results))
     # each half rounds on its own, in the instruction's mode (cvt.rz.f16x2.f32 truncates)
     half = HALF_OF[ti.kind]
     lo, hi = (np.asarray(round_to(x, half, mode, sat)).view(np.uint16) for x in results)
     return lo.astype(np.uint32) | (hi.astype(np.uint32) << np.uint32(16))
+
+
+def f32_halves(v):
+    """A .f32x2 value (uint64 bits) as its (low, high) float32 halves."""
+    u = np.asarray(v, np.uint64)
+    return ((u & np.uint64(0xFFFFFFFF)).astype(np.uint32).view(np.float32),
+            (u >> np.uint64(32)).astype(np.uint32).view(np.float32))
+
+
+def f32_join(lo, hi):
+    return np.asarray(lo, np.float32).view(np.uint32).astype(np.uint64) | \
+        (np.asarray(hi, np.float32).view(np.uint32).astype(np.uint64) << np.uint64(32))
 
 
 def float_to_int(x, dt: np.dtype, mode: str, sat: bool = True):

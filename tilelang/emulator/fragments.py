@@ -52,6 +52,13 @@ def _layouts():
                             _table(8, lambda g, t, e: g + 8 * (e // 4),
                                    lambda g, t, e: t * 4 + (e % 4)),
                             _table(4, lambda g, t, e: t * 4 + e, lambda g, t, e: g + 0 * e), 8)
+    # 4-bit e2m1 (block-scaled mma.sync of sm_120a): A as the PTX ISA's formula gives it,
+    # B by the same pattern along K (the reading Triton's sm_120a MXFP4 kernel confirms)
+    L[("m16n8k64", "4")] = (16, 8, 64,
+                            _table(32, lambda g, t, e: g + 8 * ((e // 8) % 2),
+                                   lambda g, t, e: t * 8 + (e % 8) + 32 * (e // 16)),
+                            _table(16, lambda g, t, e: t * 8 + (e % 8) + 32 * (e // 8),
+                                   lambda g, t, e: g + 0 * e), 4)
     return L
 
 
@@ -78,7 +85,7 @@ def unpack_elements(words, bits, kind):
         return el.astype(np.uint8).view(np.int8).astype(np.int64)
     if kind == "u8":
         return el.astype(np.int64)
-    if kind in ("e4m3", "e5m2"):
+    if kind in ("e4m3", "e5m2", "e2m1"):
         from .fp8 import decode
         return decode(el, kind)
     if kind == "s4":

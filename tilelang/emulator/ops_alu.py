@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .decode import op
-from .fpmath import ROUNDINGS, float_to_int, lanes, pack
+from .fpmath import ROUNDINGS, f32_halves, f32_join, float_to_int, lanes, pack
 from .ptx_types import TYPE_NAMES, TypeInfo, f32_to_tf32, type_info, uint_dtype
 
 
@@ -88,6 +88,15 @@ def _float_binary(ctx, ins, parts, ti, f):
     if ti.name == "f32" and mode == "rn" and not sat and f is not None and f[1] is not None:
         g = f[1]
         return lambda st, m: put(st, g(ga(st), gb(st)), m)
+    if ti.kind == "f32x2" and "ftz" in parts:
+        ctx.error(f"{ins.opcode}: the emulator does not support .ftz on .f32x2")
+    if ti.kind == "f32x2" and mode == "rn" and not sat and f is not None and f[1] is not None:
+        g = f[1]                               # each half in float32: one correct rounding
+
+        def run2(st, m):
+            (al, ah), (bl, bh) = f32_halves(ga(st)), f32_halves(gb(st))
+            put(st, f32_join(g(al, bl), g(ah, bh)), m)
+        return run2
     h = f[0]
 
     def run(st, m):
@@ -349,6 +358,13 @@ def build_minmax(ctx, ins, parts):
         f = _FLOAT_BIN[root]
         if "NaN" in parts:
             f = (np.minimum, np.minimum) if root == "min" else (np.maximum, np.maximum)
+        if len(ins.operands) == 4:             # min/max.f32 d, a, b, c (sm_100+)
+            if ti.name != "f32":
+                ctx.error(f"{ins.opcode}: three sources are an .f32 form")
+            d, a, b, c = ins.operands
+            ga, gb, gc, put = ctx.src(a, ti), ctx.src(b, ti), ctx.src(c, ti), ctx.dst(d, ti)
+            g = f[1]
+            return lambda st, m: put(st, g(g(ga(st), gb(st)), gc(st)), m)
         return _float_binary(ctx, ins, parts, ti, f)
     if ti.kind == "b":
         ti = type_info(f"u{ti.size * 8}")

@@ -56,7 +56,7 @@ def _shared_target(st, addr_get, space, t, size, align, what):
     sp = "shared_cluster" if space == "shared_cluster" else "shared"
     (region, _, off, _), = locate(st, sp, a, np.array([t]), size, 1)
     absoff = int(off[0])
-    blk, o = divmod(absoff, st.shared_size)
+    blk, o = divmod(absoff, st.shared_stride)
     if o % align:
         raise st.error(MemoryFault, f"{what} shared address {o:#x} is not {align}-byte aligned",
                        t, o)
@@ -192,13 +192,13 @@ def build_bulk(ctx, ins, parts):
             targets = [blk] if mask is None else _cluster_blocks(st, blk, mask[t])
             seen = None if st.races is None else st.races.tma_snapshot(st, t)
             for b in targets:
-                base = b * st.shared_size
+                base = b * st.shared_stride
                 offs = _byte_offsets(o, soff, es, sw)
                 if offs.max() >= st.shared_size:
                     raise st.error(MemoryFault, "swizzled bulk copy passes the block's shared "
                                    "memory", t, o)
                 mb = mblk if mask is None else b
-                elem = (mb * st.shared_size + mo) // 8
+                elem = (mb * st.shared_stride + mo) // 8
                 if seen is not None:        # the copy may write at once: a write now
                     st.races.tma_write(st, seen, base + offs, elem, t, ins.line)
                 st.tma_pending.append(TmaLoad(elem, base + offs, data, nbytes, ins.line, t,
@@ -230,7 +230,7 @@ def _build_tensor_store(ctx, ins, ops, rank):
             if offs.max() >= st.shared_size:
                 raise st.error(MemoryFault, "bulk store source passes the block's shared "
                                "memory", t, o)
-            offs = offs.reshape(-1, es)[inb].reshape(-1) + blk * st.shared_size
+            offs = offs.reshape(-1, es)[inb].reshape(-1) + blk * st.shared_stride
             if st.proxy is not None:
                 st.proxy.check(st, offs, 1, t, ins.opcode)
             if st.races is not None:
@@ -258,11 +258,11 @@ def _build_plain_store(ctx, ins, ops):
                                f"multiple of 16", t)
             blk, o = _shared_target(st, src.get, src.space, t, n, 16, "bulk store source")
             if st.proxy is not None:
-                st.proxy.check(st, blk * st.shared_size + o + np.arange(0, n, 4), 4, t,
+                st.proxy.check(st, blk * st.shared_stride + o + np.arange(0, n, 4), 4, t,
                                ins.opcode)
             ga = np.broadcast_to(np.asarray(dst.get(st), np.uint64), (st.T,))[t]
             locate(st, "global", np.array([ga]), np.array([t]), 16, 16)
-            sbytes = blk * st.shared_size + o + np.arange(n)
+            sbytes = blk * st.shared_stride + o + np.arange(n)
             if st.races is not None:
                 st.races.access(st, np.full(n, t), sbytes, 1, False)
             st.bulk_pending.append(BulkStore(t, int(st.bulk_commits[t]), sbytes,

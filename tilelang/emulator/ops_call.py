@@ -58,7 +58,7 @@ def _read_bytes(st, t, addr, n):
         o = t * st.local_size + addr - LOCAL_WINDOW
         return st.local[o:o + n].tobytes()
     if SHARED_WINDOW <= addr < SHARED_WINDOW + (1 << 32):
-        o = int(st.block_in_batch[t]) * st.shared_size + addr - SHARED_WINDOW
+        o = int(st.block_in_batch[t]) * st.shared_stride + addr - SHARED_WINDOW
         return st.shared[o:o + n].tobytes()
     off = addr - GLOBAL_BASE
     if off < 0 or off >= st.mem.data.size:       # a bad pointer prints as an empty string

@@ -9,7 +9,7 @@ from .access import locate, region_view
 from .addressing import Address
 from .decode import op
 from .ops_warp import check_members
-from .ptx_ast import Vec
+from .ptx_ast import Imm, Vec
 from .fragments import C_LAYOUT, LAYOUTS, unpack_elements
 from .ptx_types import type_info
 
@@ -18,11 +18,60 @@ def _regs_of(ctx, operand):
     return items
 
 
+def _block_scale(ctx, ins, parts, shape, atype, btype, dtype_):
+    """`mma.sync.aligned.m16n8k32.row.col.kind::mxf8f6f4.block_scale.scale_vec::1X.f32.{e4m3,
+    e5m2}.{e4m3,e5m2}.f32.ue8m0 d, a, b, c, scale-a, {byte-id-a, thread-id-a}, scale-b,
+    {byte-id-b, thread-id-b}` (sm_120a): one ue8m0 scale 2^(e - 127) per row of A and column
+    of B and 32 K. Row m's scale is byte byte-id-a of lane 4(m mod 8) + 2 thread-id-a + m / 8,
+    column n's byte byte-id-b of lane 4n + thread-id-b. `m16n8k64...kind::mxf4nvf4.
+    block_scale.scale_vec::2X...e2m1.e2m1.f32.ue8m0`: two scales each (K = 64), bytes byte-id
+    and byte-id + 1 of the same lanes. (The reading Triton 3.9's sm_120a `tl.dot_scaled`
+    kernels confirm: tests/emulator/test_emu_triton_blackwell.py.) Returns
+    `scales(st, fetch) -> ((W, 16, K), (W, 8, K))`."""
+    mx8 = ("kind::mxf8f6f4" in parts and "scale_vec::1X" in parts and shape == "m16n8k32"
+           and atype in ("e4m3", "e5m2") and btype in ("e4m3", "e5m2"))
+    mx4 = ("kind::mxf4nvf4" in parts and "scale_vec::2X" in parts and shape == "m16n8k64"
+           and atype == btype == "e2m1")
+    if not (mx8 or mx4) or "ue8m0" not in parts or dtype_ != "f32":
+        ctx.error(f"{ins.opcode}: the emulator runs block-scaled mma.sync as m16n8k32 "
+                  f".kind::mxf8f6f4.block_scale.scale_vec::1X (e4m3/e5m2) or m16n8k64 "
+                  f".kind::mxf4nvf4.block_scale.scale_vec::2X (e2m1), f32 accumulators and "
+                  f".ue8m0 scales")
+    nsf = 2 if mx4 else 1
+    ops = ins.operands
+    if len(ops) != 8 or not all(isinstance(ops[k], Vec) and len(ops[k].items) == 2 and
+                                all(isinstance(x, Imm) for x in ops[k].items) for k in (5, 7)):
+        ctx.error(f"{ins.opcode}: expected d, a, b, c, scale-a, {{byte-id-a, thread-id-a}}, "
+                  f"scale-b, {{byte-id-b, thread-id-b}}")
+    u32 = type_info("u32")
+    (bid_a, tid_a), (bid_b, tid_b) = (
+        (int(ctx.src(x, u32)(None)) for x in ops[k].items) for k in (5, 7))
+    if bid_a > 4 - nsf or bid_b > 4 - nsf or bid_a % nsf or bid_b % nsf or tid_a > 1 or \
+            tid_b > 1:
+        ctx.error(f"{ins.opcode}: byte-id is {'0 or 2' if nsf == 2 else '0 to 3'} and "
+                  f"thread-id 0 or 1")
+    gsa, gsb = ctx.src(ops[4], u32), ctx.src(ops[6], u32)
+    m, n = np.arange(16), np.arange(8)
+    lane_a = 4 * (m % 8) + 2 * tid_a + m // 8
+    lane_b = 4 * n + tid_b
+
+    def scales(st, fetch):
+        out = []
+        for g, lanes, bid in ((gsa, lane_a, bid_a), (gsb, lane_b, bid_b)):
+            words = fetch([g])[..., 0].astype(np.uint32)[:, lanes]      # (W, rows)
+            e = np.stack([(words >> np.uint32(8 * (bid + j))) & np.uint32(0xFF)
+                          for j in range(nsf)], -1)                    # (W, rows, nsf)
+            s = np.where(e == 255, np.nan, 2.0 ** (e.astype(np.float64) - 127))
+            out.append(np.repeat(s, 32, axis=-1))                      # one per 32 of K
+        return out
+    return scales
+
+
 @op("mma")
 def build_mma(ctx, ins, parts):
     shape = next((p for p in parts if p.startswith("m") and "n" in p and "k" in p), None)
     types = [p for p in parts if p in ("f16", "bf16", "tf32", "f32", "f64", "s8", "u8", "s32",
-                                         "s4", "u4", "e4m3", "e5m2")]
+                                         "s4", "u4", "e4m3", "e5m2", "e2m1")]
     if shape is None or len(types) not in (2, 4):
         ctx.error(f"{ins.opcode}: unsupported mma form")
     if len(types) == 4:
@@ -33,7 +82,8 @@ def build_mma(ctx, ins, parts):
         ctx.error("mma.sync needs .row.col for these shapes")
     # accumulator types the PTX ISA allows per input type (ptxas refuses the others)
     allowed = {"f16": ("f16", "f32"), "bf16": ("f32",), "tf32": ("f32",), "s8": ("s32",),
-               "u8": ("s32",), "e4m3": ("f16", "f32"), "e5m2": ("f16", "f32")}.get(atype)
+               "u8": ("s32",), "e4m3": ("f16", "f32"), "e5m2": ("f16", "f32"),
+               "e2m1": ("f32",)}.get(atype)
     if allowed is not None and (dtype_ not in allowed or ctype not in allowed):
         ctx.error(f"{ins.opcode}: .{atype} inputs take {' or '.join('.' + t for t in allowed)}"
                   f" accumulators")
@@ -42,7 +92,9 @@ def build_mma(ctx, ins, parts):
     if atype in ("e4m3", "e5m2") and dtype_ != ctype:
         ctx.error(f"{ins.opcode}: 8-bit float products need equal .dtype and .ctype")
     elem = {"f16": "16", "bf16": "16", "tf32": "32", "s8": "8", "u8": "8", "e4m3": "8",
-            "e5m2": "8"}.get(atype)
+            "e5m2": "8", "e2m1": "4"}.get(atype)
+    if atype == "e2m1" and "block_scale" not in parts:
+        ctx.error(f"{ins.opcode}: the emulator runs e2m1 mma.sync in its block-scaled form")
     key = (shape, elem)
     if key not in LAYOUTS:
         ctx.error(f"mma shape {shape} with .{atype} inputs is not supported")
@@ -63,6 +115,8 @@ def build_mma(ctx, ins, parts):
     puts = [ctx.dst(o, b32) for o in dd]
     cr, cc = C_LAYOUT
     integer = atype in ("s8", "u8")
+    scaled = _block_scale(ctx, ins, parts, shape, atype, btype, dtype_) \
+        if "block_scale" in parts else None
 
     def run(st, m):
         check_members(st, m, 0xFFFFFFFF, ins.opcode, require_full=True)
@@ -81,6 +135,10 @@ def build_mma(ctx, ins, parts):
         wi = np.arange(warps.size)[:, None, None]
         A[wi, ar[None], ac[None]] = Ae
         B[wi, br[None], bc[None]] = Be
+        if scaled is not None:
+            sa, sb = scaled(st, fetch)
+            A = A * sa                                   # (W, M, K)
+            B = B * sb.transpose(0, 2, 1)                # (W, K, N)
         Cw = fetch(gc)
         if ctype == "f16":
             Ce = unpack_elements(Cw, 16, "f16")

@@ -45,9 +45,9 @@ class ProxyTracker:
 
     def fence(self, st, m):
         blocks = np.arange(st.nblk) if m is None else np.unique(st.block_in_batch[m])
-        words = st.shared_size // 4 + 1
+        words = st.shared_stride // 4 + 1
         for b in blocks:
-            lo = b * st.shared_size // 4
+            lo = b * st.shared_stride // 4
             self.line[lo:lo + words] = 0
 
     def check(self, st, off, nbytes, thread, what):
@@ -57,7 +57,7 @@ class ProxyTracker:
         hit = self.line[words]
         if hit.any():
             w = int(words[np.flatnonzero(hit)[0]])
-            addr = w * 4 - int(st.block_in_batch[thread]) * st.shared_size
+            addr = w * 4 - int(st.block_in_batch[thread]) * st.shared_stride
             raise st.error(ExecutionError, f"{what} reads shared memory written at PTX line "
                            f"{int(hit[hit != 0][0])} through the generic proxy with no "
                            f"fence.proxy.async in between (the async proxy may read stale "

@@ -31,7 +31,7 @@ class TypeInfo:
 
     @property
     def is_float(self) -> bool:
-        return self.kind in ("f", "bf16", "f16x2", "bf16x2")
+        return self.kind in ("f", "bf16", "f16x2", "bf16x2", "f32x2")
 
     @property
     def bits(self) -> np.dtype:
@@ -50,6 +50,8 @@ def type_info(name: str) -> TypeInfo:
         return TypeInfo(name, "b", 4, np.dtype(np.uint32))
     if name in ("f16x2", "bf16x2"):
         return TypeInfo(name, name, 4, np.dtype(np.uint32))
+    if name == "f32x2":                               # two f32 in a .b64 register (sm_100+)
+        return TypeInfo(name, name, 8, np.dtype(np.uint64))
     if name in ("e4m3x2", "e5m2x2"):                 # two 8-bit floats in 16 bits
         return TypeInfo(name, name, 2, np.dtype(np.uint16))
     if name == "e2m1x2":                               # two 4-bit floats in 8 bits
@@ -68,7 +70,7 @@ def type_info(name: str) -> TypeInfo:
 
 
 TYPE_NAMES = {"pred", "f16", "f32", "f64", "bf16", "tf32", "f16x2", "bf16x2", "e4m3x2", "e5m2x2",
-              "e2m1x2", "e2m3x2", "e3m2x2", "ue8m0x2",
+              "e2m1x2", "e2m3x2", "e3m2x2", "ue8m0x2", "f32x2",
               "e4m3", "e5m2", "u8", "u16",
               "u32", "u64", "s8", "s16", "s32", "s64", "b8", "b16", "b32", "b64", "b128"}
 

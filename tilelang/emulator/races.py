@@ -68,7 +68,7 @@ def state_bytes(prog, tpb: int, shared_size: int) -> int:
 class RaceChecker:
     def __init__(self, st):
         n = (st.shared.size + 4) // 4 * 4            # whole words: accesses view them so
-        self.shared_size = st.shared_size
+        self.stride = st.shared_stride        # bytes between blocks in the batch's array
         self.nw = nw = -(-st.tpb // 32)
         self.ng = ng = -(-nw // 4)
         self.nr = nw + ng                                   # agents that read
@@ -145,7 +145,7 @@ class RaceChecker:
     def mbar_arrive(self, st, idx, elem):
         """Threads `idx` arrive on the mbarriers at shared 8-byte elements `elem` (of the
         batch): a release of their warps' vectors into each."""
-        blk = elem * 8 // self.shared_size
+        blk = elem * 8 // self.stride
         warps = self._warps(st, idx)
         tblk = st.block_in_batch[idx]
         for key in set(zip(blk.tolist(), elem.tolist())):
@@ -161,12 +161,12 @@ class RaceChecker:
     def mbar_completed(self, st, elem: int):
         """A phase of the mbarrier at element `elem` completed: publish what arrived and
         the phase's clock of its TMA agent."""
-        b = elem * 8 // self.shared_size
+        b = elem * 8 // self.stride
         key = (b, elem)
         n = self.phases[key] = self.phases.get(key, 0) + 1
         v = self.acc.get(key)
         v = np.zeros(self.vc.shape[2], np.int32) if v is None else self._vec(v).copy()
-        c = self._column(elem * 8 - b * self.shared_size)
+        c = self._column(elem * 8 - b * self.stride)
         v = self._vec(v)
         v[c] = max(v[c], n)
         self.pub[key] = v if key not in self.pub else np.maximum(self._vec(self.pub[key]), v)
@@ -175,7 +175,7 @@ class RaceChecker:
         """Threads `idx` saw a phase of the mbarriers at `elem` complete (test/try_wait)."""
         warps = self._warps(st, idx)
         for e in np.unique(elem).tolist():
-            b = e * 8 // self.shared_size
+            b = e * 8 // self.stride
             v = self.pub.get((b, e))
             if v is None:
                 continue
@@ -192,9 +192,9 @@ class RaceChecker:
     def tma_write(self, st, snap, off, mbar_elem: int, thread: int, line: int):
         """A bulk copy's bytes `off` (of the batch), completing on the mbarrier at
         `mbar_elem`, written as that mbarrier's agent."""
-        b = int(mbar_elem * 8 // self.shared_size)
+        b = int(mbar_elem * 8 // self.stride)
         key = (b, int(mbar_elem))
-        col = self._column(int(mbar_elem) * 8 - b * self.shared_size)
+        col = self._column(int(mbar_elem) * 8 - b * self.stride)
         clk = self.phases.get(key, 0) + 1
         off = np.asarray(off, np.int64).reshape(-1)
         sb, vec = snap
@@ -253,7 +253,7 @@ class RaceChecker:
     def tc_arrive(self, st, thread: int, elem: int, clk: int):
         """A tcgen05.commit of `thread` arrives on the mbarrier at `elem` once its operations
         completed: whoever sees that phase complete has seen their reads end."""
-        b = elem * 8 // self.shared_size
+        b = elem * 8 // self.stride
         a = self.nw + (int(st.thread_linear[thread]) // 32) // 4
         v = np.zeros(self.vc.shape[2], np.int32)
         v[a] = clk
@@ -375,7 +375,7 @@ class RaceChecker:
         return f"a TMA copy wrote (PTX line {int(self.lines[byte])})"
 
     def _raise(self, st, t, byte, who, doing, done):
-        addr = byte - int(st.block_in_batch[t]) * self.shared_size
+        addr = byte - int(st.block_in_batch[t]) * self.stride
         raise st.error(SharedMemoryRace,
                        f"shared-memory race: {who} {doing} shared memory that {done}, and "
                        f"nothing orders the two (no barrier, no mbarrier phase between)", t,

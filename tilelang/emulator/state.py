@@ -56,7 +56,11 @@ class State:
         zeros = {dt: np.zeros(T, dt) for dt in set(prog.reg_dtypes)}
         self.regs = [zeros[dt] for dt in prog.reg_dtypes]
         self.shared_size = shared_size
-        self.shared = np.zeros(max(nblk * shared_size, 16) + 16, np.uint8)
+        # each block's shared memory starts at a multiple of 16 bytes in the batch's array, so
+        # typed views (an 8-byte mbarrier, a 16-byte vector) line up in every block whatever
+        # the declared size; bounds are checked against shared_size
+        self.shared_stride = -(-shared_size // 16) * 16
+        self.shared = np.zeros(max(nblk * self.shared_stride, 16) + 16, np.uint8)
         self.local_size = prog.local_size
         self.local = np.zeros(max(T * prog.local_size, 16), np.uint8)
         self.pslots = np.zeros((T, max(prog.pslot_size, 16)), np.uint8)

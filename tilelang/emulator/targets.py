@@ -31,6 +31,10 @@ def required_sm(parts: list) -> tuple[int, bool]:
         return 75, False
     if root == "stmatrix":
         return 90, False
+    if "f32x2" in parts:
+        return 100, False                      # packed f32 add/sub/mul/fma (sm_100+)
+    if root == "mma" and "block_scale" in parts:
+        return 120, True                       # sm_120a, sm_121a
     if root == "mma":
         return _mma(parts), False
     if root == "wgmma":
