@@ -92,6 +92,8 @@ def written_arrays(kernel: Kernel) -> set:
             b = op.builtin
             if b.name == "list_item":
                 items[op.result] = dict(op.args)["L"]
+            elif b.name == "peer":                 # a symmetric array's peer buffer
+                items[op.result] = dict(op.args)["x"]
             if b.side_effects and b.group == "memory":
                 out.update(arg_values(dict(op.args).get("A")))
         else:
