@@ -101,7 +101,9 @@ class WorldKernel:
 
     def __init__(self, w: "World", text: str, path: str, name: str, consts, arch: str):
         self.world, self.text, self.path, self.name = w, text, path, name
-        self.consts, self.options = dict(consts), CompileOptions(target=arch)
+        # with line info, so that the emulator's errors name source lines
+        self.consts = dict(consts)
+        self.options = CompileOptions(target=arch, lineinfo=True)
         self._built: dict[tuple, Any] = {}
 
     def build(self, facts: Mapping[str, ArrayFacts]):
