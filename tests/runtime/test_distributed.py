@@ -1,0 +1,136 @@
+"""tilelang.distributed (docs/distributed.md): the examples of examples/distributed/ against
+NumPy on emulated worlds of 2, 4 and 8 ranks with ragged sizes; a deadlocking kernel and a
+cross-device race reported with their ranks and source lines; the API's refusals."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import pathlib
+
+import numpy as np
+import pytest
+
+import tilelang
+import tilelang.distributed as td
+from tilelang.emulator.errors import GlobalMemoryRace, NoProgress
+from tilelang.diagnostics import TileError
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples" / "distributed"
+
+
+def _script(name):
+    spec = importlib.util.spec_from_file_location(f"dist_{name}", EXAMPLES / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.parametrize("n,length", [(2, 300), (4, 129), (8, 517)])
+def test_all_reduce(n, length):
+    _script("all_reduce").run(n, length, np.random.default_rng(n))
+
+
+@pytest.mark.parametrize("n,length", [(2, 300), (4, 200), (8, 131)])
+def test_all_gather(n, length):
+    _script("all_gather").run(n, length, np.random.default_rng(n))
+
+
+@pytest.mark.parametrize("n,shape", [(2, (70, 40, 72)), (4, (33, 48, 20)), (8, (17, 24, 65))])
+def test_all_gather_matmul(n, shape):
+    _script("ag_matmul").run(n, *shape, np.random.default_rng(n))
+
+
+RING = """kernel ring(x: Symmetric[Array[f32, 1]], flags: Symmetric[Array[u32, 1]],
+          y: Array[f32, 1]) {
+    let me = rank();
+    let next = (me + 1) % world_size();
+    wait_until(peer(flags, me), 0, "eq", 1);
+    store(peer(x, next), index = (0,), tile = load(y, index = (0,), shape = (128,)));
+    signal(peer(flags, next), 0, 1);
+}
+kernel unordered(x: Symmetric[Array[f32, 1]], flags: Symmetric[Array[u32, 1]],
+                 y: Array[f32, 1]) {
+    let me = rank();
+    let next = (me + 1) % world_size();
+    store(peer(x, next), index = (0,), tile = load(y, index = (0,), shape = (128,)));
+    store(y, index = (0,), tile = load(peer(x, me), index = (0,), shape = (128,)));
+}
+kernel ordered(x: Symmetric[Array[f32, 1]], flags: Symmetric[Array[u32, 1]],
+               y: Array[f32, 1]) {
+    let me = rank();
+    let next = (me + 1) % world_size();
+    store(peer(x, next), index = (0,), tile = load(y, index = (0,), shape = (128,)));
+    signal(peer(flags, next), 0, 1);
+    wait_until(peer(flags, me), 0, "eq", 1);
+    store(y, index = (0,), tile = load(peer(x, me), index = (0,), shape = (128,)));
+}
+"""
+
+
+def _ring(n, name):
+    w = td.world(n)
+    x, flags = w.symmetric((128,), "f32"), w.symmetric((4,), "u32")
+    ys = [np.full(128, r + 1, np.float32) for r in range(n)]
+    w.launch_all(w.kernel(RING, name), 1, lambda r: (x, flags, ys[r]))
+    return ys
+
+
+def test_every_rank_waiting_is_no_progress_naming_each_rank():
+    with pytest.raises(NoProgress) as e:
+        _ring(3, "ring")
+    msg = str(e.value)
+    assert msg.startswith("rank 0: no progress: 3 thread(s) spin in the loop at PTX lines ")
+    assert "(source <world>:5), re-reading memory that no running thread changes" in msg
+    for r in range(3):
+        assert re.search(rf"rank {r} waits at PTX line \d+ \(source <world>:5\)", msg)
+    assert "On a GPU this launch hangs" in msg
+
+
+def test_a_cross_device_race_is_reported():
+    with pytest.raises(GlobalMemoryRace) as e:
+        _ring(3, "unordered")
+    assert re.match(r"rank 0: global-memory data race: this block reads a word that rank 2's "
+                    r"block \(0, 0, 0\) wrote \(PTX line \d+\) with no release/acquire "
+                    r"synchronization between them", str(e.value))
+
+
+@pytest.mark.parametrize("n", [2, 5])
+def test_a_signal_orders_the_store_before_the_read(n):
+    ys = _ring(n, "ordered")
+    # rank r read what rank r - 1 stored: its y, r - 1 + 1
+    assert [float(y[0]) for y in ys] == [float((r - 1) % n + 1) for r in range(n)]
+    assert all((y == y[0]).all() for y in ys)
+
+
+def test_a_single_device_launch_is_refused():
+    mod = tilelang.compile(RING, backend="emulator")
+    with pytest.raises(TileError) as e:
+        mod.ring[1](None, None, np.zeros(128, np.float32))
+    d = e.value.diagnostics[0]
+    assert (d.code, d.message) == ("E0919", "kernel `ring` takes the symmetric array `x`, which "
+                                            "needs a world of devices")
+
+
+def test_refusals():
+    with pytest.raises(TileError, match=r"an emulated world has 2 to 8 ranks, not 1"):
+        td.world(1)
+    w = td.world(2)
+    k = w.kernel(RING, "ordered")
+    x, flags = w.symmetric((128,), "f32"), w.symmetric((4,), "u32")
+    y0 = w.empty(0, (128,), "f32")
+    with pytest.raises(TileError, match=r"rank 1: `y` of kernel `ordered` is an array "
+                                               r"of rank 0"):
+        w.launch_all(k, 1, [(x, flags, y0), (x, flags, y0)])
+    with pytest.raises(TileError, match=r"rank 0: `flags` of kernel `ordered` is a "
+                                               r"symmetric array; got ndarray"):
+        w.launch_all(k, 1, lambda r: (x, np.zeros(4, np.uint32), w.empty(r, (128,), "f32")))
+    with pytest.raises(TileError, match=r"rank 0: `x` of kernel `ordered` holds f32; "
+                                               r"got u32"):
+        w.launch_all(k, 1, lambda r: (flags, flags, w.empty(r, (128,), "f32")))
+    with pytest.raises(TileError, match=r"3 argument lists for a world of 2 ranks"):
+        w.launch_all(k, 1, [(x, flags, y0)] * 3)
+
+
+
