@@ -134,3 +134,27 @@ def test_refusals():
 
 
 
+
+
+def _tilec(*args, cwd):
+    import os
+    import subprocess
+    import sys
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    return subprocess.run([sys.executable, "-m", "tilelang.cli", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_tilec_run_and_the_c_export_refuse_symmetric_arrays(tmp_path):
+    src = str(EXAMPLES / "all_reduce.tile")
+    r = _tilec("run", src, "--kernel", "all_reduce", "--grid", "1", "--backend", "emulator",
+               cwd=tmp_path)
+    assert r.returncode == 2
+    assert r.stderr.strip().endswith(
+        "tilec run: error: kernel `all_reduce` takes `x: Symmetric[Array[f32, 1]]`, a symmetric "
+        "array, which needs a world of devices: launch it with tilelang.distributed "
+        "(docs/distributed.md)")
+    r = _tilec("--emit", "c", "-o", str(tmp_path / "k.c"), src, cwd=tmp_path)
+    assert r.returncode == 1 and not (tmp_path / "k.c").exists()
+    assert "error[E0281]: kernel `all_reduce`: the C export cannot pass `x`, a symmetric " \
+           "array" in r.stderr
