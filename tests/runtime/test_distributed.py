@@ -158,3 +158,26 @@ def test_tilec_run_and_the_c_export_refuse_symmetric_arrays(tmp_path):
     assert r.returncode == 1 and not (tmp_path / "k.c").exists()
     assert "error[E0281]: kernel `all_reduce`: the C export cannot pass `x`, a symmetric " \
            "array" in r.stderr
+
+
+EDGES = """kernel edges(x: Symmetric[Array[f32, 1]], pad: Symmetric[Array[u32, 1]],
+                y: Array[f32, 1]) {
+    // a rank outside the world is an empty array; a slot outside the pad is skipped
+    let far = load(peer(x, world_size() + 3), index = (0,), shape = (128,), padding = -1.0);
+    wait_until(peer(pad, rank()), 1000, "eq", 7);
+    signal(peer(pad, 0), 1000, 7);
+    store(y, index = (0,), tile = far + load(peer(x, -1), index = (0,), shape = (128,),
+                                              padding = -2.0));
+}
+"""
+
+
+def test_peers_and_slots_outside_are_masked_off():
+    w = td.world(2)
+    x, pad = w.symmetric((128,), "f32"), w.symmetric((4,), "u32")
+    for r in range(2):
+        x.write(r, np.full(128, 5.0, np.float32))
+    ys = [np.zeros(128, np.float32) for _ in range(2)]
+    w.launch_all(w.kernel(EDGES, "edges"), 1, lambda r: (x, pad, ys[r]))
+    assert all((y == -3.0).all() for y in ys)
+    assert not pad.on(0).any() and not pad.on(1).any()

@@ -717,7 +717,8 @@ def test_print_and_assert_refs():
 def test_distributed_references_say_they_need_a_world(name):
     # the interpreter runs one device: these run on tilelang.distributed's world
     from tilelang.diagnostics import TileError
-    with pytest.raises(TileError, match=rf"^error: `{name}` needs a world of devices: the reference "
+    with pytest.raises(TileError, match=rf"^error: `{name}` needs a world of devices: the "
+                       r"reference "
                        r"interpreter runs one device; run the kernel on "
                        r"tilelang.distributed.world\(n\) \(docs/distributed.md\)$"):
         BUILTINS[name].ref()
