@@ -42,6 +42,12 @@ def test_all_gather_matmul(n, shape):
     _script("ag_matmul").run(n, *shape, np.random.default_rng(n))
 
 
+@pytest.mark.parametrize("n,shape", [(2, (150, 40, 72)), (4, (300, 24, 20)),
+                                     pytest.param(8, (520, 16, 33), marks=pytest.mark.slow)])
+def test_matmul_reduce_scatter(n, shape):
+    _script("matmul_reduce_scatter").run(n, *shape, np.random.default_rng(n))
+
+
 RING = """kernel ring(x: Symmetric[Array[f32, 1]], flags: Symmetric[Array[u32, 1]],
           y: Array[f32, 1]) {
     let me = rank();
