@@ -187,3 +187,9 @@ def test_peers_and_slots_outside_are_masked_off():
     w.launch_all(w.kernel(EDGES, "edges"), 1, lambda r: (x, pad, ys[r]))
     assert all((y == -3.0).all() for y in ys)
     assert not pad.on(0).any() and not pad.on(1).any()
+
+
+def test_an_unknown_kernel_is_named():
+    w = td.world(2)
+    with pytest.raises(TileError, match=r"the module has no kernel named `nope`"):
+        w.launch_all(w.kernel(RING, "nope"), 1, lambda r: ())

@@ -25,7 +25,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from tilelang.codegen.api import ArrayFacts, scalar_storage
+from tilelang.codegen.api import AbiParam, ArrayFacts, scalar_storage
 from tilelang.emulator.world import EmulatedWorld
 from tilelang.options import CompileOptions
 from tilelang.sema.types import DTYPES as _DTYPES
@@ -105,6 +105,20 @@ class WorldKernel:
         self.consts = dict(consts)
         self.options = CompileOptions(target=arch, lineinfo=True)
         self._built: dict[tuple, Any] = {}
+        self._params: tuple | None = None
+
+    def params(self) -> tuple:
+        """The run-time parameters, as the ABI passes them (`written` comes with a build)."""
+        if self._params is None:
+            import tilelang.driver as driver
+            sig = driver.inspect_source(self.text, self.path, self.options)
+            k = sig.kernels.get(self.name)
+            if k is None:
+                raise usage_error("E0922", f"the module has no kernel named `{self.name}`",
+                                  "kernels: " + (", ".join(sig.kernels) or "none"))
+            self._params = tuple(AbiParam(p.name, p.kind, p.dtype, p.rank) for p in k.params
+                                 if p.kind != "const")
+        return self._params
 
     def build(self, facts: Mapping[str, ArrayFacts]):
         import tilelang.driver as driver
@@ -168,8 +182,7 @@ class World:
         if len(args) != self.size:
             raise arg_error("E0919", f"{len(args)} argument lists for a world of {self.size} "
                             f"ranks", "give one tuple of arguments per rank")
-        # the ABI from a first build (facts change code, never the parameters)
-        abi = kernel.build({})[0].params
+        abi = kernel.params()
         for r, a in enumerate(args):
             if len(a) != len(abi):
                 raise arg_error("E0910", f"rank {r}: kernel `{kernel.name}` takes {len(abi)} "
@@ -183,7 +196,7 @@ class World:
         g = (grid,) if isinstance(grid, int) else tuple(grid)
         rep = self.emu.launch(fn, g, art.block, packed, max_steps=max_steps)
         for r, row in enumerate(staged):
-            for p, s in zip(abi, row):
+            for p, s in zip(art.params, row):
                 if p.written:
                     s.copy_back()
         return rep
