@@ -48,6 +48,12 @@ def test_matmul_reduce_scatter(n, shape):
     _script("matmul_reduce_scatter").run(n, *shape, np.random.default_rng(n))
 
 
+@pytest.mark.parametrize("n,tokens", [(2, [5, 3]), (4, [7, 0, 2, 9]),
+                                      (8, [3, 1, 4, 1, 5, 0, 2, 6])])
+def test_moe_dispatch(n, tokens):
+    _script("moe_dispatch").run(n, tokens, np.random.default_rng(n))
+
+
 RING = """kernel ring(x: Symmetric[Array[f32, 1]], flags: Symmetric[Array[u32, 1]],
           y: Array[f32, 1]) {
     let me = rank();

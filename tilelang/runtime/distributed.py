@@ -61,6 +61,8 @@ class RankArray:
 
     def numpy(self) -> np.ndarray:
         out = np.empty(self.shape, self.np_dtype)
+        if out.size == 0:
+            return out
         return self.world.emu.device.memcpy_dtoh(out, self.ptr)
 
     def write(self, host) -> None:
@@ -68,7 +70,8 @@ class RankArray:
         if a.shape != self.shape:
             raise usage_error("E0919", f"rank {self.rank}: writing an array of shape {a.shape} "
                               f"into one of shape {self.shape}", "give an array of its shape")
-        self.world.emu.device.memcpy_htod(self.ptr, a)
+        if a.size:
+            self.world.emu.device.memcpy_htod(self.ptr, a)
 
 
 class SymmetricArray:
