@@ -200,7 +200,8 @@ def inspect_source(text: str, path: str, options: CompileOptions | None = None) 
     """The kernels of a module and their parameters (raises TileError on errors)."""
     from .compiled import KernelSig, ModuleSig, ParamSig
     from .sema.constants import ConstValue
-    from .sema.types import ArrayListType, ArrayType, DTypeType, OptionalArrayType
+    from .sema.types import (ArrayListType, ArrayType, DTypeType, OptionalArrayType,
+                             SymmetricArrayType)
     result = check_source(text, path, options)
     _raise_errors(result.diagnostics)
     kernels = {}
@@ -220,7 +221,8 @@ def inspect_source(text: str, path: str, options: CompileOptions | None = None) 
                 params.append(ParamSig(name, "array", t.dtype, t.rank, span=spans.get(name),
                                        type_var=tvars.get(name)))
             elif isinstance(t, ArrayListType):
-                params.append(ParamSig(name, "list", t.array.dtype, t.array.rank,
+                kind = "symmetric" if isinstance(t, SymmetricArrayType) else "list"
+                params.append(ParamSig(name, kind, t.array.dtype, t.array.rank,
                                        span=spans.get(name)))
             elif isinstance(t, OptionalArrayType):
                 params.append(ParamSig(name, "array", t.array.dtype, t.array.rank,

@@ -31,7 +31,11 @@ from tilelang.sema.types import ArrayType
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DIGESTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "golden", "ptx_digests.json")
-EXAMPLES = sorted(os.path.basename(p) for p in glob.glob(os.path.join(ROOT, "examples", "*.tile")))
+# examples/*.tile and the kernels across devices of examples/distributed/ (named by their path
+# under examples/)
+EXAMPLES = sorted(os.path.relpath(p, os.path.join(ROOT, "examples")) for p in
+                  glob.glob(os.path.join(ROOT, "examples", "*.tile")) +
+                  glob.glob(os.path.join(ROOT, "examples", "distributed", "*.tile")))
 TARGETS = ("sm_80", "sm_90a", "sm_120")
 PRECISIONS = ("ieee", "fast", "approx")
 SMALL = ArrayFacts(small=True)

@@ -14,7 +14,8 @@ from tilelang.sema.builtins import ArgInfo, arg_of_const, arg_of_dtype, bind_cal
     lookup_operator
 from tilelang.sema.combine import CombineType
 from tilelang.sema.constants import ConstStr, ConstTuple, ConstValue, const_bool, loose
-from tilelang.sema.types import DTYPES, ArrayListType, ArrayType, TileType, TupleType, scalar
+from tilelang.sema.types import (DTYPES, ArrayListType, ArrayType, SymmetricArrayType, TileType,
+                                 TupleType, scalar)
 
 
 def T(dt: str, *shape: int) -> ArgInfo:
@@ -49,6 +50,11 @@ def A(dt: str, rank: int) -> ArgInfo:
 def LST(dt: str, rank: int) -> ArgInfo:
     """A `List[Array[dt, rank]]` kernel parameter."""
     return ArgInfo(ArrayListType(ArrayType(DTYPES[dt], rank)))
+
+
+def SYM(dt: str, rank: int) -> ArgInfo:
+    """A `Symmetric[Array[dt, rank]]` kernel parameter."""
+    return ArgInfo(SymmetricArrayType(ArrayType(DTYPES[dt], rank)))
 
 
 def FN(*dts: str) -> ArgInfo:
@@ -112,6 +118,16 @@ CASES: dict[str, tuple] = {
     "list_item": ((LST("f16", 2), T("i32")), {}, "Array[f16, 2]", (A("f16", 2), T("i32")), {},
                   "E0506"),
     "len": ((LST("f32", 1),), {}, "i32", (A("f32", 1),), {}, "E0506"),
+    # distributed (builtins_distributed.py)
+    "peer": ((SYM("f16", 2), T("i32")), {}, "Array[f16, 2]", (LST("f16", 2), T("i32")), {},
+             "E0506"),
+    "rank": ((), {}, "i32", (T("i32"),), {}, "E0502"),
+    "world_size": ((), {}, "i32", (T("i32"),), {}, "E0502"),
+    "signal": ((A("u32", 1), T("i32"), C(1)), {"op": STR("add")}, "()",
+               (A("f32", 1), T("i32"), C(1)), {}, "E0508"),
+    "wait_until": ((A("i64", 1), C(0), STR("ge"), C(-3)), {}, "()",
+                   (A("i64", 1), C(0), STR("gte"), C(1)), {}, "E0507"),
+    "barrier": ((SYM("u32", 1),), {"channel": T("i32")}, "()", (A("u32", 1),), {}, "E0506"),
     "stride": ((A("f32", 2),), {"axis": C(-2)}, "i32", (T("f32", 4),), {"axis": C(0)},
                "E0506"),
     "atomic_add": ((A("f32", 1), T("i32", 64), C(1.0)), {}, "Tile[f32, 64]",
@@ -283,7 +299,8 @@ def test_entries_are_consistent():
                                               "debug")
         assert callable(b.typing) and callable(b.ref) and b.doc
     effects = {n for n, b in BUILTINS.items() if b.side_effects}
-    assert effects == {"store", "scatter", "print", "assert", "fence"} | {
+    assert effects == {"store", "scatter", "print", "assert", "fence", "signal", "wait_until",
+                       "barrier"} | {
         f"atomic_{o}" for o in ("add", "max", "min", "and", "or", "xor", "xchg", "cas")}
     assert BUILTINS["bid"].scalar_only and not BUILTINS["load"].scalar_only
     assert OPERATORS["@"] is BUILTINS["matmul"]

@@ -712,6 +712,18 @@ def test_print_and_assert_refs():
     assert ev("static_assert", (C(True),), {"cond": True}) is None
 
 
+@pytest.mark.parametrize("name", ["peer", "rank", "world_size", "signal", "wait_until",
+                                  "barrier"])
+def test_distributed_references_say_they_need_a_world(name):
+    # the interpreter runs one device: these run on tilelang.distributed's world
+    from tilelang.diagnostics import TileError
+    with pytest.raises(TileError, match=rf"^error: `{name}` needs a world of devices: the "
+                       r"reference "
+                       r"interpreter runs one device; run the kernel on "
+                       r"tilelang.distributed.world\(n\) \(docs/distributed.md\)$"):
+        BUILTINS[name].ref()
+
+
 def test_every_builtin_reference_is_exercised_here():
     import pathlib
     text = pathlib.Path(__file__).read_text()

@@ -188,6 +188,12 @@ def _check_exportable(k) -> None:
             f"`{lists[0].name}`, a list of arrays", lists[0].span, help="a list needs a device "
             "table made per launch, which the exported launchers never allocate; launch this "
             "kernel from Python, or give it one array parameter per list entry")])
+    sym = [p for p in k.params if p.kind == "symmetric"]
+    if sym:
+        raise TileError([Diagnostic(
+            Severity.ERROR, "E0281", f"kernel `{k.name}`: the C export cannot pass "
+            f"`{sym[0].name}`, a symmetric array", sym[0].span, help="a symmetric array needs "
+            "a world of devices and a table of their buffers (docs/distributed.md)")])
     opt = [p for p in k.params if getattr(p, "optional", False)]
     if len(opt) > MAX_OPTIONAL:
         raise TileError([Diagnostic(

@@ -78,7 +78,8 @@ class AbiParam:
     width (bool as one byte holding 0 or 1; f16/bf16 as 16 bits; f8 as 8 bits; tf32 as 32)."""
 
     name: str
-    kind: str                 # "array" | "scalar" | "list" (`List[Array[dtype, rank]]`)
+    kind: str                 # "array" | "scalar" | "list" (`List[Array[dtype, rank]]`) |
+                              # "symmetric" (`Symmetric[Array[dtype, rank]]`)
     dtype: DType
     rank: int = 0
     # arrays and lists: the kernel may store into it (store, scatter, atomics). The runtime refuses
@@ -89,6 +90,9 @@ class AbiParam:
         """(PTX parameter name suffix, NumPy dtype name) for each PTX parameter, in order."""
         if self.kind == "list":              # docs/abi.md, "Lists of arrays"
             return ((f"{self.name}", "uint64"), (f"{self.name}_len", "int64"))
+        if self.kind == "symmetric":         # docs/distributed.md, "ABI"
+            return ((f"{self.name}", "uint64"), (f"{self.name}_len", "int64"),
+                    (f"{self.name}_rank", "int64"))
         if self.kind == "array":
             return ((f"{self.name}", "uint64"),
                     *((f"{self.name}_shape{i}", "int64") for i in range(self.rank)),

@@ -20,6 +20,7 @@ import llvmlite.ir as ir
 
 # Importing a family registers its lowerings in lower.table (the products' on first use).
 from tilelang.codegen.lower import array_list, atomic, combine, creation, debug  # noqa: F401
+from tilelang.codegen.lower import distributed  # noqa: F401
 from tilelang.codegen.lower import elementwise, grid, index  # noqa: F401
 from tilelang.codegen.lower import memory, random, reduce, scan, shape, sort  # noqa: F401
 from tilelang.codegen.api import (AbiParam, ArrayFacts, CodegenResult, DEFAULT_FACTS,
@@ -41,7 +42,7 @@ from tilelang.ir.ops import BuiltinOp, IRModule, Kernel, walk
 from tilelang.ir.resources import check_registers, check_shared_memory
 from tilelang.sema.launch_attrs import LaunchSpec
 from tilelang.sema.launch_verify import DEFAULT_THREADS
-from tilelang.sema.types import ArrayListType, ArrayType, TileType
+from tilelang.sema.types import ArrayListType, ArrayType, SymmetricArrayType, TileType
 from tilelang.options import CompileOptions
 from tilelang.targets import Target
 
@@ -91,6 +92,8 @@ def written_arrays(kernel: Kernel) -> set:
             b = op.builtin
             if b.name == "list_item":
                 items[op.result] = dict(op.args)["L"]
+            elif b.name == "peer":                 # a symmetric array's peer buffer
+                items[op.result] = dict(op.args)["x"]
             if b.side_effects and b.group == "memory":
                 out.update(arg_values(dict(op.args).get("A")))
         else:
@@ -143,7 +146,8 @@ def abi_params(kernel: Kernel) -> tuple[AbiParam, ...]:
         if isinstance(t, ArrayType):
             out.append(AbiParam(p.hint, "array", t.dtype, t.rank, p in written))
         elif isinstance(t, ArrayListType):
-            out.append(AbiParam(p.hint, "list", t.array.dtype, t.array.rank, p in written))
+            kind = "symmetric" if isinstance(t, SymmetricArrayType) else "list"
+            out.append(AbiParam(p.hint, kind, t.array.dtype, t.array.rank, p in written))
         else:
             out.append(AbiParam(p.hint, "scalar", t.dtype))
     return tuple(out)

@@ -547,8 +547,28 @@ def _no_progress(st, pcs, spinning, waiting):
         wl = sorted({code[int(q - PARKED)].line for q in pcs[waiting]})
         msg += f"; the other {k} live thread(s) wait at PTX line(s) " \
                f"{', '.join(map(str, wl[:6]))}"
+    if st.rank_of_block is not None:         # a world launch (world.py): who waits where
+        msg += "; " + _ranks_waiting(st, pcs)
     msg += ". On a GPU this launch hangs (a lock never released, a flag never set?)"
     raise st.error(NoProgress, msg, t)
+
+
+def _ranks_waiting(st, pcs) -> str:
+    """Per rank of a world launch, the PTX (and source) lines its live threads wait at."""
+    code = st.prog.code
+    rank = st.rank_of_block[st.block_in_batch]
+    parts = []
+    for r in np.unique(rank[st.live]):
+        sel = st.live & (rank == r)
+        where = set()
+        for t in np.flatnonzero(sel):
+            spin = st.wait_bar[t] == -3
+            pc = int(st.spin_from[t]) if spin else int(pcs[t] - PARKED if pcs[t] >= PARKED
+                                                         else pcs[t])
+            src = st.prog.source_line(pc)
+            where.add(f"PTX line {code[pc].line}" + (f" (source {src})" if src else ""))
+        parts.append(f"rank {int(r)} waits at {', '.join(sorted(where)[:4])}")
+    return "; ".join(parts)
 
 
 def _step_limit(st, pcs, upc, max_steps):

@@ -138,8 +138,11 @@ class GlobalRaceChecker:
     def _raise(self, st, t, writer, line, doing, word):
         from .memory import GLOBAL_BASE
         g = st.geom
-        wb = tuple(int(v) for v in g.block_coords(writer))
+        wb = tuple(int(v) for v in g.block_coords(writer % g.nblocks))
+        who = f"block {wb}"
+        if st.rank_of_block is not None:       # a world launch: block ids run rank by rank
+            who = f"rank {writer // g.nblocks}'s block {wb}"
         raise st.error(GlobalMemoryRace, f"global-memory data race: this block {doing} a word "
-                       f"that block {wb} wrote (PTX line {line}) with no release/acquire "
+                       f"that {who} wrote (PTX line {line}) with no release/acquire "
                        f"synchronization between them (a lock or flag with relaxed atomics "
                        f"and no fence?)", t, GLOBAL_BASE + word)

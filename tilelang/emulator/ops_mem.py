@@ -49,6 +49,9 @@ def _param_reader(ctx, addr, dt, n, esize):
     if sp == "kparam":
         def read(st, k):
             o = off + k * esize
+            if st.kparam_rows is not None:     # a world launch: each rank's own parameters
+                rows = st.kparam_rows[st.rank_of_block[st.block_in_batch], o:o + nbytes]
+                return np.ascontiguousarray(rows).view(dt)[:, 0]
             return np.frombuffer(st.kparams[o:o + nbytes].tobytes(), dt)[0]
     else:
         def read(st, k):

@@ -46,6 +46,10 @@ class State:
     def __init__(self, prog, geom: LaunchGeometry, block_ids, nblk: int, mem, kparams,
                  counters, shared_size: int, out):
         self.prog, self.geom, self.mem, self.kparams = prog, geom, mem, kparams
+        # a launch on an emulated world (world.py): block b of the batch runs on rank
+        # rank_of_block[b] and reads that rank's parameter buffer, kparam_rows[rank]
+        self.rank_of_block = None
+        self.kparam_rows = None
         self.counters, self.out = counters, out
         # linear ids of the batch's blocks (whole clusters, cluster after cluster)
         self.block_ids = np.asarray(block_ids, np.int64)
@@ -137,7 +141,8 @@ class State:
         T = self.T
         base, _, comp = name.partition(".")
         ax = {"x": 0, "y": 1, "z": 2}.get(comp)
-        blin = self.block_ids[self.block_in_batch]
+        # a world's batch numbers blocks rank after rank (world.py): the grid is per device
+        blin = self.block_ids[self.block_in_batch] % g.nblocks
         bc = g.block_coords(blin)
         if base == "%tid":
             return np.asarray(g.thread_coords(self.thread_linear)[ax], np.uint32)
@@ -203,8 +208,11 @@ class State:
         kw = {"kernel": self.prog.kernel.name, "line": ins.line if ins else None}
         if thread_index is not None:
             t = int(thread_index)
-            kw["block"] = tuple(int(c) for c in
-                                self.geom.block_coords(int(self.block_ids[t // self.tpb])))
+            lin = int(self.block_ids[t // self.tpb])
+            kw["block"] = tuple(int(c) for c in self.geom.block_coords(lin % self.geom.nblocks))
+            if self.rank_of_block is not None:
+                msg = f"rank {int(self.rank_of_block[t // self.tpb])}: {msg}"
+
             kw["thread"] = self.geom.thread_coords(t % self.tpb)
         if address is not None:
             kw["address"] = int(address)

@@ -220,6 +220,10 @@ def _make_args(kernel, specs: dict[str, str], default_shape, backend, rng):
         if p.kind == "list":
             raise _Usage(f"kernel `{kernel.name}` takes `{p.show()}`, a list of arrays, which "
                          "tilec run cannot make: launch it from Python (docs/python-api.md)")
+        if p.kind == "symmetric":
+            raise _Usage(f"kernel `{kernel.name}` takes `{p.show()}`, a symmetric array, which "
+                         "needs a world of devices: launch it with tilelang.distributed "
+                         "(docs/distributed.md)")
         if text is not None and text.strip() == "None":
             if not p.optional:
                 raise _Usage(f"--arg {p.name}=None: `{p.name}: Array[{p.dtype}, {p.rank}]` is "

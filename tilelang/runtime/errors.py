@@ -28,6 +28,7 @@ register_codes({
     "E0916": "`const` parameter value is missing, unknown or of the wrong type",
     "E0917": "stream argument is not a stream",
     "E0918": "a list of arrays needs a new device table while the stream captures a CUDA graph",
+    "E0919": "a kernel with symmetric arrays launched on one device, or a wrong world launch",
     "E0920": "the CUDA back end has no driver or no GPU",
     "E0921": "unknown back end name",
     "E0922": "the module has no kernel of that name",

@@ -176,6 +176,10 @@ class Kernel:
         self.info = info
         self.params = info.runtime_params
         self._variants: dict[tuple, Kernel] = {}
+        if any(p.kind == "symmetric" for p in self.params):
+            self.open_types = ()
+            self._launch = self._launch_symmetric        # docs/distributed.md
+            return
         if self.open_types:
             open_names = {p.name for p in self.open_types}
             self._typed = tuple(i for i, p in enumerate(self.params)
@@ -269,6 +273,13 @@ class Kernel:
         """Launch over `grid` (an int, a tuple of up to 3 ints, or a function of the const
         values). Returns the emulator's LaunchReport on the emulator, None on CUDA."""
         return self._launch(grid, _arg_tuple(self, args), stream, block)
+
+    def _launch_symmetric(self, grid, args: tuple, stream, block):
+        p = next(p for p in self.params if p.kind == "symmetric")
+        raise usage_error("E0919", f"kernel `{self.name}` takes the symmetric array `{p.name}`, "
+                          "which needs a world of devices", "launch it with "
+                          "tilelang.distributed.world(n).launch_all(...) (docs/distributed.md)",
+                          p.span)
 
     def _launch_interp(self, grid, args: tuple, stream, block):
         if len(args) != len(self.params):

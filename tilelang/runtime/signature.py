@@ -16,7 +16,7 @@ from .dtypes import ITEMSIZE
 @dataclass(frozen=True)
 class ParamInfo:
     name: str
-    kind: str                  # "array" | "scalar" | "const" | "list"
+    kind: str                  # "array" | "scalar" | "const" | "list" | "symmetric"
     dtype: str                 # Tile dtype name
     rank: int = 0
     default: Any = None        # const parameters: the default value, or None
@@ -36,6 +36,8 @@ class ParamInfo:
     def show(self) -> str:
         if self.kind == "list":
             return f"{self.name}: List[Array[{self.dtype}, {self.rank}]]"
+        if self.kind == "symmetric":
+            return f"{self.name}: Symmetric[Array[{self.dtype}, {self.rank}]]"
         if self.kind == "array":
             t = f"Array[{self.dtype}, {self.rank}]"
             return f"{self.name}: " + (f"Optional[{t}]" if self.optional else t)

@@ -18,7 +18,8 @@ from types import MappingProxyType
 from typing import Mapping
 
 from tilelang.diagnostics import Span, TileSemanticError
-from tilelang.sema import (builtins_creation, builtins_debug, builtins_dtype,  # noqa: F401
+from tilelang.sema import (builtins_creation, builtins_debug, builtins_distributed,  # noqa: F401
+                           builtins_dtype,
                            builtins_grid, builtins_index, builtins_math, builtins_matmul,
                            builtins_memory, builtins_operators, builtins_random,
                            builtins_reduce, builtins_shape, builtins_sort)

@@ -18,7 +18,8 @@ from .constants import ConstTuple, ConstValue, materialize
 from .control_flow import liftable_ifs
 from .launch_attrs import AttrValue, ByTarget, resolve_launch
 from .launch_verify import check_spec
-from .types import (ANY_DTYPE, DTYPES, VOID, AbsentArrayType, ArrayListType, ArrayType, DType,
+from .types import (ANY_DTYPE, DTYPES, VOID, AbsentArrayType, ArrayListType, ArrayType,
+                    SymmetricArrayType, DType,
                     DTypeType, OptionalArrayType, Sym, TileType, dtype_var)
 from .values import (Binding, FnType, KernelType, ModuleInfo, ModuleType, error_value, is_error,
                      value)
@@ -222,6 +223,9 @@ class DeclarationChecks:
                 raise NeedsValue(k.name_span, "the types of its body depend on "
                                  + ", ".join(f"`{n}`" for n in variables))
             else:
+                # rank() and world_size() read a symmetric parameter (E0248 without one)
+                self.symmetric_kernel = any(isinstance(t, SymmetricArrayType)
+                                            for _, t, _, _ in params)
                 self.block(k.body, scope, ctx)
         except TooLarge as tl:
             self.report([_too_large(f"kernel `{k.name}`", tl.span)])
@@ -236,6 +240,7 @@ class DeclarationChecks:
                 "dtype) or a default; a launch takes it from the arrays passed")])
         finally:
             self.in_body = False
+            self.symmetric_kernel = None
         self.finish_scope(scope)
         return KernelInfo(k.name, k, params, launch) if ok else None
 
@@ -442,7 +447,8 @@ class DeclarationChecks:
     def fn_param_type(self, p: ast.Param, scope: Scope, ctx: Ctx):
         t = self.resolve_type(p.type, scope, ctx)
         if isinstance(t, (OptionalArrayType, ArrayListType)):
-            what = "Optional" if isinstance(t, OptionalArrayType) else "List"
+            what = "Optional" if isinstance(t, OptionalArrayType) else \
+                "Symmetric" if isinstance(t, SymmetricArrayType) else "List"
             raise TileSemanticError.at(
                 "E0240", f"`{what}[...]` is a type of kernel parameters only", p.type.span,
                 help=f"a function takes an `{t.array}`; the kernel tests `is_none` or picks "

@@ -12,11 +12,12 @@ from ..record import replace
 from .builtins import BUILTINS, OPERATORS, bind_call
 from .builtins_core import ArgInfo, Builtin
 from .check_index import IndexChecks
+from .builtins_distributed import NEEDS_SYMMETRIC
 from .check_context import TILE_ONLY_GROUPS, TILE_ONLY_NAMES, Ctx, NeedsValue, Scope, close_matches
 from .constants import (ConstStr, ConstTuple, ConstValue, as_int, check_loose_size, construct,
                         loose, materialize)
 from .types import (ANY_DTYPE, BOOL, DTYPES, I32, STRING, AbsentArrayType, ArrayListType,
-                    ArrayType, DTypeType, LooseType, OptionalArrayType, Sym, TileType, TupleType,
+                    SymmetricArrayType, ArrayType, DTypeType, LooseType, OptionalArrayType, Sym, TileType, TupleType,
                     check_shape, scalar)
 from .values import (BuiltinType, FnType, KernelType, ModuleInfo, ModuleType, error_value,
                      is_error, value)
@@ -84,7 +85,7 @@ class ExpressionChecks(IndexChecks):
             close = close_matches(t.name, list(DTYPES) + ["Tile", "Array"], n=1)
             raise TileSemanticError.at("E0320", f"unknown type `{t.name}`", t.span,
                                        help=f"did you mean `{close[0]}`?" if close else None)
-        if t.name in ("Optional", "List"):
+        if t.name in ("Optional", "List", "Symmetric"):
             return self.array_wrapper_type(t, scope, ctx)
         if t.name not in ("Tile", "Array"):
             raise TileSemanticError.at("E0320", f"unknown type `{t.name}[...]`", t.span,
@@ -136,8 +137,11 @@ class ExpressionChecks(IndexChecks):
         if isinstance(inner, ast.Index) and isinstance(inner.value, ast.Name) and \
                 inner.value.id == "Array":
             a = self.resolve_type(ast.TypeExpr("Array", inner.indices, inner.span), scope, ctx)
+            if t.name == "Symmetric":          # docs/distributed.md
+                return SymmetricArrayType(a)
             return OptionalArrayType(a) if t.name == "Optional" else ArrayListType(a)
-        what = "may be `None`" if t.name == "Optional" else "holds several arrays"
+        what = {"Optional": "may be `None`", "List": "holds several arrays",
+                "Symmetric": "is allocated on every rank"}[t.name]
         raise TileSemanticError.at(
             "E0320", f"`{t.name}[...]` takes one `Array[...]` type", t.span,
             help=f"write `{t.name}[Array[f32, 1]]`: only an array parameter {what}")
@@ -244,6 +248,12 @@ class ExpressionChecks(IndexChecks):
                 "E0241", f"`{b.name}` is only usable in tile code, but `{ctx.name}` is a "
                          f"`@host` function", span,
                 help="a `@host` function may use arithmetic and scalar built-ins only")
+        if b.name in NEEDS_SYMMETRIC and getattr(self, "symmetric_kernel", None) is False:
+            raise TileSemanticError.at(
+                "E0248", f"`{b.name}()` needs a `Symmetric[Array[...]]` parameter, and kernel "
+                         f"`{ctx.name if ctx else '?'}` has none", span,
+                help="the rank and the world size come with the kernel's symmetric arrays "
+                     "(docs/distributed.md)")
         bound = bind_call(b, pos, kw, span)
         t = b.result_type(bound, span)
         args = list(pos) + list(kw.values())

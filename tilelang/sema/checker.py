@@ -64,6 +64,7 @@ register_codes({
     "E0243": "invalid `const` parameter value",
     "E0246": "an optional array is used where its specialization passes `None`",
     "E0247": "a list of arrays is used in a way it cannot be",
+    "E0248": "rank() or world_size() in a kernel without a symmetric array",
     "E0250": "unknown or misplaced attribute",
     "E0320": "unknown type",
     "E0321": "a value does not match its declared type",

@@ -480,6 +480,16 @@ class ArrayListType:
 
 
 @record(frozen=True)
+class SymmetricArrayType(ArrayListType):
+    """`Symmetric[Array[dtype, rank]]`: one allocation on every rank of a world, passed as the
+    table of every rank's buffer plus the launching rank (docs/distributed.md); a list whose
+    entry r is rank r's buffer (`peer(x, r)`)."""
+
+    def __str__(self) -> str:
+        return f"Symmetric[{self.array}]"
+
+
+@record(frozen=True)
 class TupleType:
     elements: tuple["Type", ...]
 

@@ -17,7 +17,8 @@ from tilelang.options import CompileOptions
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 EXAMPLES = sorted(str(p.relative_to(ROOT)) for p in
-                  [*ROOT.glob("examples/*.tile"), *ROOT.glob("examples/torch/*.tile")])
+                  [*ROOT.glob("examples/*.tile"), *ROOT.glob("examples/torch/*.tile"),
+                   *ROOT.glob("examples/distributed/*.tile")])
 TARGETS = ("sm_80", "sm_90a", "sm_100a", "sm_120")
 
 

@@ -38,7 +38,7 @@ from tilelang.ir.values import Value
 from tilelang.record import field as rfield, record, replace
 from tilelang.sema.builtins_math import DEFAULT_PRECISION, PRECISIONS
 from tilelang.sema.constants import ConstTuple, ConstValue
-from tilelang.sema.types import ArrayListType, ArrayType, DType, TileType
+from tilelang.sema.types import ArrayListType, ArrayType, DType, SymmetricArrayType, TileType
 
 register_codes({
     "E0780": "an operation has no code generation yet",
@@ -151,6 +151,8 @@ class KernelEmitter:
                 argtys += [I64] * (1 + 2 * t.rank)
             elif isinstance(t, ArrayListType):
                 argtys += [I64, I64]          # the table's address, the number of arrays
+                if isinstance(t, SymmetricArrayType):
+                    argtys.append(I64)        # the launching rank (docs/distributed.md)
             else:
                 argtys.append(self.storage_type(t.dtype))
         # TMA tensor maps (lower/tensorcore/tma_load.py): 128-byte grid-constant parameters after the
@@ -231,11 +233,14 @@ class KernelEmitter:
             elif isinstance(t, ArrayListType):
                 table, length = next(args), next(args)
                 table.name, length.name = name, f"{name}_len"
+                me = next(args) if isinstance(t, SymmetricArrayType) else None
+                if me is not None:
+                    me.name = f"{name}_rank"
                 # an entry is no earlier array's shape, and never a tensor map's operand
                 facts = replace(self.facts.get(name, DEFAULT_FACTS), same_shape=-1,
                                 tensor_map=False)
                 self.env[p.id] = ListVal(t.array.dtype, t.array.rank, table, length, facts,
-                                         name)
+                                         name, me)
             else:
                 a = next(args)
                 a.name = name

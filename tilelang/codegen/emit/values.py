@@ -61,3 +61,6 @@ class ListVal:
     length: ir.Value
     facts: ArrayFacts
     name: str = ""
+    # a `Symmetric[Array[...]]` parameter: the launching rank (i64), whose entry is its own
+    # buffer (docs/distributed.md); None for a plain list
+    me: ir.Value | None = None

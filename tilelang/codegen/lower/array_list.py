@@ -30,10 +30,16 @@ def _list(kern: KernelEmitter, a) -> ListVal:
 
 @lowers("list_item")
 def list_item(kern: KernelEmitter, op: BuiltinOp) -> ArrayVal:
-    lst = _list(kern, op.arg_map["L"])
+    return entry(kern, _list(kern, op.arg_map["L"]), op.arg_map["index"])
+
+
+def entry(kern: KernelEmitter, lst: ListVal, idx) -> ArrayVal:
+    """Entry `idx` (an integer scalar argument, or an i64 LLVM value) of the list's table;
+    also rank r's buffer of a symmetric array (lower/distributed.py)."""
     b = kern.builder
-    idx = op.arg_map["index"]
-    if isinstance(idx, Value):
+    if isinstance(idx, ir.Value):
+        e = idx
+    elif isinstance(idx, Value):
         t = kern.tile(idx)
         e = t.value
         e = e if e.type.width == 64 else (b.sext(e, I64) if t.dtype.signed else b.zext(e, I64))

@@ -86,6 +86,9 @@ class PlanInputs:
             for op in walk(kernel.body):
                 if isinstance(op, BuiltinOp) and op.builtin.name == "list_item":
                     self._arrays[op.result.id] = lists[op.arg_map["L"].id]
+                elif isinstance(op, BuiltinOp) and op.builtin.name == "peer":
+                    # a symmetric array's peer (lower/distributed.py): a list's entry
+                    self._arrays[op.result.id] = lists[op.arg_map["x"].id]
 
     const_ints = staticmethod(const_ints)
     tuple_items = staticmethod(tuple_items)
