@@ -268,6 +268,11 @@ class Interpreter:
     def builtin(self, op: BuiltinOp, env) -> None:
         p = self.prepared[id(op)]
         values = {name: self._arg(a, env) for name, a in op.args}
+        x = op.arg_map.get("x")
+        if p.builtin.group == "shape" and isinstance(x, ConstValue) and x.dtype is None:
+            # a loose constant where a shape op takes a tile (`expand_dims(64, 0)`): the
+            # checker typed it as a rank-0 tile of the result's dtype, as the code generator does
+            values["x"] = round_to_dtype(np.asarray(x.value), op.result.type.dtype)
         for param in p.builtin.params:
             if param.name not in values:   # left out of the op: the registry's default
                 values[param.name] = _default_value(p.bound.args.get(param.name))

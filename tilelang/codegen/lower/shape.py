@@ -12,10 +12,16 @@ from tilelang.codegen.emit.kernel import KernelEmitter, TileVal
 from tilelang.codegen.emit.sync import broadcast, convert, gather_elements
 from tilelang.codegen.lower.table import lowers
 from tilelang.ir.ops import BuiltinOp
+from tilelang.sema.constants import ConstValue
 
 
 def _x(kern: KernelEmitter, op: BuiltinOp) -> TileVal:
-    return kern.tile(op.arg_map["x"])
+    a = op.arg_map["x"]
+    if isinstance(a, ConstValue):
+        # a loose constant given where a tile goes (`expand_dims(64, 0)`): the checker typed
+        # it as a rank-0 tile of the result's dtype; make that tile here
+        return kern.splat(a.value, op.result.type.dtype, kern.scalar_layout)
+    return kern.tile(a)
 
 
 @lowers("reshape")
