@@ -132,10 +132,15 @@ def _load_typing(bound: BoundArgs, span) -> Type:
     return TileType(A.dtype, shape)
 
 
+def _coords(c) -> tuple:
+    """`index = i` on a rank-1 array is `index = (i,)` (the checker accepts both)."""
+    return tuple(c) if isinstance(c, (tuple, list)) else (c,)
+
+
 def _start(index, shape, offset):
     if offset is not None:
-        return [int(o) for o in offset]
-    return [int(i) * int(s) for i, s in zip(index, shape)]
+        return [int(o) for o in _coords(offset)]
+    return [int(i) * int(s) for i, s in zip(_coords(index), shape)]
 
 
 def _tile_window(V: np.ndarray, start, shape):
