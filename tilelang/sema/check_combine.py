@@ -15,7 +15,7 @@ from ..record import replace
 from .builtins_core import FN, ArgInfo, Builtin
 from .combine import CombineType
 from .types import LooseType, TileType, TupleType, scalar
-from .values import BuiltinType, FnType, is_error, value
+from .values import BuiltinType, FnType, error_value, is_error, value
 
 
 class CombineChecks:
@@ -74,6 +74,8 @@ class CombineChecks:
                     where, help=f"write `fn {name}(a, b) {{ ... }}`")
         args = [self.combine_state(dtypes, where) for _ in range(2)]
         res, body = self.call_combine(ct, args, dtypes, where)
+        if is_error(res):
+            return error_value(f.span)      # the function's own error is reported already
         types = _check_result(b, name, res, dtypes, where)
         return replace(value(CombineType(name, tuple(dtypes), types), None, f.span), ir=body)
 
@@ -115,9 +117,6 @@ def _leaf_types(res: ArgInfo) -> list:
 
 
 def _check_result(b: Builtin, name: str, res: ArgInfo, dtypes: tuple, span) -> tuple:
-    if is_error(res):
-        raise TileSemanticError.at("E0530", f"`{b.name}`: the combine function `{name}` "
-                                            f"does not check for {_state_text(dtypes)}", span)
     got = _leaf_types(res) if len(dtypes) > 1 else [res.type]
     ok = len(got) == len(dtypes) and all(
         (isinstance(t, TileType) and not t.shape and t.dtype == d) or
