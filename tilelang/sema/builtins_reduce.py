@@ -231,7 +231,8 @@ def _reduce_ref(x, combine, axis=None, keepdims=False, part=None):
 
 
 def _scan_fn_ref(x, combine, axis=0, reverse=False, part=None):
-    """Sequential, in index order: out[i] = x[0] ⊕ ... ⊕ x[i] (reverse: x[i] ⊕ ... ⊕ x[n-1])."""
+    """Sequential, in index order: out[i] = x[0] ⊕ ... ⊕ x[i]; reversed,
+    out[i] = x[i] ⊕ ... ⊕ x[n-1]."""
     vs = _as_states(x)
     ax = axis % vs[0].ndim
     n = vs[0].shape[ax]

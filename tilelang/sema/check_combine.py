@@ -66,11 +66,12 @@ class CombineChecks:
         if isinstance(ct, FnType):
             params = ct.fn.params
             required = sum(1 for p in params if p.default is None)
-            if required > 2 or len(params) < 2 or any(p.is_const for p in params[:2]):
+            consts = any(p.is_const for p in params[:2])
+            if required > 2 or len(params) < 2 or consts:
+                what = f"{len(params)}" + (", `const` ones among them" if consts else "")
                 raise TileSemanticError.at(
                     "E0530", f"`{b.name}`: the combine function `{name}` must take two "
-                             f"arguments (two {_state_text(dtypes)}), but it takes "
-                             f"{len(params)}{' (const ones among them)' if any(p.is_const for p in params) else ''}",
+                             f"arguments (two {_state_text(dtypes)}), but it takes {what}",
                     where, help=f"write `fn {name}(a, b) {{ ... }}`")
         args = [self.combine_state(dtypes, where) for _ in range(2)]
         res, body = self.call_combine(ct, args, dtypes, where)
