@@ -281,3 +281,22 @@ kernel k(x: Array[f32, 2], z: Array[i32, 1]) {
 """
     assert _errors(src) == ["the left operand of `+` must be a tile or scalar, found `a` of type "
                             "(f32, i32)"]
+
+
+def test_a_combine_with_a_scalar_only_op():
+    """`cdiv` takes scalars only: the interpreter runs such a body once per element (the other
+    bodies run on whole arrays), and both agree with NumPy."""
+    src = HEAD + """
+fn halves(a, b) { return cdiv(a, 1) + b; }
+@launch(reqntid = (128, 1, 1))
+kernel k(x: Array[i32, 2], o: Array[i32, 1]) {
+    store(o, index = (0,), tile = reduce(load(x, index = (0, 0), shape = (16, 64)), halves,
+                                         axis = 1));
+}
+"""
+    res = compile_source(src, "<cdiv>.tile", CompileOptions(target="sm_80"), until="ptx")
+    assert res.ok, [str(d) for d in res.diagnostics]
+    x = rng_for("cdiv").integers(-50, 50, (16, 64)).astype(np.int32)
+    emu, ref, _ = run(res, [x, np.zeros(16, np.int32)])
+    for out in (emu, ref):
+        np.testing.assert_array_equal(out[1], x.sum(axis=1))
