@@ -12,10 +12,9 @@ from __future__ import annotations
 
 from tilelang.lazy import deferred, lazy_module
 
-from tilelang.sema.builtins_core import (ABSENT, CONST, FN, Builtin, BoundArgs, Param,
-                                         const_bool, const_int, fail, found_typed, norm_axis,
-                                         register, tile_arg)
-from tilelang.sema.combine import CombineType
+from tilelang.sema.builtins_core import (ABSENT, CONST, FN, Builtin, BoundArgs, CombineType,
+                                         Param, const_bool, const_int, fail, found_typed,
+                                         norm_axis, register, tile_arg)
 from tilelang.sema.builtins_math import restricted_help
 from tilelang.sema.constants import const_bool as cbool, loose
 from tilelang.sema.types import (BOOL, I8, I16, I32, U8, U16, U32, DType, TileType, TupleType,

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 from ..diagnostics import TileSemanticError
 from ..record import replace
-from .builtins_core import FN, ArgInfo, Builtin
-from .combine import CombineType
+from .builtins_core import FN, ArgInfo, Builtin, CombineType
 from .types import LooseType, TileType, TupleType, scalar
 from .values import BuiltinType, FnType, error_value, is_error, value
 
