@@ -16,8 +16,9 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 # Modules `tilec check` may import beyond what the interpreter itself loaded before it ran,
 # counted apart: the project's and third-party modules (50: the front end with the parser's
 # limits, `frontend.limits`, the checker in its seven modules (checker, check_context,
-# check_decl, check_stmt, check_expr, check_index, control_flow) and its registry (with the
-# indexing entries of builtins_index), `record`, `version`, the
+# check_decl, check_stmt, check_expr, check_index, check_combine for built-ins' function
+# arguments, control_flow) and its registry (builtins_index and builtins_sort among its
+# groups, and `combine`, the type of a function argument), `record`, `version`, the
 # one options record `options`, and `infile`, which reads a source without blocking on a FIFO)
 # and the standard library's (1 with the system Python of the development machine, whose site
 # hooks load the others first; 21 with `python -S`, an upper bound for a bare virtual

@@ -12,7 +12,7 @@ from tilelang.sema.types import VOID, Sym
 
 from tilelang.sema.builtins import ArgInfo, arg_of_const, arg_of_dtype, bind_call, lookup, \
     lookup_operator
-from tilelang.sema.combine import CombineType
+from tilelang.sema.builtins_core import CombineType
 from tilelang.sema.constants import ConstStr, ConstTuple, ConstValue, const_bool, loose
 from tilelang.sema.types import (DTYPES, ArrayListType, ArrayType, SymmetricArrayType, TileType,
                                  TupleType, scalar)

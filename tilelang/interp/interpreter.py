@@ -36,6 +36,10 @@ from tilelang.ir.printer import Namer, format_kernel, format_op
 from tilelang.ir.values import Value
 from tilelang.interp.errors import InterpreterAssertionError, InterpreterError
 
+# The scalar-only logical operators as they apply to whole arrays (a combine function's body
+# runs on whole tiles: Interpreter._combine).
+_LOGIC = {"and": np.logical_and, "or": np.logical_or, "not": np.logical_not}
+
 # How a block ended (the terminator's kind).
 _YIELD, _BREAK, _CONTINUE, _COND, _RETURN = range(5)
 _KIND = {YieldOp: _YIELD, BreakOp: _BREAK, ContinueOp: _CONTINUE, ConditionOp: _COND,
@@ -231,25 +235,32 @@ class Interpreter:
 
     def _combine(self, a: FnArg):
         """A function argument as the reference takes it: `f(left, right)` on two tuples of
-        arrays (one per operand tile), running the inlined body once per element, on 0-d
-        values as a scalar op expects them (`and` and `or` take scalars only)."""
+        arrays (one per operand tile). The body's ops are scalar ops whose references also
+        implement them on tiles, so the body runs once on whole arrays; the scalar-only ones
+        (`and`, `or`, `not` on bools) run as NumPy's logical functions, and a body with any
+        other scalar-only op (`cdiv`, a strict constructor) runs once per element."""
         body = a.body
         consts = {op.result: op.value for op in body.ops if isinstance(op, ConstantOp)}
-        bounds = {id(op): bound_of(op, consts.get) for op in body.ops
-                  if isinstance(op, BuiltinOp)}
+        ops = [op for op in body.ops if isinstance(op, BuiltinOp)]
+        bounds = {id(op): bound_of(op, consts.get) for op in ops}
+        whole = all(op.name in _LOGIC or not op.builtin.scalar_only for op in ops)
+        out_types = [np.dtype(v.type.dtype.storage_np_dtype) for v in body.ops[-1].operands]
 
-        def one(scalars) -> list:
-            env = dict(zip(body.args, scalars))
+        def run(values: list, arrays: bool) -> list:
+            env = dict(zip(body.args, values))
             for op in body.ops:
                 if isinstance(op, ConstantOp):
                     env[op.result] = _const_value(op.value)
                 elif isinstance(op, BuiltinOp):
-                    values = {name: self._arg(x, env) for name, x in op.args}
+                    args = {name: self._arg(x, env) for name, x in op.args}
+                    if arrays and op.name in _LOGIC:
+                        env[op.result] = _LOGIC[op.name](*args.values())
+                        continue
                     bound = bounds[id(op)]
                     for param in op.builtin.params:
-                        if param.name not in values:
-                            values[param.name] = _default_value(bound.args.get(param.name))
-                    env[op.result] = op.builtin.evaluate(bound, values)
+                        if param.name not in args:
+                            args[param.name] = _default_value(bound.args.get(param.name))
+                    env[op.result] = op.builtin.evaluate(bound, args)
                 else:
                     return [np.asarray(env[v]) for v in op.operands]
             raise InterpreterError("a combine function without a yield")
@@ -257,10 +268,12 @@ class Interpreter:
         def f(left, right):
             ins = np.broadcast_arrays(*[np.asarray(v) for v in tuple(left) + tuple(right)])
             shape = ins[0].shape
-            outs = [np.empty(shape, v.type.dtype.storage_np_dtype)
-                    for v in body.ops[-1].operands]
+            if whole:
+                return tuple(np.broadcast_to(r, shape).astype(t)
+                             for r, t in zip(run(list(ins), True), out_types))
+            outs = [np.empty(shape, t) for t in out_types]
             for idx in np.ndindex(shape):
-                for o, r in zip(outs, one([np.asarray(v[idx]) for v in ins])):
+                for o, r in zip(outs, run([np.asarray(v[idx]) for v in ins], False)):
                     o[idx] = r
             return tuple(outs)
         return f

@@ -14,8 +14,7 @@ from __future__ import annotations
 
 from typing import Callable, Iterator, Union
 
-from tilelang.sema.builtins_core import ArgInfo, arg_of_const, arg_of_dtype
-from tilelang.sema.combine import CombineType
+from tilelang.sema.builtins_core import ArgInfo, CombineType, arg_of_const, arg_of_dtype
 from tilelang.sema.constants import ConstStr, ConstTuple, ConstValue, loose
 from tilelang.sema.types import DType, TupleType
 

@@ -22,7 +22,6 @@ from tilelang.diagnostics import Span, TileSemanticError, register_codes, source
 from tilelang.record import field, record, replace
 from tilelang.sema.constants import (Const, ConstStr, ConstTuple, ConstValue, materialize,
                                      operand_dtype)
-from tilelang.sema.combine import CombineType
 from tilelang.sema.promotion import broadcast_all, promote
 from tilelang.sema.types import (STRING, ArrayType, Dim, DType, DTypeType, LooseType, Sym,
                                  TileType, TupleType, Type, check_shape, check_tile_size,
@@ -64,6 +63,23 @@ VALUE, CONST, DTYPE, STRING_KIND = "value", "const", "dtype", "string"
 # A function applied element by element (`reduce`'s combine): the checker instantiates the
 # named `fn` (or built-in) on scalars of the operand's dtypes and passes a `CombineType`.
 FN = "fn"
+
+
+@record(frozen=True)
+class CombineType:
+    """The type of a function argument (`reduce`'s combine) as the checker resolved it
+    (check_combine.py): the function instantiated once on scalars of the operands' element
+    dtypes. `state` holds one DType per operand tile, `results` the types the function returns
+    for two states (checked to be the state's). The IR carries the inlined body beside it
+    (tilelang/ir/args.py, `FnArg`)."""
+
+    name: str                       # the function's name, for messages
+    state: tuple
+    results: tuple
+
+    def __str__(self) -> str:
+        inner = ", ".join(str(d) for d in self.state)
+        return f"fn {self.name}(({inner}), ({inner}))"
 
 
 @record(frozen=True)

@@ -12,10 +12,9 @@ from __future__ import annotations
 
 from tilelang.lazy import deferred, lazy_module
 
-from tilelang.sema.builtins_core import (ABSENT, CONST, FN, Builtin, BoundArgs, Param,
-                                         const_bool, const_int, fail, found_typed, norm_axis,
-                                         register, tile_arg)
-from tilelang.sema.combine import CombineType
+from tilelang.sema.builtins_core import (ABSENT, CONST, FN, Builtin, BoundArgs, CombineType,
+                                         Param, const_bool, const_int, fail, found_typed,
+                                         norm_axis, register, tile_arg)
 from tilelang.sema.builtins_math import restricted_help
 from tilelang.sema.constants import const_bool as cbool, loose
 from tilelang.sema.types import (BOOL, I8, I16, I32, U8, U16, U32, DType, TileType, TupleType,
@@ -231,7 +230,8 @@ def _reduce_ref(x, combine, axis=None, keepdims=False, part=None):
 
 
 def _scan_fn_ref(x, combine, axis=0, reverse=False, part=None):
-    """Sequential, in index order: out[i] = x[0] ⊕ ... ⊕ x[i] (reverse: x[i] ⊕ ... ⊕ x[n-1])."""
+    """Sequential, in index order: out[i] = x[0] ⊕ ... ⊕ x[i]; reversed,
+    out[i] = x[i] ⊕ ... ⊕ x[n-1]."""
     vs = _as_states(x)
     ax = axis % vs[0].ndim
     n = vs[0].shape[ax]

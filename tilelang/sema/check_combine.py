@@ -12,10 +12,9 @@ from __future__ import annotations
 
 from ..diagnostics import TileSemanticError
 from ..record import replace
-from .builtins_core import FN, ArgInfo, Builtin
-from .combine import CombineType
+from .builtins_core import FN, ArgInfo, Builtin, CombineType
 from .types import LooseType, TileType, TupleType, scalar
-from .values import BuiltinType, FnType, is_error, value
+from .values import BuiltinType, FnType, error_value, is_error, value
 
 
 class CombineChecks:
@@ -66,14 +65,17 @@ class CombineChecks:
         if isinstance(ct, FnType):
             params = ct.fn.params
             required = sum(1 for p in params if p.default is None)
-            if required > 2 or len(params) < 2 or any(p.is_const for p in params[:2]):
+            consts = any(p.is_const for p in params[:2])
+            if required > 2 or len(params) < 2 or consts:
+                what = f"{len(params)}" + (", `const` ones among them" if consts else "")
                 raise TileSemanticError.at(
                     "E0530", f"`{b.name}`: the combine function `{name}` must take two "
-                             f"arguments (two {_state_text(dtypes)}), but it takes "
-                             f"{len(params)}{' (const ones among them)' if any(p.is_const for p in params) else ''}",
+                             f"arguments (two {_state_text(dtypes)}), but it takes {what}",
                     where, help=f"write `fn {name}(a, b) {{ ... }}`")
         args = [self.combine_state(dtypes, where) for _ in range(2)]
         res, body = self.call_combine(ct, args, dtypes, where)
+        if is_error(res):
+            return error_value(f.span)      # the function's own error is reported already
         types = _check_result(b, name, res, dtypes, where)
         return replace(value(CombineType(name, tuple(dtypes), types), None, f.span), ir=body)
 
@@ -115,9 +117,6 @@ def _leaf_types(res: ArgInfo) -> list:
 
 
 def _check_result(b: Builtin, name: str, res: ArgInfo, dtypes: tuple, span) -> tuple:
-    if is_error(res):
-        raise TileSemanticError.at("E0530", f"`{b.name}`: the combine function `{name}` "
-                                            f"does not check for {_state_text(dtypes)}", span)
     got = _leaf_types(res) if len(dtypes) > 1 else [res.type]
     ok = len(got) == len(dtypes) and all(
         (isinstance(t, TileType) and not t.shape and t.dtype == d) or

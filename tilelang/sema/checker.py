@@ -87,8 +87,8 @@ class Checker(DeclarationChecks, StatementChecks, ExpressionChecks, CombineCheck
       `check_fn_alone`, `instantiate`;
     - statements: `block`, `stmts`, `stmt`, `assign`, `fix_var_type`, `if_stmt`, `else_part`,
       `for_body`, `while_stmt`, `return_stmt`;
-    - expressions: `call_builtin`, `member`, `call_combine` (a built-in's function argument,
-      check_combine.py).
+    - expressions: `call_builtin`, `member`, `combine_fn` and `call_combine` (a built-in's
+      function argument, check_combine.py).
     It may call `expr`, `condition`, `coerce`, `resolve_type`, `declare_local`, `child`,
     `report` and `forget_instances`, and read `options`, `diags`, `error_count` and
     `call_stack` (the functions being inlined, innermost last). `NeedsValue` and `TooLarge`

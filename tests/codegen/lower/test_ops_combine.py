@@ -198,3 +198,105 @@ kernel k(x: Array[f32, 1], o: Array[f32, 1]) {
 ])
 def test_combine_diagnostics(combine, message):
     assert _errors(BAD.replace("COMBINE", combine)) == [message]
+
+
+DTYPES = {"i8": np.int8, "u16": np.uint16, "i64": np.int64, "u64": np.uint64, "f16": np.float16,
+          "bf16": np.float32, "f64": np.float64, "bool": np.bool_}
+
+
+@pytest.mark.parametrize("dt", sorted(DTYPES))
+def test_every_dtype_reduce_scan(dt):
+    """The state keeps the element dtype (no widening): i8 sums wrap, bf16 travels as bf16.
+    Values in {-1, 0, 1} (bool: or), so every order of combination gives the same result."""
+    from ops_support import from_bf16_bits, to_bf16_bits
+    comb = "either" if dt == "bool" else "add"
+    src = HEAD + f"""
+fn either(a, b) {{ return a or b; }}
+@launch(reqntid = (128, 1, 1))
+kernel k(x: Array[{dt}, 2], r: Array[{dt}, 1], a: Array[{dt}, 2], s: Array[{dt}, 2]) {{
+    let t = load(x, index = (0, 0), shape = (16, 64));
+    store(r, index = (0,), tile = reduce(t, {comb}, axis = 1));
+    store(a, index = (0, 0), tile = reduce(t, {comb}, keepdims = true));
+    store(s, index = (0, 0), tile = scan(t, {comb}, axis = 0, reverse = true));
+}}
+"""
+    res = compile_source(src, "<dtypes>.tile", CompileOptions(target="sm_80"), until="ptx")
+    assert res.ok, [str(d) for d in res.diagnostics]
+    rng = rng_for("dtypes", dt)
+    if dt == "bool":
+        x = rng.random((16, 64)) < 0.02
+    elif dt.startswith("u"):
+        x = rng.integers(0, 2, (16, 64)).astype(DTYPES[dt])
+    else:
+        x = rng.integers(-1, 2, (16, 64)).astype(DTYPES[dt])
+    npdt = DTYPES[dt]
+    if dt == "bool":
+        want = (x.any(axis=1), x.any().reshape(1, 1),
+                np.flip(np.logical_or.accumulate(np.flip(x, 0), axis=0), 0))
+    else:
+        with np.errstate(over="ignore"):
+            want = (x.sum(axis=1, dtype=npdt), x.sum(dtype=npdt).reshape(1, 1),
+                    np.flip(np.cumsum(np.flip(x, 0), axis=0, dtype=npdt), 0))
+    args = [x, np.zeros(16, npdt), np.zeros((1, 1), npdt), np.zeros((16, 64), npdt)]
+    bf = (0, 1, 2, 3) if dt == "bf16" else ()
+    emu = [to_bf16_bits(a) if i in bf else a.copy() for i, a in enumerate(args)]
+    run_emulated(res.codegen, "k", emu, (1, 1, 1))
+    emu = [from_bf16_bits(a) if i in bf else a for i, a in enumerate(emu)]
+    ref = [a.copy() for a in args]
+    run_kernel(res.ir, ref, (1, 1, 1))
+    for out in (emu, ref):
+        for got, w in zip(out[1:], want):
+            np.testing.assert_array_equal(got, w)
+
+
+def test_builtin_and_helper_functions_as_combine():
+    """A built-in (`maximum`) names the combine directly; a combine may call other fns."""
+    body = """    let t = load(x, index = (0, 0), shape = (16, 64));
+    store(o, index = (0,), tile = reduce(t, maximum, axis = 1));
+    store(p, index = (0,), tile = reduce(t, via_helper, axis = 1));"""
+    src_head = "fn twice(v) { return v + v; }\nfn via_helper(a, b) { return twice(a) - a + b; }\n"
+    res = compile_source(src_head + HEAD + f"""
+@launch(reqntid = (128, 1, 1))
+kernel k(x: Array[i32, 2], o: Array[i32, 1], p: Array[i32, 1]) {{
+{body}
+}}
+""", "<fns>.tile", CompileOptions(target="sm_80"), until="ptx")
+    assert res.ok, [str(d) for d in res.diagnostics]
+    x = rng_for("fns").integers(-100, 100, (16, 64)).astype(np.int32)
+    emu, ref, _ = run(res, [x, np.zeros(16, np.int32), np.zeros(16, np.int32)])
+    for out in (emu, ref):
+        np.testing.assert_array_equal(out[1], x.max(axis=1))
+        np.testing.assert_array_equal(out[2], x.sum(axis=1))
+
+
+def test_an_error_inside_the_combine_is_reported_once():
+    """A combine that does not check for the state (a tuple to a scalar `+`) reports its own
+    error, not a second one at the `reduce`."""
+    src = HEAD + """
+kernel k(x: Array[f32, 2], z: Array[i32, 1]) {
+    let t = load(x, index = (0, 0), shape = (16, 64));
+    let (v, i) = reduce((t, zeros((16, 64), i32)), add, axis = 1);
+    store(z, index = (0,), tile = i);
+}
+"""
+    assert _errors(src) == ["the left operand of `+` must be a tile or scalar, found `a` of type "
+                            "(f32, i32)"]
+
+
+def test_a_combine_with_a_scalar_only_op():
+    """`cdiv` takes scalars only: the interpreter runs such a body once per element (the other
+    bodies run on whole arrays), and both agree with NumPy."""
+    src = HEAD + """
+fn halves(a, b) { return cdiv(a, 1) + b; }
+@launch(reqntid = (128, 1, 1))
+kernel k(x: Array[i32, 2], o: Array[i32, 1]) {
+    store(o, index = (0,), tile = reduce(load(x, index = (0, 0), shape = (16, 64)), halves,
+                                         axis = 1));
+}
+"""
+    res = compile_source(src, "<cdiv>.tile", CompileOptions(target="sm_80"), until="ptx")
+    assert res.ok, [str(d) for d in res.diagnostics]
+    x = rng_for("cdiv").integers(-50, 50, (16, 64)).astype(np.int32)
+    emu, ref, _ = run(res, [x, np.zeros(16, np.int32)])
+    for out in (emu, ref):
+        np.testing.assert_array_equal(out[1], x.sum(axis=1))

@@ -116,6 +116,10 @@ kernel k(x: Array[{dt}, 2], s: Array[{dt}, 2], a: Array[i32, 2], d: Array[i32, 2
     ((64, 16), 0, 128),      # axis 0: converted to the sort layout
     ((4, 8, 16), 1, 64),     # a middle axis
     ((2, 4), 1, 32),         # lanes replicate
+    # warp bits along the axis: exchanges through shared memory (~1 min each: -m slow)
+    pytest.param((4096,), 0, 128, marks=pytest.mark.slow),
+    pytest.param((2, 2048), 1, 128, marks=pytest.mark.slow),   # 32 regs x 32 lanes x 2 warps
+    ((2, 256), 1, 256),      # 8 warps, 2 rows: the row's high bits on warps
 ])
 @pytest.mark.parametrize("descending", [False, True])
 def test_sort_shapes_and_axes(shape, axis, threads, descending):
@@ -172,3 +176,31 @@ kernel k(x: Array[f32, 1]) {
     assert [d.message for d in res.diagnostics if d.severity.name == "ERROR"] == [
         "`topk`: parameter `k` must be a power of two from 1 to 64 (the extent of axis 0), "
         "found 6"]
+
+
+def test_sort_of_masked_rows():
+    """Each row's first n[r] elements, the rest masked off with padding inf: an ascending sort
+    puts the padding last, so the first n[r] of each sorted row are the row's own, sorted."""
+    src = """
+@launch(reqntid = (128, 1, 1))
+kernel k(x: Array[f32, 2], n: Array[i32, 1], s: Array[f32, 2], a: Array[i32, 2]) {
+    let cols = broadcast_to(expand_dims(arange(32), 0), (16, 32));
+    let len = broadcast_to(expand_dims(load(n, index = (0,), shape = (16,)), 1), (16, 32));
+    let t = load(x, index = (0, 0), shape = (16, 32), mask = cols < len, padding = inf);
+    store(s, index = (0, 0), tile = sort(t, axis = 1));
+    store(a, index = (0, 0), tile = argsort(t, axis = 1));
+}
+"""
+    rng = rng_for("masked")
+    x = data("f32", (16, 32), rng)
+    x[np.isnan(x)] = 1.5                 # NaN sorts after inf: keep it out of this test
+    n = rng.integers(0, 33, 16).astype(np.int32)
+    emu, ref = run(compile_k(src), [x, n, np.zeros_like(x), np.zeros((16, 32), np.int32)])
+    for out in (emu, ref):
+        for r in range(16):
+            k = int(n[r])
+            want = stable_order(x[r, :k], False)
+            assert out[3][r, :k].tolist() == want, r
+            np.testing.assert_array_equal(out[2][r, :k], x[r, want])
+            assert np.isposinf(out[2][r, k:]).all() and sorted(out[3][r, k:]) == \
+                list(range(k, 32))

@@ -1,6 +1,7 @@
 """The default layout of a tile of a kernel: blocked (layouts/distributed.py), except that a
-2-D shape the kernel reduces along its rows only keeps each row in one warp (`rows_in_warps`),
-and a row vector broadcast against such a tile takes its layout without the rows.
+2-D shape the kernel reduces (or sorts) along its rows only keeps each row in one warp
+(`rows_in_warps`), and a row vector broadcast against such a tile takes its layout without the
+rows.
 
 Both the kernel emitter and the planning passes (codegen/plan/) ask for it, so it is a
 function of the kernel and the thread count alone (docs/codegen.md, Layouts)."""
@@ -16,6 +17,10 @@ from tilelang.sema.constants import ConstValue
 from tilelang.sema.types import DType, TileType
 
 REDUCTIONS = ("sum", "prod", "max", "min", "argmax", "argmin")
+# Also served best by rows in warps along axis 1: a reduction with a combine function (the same
+# tree; its operand may be a tuple of tiles) and the sorts (a row inside one warp needs no
+# shared memory: lower/sort.py).
+ROW_OPS = REDUCTIONS + ("reduce", "sort", "argsort", "topk")
 
 
 def row_reduced_shapes(kernel: Kernel) -> dict:
@@ -25,10 +30,11 @@ def row_reduced_shapes(kernel: Kernel) -> dict:
     shared-memory round trip."""
     rows, cols, size = set(), set(), {}
     for op in walk(kernel.body):
-        if not (isinstance(op, BuiltinOp) and op.name in REDUCTIONS):
+        if not (isinstance(op, BuiltinOp) and op.name in ROW_OPS):
             continue
         x = op.arg_map.get("x")
-        t = getattr(x, "type", None)
+        items = getattr(x, "items", None)          # a tuple operand of `reduce`
+        t = getattr(items[0] if items else x, "type", None)
         if not isinstance(t, TileType) or len(t.shape) != 2 or not all(
                 isinstance(d, int) for d in t.shape):
             continue

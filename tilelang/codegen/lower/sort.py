@@ -5,21 +5,25 @@ in one strict total order (builtins_sort.py: keys ascending or descending, NaN t
 equal keys by ascending index), so the result is the stable sort whatever the network's
 shape. Stage (k, j) of the network compares the elements whose positions differ in bit j and
 orders each pair ascending or descending by bit k of the position. The tile is held in a layout
-whose axis bits are register and lane bits only (`sortable`; otherwise it is converted to
+whose bases along the axis are single axis bits (`sortable`; otherwise it is converted to
 `sort_layout`: the low axis bits in registers, the next five in lanes, the other axes over the
-remaining lanes and the warps): a register bit is a compare-exchange between two registers of
-one thread, a lane bit a `shfl.sync.bfly` exchange after which each of the two threads keeps
-its half. So a row is sorted by one warp without shared memory, and the warps sort other rows.
+remaining lanes and the warps, and an axis of more than 32 × 32 elements also over warps): a
+register bit is a compare-exchange between two registers of one thread, a lane bit a
+`shfl.sync.bfly` exchange after which each of the two threads keeps its half, a warp bit the
+same exchange through shared memory between barriers (`_Exchange`). So a row of up to 1024
+elements is sorted by one warp without shared memory, and the warps sort other rows.
 `topk` is the descending sort's first `k` along the axis (`shape.sub_tile`).
 """
 
 from __future__ import annotations
 
+from math import prod
+
 import llvmlite.ir as ir
 
 from tilelang.codegen.layouts.distributed import Layout, log2, thread_bits
 from tilelang.codegen.emit.kernel import I32, KernelEmitter, TileVal
-from tilelang.codegen.emit.sync import convert, shuffle_xor
+from tilelang.codegen.emit.sync import convert, shuffle_xor, storage_bytes
 from tilelang.codegen.lower.combine import computed_once
 from tilelang.codegen.lower.shape import sub_tile
 from tilelang.codegen.lower.table import lowers
@@ -38,22 +42,28 @@ def sort_layout(shape: tuple[int, ...], axis: int, threads: int) -> Layout:
     a = log2(shape[axis])
     nl, nw = thread_bits(threads)
     la = min(a, nl)
+    wa = min(nw, max(0, a - la - MAX_AXIS_REG_BITS))    # a long axis spills into the warps
+    ra = a - la - wa
     axis_bits = [unit(axis, i) for i in range(a)]
-    reg_axis, lane_axis = axis_bits[:a - la], axis_bits[a - la:]
+    reg_axis, lane_axis, warp_axis = axis_bits[:ra], axis_bits[ra:ra + la], axis_bits[ra + la:]
     other = [unit(d, i) for d in range(rank - 1, -1, -1) if d != axis
              for i in range(log2(shape[d]))]
-    slots = other + [zero] * max(0, nl - la + nw - len(other))
-    lane = lane_axis + slots[:nl - la]
-    warp = slots[nl - la:nl - la + nw]
-    rest = [bs for bs in slots[nl - la + nw:] if any(bs)]
+    nlo, nwo = nl - la, nw - wa          # thread bits left for the other axes
+    slots = other + [zero] * max(0, nlo + nwo - len(other))
+    lane = lane_axis + slots[:nlo]
+    warp = warp_axis + slots[nlo:nlo + nwo]
+    rest = [bs for bs in slots[nlo + nwo:] if any(bs)]
     return Layout(tuple(shape), tuple(reg_axis + rest), tuple(lane), tuple(warp))
 
 
+# Axis bits a thread holds in registers before `sort_layout` gives the warps the rest (32
+# registers of keys and 32 of indices).
+MAX_AXIS_REG_BITS = 5
+
+
 def sortable(L: Layout, axis: int) -> bool:
-    """No warp bit along the axis, and each register or lane basis along it one axis bit."""
-    if any(bs[axis] for bs in L.warp):
-        return False
-    for bs in L.reg + L.lane:
+    """Each basis along the axis (register, lane or warp) is one axis bit and nothing else."""
+    for bs in L.reg + L.lane + L.warp:
         c = bs[axis]
         if c and (c & (c - 1) or any(v for d, v in enumerate(bs) if d != axis)):
             return False
@@ -74,6 +84,7 @@ def sort_pairs(kern: KernelEmitter, x: TileVal, axis: int, descending: bool):
     reg_of = {log2(bs[axis]): i for i, bs in enumerate(L.reg) if bs[axis]}
     lane_of = {log2(bs[axis]): i for i, bs in enumerate(L.lane) if bs[axis]}
     thread_bit: dict[int, ir.Value] = {}
+    exchange = _Exchange(kern, L, cmp_dt)
 
     def bit(r: int, t: int):
         """Bit t of register r's position: a constant, or an i1 of this thread."""
@@ -120,15 +131,54 @@ def sort_pairs(kern: KernelEmitter, x: TileVal, axis: int, descending: bool):
                     idx[r], idx[h] = (b.select(swap, idx[h], idx[r]),
                                       b.select(swap, idx[r], idx[h]))
             else:
-                mask = 1 << lane_of[t]
                 hi = bit(0, t)
+                if t in lane_of:
+                    mask = 1 << lane_of[t]
+
+                    def partner(r, mask=mask):
+                        return shuffle_xor(kern, keys[r], mask), shuffle_xor(kern, idx[r], mask)
+                else:
+                    partner = exchange.partners(keys, idx, L.linear(
+                        tuple(1 << t if d == axis else 0 for d in range(L.rank))))
                 for r in range(L.num_regs):
-                    ok, oi = shuffle_xor(kern, keys[r], mask), shuffle_xor(kern, idx[r], mask)
+                    ok, oi = partner(r)
                     take = xor(xor(before(ok, oi, keys[r], idx[r]), hi), down(r))
                     keys[r] = b.select(take, ok, keys[r])
                     idx[r] = b.select(take, oi, idx[r])
     vals = [k if x.dtype == cmp_dt else se.cast(k, cmp_dt, x.dtype) for k in keys]
     return L, vals, idx
+
+
+class _Exchange:
+    """A stage along a warp bit: every thread writes its keys and indices to shared memory at
+    their elements' row-major offsets, and reads its partners' (offset XOR the bit's weight),
+    between barriers."""
+
+    def __init__(self, kern: KernelEmitter, L: Layout, dt: DType):
+        self.kern, self.L, self.dt = kern, L, dt
+        self.base: ir.Value | None = None
+
+    def partners(self, keys: list, idx: list, weight: int):
+        """After the writes: a function giving register r's partner (key, index)."""
+        kern, L, dt, b = self.kern, self.L, self.dt, self.kern.builder
+        n = prod(L.shape)
+        kbytes = n * storage_bytes(kern, dt)
+        pk = kern.smem(kbytes, kern.storage_type(dt))
+        pi = kern.smem(n * 4, I32, -(-kbytes // 16) * 16)
+        kern.stats.exchanges += 1
+        if self.base is None:
+            self.base = kern.thread_linear(L.thread_weights())
+        at = [b.add(self.base, ir.Constant(I32, L.reg_linear(r))) for r in range(L.num_regs)]
+        kern.barrier()                  # the buffer's previous readers are done
+        for r, a in enumerate(at):
+            b.store(kern.to_storage(keys[r], dt), b.gep(pk, [a]))
+            b.store(idx[r], b.gep(pi, [a]))
+        kern.barrier()
+
+        def partner(r: int):
+            p = b.xor(at[r], ir.Constant(I32, weight))
+            return kern.from_storage(b.load(b.gep(pk, [p])), dt), b.load(b.gep(pi, [p]))
+        return partner
 
 
 def _axis(kern: KernelEmitter, op: BuiltinOp, rank: int) -> int:
