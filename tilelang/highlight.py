@@ -65,12 +65,12 @@ FALLBACK_BUILTINS = (
     "atomic_min", "atomic_or", "atomic_xchg", "atomic_xor", "bid", "bitcast", "broadcast_to",
     "cat", "cbrt", "cdiv", "ceil", "cluster_rank", "cluster_size", "copysign", "cos", "cosh",
     "cumprod", "cumsum", "dim", "div", "erf", "exp", "exp2", "expand_dims", "expm1", "extract",
-    "fence", "floor", "floordiv", "fma", "fmod", "full", "gather", "hypot", "isfinite", "isinf",
-    "isnan", "load", "log", "log10", "log1p", "log2", "matmul", "max", "maximum", "min",
-    "minimum", "mma", "num_blocks", "num_tiles", "ones", "permute", "pow", "print", "prod",
-    "rand", "randint", "randn", "reshape", "rint", "round", "rsqrt", "scatter", "sigmoid",
-    "sign", "sin", "sinh", "sqrt", "static_assert", "store", "stride", "sum", "tan", "tanh",
-    "transpose", "trunc", "where", "zeros",
+    "fence", "floor", "floordiv", "fma", "fmod", "full", "gather", "hypot", "is_none",
+    "isfinite", "isinf", "isnan", "len", "list_item", "load", "log", "log10", "log1p", "log2",
+    "matmul", "max", "maximum", "min", "minimum", "mma", "num_blocks", "num_tiles", "ones",
+    "permute", "pow", "print", "prod", "rand", "randint", "randn", "reshape", "rint", "round",
+    "rsqrt", "scatter", "sigmoid", "sign", "sin", "sinh", "sqrt", "static_assert", "store",
+    "stride", "sum", "tan", "tanh", "transpose", "trunc", "where", "zeros",
 )
 FALLBACK_DTYPES = (
     "bool", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "f16", "bf16", "f32", "f64",
@@ -78,8 +78,9 @@ FALLBACK_DTYPES = (
 )
 # END GENERATED fallback
 
-#: Type constructors: ``Tile[f32, 128, 64]``, ``Array[f16, 2]``.
-TYPE_CONSTRUCTORS = ("Tile", "Array")
+#: Type constructors: ``Tile[f32, 128, 64]``, ``Array[f16, 2]``, and the kernel parameter
+#: wrappers ``Optional[Array[f32, 1]]``, ``List[Array[f16, 2]]``.
+TYPE_CONSTRUCTORS = ("Tile", "Array", "Optional", "List")
 #: Float literal words.
 FLOAT_WORDS = ("inf", "nan")
 #: Helpers that only appear inside attribute arguments (``by_target(sm_90a = 168, default = 128)``).

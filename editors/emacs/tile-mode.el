@@ -64,7 +64,7 @@
   "Tile dtypes (generated).")
 (defconst tile-type-constructors
   '(
-    "Tile" "Array")
+    "Tile" "Array" "Optional" "List")
   "Tile type constructors (generated).")
 (defconst tile-float-words
   '(
@@ -81,12 +81,12 @@
     "atomic_min" "atomic_or" "atomic_xchg" "atomic_xor" "bid" "bitcast" "broadcast_to"
     "cat" "cbrt" "cdiv" "ceil" "cluster_rank" "cluster_size" "copysign" "cos" "cosh"
     "cumprod" "cumsum" "dim" "div" "erf" "exp" "exp2" "expand_dims" "expm1" "extract"
-    "fence" "floor" "floordiv" "fma" "fmod" "full" "gather" "hypot" "isfinite" "isinf"
-    "isnan" "load" "log" "log10" "log1p" "log2" "matmul" "max" "maximum" "min" "minimum"
-    "mma" "num_blocks" "num_tiles" "ones" "permute" "pow" "print" "prod" "rand" "randint"
-    "randn" "reshape" "rint" "round" "rsqrt" "scatter" "sigmoid" "sign" "sin" "sinh"
-    "sqrt" "static_assert" "store" "stride" "sum" "tan" "tanh" "transpose" "trunc" "where"
-    "zeros")
+    "fence" "floor" "floordiv" "fma" "fmod" "full" "gather" "hypot" "is_none" "isfinite"
+    "isinf" "isnan" "len" "list_item" "load" "log" "log10" "log1p" "log2" "matmul" "max"
+    "maximum" "min" "minimum" "mma" "num_blocks" "num_tiles" "ones" "permute" "pow"
+    "print" "prod" "rand" "randint" "randn" "reshape" "rint" "round" "rsqrt" "scatter"
+    "sigmoid" "sign" "sin" "sinh" "sqrt" "static_assert" "store" "stride" "sum" "tan"
+    "tanh" "transpose" "trunc" "where" "zeros")
   "Tile builtins (generated).")
 ;; END GENERATED
 

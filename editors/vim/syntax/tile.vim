@@ -25,18 +25,18 @@ syn keyword tileInclude as from import
 syn keyword tileOperatorWord and not or
 syn keyword tileBoolean false true
 syn keyword tileType bool i8 i16 i32 i64 u8 u16 u32 u64 f16 bf16 f32 f64 tf32 f8e4m3 f8e5m2
-syn keyword tileTypeConstructor Tile Array
+syn keyword tileTypeConstructor Tile Array Optional List
 syn keyword tileFloatWord inf nan
 syn keyword tileAttributeHelper by_target
 syn keyword tileBuiltin abs acos acosh arange argmax argmin asin asinh assert astype atan atan2 atanh
       \ atomic_add atomic_and atomic_cas atomic_max atomic_min atomic_or atomic_xchg
       \ atomic_xor bid bitcast broadcast_to cat cbrt cdiv ceil cluster_rank cluster_size
       \ copysign cos cosh cumprod cumsum dim div erf exp exp2 expand_dims expm1 extract
-      \ fence floor floordiv fma fmod full gather hypot isfinite isinf isnan load log
-      \ log10 log1p log2 matmul max maximum min minimum mma num_blocks num_tiles ones
-      \ permute pow print prod rand randint randn reshape rint round rsqrt scatter
-      \ sigmoid sign sin sinh sqrt static_assert store stride sum tan tanh transpose
-      \ trunc where zeros
+      \ fence floor floordiv fma fmod full gather hypot is_none isfinite isinf isnan len
+      \ list_item load log log10 log1p log2 matmul max maximum min minimum mma
+      \ num_blocks num_tiles ones permute pow print prod rand randint randn reshape rint
+      \ round rsqrt scatter sigmoid sign sin sinh sqrt static_assert store stride sum
+      \ tan tanh transpose trunc where zeros
 " END GENERATED
 
 " Operators first: the matches defined later win where they start at the same column.
