@@ -133,8 +133,47 @@ def check_source(text: str, path: str, options: CompileOptions | None = None) ->
         diags += e.diagnostics
     except RecursionError:
         diags.append(_too_deep(path))
+    if typed is not None:
+        diags += absent_pattern_diagnostics(module, options)
     diags = _define_spans(diags, module, options) + define_diagnostics(module, options)
     return CheckResult(path, module, diags, typed)
+
+
+MAX_EXHAUSTIVE_OPTIONAL = 3
+
+
+def absent_pattern_diagnostics(module: ast.Module, options: CompileOptions) -> list[Diagnostic]:
+    """E0246 of the specializations where optional arrays are None (docs/language.md
+    §10.1.1). A check compiles each optional array as present unless `-D NAME=None` says
+    otherwise, so a use outside an `is_none` guard would surface only when a launch passes
+    None: the checker also checks the other presence patterns — all of them for up to
+    `MAX_EXHAUSTIVE_OPTIONAL` optional arrays, else each one alone and all together — and
+    reports their E0246s once each, with the pattern."""
+    names = sorted({p.name for item in module.items if isinstance(item, ast.KernelDef)
+                    for p in item.params if _is_optional(p)} - set(options.define_map()))
+    if not names:
+        return []
+    if len(names) <= MAX_EXHAUSTIVE_OPTIONAL:
+        patterns = [tuple(n for j, n in enumerate(names) if mask >> j & 1)
+                    for mask in range(1, 1 << len(names))]
+    else:
+        patterns = [(n,) for n in names] + [tuple(names)]
+    out, seen = [], set()
+    for absent in patterns:
+        opts = replace(options, defines={**options.define_map(), **{n: "None" for n in absent}})
+        try:
+            _, found = checker.check_module(module, opts)
+        except TileError as e:
+            found = e.diagnostics
+        for d in found:
+            if d.code != "E0246" or (d.span, d.message) in seen:
+                continue
+            seen.add((d.span, d.message))
+            which = ", ".join(f"`{n}`" for n in absent)
+            out.append(replace(d, notes=d.notes + (
+                f"in the specialization where {which} {'is' if len(absent) == 1 else 'are'} "
+                f"None ({' '.join(f'-D {n}=None' for n in absent)})",)))
+    return out
 
 
 def check_file(path: str, options: CompileOptions | None = None) -> CheckResult:

@@ -80,8 +80,10 @@ FALLBACK_DTYPES = (
 )
 # END GENERATED fallback
 
-#: Type constructors: ``Tile[f32, 128, 64]``, ``Array[f16, 2]``.
-TYPE_CONSTRUCTORS = ("Tile", "Array")
+#: Type constructors: ``Tile[f32, 128, 64]``, ``Array[f16, 2]``, and the kernel parameter
+#: wrappers ``Optional[Array[f32, 1]]``, ``List[Array[f16, 2]]``,
+#: ``Symmetric[Array[f32, 1]]``.
+TYPE_CONSTRUCTORS = ("Tile", "Array", "Optional", "List", "Symmetric")
 #: Float literal words.
 FLOAT_WORDS = ("inf", "nan")
 #: Helpers that only appear inside attribute arguments (``by_target(sm_90a = 168, default = 128)``).

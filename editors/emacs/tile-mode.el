@@ -64,7 +64,7 @@
   "Tile dtypes (generated).")
 (defconst tile-type-constructors
   '(
-    "Tile" "Array")
+    "Tile" "Array" "Optional" "List" "Symmetric")
   "Tile type constructors (generated).")
 (defconst tile-float-words
   '(

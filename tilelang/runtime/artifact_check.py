@@ -73,6 +73,7 @@ def artifact_problem(a: KernelArtifact, target: str) -> str | None:
 def _params_problem(a: KernelArtifact) -> str | None:
     names = set()
     arrays = set()
+    lists = set()
     size = 0
     for p in a.params:
         if not isinstance(p.name, str) or not p.name.isidentifier() or p.name in names:
@@ -83,13 +84,18 @@ def _params_problem(a: KernelArtifact) -> str | None:
                 return "parameters"
             arrays.add(p.name)
             size += 8 * (1 + 2 * p.rank)
+        elif p.kind == "list":             # a table's address and length (docs/abi.md)
+            if not _int(p.rank, 1) or p.rank > MAX_RANK or not isinstance(p.written, bool):
+                return "parameters"
+            lists.add(p.name)
+            size += 16
         elif p.kind == "scalar":
             if p.rank != 0:
                 return "parameters"
             size += 8
         else:
             return "parameters"
-    if not all(isinstance(k, str) and k in arrays for k in a.facts):
+    if not all(isinstance(k, str) and (k in arrays or k in lists) for k in a.facts):
         return "array facts"
     for m in a.tensor_maps:
         if m.array not in arrays or not isinstance(m.box, tuple) or \

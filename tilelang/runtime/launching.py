@@ -198,6 +198,10 @@ class Launcher:
                          for i, v in zip(self.arrays, views)]
                 lists = {i: [(q, v._replace(ptr=addrs[(i, j)]) if (i, j) in addrs else v)
                              for j, (q, v) in enumerate(es)] for i, es in lists.items()}
+            # the library of the arrays picks the default stream (torch's current one):
+            # lists' tables are uploaded, and capture tested, for that stream
+            lib = next((v.what for v in views + [v for es in lists.values() for _, v in es]
+                        if v is not None and v.what != "DeviceArray"), None)
             flat: list = []
             facts: list = []
             list_facts_ = []
@@ -206,7 +210,7 @@ class Launcher:
                 if p.kind == "list":
                     vs = [v for _, v in lists[i]]
                     keep = not any(stage for _, _, stage in entries[i])
-                    handle = device.stream_handle(stream, None)
+                    handle = device.stream_handle(stream, lib)
                     ptr, table = self.tables.get(
                         device, vs, p.rank, keep,
                         lambda: getattr(device, "is_capturing", lambda h: False)(handle))
@@ -227,8 +231,6 @@ class Launcher:
                     facts.append(facts_key(v.ptr, v.shape, v.strides, ITEMSIZE[p.dtype]))
                 else:
                     flat.append(values[i])
-            lib = next((v.what for v in views if v is not None and v.what != "DeviceArray"),
-                       None)
             facts = shape_links(facts, [() if v is None else v.shape for v in views])
             return self.issue(flat, tuple(facts + list_facts_), grid, block, stream, lib, args,
                               originals, device, entries)

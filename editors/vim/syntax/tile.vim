@@ -25,7 +25,7 @@ syn keyword tileInclude as from import
 syn keyword tileOperatorWord and not or
 syn keyword tileBoolean false true
 syn keyword tileType bool i8 i16 i32 i64 u8 u16 u32 u64 f16 bf16 f32 f64 tf32 f8e4m3 f8e5m2
-syn keyword tileTypeConstructor Tile Array
+syn keyword tileTypeConstructor Tile Array Optional List Symmetric
 syn keyword tileFloatWord inf nan
 syn keyword tileAttributeHelper by_target
 syn keyword tileBuiltin abs acos acosh arange argmax argmin argsort asin asinh assert astype atan atan2
