@@ -7,7 +7,7 @@ sm_90a, host tensor descriptors (TMA loads, wgmma, a TMA store), so both sides m
 same way:
 
 * matmul at 128 x 128 x 64, 4 warps (f16 -> f32, operands contiguous and 16-byte aligned, as
-  `tilec` assumes): `examples/matmul.tile` as written (clusters of two CTAs, A multicast), the
+  `tilec` assumes): `examples/matmul.tile` as written (clusters of two CTAs, B multicast), the
   same without the cluster line, against benchmarks/triton_ref/gen_tma_matmul_ptx.py (3 stages)
   and, for reference, the pointer-load tutorial kernel (gen_matmul_ptx.py `jit4096`: cp.async
   with masks in the K loop, the form earlier tables compared with);
@@ -243,7 +243,7 @@ def tile_builds() -> list[Build]:
     same_tile = {"BM": str(MM[0]), "BN": str(MM[1]), "BK": str(MM[2])}
     ptx, k = _compile("matmul.tile", defines=same_tile)
     out.append(Build("matmul", same, "Tile", "examples/matmul.tile as written (clusters of 2, "
-                     "A multicast)", ptx, mm, _smem(k)))
+                     "B multicast)", ptx, mm, _smem(k)))
     ptx, k = _compile("matmul.tile", src.replace(EXAMPLE_LAUNCH, "@launch(reqntid = (128, 1, 1))"),
                       defines=same_tile)
     out.append(Build("matmul", same, "Tile", "the same without the cluster line", ptx, mm,
@@ -251,11 +251,25 @@ def tile_builds() -> list[Build]:
     d = example_defaults()
     ptx, k = _compile("matmul.tile")
     warps = _launch_threads(ptx) // 32
-    consumers = warps - 4 if warps % 4 == 0 and (warps - 4) & (warps - 5) == 0 \
-        and warps > 4 else warps          # warp-specialized: 2^k consumer groups + 1 producer
+    # warp-specialized (the producer group hands its registers over with setmaxnreg): the
+    # multiply-adds are the consumers', all warp groups but the last
+    consumers = warps - 4 if "setmaxnreg" in ptx else warps
     out.append(Build("matmul (default pick)", f"{d['BM']} x {d['BN']} x {d['BK']}, {warps} warps",
-                     "Tile", "examples/matmul.tile's defaults for sm_90a", ptx,
+                     "Tile", "examples/matmul.tile's defaults (the cost model's pick among "
+                     "configurations every target fits: benchmarks/gemm_pick.py)", ptx,
                      d["BM"] * d["BN"] * d["BK"] // consumers, _smem(k)))
+    # Triton's pick's tile and warps, as a `const` default cannot be for sm_90a alone: without
+    # a cluster (like for like) and with one (the cost model's pick on sm_90a alone)
+    bm, bn, bk, tw, _ = TRITON_PICK
+    wide = {"BM": str(bm), "BN": str(bn), "BK": str(bk)}
+    for cluster, how in (("", "the same tile and warps as Triton's pick (-D BN=256, "
+                               f"reqntid = ({32 * tw}, 1, 1))"),
+                         (", cluster = (2, 1, 1)", "the same with clusters of 2 (the cost "
+                          "model's pick on sm_90a alone; 48 KiB stages fit no sm_86/89/120)")):
+        ptx, k = _compile("matmul.tile", src.replace(
+            EXAMPLE_LAUNCH, f"@launch(reqntid = ({32 * tw}, 1, 1){cluster})"), defines=wide)
+        out.append(Build("matmul (default pick)", f"{bm} x {bn} x {bk}, {tw} warps", "Tile", how,
+                         ptx, bm * bn * bk // tw, _smem(k)))
     ptx, k = _compile("matmul_persistent.tile")
     out.append(Build("matmul_persistent", same, "Tile", "examples/matmul_persistent.tile", ptx,
                      mm, _smem(k)))

@@ -4,7 +4,9 @@ For vadd, softmax, layernorm and RMSNorm at widths 256, 1,024 and 4,096, both co
 (Tile's at -O3 for sm_90a, Triton's tutorial kernels for GPUTarget("cuda", 90, 32), compiled in
 the same run) runs on the PTX emulator on the same data (results checked against NumPy); the
 table gives thread-level instructions per element, their ratio, the registers per thread of the
-cubins and the theoretical occupancy at 128 threads (sm_90a):
+cubins and the theoretical occupancy at 128 threads (sm_90a); "vadd (reqntid = 128)" is
+examples/vadd.tile with its block fixed at 128 threads, as Triton's program is (the example's
+`maxntid` also serves smaller blocks, which costs a test of the block size):
 
     python3 benchmarks/instructions.py [--precision ieee|fast|approx] [--triton-python PY]
 
@@ -294,7 +296,12 @@ def check(kernel: str, got, d, what: str) -> None:
         raise SystemExit(f"{what} {kernel}: wrong result (relative error {err:.3g})")
 
 
-def run_tile(kernel: str, width: int, d, precision: str | None, rows: int = 1):
+# vadd with its block fixed at 128 threads (`reqntid`), as Triton's program is: the example's
+# `maxntid` contract also serves smaller blocks, which costs a test of the block size
+FIXED_BLOCK = "fixed block"
+
+
+def run_tile(kernel: str, width: int, d, precision: str | None, rows=1):
     import numpy as np
     from tilelang.codegen.target.link import link_ptx
     from tilelang.targets import get_target
@@ -304,7 +311,12 @@ def run_tile(kernel: str, width: int, d, precision: str | None, rows: int = 1):
     from tilelang.codegen.api import ArrayFacts
     from tilelang.driver import inspect_source
     from tilelang.runtime.args import facts_key, shape_links
+    fixed = rows == FIXED_BLOCK
+    rows = 1 if fixed else rows
     text, path, name, const = tile_source(kernel if rows == 1 else f"{kernel}_rows")
+    if fixed:
+        text = text.replace("@launch(maxntid = (128, 1, 1))", "@launch(reqntid = (128, 1, 1))")
+        assert "reqntid = (128, 1, 1)" in text
     opts = CompileOptions(target="sm_90a", precision=precision)
     consts = {const: width} if rows == 1 else {const: width, "R": rows}
     arrays = {"a": d.get("a"), "b": d.get("b"), "c": None, "x": d.get("x"), "w": d.get("w"),
@@ -487,11 +499,13 @@ def main(argv=None) -> int:
     print(head)
     print("|" + "---|" * 14)
     for kernel, w, rows in [(k, w, r) for k in kernels for w in widths
-                            for r in ((1,) if k == "vadd" or w > 256 else (1, MULTI_ROW))]:
+                            for r in ((1, FIXED_BLOCK) if k == "vadd" else
+                                      (1,) if w > 256 else (1, MULTI_ROW))]:
             d = inputs(kernel, w, rng)
             t_ins, t_regs, t_threads, _ = run_tile(kernel, w, d, args.precision, rows)
             tile = per_element(kernel, w, t_ins)
-            label = kernel if rows == 1 else f"{kernel} ({rows} rows/block)"
+            label = kernel if rows == 1 else f"{kernel} (reqntid = 128)" \
+                if rows == FIXED_BLOCK else f"{kernel} ({rows} rows/block)"
             if index is not None:
                 tr_ins, tr_ptx = run_triton(kernel, w, d, folder, index)
                 tri = per_element(kernel, w, tr_ins)

@@ -37,9 +37,8 @@ def test_hopper_static_without_triton(tmp_path):
         cells = [c.strip() for c in line.strip("|").split("|")]
         if len(cells) == 13 and cells[2] == "Tile":
             rows[(cells[0], cells[3])] = cells
-    assert [k for k, _ in rows] == ["matmul", "matmul", "matmul (default pick)",
-                                    "matmul_persistent", "attention", "matmul_ws",
-                                    "attention_ws"]
+    assert [k for k, _ in rows] == ["matmul", "matmul"] + ["matmul (default pick)"] * 3 + [
+        "matmul_persistent", "attention", "matmul_ws", "attention_ws"]
     for name, cells in rows.items():
         assert cells[5] == "0" and cells[6] == "0", (name, cells)     # no spills, no LDL/STL
         assert int(cells[8]) > 0, (name, cells)                       # HGMMA in the loop
@@ -49,3 +48,7 @@ def test_hopper_static_without_triton(tmp_path):
     assert float(rows[("matmul_persistent", "examples/matmul_persistent.tile")][11]) <= \
         float(plain[11])
     assert float(rows[("matmul_ws", "reqntid = (384, 1, 1)")][11]) < float(plain[11])
+    # at Triton's pick's tile and warps (128 x 256 x 64, 8 warps) Tile's loop stays under the
+    # 85 SASS per K-step Triton 3.9's descriptor kernel takes (results/hopper-static-2026-11-29)
+    wide = [c for (k, how), c in rows.items() if how.startswith("the same tile and warps")]
+    assert wide[0][1] == "128 x 256 x 64, 8 warps" and float(wide[0][11]) <= 85

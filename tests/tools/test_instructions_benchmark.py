@@ -27,7 +27,7 @@ def test_tile_columns_without_triton(tmp_path):
     assert p.returncode == 0, p.stderr
     rows = [line.split(" | ") for line in p.stdout.splitlines() if line.startswith("| vadd")
             or line.startswith("| rmsnorm")]
-    assert [r[0] for r in rows] == ["| vadd", "| rmsnorm"]
+    assert [r[0] for r in rows] == ["| vadd", "| vadd (reqntid = 128)", "| rmsnorm"]
     for r in rows:
         assert r[1] == "1,024" and r[3:5] == ["-", "-"] and r[6:8] == ["-", "-"]
         assert r[9] == "-" and r[11] == "-" and r[13] == "- |"        # no Triton columns
@@ -38,3 +38,5 @@ def test_tile_columns_without_triton(tmp_path):
     # vadd at 1,024 elements per block of 128 threads: 8 per thread, two 128-bit loads of each
     # input, eight adds, two stores; at least those 14 SASS instructions per thread
     assert float(rows[0][2]) >= 14 / 8
+    # a fixed block needs no test of the block size: fewer SASS instructions than `maxntid`
+    assert float(rows[1][2]) < float(rows[0][2])

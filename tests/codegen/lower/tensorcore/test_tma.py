@@ -100,8 +100,8 @@ def test_matmul_matches_numpy(M, N, K):
 
 
 def test_bf16_and_two_warp_groups():
-    src = MATMUL.replace("f16", "bf16").replace("reqntid = (128, 1, 1), maxnreg = 168",
-                                                 "reqntid = (256, 1, 1)")
+    src = MATMUL.replace("f16", "bf16").replace(
+        "reqntid = (128, 1, 1), maxnreg = by_target(sm_90a = 168)", "reqntid = (256, 1, 1)")
     a, b = operands((256, 320), (320, 128), "bf16")
     arrays = {"a": a, "b": b, "c": np.full((256, 128), np.nan, np.float32)}
     res, rep = run(src, "matmul", arrays, (2, 1), tma=True, race_check=True)

@@ -70,11 +70,15 @@ def test_ptx_structure():
     # in the loop: the CTA barrier, every CTA's release of the slot to CTA 0 (a remote
     # arrive on CTA 0's empty mbarrier), CTA 0's wait for all of them, then the copies
     body = ptx[ptx.rfind("wgmma.wait_group.sync.aligned 1"):]
-    order = ["bar.sync", "mapa.shared::cluster.u32", "mbarrier.arrive.shared::cluster.b64 _,",
+    order = ["bar.sync", "mbarrier.arrive.shared::cluster.b64 _,",
              "mbarrier.try_wait.parity.shared::cta.b64", "mbarrier.arrive.expect_tx",
              "multicast::cluster"]
     pos = [body.find(s) for s in order]
     assert -1 not in pos and pos == sorted(pos), list(zip(order, pos))
+    # the remote address is CTA 0's first empty mbarrier mapped once before the loop (one
+    # `mapa`) plus the slot's offset: no `mapa` in the loop
+    assert ptx.count("mapa.shared::cluster.u32") == 1
+    assert "mapa" not in ptx[ptx.find("wgmma.mma_async"):]
 
 
 def test_no_multicast_without_a_cluster():

@@ -114,7 +114,7 @@ def test_thread_count_not_whole_warp_groups_is_e0721():
 
 
 def test_maxnreg_is_computed_from_the_accumulator():
-    src = MATMUL.replace(", maxnreg = 168", "").replace("BN: i32 = 128", "BN: i32 = 64")
+    src = MATMUL.replace(", maxnreg = by_target(sm_90a = 168)", "").replace("BN: i32 = 128", "BN: i32 = 64")
     res = compile_for(src, "matmul", matmul_arrays(128, 128, 128))
     # 128 x 64 f32 over 128 threads: 64 accumulator registers + 32 working + 8 slack
     assert ".maxnreg 104" in res.ptx and "m64n64k16" in res.ptx
@@ -232,7 +232,7 @@ def test_register_operand_two_warp_groups_n256():
 
 
 def test_two_warp_groups_pipelined():
-    src = MATMUL.replace("reqntid = (128, 1, 1), maxnreg = 168", "reqntid = (256, 1, 1)")
+    src = MATMUL.replace("reqntid = (128, 1, 1), maxnreg = by_target(sm_90a = 168)", "reqntid = (256, 1, 1)")
     arrays = matmul_arrays(256, 128, 320)
     res, _ = run(src, "matmul", arrays, (2, 1), tma=False)
     assert "wgmma.wait_group.sync.aligned 0" in res.ptx

@@ -21,8 +21,9 @@ any order: the tx-count may go below zero while the arrival is pending). A slot 
 refills in every CTA of its sub-group must be free in all of them: each CTA has S "empty"
 mbarriers per pattern after its S full ones (count: the sub-group's CTAs), of which the
 issuers' are used. At iteration j, after the CTA barrier that ends its warp groups' reads
-of slot w = (j - 1) mod S, thread 0 of each CTA arrives on each issuer's empty[w] (`mapa` +
-`mbarrier.arrive.shared::cluster`, release semantics as CUTLASS's cluster barrier arrive;
+of slot w = (j - 1) mod S, thread 0 of each CTA arrives on each issuer's empty[w] (at its
+cluster address, one `mapa` before the loop plus 8 w; `mbarrier.arrive.shared::cluster`,
+release semantics as CUTLASS's cluster barrier arrive;
 `.release.cluster` costs a MEMBAR.ALL.GPU per iteration), and an issuing CTA waits for that
 phase before its thread 0 multicasts into w; the phase is the loop's full-barrier phase of
 iteration j (empty[w] completes once per refill, and a refill at iteration j is round
@@ -122,10 +123,21 @@ def inval_empties(kern: KernelEmitter, mc: Multicast, addr: ir.Value, stages: in
         tma_load.mbarrier_inval(kern, kern.builder.add(addr, _c(8 * i)))
 
 
-def _release(kern: KernelEmitter, empty: ir.Value, rank: ir.Value) -> None:
-    """Arrive on CTA `rank`'s copy of the empty mbarrier at (this CTA's) address `empty`."""
-    _asm(kern, "{ .reg .b32 r; mapa.shared::cluster.u32 r, $0, $1; "
-               "mbarrier.arrive.shared::cluster.b64 _, [r]; }", [empty, rank], "r,r,~{memory}")
+def remote_empties(kern: KernelEmitter, mc: Multicast, empty: ir.Value,
+                   stages: int) -> list[ir.Value]:
+    """Per sharing pattern, the cluster address (`mapa`) of its issuer's first empty
+    mbarrier, made once before the loop: slot w's is that plus 8 w, since a CTA's shared
+    memory is one contiguous range of the cluster's window (one `mapa` per K-step less, and
+    the vote ptxas puts around a `mapa` in a one-thread branch)."""
+    b = kern.builder
+    return [_asm(kern, "mapa.shared::cluster.u32 $0, $1, $2;",
+                 [b.add(empty, _c(8 * stages * k)), lead], "=r,r,r", I32)
+            for k, (lead, _, _) in enumerate(_sub_groups(kern, mc))]
+
+
+def _release(kern: KernelEmitter, remote: ir.Value) -> None:
+    """Arrive on the empty mbarrier at cluster address `remote` (an issuer's)."""
+    _asm(kern, "mbarrier.arrive.shared::cluster.b64 _, [$0];", [remote], "r,~{memory}")
 
 
 def _acquire(kern: KernelEmitter, empty: ir.Value, parity: ir.Value) -> None:
@@ -179,10 +191,10 @@ def issue_stage(kern: KernelEmitter, mc: Multicast, ops: list, env_iv, image: ir
     """tma_load.issue_stage with multicast: thread 0 of every CTA announces the stage's
     bytes and copies the operands of its own; the issuing CTA of each sub-group also copies
     the operands it shares into every CTA of the sub-group. `refill`: (the slot's first
-    empty mbarrier, the phase parity) when the slot held an earlier iteration: every CTA
-    releases it to each issuer that writes into it, and each issuing CTA waits for its
-    sub-group's releases before its multicast; the k-th pattern's empty mbarriers are S
-    (`refill[2]`) mbarriers further on."""
+    empty mbarrier, the phase parity, S, `remote_empties`, the first slot's empty mbarrier)
+    when the slot held an earlier iteration: every CTA releases it to each issuer that writes
+    into it, and each issuing CTA waits for its sub-group's releases before its multicast;
+    the k-th pattern's empty mbarriers are S (`refill[2]`) mbarriers further on."""
     b = kern.builder
     coords = []
     for op in ops:
@@ -203,9 +215,11 @@ def issue_stage(kern: KernelEmitter, mc: Multicast, ops: list, env_iv, image: ir
         # threads)
         t0 = b.and_(valid, tma_load.issuer(kern))
 
+        slot = b.sub(refill[0], refill[4])              # 8 x the slot's index
+
         def release():
-            for k, (lead, _, _) in enumerate(subs):
-                _release(kern, b.add(refill[0], _c(8 * refill[2] * k)), lead)
+            for remote in refill[3]:
+                _release(kern, b.add(remote, slot))
         _when(kern, t0, release)
         for k, (_, mine, _) in enumerate(subs):
             _when(kern, b.and_(valid, mine), lambda k=k: _acquire(

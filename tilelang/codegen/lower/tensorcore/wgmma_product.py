@@ -654,6 +654,7 @@ def _tma_loop(kern: KernelEmitter, ring: RingLoop) -> None:
         pipe_loop.on_thread0(kern, "tma.t0", fn)
 
     empty = tma_multicast.empties(kern, bars, S, S * stage_bytes) if mc else None
+    remote = tma_multicast.remote_empties(kern, mc, empty, S) if mc else None
 
     def issue(iv, s, image, slot_bytes, parity=None, valid=None):
         kern.env[iv_var.id] = TileVal(ivt, kern.scalar_layout, (iv,))
@@ -664,7 +665,7 @@ def _tma_loop(kern: KernelEmitter, ring: RingLoop) -> None:
             tma_load.issue_stage(kern, tma, env_iv, image, bar(slot_bytes), valid)
         else:                            # a refill (parity given) first frees the slot
             refill = None if parity is None else (b.add(bar(slot_bytes), _c(8 * S)), parity,
-                                                  S)
+                                                  S, remote, empty)
             tma_multicast.issue_stage(kern, mc, tma, env_iv, image, bar(slot_bytes),
                                       valid, refill)
 
