@@ -6,7 +6,7 @@ protocol library cannot read (negative positions), requests before ``initialize`
 error, never print a traceback (on stderr, nor in its ``--log-file``: bad input is no bug),
 notice the documents whose edits it missed, and still work afterwards.
 
-About 100 messages by default; ``-m slow`` sends 600 and about 1,800 (two more seeds).
+About 160 messages by default; ``-m slow`` sends 600 and about 1,800 (two more seeds).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ OTHER_METHODS = ("textDocument/formatting", "textDocument/references", "workspac
                  "textDocument/didClose", "workspace/didChangeWorkspaceFolders",
                  "window/workDoneProgress/cancel", "$/cancelRequest", "$/progress",
                  "initialize", "initialized", "textDocument/didOpen", "textDocument/didChange")
-SEEDS = [pytest.param(12, 100, id="seed12-100"),
+SEEDS = [pytest.param(12, 160, id="seed12-160"),
          pytest.param(26, 600, id="seed26-600", marks=pytest.mark.slow),
          pytest.param(1012, 1800, id="seed1012-1800", marks=pytest.mark.slow)]
 
