@@ -67,10 +67,10 @@ FALLBACK_BUILTINS = (
     "cumprod", "cumsum", "dim", "div", "erf", "exp", "exp2", "expand_dims", "expm1", "extract",
     "fence", "floor", "floordiv", "fma", "fmod", "full", "gather", "hypot", "isfinite", "isinf",
     "isnan", "load", "log", "log10", "log1p", "log2", "matmul", "max", "maximum", "min",
-    "minimum", "mma", "num_blocks", "num_tiles", "ones", "permute", "pow", "print", "prod",
-    "rand", "randint", "randn", "reshape", "rint", "round", "rsqrt", "scatter", "sigmoid",
-    "sign", "sin", "sinh", "sqrt", "static_assert", "store", "stride", "sum", "tan", "tanh",
-    "transpose", "trunc", "where", "zeros",
+    "minimum", "mma", "num_blocks", "num_tiles", "ones", "pad", "permute", "pow", "print",
+    "prod", "rand", "randint", "randn", "reshape", "rint", "round", "rsqrt", "scatter",
+    "sigmoid", "sign", "sin", "sinh", "sqrt", "static_assert", "store", "stride", "sum", "take",
+    "tan", "tanh", "transpose", "trunc", "where", "zeros",
 )
 FALLBACK_DTYPES = (
     "bool", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "f16", "bf16", "f32", "f64",

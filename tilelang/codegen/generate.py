@@ -20,7 +20,7 @@ import llvmlite.ir as ir
 
 # Importing a family registers its lowerings in lower.table (the products' on first use).
 from tilelang.codegen.lower import atomic, creation, debug, elementwise, grid, index  # noqa: F401
-from tilelang.codegen.lower import memory, random, reduce, scan, shape  # noqa: F401
+from tilelang.codegen.lower import memory, random, rearrange, reduce, scan, shape  # noqa: F401
 from tilelang.codegen.api import (AbiParam, ArrayFacts, CodegenResult, DEFAULT_FACTS,
                                   KernelArtifact)
 from tilelang.codegen.layouts.distributed import floor_pow2

@@ -34,9 +34,9 @@ syn keyword tileBuiltin abs acos acosh arange argmax argmin asin asinh assert as
       \ copysign cos cosh cumprod cumsum dim div erf exp exp2 expand_dims expm1 extract
       \ fence floor floordiv fma fmod full gather hypot isfinite isinf isnan load log
       \ log10 log1p log2 matmul max maximum min minimum mma num_blocks num_tiles ones
-      \ permute pow print prod rand randint randn reshape rint round rsqrt scatter
-      \ sigmoid sign sin sinh sqrt static_assert store stride sum tan tanh transpose
-      \ trunc where zeros
+      \ pad permute pow print prod rand randint randn reshape rint round rsqrt scatter
+      \ sigmoid sign sin sinh sqrt static_assert store stride sum take tan tanh
+      \ transpose trunc where zeros
 " END GENERATED
 
 " Operators first: the matches defined later win where they start at the same column.

@@ -8,17 +8,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tilelang.diagnostics import render_all
-from tilelang.driver import compile_source
-from tilelang.emulator import EmulatorDevice
+from index_support import NP, build, data, emulate, facts_of, interpret
 from tilelang.emulator.errors import DeviceAssertion
-from tilelang.interp import InterpreterError, run_kernel
-from tilelang.options import CompileOptions
+from tilelang.interp import InterpreterError
 
-import sys
-import pathlib
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "e2e"))
-from e2e_support import abi_args, facts_of  # noqa: E402
 
 # Block b takes position b of the tile's axes (a run-time index, bid), so one launch covers
 # every position; the constant forms ride along.
@@ -34,39 +27,6 @@ kernel rows(X: Array[DT, 2], R: Array[DT, 2], C: Array[DT, 2], E: Array[DT, 2],
     store(K, offset = (b, 0), tile = full((1, 2), t[-1, 1], DT));
 }
 """
-
-NP = {"f32": np.float32, "f16": np.float16, "f64": np.float64, "i8": np.int8, "u16": np.uint16,
-      "i64": np.int64, "bool": np.bool_}
-
-
-def build(text: str, defines: dict, facts=None):
-    """PTX for sm_90a; `facts` (kernel -> array facts) as the runtime would specialize: a
-    ragged array's rows are not vector-aligned, which the default facts assume."""
-    res = compile_source(text, "<index>.tile", CompileOptions(defines=defines, target="sm_90a"),
-                         until="ptx", facts=facts)
-    assert res.ok, render_all(res.diagnostics)
-    return res
-
-
-def emulate(res, name: str, args: dict, grid):
-    dev = EmulatorDevice()
-    art = res.codegen.kernel(name)
-    values, ptrs = abi_args(dev, art, args)
-    dev.launch(dev.load_module(res.ptx).get_function(name), tuple(grid) + (1,) * (3 - len(grid)),
-               art.block, values, shared_mem=art.dynamic_smem)
-    for p, ptr in ptrs.items():
-        args[p][...] = dev.from_device(ptr, args[p].shape, args[p].dtype)
-
-
-def interpret(res, name: str, args: dict, grid):
-    run_kernel(res.ir, args, tuple(grid) + (1,) * (3 - len(grid)), name=name)
-
-
-def data(shape, dt: str) -> np.ndarray:
-    x = (np.arange(int(np.prod(shape))) * 37 % 101).reshape(shape)
-    return (x % 2 == 1) if dt == "bool" else (x - 50).astype(NP[dt]) if dt[0] in "if" \
-        else x.astype(NP[dt])
-
 
 def run_rows(M, N, threads, dt, x):
     """Outputs of ROWS on both back ends, with the NumPy expectation."""
