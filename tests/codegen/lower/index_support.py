@@ -32,14 +32,21 @@ def build(text: str, defines: dict, facts=None):
     return res
 
 
-def emulate(res, name: str, args: dict, grid):
+def emulate(res, name: str, args: dict, grid, bf16=()):
+    """`bf16`: names of bf16 arrays (float32 holding bf16 values, as the interpreter takes
+    them): the emulator gets their bit patterns, and they come back as float32."""
     dev = EmulatorDevice()
     art = res.codegen.kernel(name)
-    values, ptrs = abi_args(dev, art, args)
+    dev_args = {k: (np.asarray(v, np.float32).view(np.uint32) >> 16).astype(np.uint16)
+                if k in bf16 else v for k, v in args.items()}
+    values, ptrs = abi_args(dev, art, dev_args)
     dev.launch(dev.load_module(res.ptx).get_function(name), tuple(grid) + (1,) * (3 - len(grid)),
                art.block, values, shared_mem=art.dynamic_smem)
     for p, ptr in ptrs.items():
-        args[p][...] = dev.from_device(ptr, args[p].shape, args[p].dtype)
+        got = dev.from_device(ptr, dev_args[p].shape, dev_args[p].dtype)
+        if p in bf16:
+            got = (got.astype(np.uint32) << 16).view(np.float32)
+        args[p][...] = got
 
 
 def interpret(res, name: str, args: dict, grid):

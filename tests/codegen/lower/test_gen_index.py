@@ -60,6 +60,24 @@ def test_every_dtype(dt):
     run_rows(16, 32, 128, dt, data((16, 32), dt))
 
 
+def test_bf16():
+    """bf16 (float32 values that bf16 holds exactly; the emulator sees the bits)."""
+    res = build(ROWS.replace("DT", "bf16"), {"M": 16, "N": 32, "THREADS": 128})
+    x = data((16, 32), "f32")
+    b = np.arange(32)
+    for run in (emulate, interpret):
+        args = dict(X=x.copy(), R=np.zeros((32, 32), np.float32),
+                    C=np.zeros((32, 16), np.float32), E=np.zeros((32, 2), np.float32),
+                    K=np.zeros((32, 2), np.float32))
+        if run is emulate:
+            emulate(res, "rows", args, (32,), bf16=tuple("XRCEK"))
+        else:
+            interpret(res, "rows", args, (32,))
+        np.testing.assert_array_equal(args["R"], x[b % 16], err_msg=run.__name__)
+        np.testing.assert_array_equal(args["C"], x.T[b % 32], err_msg=run.__name__)
+        np.testing.assert_array_equal(args["E"][:, 0], x[b % 16, b * 7 % 32])
+
+
 def test_ragged_tile_reads_padding():
     """A (13, 27) array loaded into a (16, 32) tile: positions past the array read padding."""
     run_rows(16, 32, 128, "f32", data((13, 27), "f32"))
