@@ -17,7 +17,7 @@ last axis to the first (each `take` removes an axis after the ones still to take
 
 from __future__ import annotations
 
-from ..diagnostics import TileSemanticError
+from ..diagnostics import TileSemanticError, source_line
 from ..frontend import ast
 from .builtins import BUILTINS, OPERATORS
 from .builtins_core import ArgInfo, arg_of_const
@@ -86,8 +86,7 @@ class IndexChecks:
         tup = value(TupleType(tuple(x.type for x in elems)),
                     ConstTuple(consts) if all(c is not None for c in consts) else None,
                     e.span, elems)
-        from ..frontend.printer import expr as show
-        text = value(STRING, ConstStr(show(e)), e.span)
+        text = value(STRING, ConstStr(_source_text(e)), e.span)
         return self.call_builtin(OPERATORS["[]"], [v, tup], {"text": text}, e.span)
 
     # ---- entries ------------------------------------------------------------------------
@@ -146,6 +145,18 @@ class IndexChecks:
                          f"at a multiple of it", s.span,
                 help="take a larger aligned slice and mask the extra elements")
         return lo // n, n
+
+
+def _source_text(e: ast.Index) -> str:
+    """The subscript as written (for the bounds messages of `A[i, j]`): the source of a
+    one-line span, else the printer's spelling (imported only then: `tilec check` stays
+    light, tests/frontend/test_startup.py)."""
+    s = e.span
+    line = source_line(s.file, s.line) if s.line == s.end_line and s.line > 0 else None
+    if line is not None and 0 < s.col <= s.end_col - 1 <= len(line):
+        return line[s.col - 1:s.end_col - 1]
+    from ..frontend.printer import expr as show
+    return show(e)
 
 
 def _text(s: ast.Slice) -> str:
