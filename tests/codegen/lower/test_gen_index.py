@@ -184,3 +184,34 @@ def test_array_element_outside_fails_on_every_back_end(i, j):
         interpret(res, "k", args, (1,))
     with pytest.raises(DeviceAssertion, match=r"index out of bounds: X\[i, j\]"):
         emulate(res, "k", args, (1,))
+
+
+PRODUCT = """
+@launch(maxntid = (128, 1, 1))
+kernel k(A: Array[f16, 2], B: Array[f16, 2], R: Array[f32, 1], C: Array[f32, 1],
+         S: Array[f32, 1], i: i32, j: i32) {
+    let acc = load(A, index = (0, 0), shape = (64, 32)) @ load(B, index = (0, 0), shape = (32, 64));
+    store(R, index = (0,), tile = acc[i]);
+    store(C, index = (0,), tile = acc[:, j]);
+    store(S, index = (0,), tile = full((2,), acc[i, j], f32));
+}
+"""
+
+
+@pytest.mark.parametrize("target,unit", [("sm_90a", "wgmma"), ("sm_80", "mma.sync")])
+def test_positions_of_a_tensor_core_accumulator(target, unit):
+    """The accumulator's fragment layouts (wgmma on sm_90a, mma.sync on sm_80) index too."""
+    from tilelang.driver import compile_source
+    from tilelang.options import CompileOptions
+    res = compile_source(PRODUCT, "<x>.tile", CompileOptions(target=target), until="ptx")
+    assert res.ok and unit in res.ptx and "ld.local" not in res.ptx
+    a = (np.arange(64 * 32).reshape(64, 32) % 7 - 3).astype(np.float16)
+    b = (np.arange(32 * 64).reshape(32, 64) % 5 - 2).astype(np.float16)
+    want = a.astype(np.float32) @ b.astype(np.float32)
+    for i, j in ((0, 0), (37, 50), (63, 63)):
+        args = dict(A=a, B=b, R=np.zeros(64, np.float32), C=np.zeros(64, np.float32),
+                    S=np.zeros(2, np.float32), i=i, j=j)
+        emulate(res, "k", args, (1,))
+        np.testing.assert_array_equal(args["R"], want[i])
+        np.testing.assert_array_equal(args["C"], want[:, j])
+        np.testing.assert_array_equal(args["S"], want[i, j])
