@@ -10,7 +10,8 @@ Rules, named once and cited where applied:
 - R3 a slice keeps its axis: `:` whole, `lo:hi` (constant bounds) an `extract` of hi - lo
   elements, which must be a power of two (every tile extent is) starting at a multiple of it;
 - R4 an array takes exactly one integer per axis and gives a scalar (the `[]` entry); slices
-  of arrays are `load`s.
+  of arrays are `load`s; a negative constant is an error (an array's extents are run-time
+  values, so it does not count from the end).
 Slices are applied first (they keep the axes' numbering), then the integer subscripts from the
 last axis to the first (each `take` removes an axis after the ones still to take).
 """
@@ -82,6 +83,13 @@ class IndexChecks:
         elems = tuple(self._integer(ix, scope, ctx, "an array subscript") for ix in e.indices)
         if any(is_error(x) for x in elems):
             return error_value(e.span)
+        for ix, x in zip(e.indices, elems):
+            c = x.const
+            if isinstance(c, ConstValue) and not c.is_symbolic and int(c.value) < 0:
+                raise TileSemanticError.at(
+                    "E0222", f"index {int(c.value)} is negative: an array subscript counts from "
+                             "the start only", ix.span,
+                    help="the last element of axis k is `A[..., A.shape[k] - 1, ...]`")
         consts = tuple(x.const for x in elems)
         tup = value(TupleType(tuple(x.type for x in elems)),
                     ConstTuple(consts) if all(c is not None for c in consts) else None,
