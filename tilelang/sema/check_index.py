@@ -7,13 +7,15 @@ Rules, named once and cited where applied:
   row);
 - R2 an integer subscript (a constant or a run-time integer scalar) removes its axis: `take`;
   a negative constant counts from the end; a constant outside the axis is an error;
-- R3 a slice keeps its axis: `:` whole, `lo:hi` (constant bounds) an `extract` of hi - lo
-  elements, which must be a power of two (every tile extent is) starting at a multiple of it;
+- R3 a slice keeps its axis: `:` whole, `lo:hi` (constant bounds) hi - lo elements, which
+  must be a power of two (every tile extent is): an `extract` when lo is a multiple of it
+  (free when the axis lives in registers), else a `gather` by `arange(hi - lo) + lo`;
 - R4 an array takes exactly one integer per axis and gives a scalar (the `[]` entry); slices
   of arrays are `load`s; a negative constant is an error (an array's extents are run-time
   values, so it does not count from the end).
-Slices are applied first (they keep the axes' numbering), then the integer subscripts from the
-last axis to the first (each `take` removes an axis after the ones still to take).
+Slices are applied first (they keep the axes' numbering: the aligned ones in one `extract`,
+then each unaligned one), then the integer subscripts from the last axis to the first (each
+`take` removes an axis after the ones still to take).
 """
 
 from __future__ import annotations
@@ -39,13 +41,17 @@ class IndexChecks:
                 "E0222", f"{len(e.indices)} subscripts for a tile of rank {t.rank} ({t})",
                 e.span, help=f"give at most {t.rank}, one per axis")
         picks: list[tuple[int, ArgInfo]] = []
+        windows: list[tuple[int, int, int]] = []        # (axis, lo, n) of unaligned slices
         index, shape, sliced = [], [], False
         for axis, ix in enumerate(e.indices):
             d = t.shape[axis]
             if isinstance(ix, ast.Slice):
-                k, n = self._slice(ix, d, axis, t, scope, ctx)                   # R3
+                lo, n = self._slice(ix, d, axis, t, scope, ctx)                  # R3
+                if lo % n:
+                    windows.append((axis, lo, n))
+                    lo, n = 0, d
                 sliced = sliced or n != d
-                index.append(k)
+                index.append(lo // n)
                 shape.append(n)
                 continue
             picks.append((axis, self._position(ix, d, axis, t, scope, ctx)))     # R2
@@ -61,10 +67,30 @@ class IndexChecks:
                 "index": arg_of_const(ConstTuple(tuple(loose(k) for k in index)), e.span),
                 "shape": arg_of_const(ConstTuple(tuple(loose(n) for n in shape)), e.span)},
                 e.span)
+        for axis, lo, n in windows:
+            x = self._window(x, axis, lo, n, e.span)
         for axis, i in reversed(picks):
             x = self.call_builtin(BUILTINS["take"], [x, i],
                                   {"axis": arg_of_const(loose(axis), e.span)}, e.span)
         return x
+
+    def _window(self, x: ArgInfo, axis: int, lo: int, n: int, span) -> ArgInfo:
+        """Positions lo..lo+n-1 of `axis`, lo not a multiple of n: `gather` by
+        `arange(n) + lo` stretched over the other axes."""
+        shape = list(x.type.shape)
+        ones = [1] * len(shape)
+        ones[axis] = n
+        shape[axis] = n
+
+        def tup(vals):
+            return arg_of_const(ConstTuple(tuple(loose(k) for k in vals)), span)
+
+        idx = self.call_builtin(BUILTINS["arange"], [arg_of_const(loose(n), span)], {}, span)
+        idx = self.call_builtin(OPERATORS["+"], [idx, arg_of_const(loose(lo), span)], {}, span)
+        idx = self.call_builtin(BUILTINS["reshape"], [idx, tup(ones)], {}, span)
+        idx = self.call_builtin(BUILTINS["broadcast_to"], [idx, tup(shape)], {}, span)
+        return self.call_builtin(BUILTINS["gather"], [x, idx],
+                                 {"axis": arg_of_const(loose(axis), span)}, span)
 
     def array_subscript(self, e: ast.Index, v: ArgInfo, scope: Scope, ctx: Ctx) -> ArgInfo:
         A = v.type
@@ -133,7 +159,7 @@ class IndexChecks:
 
     def _slice(self, s: ast.Slice, d, axis: int, t: TileType, scope: Scope,
                ctx: Ctx) -> tuple[int, object]:
-        """(extract index, length) of a slice: (0, d) for `:`."""
+        """(first position, length) of a slice: (0, d) for `:`."""
         if s.lower is None and s.upper is None:
             return 0, d
         if isinstance(d, Sym):
@@ -146,13 +172,13 @@ class IndexChecks:
                 "E0222", f"the slice `{_text(s)}` is empty or outside axis {axis} of {t}", s.span,
                 help=f"bounds go from 0 to {d}")
         n = hi - lo
-        if n & (n - 1) or lo % n:
+        if n & (n - 1):
+            up = 1 << (n - 1).bit_length()
             raise TileSemanticError.at(
-                "E0222", f"the slice `{_text(s)}` has {n} element{'s' if n != 1 else ''} "
-                         f"starting at {lo}: a tile slice has a power-of-two length and starts "
-                         f"at a multiple of it", s.span,
-                help="take a larger aligned slice and mask the extra elements")
-        return lo // n, n
+                "E0222", f"the slice `{_text(s)}` has {n} elements: a tile slice has a "
+                         f"power-of-two length, as every tile extent", s.span,
+                help=f"take {up} elements and mask the extra ones, or `pad` the tile")
+        return lo, n
 
 
 def _source_text(e: ast.Index) -> str:

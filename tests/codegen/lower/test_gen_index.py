@@ -135,11 +135,14 @@ def test_index_outside_the_axis():
 
 
 SLICES = """
-kernel k(X: Array[i32, 2], A: Array[i32, 2], B: Array[i32, 1], C: Array[i32, 2]) {
+kernel k(X: Array[i32, 2], A: Array[i32, 2], B: Array[i32, 1], C: Array[i32, 2],
+         U: Array[i32, 2], V: Array[i32, 1]) {
     let t = load(X, index = (0, 0), shape = (16, 32));
     store(A, index = (0, 0), tile = t[4:8, -16:]);
     store(B, index = (0,), tile = t[-3, 8:16]);
     store(C, index = (0, 0), tile = t[:][0:8]);
+    store(U, index = (0, 0), tile = t[3:7, 5:13]);
+    store(V, index = (0,), tile = t[9, -7:-3]);
 }
 """
 
@@ -149,11 +152,14 @@ def test_static_slices():
     x = (np.arange(512).reshape(16, 32) * 37 % 101 - 50).astype(np.int32)
     for run in (emulate, interpret):
         args = dict(X=x.copy(), A=np.zeros((4, 16), np.int32), B=np.zeros(8, np.int32),
-                    C=np.zeros((8, 32), np.int32))
+                    C=np.zeros((8, 32), np.int32), U=np.zeros((4, 8), np.int32),
+                    V=np.zeros(4, np.int32))
         run(res, "k", args, (1,))
         np.testing.assert_array_equal(args["A"], x[4:8, -16:])
         np.testing.assert_array_equal(args["B"], x[-3, 8:16])
         np.testing.assert_array_equal(args["C"], x[0:8])
+        np.testing.assert_array_equal(args["U"], x[3:7, 5:13])     # unaligned: a gather
+        np.testing.assert_array_equal(args["V"], x[9, -7:-3])
 
 
 ELEMENT = """
