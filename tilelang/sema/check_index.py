@@ -20,7 +20,7 @@ then each unaligned one), then the integer subscripts from the last axis to the 
 
 from __future__ import annotations
 
-from ..diagnostics import TileSemanticError, source_line
+from ..diagnostics import TileSemanticError
 from ..frontend import ast
 from .builtins import BUILTINS, OPERATORS
 from .builtins_core import ArgInfo, arg_of_const
@@ -182,13 +182,22 @@ class IndexChecks:
 
 
 def _source_text(e: ast.Index) -> str:
-    """The subscript as written (for the bounds messages of `A[i, j]`): the source of a
-    one-line span, else the printer's spelling (imported only then: `tilec check` stays
-    light, tests/frontend/test_startup.py)."""
-    s = e.span
-    line = source_line(s.file, s.line) if s.line == s.end_line and s.line > 0 else None
-    if line is not None and 0 < s.col <= s.end_col - 1 <= len(line):
-        return line[s.col - 1:s.end_col - 1]
+    """The subscript as the printer spells it (for the bounds messages of `A[i, j]`): the
+    common names, integers and members here, anything else by the printer, imported only
+    then (`tilec check` stays light, tests/frontend/test_startup.py). Never the source file's
+    text: the IR must not depend on what a cache holds under a file name."""
+    def simple(x) -> str | None:
+        if isinstance(x, ast.Name):
+            return x.id
+        if isinstance(x, ast.IntLit) and x.value >= 0:
+            return str(x.value)
+        if isinstance(x, ast.Member):
+            v = simple(x.value)
+            return None if v is None else f"{v}.{x.attr}"
+        return None
+    parts = [simple(e.value)] + [simple(i) for i in e.indices]
+    if None not in parts:
+        return f"{parts[0]}[{', '.join(parts[1:])}]"
     from ..frontend.printer import expr as show
     return show(e)
 
