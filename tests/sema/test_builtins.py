@@ -164,8 +164,14 @@ CASES: dict[str, tuple] = {
                     (T("f32", 4), C(2)), {}, "E0507"),
     "broadcast_to": ((T("f32", 1, 8), TUP(4, 8)), {}, "Tile[f32, 4, 8]",
                      (T("f32", 2, 8), TUP(4, 8)), {}, "E0306"),
-    "cat": ((T("f32", 4, 8), T("f32", 4, 8)), {"axis": C(1)}, "Tile[f32, 4, 16]",
-            (T("f32", 4, 8), T("f32", 4, 4)), {"axis": C(1)}, "E0509"),
+    "cat": ((T("f32", 4, 8), T("f32", 4, 4)), {"axis": C(1)}, "Tile[f32, 4, 16]",
+            (T("f32", 4, 8), T("f32", 2, 4)), {"axis": C(1)}, "E0509"),
+    "pad": ((T("f32", 4, 6 + 2), arg_of_const(ConstTuple((
+                ConstTuple((loose(1), loose(3))), ConstTuple((loose(0), loose(8))))))),
+            {"value": C(-1.0)}, "Tile[f32, 8, 16]",
+            (T("f32", 4, 8), arg_of_const(ConstTuple((
+                ConstTuple((loose(1), loose(2))), ConstTuple((loose(0), loose(0))))))),
+            {}, "E0509"),
     "extract": ((T("f32", 8, 16), TUP(1, 0), TUP(4, 8)), {}, "Tile[f32, 4, 8]",
                 (T("f32", 8, 16), TUP(2, 0), TUP(4, 8)), {}, "E0507"),
     "take": ((T("f32", 8, 16), T("i32")), {"axis": C(1)}, "Tile[f32, 8]",
@@ -289,6 +295,20 @@ def test_rejected_call(name):
     # argument errors name the operation; promotion/constant errors say what clashed
     assert f"`{name}`" in msg or code in ("E0301", "E0302", "E0304", "E0306", "E0307",
                                           "E0401", "E0511"), msg
+
+
+@pytest.mark.parametrize("pos,kw,code", [
+    ((T("f32", 8, 16), T("i32", 8, 4)), {}, "E0503"),                   # no axis
+    ((T("f32", 8, 16), T("f32", 8, 4)), {"axis": C(1)}, "E0506"),       # float indices
+    ((T("f32", 8, 16), T("i32", 4, 4)), {"axis": C(1)}, "E0509"),       # other extent differs
+    ((T("f32", 8, 16), T("i32", 8, 4)), {"axis": C(1), "padding": C(0)}, "E0504"),
+    ((A("f32", 2), RT(T("i32", 4), T("i32", 4))), {"axis": C(0)}, "E0504"),
+])
+def test_gather_within_a_tile_rejections(pos, kw, code):
+    with pytest.raises(TileSemanticError) as e:
+        call("gather", *pos, **kw)
+    assert e.value.code == code, e.value.diagnostics[0].message
+    assert str(call("gather", T("u8", 8, 16), T("i64", 8, 2), axis=C(-1))) == "Tile[u8, 8, 2]"
 
 
 def test_entries_are_consistent():

@@ -324,6 +324,56 @@ def test_array_subscript_reads_one_element_and_checks_every_axis():
             ev_op("[]", pos, {"A": a, "index": idx, "text": "a[i, j]"})
 
 
+
+def _pairs(*ps):
+    from tilelang.sema.constants import ConstTuple, loose
+    from tilelang.sema.builtins import arg_of_const
+    return arg_of_const(ConstTuple(tuple(ConstTuple((loose(a), loose(b))) for a, b in ps)))
+
+
+def test_pad_is_numpy_pad_with_a_constant():
+    x = np.arange(4 * 8, dtype=np.int16).reshape(4, 8) - 9
+    got = ev("pad", (T("i16", 4, 8), _pairs((1, 3), (0, 8))),
+             {"x": x, "widths": ((1, 3), (0, 8)), "value": np.int16(-2)}, value=T("i16"))
+    np.testing.assert_array_equal(got, np.pad(x, ((1, 3), (0, 8)), constant_values=-2))
+    assert got.dtype == np.int16
+    y = np.arange(6, dtype=np.float32)[:4]
+    got = ev("pad", (T("f32", 4), TUP(2, 2)), {"x": y, "widths": (2, 2), "value": None})
+    np.testing.assert_array_equal(got, [0, 0, 0, 1, 2, 3, 0, 0])
+
+
+def test_cat_of_unequal_tiles_rounds_the_extent_up_and_fills():
+    a = np.arange(16, dtype=np.float32).reshape(2, 8)
+    b = -np.arange(8, dtype=np.float32).reshape(2, 4) - 1
+    got = ev("cat", (T("f32", 2, 8), T("f32", 2, 4)), {"a": a, "b": b, "axis": 1,
+                                                       "padding": np.float32(0.5)},
+             axis=C(1), padding=T("f32"))
+    want = np.full((2, 16), 0.5, np.float32)
+    want[:, :8], want[:, 8:12] = a, b
+    np.testing.assert_array_equal(got, want)
+    same = ev("cat", (T("i8", 4), T("i8", 4)), {"a": np.arange(4, dtype=np.int8),
+                                                "b": np.arange(4, dtype=np.int8), "axis": 0,
+                                                "padding": None})
+    np.testing.assert_array_equal(same, [0, 1, 2, 3, 0, 1, 2, 3])
+
+
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_gather_within_a_tile_is_take_along_axis(axis):
+    t = rng.standard_normal((8, 16)).astype(np.float32)
+    shape = (4, 16) if axis == 0 else (8, 32)
+    idx = rng.integers(0, t.shape[axis], size=shape).astype(np.int32)
+    got = ev("gather", (T("f32", 8, 16), T("i32", *shape)),
+             {"A": t, "indices": idx, "mask": None, "padding": None, "axis": axis},
+             axis=C(axis))
+    np.testing.assert_array_equal(got, np.take_along_axis(t, idx, axis))
+    idx[1, 2] = t.shape[axis]
+    with pytest.raises(IndexError, match=rf"`gather`: indices\(1, 2\) is {t.shape[axis]}, "
+                                         rf"outside 0\.\.{t.shape[axis] - 1}"):
+        ev("gather", (T("f32", 8, 16), T("i32", *shape)),
+           {"A": t, "indices": idx, "mask": None, "padding": None, "axis": axis},
+           axis=C(axis))
+
+
 # ---------------------------------------------------------------------------------------------
 # dtype
 

@@ -22,7 +22,8 @@ import llvmlite.ir as ir
 from tilelang.codegen.lower import array_list, atomic, combine, creation, debug  # noqa: F401
 from tilelang.codegen.lower import distributed  # noqa: F401
 from tilelang.codegen.lower import elementwise, grid, index  # noqa: F401
-from tilelang.codegen.lower import memory, random, reduce, scan, shape, sort  # noqa: F401
+from tilelang.codegen.lower import memory, random, rearrange, reduce, scan, shape  # noqa: F401
+from tilelang.codegen.lower import sort  # noqa: F401
 from tilelang.codegen.api import (AbiParam, ArrayFacts, CodegenResult, DEFAULT_FACTS,
                                   KernelArtifact)
 from tilelang.codegen.layouts.distributed import floor_pow2

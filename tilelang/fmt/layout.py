@@ -63,6 +63,7 @@ def mark_spacing(tokens: list[Tok]) -> None:
     depth = 0  # brackets and braces
     state = "item"  # at the start of a top-level item: "item", "at", "name", "args", "body"
     args_depth = 0
+    subscripts: list[bool] = []  # per open bracket: a subscript `x[...]` (slices: `lo:hi`)
     for t in tokens:
         if t.is_comment:
             t.space = True
@@ -84,11 +85,14 @@ def mark_spacing(tokens: list[Tok]) -> None:
             t.unary = True
         if t.text in _OPEN:
             t.call = prev is not None and prev.ends_operand
-        t.space = _space(prev, t)
+        t.space = _space(prev, t, bool(subscripts) and subscripts[-1])
         if t.text in ("(", "[", "{"):
             depth += 1
+            subscripts.append(t.text == "[" and t.call)
         elif t.text in (")", "]", "}"):
             depth -= 1
+            if subscripts:
+                subscripts.pop()
             if state == "args" and depth == args_depth:
                 state = "name"
         if depth == 0 and t.text in (";", "}") and state == "body":
@@ -96,7 +100,11 @@ def mark_spacing(tokens: list[Tok]) -> None:
         prev = t
 
 
-def _space(p: Tok | None, t: Tok) -> bool:
+def _space(p: Tok | None, t: Tok, subscript: bool = False) -> bool:
+    if subscript and t.text == ":":
+        return p is not None and p.text == ","      # `t[i, :]`, `t[lo:hi]`
+    if subscript and p is not None and p.text == ":":
+        return False
     if p is None or t.text in (")", "]", ",", ";", ".", ":"):
         return False
     if p.text in ("(", "[", ".") or p.attr or p.unary:

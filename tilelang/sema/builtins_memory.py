@@ -31,6 +31,7 @@ from tilelang.sema.builtins_core import (ABSENT, CONST, STRING_KIND, Builtin, Bo
                                          array_arg, common_shape, const_dims, const_int, fail,
                                          found_typed, int_scalar, norm_axis, register, shape_param,
                                          tile_of, tuple_elements)
+from tilelang.sema.builtins_index import tile_gather_ref, tile_gather_typing
 from tilelang.sema.constants import ConstStr, ConstValue, materialize
 from tilelang.sema.promotion import broadcast_all, promote
 from tilelang.sema.types import (BOOL, DTYPES, I32, I64, VOID, AbsentArrayType, ArrayListType,
@@ -364,11 +365,22 @@ def _mask_shape(bound: BoundArgs, span) -> list[tuple]:
 
 
 def _gather_typing(bound: BoundArgs, span) -> Type:
+    if isinstance(arg(bound, "A").type, TileType):
+        return tile_gather_typing(bound, span)      # within a tile (builtins_index.py)
+    if bound.given("axis"):
+        raise fail("E0504", bound, "axis", "is for gathering within a tile; from an array, "
+                                           "`indices` has one integer tile per axis", span)
     A = array_arg(bound, "A", span)
     shape = broadcast_all(_index_tiles(bound, A, span) + _mask_shape(bound, span), span)
     if bound.given("padding"):
         _check_element_value(bound, "padding", A.dtype, span, scalar_only=True)
     return TileType(A.dtype, shape)
+
+
+def _gather_hint(bound: BoundArgs, span) -> dict:
+    if isinstance(arg(bound, "A").type, TileType):
+        return {}
+    return _array_hint(bound, span)
 
 
 def _as_index_list(indices, rank: int):
@@ -394,7 +406,9 @@ def _flat_targets(V: np.ndarray, indices, mask, extra=()):
     return idx_b, ok, rest
 
 
-def gather_ref(A, indices, mask=None, padding=None, dtype: DType | None = None):
+def gather_ref(A, indices, mask=None, padding=None, dtype: DType | None = None, axis=None):
+    if axis is not None:
+        return tile_gather_ref(A, indices, axis)
     V = np.asarray(A)
     idx, ok, _ = _flat_targets(V, indices, mask)
     pad = 0 if padding is None else padding
@@ -406,9 +420,11 @@ def gather_ref(A, indices, mask=None, padding=None, dtype: DType | None = None):
 
 register(Builtin("gather", "memory",
                  (Param("A"), Param("indices"), Param("mask", default=ABSENT),
-                  Param("padding", default=ABSENT)),
-                 _gather_typing, gather_ref, ref_hints=_array_hint,
-                 doc="t[x] = A[indices[0][x], indices[1][x], ...]; outside or masked: padding"))
+                  Param("padding", default=ABSENT),
+                  Param("axis", CONST, ABSENT, keyword_only=True)),
+                 _gather_typing, gather_ref, ref_hints=_gather_hint,
+                 doc="t[x] = A[indices[0][x], indices[1][x], ...]; outside or masked: padding. "
+                     "With `axis` and a tile A: t[x] = A[x with axis replaced by indices[x]]"))
 
 
 def _scatter_typing(bound: BoundArgs, span) -> Type:

@@ -2,8 +2,9 @@
 axis1=-1)`, `expand_dims(x, axis)`, `broadcast_to(x, shape)`, `cat(a, b, axis=0)`,
 `extract(x, index, shape)`.
 
-All shapes stay powers of two: `cat` therefore joins two tiles of equal size along `axis`
-(doubling it), and `extract(x, index, shape)` takes the `index`-th sub-tile of `shape` (each
+All shapes stay powers of two: `cat` joins two tiles whose extents differ only along `axis`
+into one of the next power of two at least their sum (equal tiles double it; `(8,)` and `(4,)`
+give `(16,)` whose last 4 positions hold `padding`), and `extract(x, index, shape)` takes the `index`-th sub-tile of `shape` (each
 dimension dividing x's), the register-level analogue of `load`. Indices and axes are constants.
 """
 
@@ -11,9 +12,10 @@ from __future__ import annotations
 
 from tilelang.lazy import lazy_module
 
-from tilelang.sema.builtins_core import (CONST, Builtin, BoundArgs, Param, const_dims,
+from tilelang.sema.builtins_core import (ABSENT, CONST, Builtin, BoundArgs, Param, const_dims,
                                          const_int, fail, norm_axis, register, shape_param,
                                          tile_arg)
+from tilelang.sema.builtins_index import check_fill, joined_extent
 from tilelang.sema.constants import loose
 from tilelang.sema.promotion import broadcast_shapes
 from tilelang.sema.types import Sym, TileType, Type, format_shape
@@ -130,21 +132,37 @@ def _cat_typing(bound: BoundArgs, span) -> Type:
     if a.rank == 0:
         raise fail("E0509", bound, "a", "must be a tile, not a scalar", span)
     ax = norm_axis(bound, "axis", const_int(bound, "axis", span), a.rank, span)
-    if a.shape != b.shape:
-        raise fail("E0509", bound, "b", f"must have the shape of `a`: {a} and {b} differ",
-                   span, help="`cat` joins equal tiles so the result stays a power of two")
+    if a.rank != b.rank or any(x != y for d, (x, y) in enumerate(zip(a.shape, b.shape))
+                               if d != ax):
+        raise fail("E0509", bound, "b", f"must have the extents of `a` except along axis {ax}: "
+                                        f"{a} and {b} differ", span)
     shape = list(a.shape)
-    d = shape[ax]
-    if isinstance(d, Sym):
+    d, e = shape[ax], b.shape[ax]
+    if isinstance(d, Sym) or isinstance(e, Sym):
+        if d != e:
+            raise fail("E0408", bound, "b", f"{a} and {b} cannot be joined before "
+                                            f"specialization", span)
         raise fail("E0509", bound, "axis", f"joins along the symbolic dimension {d}", span)
-    shape[ax] = 2 * d
+    shape[ax] = joined_extent(d, e)
+    if bound.given("padding"):
+        check_fill(bound, "padding", a.dtype, span)
     return TileType(a.dtype, tuple(shape))
 
 
-register(Builtin("cat", "shape", (Param("a"), Param("b"), Param("axis", CONST, loose(0))),
-                 _cat_typing,
-                 lambda a, b, axis=0: np.concatenate([np.asarray(a), np.asarray(b)], axis),
-                 doc="join two equal tiles along `axis` (that dimension doubles)"))
+def _cat_ref(a, b, axis=0, padding=None):
+    j = np.concatenate([np.asarray(a), np.asarray(b)], axis)
+    n = joined_extent(np.shape(a)[axis], np.shape(b)[axis])
+    width = [(0, 0)] * j.ndim
+    width[axis] = (0, n - j.shape[axis])
+    fill = np.asarray(0 if padding is None else padding).astype(j.dtype)
+    return np.pad(j, width, constant_values=fill).astype(j.dtype)
+
+
+register(Builtin("cat", "shape", (Param("a"), Param("b"), Param("axis", CONST, loose(0)),
+                                  Param("padding", default=ABSENT, keyword_only=True)),
+                 _cat_typing, _cat_ref,
+                 doc="join two tiles along `axis` (the other extents equal); the joined extent "
+                     "rounds up to a power of two, the positions past both hold `padding` (0)"))
 
 
 def _extract_typing(bound: BoundArgs, span) -> Type:

@@ -1,7 +1,8 @@
 """The checker's expression walk: name lookup, type expressions, declared-type coercion, and
 every expression (operators, calls of built-ins, functions and dtype constructors, members,
-indexing) evaluated to an `ArgInfo`. Part of `Checker` (tilelang/sema/checker.py), as mypy
-keeps expressions in checkexpr.py apart from its statement checker.
+indexing; the subscripts of tiles and arrays in check_index.py) evaluated to an `ArgInfo`.
+Part of `Checker` (tilelang/sema/checker.py), as mypy keeps expressions in checkexpr.py apart
+from its statement checker.
 """
 
 from __future__ import annotations
@@ -11,9 +12,9 @@ from ..frontend import ast
 from ..record import replace
 from .builtins import BUILTINS, OPERATORS, bind_call
 from .builtins_core import ArgInfo, Builtin
-from .check_index import IndexChecks
 from .builtins_distributed import NEEDS_SYMMETRIC
 from .check_context import TILE_ONLY_GROUPS, TILE_ONLY_NAMES, Ctx, NeedsValue, Scope, close_matches
+from .check_index import IndexChecks
 from .constants import (ConstStr, ConstTuple, ConstValue, as_int, check_loose_size, construct,
                         loose, materialize)
 from .types import (ANY_DTYPE, BOOL, DTYPES, I32, STRING, AbsentArrayType, ArrayListType,

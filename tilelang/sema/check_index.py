@@ -7,12 +7,15 @@ Rules, named once and cited where applied:
   row);
 - R2 an integer subscript (a constant or a run-time integer scalar) removes its axis: `take`;
   a negative constant counts from the end; a constant outside the axis is an error;
-- R3 a slice keeps its axis: `:` whole, `lo:hi` (constant bounds) an `extract` of hi - lo
-  elements, which must be a power of two (every tile extent is) starting at a multiple of it;
+- R3 a slice keeps its axis: `:` whole, `lo:hi` (constant bounds) hi - lo elements, which
+  must be a power of two (every tile extent is): an `extract` when lo is a multiple of it
+  (free when the axis lives in registers), else a `gather` by `arange(hi - lo) + lo`;
 - R4 an array takes exactly one integer per axis and gives a scalar (the `[]` entry); slices
-  of arrays are `load`s.
-Slices are applied first (they keep the axes' numbering), then the integer subscripts from the
-last axis to the first (each `take` removes an axis after the ones still to take).
+  of arrays are `load`s; a negative constant is an error (an array's extents are run-time
+  values, so it does not count from the end).
+Slices are applied first (they keep the axes' numbering: the aligned ones in one `extract`,
+then each unaligned one), then the integer subscripts from the last axis to the first (each
+`take` removes an axis after the ones still to take).
 """
 
 from __future__ import annotations
@@ -38,13 +41,17 @@ class IndexChecks:
                 "E0222", f"{len(e.indices)} subscripts for a tile of rank {t.rank} ({t})",
                 e.span, help=f"give at most {t.rank}, one per axis")
         picks: list[tuple[int, ArgInfo]] = []
+        windows: list[tuple[int, int, int]] = []        # (axis, lo, n) of unaligned slices
         index, shape, sliced = [], [], False
         for axis, ix in enumerate(e.indices):
             d = t.shape[axis]
             if isinstance(ix, ast.Slice):
-                k, n = self._slice(ix, d, axis, t, scope, ctx)                   # R3
+                lo, n = self._slice(ix, d, axis, t, scope, ctx)                  # R3
+                if lo % n:
+                    windows.append((axis, lo, n))
+                    lo, n = 0, d
                 sliced = sliced or n != d
-                index.append(k)
+                index.append(lo // n)
                 shape.append(n)
                 continue
             picks.append((axis, self._position(ix, d, axis, t, scope, ctx)))     # R2
@@ -60,10 +67,30 @@ class IndexChecks:
                 "index": arg_of_const(ConstTuple(tuple(loose(k) for k in index)), e.span),
                 "shape": arg_of_const(ConstTuple(tuple(loose(n) for n in shape)), e.span)},
                 e.span)
+        for axis, lo, n in windows:
+            x = self._window(x, axis, lo, n, e.span)
         for axis, i in reversed(picks):
             x = self.call_builtin(BUILTINS["take"], [x, i],
                                   {"axis": arg_of_const(loose(axis), e.span)}, e.span)
         return x
+
+    def _window(self, x: ArgInfo, axis: int, lo: int, n: int, span) -> ArgInfo:
+        """Positions lo..lo+n-1 of `axis`, lo not a multiple of n: `gather` by
+        `arange(n) + lo` stretched over the other axes."""
+        shape = list(x.type.shape)
+        ones = [1] * len(shape)
+        ones[axis] = n
+        shape[axis] = n
+
+        def tup(vals):
+            return arg_of_const(ConstTuple(tuple(loose(k) for k in vals)), span)
+
+        idx = self.call_builtin(BUILTINS["arange"], [arg_of_const(loose(n), span)], {}, span)
+        idx = self.call_builtin(OPERATORS["+"], [idx, arg_of_const(loose(lo), span)], {}, span)
+        idx = self.call_builtin(BUILTINS["reshape"], [idx, tup(ones)], {}, span)
+        idx = self.call_builtin(BUILTINS["broadcast_to"], [idx, tup(shape)], {}, span)
+        return self.call_builtin(BUILTINS["gather"], [x, idx],
+                                 {"axis": arg_of_const(loose(axis), span)}, span)
 
     def array_subscript(self, e: ast.Index, v: ArgInfo, scope: Scope, ctx: Ctx) -> ArgInfo:
         A = v.type
@@ -82,12 +109,18 @@ class IndexChecks:
         elems = tuple(self._integer(ix, scope, ctx, "an array subscript") for ix in e.indices)
         if any(is_error(x) for x in elems):
             return error_value(e.span)
+        for ix, x in zip(e.indices, elems):
+            c = x.const
+            if isinstance(c, ConstValue) and not c.is_symbolic and int(c.value) < 0:
+                raise TileSemanticError.at(
+                    "E0222", f"index {int(c.value)} is negative: an array subscript counts from "
+                             "the start only", ix.span,
+                    help="the last element of axis k is `A[..., A.shape[k] - 1, ...]`")
         consts = tuple(x.const for x in elems)
         tup = value(TupleType(tuple(x.type for x in elems)),
                     ConstTuple(consts) if all(c is not None for c in consts) else None,
                     e.span, elems)
-        from ..frontend.printer import expr as show
-        text = value(STRING, ConstStr(show(e)), e.span)
+        text = value(STRING, ConstStr(_source_text(e)), e.span)
         return self.call_builtin(OPERATORS["[]"], [v, tup], {"text": text}, e.span)
 
     # ---- entries ------------------------------------------------------------------------
@@ -126,7 +159,7 @@ class IndexChecks:
 
     def _slice(self, s: ast.Slice, d, axis: int, t: TileType, scope: Scope,
                ctx: Ctx) -> tuple[int, object]:
-        """(extract index, length) of a slice: (0, d) for `:`."""
+        """(first position, length) of a slice: (0, d) for `:`."""
         if s.lower is None and s.upper is None:
             return 0, d
         if isinstance(d, Sym):
@@ -139,13 +172,34 @@ class IndexChecks:
                 "E0222", f"the slice `{_text(s)}` is empty or outside axis {axis} of {t}", s.span,
                 help=f"bounds go from 0 to {d}")
         n = hi - lo
-        if n & (n - 1) or lo % n:
+        if n & (n - 1):
+            up = 1 << (n - 1).bit_length()
             raise TileSemanticError.at(
-                "E0222", f"the slice `{_text(s)}` has {n} element{'s' if n != 1 else ''} "
-                         f"starting at {lo}: a tile slice has a power-of-two length and starts "
-                         f"at a multiple of it", s.span,
-                help="take a larger aligned slice and mask the extra elements")
-        return lo // n, n
+                "E0222", f"the slice `{_text(s)}` has {n} elements: a tile slice has a "
+                         f"power-of-two length, as every tile extent", s.span,
+                help=f"take {up} elements and mask the extra ones, or `pad` the tile")
+        return lo, n
+
+
+def _source_text(e: ast.Index) -> str:
+    """The subscript as the printer spells it (for the bounds messages of `A[i, j]`): the
+    common names, integers and members here, anything else by the printer, imported only
+    then (`tilec check` stays light, tests/frontend/test_startup.py). Never the source file's
+    text: the IR must not depend on what a cache holds under a file name."""
+    def simple(x) -> str | None:
+        if isinstance(x, ast.Name):
+            return x.id
+        if isinstance(x, ast.IntLit) and x.value >= 0:
+            return str(x.value)
+        if isinstance(x, ast.Member):
+            v = simple(x.value)
+            return None if v is None else f"{v}.{x.attr}"
+        return None
+    parts = [simple(e.value)] + [simple(i) for i in e.indices]
+    if None not in parts:
+        return f"{parts[0]}[{', '.join(parts[1:])}]"
+    from ..frontend.printer import expr as show
+    return show(e)
 
 
 def _text(s: ast.Slice) -> str:

@@ -8,17 +8,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tilelang.diagnostics import render_all
-from tilelang.driver import compile_source
-from tilelang.emulator import EmulatorDevice
+from index_support import NP, build, data, emulate, facts_of, interpret
 from tilelang.emulator.errors import DeviceAssertion
-from tilelang.interp import InterpreterError, run_kernel
-from tilelang.options import CompileOptions
+from tilelang.interp import InterpreterError
 
-import sys
-import pathlib
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "e2e"))
-from e2e_support import abi_args, facts_of  # noqa: E402
 
 # Block b takes position b of the tile's axes (a run-time index, bid), so one launch covers
 # every position; the constant forms ride along.
@@ -34,39 +27,6 @@ kernel rows(X: Array[DT, 2], R: Array[DT, 2], C: Array[DT, 2], E: Array[DT, 2],
     store(K, offset = (b, 0), tile = full((1, 2), t[-1, 1], DT));
 }
 """
-
-NP = {"f32": np.float32, "f16": np.float16, "f64": np.float64, "i8": np.int8, "u16": np.uint16,
-      "i64": np.int64, "bool": np.bool_}
-
-
-def build(text: str, defines: dict, facts=None):
-    """PTX for sm_90a; `facts` (kernel -> array facts) as the runtime would specialize: a
-    ragged array's rows are not vector-aligned, which the default facts assume."""
-    res = compile_source(text, "<index>.tile", CompileOptions(defines=defines, target="sm_90a"),
-                         until="ptx", facts=facts)
-    assert res.ok, render_all(res.diagnostics)
-    return res
-
-
-def emulate(res, name: str, args: dict, grid):
-    dev = EmulatorDevice()
-    art = res.codegen.kernel(name)
-    values, ptrs = abi_args(dev, art, args)
-    dev.launch(dev.load_module(res.ptx).get_function(name), tuple(grid) + (1,) * (3 - len(grid)),
-               art.block, values, shared_mem=art.dynamic_smem)
-    for p, ptr in ptrs.items():
-        args[p][...] = dev.from_device(ptr, args[p].shape, args[p].dtype)
-
-
-def interpret(res, name: str, args: dict, grid):
-    run_kernel(res.ir, args, tuple(grid) + (1,) * (3 - len(grid)), name=name)
-
-
-def data(shape, dt: str) -> np.ndarray:
-    x = (np.arange(int(np.prod(shape))) * 37 % 101).reshape(shape)
-    return (x % 2 == 1) if dt == "bool" else (x - 50).astype(NP[dt]) if dt[0] in "if" \
-        else x.astype(NP[dt])
-
 
 def run_rows(M, N, threads, dt, x):
     """Outputs of ROWS on both back ends, with the NumPy expectation."""
@@ -98,6 +58,24 @@ def test_positions_of_every_layout_kind(M, N, threads):
 @pytest.mark.parametrize("dt", sorted(NP))
 def test_every_dtype(dt):
     run_rows(16, 32, 128, dt, data((16, 32), dt))
+
+
+def test_bf16():
+    """bf16 (float32 values that bf16 holds exactly; the emulator sees the bits)."""
+    res = build(ROWS.replace("DT", "bf16"), {"M": 16, "N": 32, "THREADS": 128})
+    x = data((16, 32), "f32")
+    b = np.arange(32)
+    for run in (emulate, interpret):
+        args = dict(X=x.copy(), R=np.zeros((32, 32), np.float32),
+                    C=np.zeros((32, 16), np.float32), E=np.zeros((32, 2), np.float32),
+                    K=np.zeros((32, 2), np.float32))
+        if run is emulate:
+            emulate(res, "rows", args, (32,), bf16=tuple("XRCEK"))
+        else:
+            interpret(res, "rows", args, (32,))
+        np.testing.assert_array_equal(args["R"], x[b % 16], err_msg=run.__name__)
+        np.testing.assert_array_equal(args["C"], x.T[b % 32], err_msg=run.__name__)
+        np.testing.assert_array_equal(args["E"][:, 0], x[b % 16, b * 7 % 32])
 
 
 def test_ragged_tile_reads_padding():
@@ -157,11 +135,14 @@ def test_index_outside_the_axis():
 
 
 SLICES = """
-kernel k(X: Array[i32, 2], A: Array[i32, 2], B: Array[i32, 1], C: Array[i32, 2]) {
+kernel k(X: Array[i32, 2], A: Array[i32, 2], B: Array[i32, 1], C: Array[i32, 2],
+         U: Array[i32, 2], V: Array[i32, 1]) {
     let t = load(X, index = (0, 0), shape = (16, 32));
     store(A, index = (0, 0), tile = t[4:8, -16:]);
     store(B, index = (0,), tile = t[-3, 8:16]);
     store(C, index = (0, 0), tile = t[:][0:8]);
+    store(U, index = (0, 0), tile = t[3:7, 5:13]);
+    store(V, index = (0,), tile = t[9, -7:-3]);
 }
 """
 
@@ -171,11 +152,14 @@ def test_static_slices():
     x = (np.arange(512).reshape(16, 32) * 37 % 101 - 50).astype(np.int32)
     for run in (emulate, interpret):
         args = dict(X=x.copy(), A=np.zeros((4, 16), np.int32), B=np.zeros(8, np.int32),
-                    C=np.zeros((8, 32), np.int32))
+                    C=np.zeros((8, 32), np.int32), U=np.zeros((4, 8), np.int32),
+                    V=np.zeros(4, np.int32))
         run(res, "k", args, (1,))
         np.testing.assert_array_equal(args["A"], x[4:8, -16:])
         np.testing.assert_array_equal(args["B"], x[-3, 8:16])
         np.testing.assert_array_equal(args["C"], x[0:8])
+        np.testing.assert_array_equal(args["U"], x[3:7, 5:13])     # unaligned: a gather
+        np.testing.assert_array_equal(args["V"], x[9, -7:-3])
 
 
 ELEMENT = """
@@ -206,3 +190,34 @@ def test_array_element_outside_fails_on_every_back_end(i, j):
         interpret(res, "k", args, (1,))
     with pytest.raises(DeviceAssertion, match=r"index out of bounds: X\[i, j\]"):
         emulate(res, "k", args, (1,))
+
+
+PRODUCT = """
+@launch(maxntid = (128, 1, 1))
+kernel k(A: Array[f16, 2], B: Array[f16, 2], R: Array[f32, 1], C: Array[f32, 1],
+         S: Array[f32, 1], i: i32, j: i32) {
+    let acc = load(A, index = (0, 0), shape = (64, 32)) @ load(B, index = (0, 0), shape = (32, 64));
+    store(R, index = (0,), tile = acc[i]);
+    store(C, index = (0,), tile = acc[:, j]);
+    store(S, index = (0,), tile = full((2,), acc[i, j], f32));
+}
+"""
+
+
+@pytest.mark.parametrize("target,unit", [("sm_90a", "wgmma"), ("sm_80", "mma.sync")])
+def test_positions_of_a_tensor_core_accumulator(target, unit):
+    """The accumulator's fragment layouts (wgmma on sm_90a, mma.sync on sm_80) index too."""
+    from tilelang.driver import compile_source
+    from tilelang.options import CompileOptions
+    res = compile_source(PRODUCT, "<x>.tile", CompileOptions(target=target), until="ptx")
+    assert res.ok and unit in res.ptx and "ld.local" not in res.ptx
+    a = (np.arange(64 * 32).reshape(64, 32) % 7 - 3).astype(np.float16)
+    b = (np.arange(32 * 64).reshape(32, 64) % 5 - 2).astype(np.float16)
+    want = a.astype(np.float32) @ b.astype(np.float32)
+    for i, j in ((0, 0), (37, 50), (63, 63)):
+        args = dict(A=a, B=b, R=np.zeros(64, np.float32), C=np.zeros(64, np.float32),
+                    S=np.zeros(2, np.float32), i=i, j=j)
+        emulate(res, "k", args, (1,))
+        np.testing.assert_array_equal(args["R"], want[i])
+        np.testing.assert_array_equal(args["C"], want[:, j])
+        np.testing.assert_array_equal(args["S"], want[i, j])

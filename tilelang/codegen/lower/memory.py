@@ -35,6 +35,7 @@ from tilelang.codegen.emit.sync import broadcast, convert, gather_elements
 from tilelang.codegen.plan.access import (access_layout, access_vector_width,  # noqa: F401
                                           tile_indexed, vectorizable)
 from tilelang.codegen.lower.predicated import predicated_load, predicated_store
+from tilelang.codegen.lower.rearrange import tile_gather
 from tilelang.codegen.lower.table import lowers
 from tilelang.ir.ops import BuiltinOp
 from tilelang.ir.values import Value
@@ -630,6 +631,8 @@ def _element_ptr(kern: KernelEmitter, arr: ArrayVal, idx, r, mask):
 
 @lowers("gather")
 def gather(kern: KernelEmitter, op: BuiltinOp) -> TileVal:
+    if "axis" in op.arg_map:                    # within a tile (lower/rearrange.py)
+        return tile_gather(kern, op)
     arr = kern.array(op.arg_map["A"])
     rt = op.result.type
     layout, idx, mask, _ = _element_operands(kern, op, arr, tuple(rt.shape))

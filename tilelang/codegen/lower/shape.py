@@ -10,6 +10,7 @@ from __future__ import annotations
 from tilelang.codegen.layouts import distributed as L
 from tilelang.codegen.emit.kernel import KernelEmitter, TileVal
 from tilelang.codegen.emit.sync import broadcast, convert, gather_elements
+from tilelang.codegen.lower.rearrange import cat_unequal
 from tilelang.codegen.lower.table import lowers
 from tilelang.ir.ops import BuiltinOp
 from tilelang.sema.constants import ConstValue
@@ -71,6 +72,8 @@ def cat(kern: KernelEmitter, op: BuiltinOp) -> TileVal:
     a, b = kern.tile(op.arg_map["a"]), kern.tile(op.arg_map["b"])
     rank = a.layout.rank
     axis = kern.const_ints(op.arg_map["axis"])[0] % rank if "axis" in op.arg_map else 0
+    if a.shape != b.shape:                      # unequal extents (lower/rearrange.py)
+        return cat_unequal(kern, op, axis)
     b = convert(kern, b, a.layout)
     la = a.layout
     shape = list(la.shape)
