@@ -333,6 +333,8 @@ def _pipelined(kern, products: ProductsPlan, op: ForOp) -> tuple[LoopPlan | None
     plan = products.of(mma)
     if plan is None:
         return None, "the product runs on FMA"
+    if plan.tc5 is not None:
+        return None, "a tcgen05 product stages its own operands (no ring yet)"
     rank = plan.acc.rank
     ops = (DeferredLoad(loads[a.id]), DeferredLoad(loads[b.id]))
     if plan.wg is not None:
