@@ -60,13 +60,30 @@ def test_matmul_example_emits_tcgen05_with_tensor_memory():
     for text in ("tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32",
                  "tcgen05.relinquish_alloc_permit.cta_group::1.sync.aligned;",
                  "tcgen05.st.sync.aligned.32x32b.x128.b32",
-                 "tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64",
                  "tcgen05.ld.sync.aligned.32x32b.x128.b32", "tcgen05.wait::ld.sync.aligned;",
                  "tcgen05.dealloc.cta_group::1.sync.aligned.b32"):
         assert ptx.count(text) == 1, text
-    # K = 64: four k-steps of 16, each one instruction for the whole 128 x 128 accumulator
+    # K = 64: four k-steps of 16, each one instruction for the whole 128 x 128 accumulator;
+    # one commit per stage (to its empty mbarrier) and one when the loop is done
     assert len(re.findall(r"tcgen05\.mma\.cta_group::1\.kind::f16 ", ptx)) == 4
+    assert ptx.count("tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64"
+                     ) == 2
+    # the TMA ring: the operands' bulk tensor copies, no cp.async
+    assert "cp.async.bulk.tensor.2d.shared::cluster.global" in ptx and "cp.async.cg" not in ptx
     assert "mma.sync" not in ptx and "wgmma" not in ptx and ".local" not in ptx
+
+
+def test_without_tma_each_product_stages_its_operands():
+    # no tensor maps: the loop is not pipelined; cp.async copies (rows of 16-byte multiples),
+    # one product at a time
+    a, b = operands((130, 128), (128, 192), seed=7)
+    c = np.zeros((130, 192), np.float32)
+    res, _ = run(MATMUL, "matmul", {"a": a, "b": b, "c": c}, (2, 2), target="sm_100a",
+                 tma=False)
+    assert "tcgen05.mma" in res.ptx and "cp.async.bulk.tensor" not in res.ptx
+    assert "cp.async.cg" in res.ptx
+    np.testing.assert_array_equal(c, (a.astype(np.float64) @ b.astype(np.float64)
+                                      ).astype(np.float32))
 
 
 def test_plan_shows_the_tcgen05_decision():
@@ -80,6 +97,7 @@ def test_plan_shows_the_tcgen05_decision():
     assert rc in (0, None)
     assert "tcgen05 kind::f16 m128n128k16: 4 instruction(s) per product, 128 TMEM " \
            "columns (R4)" in out.getvalue()
+    assert "pipelined (tcgen05), TMA ring of 3 stages x 32 KB" in out.getvalue()
 
 
 def test_cubin_links_through_nvjitlink_without_local_memory():

@@ -3,19 +3,18 @@ in the swizzled shared-memory images of warp-group MMA (the canonical layouts ar
 only the descriptor's version bits differ), one thread issuing the MMAs and
 `tcgen05.commit` signalling their completion on an mbarrier. docs/codegen.md, "sm_100a".
 
-One product (plan/tensor_cores.py R4: M = 128, a block of four warps):
+One product outside a pipelined loop (plan/tensor_cores.py R4: M = 128, a block of four
+warps; tcgen05_pipeline.py is the loop's ring), in the kernel's tensor memory and with its
+completion mbarrier (tcgen05_tmem.py):
 
     barrier; the operands into their images (cp.async for a deferred load, else stores from
-    registers); warp 0: tcgen05.alloc of the plan's columns, relinquish_alloc_permit;
-    thread 0: mbarrier.init; fence.proxy.async; tcgen05.fence::before_thread_sync; barrier;
-    tcgen05.fence::after_thread_sync
+    registers); fence.proxy.async
     every warp: tcgen05.st of its 32 accumulator rows (32x32b: thread 32w + l owns TMEM lane
     32w + l, register j column j); tcgen05.wait::st; fences around a barrier
     thread 0: one tcgen05.mma.cta_group::1.kind::f16 per k-step of 16; tcgen05.commit to
     the mbarrier
-    every thread: wait for the mbarrier's phase 0; tcgen05.fence::after_thread_sync;
-    tcgen05.ld of its rows; tcgen05.wait::ld; fences around a barrier; warp 0:
-    tcgen05.dealloc; thread 0: mbarrier.inval
+    every thread: wait for the mbarrier's next phase; tcgen05.fence::after_thread_sync;
+    tcgen05.ld of its rows; tcgen05.wait::ld; tcgen05.fence::before_thread_sync
 
 The accumulator comes back in tc5_acc_layout (one row per thread), which the epilogue stores
 like any other layout.
@@ -27,7 +26,7 @@ import llvmlite.ir as ir
 
 from tilelang.codegen.emit.kernel import I32, KernelEmitter, TileVal
 from tilelang.codegen.lower.tensorcore import (mma_operands, mma_sync, pipe_loop,
-                                               tcgen05_tmem as tmem, tma_load, wgmma_ops)
+                                               tcgen05_tmem as tmem, wgmma_ops)
 from tilelang.codegen.lower.tensorcore.cp_async import Stream
 from tilelang.codegen.lower.tensorcore.mma_epilogue import remember_acc_layout
 from tilelang.codegen.lower.tensorcore.mma_plan import TensorCorePlan, image_span, to_layout
@@ -56,7 +55,7 @@ def instr_descriptor(plan: TensorCorePlan, a_mn: bool, b_mn: bool) -> int:
         (t.n >> 3) << 17 | (t.m >> 4) << 24
 
 
-def _tmem_io(kern: KernelEmitter, taddr: ir.Value, regs: list | None, n: int) -> list:
+def tmem_io(kern: KernelEmitter, taddr: ir.Value, regs: list | None, n: int) -> list:
     """tcgen05.ld (regs None) or tcgen05.st of this thread's `n` f32 columns at `taddr`,
     in chunks of LD_CHUNK columns, then the matching wait."""
     b = kern.builder
@@ -133,35 +132,53 @@ def product(kern: KernelEmitter, plan: TensorCorePlan, a, b, acc: TileVal) -> Ti
         mma_operands.commit_group(kern)
         mma_operands.wait_group(kern, 0)
     wgmma_ops.fence_proxy_async(kern)   # the images (generic proxy) are read by the MMAs
-    taddr = tm.address
-    # warp w's lanes: TMEM lanes 32w .. 32w + 31 (the lane is the address's high half)
-    mine = bld.add(taddr, bld.shl(bld.lshr(kern.tid, _c(5)), _c(21)))
-    _tmem_io(kern, mine, list(acc.regs), t.n)
+    mine = lane_quarter(kern, tm.address)
+    tmem_io(kern, mine, list(acc.regs), t.n)
     tmem.thread_sync(kern)
-    da = Descriptors(sops[0], True, sops[0].cax != 1,
-                     _const(sops[0], sops[0].cax != 1), _c(0))
-    db = Descriptors(sops[1], False, sops[1].cax != 0,
-                     _const(sops[1], sops[1].cax != 0), _c(0))
-    idesc = instr_descriptor(plan, da.trans, db.trans)
-
-    def issue():
-        starts = (da.base(kern, smem32), db.base(kern, bld.add(smem32, _c(offsets[1]))))
-        for k0 in range(0, k, t.k):
-            pa = da.at(kern, starts[0], da.offset(0, 0, k0) >> 4)
-            pb = db.at(kern, starts[1], db.offset(0, 0, k0) >> 4)
-            _void(kern, "{ .reg .pred p; setp.ne.b32 p, 1, 0; "
-                        "tcgen05.mma.cta_group::1.kind::f16 [$0], $1, $2, $3, p; }",
-                  [taddr, pa, pb, _c(idesc)], "r,l,l,r")
-        _void(kern, "tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 "
-                    "[$0];", [tm.bar], "r")
-    pipe_loop.on_thread0(kern, "tc5.mma", issue)
+    da, db, idesc = descriptors(plan, sops)
+    pipe_loop.on_thread0(kern, "tc5.mma", lambda: issue_mmas(
+        kern, da, db, idesc, tm.address, smem32, offsets[1], k, t.k, tm.bar))
     tmem.wait(kern)
     _void(kern, "tcgen05.fence::after_thread_sync;")
-    regs = _tmem_io(kern, mine, None, t.n)
+    regs = tmem_io(kern, mine, None, t.n)
     # the next product's tcgen05.st must not overwrite what a slower warp still reads
     _void(kern, "tcgen05.fence::before_thread_sync;")
     remember_acc_layout(kern, plan.acc)
     return TileVal(acc.dtype, plan.acc, tuple(regs))
+
+
+def lane_quarter(kern: KernelEmitter, taddr: ir.Value) -> ir.Value:
+    """The TMEM address of this warp's lanes: warp w reads and writes lanes 32w .. 32w + 31
+    (the lane is the address's high half)."""
+    b = kern.builder
+    return b.add(taddr, b.shl(b.lshr(kern.tid, _c(5)), _c(21)))
+
+
+def descriptors(plan: TensorCorePlan, sops) -> tuple:
+    """(A's Descriptors, B's, the instruction descriptor) for the operand images `sops`
+    (K-major unless the image's rows run along M / N: the MN-major bits)."""
+    a_mn, b_mn = sops[0].cax != 1, sops[1].cax != 0
+    da = Descriptors(sops[0], True, a_mn, _const(sops[0], a_mn), _c(0))
+    db = Descriptors(sops[1], False, b_mn, _const(sops[1], b_mn), _c(0))
+    return da, db, instr_descriptor(plan, a_mn, b_mn)
+
+
+def issue_mmas(kern: KernelEmitter, da: Descriptors, db: Descriptors, idesc: int,
+               taddr: ir.Value, image: ir.Value, b_offset: int, k: int, kstep: int,
+               bar: ir.Value) -> None:
+    """The issuing thread's tcgen05.mma per k-step (accumulating into TMEM at `taddr`) over
+    the images at 32-bit shared address `image` (B `b_offset` bytes past A), then
+    tcgen05.commit to the mbarrier `bar`."""
+    bld = kern.builder
+    starts = (da.base(kern, image), db.base(kern, bld.add(image, _c(b_offset))))
+    for k0 in range(0, k, kstep):
+        pa = da.at(kern, starts[0], da.offset(0, 0, k0) >> 4)
+        pb = db.at(kern, starts[1], db.offset(0, 0, k0) >> 4)
+        _void(kern, "{ .reg .pred p; setp.ne.b32 p, 1, 0; "
+                    "tcgen05.mma.cta_group::1.kind::f16 [$0], $1, $2, $3, p; }",
+              [taddr, pa, pb, _c(idesc)], "r,l,l,r")
+    _void(kern, "tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 "
+                "[$0];", [bar], "r")
 
 
 def _const(sop: mma_sync.SmemOperand, trans: bool) -> int:

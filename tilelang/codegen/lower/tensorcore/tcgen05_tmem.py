@@ -5,8 +5,8 @@ does not allocate again after the CTA gave up its allocation permit (an allocati
 
     start: thread 0 initializes the products' completion mbarrier; warp 0:
            tcgen05.alloc of the plan's columns (the widest product's), the address into a
-           shared word, relinquish_alloc_permit; fence.proxy.async... barrier; every thread
-           reads the address
+           shared word, relinquish_alloc_permit; a barrier between tcgen05's thread-sync
+           fences; every thread reads the address
     end:   tcgen05.fence::before_thread_sync; barrier; warp 0: tcgen05.dealloc; thread 0:
            mbarrier.inval
 
