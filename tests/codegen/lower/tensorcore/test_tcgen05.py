@@ -205,3 +205,11 @@ def test_contract_writes_reqntid_without_a_launch_attribute():
     c = np.zeros((128, 128), np.float32)
     ptx = compile_for(src, "matmul", {"a": a, "b": b, "c": c}, target="sm_100a").ptx
     assert "tcgen05.mma" in ptx and ".reqntid 128, 1, 1" in ptx and ".maxntid" not in ptx
+    # and a launch of another block shape is refused, not run with missing lane quarters
+    from tilelang.emulator import EmulatorDevice
+    from tilelang.emulator.errors import LaunchRefused
+    dev = EmulatorDevice()
+    fn = dev.load_module(ptx).get_function("matmul")
+    with pytest.raises(LaunchRefused, match=r"block \(64, 1, 1\) differs from the \.reqntid "
+                                            r"\(128, 1, 1\)"):
+        dev.launch(fn, (1, 1, 1), (64, 1, 1), [])
