@@ -28,9 +28,9 @@ Rules:
      output — in that product's accumulator layout, and a row statistic a kept-dims
      reduction computes from such an accumulator (a running max or sum) in the reduction's
      result layout: made once before the loop, never converted per iteration.
-  R7 a tcgen05 product's loop (sm_100a) is pipelined only as a TMA ring outside any other
-     run-time loop (lower/tensorcore/tcgen05_pipeline.py); else its products stage their
-     own operands one at a time.
+  R7 a tcgen05 product's loop (sm_100a) is pipelined only as a TMA ring
+     (lower/tensorcore/tcgen05_pipeline.py); else its products stage their own operands one
+     at a time.
 """
 
 from __future__ import annotations
@@ -603,13 +603,9 @@ class _Producer:
     producer: bool
 
 
-def _tc5_ring(inputs: PlanInputs, lp: LoopPlan, nested: bool) -> tuple:
+def _tc5_ring(inputs: PlanInputs, lp: LoopPlan) -> tuple:
     """R7: a tcgen05 product's loop is pipelined only as a TMA ring (its copies signal the
-    issuing thread's mbarriers) and not inside another run-time loop (the ring's state would
-    have to carry over, as the wgmma ring's does); otherwise each product stages its own
-    operands."""
-    if nested:
-        return None, "a tcgen05 ring inside another loop is not supported yet"
+    issuing thread's mbarriers); otherwise each product stages its own operands."""
     specs = [tma_spec(inputs, d, cax, image_span(d.shape[cax], lp.plan.form.itemsize),
                       lp.plan.form.itemsize) for d, cax in zip(lp.operands, lp.axes)]
     if None in specs:
@@ -621,7 +617,7 @@ def _decide(inputs: PlanInputs, products: ProductsPlan, op: ForOp, nested: bool,
             state: _Producer) -> LoopDecision:
     lp, why = _pipelined(inputs, products, op)
     if lp is not None and lp.plan.tc5 is not None:
-        lp, why = _tc5_ring(inputs, lp, nested)
+        lp, why = _tc5_ring(inputs, lp)
     if lp is not None:
         tma = mc = None
         if lp.plan.wg is not None or lp.plan.tc5 is not None:

@@ -41,13 +41,13 @@ def operands(shape_a, shape_b, dtype="f16", seed=0, exact=True):
     return a, b
 
 
-def matmul(M, N, K, dtype="f16", exact=True, bn=128, race_check=False):
+def matmul(M, N, K, dtype="f16", exact=True, bn=128, race_check=False, tma=None):
     src = MATMUL if dtype == "f16" else MATMUL.replace("f16", "bf16")
     a, b = operands((M, K), (K, N), dtype, seed=M + N + K, exact=exact)
     c = np.zeros((M, N), np.float32)
     res, _ = run(src, "matmul", {"a": a, "b": b, "c": c}, (-(-M // 128), -(-N // bn)),
                  target="sm_100a", defines={"BN": bn} if bn != 128 else None,
-                 race_check=race_check)
+                 race_check=race_check, tma=tma)
     ref = a.astype(np.float64) @ b.astype(np.float64)
     return res, c, ref, a, b
 
@@ -120,11 +120,15 @@ def test_square_f16_matches_numpy_exactly():
     np.testing.assert_array_equal(c, ref.astype(np.float32))
 
 
-def test_ragged_bf16_with_a_loop_matches_numpy():
-    # two blocks along N, three iterations along K (the last one ragged): the kernel's TMEM
-    # and mbarrier serve every product in the loop
-    res, c, ref, a, b = matmul(100, 140, 150, "bf16", exact=False, race_check=True)
+@pytest.mark.parametrize("M,N,K,dtype,ring", [(100, 140, 150, "bf16", False),
+                                              (200, 200, 200, "f16", True)])
+def test_ragged_loops_match_numpy(M, N, K, dtype, ring):
+    # two blocks along N, three or four iterations along K (the last one ragged); with TMA
+    # the loop is the ring (four iterations in three stages: it wraps), without it each
+    # product stages its own operands
+    res, c, ref, a, b = matmul(M, N, K, dtype, exact=False, race_check=True, tma=ring)
     assert "tcgen05.mma" in res.ptx
+    assert ("cp.async.bulk.tensor" in res.ptx) == ring
     assert (np.abs(c - ref) <= product_bound(a, b)).all()
 
 
@@ -183,15 +187,18 @@ def test_other_targets_are_unchanged():
         assert instr in ptx and "tcgen05" not in ptx
 
 
-@pytest.mark.slow
-def test_persistent_example_reuses_the_kernels_tensor_memory():
-    # several output tiles per block, each a K loop of products: one allocation serves all
+def test_persistent_example_carries_the_ring_and_reuses_tensor_memory():
+    # six output tiles on two blocks, each a K loop of four iterations in a ring of three
+    # stages: the ring's stage and phase carry over from one tile to the next, and one TMEM
+    # allocation serves every tile
     src = (ROOT / "examples" / "matmul_persistent.tile").read_text()
-    a, b = operands((300, 100), (100, 200), exact=False)
+    a, b = operands((300, 200), (200, 200), exact=False)
     c = np.zeros((300, 200), np.float32)
     res, _ = run(src, "matmul_persistent", {"a": a, "b": b, "c": c}, (2,), target="sm_100a",
                  race_check=True)
     assert res.ptx.count("tcgen05.alloc.") == 1 and res.ptx.count("tcgen05.dealloc.") == 1
+    # the ring's mbarriers live as long as the kernel: only the completion one is invalidated
+    assert "cp.async.bulk.tensor" in res.ptx and res.ptx.count("mbarrier.inval") == 1
     ref = a.astype(np.float64) @ b.astype(np.float64)
     assert (np.abs(c - ref) <= product_bound(a, b)).all()
 

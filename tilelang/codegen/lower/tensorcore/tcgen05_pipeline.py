@@ -28,7 +28,8 @@ from tilelang.codegen.lower.tensorcore.mma_epilogue import remember_acc_layout
 from tilelang.codegen.lower.tensorcore.mma_plan import image_span, to_layout
 from tilelang.codegen.lower.tensorcore.tcgen05_product import (descriptors, issue_mmas,
                                                                lane_quarter, tmem_io)
-from tilelang.codegen.lower.tensorcore.wgmma_product import align_smem
+from tilelang.codegen.lower.tensorcore.wgmma_product import (_carried_state, _ring_add,
+                                                             align_smem)
 
 
 def _c(v: int) -> ir.Constant:
@@ -51,10 +52,14 @@ def emit_pipelined(kern: KernelEmitter, op, lp) -> None:
             for d, cax in zip(lp.operands, lp.axes)]
     tma = tma_load.plan_operands(kern, lp.operands, sops, offs)
     ring_bytes = S * stage_bytes
-    ring = kern.smem(ring_bytes + 16 * S, ir.IntType(8), 0)
+    # inside an outer run-time loop (a persistent kernel's tiles) the ring carries on from one
+    # run to the next: mbarriers of their own, initialized once, the stage and phase kept
+    carried = lp.nested
+    ring = kern.smem(ring_bytes + (0 if carried else 16 * S), ir.IntType(8), 0)
     align_smem(kern)
     base = mma_sync.shared_address(kern, ring)
-    bars = b.add(base, _c(ring_bytes))
+    bars = mma_sync.shared_address(kern, kern.kept_smem(16 * S, 8)) if carried else \
+        b.add(base, _c(ring_bytes))
     da, db, idesc = descriptors(plan, sops)
     k = sops[0].shape[-1]
     tm = kern.tmem
@@ -89,9 +94,25 @@ def emit_pipelined(kern: KernelEmitter, op, lp) -> None:
                              b.add(base, slot if not isinstance(slot, int) else _c(slot)),
                              full(slot), valid_ahead(iv, s), leader=true)
 
+    def init_bars():
+        pipe_loop.on_thread0(kern, "tc5.ring.init", lambda: [
+            tma_load.mbarrier_init(kern, b.add(bars, _c(8 * i)), 1) for i in range(2 * S)])
+
     kern.barrier()                      # earlier users of the scratch buffer are done
-    pipe_loop.on_thread0(kern, "tc5.ring.init", lambda: [
-        tma_load.mbarrier_init(kern, b.add(bars, _c(8 * i)), 1) for i in range(2 * S)])
+    if carried:
+        state = _carried_state(kern, op)
+        first = kern.fn.append_basic_block("tc5.ring.first")
+        ready = kern.fn.append_basic_block("tc5.ring.ready")
+        b.cbranch(b.icmp_unsigned("==", b.load(state[2]), _c(0)), first, ready)
+        b.position_at_end(first)        # the first run initializes (thread_sync publishes)
+        init_bars()
+        b.store(_c(1), state[2])
+        b.branch(ready)
+        b.position_at_end(ready)
+        slot0, phase0 = b.load(state[0]), b.load(state[1])
+    else:
+        init_bars()
+        slot0, phase0 = _c(0), _c(0)
     mine = lane_quarter(kern, tm.address)
     tmem_io(kern, mine, list(init.regs), t.n)
     tmem.thread_sync(kern)              # also publishes the mbarriers' initialization
@@ -102,10 +123,11 @@ def emit_pipelined(kern: KernelEmitter, op, lp) -> None:
     b.position_at_end(lead)
     tma_load.hoist(kern, tma)
     for s in range(S - 1):
-        copy(start, s, s * stage_bytes)
+        copy(start, s, _ring_add(kern, slot0, s * stage_bytes, ring_bytes) if carried
+             else s * stage_bytes)
     iv, (slot, phase, started), _, header, exit_ = pipe_loop.loop_header(
         kern, "tc5.pipe", "tc5.pipe.body", "tc5.pipe.exit", start, stop, ivt, positive,
-        named=[("slot", I32, _c(0)), ("phase", I32, _c(0)),
+        named=[("slot", I32, slot0), ("phase", I32, phase0),
                ("started", ir.IntType(1), ir.Constant(ir.IntType(1), 0))])
     tma_load.wait_parity(kern, full(slot), phase)
     issue_mmas(kern, da, db, idesc, tm.address, b.add(base, slot), offs[1], k, t.k, empty(slot))
@@ -131,6 +153,9 @@ def emit_pipelined(kern: KernelEmitter, op, lp) -> None:
     started.add_incoming(true, tail)
     b.branch(header)
     b.position_at_end(exit_)
+    if carried:                         # only the issuer's copies are read
+        b.store(slot, state[0])
+        b.store(phase, state[1])
     tmem.void(kern, "tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 "
                     "[$0];", [tm.bar], "r")
     b.branch(after)
@@ -140,8 +165,9 @@ def emit_pipelined(kern: KernelEmitter, op, lp) -> None:
     tmem.void(kern, "tcgen05.fence::after_thread_sync;")
     regs = tmem_io(kern, mine, None, t.n)
     tmem.void(kern, "tcgen05.fence::before_thread_sync;")
-    pipe_loop.on_thread0(kern, "tc5.ring.inval", lambda: [
-        tma_load.mbarrier_inval(kern, b.add(bars, _c(8 * i))) for i in range(2 * S)])
+    if not carried:
+        pipe_loop.on_thread0(kern, "tc5.ring.inval", lambda: [
+            tma_load.mbarrier_inval(kern, b.add(bars, _c(8 * i))) for i in range(2 * S)])
     kern.barrier()                      # the ring is free for the next user
     kern.env[op.results[0].id] = TileVal(init.dtype, plan.acc, tuple(regs))
     remember_acc_layout(kern, plan.acc)
