@@ -566,3 +566,20 @@ def test_pack_and_unpack_16b():
     assert np.array_equal(got[:, :2], words)
     halves = np.stack([words & 0xFFFF, words >> 16], -1).reshape(128, 4)
     assert np.array_equal(got[:, 2:], halves)
+
+
+def test_a_commit_covers_the_operations_an_earlier_commit_covered():
+    # the MMA is committed to a second mbarrier nobody waits for, then an empty commit goes
+    # to `bar`: PTX's commit tracks every earlier tcgen05 operation of the thread, so seeing
+    # `bar`'s phase orders the MMA's operand reads before warp 1's later write
+    img = np.zeros(SMEM, np.uint8)
+    ad, bd = layout(img, np.ones((128, 16), np.float16), 0, 2, True, 128), \
+        layout(img, np.ones((16, 16), np.float16), B_BASE, 2, True, 128)
+    other = f"  add.u32 %r60, %r5, {SMEM - 8};\n  @%p4 mbarrier.init.shared::cta.b64 [%r60], 1;"
+    tail = "%p2;\n  @%p4 tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 " \
+           "[%r60]"
+    late = "  setp.eq.u32 %p6, %r2, 32;\n  @%p6 st.shared.u32 [smem], %r1;"
+    ptx = _ptx(16, mma_tail=tail, prologue=other, after_ld=late)
+    assert ptx.count("tcgen05.commit") == 2
+    D = _run(ptx, img, ad, bd, idesc(F16, F16, 16), 16, race_check=True)
+    assert np.all(D == 16.0)

@@ -83,6 +83,7 @@ class State:
         self.bulk_commits = np.zeros(T, np.int64)  # cp.async.bulk.commit_group per thread
         self.tmem = None                           # tmem.TensorMemory, made on first use
         self.tc_issued = {}                        # thread -> tcgen05 ops not committed (tmem)
+        self.tc_clock = {}                         # thread -> race clock of its committed ops
         self.tc_commits = []                       # tcgen05.commit records not arrived (tmem)
         # spin detection (executor._spin_check): back edges taken, when to look next, the
         # register hash and loop of the last look, and the branch that closed the loop

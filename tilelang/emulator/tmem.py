@@ -87,10 +87,11 @@ class AsyncOp:
 
 
 class Commit:
-    __slots__ = ("thread", "elem", "ops", "line")
+    __slots__ = ("thread", "elem", "ops", "line", "clk")
 
-    def __init__(self, thread, elem, ops, line):
+    def __init__(self, thread, elem, ops, line, clk=0):
         self.thread, self.elem, self.ops, self.line = thread, elem, ops, line
+        self.clk = clk          # race clock: the latest read of every op the thread issued
 
 
 def issue(st, op: AsyncOp):
@@ -104,7 +105,12 @@ def issue(st, op: AsyncOp):
 def commit(st, thread: int, elem: int, line: int):
     """The thread's operations issued so far arrive on the mbarrier at shared element `elem`
     (of the batch) once they complete."""
-    st.tc_commits.append(Commit(thread, elem, st.tc_issued.pop(thread, []), line))
+    ops = st.tc_issued.pop(thread, [])
+    # a commit tracks every earlier operation of the thread (PTX ISA, tcgen05.commit), also
+    # those an earlier commit covered: its arrival publishes the end of all their reads
+    clk = max([st.tc_clock.get(thread, 0)] + [getattr(op, "clk", 0) or 0 for op in ops])
+    st.tc_clock[thread] = clk
+    st.tc_commits.append(Commit(thread, elem, ops, line, clk))
 
 
 def _perform(st, op: AsyncOp):
@@ -136,7 +142,7 @@ def land_commits(st, elems):
             view = st.shared_view(np.uint64)
             idx = np.array([c.thread])
             if st.races is not None:
-                clk = max((op.clk for op in c.ops), default=0)
+                clk = c.clk
                 if clk:
                     st.races.tc_arrive(st, c.thread, c.elem, clk)
                 st.races.mbar_arrive(st, idx, np.array([c.elem]))

@@ -123,6 +123,8 @@ class KernelEmitter:
         self.narrowed: dict[int, ir.Value] = {}        # lower/memory.py: i64 parameter -> i32
         # lower/tensorcore/wgmma_product.kept_image: (loop header, registers) -> (image, address)
         self.kept_images: dict[tuple, tuple] = {}
+        # lower/tensorcore/tcgen05_tmem.Tmem: the kernel's tensor memory, when it has any
+        self.tmem = None
         # lower/tensorcore/mma_prefetch.py: load result id -> (SmemOperand, image, slot) of the operand
         # the enclosing loop copies ahead (set while its body is emitted)
         self.prefetched: dict[int, tuple] = {}

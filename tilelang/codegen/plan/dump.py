@@ -86,7 +86,7 @@ def _loop(d: LoopDecision, name) -> list[str]:
     lp, pf = d.pipelined, d.prefetch
     if lp is not None:
         wg = lp.plan.wg is not None
-        kind = "wgmma" if wg else "mma.sync"
+        kind = "tcgen05" if lp.plan.tc5 is not None else "wgmma" if wg else "mma.sync"
         copies = "TMA" if lp.tma else "cp.async"
         stage = sum(lp.image_bytes)
         out = [head + f"pipelined ({kind}), {copies} ring of {lp.stages} stages x "

@@ -28,6 +28,9 @@ Rules:
      output — in that product's accumulator layout, and a row statistic a kept-dims
      reduction computes from such an accumulator (a running max or sum) in the reduction's
      result layout: made once before the loop, never converted per iteration.
+  R7 a tcgen05 product's loop (sm_100a) is pipelined only as a TMA ring
+     (lower/tensorcore/tcgen05_pipeline.py); else its products stage their own operands one
+     at a time.
 """
 
 from __future__ import annotations
@@ -335,7 +338,8 @@ def _pipelined(kern, products: ProductsPlan, op: ForOp) -> tuple[LoopPlan | None
         return None, "the product runs on FMA"
     rank = plan.acc.rank
     ops = (DeferredLoad(loads[a.id]), DeferredLoad(loads[b.id]))
-    if plan.wg is not None:
+    images = plan.wg is not None or plan.tc5 is not None     # swizzled, 1024-byte aligned
+    if images:
         axes = tuple(deferred_cax(kern, d, k_axis, plan.form.itemsize)
                      for d, k_axis in zip(ops, (rank - 1, rank - 2)))
     else:
@@ -343,7 +347,7 @@ def _pipelined(kern, products: ProductsPlan, op: ForOp) -> tuple[LoopPlan | None
                      for d, k_axis in zip(ops, (rank - 1, rank - 2)))
     if None in axes:
         return None, "an operand cannot be copied into its image"
-    unit = IMAGE_ALIGN if plan.wg is not None else 128
+    unit = IMAGE_ALIGN if images else 128
     sizes = tuple(_round(_elems(d) * plan.form.itemsize, unit) for d in ops)
     stages, why = choose_stages(kern, sum(sizes), plan.acc.num_regs)
     if stages < 2:
@@ -599,17 +603,30 @@ class _Producer:
     producer: bool
 
 
+def _tc5_ring(inputs: PlanInputs, lp: LoopPlan) -> tuple:
+    """R7: a tcgen05 product's loop is pipelined only as a TMA ring (its copies signal the
+    issuing thread's mbarriers); otherwise each product stages its own operands."""
+    specs = [tma_spec(inputs, d, cax, image_span(d.shape[cax], lp.plan.form.itemsize),
+                      lp.plan.form.itemsize) for d, cax in zip(lp.operands, lp.axes)]
+    if None in specs:
+        return None, "a tcgen05 ring needs TMA copies of both operands"
+    return lp, ""
+
+
 def _decide(inputs: PlanInputs, products: ProductsPlan, op: ForOp, nested: bool,
             state: _Producer) -> LoopDecision:
     lp, why = _pipelined(inputs, products, op)
+    if lp is not None and lp.plan.tc5 is not None:
+        lp, why = _tc5_ring(inputs, lp)
     if lp is not None:
         tma = mc = None
-        if lp.plan.wg is not None:
+        if lp.plan.wg is not None or lp.plan.tc5 is not None:
             specs = [tma_spec(inputs, d, cax, image_span(d.shape[cax], lp.plan.form.itemsize),
                               lp.plan.form.itemsize) for d, cax in zip(lp.operands, lp.axes)]
             tma = None not in specs
-            mc = multicast_plan(inputs, op, lp.operands) if tma else None
-        ws = bool(tma) and state.producer and not nested and mc is None
+            mc = multicast_plan(inputs, op, lp.operands) if tma and lp.plan.wg else None
+        ws = bool(tma) and state.producer and not nested and mc is None and \
+            lp.plan.tc5 is None
         if ws:
             state.producer = False
         lp = LoopPlan(lp.mma, lp.operands, lp.axes, lp.scalars, lp.plan, lp.stages,

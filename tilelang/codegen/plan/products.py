@@ -45,6 +45,12 @@ class ProductsPlan:
         return bool(self.decisions)
 
     @property
+    def tmem_columns(self) -> int:
+        """The TMEM columns the kernel allocates once for its tcgen05 products (0: none)."""
+        return max((d.plan.tc5.columns for d in self.decisions
+                    if d.plan is not None and d.plan.tc5 is not None), default=0)
+
+    @property
     def wgmma_declined(self) -> bool:
         return any(d.declined_wgmma for d in self.decisions)
 

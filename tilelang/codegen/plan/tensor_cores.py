@@ -14,6 +14,11 @@ Rules, in the order they are tried:
      along M/N for 16-bit types), and the block is whole warp groups (or 2^k of them and a
      producer group); a product that fits but for the block is *declined* (the launch
      contract reports E0721) and runs on mma.sync.
+  R4 tcgen05 on sm_100a (lower/tensorcore/tcgen05_product.py): f16/bf16 operands, an f32
+     accumulator of 128 rows and a power-of-two N of 16 to 256 (one kind::f16 instruction
+     of M = 128 per k-step, its accumulator in tensor memory), K a multiple of 16, each
+     operand whole 32-byte panels along K or M/N, and a block of exactly four warps (warp w
+     reads TMEM lanes 32w .. 32w + 31 in the epilogue); anything else runs on mma.sync.
 """
 
 from __future__ import annotations
@@ -34,6 +39,54 @@ class TensorCorePlan:
     acc: Layout
     wg: WgTiling | None = None      # warp-group MMA (lower/tensorcore/wgmma_product.py); acc is then its
                                     # layout
+    tc5: "Tc5Shape | None" = None   # tcgen05 (R4); acc is then tc5_acc_layout
+
+
+@record(frozen=True)
+class Tc5Shape:
+    """One tcgen05.mma.cta_group::1.kind::f16 of M x N x K per k-step of K = 16 over the
+    whole accumulator; `columns`: the TMEM columns allocated for it (f32: one per column of
+    N, at least 32, a power of two)."""
+    m: int
+    n: int
+    k: int
+    columns: int
+
+
+TC5_THREADS = 128           # the four warps whose TMEM lane quarters cover M = 128
+
+
+def tc5_acc_layout(shape: tuple[int, ...]) -> Layout:
+    """The layout of tcgen05.ld's 32x32b shape with M = 128: thread 32w + l holds row
+    32w + l (its TMEM lane), register j holds column j."""
+    m, n = shape
+    reg = tuple((0, 1 << i) for i in range((n - 1).bit_length()))
+    lane = tuple((1 << i, 0) for i in range(5))
+    warp = ((32, 0), (64, 0))
+    return Layout((m, n), reg, lane, warp)
+
+
+def _tc5_plan(kern, form: MmaForm, a_shape, b_shape, out_shape) -> tuple:
+    """(Tc5Shape or None, why not) for R4."""
+    if kern.target.name not in FEATURES["tcgen05"].arch_targets:
+        return None, ""
+    if form.ab not in ("f16", "bf16") or form.acc != "f32":
+        return None, f"tcgen05 not used: {form.ab} operands / {form.acc} accumulator"
+    if len(out_shape) != 2:
+        return None, "tcgen05 not used: a batched product"
+    m, n = out_shape
+    k = a_shape[-1]
+    if m != 128 or n < 16 or n > 256 or n & (n - 1):
+        return None, f"tcgen05 not used: a {m} x {n} accumulator (128 x 2^k, N 16..256)"
+    if k % 16:
+        return None, f"tcgen05 not used: K = {k} is not a multiple of 16"
+    for mn in (m, n):
+        if not (image_fits(k, form.itemsize) or image_fits(mn, form.itemsize)):
+            return None, "tcgen05 not used: an operand fits no 32-byte panel"
+    if not (kern.exact and kern.threads == kern.declared_threads == TC5_THREADS):
+        return None, f"tcgen05 not used: {kern.declared_threads} threads (it takes " \
+                     f"{TC5_THREADS})"
+    return Tc5Shape(m, n, 16, max(32, n)), ""
 
 
 def wgmma_ready(kern) -> bool:
@@ -96,6 +149,10 @@ def _wg_plan(kern, form: MmaForm, a_shape, b_shape, out_shape) -> tuple:
     return t, "" if t is not None else "no warp-group tiling of the accumulator", False
 
 
+def k_steps(at, tc5: Tc5Shape) -> int:
+    return at.shape[-1] // tc5.k
+
+
 def tensor_core_plan(kern, op: BuiltinOp) -> tuple:
     """(TensorCorePlan or None for the FMA path, why, wgmma declined) for `op`."""
     args = op.arg_map
@@ -118,7 +175,14 @@ def tensor_core_plan(kern, op: BuiltinOp) -> tuple:
     tiling = warp_tiling(tuple(out.shape), kern.threads)
     if tiling is None:
         return None, "FMA: no warp tiling of the accumulator (R2)", False
+    tc5, why_not5 = _tc5_plan(kern, form, at.shape, bt.shape, out.shape)
+    if tc5 is not None:
+        return (TensorCorePlan(form, b_class, tiling, tc5_acc_layout(tuple(out.shape)),
+                               tc5=tc5),
+                f"tcgen05 kind::f16 m{tc5.m}n{tc5.n}k{tc5.k}: {k_steps(at, tc5)} "
+                f"instruction(s) per product, {tc5.columns} TMEM columns (R4)", False)
     wg, why_not, declined = _wg_plan(kern, form, at.shape, bt.shape, out.shape)
+    why_not = why_not5 or why_not
     if wg is not None:
         return (TensorCorePlan(form, b_class, tiling,
                                wg_acc_layout(tuple(out.shape), kern.threads, wg), wg),

@@ -20,7 +20,8 @@ import llvmlite.ir as ir
 
 from tilelang.codegen.emit.kernel import I32, KernelEmitter, TileVal
 from tilelang.codegen.emit.sync import _padded_ir, stage
-from tilelang.codegen.lower.tensorcore import mma_operands, mma_sync, wgmma_product
+from tilelang.codegen.lower.tensorcore import (mma_operands, mma_sync, tcgen05_product,
+                                               wgmma_product)
 from tilelang.codegen.lower.tensorcore.mma_epilogue import remember_acc_layout
 from tilelang.codegen.lower.tensorcore.cp_async import Stream
 from tilelang.codegen.lower.tensorcore.mma_plan import TensorCorePlan, tensor_core_plan, to_layout
@@ -98,6 +99,8 @@ def _product(kern: KernelEmitter, a: TileVal, b: TileVal, acc: TileVal, out: DTy
 
 def _tensor_core(kern: KernelEmitter, plan: TensorCorePlan, a, b, acc: TileVal) -> TileVal:
     """`a`, `b`: TileVals or DeferredLoads (lower/tensorcore/mma_operands.py)."""
+    if plan.tc5 is not None:
+        return tcgen05_product.product(kern, plan, a, b, acc)
     if plan.wg is not None:
         return wgmma_product.product(kern, plan, a, b, acc)
     kern.require_exact()

@@ -1,0 +1,189 @@
+"""Matrix products with tcgen05 (sm_100a): the accumulator in tensor memory (TMEM), operands
+in the swizzled shared-memory images of warp-group MMA (the canonical layouts are the same;
+only the descriptor's version bits differ), one thread issuing the MMAs and
+`tcgen05.commit` signalling their completion on an mbarrier. docs/codegen.md, "sm_100a".
+
+One product outside a pipelined loop (plan/tensor_cores.py R4: M = 128, a block of four
+warps; tcgen05_pipeline.py is the loop's ring), in the kernel's tensor memory and with its
+completion mbarrier (tcgen05_tmem.py):
+
+    barrier; the operands into their images (cp.async for a deferred load, else stores from
+    registers); fence.proxy.async
+    every warp: tcgen05.st of its 32 accumulator rows (32x32b: thread 32w + l owns TMEM lane
+    32w + l, register j column j); tcgen05.wait::st; fences around a barrier
+    thread 0: one tcgen05.mma.cta_group::1.kind::f16 per k-step of 16; tcgen05.commit to
+    the mbarrier
+    every thread: wait for the mbarrier's next phase; tcgen05.fence::after_thread_sync;
+    tcgen05.ld of its rows; tcgen05.wait::ld; tcgen05.fence::before_thread_sync
+
+The accumulator comes back in tc5_acc_layout (one row per thread), which the epilogue stores
+like any other layout.
+"""
+
+from __future__ import annotations
+
+import llvmlite.ir as ir
+
+from tilelang.codegen.emit.kernel import I32, KernelEmitter, TileVal
+from tilelang.codegen.lower.tensorcore import (mma_operands, mma_sync, pipe_loop,
+                                               tcgen05_tmem as tmem, wgmma_ops)
+from tilelang.codegen.lower.tensorcore.cp_async import Stream
+from tilelang.codegen.lower.tensorcore.mma_epilogue import remember_acc_layout
+from tilelang.codegen.lower.tensorcore.mma_plan import TensorCorePlan, image_span, to_layout
+from tilelang.codegen.lower.tensorcore.wgmma_product import (Descriptors, align_smem,
+                                                             register_cax)
+from tilelang.codegen.plan.loops import deferred_cax, image_bytes
+
+SM100_VERSION = 1 << 46       # the tcgen05 descriptor's fixed bits 46-48 = 0b001
+LD_CHUNK = 128                # the widest tcgen05.ld/st shape: 32x32b.x128
+
+
+def _c(v: int) -> ir.Constant:
+    return ir.Constant(I32, v)
+
+
+_void = tmem.void
+
+
+def instr_descriptor(plan: TensorCorePlan, a_mn: bool, b_mn: bool) -> int:
+    """The kind::f16 instruction descriptor (PTX ISA, tcgen05 "Instruction descriptor"):
+    D f32 (bits 4-5 = 1), A and B types (7-9, 10-12: 0 f16, 1 bf16), A / B MN-major (15,
+    16), N >> 3 (17-22), M >> 4 (24-28)."""
+    t = plan.tc5
+    ab = {"f16": 0, "bf16": 1}[plan.form.ab]
+    return 1 << 4 | ab << 7 | ab << 10 | int(a_mn) << 15 | int(b_mn) << 16 | \
+        (t.n >> 3) << 17 | (t.m >> 4) << 24
+
+
+def tmem_io(kern: KernelEmitter, taddr: ir.Value, regs: list | None, n: int) -> list:
+    """tcgen05.ld (regs None) or tcgen05.st of this thread's `n` f32 columns at `taddr`,
+    in chunks of LD_CHUNK columns, then the matching wait."""
+    b = kern.builder
+    f32 = ir.FloatType()
+    out = []
+    for c0 in range(0, n, LD_CHUNK):
+        w = min(LD_CHUNK, n - c0)
+        addr = b.add(taddr, _c(c0)) if c0 else taddr
+        if regs is None:
+            names = ", ".join(f"${i}" for i in range(w))
+            ty = ir.LiteralStructType([f32] * w)
+            text = f"tcgen05.ld.sync.aligned.32x32b.x{w}.b32 {{{names}}}, [${w}];"
+            cons = ",".join(["=f"] * w + ["r"])
+            asm = ir.InlineAsm(ir.FunctionType(ty, [I32]), text, cons, side_effect=True)
+            res = b.call(asm, [addr])
+            out += [b.extract_value(res, i) for i in range(w)]
+        else:
+            names = ", ".join(f"${i + 1}" for i in range(w))
+            _void(kern, f"tcgen05.st.sync.aligned.32x32b.x{w}.b32 [$0], {{{names}}};",
+                  [addr] + list(regs[c0:c0 + w]), ",".join(["r"] + ["f"] * w))
+    if regs is None:
+        # the wait and the values: tied through an asm that passes them on, so no use of a
+        # value is scheduled above the wait
+        names = ", ".join(f"${i}" for i in range(len(out)))
+        ty = ir.LiteralStructType([f32] * len(out))
+        cons = ",".join(["=f"] * len(out) + [str(i) for i in range(len(out))])
+        asm = ir.InlineAsm(ir.FunctionType(ty, [f32] * len(out)),
+                           "tcgen05.wait::ld.sync.aligned;", cons, side_effect=True)
+        res = b.call(asm, out)
+        return [b.extract_value(res, i) for i in range(len(out))]
+    _void(kern, "tcgen05.wait::st.sync.aligned;")
+    return []
+
+
+def product(kern: KernelEmitter, plan: TensorCorePlan, a, b, acc: TileVal) -> TileVal:
+    """acc + a @ b on tcgen05; `a`, `b`: TileVals or DeferredLoads."""
+    kern.require_exact()
+    kern.stats.features.add("tcgen05")
+    form, t = plan.form, plan.tc5
+    acc = to_layout(kern, acc, plan.acc)
+    bld = kern.builder
+    shapes = [tuple(x.shape) for x in (a, b)]
+    k = shapes[0][-1]
+    sops, sources, offsets, offset = [], [], [], 0
+    for x, shape, k_axis in ((a, shapes[0], 1), (b, shapes[1], 0)):
+        cax = None
+        if isinstance(x, mma_operands.DeferredLoad):
+            cax = deferred_cax(kern, x, k_axis, form.itemsize)
+            if cax is None:
+                x = mma_operands.materialize(kern, x)
+        if cax is None:
+            cax = register_cax(shape, k_axis, form.itemsize)
+        nbytes = image_bytes(shape, form.itemsize)
+        base = kern.smem(nbytes, ir.IntType(8), offset)
+        sops.append(mma_sync.SmemOperand(base, shape, cax, form.itemsize,
+                                         image_span(shape[cax], form.itemsize)))
+        sources.append(x)
+        offsets.append(offset)
+        offset += nbytes
+    align_smem(kern)
+    kern.barrier()                      # earlier users of the scratch buffer are done
+    smem32 = mma_sync.shared_address(kern, sops[0].base)
+    tm = kern.tmem
+    copies = False
+    for x, sop, off in zip(sources, sops, offsets):
+        if isinstance(x, mma_operands.DeferredLoad):
+            Stream(kern, x, x.load_axis(sop.cax), sop.itemsize, off, sop.span).issue(
+                None, smem32, None)
+            copies = True
+        else:
+            mma_sync.fill_from_registers(kern, x, sop, kern.storage_type(x.dtype))
+    if copies:
+        kern.stats.features.add("cp_async")
+        mma_operands.commit_group(kern)
+        mma_operands.wait_group(kern, 0)
+    wgmma_ops.fence_proxy_async(kern)   # the images (generic proxy) are read by the MMAs
+    mine = lane_quarter(kern, tm.address)
+    tmem_io(kern, mine, list(acc.regs), t.n)
+    tmem.thread_sync(kern)
+    da, db, idesc = descriptors(plan, sops)
+    pipe_loop.on_thread0(kern, "tc5.mma", lambda: issue_mmas(
+        kern, da, db, idesc, tm.address, smem32, offsets[1], k, t.k, tm.bar))
+    tmem.wait(kern)
+    _void(kern, "tcgen05.fence::after_thread_sync;")
+    regs = tmem_io(kern, mine, None, t.n)
+    # the next product's tcgen05.st must not overwrite what a slower warp still reads
+    _void(kern, "tcgen05.fence::before_thread_sync;")
+    remember_acc_layout(kern, plan.acc)
+    return TileVal(acc.dtype, plan.acc, tuple(regs))
+
+
+def lane_quarter(kern: KernelEmitter, taddr: ir.Value) -> ir.Value:
+    """The TMEM address of this warp's lanes: warp w reads and writes lanes 32w .. 32w + 31
+    (the lane is the address's high half)."""
+    b = kern.builder
+    return b.add(taddr, b.shl(b.lshr(kern.tid, _c(5)), _c(21)))
+
+
+def descriptors(plan: TensorCorePlan, sops) -> tuple:
+    """(A's Descriptors, B's, the instruction descriptor) for the operand images `sops`
+    (K-major unless the image's rows run along M / N: the MN-major bits)."""
+    a_mn, b_mn = sops[0].cax != 1, sops[1].cax != 0
+    da = Descriptors(sops[0], True, a_mn, _const(sops[0], a_mn), _c(0))
+    db = Descriptors(sops[1], False, b_mn, _const(sops[1], b_mn), _c(0))
+    return da, db, instr_descriptor(plan, a_mn, b_mn)
+
+
+def issue_mmas(kern: KernelEmitter, da: Descriptors, db: Descriptors, idesc: int,
+               taddr: ir.Value, image: ir.Value, b_offset: int, k: int, kstep: int,
+               bar: ir.Value) -> None:
+    """The issuing thread's tcgen05.mma per k-step (accumulating into TMEM at `taddr`) over
+    the images at 32-bit shared address `image` (B `b_offset` bytes past A), then
+    tcgen05.commit to the mbarrier `bar`."""
+    bld = kern.builder
+    starts = (da.base(kern, image), db.base(kern, bld.add(image, _c(b_offset))))
+    for k0 in range(0, k, kstep):
+        pa = da.at(kern, starts[0], da.offset(0, 0, k0) >> 4)
+        pb = db.at(kern, starts[1], db.offset(0, 0, k0) >> 4)
+        _void(kern, "{ .reg .pred p; setp.ne.b32 p, 1, 0; "
+                    "tcgen05.mma.cta_group::1.kind::f16 [$0], $1, $2, $3, p; }",
+              [taddr, pa, pb, _c(idesc)], "r,l,l,r")
+    _void(kern, "tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 "
+                "[$0];", [bar], "r")
+
+
+def _const(sop: mma_sync.SmemOperand, trans: bool) -> int:
+    """The descriptor's fields other than the start address (the images' LBO / SBO and
+    swizzle as for wgmma, whose layout-type values at bits 62-63 are tcgen05's at 61-63),
+    with tcgen05's version bits."""
+    lbo = sop.panel_bytes if trans else 16
+    return wgmma_ops.descriptor_const(lbo, 8 * sop.span, sop.span) | SM100_VERSION
