@@ -257,3 +257,19 @@ def correctly_rounded(name: str, args, np_dtype) -> np.ndarray:
         out = [one(a, b, npd) for a, b in zip(*flat)]
     return np.array(out, np.float64).astype(npd).reshape(arrays[0].shape)
 
+
+
+def fused_multiply_add(a, b, c, np_dtype) -> np.ndarray:
+    """a * b + c with one rounding to `np_dtype` (what `fma` and a contracted multiply-add
+    compute: docs/numerics.md, "Contraction"), element-wise over broadcast finite arrays."""
+    npd = np.dtype(np_dtype)
+    arrays = np.broadcast_arrays(*[np.asarray(v) for v in (a, b, c)])
+    flat = [v.astype(np.float64).ravel().tolist() for v in arrays]
+    out = []
+    for x, y, z in zip(*flat):
+        assert math.isfinite(x) and math.isfinite(y) and math.isfinite(z), (x, y, z)
+        q = Fraction(x) * Fraction(y) + Fraction(z)
+        r = _round_fraction(q, npd)
+        out.append(-0.0 if r == 0 and q == 0 and math.copysign(1, x * y) < 0 and
+                   math.copysign(1, z) < 0 else r)
+    return np.array(out, np.float64).astype(npd).reshape(arrays[0].shape)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from correctly_rounded import correctly_rounded
+from correctly_rounded import correctly_rounded, fused_multiply_add
 from gen_support import run_both, same
 from tilelang.ir.builder import KernelBuilder
 from tilelang.sema.types import BOOL, F16, F32, I32, ArrayType, scalar
@@ -32,9 +32,11 @@ def test_broadcast_rows_columns_and_scalars():
     C = rng.standard_normal((32, 1)).astype(np.float32)
     Y = np.zeros((32, 64), np.float32)
     (*_, ye, _), (*_, yr, _), _, _ = run_both(k, [X, R, C, Y, np.float32(1.5)], (2, 1, 1))
-    want = X * np.float32(1.5) + R - C + (np.arange(32) // 16)[:, None].astype(np.float32)
-    same(yr, want)
-    same(ye, want)
+    bids = (np.arange(32) // 16)[:, None].astype(np.float32)
+    same(yr, X * np.float32(1.5) + R - C + bids)
+    # compiled in the default precision mode, `x * s + row` is one fma (docs/numerics.md,
+    # "Contraction")
+    same(ye, fused_multiply_add(X, np.float32(1.5), R, np.float32) - C + bids)
 
 
 def test_outer_broadcast_without_a_full_operand():
