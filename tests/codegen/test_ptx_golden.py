@@ -48,9 +48,10 @@ MORE_TARGETS = {"matmul.tile": ("sm_100a",), "matmul_persistent.tile": ("sm_100a
 
 
 def _ptx(example: str, target: str, precision: str, small: bool, define: str = "") -> str:
-    path = os.path.join(ROOT, "examples", example)
-    with open(path, encoding="utf-8") as f:
+    with open(os.path.join(ROOT, "examples", example), encoding="utf-8") as f:
         text = f.read()
+    # the name the PTX may carry (a device assertion's file), the same in every checkout
+    path = f"examples/{example}"
     defines = dict([define.split("=", 1)]) if define else {}
     options = CompileOptions(target=target, precision=precision, defines=defines)
     facts = None

@@ -11,9 +11,21 @@ on sm_89 and -O1 most examples'; the passes llvmlite can assemble into a pipelin
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 
 TRIPLE = "nvptx64-nvidia-cuda"
+# NVPTX numbers each call sequence it lowers (`{ // callseq 3, 0` ... `} // callseq 3`) with a
+# counter that lives in the cached target machine, so a module's PTX would depend on how many
+# calls the process compiled before it; renumbered from 0 in order of appearance.
+_CALLSEQ = re.compile(r"// callseq (\d+)")
+
+
+def _renumber_callseqs(ptx: str) -> str:
+    if "// callseq" not in ptx:
+        return ptx
+    seen: dict[str, int] = {}
+    return _CALLSEQ.sub(lambda m: f"// callseq {seen.setdefault(m.group(1), len(seen))}", ptx)
 
 
 @lru_cache(maxsize=1)
@@ -55,4 +67,4 @@ def compile_modules(ir_texts: list[str], cpu: str, features: str,
         pto = llvm.create_pipeline_tuning_options(speed_level=opt_level)
         pb = llvm.create_pass_builder(tm, pto)
         pb.getModulePassManager().run(main, pb)
-    return text, tm.emit_assembly(main)
+    return text, _renumber_callseqs(tm.emit_assembly(main))
