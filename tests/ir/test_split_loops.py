@@ -108,3 +108,41 @@ def test_split_loops_on_the_emulator():
     dev.launch(fn, (2, 1, 1), (128, 1, 1), args)
     np.testing.assert_array_equal(dev.from_device(py, y.shape, np.float32),
                                   _reference(x, 0, 5, 8, True))
+
+
+SUFFIX = """
+kernel suffix(x: Array[f32, 2], y: Array[f32, 2], first: i32, last: i32) {
+    let m = bid(0);
+    let rows = expand_dims(arange(8) + m * 8, 1);          // invariant: this block's rows
+    var acc = zeros((8, 1), f32);
+    for j in range(first, last) {
+        let cols = expand_dims(arange(4) + j * 4, 0);        // increasing with j
+        let t = load(x, index = (m, j), shape = (8, 4), padding = 0);
+        acc = acc + sum(where(rows <= cols, t + 1.0, -1.0), axis = 1, keepdims = true);
+    }
+    store(y, index = (m, 0), tile = acc);
+}
+"""
+
+
+def test_a_mask_that_holds_from_a_bound_on_splits_the_other_way():
+    res = compile_source(SUFFIX, "suffix.tile", CompileOptions(), until="tir")
+    assert res.ok, render_all(res.diagnostics)
+    k = res.ir.kernels[0]
+    head, tail = [op for op in k.body.ops if isinstance(op, ForOp)]
+    names = lambda lp: {op.name for op in walk(lp.body) if isinstance(op, BuiltinOp)}
+    assert "where" in names(head) and "where" not in names(tail)
+    rng = np.random.default_rng(6)
+    for first, last, n in [(0, 6, 24), (0, 0, 24), (4, 2, 24), (-3, 5, 20), (2, 9, 36),
+                           (0, 3, 12)]:
+        x = rng.integers(-8, 8, (16, n)).astype(np.float32)
+        y = np.full((16, 1), np.nan, np.float32)
+        run_kernel(res.ir, {"x": x, "y": y, "first": np.int32(first), "last": np.int32(last)},
+                   (2, 1, 1), name="suffix")
+        want = np.zeros((16, 1))
+        for j in range(first, last):
+            for c in range(4 * j, 4 * j + 4):
+                for r in range(16):
+                    t = x[r, c] if 0 <= c < n else 0.0
+                    want[r, 0] += (t + 1.0) if r <= c else -1.0
+        np.testing.assert_array_equal(y, want, err_msg=str((first, last, n)))

@@ -1,7 +1,7 @@
 """Loop splitting: a `for` whose body masks with `where(cond, x, y)`, where `cond` is true for
-every element while the induction variable is below a bound the loop can compute, becomes two
-loops: the first runs the iterations below the bound with `x` in place of the `where` (no
-comparisons, no selects), the second runs the rest with the body as written. The attention
+every element while the induction variable is below a bound the loop can compute (or from such
+a bound on), becomes two loops: one runs the iterations where `cond` holds with `x` in place of
+the `where` (no comparisons, no selects), the other runs the rest with the body as written. The attention
 kernels' key mask (`cols < seq`, and `cols <= rows` when causal) is the case it is for: only
 the ragged last key tile and the tiles on the causal diagonal need the mask
 (docs/ir.md, Passes).
@@ -12,16 +12,22 @@ The rules, cited where the code applies them:
   body has no `break` or `continue` (the second loop starts where the first ended, with the
   first loop's carried values);
 - (S2) `cond` is a conjunction (`&`) of comparisons `lhs < rhs`, `lhs <= rhs` (or `>`, `>=`
-  with the sides swapped) where `lhs` increases with the induction variable `j` and `rhs`
-  does not depend on it. Both sides are integer tiles or scalars of the affine form
-  `base + c * j + arange(n)` (through `+`, `-` of an invariant, `* constant` of `j`,
-  `expand_dims`, `reshape`): every element lies in [base + c * j, base + c * j + n - 1];
-- (S3) all of `lhs < rhs` holds when max(lhs) < min(rhs): c * j + base_l + n_l - 1 < base_r,
-  so for j < S = floordiv(base_r - base_l - n_l, c) + 1 (for `<=`: floordiv(base_r - base_l -
-  n_l + 1, c) + 1); a conjunction holds below the smallest of its bounds;
+  with the sides swapped) of one kind: a prefix comparison's `lhs` increases with the
+  induction variable `j` and its `rhs` does not depend on it (true below a bound: the key
+  mask `cols < seq`, `cols <= rows`); a suffix comparison's `lhs` is invariant and its `rhs`
+  increases (true from a bound on: `keys <= rows` when the loop walks the queries). Both
+  sides are integer tiles or scalars of the affine form `base + c * j + arange(n)` (through
+  `+`, `-` of an invariant, `* constant` of `j`, `expand_dims`, `reshape`): every element lies
+  in [base + c * j, base + c * j + n - 1];
+- (S3) all of `lhs < rhs` holds when max(lhs) < min(rhs). Prefix: c * j + base_l + n_l - 1 <
+  base_r, so for j < S = floordiv(base_r - base_l - n_l, c) + 1 (`<=`: one more under the
+  floor); a conjunction holds below the smallest bound, and the unmasked loop comes first.
+  Suffix: base_l + n_l - 1 < base_r + c * j, so for j >= S = floordiv(base_l + n_l - 1 -
+  base_r, c) + 1 (`<=`: one less under the floor); a conjunction holds from the largest
+  bound, and the unmasked loop comes second;
 - (S4) the split point is clamped into [start, stop], so both loops together run exactly the
   original iterations in order, and a loop with no iteration stays one with none;
-- (S5) in the first loop a `where` whose `cond` holds is replaced by its `x` only when `x` is a
+- (S5) in the unmasked loop a `where` whose `cond` holds is replaced by its `x` only when `x` is a
   value of the `where`'s own type (no broadcast or conversion is lost). Comparisons that become
   unused are removed by dead code elimination, which runs after this pass.
 """
@@ -118,8 +124,10 @@ class _Analysis:
                     return Affine((), c, 0)
         return None
 
-    def bound(self, cond: Value) -> list[tuple[str, Affine, Affine]] | None:
-        """The comparisons of `cond` as (op, increasing side, invariant side), or None (S2)."""
+    def bound(self, cond: Value) -> list[tuple[str, str, Affine, Affine]] | None:
+        """The comparisons of `cond` as (kind, op, lhs, rhs), or None (S2). Kind "prefix":
+        lhs increases with the induction variable and rhs is invariant (true below a bound);
+        "suffix": lhs is invariant and rhs increases (true from a bound on)."""
         op = self.defs.get(cond)
         if not isinstance(op, BuiltinOp) or cond not in self.inside:
             return None
@@ -133,9 +141,13 @@ class _Analysis:
         if name not in ("<", "<="):
             return None
         la, ra = self.affine(lhs), self.affine(rhs)
-        if la is None or ra is None or la.coeff <= 0 or ra.coeff != 0:
+        if la is None or ra is None:
             return None
-        return [(name, la, ra)]
+        if la.coeff > 0 and ra.coeff == 0:
+            return [("prefix", name, la, ra)]
+        if la.coeff == 0 and ra.coeff > 0:
+            return [("suffix", name, la, ra)]
+        return None
 
 
 def _is_int(v: Value) -> bool:
@@ -237,34 +249,54 @@ class _Splitter:
         if not masks:
             return [loop]
         # one split point for all masks the loop can drop together: those of the first
-        # where's comparisons (the attention kernels have one masked where per loop)
+        # where's comparisons (the attention kernels have one masked where per loop), all of
+        # one kind (a prefix and a suffix together would leave a window: not split)
         first = next(iter(masks.values()))
+        kinds = {c[0] for c in first}
+        if len(kinds) != 1:
+            return [loop]
         keep = {r for r, b in masks.items() if b == first}
         b = Builder(ids=self.fresh)
         point = self.point(b, first, loop)
-        head_ops = b._stack[0]
         subst: dict[Value, Value] = {}
-        head_body = _clone_block(loop.body, subst, self.fresh)
-        head_body = Block(head_body.args, tuple(_unmask(head_body.ops, keep, subst)))
-        head_results = tuple(Value(next(self.fresh), v.type, v.hint) for v in loop.results_)
-        head = replace(loop, stop=point, body=head_body, results_=head_results)
-        tail = replace(loop, start=point, init=head_results)
-        return [*head_ops, head, tail]
+        clear = _clone_block(loop.body, subst, self.fresh)
+        clear = Block(clear.args, tuple(_unmask(clear.ops, keep, subst)))
+        mid = tuple(Value(next(self.fresh), v.type, v.hint) for v in loop.results_)
+        if kinds == {"prefix"}:
+            head = replace(loop, stop=point, body=clear, results_=mid)
+            tail = replace(loop, start=point, init=mid)
+        else:
+            head = replace(loop, stop=point, results_=mid)
+            tail = replace(loop, start=point, init=mid, body=clear)
+        return [*b._stack[0], head, tail]
 
     def point(self, b: Builder, comps, loop: ForOp) -> Value:
-        """min over the comparisons of their bounds (S3), clamped into [start, stop] (S4)."""
+        """The first iteration where every comparison holds from then on (suffix: the largest
+        of their bounds) or where one can fail (prefix: the smallest), clamped into
+        [start, stop] (S3, S4)."""
         dtype = loop.iv.type.dtype
         bounds = []
-        for name, inc, inv in comps:
-            const = sum(t for t in inv.base if isinstance(t, int)) \
-                - sum(t for t in inc.base if isinstance(t, int)) \
-                - inc.extent - (1 if name == "<" else 0)
-            x = self.linear(b, [t for t in inv.base if isinstance(t, Value)],
-                            [t for t in inc.base if isinstance(t, Value)], const, dtype)
+        for kind, name, lhs, rhs in comps:
+            if kind == "prefix":
+                # c*j + base_l + ext < base_r  <=>  j <= floordiv(base_r - base_l - ext - 1, c)
+                inc, inv = lhs, rhs
+                const = sum(t for t in rhs.base if isinstance(t, int)) \
+                    - sum(t for t in lhs.base if isinstance(t, int)) \
+                    - lhs.extent - (1 if name == "<" else 0)
+            else:
+                # base_l + ext < base_r + c*j  <=>  j >= floordiv(base_l + ext - base_r, c) + 1;
+                # with <=: j >= floordiv(base_l + ext - base_r - 1, c) + 1
+                inc, inv = rhs, lhs
+                const = sum(t for t in lhs.base if isinstance(t, int)) + lhs.extent \
+                    - sum(t for t in rhs.base if isinstance(t, int)) \
+                    - (1 if name == "<=" else 0)
+            pos = [t for t in inv.base if isinstance(t, Value)]
+            neg = [t for t in inc.base if isinstance(t, Value)]
+            x = self.linear(b, pos, neg, const, dtype)
             bounds.append(b.op("+", b.op("floordiv", x, inc.coeff), 1))
         s = bounds[0]
         for o in bounds[1:]:
-            s = b.op("minimum", s, o)
+            s = b.op("minimum" if comps[0][0] == "prefix" else "maximum", s, o)
         if s.type.dtype != dtype:
             s = b.op("astype", s, dtype=dtype)
         return b.op("minimum", b.op("maximum", s, loop.start), loop.stop)
