@@ -30,7 +30,7 @@ def test_default_pipeline():
     dumps = []
     PassManager(dump=lambda name, m: dumps.append(name)).run(module(samples.optimizable()))
     m = PassManager().run(module(samples.optimizable()))
-    assert dumps == ["fold", "cse", "licm", "dce"]
+    assert dumps == ["fold", "cse", "licm", "split", "dce"]
     check_golden("optimizable.optimized.tir", format_module(m))
 
 

@@ -207,9 +207,9 @@ def test_remembered_types_still_check_a_changed_op(monkeypatch):
 
 
 def test_passes_keep_the_ops_they_do_not_change():
-    """CSE, folding, LICM and DCE return an untouched op (and block) as the same object."""
+    """CSE, folding, LICM, loop splitting and DCE return an untouched op (and block) as the same object."""
     from tilelang.ir.passes import PASSES
     k = samples.vadd()
-    for name in ("fold", "cse", "licm", "dce"):
+    for name in ("fold", "cse", "licm", "split", "dce"):
         after = PASSES[name].run(k)
         assert after.body is k.body, name

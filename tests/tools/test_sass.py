@@ -97,6 +97,26 @@ def test_ptx_loop_lines():
     assert sass.ptx_loop_lines(".entry k() {\n ret;\n}") == []
 
 
+def test_ptx_block_after_ret_jumping_back_is_no_loop():
+    # LLVM places a wait's retry block after `ret`; its jump back spans both loops of a split
+    # loop (16 MMAs) but is no loop: the first real loop wins
+    mma = "  wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%f1}, %rd1, %rd2, 1, 1, 1;"
+    ptx = "\n".join([
+        ".entry k() {",                 # 1
+        "$L__BB0_1:",                   # 2  after the retry block
+        "  add.s32 %r1, %r1, 1;",       # 3
+        "$L__BB0_2:",                   # 4  the first loop
+        mma, mma,                       # 5, 6
+        "  @%p2 bra $L__BB0_2;",        # 7
+        "$L__BB0_3:",                   # 8  the second loop
+        mma, mma, "  add.s32 %r2, %r2, 1;",
+        "  @%p3 bra $L__BB0_3;",        # 12
+        "  ret;",                       # 13
+        "$L__BB0_4:",                   # 14 the out-of-line retry
+        "  bra.uni $L__BB0_1;", "}"])
+    assert sass.ptx_loop_lines(ptx) == [4, 5, 6, 7]
+
+
 @pytest.mark.skipif(not sass.tools_available(), reason="cuobjdump/nvdisasm wheels not installed")
 def test_triton_fixture_sass():
     from tilelang.codegen.target.link import link_ptx

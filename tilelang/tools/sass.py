@@ -262,6 +262,7 @@ def summarize(instrs: list[Instr]) -> SassSummary:
 _PTX_LABEL = re.compile(r"^\s*([$%\w]+):")
 _PTX_BRA = re.compile(r"^\s*(?:@!?%\w+\s+)?bra(?:\.uni)?\s+([$%\w]+)\s*;")
 _PTX_TENSOR = re.compile(r"^\s*(?:@!?%\w+\s+)?(?:mma\.sync|wgmma\.mma_async)")
+_PTX_RET = re.compile(r"^\s*ret\s*;")
 _PTX_MATH = re.compile(r"^\s*(?:@!?%\w+\s+)?(?:mma|wgmma|fma|mad)\b")
 
 
@@ -280,6 +281,8 @@ def ptx_loop_lines(ptx: str) -> list[int]:
         if m and m.group(1) in labels:
             start = labels[m.group(1)]
             body = lines[start - 1:n]
+            if any(_PTX_RET.match(t) for t in body):
+                continue            # an out-of-line block after `ret` jumping back: no loop
             math = sum(1 for t in body if _PTX_MATH.match(t))
             # tensor-core instructions first: a backward branch that is no loop (a block
             # LLVM placed after the loop jumping back before it) spans the loop and some

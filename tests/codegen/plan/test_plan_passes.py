@@ -71,15 +71,19 @@ def test_matmul_on_ampere_is_a_cp_async_ring_of_mma_sync():
 
 def test_attention_prefetches_its_operands_and_keeps_q_in_registers():
     p = plans(example("attention"))["attention"]
-    qk, pv = p.products.decisions
-    assert qk.deferred == (False, True) and pv.deferred == (False, True)
-    (loop,) = p.loops.loops
-    assert loop.pipelined is None and "carries more than the accumulator" in loop.why
-    pf = loop.prefetch
-    # K and V tiles, 64 x 64 f16 = 8 KB each, one stage; num_stages not given: 2
-    assert pf.stages == 2 and pf.stage_bytes == 2 * 64 * 64 * 2
-    assert [f.offset for f in pf.fetches] == [0, 64 * 64 * 2]
-    assert pf.tma and not pf.warp_specialized
+    # loop splitting (docs/ir.md): the key tiles below the sequence's end, unmasked, then the
+    # ragged last one; each loop has its two products, and both prefetch alike
+    qk, pv, qk2, pv2 = p.products.decisions
+    for d in (qk, pv, qk2, pv2):
+        assert d.deferred == (False, True)
+    loop, tail = p.loops.loops
+    for lp in (loop, tail):
+        assert lp.pipelined is None and "carries more than the accumulator" in lp.why
+        pf = lp.prefetch
+        # K and V tiles, 64 x 64 f16 = 8 KB each, one stage; num_stages not given: 2
+        assert pf.stages == 2 and pf.stage_bytes == 2 * 64 * 64 * 2
+        assert [f.offset for f in pf.fetches] == [0, 64 * 64 * 2]
+        assert pf.tma and not pf.warp_specialized
     # R6: the output is carried in the second product's accumulator layout, the running max
     # and sum in the layout the row reduction of the scores leaves (rows of the accumulator)
     (o,) = [c for c in loop.carried if c.product is not None]

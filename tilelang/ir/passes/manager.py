@@ -2,8 +2,9 @@
 verifier runs after every pass, and each pass's output can be dumped).
 
 Default order: fold (creates constants and removes constant ifs) → cse (merges duplicates,
-including the new constants) → licm (hoists what is invariant, now deduplicated) → dce
-(removes what the others left unused). A new pass adds its name here."""
+including the new constants) → licm (hoists what is invariant, now deduplicated) → split
+(splits a masked loop where its mask's bounds are invariant, so licm has hoisted them) → dce
+(removes what the others left unused, such as the comparisons split made unused). A new pass adds its name here."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from tilelang.ir.passes.cse import eliminate_common_subexpressions
 from tilelang.ir.passes.dce import eliminate_dead_code
 from tilelang.ir.passes.fold import fold_constants
 from tilelang.ir.passes.licm import hoist_loop_invariants
+from tilelang.ir.passes.split_loops import split_masked_loops
 from tilelang.ir.verifier import IRVerificationError, verify
 from tilelang.record import record, replace
 
@@ -29,10 +31,11 @@ PASSES: dict[str, Pass] = {p.name: p for p in (
     Pass("fold", fold_constants, "constant folding through the registry's fold"),
     Pass("cse", eliminate_common_subexpressions, "common subexpression elimination"),
     Pass("licm", hoist_loop_invariants, "loop-invariant code motion"),
+    Pass("split", split_masked_loops, "loop splitting: iterations whose mask holds run unmasked"),
     Pass("dce", eliminate_dead_code, "dead code elimination"),
 )}
 
-DEFAULT_PIPELINE: tuple[str, ...] = ("fold", "cse", "licm", "dce")
+DEFAULT_PIPELINE: tuple[str, ...] = ("fold", "cse", "licm", "split", "dce")
 
 
 class PassManager:

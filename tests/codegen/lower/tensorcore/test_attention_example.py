@@ -40,7 +40,7 @@ def test_matches_numpy_on_emulator(dtype, d, causal, capsys):
 @pytest.mark.parametrize("target", ["sm_80", "sm_90a"])
 @pytest.mark.parametrize("d", [64, 128])
 def test_tensor_cores_and_no_spills(d, target):
-    bn = script().BN[d]
+    bn = script().key_tile(d, target)
     for t in ("f16", "bf16"):       # the one generic kernel, specialized for each dtype
         res = compile_source(EXAMPLE.read_text(), str(EXAMPLE), CompileOptions(
             target=target, defines={"T": t, "D": str(d), "BN": str(bn), "CAUSAL": "true"}),
