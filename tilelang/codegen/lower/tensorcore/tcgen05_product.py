@@ -29,10 +29,9 @@ from tilelang.codegen.lower.tensorcore import (mma_operands, mma_sync, pipe_loop
                                                tcgen05_tmem as tmem, wgmma_ops)
 from tilelang.codegen.lower.tensorcore.cp_async import Stream
 from tilelang.codegen.lower.tensorcore.mma_epilogue import remember_acc_layout
-from tilelang.codegen.lower.tensorcore.mma_plan import TensorCorePlan, image_span, to_layout
+from tilelang.codegen.lower.tensorcore.mma_plan import TensorCorePlan, to_layout
 from tilelang.codegen.lower.tensorcore.wgmma_product import (Descriptors, align_smem,
-                                                             register_cax)
-from tilelang.codegen.plan.loops import deferred_cax, image_bytes
+                                                             place_image)
 
 SM100_VERSION = 1 << 46       # the tcgen05 descriptor's fixed bits 46-48 = 0b001
 LD_CHUNK = 128                # the widest tcgen05.ld/st shape: 32x32b.x128
@@ -101,17 +100,8 @@ def product(kern: KernelEmitter, plan: TensorCorePlan, a, b, acc: TileVal) -> Ti
     k = shapes[0][-1]
     sops, sources, offsets, offset = [], [], [], 0
     for x, shape, k_axis in ((a, shapes[0], 1), (b, shapes[1], 0)):
-        cax = None
-        if isinstance(x, mma_operands.DeferredLoad):
-            cax = deferred_cax(kern, x, k_axis, form.itemsize)
-            if cax is None:
-                x = mma_operands.materialize(kern, x)
-        if cax is None:
-            cax = register_cax(shape, k_axis, form.itemsize)
-        nbytes = image_bytes(shape, form.itemsize)
-        base = kern.smem(nbytes, ir.IntType(8), offset)
-        sops.append(mma_sync.SmemOperand(base, shape, cax, form.itemsize,
-                                         image_span(shape[cax], form.itemsize)))
+        sop, x, nbytes = place_image(kern, x, shape, k_axis, form.itemsize, offset)
+        sops.append(sop)
         sources.append(x)
         offsets.append(offset)
         offset += nbytes

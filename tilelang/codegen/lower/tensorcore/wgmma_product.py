@@ -79,6 +79,24 @@ def register_cax(shape: tuple[int, ...], k_axis: int, itemsize: int) -> int:
     return k_axis if image_fits(shape[k_axis], itemsize) else other
 
 
+def place_image(kern: KernelEmitter, x, shape, k_axis: int, itemsize: int, offset: int):
+    """(the operand's swizzled image at `offset` of the scratch buffer, the source to copy
+    into it, its bytes): a deferred load keeps the axis its copy makes contiguous
+    (plan/loops.deferred_cax) or is loaded into registers first; a register operand's image
+    is laid out by `register_cax`. Shared by the wgmma and tcgen05 products."""
+    cax = None
+    if isinstance(x, mma_operands.DeferredLoad):
+        cax = deferred_cax(kern, x, k_axis, itemsize)
+        if cax is None:
+            x = mma_operands.materialize(kern, x)
+    if cax is None:
+        cax = register_cax(shape, k_axis, itemsize)
+    nbytes = image_bytes(shape, itemsize)
+    base = kern.smem(nbytes, ir.IntType(8), offset)
+    sop = mma_sync.SmemOperand(base, shape, cax, itemsize, image_span(shape[cax], itemsize))
+    return sop, x, nbytes
+
+
 @record
 class Descriptors:
     """The descriptors of one operand image for every (batch, tile, k-step) of a warp
@@ -394,17 +412,8 @@ def product(kern: KernelEmitter, plan: TensorCorePlan, a, b, acc: TileVal) -> Ti
                 sources.append(None)
                 offsets.append(None)
                 continue
-        cax = None
-        if isinstance(x, mma_operands.DeferredLoad):
-            cax = deferred_cax(kern, x, k_axis, form.itemsize)
-            if cax is None:
-                x = mma_operands.materialize(kern, x)
-        if cax is None:
-            cax = register_cax(shape, k_axis, form.itemsize)
-        nbytes = image_bytes(shape, form.itemsize)
-        base = kern.smem(nbytes, ir.IntType(8), offset)
-        sops.append(mma_sync.SmemOperand(base, shape, cax, form.itemsize,
-                                         image_span(shape[cax], form.itemsize)))
+        sop, x, nbytes = place_image(kern, x, shape, k_axis, form.itemsize, offset)
+        sops.append(sop)
         sources.append(x)
         offsets.append(offset)
         offset += nbytes
