@@ -27,7 +27,6 @@ from tilelang.codegen.emit.kernel import KernelEmitter, TileVal
 from tilelang.codegen.emit.sync import convert
 from tilelang.codegen.layouts.distributed import Layout
 from tilelang.codegen.lower import fused, stream
-from tilelang.codegen.lower.tensorcore import tcgen05_tmem as tmem
 from tilelang.codegen.lower.table import LOWERINGS, PRODUCTS, lookup
 from tilelang.diagnostics import InternalCompilerError
 from tilelang.ir.ops import (Block, BreakOp, BuiltinOp, ConditionOp, ConstantOp, ContinueOp,
@@ -347,12 +346,18 @@ def emit_kernel_body(kern: KernelEmitter) -> None:
     done = kern.fn.append_basic_block("exit")
     if kern.exact:
         kern.return_target = done
-        tmem.setup(kern)             # tensor memory for tcgen05 products (none: no code)
+        if kern.plan.products.tmem_columns:
+            # tensor memory for tcgen05 products; imported only then, as every tensor-core
+            # lowering is (tests/codegen/test_llvm_shape.py)
+            from tilelang.codegen.lower.tensorcore import tcgen05_tmem
+            tcgen05_tmem.setup(kern)
         emit_region(kern, kern.kernel.body)
     else:
         _virtual_threads(kern, done)
     b.position_at_end(done)
-    tmem.teardown(kern)
+    if kern.tmem is not None:
+        from tilelang.codegen.lower.tensorcore import tcgen05_tmem
+        tcgen05_tmem.teardown(kern)
     b.ret_void()
     kern.finish_smem()
 

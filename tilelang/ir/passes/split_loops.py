@@ -35,7 +35,6 @@ The rules, cited where the code applies them:
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
 from typing import Iterator
 
 from tilelang.ir.builder import Builder
@@ -43,14 +42,14 @@ from tilelang.ir.ops import (Block, BreakOp, BuiltinOp, ConstantOp, ContinueOp, 
                              Kernel, Op, WhileOp, walk)
 from tilelang.ir.passes.rewrite import remap_operands, with_ops, with_regions
 from tilelang.ir.values import Value
-from tilelang.record import replace
+from tilelang.record import record, replace
 from tilelang.sema.constants import ConstValue
 from tilelang.sema.types import TileType
 
 _SWAP = {">": "<", ">=": "<="}
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Affine:
     """Elements in [base + coeff * j, base + coeff * j + extent]: `base` a sum of invariant
     terms (values or ints), `coeff` the constant factor of the induction variable."""

@@ -130,7 +130,8 @@ def emit_pipelined(kern: KernelEmitter, op, lp) -> None:
         named=[("slot", I32, slot0), ("phase", I32, phase0),
                ("started", ir.IntType(1), ir.Constant(ir.IntType(1), 0))])
     tma_load.wait_parity(kern, full(slot), phase)
-    issue_mmas(kern, da, db, idesc, tm.address, b.add(base, slot), offs[1], k, t.k, empty(slot))
+    issue_mmas(kern, da, db, idesc, tm.address, b.add(base, slot), b_offset=offs[1], k=k,
+               kstep=t.k, bar=empty(slot))
     # iteration j-1's slot: free once its MMAs are done (empty's completion of that use:
     # this round's parity, or the previous round's when slot j wrapped to 0)
     wslot = b.select(b.icmp_unsigned("==", slot, _c(0)), _c(ring_bytes - stage_bytes),

@@ -127,7 +127,8 @@ def product(kern: KernelEmitter, plan: TensorCorePlan, a, b, acc: TileVal) -> Ti
     tmem.thread_sync(kern)
     da, db, idesc = descriptors(plan, sops)
     pipe_loop.on_thread0(kern, "tc5.mma", lambda: issue_mmas(
-        kern, da, db, idesc, tm.address, smem32, offsets[1], k, t.k, tm.bar))
+        kern, da, db, idesc, tm.address, smem32, b_offset=offsets[1], k=k, kstep=t.k,
+        bar=tm.bar))
     tmem.wait(kern)
     _void(kern, "tcgen05.fence::after_thread_sync;")
     regs = tmem_io(kern, mine, None, t.n)
@@ -154,7 +155,7 @@ def descriptors(plan: TensorCorePlan, sops) -> tuple:
 
 
 def issue_mmas(kern: KernelEmitter, da: Descriptors, db: Descriptors, idesc: int,
-               taddr: ir.Value, image: ir.Value, b_offset: int, k: int, kstep: int,
+               taddr: ir.Value, image: ir.Value, *, b_offset: int, k: int, kstep: int,
                bar: ir.Value) -> None:
     """The issuing thread's tcgen05.mma per k-step (accumulating into TMEM at `taddr`) over
     the images at 32-bit shared address `image` (B `b_offset` bytes past A), then
