@@ -25,11 +25,11 @@ from tilelang.codegen.lower.tensorcore import (mma_sync, pipe_loop, tcgen05_tmem
                                                tma_load)
 from tilelang.codegen.lower.tensorcore.cp_async import _c64
 from tilelang.codegen.lower.tensorcore.mma_epilogue import remember_acc_layout
-from tilelang.codegen.lower.tensorcore.mma_plan import image_span, to_layout
+from tilelang.codegen.lower.tensorcore.mma_plan import to_layout
 from tilelang.codegen.lower.tensorcore.tcgen05_product import (descriptors, issue_mmas,
                                                                lane_quarter, tmem_io)
 from tilelang.codegen.lower.tensorcore.wgmma_product import (_carried_state, _ring_add,
-                                                             align_smem)
+                                                             align_smem, ring_images)
 
 
 def _c(v: int) -> ir.Constant:
@@ -45,11 +45,7 @@ def emit_pipelined(kern: KernelEmitter, op, lp) -> None:
     start, stop, step = (kern.tile(v).value for v in (op.start, op.stop, op.step))
     ivt = kern.tile(op.start).dtype
     init = to_layout(kern, kern.tile(op.init[0]), plan.acc)
-    stage_bytes = sum(lp.image_bytes)
-    offs = (0, lp.image_bytes[0])
-    sops = [mma_sync.SmemOperand(None, tuple(d.op.result.type.shape), cax, form.itemsize,
-                                 image_span(tuple(d.op.result.type.shape)[cax], form.itemsize))
-            for d, cax in zip(lp.operands, lp.axes)]
+    stage_bytes, offs, sops = ring_images(lp, form.itemsize)
     tma = tma_load.plan_operands(kern, lp.operands, sops, offs)
     ring_bytes = S * stage_bytes
     # inside an outer run-time loop (a persistent kernel's tiles) the ring carries on from one

@@ -25,13 +25,12 @@ from __future__ import annotations
 import llvmlite.ir as ir
 
 from tilelang.codegen.emit.kernel import I32, KernelEmitter, TileVal
-from tilelang.codegen.lower.tensorcore import (mma_operands, mma_sync, pipe_loop,
-                                               tcgen05_tmem as tmem, wgmma_ops)
-from tilelang.codegen.lower.tensorcore.cp_async import Stream
+from tilelang.codegen.lower.tensorcore import (mma_sync, pipe_loop, tcgen05_tmem as tmem,
+                                               wgmma_ops)
 from tilelang.codegen.lower.tensorcore.mma_epilogue import remember_acc_layout
 from tilelang.codegen.lower.tensorcore.mma_plan import TensorCorePlan, to_layout
 from tilelang.codegen.lower.tensorcore.wgmma_product import (Descriptors, align_smem,
-                                                             place_image)
+                                                             fill_images, place_image)
 
 SM100_VERSION = 1 << 46       # the tcgen05 descriptor's fixed bits 46-48 = 0b001
 LD_CHUNK = 128                # the widest tcgen05.ld/st shape: 32x32b.x128
@@ -109,18 +108,7 @@ def product(kern: KernelEmitter, plan: TensorCorePlan, a, b, acc: TileVal) -> Ti
     kern.barrier()                      # earlier users of the scratch buffer are done
     smem32 = mma_sync.shared_address(kern, sops[0].base)
     tm = kern.tmem
-    copies = False
-    for x, sop, off in zip(sources, sops, offsets):
-        if isinstance(x, mma_operands.DeferredLoad):
-            Stream(kern, x, x.load_axis(sop.cax), sop.itemsize, off, sop.span).issue(
-                None, smem32, None)
-            copies = True
-        else:
-            mma_sync.fill_from_registers(kern, x, sop, kern.storage_type(x.dtype))
-    if copies:
-        kern.stats.features.add("cp_async")
-        mma_operands.commit_group(kern)
-        mma_operands.wait_group(kern, 0)
+    fill_images(kern, sources, sops, offsets, smem32)
     wgmma_ops.fence_proxy_async(kern)   # the images (generic proxy) are read by the MMAs
     mine = lane_quarter(kern, tm.address)
     tmem_io(kern, mine, list(acc.regs), t.n)

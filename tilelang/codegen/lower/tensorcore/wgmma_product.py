@@ -97,6 +97,36 @@ def place_image(kern: KernelEmitter, x, shape, k_axis: int, itemsize: int, offse
     return sop, x, nbytes
 
 
+def fill_images(kern: KernelEmitter, sources, sops, offsets, smem32) -> None:
+    """Write each placed operand image (`place_image`): a deferred load by `cp.async` into the
+    image at byte `offset` of the buffer at 32-bit shared address `smem32`, waited for here; a
+    register operand by the threads' stores. A source of None is an image already in place."""
+    copies = False
+    for x, sop, off in zip(sources, sops, offsets):
+        if x is None:
+            continue
+        if isinstance(x, mma_operands.DeferredLoad):
+            Stream(kern, x, x.load_axis(sop.cax), sop.itemsize, off, sop.span).issue(
+                None, smem32, None)
+            copies = True
+        else:
+            mma_sync.fill_from_registers(kern, x, sop, kern.storage_type(x.dtype))
+    if copies:
+        kern.stats.features.add("cp_async")
+        mma_operands.commit_group(kern)
+        mma_operands.wait_group(kern, 0)
+
+
+def ring_images(lp, itemsize: int) -> tuple[int, tuple[int, int], list]:
+    """(bytes of a stage, the operands' offsets in it, their image records without a base) for
+    a pipelined loop's plan `lp`: the images every stage of its ring holds."""
+    offs = (0, lp.image_bytes[0])
+    sops = [mma_sync.SmemOperand(None, tuple(d.op.result.type.shape), cax, itemsize,
+                                 image_span(tuple(d.op.result.type.shape)[cax], itemsize))
+            for d, cax in zip(lp.operands, lp.axes)]
+    return sum(lp.image_bytes), offs, sops
+
+
 @record
 class Descriptors:
     """The descriptors of one operand image for every (batch, tile, k-step) of a warp
@@ -423,20 +453,7 @@ def product(kern: KernelEmitter, plan: TensorCorePlan, a, b, acc: TileVal) -> Ti
         kern.barrier()
     scratch = next((s.base for s, x in zip(sops, sources) if x is not None), None)
     smem32 = mma_sync.shared_address(kern, scratch) if scratch is not None else None
-    copies = False
-    for x, sop, off in zip(sources, sops, offsets):
-        if x is None:
-            continue
-        if isinstance(x, mma_operands.DeferredLoad):
-            Stream(kern, x, x.load_axis(sop.cax), sop.itemsize, off, sop.span).issue(
-                None, smem32, None)
-            copies = True
-        else:
-            mma_sync.fill_from_registers(kern, x, sop, kern.storage_type(x.dtype))
-    if copies:
-        kern.stats.features.add("cp_async")
-        mma_operands.commit_group(kern)
-        mma_operands.wait_group(kern, 0)
+    fill_images(kern, sources, sops, offsets, smem32)
     if staged:
         kern.barrier()
         wgmma_ops.fence_proxy_async(kern)
@@ -483,11 +500,7 @@ def emit_pipelined(kern: KernelEmitter, op, lp) -> None:
     start, stop, step = (kern.tile(v).value for v in (op.start, op.stop, op.step))
     ivt = kern.tile(op.start).dtype
     init = to_layout(kern, kern.tile(op.init[0]), plan.acc)
-    stage_bytes = sum(lp.image_bytes)
-    offs = (0, lp.image_bytes[0])
-    sops = [mma_sync.SmemOperand(None, tuple(d.op.result.type.shape), cax, form.itemsize,
-                                 image_span(tuple(d.op.result.type.shape)[cax], form.itemsize))
-            for d, cax in zip(lp.operands, lp.axes)]
+    stage_bytes, offs, sops = ring_images(lp, form.itemsize)
     tma = tma_load.plan_operands(kern, lp.operands, sops, offs) if lp.tma else None
     # warp-specialized (a producer warp group: _ws_loop) or not: the loop's plan
     ws = bool(tma) and lp.warp_specialized
