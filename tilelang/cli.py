@@ -122,7 +122,7 @@ def _main_parser() -> argparse.ArgumentParser:
                         "for cubin: FILE's name with .cubin, for c: FILE.c (and FILE.h), in "
                         "the current folder")
     p.add_argument("--arch", default=DEFAULT_TARGET, metavar="TARGET",
-                   help="target GPU: sm_80 sm_86 sm_89 sm_90 sm_90a sm_100a sm_120 "
+                   help="target GPU: sm_80 sm_86 sm_89 sm_90 sm_90a sm_100a sm_120 sm_120a "
                         f"(default {DEFAULT_TARGET})")
     p.add_argument("--kernel", action="append", metavar="NAME",
                    help="compile only this kernel (repeatable)")

@@ -16,7 +16,7 @@ from tilelang.codegen.target.ptx_header import DIRECTIVES
 
 # SM counts assumed when --sms is not given: the flagship part of each architecture.
 DEFAULT_SMS = {"sm_80": 108, "sm_86": 84, "sm_89": 128, "sm_90": 132, "sm_90a": 132,
-               "sm_100a": 148, "sm_120": 170}
+               "sm_100a": 148, "sm_120": 170, "sm_120a": 170}
 
 
 def entry_directives(ptx: str, name: str) -> tuple[str, ...]:

@@ -5,7 +5,7 @@ Some LLVM NVPTX errors abort the whole process (for example `setmaxnreg` on plai
 turned into a diagnostic first. The PTX ISA minimums below were measured against nvJitLink 13.5
 ("PTX .version 7.7 does not support .target sm_89") and agree with LLVM 22's NVPTX.td `Proc`
 table (sm_80 PTX70, sm_86 PTX71, sm_89 PTX78, sm_90 PTX78, sm_90a PTX80, sm_100a PTX86,
-sm_120 PTX87).
+sm_120 PTX87, sm_120a PTX87).
 """
 
 from __future__ import annotations
@@ -54,10 +54,12 @@ TARGETS: dict[str, Target] = {t.name: t for t in (
     Target("sm_90a", 90, True, (8, 0), "sm_90a", True),
     Target("sm_100a", 100, True, (8, 6), "sm_100a", True),
     Target("sm_120", 120, False, (8, 7), "sm_120", True),
+    Target("sm_120a", 120, True, (8, 7), "sm_120a", True),
 )}
 
 # The `a` targets' portable twins, used for `.target` when no arch-specific instruction is used.
-_PORTABLE_MIN_PTX: dict[str, PtxVersion] = {"sm_90": (7, 8), "sm_100": (8, 6)}
+_PORTABLE_MIN_PTX: dict[str, PtxVersion] = {"sm_90": (7, 8), "sm_100": (8, 6),
+                                             "sm_120": (8, 7)}
 
 
 class Feature(NamedTuple):
@@ -79,7 +81,9 @@ FEATURES: dict[str, Feature] = {f.name: f for f in (
     Feature("tma", 90, (8, 0)),
     Feature("blocksareclusters", 90, (9, 0)),
     Feature("wgmma", 90, (8, 0), ("sm_90a",)),
-    Feature("setmaxnreg", 90, (8, 0), ("sm_90a", "sm_100a")),
+    # setmaxnreg: sm_90a, sm_100a and sm_120a (PTX ISA, "setmaxnreg": target notes); sm_120a
+    # has TMA (not arch-specific) but neither wgmma nor tcgen05
+    Feature("setmaxnreg", 90, (8, 0), ("sm_90a", "sm_100a", "sm_120a")),
     Feature("tcgen05", 100, (8, 6), ("sm_100a",)),
 )}
 
@@ -163,7 +167,8 @@ def validate_target(name: str | Target, features: Iterable[str] = (), *,
                 span, help=f"compile for a newer target, or avoid `{fname}`")
         if feat.arch_targets:
             if target.name not in feat.arch_targets:
-                want = " or ".join(feat.arch_targets)
+                *most, last = feat.arch_targets
+                want = f"{', '.join(most)} or {last}" if most else last
                 raise TileLaunchError.at(
                     "E0751", f"`{fname}` is arch-specific and needs {want}; "
                     f"the target is {target.name}", span,

@@ -39,6 +39,7 @@ RULES = {
     "E0714_by_target_empty": ("@launch(maxnreg = by_target())", "sm_80", None),
     "E0715_opt_level": ("@launch(opt_level = 4)", "sm_90a", None),
     "E0716_wgmma_shape": ("@launch(reqntid = (64, 1, 1))", "sm_90a", WG),
+    "E0716_wgmma_sm120a": ("@launch(reqntid = (128, 1, 1))", "sm_120a", WG),
     "E0720_cluster_dropped": ("@launch(num_ctas = 2, reqntid = 128)", "sm_86", None),
     "E0721_wgmma_fallback": ("@launch(maxntid = (192, 1, 1))", "sm_90a",
                              CodegenFeatures(wgmma=True, accumulator_regs=64)),
@@ -73,6 +74,8 @@ def test_rule_golden(name):
 
 @pytest.mark.parametrize("name,target,features", [
     ("E0751_arch_specific", "sm_90", ["setmaxnreg"]),
+    ("E0751_wgmma_sm120a", "sm_120a", ["wgmma"]),
+    ("E0751_tcgen05_sm120a", "sm_120a", ["tcgen05"]),
     ("E0752_newer_sm", "sm_89", ["tma"]),
     ("E0753_toolchain", "sm_90", ["blocksareclusters"]),
 ])

@@ -68,6 +68,7 @@ def test_shared_memory_granularity_and_reservation():
     ("sm_86", 512, 3, "threads"),       # 48 warps / 16
     ("sm_90", 1024, 2, "threads"),
     ("sm_120", 768, 2, "threads"),
+    ("sm_120a", 768, 2, "threads"),
 ])
 def test_slot_limits(target, threads, blocks, limiter):
     o = occupancy(target, threads, 0)
@@ -77,7 +78,8 @@ def test_slot_limits(target, threads, blocks, limiter):
 def test_per_arch_shared_memory():
     assert {n: (a.smem_per_sm // KiB, a.max_warps_per_sm) for n, a in ARCH_LIMITS.items()} == {
         "sm_80": (164, 64), "sm_86": (100, 48), "sm_89": (100, 48), "sm_90": (228, 64),
-        "sm_90a": (228, 64), "sm_100a": (228, 64), "sm_120": (100, 48)}
+        "sm_90a": (228, 64), "sm_100a": (228, 64), "sm_120": (100, 48),
+        "sm_120a": (100, 48)}
 
 
 def test_block_that_does_not_fit():

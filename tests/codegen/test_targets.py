@@ -19,7 +19,7 @@ EXPECTED = {  # name: (sm, arch-specific, min PTX, clusters)
     "sm_80": (80, False, (7, 0), False), "sm_86": (86, False, (7, 1), False),
     "sm_89": (89, False, (7, 8), False), "sm_90": (90, False, (7, 8), True),
     "sm_90a": (90, True, (8, 0), True), "sm_100a": (100, True, (8, 6), True),
-    "sm_120": (120, False, (8, 7), True),
+    "sm_120": (120, False, (8, 7), True), "sm_120a": (120, True, (8, 7), True),
 }
 
 EMPTY_KERNEL = """\
@@ -69,7 +69,7 @@ error[E0750]: unknown target `sm_75`
 1 | tilec --target sm_75 k.tile
   |                ^^^^^ not a supported target
   |
-  = help: supported targets: sm_80, sm_86, sm_89, sm_90, sm_90a, sm_100a, sm_120"""
+  = help: supported targets: sm_80, sm_86, sm_89, sm_90, sm_90a, sm_100a, sm_120, sm_120a"""
 
 
 @pytest.mark.parametrize("target,features,code", [
@@ -77,6 +77,9 @@ error[E0750]: unknown target `sm_75`
     ("sm_90", ["wgmma"], "E0751"),
     ("sm_100a", ["wgmma"], "E0751"),
     ("sm_120", ["tcgen05"], "E0751"),
+    ("sm_120", ["setmaxnreg"], "E0751"),
+    ("sm_120a", ["tcgen05"], "E0751"),
+    ("sm_120a", ["wgmma"], "E0751"),
     ("sm_90a", ["tcgen05"], "E0752"),
     ("sm_80", ["cluster"], "E0752"),
     ("sm_89", ["tma"], "E0752"),
@@ -93,8 +96,8 @@ def test_arch_specific_rejection_text():
     with pytest.raises(TileLaunchError) as e:
         validate_target("sm_90", ["setmaxnreg"])
     d = e.value.diagnostics[0]
-    assert d.message == "`setmaxnreg` is arch-specific and needs sm_90a or sm_100a; the target " \
-        "is sm_90"
+    assert d.message == "`setmaxnreg` is arch-specific and needs sm_90a, sm_100a or sm_120a; " \
+        "the target is sm_90"
     assert d.help == "use `--target sm_90a`"
 
 
@@ -102,6 +105,9 @@ def test_arch_specific_rejection_text():
     ("sm_90a", ["setmaxnreg"], "sm_90a", (8, 0)),
     ("sm_100a", ["setmaxnreg"], "sm_100a", (8, 6)),
     ("sm_100a", ["tcgen05", "tma"], "sm_100a", (8, 6)),
+    ("sm_120a", ["setmaxnreg"], "sm_120a", (8, 7)),
+    ("sm_120a", ["tma", "mma_sync", "cluster"], "sm_120", (8, 7)),
+    ("sm_120a", [], "sm_120", (8, 7)),
     ("sm_90a", ["wgmma", "blocksareclusters"], "sm_90a", (9, 0)),
     ("sm_90", ["blocksareclusters"], "sm_90", (9, 0)),
     ("sm_90a", ["tma"], "sm_90", (8, 0)),

@@ -75,7 +75,7 @@ def test_unknown_target_is_a_usage_error_and_writes_nothing(tmp_path):
     r = tilec(ROOT / "examples/vadd.tile", "--arch", "sm_75", cwd=tmp_path)
     assert r.returncode == 2
     assert r.stderr.splitlines()[-1] == "tilec: error: --arch sm_75: not a supported target; " \
-        "use one of sm_80, sm_86, sm_89, sm_90, sm_90a, sm_100a, sm_120"
+        "use one of sm_80, sm_86, sm_89, sm_90, sm_90a, sm_100a, sm_120, sm_120a"
     assert "@launch" not in r.stderr
     assert list(tmp_path.iterdir()) == []
 

@@ -36,7 +36,7 @@ def test_an_unknown_target_is_E0750_as_before():
         CompileOptions(target="sm_75")
     assert render(e.value.diagnostics[0], color=False) == (
         "error[E0750]: unknown target `sm_75`\n"
-        "  = help: supported targets: sm_80, sm_86, sm_89, sm_90, sm_90a, sm_100a, sm_120")
+        "  = help: supported targets: sm_80, sm_86, sm_89, sm_90, sm_90a, sm_100a, sm_120, sm_120a")
 
 
 def test_frozen_and_hashable_whatever_form_the_collections_come_in():

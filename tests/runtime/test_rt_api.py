@@ -270,6 +270,13 @@ def test_backend_object(comp, tmp_path):
     assert m.backend is be and m.target == "sm_80"
 
 
+@pytest.mark.parametrize("cc,target", [((9, 0), "sm_90a"), ((10, 0), "sm_100a"),
+                                       ((12, 0), "sm_120a"), ((8, 6), "sm_86")])
+def test_emulated_device_gets_the_cuda_backends_target(cc, target):
+    """The emulator of a capability compiles for what a GPU of that capability would get."""
+    assert EmulatorBackend(capability=cc).default_target() == target
+
+
 def test_arch_and_defines_reach_the_compiler(comp, tmp_path):
     m = tilelang.compile(source("noop"), arch="sm_89", defines={"X": 3, "Y": True},
                          backend="emulator", compiler=comp, cache_dir=str(tmp_path))

@@ -231,7 +231,8 @@ def test_existing_context_is_kept(monkeypatch):
 
 @pytest.mark.parametrize("cc,target", [((8, 0), "sm_80"), ((8, 6), "sm_86"), ((8, 7), "sm_86"),
                                        ((8, 9), "sm_89"), ((9, 0), "sm_90a"),
-                                       ((10, 0), "sm_100a"), ((12, 1), "sm_120")])
+                                       ((10, 0), "sm_100a"), ((12, 0), "sm_120a"),
+                                       ((12, 1), "sm_120")])
 def test_target_for_capability(cc, target):
     assert rt_cuda.target_for(cc) == target
 

@@ -50,6 +50,7 @@ ARCH_LIMITS: dict[str, ArchLimits] = {a.name: a for a in (
     ArchLimits("sm_90a", 64, 32, 228 * KiB, 227 * KiB),
     ArchLimits("sm_100a", 64, 32, 228 * KiB, 227 * KiB),
     ArchLimits("sm_120", 48, 32, 100 * KiB, 99 * KiB),
+    ArchLimits("sm_120a", 48, 32, 100 * KiB, 99 * KiB),
 )}
 
 

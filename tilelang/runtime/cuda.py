@@ -38,9 +38,13 @@ from .validate import DeviceLimits, LaunchShape
 EMULATOR_HINT = ("run on the CPU emulator instead: pass backend='emulator' or set "
                  "TILELANG_BACKEND=emulator")
 
-# Compute capability -> compile target (the `a` variant where the exact device is known).
+# Compute capability -> compile target: the `a` variant where the exact device is known. An
+# `a` target costs nothing when a kernel uses no arch-specific instruction (its PTX then says
+# the portable `.target`, tilelang/targets.py), and it lets the kernels that can use one do so:
+# on 12.0 (RTX 50, RTX PRO) sm_120a's block-scaled mma.sync, setmaxnreg and the TMA operand
+# rings of its mma.sync pipelines (docs/codegen.md, "sm_120a").
 _TARGETS = {(8, 0): "sm_80", (8, 6): "sm_86", (8, 9): "sm_89", (9, 0): "sm_90a",
-            (10, 0): "sm_100a", (12, 0): "sm_120"}
+            (10, 0): "sm_100a", (12, 0): "sm_120a"}
 
 
 def target_for(capability: tuple[int, int]) -> str:
@@ -51,7 +55,7 @@ def target_for(capability: tuple[int, int]) -> str:
         return _TARGETS[max(lower)].rstrip("a")
     raise BackendUnavailable(_diag(
         "E0920", f"the GPU has compute capability {capability[0]}.{capability[1]}, which tilec "
-        "does not target", "tilec targets sm_80, sm_86, sm_89, sm_90(a), sm_100a and sm_120; "
+        "does not target", "tilec targets sm_80, sm_86, sm_89, sm_90(a), sm_100a and sm_120(a); "
         "pass arch=... to choose one, or " + EMULATOR_HINT))
 
 

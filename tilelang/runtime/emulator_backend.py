@@ -19,6 +19,7 @@ from tilelang.emulator import (EmulatorDevice, EmulatorError, ExecutionError, La
 
 from .args import ArrayView
 from .compiler import Built
+from .cuda import target_for
 from .dtypes import ITEMSIZE
 from .errors import device_error
 from .packing import ParamLayout
@@ -50,8 +51,8 @@ class EmulatorBackend:
         return f"EmulatorBackend(sm_{self.limits.sm})"
 
     def default_target(self) -> str:
-        sm = self.limits.sm
-        return "sm_90a" if sm == 90 else f"sm_{sm}"
+        """The target a GPU of the emulated capability gets (the CUDA back end's map)."""
+        return target_for(self.capability)
 
     @property
     def cache_tag(self) -> str:
