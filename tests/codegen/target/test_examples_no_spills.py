@@ -1,6 +1,6 @@
-"""Every example, linked by nvJitLink for sm_80, sm_90a, sm_100a and sm_120, uses no local
-memory: no spill stores, no spill loads and no stack frame in any kernel (ptxas's verbose
-report, `LinkResult.resources`; `tilec --report` shows the same figures).
+"""Every example, linked by nvJitLink for sm_80, sm_90a, sm_100a, sm_120 and sm_120a, uses
+no local memory: no spill stores, no spill loads and no stack frame in any kernel (ptxas's
+verbose report, `LinkResult.resources`; `tilec --report` shows the same figures).
 
 A `maxnreg` written for one target must be given for that target only (`by_target`,
 docs/launch.md), and the caps the compiler chooses itself (the launch contract's warp-group MMA
@@ -19,7 +19,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[3]
 EXAMPLES = sorted(str(p.relative_to(ROOT)) for p in
                   [*ROOT.glob("examples/*.tile"), *ROOT.glob("examples/torch/*.tile"),
                    *ROOT.glob("examples/distributed/*.tile")])
-TARGETS = ("sm_80", "sm_90a", "sm_100a", "sm_120")
+TARGETS = ("sm_80", "sm_90a", "sm_100a", "sm_120", "sm_120a")
 
 
 @pytest.fixture(scope="module")

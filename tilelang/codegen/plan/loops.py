@@ -31,6 +31,11 @@ Rules:
   R7 a tcgen05 product's loop (sm_100a) is pipelined only as a TMA ring
      (lower/tensorcore/tcgen05_pipeline.py); else its products stage their own operands one
      at a time.
+  R8 an mma.sync ring's copies are TMA on a target of TMA_SYNC_TARGETS (sm_120a: TMA and
+     mma.sync, neither wgmma nor tcgen05) when both operands qualify as in R3; their images
+     are then TMA's swizzled panels (1024-byte units, as wgmma's), which `ldmatrix` reads
+     as it reads the cp.async images, and the ring depth is chosen again for them (R1).
+     sm_120, the portable target, keeps cp.async, so its PTX runs on later GPUs unchanged.
 """
 
 from __future__ import annotations
@@ -54,6 +59,7 @@ MAX_STAGES = 4              # pipelined rings (R1)
 DEFAULT_STAGES = 2          # prefetch rings (R2)
 IMAGE_ALIGN = 1024          # a wgmma image's alignment: the 128-byte swizzle repeats every 8 rows
 MAX_BOX = 256               # a TMA box's largest extent (R3)
+TMA_SYNC_TARGETS = ("sm_120a",)   # R8
 KB = 1024
 
 
@@ -263,7 +269,7 @@ class LoopPlan:
     stages: int
     image_bytes: tuple[int, int]
     stages_why: str = ""           # how the ring depth was chosen
-    tma: bool = False              # wgmma: the copies are TMA (R3), else cp.async
+    tma: bool = False              # the copies are TMA (R3, R8), else cp.async
     multicast: Multicast | None = None
     warp_specialized: bool = False
     nested: bool = False           # inside another run-time loop (a persistent kernel's)
@@ -613,6 +619,23 @@ def _tc5_ring(inputs: PlanInputs, lp: LoopPlan) -> tuple:
     return lp, ""
 
 
+def _sync_tma_ring(inputs: PlanInputs, lp: LoopPlan) -> LoopPlan:
+    """R8: the mma.sync ring `lp` with TMA copies into panel images, or `lp` as it is."""
+    if inputs.target.name not in TMA_SYNC_TARGETS:
+        return lp
+    size = lp.plan.form.itemsize
+    specs = [tma_spec(inputs, d, cax, image_span(d.shape[cax], size), size)
+             for d, cax in zip(lp.operands, lp.axes)]
+    if None in specs:
+        return lp
+    sizes = tuple(image_bytes(d.shape, size) for d in lp.operands)
+    stages, why = choose_stages(inputs, sum(sizes), lp.plan.acc.num_regs)
+    if stages < 2:
+        return lp
+    return LoopPlan(lp.mma, lp.operands, lp.axes, lp.scalars, lp.plan, stages, sizes, why,
+                    tma=True)
+
+
 def _decide(inputs: PlanInputs, products: ProductsPlan, op: ForOp, nested: bool,
             state: _Producer) -> LoopDecision:
     lp, why = _pipelined(inputs, products, op)
@@ -625,8 +648,11 @@ def _decide(inputs: PlanInputs, products: ProductsPlan, op: ForOp, nested: bool,
                               lp.plan.form.itemsize) for d, cax in zip(lp.operands, lp.axes)]
             tma = None not in specs
             mc = multicast_plan(inputs, op, lp.operands) if tma and lp.plan.wg else None
+        else:
+            lp = _sync_tma_ring(inputs, lp)
+            tma = lp.tma
         ws = bool(tma) and state.producer and not nested and mc is None and \
-            lp.plan.tc5 is None
+            lp.plan.wg is not None
         if ws:
             state.producer = False
         lp = LoopPlan(lp.mma, lp.operands, lp.axes, lp.scalars, lp.plan, lp.stages,

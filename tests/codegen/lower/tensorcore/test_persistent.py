@@ -1,6 +1,6 @@
 """Persistent kernels (issue 16 scope 3): examples/matmul_persistent.tile loops over output
 tiles in grouped order (std.grid.grouped) with the matmul's TMA + wgmma ring inside the
-outer run-time loop. The ring carries on across tiles (wgmma_product._tma_loop: mbarriers of
+outer run-time loop. The ring carries on across tiles (wgmma_product.tma_loop: mbarriers of
 their own initialized once, the stage and phase parity kept from one tile to the next, the
 images reused); results on the emulator against NumPy, with fewer blocks than tiles, more,
 and ragged edges."""

@@ -234,12 +234,25 @@ class FragmentLoader:
             rows = b.add(rows, nk_off)
         else:
             self.chunk_rt = b.lshr(nk_off, _c(log2(e)))   # the warp's first chunk
-        self.row_base = b.mul(rows, _c(op.row_bytes))
+        # a panel image (span > 0, TMA's swizzled boxes: SmemOperand.offset) holds `per`
+        # chunks of a row per panel, the panels one after another; the ldmatrix image is one
+        # panel of 8-chunk groups 128 bytes apart, so both read the same way below
+        self.per = op.span // 16 if op.wg else 8
+        self.unit = op.panel_bytes if op.wg else 128
+        self.row_base = b.mul(rows, _c(op.pitch))
         self.wide = self.chunk_rt is None or warp_chunks_aligned
         if self.chunk_rt is not None and self.wide:
-            self.row_base = b.add(self.row_base, b.shl(self.chunk_rt, _c(4)))
+            self.row_base = b.add(self.row_base, self._chunk_bytes(self.chunk_rt))
         self.lane_xor = b.xor(chunk_lane, self.f)
         self._lo: dict[int, ir.Value] = {}
+
+    def _chunk_bytes(self, chunk: ir.Value) -> ir.Value:
+        """Bytes from a row's start to chunk `chunk` (a multiple of `per` here, so the
+        swizzle leaves it alone)."""
+        b = self.kern.builder
+        if not self.op.wg:
+            return b.shl(chunk, _c(4))
+        return b.mul(b.lshr(chunk, _c(log2(self.per))), _c(self.unit))
 
     def lane_part(self, lo: int) -> ir.Value:
         """row_base + ((lane_xor ^ lo) << 4): invariant, one per distinct lo."""
@@ -262,13 +275,20 @@ class FragmentLoader:
         else:
             row_c = k0 + bi * op.rows_per_batch
             chunk_c = nk0 // self.e
+        per = self.per
         if self.wide:
-            addr = b.add(base, self.lane_part(chunk_c & 7))
-            const = row_c * op.row_bytes + (chunk_c & ~7) * 16
+            addr = b.add(base, self.lane_part(chunk_c & (per - 1)))
+            const = row_c * op.pitch + (chunk_c // per) * self.unit
         else:
             chunk = b.add(b.add(self.chunk_rt, self.chunk_lane), _c(chunk_c))
-            addr = b.add(base, b.add(self.row_base, b.shl(b.xor(chunk, self.f), _c(4))))
-            const = row_c * op.row_bytes
+            if op.wg:
+                within = b.and_(chunk, _c(per - 1))
+                off = b.add(self._chunk_bytes(b.sub(chunk, within)),
+                            b.shl(b.xor(within, self.f), _c(4)))
+            else:
+                off = b.shl(b.xor(chunk, self.f), _c(4))
+            addr = b.add(base, b.add(self.row_base, off))
+            const = row_c * op.pitch
         return ldmatrix_x4(kern, addr, const, self.trans)
 
 

@@ -114,7 +114,11 @@ def _bulk_tensor(kern: KernelEmitter, dst: ir.Value, tmap: ir.Value, coords: lis
                  bar: ir.Value) -> None:
     n = len(coords)
     cs = ", ".join(f"${i + 2}" for i in range(n))
-    text = (f"cp.async.bulk.tensor.{n}d.shared::cluster.global.mbarrier::complete_tx::bytes "
+    # sm_120's ptxas wraps a `.shared::cluster` destination in a test of the destination's
+    # CTA and a call with a stack frame (a local store per copy); `.shared::cta` (PTX 8.6)
+    # says it is this CTA's own, as the copy's shared address always is here
+    space = "shared::cta" if kern.target.sm >= 120 else "shared::cluster"
+    text = (f"cp.async.bulk.tensor.{n}d.{space}.global.mbarrier::complete_tx::bytes "
             f"[$0], [$1, {{{cs}}}], [${n + 2}];")
     _asm(kern, text, [dst, tmap] + coords + [bar], "r,l," + "r," * n + "r,~{memory}")
 

@@ -15,7 +15,7 @@ may depend on no clustered axis (every CTA runs the same iterations). The sub-gr
 whose coordinates off the pattern are equal has as issuer the one at 0 along the pattern;
 its mask is the pattern of CTA 0 shifted by the issuer's rank.
 
-The ring's protocol (lower/tensorcore/wgmma_product._tma_loop): every CTA still announces its whole
+The ring's protocol (lower/tensorcore/wgmma_product.tma_loop): every CTA still announces its whole
 stage's bytes on its own slot mbarrier (its own copies and the multicasts land on it, in
 any order: the tx-count may go below zero while the arrival is pending). A slot an issuer
 refills in every CTA of its sub-group must be free in all of them: each CTA has S "empty"

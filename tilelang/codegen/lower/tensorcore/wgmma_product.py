@@ -542,7 +542,7 @@ def emit_pipelined(kern: KernelEmitter, op, lp) -> None:
         mma_operands.commit_group(kern)
 
     if tma:
-        loop = _ws_loop if ws else _tma_loop
+        loop = _ws_loop if ws else tma_loop
         loop(kern, RingLoop(op, lp, tma, base, da, db, k, init, start, stop, step, ivt,
                             valid_ahead, iv_ahead, positive))
         return
@@ -608,7 +608,7 @@ def _ahead_limit(kern: KernelEmitter, stop, step, ivt, s: int) -> ir.Value | Non
 
 @record
 class RingLoop:
-    """A pipelined TMA + wgmma loop as emit_pipelined sets it up for `_tma_loop` and
+    """A pipelined TMA + wgmma loop as emit_pipelined sets it up for `tma_loop` and
     `_ws_loop`: the loop, its plan (mma_pipeline.LoopPlan), the TMA operands
     (tma_load.plan_operands), the ring's 32-bit shared address, both operands' descriptors,
     K, the accumulator's initial value in the fragment layout, the loop's bounds and the
@@ -629,9 +629,14 @@ class RingLoop:
     valid_ahead: Callable
     iv_ahead: Callable
     positive: ir.Value
+    # another product on the same ring (tma_loop only; mma_pipeline.py's mma.sync ring on
+    # sm_120a): mmas(image, accs) -> the new accumulator registers, and drain(accs) -> the
+    # accumulator once the loop is left; None: wgmma's issue_mmas and wait_group 0
+    mmas: Callable | None = None
+    drain: Callable | None = None
 
 
-def _tma_loop(kern: KernelEmitter, ring: RingLoop) -> None:
+def tma_loop(kern: KernelEmitter, ring: RingLoop) -> None:
     """The ring filled by TMA (lower/tensorcore/tma_load.py), one mbarrier per slot:
 
         setup:    barrier; thread 0 initializes the S mbarriers (count 1); barrier
@@ -647,6 +652,7 @@ def _tma_loop(kern: KernelEmitter, ring: RingLoop) -> None:
     setup's second barrier is a cluster barrier.
     """
     b = kern.builder
+    ring_loop = ring
     op, lp, tma, base, da, db, k, init = (ring.op, ring.lp, ring.tma, ring.base, ring.da,
                                           ring.db, ring.k, ring.init)
     start, stop, step, ivt = ring.start, ring.stop, ring.step, ring.ivt
@@ -725,7 +731,10 @@ def _tma_loop(kern: KernelEmitter, ring: RingLoop) -> None:
         named=[("slot", I32, slot0), ("phase", I32, phase0)], carried=init.regs)
     tma_load.wait_parity(kern, bar(slot), phase)
     image = b.add(base, slot)
-    regs = issue_mmas(kern, plan, da, db, image, lp.image_bytes[0], list(accs), k, wait=1)
+    if ring_loop.mmas is not None:
+        regs = ring_loop.mmas(image, list(accs))
+    else:
+        regs = issue_mmas(kern, plan, da, db, image, lp.image_bytes[0], list(accs), k, wait=1)
     kern.barrier()
     last = (S - 1) * stage_bytes
     wslot = b.select(b.icmp_unsigned("==", slot, _c(0)), _c(last), b.sub(slot, _c(stage_bytes)))
@@ -743,7 +752,8 @@ def _tma_loop(kern: KernelEmitter, ring: RingLoop) -> None:
     b.branch(header)
 
     b.position_at_end(exit_)
-    out = wgmma_ops.wait_group(kern, 0, list(accs))
+    out = ring_loop.drain(list(accs)) if ring_loop.drain is not None else \
+        wgmma_ops.wait_group(kern, 0, list(accs))
     if carried:
         # nothing is in flight: the next run goes on from here; the images are the scratch
         # buffer's, whose next user (the epilogue, the next run's setup) passes a barrier
