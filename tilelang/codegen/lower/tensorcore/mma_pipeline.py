@@ -183,5 +183,5 @@ def _tma_ring(kern: KernelEmitter, op: ForOp, lp: LoopPlan, init: TileVal,
     wgmma_product.tma_loop(kern, wgmma_product.RingLoop(
         op, lp, tma, base, None, None, k, init, ahead.start, ahead.stop, ahead.step,
         ahead.ivt, ahead.valid_ahead, ahead.iv_ahead, ahead.positive, mmas=mmas,
-        drain=lambda accs: accs))
+        drain=lambda accs: accs, shift_bars=True))
     return True
