@@ -144,6 +144,20 @@ def test_tma_fed_tcgen05_matmul(shape):
     assert np.all(np.abs(C - a @ b) <= _bound(a, b))
 
 
+@pytest.mark.parametrize("shape", [(128, 128, 192), (100, 72, 136)], ids=["square", "ragged"])
+def test_tma_fed_mma_sync_matmul_sm120a(shape):
+    """Consumer Blackwell (gen_tma_matmul_ptx.py --arch 120): the same descriptors' TMA loads
+    into 128-byte-swizzled buffers, read by `ldmatrix` (`.trans` for B) into `mma.sync`: the
+    judge of the emulator's reading for Tile's own sm_120a rings
+    (tests/codegen/lower/tensorcore/test_sm120a.py)."""
+    from test_emu_triton_hopper import _bound, run_tma
+    ptx = (FIXTURES / "triton_tma_matmul_sm120.ptx").read_text()
+    assert ".target sm_120a" in ptx and "ldmatrix.sync.aligned.m8n8.x4.trans" in ptx
+    a, b, C, rep, BK = run_tma(*shape, seed=sum(shape), stem="triton_tma_matmul_sm120",
+                               product="mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32")
+    assert np.all(np.abs(C - a @ b) <= _bound(a, b))
+
+
 def _scaled_launch(stem, A_bytes, sa, B_bytes, sb, M, N, K):
     ptx = (FIXTURES / f"{stem}.ptx").read_text()
     info = json.loads((FIXTURES / f"{stem}.json").read_text())

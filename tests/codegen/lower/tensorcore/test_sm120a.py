@@ -16,6 +16,8 @@ from tilelang.codegen.generate import kernel_plans
 from tilelang.codegen.plan.dump import format_plan
 from tilelang.driver import compile_source
 from tilelang.options import CompileOptions
+from tilelang.targets import get_target
+from tilelang.tools import sass
 
 from wgmma_support import compile_for, facts_of, run
 
@@ -172,6 +174,25 @@ def test_persistent_example_carries_the_ring_across_tiles():
                  defines={"BM": "64", "BN": "64", "BK": "32", "GROUP_M": "2"})
     assert np.array_equal(arrays["c"], a.astype(np.float64) @ b.astype(np.float64))
     assert BULK in res.ptx and "cp.async.cg" not in res.ptx
+
+
+@pytest.mark.skipif(not sass.tools_available(), reason="cuobjdump/nvdisasm not installed")
+def test_no_more_instructions_per_k_step_than_triton():
+    # Triton 3.9's descriptor matmul for sm_120a at the same tile, warps and stages (TMA
+    # loads, ldmatrix, mma.sync; the emulator fixture), assembled by the same nvJitLink:
+    # 207 SASS instructions a K-step; Tile's loop 204 (benchmarks/blackwell_static.py)
+    from tilelang.codegen.target.link import link_ptx
+    target = get_target("sm_120a")
+    theirs = (ROOT / "tests" / "emulator" / "fixtures" / "triton_tma_matmul_sm120.ptx")
+    k_step = 128 * 128 * 64 // 4
+    counts = []
+    for ptx in (compile_source(MATMUL, "matmul.tile", CompileOptions(target="sm_120a"),
+                               until="ptx").ptx, theirs.read_text()):
+        link = link_ptx(ptx, target)
+        (name,) = link.resources
+        counts.append(sass.summarize(sass.disassemble(link.cubin)[name]).per_k_step(k_step))
+    ours, triton = counts
+    assert ours is not None and ours[0] <= triton[0], (ours, triton)
 
 
 def test_cubin_has_no_local_memory():
