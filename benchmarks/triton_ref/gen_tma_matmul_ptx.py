@@ -18,7 +18,9 @@ f32 (128-byte rows). The committed fixtures were made with the defaults (64 x 64
 2`, `barrier.cluster`), each computing half of the tile's columns (B boxes of 64 x 32 with the
 64-byte swizzle; the JSON's `tensordesc_meta` gives every box and swizzle). The launch then has
 `num_ctas` blocks per tile. With `--arch 100 --tile 128x128x64 --name triton_tma_matmul_sm100`
-the product is `tcgen05.mma` on the TMA-filled buffers, accumulating in tensor memory.
+the product is `tcgen05.mma` on the TMA-filled buffers, accumulating in tensor memory; with
+`--arch 120 --tile 128x128x64 --name triton_tma_matmul_sm120` (consumer Blackwell, sm_120a)
+`ldmatrix` reads the TMA-filled buffers into `mma.sync`.
 """
 
 from __future__ import annotations
@@ -70,7 +72,8 @@ def main(argv=None) -> int:
     ap.add_argument("--warps", type=int, default=4)
     ap.add_argument("--stages", type=int, default=3)
     ap.add_argument("--ctas", type=int, default=1, help="num_ctas (a cluster per program)")
-    ap.add_argument("--arch", type=int, default=90, help="90 (wgmma) or 100 (tcgen05)")
+    ap.add_argument("--arch", type=int, default=90,
+                    help="90 (wgmma), 100 (tcgen05) or 120 (mma.sync)")
     args = ap.parse_args(argv)
     bm, bn, bk = (int(v) for v in args.tile.split("x"))
     os.environ.setdefault("TRITON_CACHE_DIR", tempfile.mkdtemp(prefix="triton-cache-"))

@@ -202,7 +202,7 @@ def _launch_value(rng: random.Random, key: str) -> str:
                            -1, 2 ** 31, 2 ** 40]))
 
 
-TARGETS = ["sm_80", "sm_86", "sm_89", "sm_90", "sm_90a", "sm_90a", "sm_100a", "sm_120"]
+TARGETS = ["sm_80", "sm_86", "sm_89", "sm_90", "sm_90a", "sm_90a", "sm_100a", "sm_120", "sm_120a"]
 SANE_THREADS = [1, 2, 32, 33, 64, 96, 128, 256, 512, 1024]
 
 

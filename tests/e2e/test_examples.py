@@ -15,7 +15,7 @@ from tilelang.targets import TARGETS
 from e2e_support import (EXAMPLES, compile_text, example_text, facts_of, run_emulator,
                          run_interp)
 
-ALL_TARGETS = ("sm_80", "sm_86", "sm_89", "sm_90", "sm_90a", "sm_100a", "sm_120")
+ALL_TARGETS = ("sm_80", "sm_86", "sm_89", "sm_90", "sm_90a", "sm_100a", "sm_120", "sm_120a")
 
 STDLIB_KERNEL = """
 import std.math;
