@@ -153,6 +153,35 @@ def test_transposed_majors():
     assert np.array_equal(arrays["c"], a.astype(np.float64) @ b.astype(np.float64))
 
 
+F8 = """
+@launch(reqntid = (128, 1, 1))
+kernel mm8(a: Array[f8e4m3, 2], bt: Array[f8e4m3, 2], c: Array[f32, 2]) {
+    var acc = zeros((128, 128), f32);
+    for k in range(num_tiles(a, axis = 1, shape = (128, 64))) {
+        let ta = load(a, index = (bid(0), k), shape = (128, 64), padding = 0);
+        let tb = load(bt, index = (k, bid(1)), shape = (64, 128), order = (1, 0), padding = 0);
+        acc = mma(ta, tb, acc);
+    }
+    store(c, index = (bid(0), bid(1)), tile = acc);
+}
+"""
+
+
+def test_f8e4m3_k_major():
+    # 8-bit operands, both K-major: 64-byte rows, 64-byte swizzled panels; m16n8k32 e4m3
+    import ml_dtypes
+    rng = np.random.default_rng(4)
+    m, n, k = 130, 144, 208
+    a = (rng.integers(-4, 5, (m, k)) / 4).astype(ml_dtypes.float8_e4m3fn)
+    b = (rng.integers(-4, 5, (k, n)) / 4).astype(ml_dtypes.float8_e4m3fn)
+    arrays = {"a": a.view(np.uint8), "bt": np.ascontiguousarray(b.T).view(np.uint8),
+              "c": np.full((m, n), np.nan, np.float32)}
+    res, _ = run(F8, "mm8", arrays, (2, 2), target="sm_120a", race_check=True)
+    assert BULK in res.ptx and "cp.async.cg" not in res.ptx
+    assert "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32" in res.ptx
+    assert np.array_equal(arrays["c"], a.astype(np.float64) @ b.astype(np.float64))
+
+
 def test_rows_not_16_byte_multiples_take_cp_async():
     # N = 129: B's rows are 258 bytes, no tensor map; the ring is cp.async's
     ptx = matmul(70, 129, 40, race_check=False)

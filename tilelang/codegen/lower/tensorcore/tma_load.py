@@ -1,6 +1,6 @@
-"""TMA (sm_90): operand tiles of a pipelined warp-group MMA loop copied by
-`cp.async.bulk.tensor` straight into their swizzled images, completing on `mbarrier`s with
-transaction counts.
+"""TMA (sm_90): operand tiles of a pipelined warp-group MMA loop (and of tcgen05 rings on
+sm_100a, mma.sync rings on sm_120a) copied by `cp.async.bulk.tensor` straight into their
+swizzled images, completing on `mbarrier`s with transaction counts.
 
 A deferred load (lower/tensorcore/mma_operands.py) qualifies when its array is contiguous, 16-byte
 aligned and has the `tensor_map` fact (the ABI facts; TMA needs a 16-byte aligned address and
