@@ -22,7 +22,9 @@ Rules:
      iterations and an operand's index does not depend on some clustered axis of `bid`;
   R5 the first TMA ring outside any run-time loop, in a block of 2^k warp groups and one
      more (plan/tensor_cores.producer_block), without multicast, is *warp-specialized*: the
-     last warp group produces and then exits, so no later loop is;
+     last warp group produces and then exits, so no later loop is; so is a tcgen05 ring's
+     in a block of four warps and a producer and an MMA warp (tensor_cores.tc5_ws_block:
+     lower/tensorcore/tcgen05_ws.py), whose two warps exit after it;
   R6 a loop that is not pipelined carries (in exact mode) a value its body yields from a
      tensor-core `mma` — directly or through element-wise ops, as attention's rescaled
      output — in that product's accumulator layout, and a row statistic a kept-dims
@@ -578,8 +580,9 @@ class LoopsPlan:
 def plan_loops(inputs: PlanInputs, products: ProductsPlan) -> LoopsPlan:
     if not products.has_products:
         return LoopsPlan((), {})
-    from tilelang.codegen.plan.tensor_cores import producer_block
-    state = _Producer(producer_block(inputs))      # R5: until the first specialized ring
+    from tilelang.codegen.plan.tensor_cores import producer_block, tc5_ws_block
+    # R5: until the first specialized ring
+    state = _Producer(producer_block(inputs), tc5_ws_block(inputs))
     out: list[LoopDecision] = []
 
     def visit(block: Block, nested: bool) -> None:
@@ -598,9 +601,11 @@ def plan_loops(inputs: PlanInputs, products: ProductsPlan) -> LoopsPlan:
 
 @record
 class _Producer:
-    """Whether the block still has a producer warp group to specialize a ring with (R5)."""
+    """Whether the block still has a producer warp group to specialize a ring with, or a
+    producer and an MMA warp for a tcgen05 ring (R5)."""
 
     producer: bool
+    tc5: bool = False
 
 
 def _tc5_ring(inputs: PlanInputs, lp: LoopPlan) -> tuple:
@@ -625,10 +630,10 @@ def _decide(inputs: PlanInputs, products: ProductsPlan, op: ForOp, nested: bool,
                               lp.plan.form.itemsize) for d, cax in zip(lp.operands, lp.axes)]
             tma = None not in specs
             mc = multicast_plan(inputs, op, lp.operands) if tma and lp.plan.wg else None
-        ws = bool(tma) and state.producer and not nested and mc is None and \
-            lp.plan.tc5 is None
+        ws = bool(tma) and not nested and mc is None and (
+            state.tc5 if lp.plan.tc5 is not None else state.producer)
         if ws:
-            state.producer = False
+            state.producer = state.tc5 = False
         lp = LoopPlan(lp.mma, lp.operands, lp.axes, lp.scalars, lp.plan, lp.stages,
                       lp.image_bytes, lp.stages_why, bool(tma), mc, ws, nested)
         return LoopDecision(op.iv.id, lp, None, "")

@@ -18,7 +18,9 @@ Rules, in the order they are tried:
      accumulator of 128 rows and a power-of-two N of 16 to 256 (one kind::f16 instruction
      of M = 128 per k-step, its accumulator in tensor memory), K a multiple of 16, each
      operand whole 32-byte panels along K or M/N, and a block of exactly four warps (warp w
-     reads TMEM lanes 32w .. 32w + 31 in the epilogue); anything else runs on mma.sync.
+     reads TMEM lanes 32w .. 32w + 31 in the epilogue) or of those four and two more, a
+     producer and an MMA warp (tc5_ws_block: plan/loops.py R5 specializes the ring);
+     anything else runs on mma.sync.
 """
 
 from __future__ import annotations
@@ -54,6 +56,14 @@ class Tc5Shape:
 
 
 TC5_THREADS = 128           # the four warps whose TMEM lane quarters cover M = 128
+TC5_WS_THREADS = TC5_THREADS + 64   # and a producer warp and an MMA warp after them
+
+
+def tc5_ws_block(kern) -> bool:
+    """A block of the four epilogue warps of a tcgen05 accumulator and a producer and an
+    MMA warp (192 threads) on a target with tcgen05 (R4, plan/loops.py R5)."""
+    return kern.target.name in FEATURES["tcgen05"].arch_targets and kern.exact and \
+        kern.threads == TC5_THREADS and kern.declared_threads == TC5_WS_THREADS
 
 
 def tc5_acc_layout(shape: tuple[int, ...]) -> Layout:
@@ -83,9 +93,10 @@ def _tc5_plan(kern, form: MmaForm, a_shape, b_shape, out_shape) -> tuple:
     for mn in (m, n):
         if not (image_fits(k, form.itemsize) or image_fits(mn, form.itemsize)):
             return None, "tcgen05 not used: an operand fits no 32-byte panel"
-    if not (kern.exact and kern.threads == kern.declared_threads == TC5_THREADS):
+    if not (kern.exact and kern.threads == kern.declared_threads == TC5_THREADS
+            or tc5_ws_block(kern)):
         return None, f"tcgen05 not used: {kern.declared_threads} threads (it takes " \
-                     f"{TC5_THREADS})"
+                     f"{TC5_THREADS}, or {TC5_WS_THREADS} with a producer and an MMA warp)"
     return Tc5Shape(m, n, 16, max(32, n)), ""
 
 

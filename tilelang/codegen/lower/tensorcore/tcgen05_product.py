@@ -29,6 +29,7 @@ from tilelang.codegen.lower.tensorcore import (mma_sync, pipe_loop, tcgen05_tmem
                                                wgmma_ops)
 from tilelang.codegen.lower.tensorcore.mma_epilogue import remember_acc_layout
 from tilelang.codegen.lower.tensorcore.mma_plan import TensorCorePlan, to_layout
+from tilelang.codegen.plan.tensor_cores import TC5_THREADS
 from tilelang.codegen.lower.tensorcore.wgmma_product import (Descriptors, align_smem,
                                                              fill_images, place_image)
 
@@ -127,10 +128,13 @@ def product(kern: KernelEmitter, plan: TensorCorePlan, a, b, acc: TileVal) -> Ti
 
 
 def lane_quarter(kern: KernelEmitter, taddr: ir.Value) -> ir.Value:
-    """The TMEM address of this warp's lanes: warp w reads and writes lanes 32w .. 32w + 31
-    (the lane is the address's high half)."""
+    """The TMEM address of this warp's lanes: warp w reads and writes lanes 32(w mod 4) ..
+    32(w mod 4) + 31 (the lane is the address's high half; a warp past the fourth, in a
+    block with a producer and an MMA warp, replicates warp w mod 4 outside their ring)."""
     b = kern.builder
-    return b.add(taddr, b.shl(b.lshr(kern.tid, _c(5)), _c(21)))
+    if kern.declared_threads == TC5_THREADS:
+        return b.add(taddr, b.shl(b.lshr(kern.tid, _c(5)), _c(21)))
+    return b.add(taddr, b.and_(b.shl(kern.tid, _c(16)), _c(3 << 21)))
 
 
 def descriptors(plan: TensorCorePlan, sops) -> tuple:

@@ -85,6 +85,22 @@ def teardown(kern: KernelEmitter) -> None:
     t = kern.tmem
     if t is None:
         return
+    if kern.barrier_threads:
+        # a warp-specialized ring's producer and MMA warps have left (tcgen05_ws.py): the
+        # epilogue warps free the columns, the others pass by the named barrier
+        b = kern.builder
+        then = kern.fn.append_basic_block("tc5.teardown")
+        after = kern.fn.append_basic_block("tc5.teardown.end")
+        b.cbranch(b.icmp_unsigned("<", kern.tid, _c(kern.barrier_threads)), then, after)
+        b.position_at_end(then)
+        _free(kern, t)
+        b.branch(after)
+        b.position_at_end(after)
+        return
+    _free(kern, t)
+
+
+def _free(kern: KernelEmitter, t: Tmem) -> None:
     thread_sync(kern)
     on_warp0(kern, "tc5.dealloc", lambda: void(
         kern, f"tcgen05.dealloc.cta_group::1.sync.aligned.b32 $0, {t.columns};", [t.address],
