@@ -162,7 +162,7 @@ def read_back(ring: Tc5Ring, mine: ir.Value) -> list:
     kern = ring.kern
     tmem.wait(kern)
     tmem.void(kern, "tcgen05.fence::after_thread_sync;")
-    regs = tmem_io(kern, mine, None, ring.lp.plan.tc5.n)
+    regs = tmem_io(kern, mine, None, ring.lp.plan.tc5.n, ring.lp.plan.tc5.m)
     tmem.void(kern, "tcgen05.fence::before_thread_sync;")
     return regs
 
@@ -198,7 +198,7 @@ def emit_pipelined(kern: KernelEmitter, op, lp) -> None:
         init_bars(ring)
         slot0, phase0 = _c(0), _c(0)
     mine = lane_quarter(kern, kern.tmem.address)
-    tmem_io(kern, mine, list(ring.init.regs), lp.plan.tc5.n)
+    tmem_io(kern, mine, list(ring.init.regs), lp.plan.tc5.n, lp.plan.tc5.m)
     tmem.thread_sync(kern)              # also publishes the mbarriers' initialization
 
     lead = kern.fn.append_basic_block("tc5.issuer")

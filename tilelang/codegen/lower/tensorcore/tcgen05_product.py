@@ -54,26 +54,32 @@ def instr_descriptor(plan: TensorCorePlan, a_mn: bool, b_mn: bool) -> int:
         (t.n >> 3) << 17 | (t.m >> 4) << 24
 
 
-def tmem_io(kern: KernelEmitter, taddr: ir.Value, regs: list | None, n: int) -> list:
-    """tcgen05.ld (regs None) or tcgen05.st of this thread's `n` f32 columns at `taddr`,
-    in chunks of LD_CHUNK columns, then the matching wait."""
+def tmem_io(kern: KernelEmitter, taddr: ir.Value, regs: list | None, n: int,
+            m: int = 128) -> list:
+    """tcgen05.ld (regs None) or tcgen05.st of this thread's f32 columns of an M x `n`
+    accumulator at `taddr` (tc5_acc_layout: M = 128 in chunks of LD_CHUNK columns of the
+    32x32b shape; M = 64 in one 16x32bx2 of n / 2 columns split at n / 2), then the
+    matching wait."""
     b = kern.builder
     f32 = ir.FloatType()
     out = []
-    for c0 in range(0, n, LD_CHUNK):
-        w = min(LD_CHUNK, n - c0)
+    shape, split = ("32x32b", "") if m == 128 else ("16x32bx2", f", {n // 2}")
+    per = n if m == 128 else n // 2
+    for c0 in range(0, per, LD_CHUNK):
+        w = min(LD_CHUNK, per - c0)
         addr = b.add(taddr, _c(c0)) if c0 else taddr
         if regs is None:
             names = ", ".join(f"${i}" for i in range(w))
             ty = ir.LiteralStructType([f32] * w)
-            text = f"tcgen05.ld.sync.aligned.32x32b.x{w}.b32 {{{names}}}, [${w}];"
+            text = f"tcgen05.ld.sync.aligned.{shape}.x{w}.b32 {{{names}}}, [${w}]{split};"
             cons = ",".join(["=f"] * w + ["r"])
             asm = ir.InlineAsm(ir.FunctionType(ty, [I32]), text, cons, side_effect=True)
             res = b.call(asm, [addr])
             out += [b.extract_value(res, i) for i in range(w)]
         else:
             names = ", ".join(f"${i + 1}" for i in range(w))
-            _void(kern, f"tcgen05.st.sync.aligned.32x32b.x{w}.b32 [$0], {{{names}}};",
+            _void(kern, f"tcgen05.st.sync.aligned.{shape}.x{w}.b32 [$0]{split}, "
+                        f"{{{names}}};",
                   [addr] + list(regs[c0:c0 + w]), ",".join(["r"] + ["f"] * w))
     if regs is None:
         # the wait and the values: tied through an asm that passes them on, so no use of a
@@ -112,7 +118,7 @@ def product(kern: KernelEmitter, plan: TensorCorePlan, a, b, acc: TileVal) -> Ti
     fill_images(kern, sources, sops, offsets, smem32)
     wgmma_ops.fence_proxy_async(kern)   # the images (generic proxy) are read by the MMAs
     mine = lane_quarter(kern, tm.address)
-    tmem_io(kern, mine, list(acc.regs), t.n)
+    tmem_io(kern, mine, list(acc.regs), t.n, t.m)
     tmem.thread_sync(kern)
     da, db, idesc = descriptors(plan, sops)
     pipe_loop.on_thread0(kern, "tc5.mma", lambda: issue_mmas(
@@ -120,7 +126,7 @@ def product(kern: KernelEmitter, plan: TensorCorePlan, a, b, acc: TileVal) -> Ti
         bar=tm.bar))
     tmem.wait(kern)
     _void(kern, "tcgen05.fence::after_thread_sync;")
-    regs = tmem_io(kern, mine, None, t.n)
+    regs = tmem_io(kern, mine, None, t.n, t.m)
     # the next product's tcgen05.st must not overwrite what a slower warp still reads
     _void(kern, "tcgen05.fence::before_thread_sync;")
     remember_acc_layout(kern, plan.acc)

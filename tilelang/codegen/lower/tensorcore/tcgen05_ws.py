@@ -47,8 +47,8 @@ def emit_specialized(kern: KernelEmitter, op, lp) -> None:
     kern.barrier()                      # earlier users of the scratch buffer are done
     init_bars(ring)
     mine = lane_quarter(kern, kern.tmem.address)
-    _on_epilogue(kern, "tc5.ws.init", lambda: tmem_io(kern, mine, list(ring.init.regs),
-                                                      lp.plan.tc5.n))
+    _on_epilogue(kern, "tc5.ws.init", lambda: tmem_io(
+        kern, mine, list(ring.init.regs), lp.plan.tc5.n, lp.plan.tc5.m))
     tmem.thread_sync(kern)              # also publishes the mbarriers' initialization
 
     epilogue = kern.fn.append_basic_block("tc5.ws.epilogue")
