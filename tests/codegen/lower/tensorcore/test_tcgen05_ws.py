@@ -131,3 +131,21 @@ def test_sass_loops_are_shorter_than_the_single_issuer_ring():
     steps = sum(i.op == "UTMALDG" for i in copies[0].instrs) // 3
     assert len(mma[0].instrs) < len(single.instrs)
     assert len(copies[0].instrs) / steps < len(single.instrs)
+
+
+def test_persistent_ring_with_the_extra_warps_replicating():
+    # a ring inside the persistent loop over output tiles is not specialized (R5): warps 4 and
+    # 5 replicate warps 0 and 1, reaching the same TMEM lane quarters (warp w: 32(w mod 4)..)
+    src = (ROOT / "examples" / "matmul_persistent.tile").read_text()
+    src = re.sub(r"reqntid = \(128, 1, 1\)", "reqntid = (192, 1, 1)", src)
+    assert "(192, 1, 1)" in src
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((300, 200)).astype(np.float16)
+    b = rng.standard_normal((200, 200)).astype(np.float16)
+    c = np.zeros((300, 200), np.float32)
+    res, rep = run(src, "matmul_persistent", {"a": a, "b": b, "c": c}, (2,),
+                   target="sm_100a", race_check=True)
+    assert "tcgen05.mma" in res.ptx and "barrier.sync 1, 128;" not in res.ptx
+    assert rep.race_check == "checked: no shared-memory race"
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    assert (np.abs(c - ref) <= product_bound(a, b)).all()
