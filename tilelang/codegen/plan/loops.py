@@ -33,6 +33,11 @@ Rules:
   R7 a tcgen05 product's loop (sm_100a) is pipelined only as a TMA ring
      (lower/tensorcore/tcgen05_pipeline.py); else its products stage their own operands one
      at a time.
+  R8 a tcgen05 ring that is not specialized nor nested, the kernel's only tcgen05 product,
+     in a cluster of two CTAs along x (M) whose B tile is the same for both (R4's sharing
+     along x) and lies in an even number of panels along N, runs on the CTA pair
+     (lower/tensorcore/tcgen05_pair.py: cta_group::2, M = 256, each CTA copying its A rows
+     and half of B's panels).
 """
 
 from __future__ import annotations
@@ -269,6 +274,7 @@ class LoopPlan:
     multicast: Multicast | None = None
     warp_specialized: bool = False
     nested: bool = False           # inside another run-time loop (a persistent kernel's)
+    pair: bool = False             # tcgen05 on the cluster's CTA pair (R8)
 
 
 def _round(n: int, unit: int = 128) -> int:
@@ -576,6 +582,12 @@ class LoopsPlan:
         d = self.by_iv.get(op.iv.id)
         return d.prefetch if d is not None else None
 
+    @property
+    def tc5_pair(self) -> bool:
+        """A tcgen05 ring runs on the CTA pair (R8): the kernel's tensor memory is the
+        pair's (cta_group::2)."""
+        return any(d.pipelined is not None and d.pipelined.pair for d in self.loops)
+
 
 def plan_loops(inputs: PlanInputs, products: ProductsPlan) -> LoopsPlan:
     if not products.has_products:
@@ -618,6 +630,21 @@ def _tc5_ring(inputs: PlanInputs, lp: LoopPlan) -> tuple:
     return lp, ""
 
 
+def _tc5_pair(inputs: PlanInputs, products: ProductsPlan, op: ForOp, lp: LoopPlan) -> bool:
+    """R8: whether a tcgen05 ring runs on the cluster's CTA pair."""
+    if lp.plan.tc5 is None or lp.plan.tc5.m != 128 or cluster_shape(inputs) != (2, 1, 1):
+        return False
+    if sum(d.plan is not None and d.plan.tc5 is not None for d in products.decisions) != 1:
+        return False                # every tcgen05 product of a pair kernel is the pair's
+    mc = multicast_plan(inputs, op, lp.operands)
+    if mc is None or mc.groups[1] != frozenset({0}):
+        return False                # B differs between the two CTAs
+    itemsize = lp.plan.form.itemsize
+    n = lp.operands[1].op.result.type.shape[-1]
+    span = image_span(n, itemsize)
+    return lp.axes[1] == 1 and span > 0 and (n * itemsize // span) % 2 == 0
+
+
 def _decide(inputs: PlanInputs, products: ProductsPlan, op: ForOp, nested: bool,
             state: _Producer) -> LoopDecision:
     lp, why = _pipelined(inputs, products, op)
@@ -634,8 +661,9 @@ def _decide(inputs: PlanInputs, products: ProductsPlan, op: ForOp, nested: bool,
             state.tc5 if lp.plan.tc5 is not None else state.producer)
         if ws:
             state.producer = state.tc5 = False
+        pair = bool(tma) and not ws and not nested and _tc5_pair(inputs, products, op, lp)
         lp = LoopPlan(lp.mma, lp.operands, lp.axes, lp.scalars, lp.plan, lp.stages,
-                      lp.image_bytes, lp.stages_why, bool(tma), mc, ws, nested)
+                      lp.image_bytes, lp.stages_why, bool(tma), mc, ws, nested, pair)
         return LoopDecision(op.iv.id, lp, None, "")
     carried = _carried(inputs, products, op)
     ids = tuple(c.id for c in op.carried)

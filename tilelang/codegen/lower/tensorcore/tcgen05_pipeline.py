@@ -28,8 +28,9 @@ from tilelang.codegen.lower.tensorcore import (mma_sync, pipe_loop, tcgen05_tmem
 from tilelang.codegen.lower.tensorcore.cp_async import _c64
 from tilelang.codegen.lower.tensorcore.mma_epilogue import remember_acc_layout
 from tilelang.codegen.lower.tensorcore.mma_plan import to_layout
-from tilelang.codegen.lower.tensorcore.tcgen05_product import (descriptors, issue_mmas,
-                                                               lane_quarter, tmem_io)
+from tilelang.codegen.lower.tensorcore.tcgen05_product import (commit, descriptors,
+                                                               issue_mmas, lane_quarter,
+                                                               tmem_io)
 from tilelang.codegen.lower.tensorcore.wgmma_product import (_carried_state, _ring_add,
                                                              align_smem, ring_images)
 from tilelang.record import record
@@ -64,6 +65,11 @@ class Tc5Ring:
     step: ir.Value
     ivt: object
     positive: ir.Value
+    rank: ir.Value | None = None      # a CTA pair's (plan/loops.py R8): this CTA's rank
+
+    @property
+    def pair(self) -> bool:
+        return self.rank is not None
 
     @property
     def ring_bytes(self) -> int:
@@ -99,11 +105,15 @@ class Tc5Ring:
         kern, b = self.kern, self.kern.builder
         kern.env[self.op.iv.id] = TileVal(self.ivt, kern.scalar_layout, (iv,))
         true = ir.Constant(ir.IntType(1), 1)
-        tma_load.issue_stage(kern, self.tma, (self.iv_ahead(iv, s), self.op.iv,
-                                              self.lp.scalars),
-                             b.add(self.base, slot if not isinstance(slot, int) else _c(slot)),
-                             self.full(slot), self.valid_ahead(iv, s) if valid is None
-                             else valid, leader=true)
+        env_iv = (self.iv_ahead(iv, s), self.op.iv, self.lp.scalars)
+        image = b.add(self.base, slot if not isinstance(slot, int) else _c(slot))
+        full = self.full(slot)
+        if self.pair:                   # both CTAs' copies complete on the even CTA's
+            full = tma_load._asm(kern, "mapa.shared::cluster.u32 $0, $1, 0;", [full],
+                                 "=r,r", I32)
+        tma_load.issue_stage(kern, self.tma, env_iv, image, full,
+                             self.valid_ahead(iv, s) if valid is None else valid,
+                             leader=true, pair=self.pair)
 
     def mmas(self, slot) -> None:
         """The issuing thread's MMAs of the stage at byte offset `slot`, committed to its
@@ -111,7 +121,7 @@ class Tc5Ring:
         image = self.kern.builder.add(self.base, slot)
         issue_mmas(self.kern, self.da, self.db, self.idesc, self.kern.tmem.address, image,
                    b_offset=self.offs[1], k=self.k, kstep=self.lp.plan.tc5.k,
-                   bar=self.empty(slot))
+                   bar=self.empty(slot), pair=self.pair)
 
     def finish(self, regs) -> None:
         """The loop's result: the accumulator read back from TMEM."""
@@ -132,7 +142,15 @@ def ring_setup(kern: KernelEmitter, op, lp, extra_bars: int = 0) -> Tc5Ring:
     ivt = kern.tile(op.start).dtype
     init = to_layout(kern, kern.tile(op.init[0]), plan.acc)
     stage_bytes, offs, sops = ring_images(lp, form.itemsize)
+    rank = None
+    if lp.pair:                         # this CTA's image of B: half of its panels along N
+        rank = tma_load._asm(kern, "mov.u32 $0, %cluster_ctarank;", [], "=r", I32)
+        sb = sops[1]
+        sops[1] = mma_sync.SmemOperand(None, (sb.shape[0], sb.shape[1] // 2), sb.cax,
+                                       sb.itemsize, sb.span)
     tma = tma_load.plan_operands(kern, lp.operands, sops, offs)
+    if rank is not None and tma is not None:
+        tma[1].pair_rank = rank
     ring_bytes = S * stage_bytes
     carried = lp.nested
     ring = kern.smem(ring_bytes + (0 if carried else 16 * S), ir.IntType(8), 0)
@@ -140,21 +158,27 @@ def ring_setup(kern: KernelEmitter, op, lp, extra_bars: int = 0) -> Tc5Ring:
     base = mma_sync.shared_address(kern, ring)
     bars = mma_sync.shared_address(kern, kern.kept_smem(16 * S, 8)) if carried else \
         b.add(base, _c(ring_bytes))
-    da, db, idesc = descriptors(plan, sops)
+    da, db, idesc = descriptors(plan, sops, lp.pair)
     k = sops[0].shape[-1]
     positive = b.icmp_signed(">", step, ir.Constant(step.type, 0)) if ivt.signed else \
         b.icmp_unsigned(">", step, ir.Constant(step.type, 0))
     return Tc5Ring(kern, op, lp, init, stage_bytes, offs, tma, base, bars, da, db, idesc, k,
-                   start, stop, step, ivt, positive)
+                   start, stop, step, ivt, positive, rank)
 
 
 def init_bars(ring: Tc5Ring) -> None:
     """Thread 0 initializes full[s] and empty[s] (count 1 each: the issuing thread's
-    expect_tx, the MMAs' commit)."""
+    expect_tx, the MMAs' commit; a CTA pair's full[s] counts both CTAs' expect_tx)."""
     kern, b = ring.kern, ring.kern.builder
-    pipe_loop.on_thread0(kern, "tc5.ring.init", lambda: [
-        tma_load.mbarrier_init(kern, b.add(ring.bars, _c(8 * i)), 1)
-        for i in range(2 * ring.lp.stages)])
+    S = ring.lp.stages
+
+    def init():
+        for i in range(2 * S):
+            tma_load.mbarrier_init(kern, b.add(ring.bars, _c(8 * i)),
+                                   2 if ring.pair and i < S else 1)
+        if ring.pair:                   # the other CTA arrives on them, its copies complete
+            tmem.void(kern, "fence.mbarrier_init.release.cluster;")
+    pipe_loop.on_thread0(kern, "tc5.ring.init", init)
 
 
 def read_back(ring: Tc5Ring, mine: ir.Value) -> list:
@@ -167,11 +191,10 @@ def read_back(ring: Tc5Ring, mine: ir.Value) -> list:
     return regs
 
 
-def commit_done(kern: KernelEmitter) -> None:
+def commit_done(kern: KernelEmitter, pair: bool = False) -> None:
     """The issuing thread: every MMA issued so far completes the kernel's completion
-    mbarrier."""
-    tmem.void(kern, "tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 "
-                    "[$0];", [kern.tmem.bar], "r")
+    mbarrier (a CTA pair's: in both CTAs)."""
+    commit(kern, kern.tmem.bar, pair)
 
 
 def emit_pipelined(kern: KernelEmitter, op, lp) -> None:

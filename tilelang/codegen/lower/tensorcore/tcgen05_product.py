@@ -44,14 +44,15 @@ def _c(v: int) -> ir.Constant:
 _void = tmem.void
 
 
-def instr_descriptor(plan: TensorCorePlan, a_mn: bool, b_mn: bool) -> int:
+def instr_descriptor(plan: TensorCorePlan, a_mn: bool, b_mn: bool, pair: bool = False) -> int:
     """The kind::f16 instruction descriptor (PTX ISA, tcgen05 "Instruction descriptor"):
     D f32 (bits 4-5 = 1), A and B types (7-9, 10-12: 0 f16, 1 bf16), A / B MN-major (15,
-    16), N >> 3 (17-22), M >> 4 (24-28)."""
+    16), N >> 3 (17-22), M >> 4 (24-28); a CTA pair's M is both CTAs' rows."""
     t = plan.tc5
     ab = {"f16": 0, "bf16": 1}[plan.form.ab]
+    m = 2 * t.m if pair else t.m
     return 1 << 4 | ab << 7 | ab << 10 | int(a_mn) << 15 | int(b_mn) << 16 | \
-        (t.n >> 3) << 17 | (t.m >> 4) << 24
+        (t.n >> 3) << 17 | (m >> 4) << 24
 
 
 def tmem_io(kern: KernelEmitter, taddr: ir.Value, regs: list | None, n: int,
@@ -143,31 +144,44 @@ def lane_quarter(kern: KernelEmitter, taddr: ir.Value) -> ir.Value:
     return b.add(taddr, b.and_(b.shl(kern.tid, _c(16)), _c(3 << 21)))
 
 
-def descriptors(plan: TensorCorePlan, sops) -> tuple:
+def descriptors(plan: TensorCorePlan, sops, pair: bool = False) -> tuple:
     """(A's Descriptors, B's, the instruction descriptor) for the operand images `sops`
     (K-major unless the image's rows run along M / N: the MN-major bits)."""
     a_mn, b_mn = sops[0].cax != 1, sops[1].cax != 0
     da = Descriptors(sops[0], True, a_mn, _const(sops[0], a_mn), _c(0))
     db = Descriptors(sops[1], False, b_mn, _const(sops[1], b_mn), _c(0))
-    return da, db, instr_descriptor(plan, a_mn, b_mn)
+    return da, db, instr_descriptor(plan, a_mn, b_mn, pair)
 
 
 def issue_mmas(kern: KernelEmitter, da: Descriptors, db: Descriptors, idesc: int,
                taddr: ir.Value, image: ir.Value, *, b_offset: int, k: int, kstep: int,
-               bar: ir.Value) -> None:
+               bar: ir.Value, pair: bool = False) -> None:
     """The issuing thread's tcgen05.mma per k-step (accumulating into TMEM at `taddr`) over
     the images at 32-bit shared address `image` (B `b_offset` bytes past A), then
-    tcgen05.commit to the mbarrier `bar`."""
+    tcgen05.commit to the mbarrier `bar`. `pair`: the CTA pair's products (cta_group::2),
+    committed to `bar`'s offset in both CTAs."""
     bld = kern.builder
+    group = "cta_group::2" if pair else "cta_group::1"
     starts = (da.base(kern, image), db.base(kern, bld.add(image, _c(b_offset))))
     for k0 in range(0, k, kstep):
         pa = da.at(kern, starts[0], da.offset(0, 0, k0) >> 4)
         pb = db.at(kern, starts[1], db.offset(0, 0, k0) >> 4)
         _void(kern, "{ .reg .pred p; setp.ne.b32 p, 1, 0; "
-                    "tcgen05.mma.cta_group::1.kind::f16 [$0], $1, $2, $3, p; }",
+                    f"tcgen05.mma.{group}.kind::f16 [$0], $1, $2, $3, p; }}",
               [taddr, pa, pb, _c(idesc)], "r,l,l,r")
-    _void(kern, "tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 "
-                "[$0];", [bar], "r")
+    commit(kern, bar, pair)
+
+
+def commit(kern: KernelEmitter, bar: ir.Value, pair: bool = False) -> None:
+    """tcgen05.commit of the thread's MMAs to the mbarrier `bar` (a CTA pair's: to `bar`'s
+    offset in both CTAs, mask 0b11)."""
+    if not pair:
+        _void(kern, "tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 "
+                    "[$0];", [bar], "r")
+        return
+    _void(kern, "tcgen05.commit.cta_group::2.mbarrier::arrive::one.shared::cluster."
+                "multicast::cluster.b64 [$0], $1;", [bar, ir.Constant(ir.IntType(16), 3)],
+          "r,h")
 
 
 def _const(sop: mma_sync.SmemOperand, trans: bool) -> int:
