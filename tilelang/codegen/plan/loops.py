@@ -275,6 +275,7 @@ class LoopPlan:
     warp_specialized: bool = False
     nested: bool = False           # inside another run-time loop (a persistent kernel's)
     pair: bool = False             # tcgen05 on the cluster's CTA pair (R8)
+    no_pair: str = ""              # why a tcgen05 ring in a cluster of two is not (R8)
 
 
 def _round(n: int, unit: int = 128) -> int:
@@ -630,19 +631,27 @@ def _tc5_ring(inputs: PlanInputs, lp: LoopPlan) -> tuple:
     return lp, ""
 
 
-def _tc5_pair(inputs: PlanInputs, products: ProductsPlan, op: ForOp, lp: LoopPlan) -> bool:
-    """R8: whether a tcgen05 ring runs on the cluster's CTA pair."""
-    if lp.plan.tc5 is None or lp.plan.tc5.m != 128 or cluster_shape(inputs) != (2, 1, 1):
-        return False
+def _tc5_pair(inputs: PlanInputs, products: ProductsPlan, op: ForOp, lp: LoopPlan,
+              ws: bool, nested: bool) -> tuple[bool, str]:
+    """R8: whether a tcgen05 ring runs on the cluster's CTA pair, and why not (said only for
+    a tcgen05 ring in a cluster of two along x)."""
+    if lp.plan.tc5 is None or cluster_shape(inputs) != (2, 1, 1):
+        return False, ""
+    if ws or nested:
+        return False, "a warp-specialized ring" if ws else "inside another run-time loop"
+    if lp.plan.tc5.m != 128:
+        return False, f"M = {lp.plan.tc5.m} (the pair's products take 128 rows a CTA)"
     if sum(d.plan is not None and d.plan.tc5 is not None for d in products.decisions) != 1:
-        return False                # every tcgen05 product of a pair kernel is the pair's
+        return False, "the kernel has another tcgen05 product"  # a pair kernel's are all pairs'
     mc = multicast_plan(inputs, op, lp.operands)
     if mc is None or mc.groups[1] != frozenset({0}):
-        return False                # B differs between the two CTAs
+        return False, "B's tile differs between the cluster's CTAs"
     itemsize = lp.plan.form.itemsize
     n = lp.operands[1].op.result.type.shape[-1]
     span = image_span(n, itemsize)
-    return lp.axes[1] == 1 and span > 0 and (n * itemsize // span) % 2 == 0
+    if lp.axes[1] != 1 or span <= 0 or (n * itemsize // span) % 2:
+        return False, "B's tile is not an even number of panels along N"
+    return True, ""
 
 
 def _decide(inputs: PlanInputs, products: ProductsPlan, op: ForOp, nested: bool,
@@ -661,9 +670,10 @@ def _decide(inputs: PlanInputs, products: ProductsPlan, op: ForOp, nested: bool,
             state.tc5 if lp.plan.tc5 is not None else state.producer)
         if ws:
             state.producer = state.tc5 = False
-        pair = bool(tma) and not ws and not nested and _tc5_pair(inputs, products, op, lp)
+        pair, no_pair = _tc5_pair(inputs, products, op, lp, ws, nested) if tma else \
+            (False, "")
         lp = LoopPlan(lp.mma, lp.operands, lp.axes, lp.scalars, lp.plan, lp.stages,
-                      lp.image_bytes, lp.stages_why, bool(tma), mc, ws, nested, pair)
+                      lp.image_bytes, lp.stages_why, bool(tma), mc, ws, nested, pair, no_pair)
         return LoopDecision(op.iv.id, lp, None, "")
     carried = _carried(inputs, products, op)
     ids = tuple(c.id for c in op.carried)

@@ -98,19 +98,33 @@ def test_plan_names_the_pair(tmp_path):
         out.getvalue()
 
 
-@pytest.mark.parametrize("change", [
+@pytest.mark.parametrize("change,why", [
     # the cluster along the N tiles: the CTAs share A, not B
-    ("let m = bid(0);\n    let n = bid(1);", "let m = bid(1);\n    let n = bid(0);"),
+    (("let m = bid(0);\n    let n = bid(1);", "let m = bid(1);\n    let n = bid(0);"),
+     "B's tile differs between the cluster's CTAs"),
     # BN = 64: one panel of B, nothing to halve
-    ("const BN: i32 = 128,", "const BN: i32 = 64,"),
-    # a cluster of four
-    ("cluster = (2, 1, 1)", "cluster = (4, 1, 1)"),
+    (("const BN: i32 = 128,", "const BN: i32 = 64,"),
+     "B's tile is not an even number of panels along N"),
+    # a producer and an MMA warp: the ring is specialized instead
+    (("reqntid = (128, 1, 1)", "reqntid = (192, 1, 1)"), "a warp-specialized ring"),
+    # a cluster of four: no pair to speak of
+    (("cluster = (2, 1, 1)", "cluster = (4, 1, 1)"), None),
 ])
-def test_other_launches_keep_one_cta_products(change):
+def test_other_launches_keep_one_cta_products(change, why, tmp_path):
     src = SRC.replace(*change)
     assert src != SRC
     ptx = compile_for(src, "matmul", _arrays(256, 256, 128), target="sm_100a").ptx
     assert "tcgen05.mma.cta_group::1.kind::f16" in ptx and "cta_group::2" not in ptx
+    from tilelang.cli import main
+    path = tmp_path / "matmul.tile"
+    path.write_text(src)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main([str(path), "--arch", "sm_100a", "--emit", "plan"]) in (0, None)
+    if why is None:
+        assert "CTA pair" not in out.getvalue()
+    else:
+        assert f"; not a CTA pair: {why}" in out.getvalue()
 
 
 def test_launch_without_whole_pairs_is_refused():
