@@ -41,11 +41,12 @@ PRECISIONS = ("ieee", "fast", "approx")
 SMALL = ArrayFacts(small=True)
 INVENTORY = os.path.join(ROOT, "tests", "emulator", "census", "tile_opcodes.txt")
 # Specializations beyond each example's defaults: a generic kernel's other dtype (its default
-# is f16), and the sm_100a tensor-memory path of the matmuls (tcgen05), which no other target
-# takes.
+# is f16), and the sm_100a tensor-memory path of the matmuls and attention (tcgen05), which no
+# other target takes.
 DEFINES = {"attention.tile": ("T=bf16",)}
 MORE_TARGETS = {"matmul.tile": ("sm_100a", "sm_120a"),
-                "matmul_persistent.tile": ("sm_100a", "sm_120a")}
+                "matmul_persistent.tile": ("sm_100a", "sm_120a"),
+                "attention.tile": ("sm_100a",)}
 
 
 def _ptx(example: str, target: str, precision: str, small: bool, define: str = "") -> str:

@@ -55,8 +55,8 @@ def test_every_kept_opcode_is_known_to_the_emulator():
      "the emulator does not know the modifier .reduce of cp"),
     ("ld.global.L2::evict_half.b32", "the emulator does not know the modifier "
      ".L2::evict_half of ld"),
-    ("tcgen05.mma.cta_group::2.kind::f16", "the emulator does not know the modifier "
-     ".cta_group::2 of tcgen05"),
+    ("tcgen05.mma.ws.cta_group::1.kind::f16", "the emulator does not know the modifier "
+     ".ws of tcgen05"),
     ("tcgen05.ld.sync.aligned.16x64b.x4.b32", "the emulator does not know the modifier "
      ".16x64b of tcgen05"),
     ("wgmmb.fence.sync.aligned", "the emulator has no instruction 'wgmmb'"),

@@ -92,11 +92,13 @@ KNOWN: dict[str, frozenset] = {name: frozenset(mods) for name, mods in {
               "satfinite"},
     "cp": {"async", "ca", "cg", "commit_group", "wait_group", "wait_all", "mbarrier", "arrive",
            "noinc", "bulk", "tensor", "1d", "2d", "3d", "4d", "5d", "tile", "bulk_group",
-           "read", "mbarrier::complete_tx::bytes", "multicast::cluster", "prefetch"} |
+           "read", "mbarrier::complete_tx::bytes", "multicast::cluster", "prefetch",
+           "cta_group::2"} |
     _SPACES | _CACHE,
     "tcgen05": {"alloc", "dealloc", "relinquish_alloc_permit", "mma", "commit", "ld", "st",
                 "wait::ld", "wait::st", "cp", "shift", "down", "fence::before_thread_sync",
-                "fence::after_thread_sync", "cta_group::1", "kind::f16", "kind::tf32",
+                "fence::after_thread_sync", "cta_group::1", "cta_group::2", "multicast::cluster",
+                "kind::f16", "kind::tf32",
                 "kind::f8f6f4", "kind::i8", "kind::mxf8f6f4", "kind::mxf4", "block_scale",
                 "block32", "scale_vec::1X", "scale_vec::2X", "pack::16b", "unpack::16b", "mbarrier::arrive::one", "32x32b", "16x32bx2", "x1", "x2",
                 "x4", "x8", "x16", "x32", "x64", "x128", "128x256b", "128x128b", "32x128b",

@@ -25,7 +25,8 @@ from .ptx_ast import Imm, Vec
 from .ptx_types import type_info
 from .tcgen05_mma import build_mma
 from .tcgen05_operands import descriptor, each, operand_offsets, tmem_address
-from .tmem import COLUMNS, LANES, AsyncOp, check_cells, commit, issue, split, tmem
+from .tmem import (COLUMNS, LANES, AsyncOp, check_cells, commit, commit_many, issue,
+                   split, tmem)
 
 _U32, _U64 = type_info("u32"), type_info("u64")
 
@@ -62,12 +63,19 @@ def _shared_u32_write(st, space, addr, thread, value):
 @op("tcgen05")
 def build_tcgen05(ctx, ins, parts):
     kind = parts[1] if len(parts) > 1 else ""
-    if "cta_group::2" in parts:
-        ctx.error(f"{ins.opcode}: the emulator runs cta_group::1 only")
+    if "cta_group::2" in parts and kind not in _PAIR_FORMS:
+        ctx.error(f"{ins.opcode}: the emulator runs cta_group::2 for "
+                  f"{', '.join(sorted(_PAIR_FORMS))} only")
     builder = _BUILDERS.get(kind)
     if builder is None:
         ctx.error(f"{ins.opcode} is not supported")
     return builder(ctx, ins, parts)
+
+
+# cta_group::2: the pair's warps allocate together; the emulator runs each CTA's allocation on
+# its own (both CTAs allocate alike, so the columns coincide) and checks the peer's columns
+# when a pair's product writes them (tcgen05_mma.py)
+_PAIR_FORMS = {"alloc", "dealloc", "relinquish_alloc_permit", "mma", "commit"}
 
 
 # -- allocation ---------------------------------------------------------------------------------
@@ -230,22 +238,40 @@ def _ld_st(ctx, ins, parts):
 
 # -- tcgen05.commit -------------------------------------------------------------------------------
 def _commit(ctx, ins, parts):
+    """`tcgen05.commit...mbarrier::arrive::one [mbar]`, or with `.multicast::cluster [mbar],
+    ctaMask`: the arrival goes to the mbarrier at mbar's offset in every CTA of the cluster
+    whose rank's bit is set in the 16-bit mask."""
     if "mbarrier::arrive::one" not in parts:
         ctx.error(f"{ins.opcode}: expected .mbarrier::arrive::one")
-    if "multicast::cluster" in parts or len(ins.operands) != 1:
-        ctx.error(f"{ins.opcode}: the multicast form is not supported")
+    multicast = "multicast::cluster" in parts
+    if len(ins.operands) != (2 if multicast else 1):
+        ctx.error(f"{ins.opcode}: expected [mbar]" + (", ctaMask" if multicast else ""))
     space = "shared_cluster" if "shared::cluster" in parts else "shared"
     addr = Address(ctx, ins.operands[0], space)
+    gmask = ctx.src(ins.operands[1], type_info("u16")) if multicast else None
 
     def run(st, m):
         idx = st.active_index(m)
         a = np.broadcast_to(np.asarray(addr.get(st), np.uint64), (st.T,))[idx]
-        for t, (region, _, off, _) in zip(idx, (locate(st, addr.space, a[k:k + 1],
-                                                       idx[k:k + 1], 8, 8)[0]
-                                                for k in range(idx.size))):
+        masks = None if gmask is None else each(gmask, st, idx)
+        for k, t in enumerate(idx.tolist()):
+            (region, _, off, _), = locate(st, addr.space, a[k:k + 1], idx[k:k + 1], 8, 8)
             if region != "shared":
                 raise st.error(MemoryFault, "mbarrier objects must be in shared memory", t)
-            commit(st, int(t), int(off[0]) // 8, ins.line)
+            elem = int(off[0]) // 8
+            if masks is None:
+                commit(st, t, elem, ins.line)
+                continue
+            c = st.geom.cluster
+            csize = c[0] * c[1] * c[2] if c else 1
+            mask = int(masks[k])
+            if mask >> csize:
+                raise st.error(ExecutionError, f"{ins.opcode}: ctaMask {mask:#x} names CTAs "
+                               f"outside the cluster of {csize}", t)
+            # the same offset in each named CTA (consecutive blocks of the batch)
+            base = elem - (int(st.block_in_batch[t]) % csize) * (st.shared_stride // 8)
+            commit_many(st, t, [base + r * (st.shared_stride // 8) for r in range(csize)
+                                if mask >> r & 1], ins.line)
     return run
 
 

@@ -10,6 +10,14 @@ byte in bits 4-5 and 29-30 and the scale type in bit 23. Each instruction multip
 bits of each row: 16 f16/bf16, 8 tf32, 32 8-bit, 64 4-bit elements. With M = 128 row i of D
 is TMEM lane i, column j the column of d-tmem + j (one 32-bit cell per f32/s32 element); with
 M = 64 rows 16w .. 16w + 15 are lanes 32w .. 32w + 15 (`tcgen05_operands.d_lanes`).
+
+`.cta_group::2` (M = 256, the dense kinds with A in shared memory): one thread of the even CTA
+of a pair (cluster ranks 2i, 2i + 1) multiplies the pair's operands. A's descriptor names the
+same shared-memory offset in both CTAs: rows 0-127 are the even CTA's, 128-255 the odd one's;
+B's likewise holds columns 0 .. N/2 - 1 in the even CTA and N/2 .. N - 1 in the odd one (N in
+the idesc is the pair's); D's rows 0-127 go to the even CTA's tensor memory, 128-255 to the odd
+CTA's, at the same address (the reading Triton's Gluon 2-CTA kernels confirm:
+tests/emulator/test_emu_tcgen05_pair.py).
 """
 
 from __future__ import annotations
@@ -34,8 +42,9 @@ _D_TYPES = {0: "f16", 1: "f32", 2: "s32"}
 
 
 # -- tcgen05.mma ----------------------------------------------------------------------------------
-def _decode_idesc(st, v, kind, t, opcode):
-    """The idesc's fields, checked against the kind (ExecutionError naming the field)."""
+def _decode_idesc(st, v, kind, t, opcode, pair=False):
+    """The idesc's fields, checked against the kind (ExecutionError naming the field);
+    `pair`: cta_group::2."""
     def bad(msg):
         return st.error(ExecutionError, f"{opcode}: instruction descriptor {v:#010x}: {msg}", t)
     if v & 0b100:
@@ -63,9 +72,11 @@ def _decode_idesc(st, v, kind, t, opcode):
     if kind == "i8" and (neg_a or neg_b):
         raise bad("integer products take no negation (bits 13-14)")
     N, M = ((v >> 17) & 0x3F) << 3, ((v >> 24) & 0x1F) << 4
-    if M not in (64, 128):
+    if pair and M != 256:
+        raise bad(f"M = {M}: the emulator runs cta_group::2 with M = 256")
+    if not pair and M not in (64, 128):
         raise bad(f"M = {M}: cta_group::1 takes M = 64 or 128")
-    step = 16 if M == 128 else 8
+    step = 8 if M == 64 else 16
     if not (step <= N <= 256 and N % step == 0):
         raise bad(f"N = {N}: M = {M} takes N from {step} to 256 in steps of {step}")
     return {"a": aty, "b": bty, "M": M, "N": N, "neg_a": neg_a, "neg_b": neg_b, "sat": sat,
@@ -83,11 +94,16 @@ def build_mma(ctx, ins, parts):
         ctx.error(f"{ins.opcode}: expected [d-tmem], a-desc, b-desc, idesc, "
                   f"{{disable-output-lane,}} enable-input-d{{, scale-input-d}}")
     a_in_tmem = isinstance(ops[1], Addr)
+    pair = "cta_group::2" in parts
+    if pair and a_in_tmem:
+        ctx.error(f"{ins.opcode}: the emulator runs cta_group::2 with A in shared memory")
     gd = tmem_address(ctx, ops[0])
     ga = tmem_address(ctx, ops[1]) if a_in_tmem else ctx.src(ops[1], _U64)
     gb, gi = ctx.src(ops[2], _U64), ctx.src(ops[3], _U32)
     rest = ops[4:]
     gmask = None
+    if rest and isinstance(rest[0], Vec) and pair:
+        ctx.error(f"{ins.opcode}: the emulator runs cta_group::2 without disable-output-lane")
     if rest and isinstance(rest[0], Vec):
         if len(rest[0].items) != 4:
             ctx.error(f"{ins.opcode}: disable-output-lane takes 4 registers with cta_group::1")
@@ -111,36 +127,65 @@ def build_mma(ctx, ins, parts):
         e_all = np.broadcast_to(np.asarray(ge(st), bool), (st.T,))[idx]
         masks = None if gmask is None else np.stack([each(g, st, idx) for g in gmask], -1)
         for k, t in enumerate(idx.tolist()):
-            f = _decode_idesc(st, int(i_all[k]), kind, t, ins.opcode)
+            f = _decode_idesc(st, int(i_all[k]), kind, t, ins.opcode, pair)
             lane, col = split(int(d_all[k]))
             if lane:
                 raise st.error(ExecutionError, f"{ins.opcode}: d-tmem names lane {lane}; the "
                                f"accumulator starts at lane 0", t)
             b = int(st.block_in_batch[t])
+            peer = pair_peer(st, t, ins.opcode) if pair else None
             cols = col + np.arange(f["N"])
-            check_cells(st, b, np.arange(0), cols, t, ins.opcode)
+            for blk in (b,) if peer is None else (b, peer):
+                check_cells(st, blk, np.arange(0), cols, t, ins.opcode)
             keep = np.ones(LANES, bool)
             if masks is not None:
                 bits = np.array([(int(masks[k, j]) >> i) & 1 for j in range(4)
                                  for i in range(32)], bool)
                 keep = ~bits
             fn = _compute(st, ins, kind, f, t, b, col, int(a_all[k]), int(b_all[k]),
-                          bool(e_all[k]), shift, keep, a_in_tmem)
-            issue(st, AsyncOp(t, ins.line, fn, b, d_lanes(f["M"]), cols, fn.clk))
+                          bool(e_all[k]), shift, keep, a_in_tmem, peer)
+            if peer is None:
+                issue(st, AsyncOp(t, ins.line, fn, b, d_lanes(f["M"]), cols, fn.clk))
+                continue
+            # one product writing both CTAs' cells: the odd CTA's are pending as long
+            issue(st, AsyncOp(t, ins.line, fn, b, np.arange(LANES), cols, fn.clk))
+            issue(st, AsyncOp(t, ins.line, lambda st: None, peer, np.arange(LANES), cols))
     return run
 
 
+def pair_peer(st, t, opcode) -> int:
+    """The odd CTA of the pair whose even CTA thread `t` is in (cta_group::2)."""
+    c = st.geom.cluster
+    csize = c[0] * c[1] * c[2] if c else 1
+    b = int(st.block_in_batch[t])
+    rank = b % csize
+    if csize % 2:
+        raise st.error(ExecutionError, f"{opcode}: cta_group::2 needs clusters of an even "
+                       f"number of CTAs (the launch has {csize})", t)
+    if rank % 2:
+        raise st.error(ExecutionError, f"{opcode}: the emulator issues cta_group::2 products "
+                       f"from the even CTA of a pair (this is cluster rank {rank})", t)
+    return b + 1
+
+
 def _compute(st, ins, kind, f, t, b, col, adesc, bdesc, enable, shift, keep,
-             a_in_tmem=False):
+             a_in_tmem=False, peer=None):
     """Check the operands now (issue) and return the closure that performs the product.
     A in tensor memory (`[a-tmem]`, M = 128): row i in lane i, its 32 bytes of K along the
     cells from the address's column, lowest byte first (the reading Triton's block-scaled
-    kernel confirms)."""
+    kernel confirms). With `peer` (cta_group::2) half of A's rows and of B's columns are at
+    the same offsets in the peer CTA's shared memory, and half of D's rows in its TMEM."""
     M, N = f["M"], f["N"]
     ea, eb = _ESIZE[f["a"]], _ESIZE[f["b"]]
     K = 32 // ea
     fb = descriptor(st, bdesc, t, "B", ins.opcode)
-    offb = operand_offsets(st, fb, N, K, eb, not f["b_mn"], t)
+    if peer is None:
+        offb = operand_offsets(st, fb, N, K, eb, not f["b_mn"], t)
+    else:
+        # the same offsets one block on: the blocks of a cluster are consecutive in the batch
+        step = (peer - b) * st.shared_stride
+        offb = operand_offsets(st, fb, N // 2, K, eb, not f["b_mn"], t)
+        offb = np.concatenate([offb, offb + step])
     if a_in_tmem:
         al, ac = split(adesc)
         if M != 128:
@@ -150,7 +195,11 @@ def _compute(st, ins, kind, f, t, b, col, adesc, bdesc, enable, shift, keep,
         offa = None
     else:
         fa = descriptor(st, adesc, t, "A", ins.opcode)
-        offa = operand_offsets(st, fa, M, K, ea, not f["a_mn"], t)
+        if peer is None:
+            offa = operand_offsets(st, fa, M, K, ea, not f["a_mn"], t)
+        else:
+            offa = operand_offsets(st, fa, M // 2, K, ea, not f["a_mn"], t)
+            offa = np.concatenate([offa, offa + step])
     if st.proxy is not None:
         if offa is not None:
             st.proxy.check(st, offa, ea, t, f"{ins.opcode} (operand A)")
@@ -169,26 +218,34 @@ def _compute(st, ins, kind, f, t, b, col, adesc, bdesc, enable, shift, keep,
         word = np.ascontiguousarray(raw).view({1: np.uint8, 2: np.uint16, 4: np.uint32}[ea])
         return element_values(word.reshape(-1), f["a"]).reshape(M, K)
 
-    def compute(st):
-        A = read_a(st)
-        B = read_operand(st, offb, eb, f["b"], N, K)
-        lanes = d_lanes(M)
-        cells = tmem(st).cells[b, lanes, col:col + N]
+    def product(A, B, cells):
+        """D = A @ B^T (+ the cells' accumulator) as the cells' 32-bit words."""
         if integer:
             D = A.astype(np.int64) @ B.astype(np.int64).T
             if enable:
                 D = D + cells.view(np.int32).astype(np.int64)
             if f["sat"]:
                 D = np.clip(D, -(1 << 31), (1 << 31) - 1)
-            res = ((D + (1 << 31)) % (1 << 32) - (1 << 31)).astype(np.int32).view(np.uint32)
-        else:
-            sa, sb = (-1.0 if f["neg_a"] else 1.0), (-1.0 if f["neg_b"] else 1.0)
-            D = (A * sa) @ (B * sb).T
-            if enable:
-                D = D + cells.view(np.float32).astype(np.float64) * 2.0 ** -shift
-            res = D.astype(np.float32).view(np.uint32)
+            return ((D + (1 << 31)) % (1 << 32) - (1 << 31)).astype(np.int32).view(np.uint32)
+        sa, sb = (-1.0 if f["neg_a"] else 1.0), (-1.0 if f["neg_b"] else 1.0)
+        D = (A * sa) @ (B * sb).T
+        if enable:
+            D = D + cells.view(np.float32).astype(np.float64) * 2.0 ** -shift
+        return D.astype(np.float32).view(np.uint32)
+
+    def compute(st):
+        A = read_a(st)
+        B = read_operand(st, offb, eb, f["b"], N, K)
+        cells = tmem(st).cells
+        if peer is not None:                    # rows 0-127 here, 128-255 in the peer
+            for blk, rows in ((b, slice(0, LANES)), (peer, slice(LANES, M))):
+                cells[blk, :, col:col + N] = product(A[rows], B, cells[blk, :, col:col + N])
+            return
+        lanes = d_lanes(M)
+        res = product(A, B, cells[b, lanes, col:col + N])
         rows = keep[lanes]
-        tmem(st).cells[b, lanes[rows], col:col + N] = res[rows]
+        cells[b, lanes[rows], col:col + N] = res[rows]
+
     compute.clk = clk[0]
     return compute
 

@@ -113,6 +113,17 @@ def commit(st, thread: int, elem: int, line: int):
     st.tc_commits.append(Commit(thread, elem, ops, line, clk))
 
 
+def commit_many(st, thread: int, elems: list, line: int):
+    """A multicast commit: one arrival on each of the mbarriers at `elems` once the thread's
+    operations complete. The first commit carries the operations; the others, after it in
+    the thread's order, land no earlier (land_commits performs a thread's commits in order)."""
+    if not elems:
+        return
+    commit(st, thread, elems[0], line)
+    for e in elems[1:]:
+        st.tc_commits.append(Commit(thread, e, [], line, st.tc_clock.get(thread, 0)))
+
+
 def _perform(st, op: AsyncOp):
     op.compute(st)
     pend = tmem(st).pending[op.block]

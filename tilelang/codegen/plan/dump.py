@@ -100,7 +100,9 @@ def _loop(d: LoopDecision, name) -> list[str]:
                 for g in lp.multicast.groups)
         out.append(f"      multicast: {mc}; warp-specialized: "
                    f"{'yes' if lp.warp_specialized else 'no'}"
-                   + ("; inside another run-time loop" if lp.nested else ""))
+                   + ("; inside another run-time loop" if lp.nested else "")
+                   + ("; CTA pair (cta_group::2, M = 256)" if lp.pair else "")
+                   + (f"; not a CTA pair: {lp.no_pair}" if lp.no_pair else ""))
         return out
     if pf is not None:
         copies = "TMA" if pf.tma else "cp.async"

@@ -22,7 +22,9 @@ Rules:
      iterations and an operand's index does not depend on some clustered axis of `bid`;
   R5 the first TMA ring outside any run-time loop, in a block of 2^k warp groups and one
      more (plan/tensor_cores.producer_block), without multicast, is *warp-specialized*: the
-     last warp group produces and then exits, so no later loop is;
+     last warp group produces and then exits, so no later loop is; so is a tcgen05 ring's
+     in a block of four warps and a producer and an MMA warp (tensor_cores.tc5_ws_block:
+     lower/tensorcore/tcgen05_ws.py), whose two warps exit after it;
   R6 a loop that is not pipelined carries (in exact mode) a value its body yields from a
      tensor-core `mma` — directly or through element-wise ops, as attention's rescaled
      output — in that product's accumulator layout, and a row statistic a kept-dims
@@ -36,6 +38,11 @@ Rules:
      are then TMA's swizzled panels (1024-byte units, as wgmma's), which `ldmatrix` reads
      as it reads the cp.async images, and the ring depth is chosen again for them (R1).
      sm_120, the portable target, keeps cp.async, so its PTX runs on later GPUs unchanged.
+  R9 a tcgen05 ring that is not specialized nor nested, the kernel's only tcgen05 product,
+     in a cluster of two CTAs along x (M) whose B tile is the same for both (R4's sharing
+     along x) and lies in an even number of panels along N, runs on the CTA pair
+     (lower/tensorcore/tcgen05_pair.py: cta_group::2, M = 256, each CTA copying its A rows
+     and half of B's panels).
 """
 
 from __future__ import annotations
@@ -273,6 +280,8 @@ class LoopPlan:
     multicast: Multicast | None = None
     warp_specialized: bool = False
     nested: bool = False           # inside another run-time loop (a persistent kernel's)
+    pair: bool = False             # tcgen05 on the cluster's CTA pair (R9)
+    no_pair: str = ""              # why a tcgen05 ring in a cluster of two is not (R9)
 
 
 def _round(n: int, unit: int = 128) -> int:
@@ -580,12 +589,19 @@ class LoopsPlan:
         d = self.by_iv.get(op.iv.id)
         return d.prefetch if d is not None else None
 
+    @property
+    def tc5_pair(self) -> bool:
+        """A tcgen05 ring runs on the CTA pair (R9): the kernel's tensor memory is the
+        pair's (cta_group::2)."""
+        return any(d.pipelined is not None and d.pipelined.pair for d in self.loops)
+
 
 def plan_loops(inputs: PlanInputs, products: ProductsPlan) -> LoopsPlan:
     if not products.has_products:
         return LoopsPlan((), {})
-    from tilelang.codegen.plan.tensor_cores import producer_block
-    state = _Producer(producer_block(inputs))      # R5: until the first specialized ring
+    from tilelang.codegen.plan.tensor_cores import producer_block, tc5_ws_block
+    # R5: until the first specialized ring
+    state = _Producer(producer_block(inputs), tc5_ws_block(inputs))
     out: list[LoopDecision] = []
 
     def visit(block: Block, nested: bool) -> None:
@@ -604,9 +620,11 @@ def plan_loops(inputs: PlanInputs, products: ProductsPlan) -> LoopsPlan:
 
 @record
 class _Producer:
-    """Whether the block still has a producer warp group to specialize a ring with (R5)."""
+    """Whether the block still has a producer warp group to specialize a ring with, or a
+    producer and an MMA warp for a tcgen05 ring (R5)."""
 
     producer: bool
+    tc5: bool = False
 
 
 def _tc5_ring(inputs: PlanInputs, lp: LoopPlan) -> tuple:
@@ -636,6 +654,29 @@ def _sync_tma_ring(inputs: PlanInputs, lp: LoopPlan) -> LoopPlan:
                     tma=True)
 
 
+def _tc5_pair(inputs: PlanInputs, products: ProductsPlan, op: ForOp, lp: LoopPlan,
+              ws: bool, nested: bool) -> tuple[bool, str]:
+    """R9: whether a tcgen05 ring runs on the cluster's CTA pair, and why not (said only for
+    a tcgen05 ring in a cluster of two along x)."""
+    if lp.plan.tc5 is None or cluster_shape(inputs) != (2, 1, 1):
+        return False, ""
+    if ws or nested:
+        return False, "a warp-specialized ring" if ws else "inside another run-time loop"
+    if lp.plan.tc5.m != 128:
+        return False, f"M = {lp.plan.tc5.m} (the pair's products take 128 rows a CTA)"
+    if sum(d.plan is not None and d.plan.tc5 is not None for d in products.decisions) != 1:
+        return False, "the kernel has another tcgen05 product"  # a pair kernel's are all pairs'
+    mc = multicast_plan(inputs, op, lp.operands)
+    if mc is None or mc.groups[1] != frozenset({0}):
+        return False, "B's tile differs between the cluster's CTAs"
+    itemsize = lp.plan.form.itemsize
+    n = lp.operands[1].op.result.type.shape[-1]
+    span = image_span(n, itemsize)
+    if lp.axes[1] != 1 or span <= 0 or (n * itemsize // span) % 2:
+        return False, "B's tile is not an even number of panels along N"
+    return True, ""
+
+
 def _decide(inputs: PlanInputs, products: ProductsPlan, op: ForOp, nested: bool,
             state: _Producer) -> LoopDecision:
     lp, why = _pipelined(inputs, products, op)
@@ -651,12 +692,15 @@ def _decide(inputs: PlanInputs, products: ProductsPlan, op: ForOp, nested: bool,
         else:
             lp = _sync_tma_ring(inputs, lp)
             tma = lp.tma
-        ws = bool(tma) and state.producer and not nested and mc is None and \
-            lp.plan.wg is not None
+        ws = bool(tma) and not nested and mc is None and (
+            state.tc5 if lp.plan.tc5 is not None else
+            state.producer and lp.plan.wg is not None)
         if ws:
-            state.producer = False
+            state.producer = state.tc5 = False
+        pair, no_pair = _tc5_pair(inputs, products, op, lp, ws, nested) if tma else \
+            (False, "")
         lp = LoopPlan(lp.mma, lp.operands, lp.axes, lp.scalars, lp.plan, lp.stages,
-                      lp.image_bytes, lp.stages_why, bool(tma), mc, ws, nested)
+                      lp.image_bytes, lp.stages_why, bool(tma), mc, ws, nested, pair, no_pair)
         return LoopDecision(op.iv.id, lp, None, "")
     carried = _carried(inputs, products, op)
     ids = tuple(c.id for c in op.carried)

@@ -15,10 +15,13 @@ Rules, in the order they are tried:
      producer group); a product that fits but for the block is *declined* (the launch
      contract reports E0721) and runs on mma.sync.
   R4 tcgen05 on sm_100a (lower/tensorcore/tcgen05_product.py): f16/bf16 operands, an f32
-     accumulator of 128 rows and a power-of-two N of 16 to 256 (one kind::f16 instruction
-     of M = 128 per k-step, its accumulator in tensor memory), K a multiple of 16, each
+     accumulator of 128 or 64 rows and a power-of-two N of 16 to 256 (one kind::f16
+     instruction of M = 128 or 64 per k-step, its accumulator in tensor memory), K a
+     multiple of 16, each
      operand whole 32-byte panels along K or M/N, and a block of exactly four warps (warp w
-     reads TMEM lanes 32w .. 32w + 31 in the epilogue); anything else runs on mma.sync.
+     reads TMEM lanes 32w .. 32w + 31 in the epilogue) or of those four and two more, a
+     producer and an MMA warp (tc5_ws_block: plan/loops.py R5 specializes the ring);
+     anything else runs on mma.sync.
 """
 
 from __future__ import annotations
@@ -54,12 +57,26 @@ class Tc5Shape:
 
 
 TC5_THREADS = 128           # the four warps whose TMEM lane quarters cover M = 128
+TC5_WS_THREADS = TC5_THREADS + 64   # and a producer warp and an MMA warp after them
+
+
+def tc5_ws_block(kern) -> bool:
+    """A block of the four epilogue warps of a tcgen05 accumulator and a producer and an
+    MMA warp (192 threads) on a target with tcgen05 (R4, plan/loops.py R5)."""
+    return kern.target.name in FEATURES["tcgen05"].arch_targets and kern.exact and \
+        kern.threads == TC5_THREADS and kern.declared_threads == TC5_WS_THREADS
 
 
 def tc5_acc_layout(shape: tuple[int, ...]) -> Layout:
     """The layout of tcgen05.ld's 32x32b shape with M = 128: thread 32w + l holds row
-    32w + l (its TMEM lane), register j holds column j."""
+    32w + l (its TMEM lane), register j holds column j. M = 64 keeps row 16w + i in lane
+    32w + i (i < 16) and is read with the 16x32bx2 shape split at N / 2: thread 32w + l
+    holds row 16w + l mod 16, register j column j, or N / 2 + j for l >= 16."""
     m, n = shape
+    if m == 64:
+        reg = tuple((0, 1 << i) for i in range((n // 2 - 1).bit_length()))
+        lane = tuple((1 << i, 0) for i in range(4)) + ((0, n // 2),)
+        return Layout((m, n), reg, lane, ((16, 0), (32, 0)))
     reg = tuple((0, 1 << i) for i in range((n - 1).bit_length()))
     lane = tuple((1 << i, 0) for i in range(5))
     warp = ((32, 0), (64, 0))
@@ -76,16 +93,18 @@ def _tc5_plan(kern, form: MmaForm, a_shape, b_shape, out_shape) -> tuple:
         return None, "tcgen05 not used: a batched product"
     m, n = out_shape
     k = a_shape[-1]
-    if m != 128 or n < 16 or n > 256 or n & (n - 1):
-        return None, f"tcgen05 not used: a {m} x {n} accumulator (128 x 2^k, N 16..256)"
+    if m not in (64, 128) or n < 16 or n > 256 or n & (n - 1):
+        return None, f"tcgen05 not used: a {m} x {n} accumulator (128 or 64 x 2^k, " \
+                     f"N 16..256)"
     if k % 16:
         return None, f"tcgen05 not used: K = {k} is not a multiple of 16"
     for mn in (m, n):
         if not (image_fits(k, form.itemsize) or image_fits(mn, form.itemsize)):
             return None, "tcgen05 not used: an operand fits no 32-byte panel"
-    if not (kern.exact and kern.threads == kern.declared_threads == TC5_THREADS):
+    if not (kern.exact and kern.threads == kern.declared_threads == TC5_THREADS
+            or tc5_ws_block(kern)):
         return None, f"tcgen05 not used: {kern.declared_threads} threads (it takes " \
-                     f"{TC5_THREADS})"
+                     f"{TC5_THREADS}, or {TC5_WS_THREADS} with a producer and an MMA warp)"
     return Tc5Shape(m, n, 16, max(32, n)), ""
 
 

@@ -22,7 +22,11 @@ from tilelang.options import CompileOptions
 from wgmma_support import compile_for, product_bound, run
 
 ROOT = pathlib.Path(__file__).resolve().parents[4]
-MATMUL = (ROOT / "examples" / "matmul.tile").read_text()
+EXAMPLE = (ROOT / "examples" / "matmul.tile").read_text()
+# without its cluster of two the example's product is one CTA's (cta_group::1); with it the CTA
+# pair's (test_tcgen05_pair.py)
+MATMUL = EXAMPLE.replace(", cluster = (2, 1, 1)", "")
+assert MATMUL != EXAMPLE
 
 
 def operands(shape_a, shape_b, dtype="f16", seed=0, exact=True):
@@ -86,7 +90,7 @@ def test_without_tma_each_product_stages_its_operands():
                                       ).astype(np.float32))
 
 
-def test_plan_shows_the_tcgen05_decision():
+def test_plan_shows_the_tcgen05_decision(tmp_path):
     from tilelang.cli import main
     import contextlib
     import io
@@ -97,6 +101,13 @@ def test_plan_shows_the_tcgen05_decision():
     assert rc in (0, None)
     assert "tcgen05 kind::f16 m128n128k16: 4 instruction(s) per product, 128 TMEM " \
            "columns (R4)" in out.getvalue()
+    assert "CTA pair (cta_group::2, M = 256)" in out.getvalue()
+    single = tmp_path / "matmul.tile"
+    single.write_text(MATMUL)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        rc = main([str(single), "--arch", "sm_100a", "--emit", "plan"])
+    assert rc in (0, None) and "CTA pair" not in out.getvalue()
     assert "pipelined (tcgen05), TMA ring of 3 stages x 32 KB" in out.getvalue()
 
 

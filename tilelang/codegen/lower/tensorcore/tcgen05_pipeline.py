@@ -13,7 +13,9 @@ whole loop (docs/codegen.md, "sm_100a").
               tcgen05.commit to the kernel's completion mbarrier (tcgen05_tmem.py)
     everyone: wait for the completion; tcgen05.ld of its rows; tcgen05.wait::ld; thread 0
               invalidates the ring's mbarriers; barrier
-An iteration past the end is not copied, so nothing is in flight at the exit.
+An iteration past the end is not copied, so nothing is in flight at the exit. A block with a
+producer and an MMA warp after its four epilogue warps runs the ring specialized instead
+(tcgen05_ws.py, which shares this module's `Tc5Ring`).
 """
 
 from __future__ import annotations
@@ -26,73 +28,182 @@ from tilelang.codegen.lower.tensorcore import (mma_sync, pipe_loop, tcgen05_tmem
 from tilelang.codegen.lower.tensorcore.cp_async import _c64
 from tilelang.codegen.lower.tensorcore.mma_epilogue import remember_acc_layout
 from tilelang.codegen.lower.tensorcore.mma_plan import to_layout
-from tilelang.codegen.lower.tensorcore.tcgen05_product import (descriptors, issue_mmas,
-                                                               lane_quarter, tmem_io)
+from tilelang.codegen.lower.tensorcore.tcgen05_product import (commit, descriptors,
+                                                               issue_mmas, lane_quarter,
+                                                               tmem_io)
 from tilelang.codegen.lower.tensorcore.wgmma_product import (_carried_state, _ring_add,
                                                              align_smem, ring_images)
+from tilelang.record import record
 
 
 def _c(v: int) -> ir.Constant:
     return ir.Constant(I32, v)
 
 
-def emit_pipelined(kern: KernelEmitter, op, lp) -> None:
+@record
+class Tc5Ring:
+    """A tcgen05 loop's TMA ring as `ring_setup` lays it out: the loop, its plan, the
+    initial accumulator (tc5_acc_layout), the stage size, the operand images' offsets, the
+    TMA operands, the ring's and its mbarriers' 32-bit shared addresses (full[s] at
+    bars + 8s, empty[s] 8S bytes further), the descriptors, K and the loop's bounds."""
+
+    kern: KernelEmitter
+    op: object
+    lp: object
+    init: TileVal
+    stage_bytes: int
+    offs: list
+    tma: list
+    base: ir.Value
+    bars: ir.Value
+    da: object
+    db: object
+    idesc: int
+    k: int
+    start: ir.Value
+    stop: ir.Value
+    step: ir.Value
+    ivt: object
+    positive: ir.Value
+    rank: ir.Value | None = None      # a CTA pair's (plan/loops.py R8): this CTA's rank
+
+    @property
+    def pair(self) -> bool:
+        return self.rank is not None
+
+    @property
+    def ring_bytes(self) -> int:
+        return self.lp.stages * self.stage_bytes
+
+    def full(self, slot) -> ir.Value:
+        """full[s] of the stage at byte offset `slot` (an int or an i32 value)."""
+        b = self.kern.builder
+        idx = _c(slot // self.stage_bytes) if isinstance(slot, int) else \
+            b.udiv(slot, _c(self.stage_bytes))
+        return b.add(self.bars, b.shl(idx, _c(3)))
+
+    def empty(self, slot) -> ir.Value:
+        return self.kern.builder.add(self.full(slot), _c(8 * self.lp.stages))
+
+    def _wide(self, v):
+        b = self.kern.builder
+        return b.sext(v, I64) if self.ivt.signed else b.zext(v, I64)
+
+    def valid_ahead(self, iv, s: int) -> ir.Value:
+        b = self.kern.builder
+        return b.and_(self.positive, b.icmp_signed(
+            "<", b.mul(self._wide(self.step), _c64(s)),
+            b.sub(self._wide(self.stop), self._wide(iv))))
+
+    def iv_ahead(self, iv, s: int) -> ir.Value:
+        b = self.kern.builder
+        return b.add(iv, b.mul(self.step, ir.Constant(self.step.type, s))) if s else iv
+
+    def copy(self, iv, s: int, slot, valid=None) -> None:
+        """The issuing thread copies iteration iv + s * step (when it exists, or `valid`)
+        into the stage at byte offset `slot`, announcing its bytes on full[slot]."""
+        kern, b = self.kern, self.kern.builder
+        kern.env[self.op.iv.id] = TileVal(self.ivt, kern.scalar_layout, (iv,))
+        true = ir.Constant(ir.IntType(1), 1)
+        env_iv = (self.iv_ahead(iv, s), self.op.iv, self.lp.scalars)
+        image = b.add(self.base, slot if not isinstance(slot, int) else _c(slot))
+        full = self.full(slot)
+        if self.pair:                   # both CTAs' copies complete on the even CTA's
+            full = tma_load._asm(kern, "mapa.shared::cluster.u32 $0, $1, 0;", [full],
+                                 "=r,r", I32)
+        tma_load.issue_stage(kern, self.tma, env_iv, image, full,
+                             self.valid_ahead(iv, s) if valid is None else valid,
+                             leader=true, pair=self.pair)
+
+    def mmas(self, slot) -> None:
+        """The issuing thread's MMAs of the stage at byte offset `slot`, committed to its
+        empty mbarrier (it completes when they are done reading the stage)."""
+        image = self.kern.builder.add(self.base, slot)
+        issue_mmas(self.kern, self.da, self.db, self.idesc, self.kern.tmem.address, image,
+                   b_offset=self.offs[1], k=self.k, kstep=self.lp.plan.tc5.k,
+                   bar=self.empty(slot), pair=self.pair)
+
+    def finish(self, regs) -> None:
+        """The loop's result: the accumulator read back from TMEM."""
+        self.kern.env[self.op.results[0].id] = TileVal(self.init.dtype, self.lp.plan.acc,
+                                                       tuple(regs))
+        remember_acc_layout(self.kern, self.lp.plan.acc)
+
+
+def ring_setup(kern: KernelEmitter, op, lp, extra_bars: int = 0) -> Tc5Ring:
+    """The ring's images and mbarriers (in the scratch buffer after the images, unless the
+    ring is nested in another run-time loop: then a static buffer of their own)."""
     b = kern.builder
     plan, S = lp.plan, lp.stages
-    form, t = plan.form, plan.tc5
+    form = plan.form
     kern.require_exact()
     kern.stats.features.add("tcgen05")
     start, stop, step = (kern.tile(v).value for v in (op.start, op.stop, op.step))
     ivt = kern.tile(op.start).dtype
     init = to_layout(kern, kern.tile(op.init[0]), plan.acc)
     stage_bytes, offs, sops = ring_images(lp, form.itemsize)
+    rank = None
+    if lp.pair:                         # this CTA's image of B: half of its panels along N
+        rank = tma_load._asm(kern, "mov.u32 $0, %cluster_ctarank;", [], "=r", I32)
+        sb = sops[1]
+        sops[1] = mma_sync.SmemOperand(None, (sb.shape[0], sb.shape[1] // 2), sb.cax,
+                                       sb.itemsize, sb.span)
     tma = tma_load.plan_operands(kern, lp.operands, sops, offs)
+    if rank is not None and tma is not None:
+        tma[1].pair_rank = rank
     ring_bytes = S * stage_bytes
-    # inside an outer run-time loop (a persistent kernel's tiles) the ring carries on from one
-    # run to the next: mbarriers of their own, initialized once, the stage and phase kept
     carried = lp.nested
     ring = kern.smem(ring_bytes + (0 if carried else 16 * S), ir.IntType(8), 0)
     align_smem(kern)
     base = mma_sync.shared_address(kern, ring)
     bars = mma_sync.shared_address(kern, kern.kept_smem(16 * S, 8)) if carried else \
         b.add(base, _c(ring_bytes))
-    da, db, idesc = descriptors(plan, sops)
+    da, db, idesc = descriptors(plan, sops, lp.pair)
     k = sops[0].shape[-1]
-    tm = kern.tmem
-    iv_var = op.iv
-
-    def full(slot):                     # slot: a byte offset into the ring
-        idx = _c(slot // stage_bytes) if isinstance(slot, int) else \
-            b.udiv(slot, _c(stage_bytes))
-        return b.add(bars, b.shl(idx, _c(3)))
-
-    def empty(slot):
-        return b.add(full(slot), _c(8 * S))
-
-    def wide(v):
-        return b.sext(v, I64) if ivt.signed else b.zext(v, I64)
-
     positive = b.icmp_signed(">", step, ir.Constant(step.type, 0)) if ivt.signed else \
         b.icmp_unsigned(">", step, ir.Constant(step.type, 0))
+    return Tc5Ring(kern, op, lp, init, stage_bytes, offs, tma, base, bars, da, db, idesc, k,
+                   start, stop, step, ivt, positive, rank)
 
-    def valid_ahead(iv, s):
-        return b.and_(positive, b.icmp_signed("<", b.mul(wide(step), _c64(s)),
-                                              b.sub(wide(stop), wide(iv))))
 
-    def iv_ahead(iv, s):
-        return b.add(iv, b.mul(step, ir.Constant(step.type, s))) if s else iv
+def init_bars(ring: Tc5Ring) -> None:
+    """Thread 0 initializes full[s] and empty[s] (count 1 each: the issuing thread's
+    expect_tx, the MMAs' commit; a CTA pair's full[s] counts both CTAs' expect_tx)."""
+    kern, b = ring.kern, ring.kern.builder
+    S = ring.lp.stages
 
+    def init():
+        for i in range(2 * S):
+            tma_load.mbarrier_init(kern, b.add(ring.bars, _c(8 * i)),
+                                   2 if ring.pair and i < S else 1)
+        if ring.pair:                   # the other CTA arrives on them, its copies complete
+            tmem.void(kern, "fence.mbarrier_init.release.cluster;")
+    pipe_loop.on_thread0(kern, "tc5.ring.init", init)
+
+
+def read_back(ring: Tc5Ring, mine: ir.Value) -> list:
+    """Wait for the completion mbarrier, then this thread's rows of the accumulator."""
+    kern = ring.kern
+    tmem.wait(kern)
+    tmem.void(kern, "tcgen05.fence::after_thread_sync;")
+    regs = tmem_io(kern, mine, None, ring.lp.plan.tc5.n, ring.lp.plan.tc5.m)
+    tmem.void(kern, "tcgen05.fence::before_thread_sync;")
+    return regs
+
+
+def commit_done(kern: KernelEmitter, pair: bool = False) -> None:
+    """The issuing thread: every MMA issued so far completes the kernel's completion
+    mbarrier (a CTA pair's: in both CTAs)."""
+    commit(kern, kern.tmem.bar, pair)
+
+
+def emit_pipelined(kern: KernelEmitter, op, lp) -> None:
+    b = kern.builder
+    ring = ring_setup(kern, op, lp)
+    S, stage_bytes, ring_bytes = lp.stages, ring.stage_bytes, ring.ring_bytes
+    start, step, stop = ring.start, ring.step, ring.stop
+    carried = lp.nested
     true = ir.Constant(ir.IntType(1), 1)
-
-    def copy(iv, s, slot):
-        kern.env[iv_var.id] = TileVal(ivt, kern.scalar_layout, (iv,))
-        tma_load.issue_stage(kern, tma, (iv_ahead(iv, s), iv_var, lp.scalars),
-                             b.add(base, slot if not isinstance(slot, int) else _c(slot)),
-                             full(slot), valid_ahead(iv, s), leader=true)
-
-    def init_bars():
-        pipe_loop.on_thread0(kern, "tc5.ring.init", lambda: [
-            tma_load.mbarrier_init(kern, b.add(bars, _c(8 * i)), 1) for i in range(2 * S)])
 
     kern.barrier()                      # earlier users of the scratch buffer are done
     if carried:
@@ -101,33 +212,32 @@ def emit_pipelined(kern: KernelEmitter, op, lp) -> None:
         ready = kern.fn.append_basic_block("tc5.ring.ready")
         b.cbranch(b.icmp_unsigned("==", b.load(state[2]), _c(0)), first, ready)
         b.position_at_end(first)        # the first run initializes (thread_sync publishes)
-        init_bars()
+        init_bars(ring)
         b.store(_c(1), state[2])
         b.branch(ready)
         b.position_at_end(ready)
         slot0, phase0 = b.load(state[0]), b.load(state[1])
     else:
-        init_bars()
+        init_bars(ring)
         slot0, phase0 = _c(0), _c(0)
-    mine = lane_quarter(kern, tm.address)
-    tmem_io(kern, mine, list(init.regs), t.n)
+    mine = lane_quarter(kern, kern.tmem.address)
+    tmem_io(kern, mine, list(ring.init.regs), lp.plan.tc5.n, lp.plan.tc5.m)
     tmem.thread_sync(kern)              # also publishes the mbarriers' initialization
 
     lead = kern.fn.append_basic_block("tc5.issuer")
     after = kern.fn.append_basic_block("tc5.issued")
     b.cbranch(tma_load.issuer(kern), lead, after)
     b.position_at_end(lead)
-    tma_load.hoist(kern, tma)
+    tma_load.hoist(kern, ring.tma)
     for s in range(S - 1):
-        copy(start, s, _ring_add(kern, slot0, s * stage_bytes, ring_bytes) if carried
-             else s * stage_bytes)
+        ring.copy(start, s, _ring_add(kern, slot0, s * stage_bytes, ring_bytes) if carried
+                  else s * stage_bytes)
     iv, (slot, phase, started), _, header, exit_ = pipe_loop.loop_header(
-        kern, "tc5.pipe", "tc5.pipe.body", "tc5.pipe.exit", start, stop, ivt, positive,
-        named=[("slot", I32, slot0), ("phase", I32, phase0),
-               ("started", ir.IntType(1), ir.Constant(ir.IntType(1), 0))])
-    tma_load.wait_parity(kern, full(slot), phase)
-    issue_mmas(kern, da, db, idesc, tm.address, b.add(base, slot), b_offset=offs[1], k=k,
-               kstep=t.k, bar=empty(slot))
+        kern, "tc5.pipe", "tc5.pipe.body", "tc5.pipe.exit", start, stop, ring.ivt,
+        ring.positive, named=[("slot", I32, slot0), ("phase", I32, phase0),
+                              ("started", ir.IntType(1), ir.Constant(ir.IntType(1), 0))])
+    tma_load.wait_parity(kern, ring.full(slot), phase)
+    ring.mmas(slot)
     # iteration j-1's slot: free once its MMAs are done (empty's completion of that use:
     # this round's parity, or the previous round's when slot j wrapped to 0)
     wslot = b.select(b.icmp_unsigned("==", slot, _c(0)), _c(ring_bytes - stage_bytes),
@@ -137,10 +247,10 @@ def emit_pipelined(kern: KernelEmitter, op, lp) -> None:
     refill = kern.fn.append_basic_block("tc5.refill")
     b.cbranch(started, wait, refill)
     b.position_at_end(wait)
-    tma_load.wait_parity(kern, empty(wslot), wpar)
+    tma_load.wait_parity(kern, ring.empty(wslot), wpar)
     b.branch(refill)
     b.position_at_end(refill)
-    copy(iv, S - 1, wslot)
+    ring.copy(iv, S - 1, wslot)
     nxt = b.add(slot, _c(stage_bytes))
     wrap = b.icmp_unsigned("==", nxt, _c(ring_bytes))
     tail = b.block
@@ -153,18 +263,19 @@ def emit_pipelined(kern: KernelEmitter, op, lp) -> None:
     if carried:                         # only the issuer's copies are read
         b.store(slot, state[0])
         b.store(phase, state[1])
-    tmem.void(kern, "tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 "
-                    "[$0];", [tm.bar], "r")
+    commit_done(kern)
     b.branch(after)
     b.position_at_end(after)
 
-    tmem.wait(kern)
-    tmem.void(kern, "tcgen05.fence::after_thread_sync;")
-    regs = tmem_io(kern, mine, None, t.n)
-    tmem.void(kern, "tcgen05.fence::before_thread_sync;")
+    regs = read_back(ring, mine)
     if not carried:
-        pipe_loop.on_thread0(kern, "tc5.ring.inval", lambda: [
-            tma_load.mbarrier_inval(kern, b.add(bars, _c(8 * i))) for i in range(2 * S)])
+        invalidate(ring)
     kern.barrier()                      # the ring is free for the next user
-    kern.env[op.results[0].id] = TileVal(init.dtype, plan.acc, tuple(regs))
-    remember_acc_layout(kern, plan.acc)
+    ring.finish(regs)
+
+
+def invalidate(ring: Tc5Ring) -> None:
+    kern, b = ring.kern, ring.kern.builder
+    pipe_loop.on_thread0(kern, "tc5.ring.inval", lambda: [
+        tma_load.mbarrier_inval(kern, b.add(ring.bars, _c(8 * i)))
+        for i in range(2 * ring.lp.stages)])

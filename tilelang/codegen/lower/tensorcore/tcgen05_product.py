@@ -29,6 +29,7 @@ from tilelang.codegen.lower.tensorcore import (mma_sync, pipe_loop, tcgen05_tmem
                                                wgmma_ops)
 from tilelang.codegen.lower.tensorcore.mma_epilogue import remember_acc_layout
 from tilelang.codegen.lower.tensorcore.mma_plan import TensorCorePlan, to_layout
+from tilelang.codegen.plan.tensor_cores import TC5_THREADS
 from tilelang.codegen.lower.tensorcore.wgmma_product import (Descriptors, align_smem,
                                                              fill_images, place_image)
 
@@ -43,36 +44,43 @@ def _c(v: int) -> ir.Constant:
 _void = tmem.void
 
 
-def instr_descriptor(plan: TensorCorePlan, a_mn: bool, b_mn: bool) -> int:
+def instr_descriptor(plan: TensorCorePlan, a_mn: bool, b_mn: bool, pair: bool = False) -> int:
     """The kind::f16 instruction descriptor (PTX ISA, tcgen05 "Instruction descriptor"):
     D f32 (bits 4-5 = 1), A and B types (7-9, 10-12: 0 f16, 1 bf16), A / B MN-major (15,
-    16), N >> 3 (17-22), M >> 4 (24-28)."""
+    16), N >> 3 (17-22), M >> 4 (24-28); a CTA pair's M is both CTAs' rows."""
     t = plan.tc5
     ab = {"f16": 0, "bf16": 1}[plan.form.ab]
+    m = 2 * t.m if pair else t.m
     return 1 << 4 | ab << 7 | ab << 10 | int(a_mn) << 15 | int(b_mn) << 16 | \
-        (t.n >> 3) << 17 | (t.m >> 4) << 24
+        (t.n >> 3) << 17 | (m >> 4) << 24
 
 
-def tmem_io(kern: KernelEmitter, taddr: ir.Value, regs: list | None, n: int) -> list:
-    """tcgen05.ld (regs None) or tcgen05.st of this thread's `n` f32 columns at `taddr`,
-    in chunks of LD_CHUNK columns, then the matching wait."""
+def tmem_io(kern: KernelEmitter, taddr: ir.Value, regs: list | None, n: int,
+            m: int = 128) -> list:
+    """tcgen05.ld (regs None) or tcgen05.st of this thread's f32 columns of an M x `n`
+    accumulator at `taddr` (tc5_acc_layout: M = 128 in chunks of LD_CHUNK columns of the
+    32x32b shape; M = 64 in one 16x32bx2 of n / 2 columns split at n / 2), then the
+    matching wait."""
     b = kern.builder
     f32 = ir.FloatType()
     out = []
-    for c0 in range(0, n, LD_CHUNK):
-        w = min(LD_CHUNK, n - c0)
+    shape, split = ("32x32b", "") if m == 128 else ("16x32bx2", f", {n // 2}")
+    per = n if m == 128 else n // 2
+    for c0 in range(0, per, LD_CHUNK):
+        w = min(LD_CHUNK, per - c0)
         addr = b.add(taddr, _c(c0)) if c0 else taddr
         if regs is None:
             names = ", ".join(f"${i}" for i in range(w))
             ty = ir.LiteralStructType([f32] * w)
-            text = f"tcgen05.ld.sync.aligned.32x32b.x{w}.b32 {{{names}}}, [${w}];"
+            text = f"tcgen05.ld.sync.aligned.{shape}.x{w}.b32 {{{names}}}, [${w}]{split};"
             cons = ",".join(["=f"] * w + ["r"])
             asm = ir.InlineAsm(ir.FunctionType(ty, [I32]), text, cons, side_effect=True)
             res = b.call(asm, [addr])
             out += [b.extract_value(res, i) for i in range(w)]
         else:
             names = ", ".join(f"${i + 1}" for i in range(w))
-            _void(kern, f"tcgen05.st.sync.aligned.32x32b.x{w}.b32 [$0], {{{names}}};",
+            _void(kern, f"tcgen05.st.sync.aligned.{shape}.x{w}.b32 [$0]{split}, "
+                        f"{{{names}}};",
                   [addr] + list(regs[c0:c0 + w]), ",".join(["r"] + ["f"] * w))
     if regs is None:
         # the wait and the values: tied through an asm that passes them on, so no use of a
@@ -111,7 +119,7 @@ def product(kern: KernelEmitter, plan: TensorCorePlan, a, b, acc: TileVal) -> Ti
     fill_images(kern, sources, sops, offsets, smem32)
     wgmma_ops.fence_proxy_async(kern)   # the images (generic proxy) are read by the MMAs
     mine = lane_quarter(kern, tm.address)
-    tmem_io(kern, mine, list(acc.regs), t.n)
+    tmem_io(kern, mine, list(acc.regs), t.n, t.m)
     tmem.thread_sync(kern)
     da, db, idesc = descriptors(plan, sops)
     pipe_loop.on_thread0(kern, "tc5.mma", lambda: issue_mmas(
@@ -119,7 +127,7 @@ def product(kern: KernelEmitter, plan: TensorCorePlan, a, b, acc: TileVal) -> Ti
         bar=tm.bar))
     tmem.wait(kern)
     _void(kern, "tcgen05.fence::after_thread_sync;")
-    regs = tmem_io(kern, mine, None, t.n)
+    regs = tmem_io(kern, mine, None, t.n, t.m)
     # the next product's tcgen05.st must not overwrite what a slower warp still reads
     _void(kern, "tcgen05.fence::before_thread_sync;")
     remember_acc_layout(kern, plan.acc)
@@ -127,37 +135,53 @@ def product(kern: KernelEmitter, plan: TensorCorePlan, a, b, acc: TileVal) -> Ti
 
 
 def lane_quarter(kern: KernelEmitter, taddr: ir.Value) -> ir.Value:
-    """The TMEM address of this warp's lanes: warp w reads and writes lanes 32w .. 32w + 31
-    (the lane is the address's high half)."""
+    """The TMEM address of this warp's lanes: warp w reads and writes lanes 32(w mod 4) ..
+    32(w mod 4) + 31 (the lane is the address's high half; a warp past the fourth, in a
+    block with a producer and an MMA warp, replicates warp w mod 4 outside their ring)."""
     b = kern.builder
-    return b.add(taddr, b.shl(b.lshr(kern.tid, _c(5)), _c(21)))
+    if kern.declared_threads == TC5_THREADS:
+        return b.add(taddr, b.shl(b.lshr(kern.tid, _c(5)), _c(21)))
+    return b.add(taddr, b.and_(b.shl(kern.tid, _c(16)), _c(3 << 21)))
 
 
-def descriptors(plan: TensorCorePlan, sops) -> tuple:
+def descriptors(plan: TensorCorePlan, sops, pair: bool = False) -> tuple:
     """(A's Descriptors, B's, the instruction descriptor) for the operand images `sops`
     (K-major unless the image's rows run along M / N: the MN-major bits)."""
     a_mn, b_mn = sops[0].cax != 1, sops[1].cax != 0
     da = Descriptors(sops[0], True, a_mn, _const(sops[0], a_mn), _c(0))
     db = Descriptors(sops[1], False, b_mn, _const(sops[1], b_mn), _c(0))
-    return da, db, instr_descriptor(plan, a_mn, b_mn)
+    return da, db, instr_descriptor(plan, a_mn, b_mn, pair)
 
 
 def issue_mmas(kern: KernelEmitter, da: Descriptors, db: Descriptors, idesc: int,
                taddr: ir.Value, image: ir.Value, *, b_offset: int, k: int, kstep: int,
-               bar: ir.Value) -> None:
+               bar: ir.Value, pair: bool = False) -> None:
     """The issuing thread's tcgen05.mma per k-step (accumulating into TMEM at `taddr`) over
     the images at 32-bit shared address `image` (B `b_offset` bytes past A), then
-    tcgen05.commit to the mbarrier `bar`."""
+    tcgen05.commit to the mbarrier `bar`. `pair`: the CTA pair's products (cta_group::2),
+    committed to `bar`'s offset in both CTAs."""
     bld = kern.builder
+    group = "cta_group::2" if pair else "cta_group::1"
     starts = (da.base(kern, image), db.base(kern, bld.add(image, _c(b_offset))))
     for k0 in range(0, k, kstep):
         pa = da.at(kern, starts[0], da.offset(0, 0, k0) >> 4)
         pb = db.at(kern, starts[1], db.offset(0, 0, k0) >> 4)
         _void(kern, "{ .reg .pred p; setp.ne.b32 p, 1, 0; "
-                    "tcgen05.mma.cta_group::1.kind::f16 [$0], $1, $2, $3, p; }",
+                    f"tcgen05.mma.{group}.kind::f16 [$0], $1, $2, $3, p; }}",
               [taddr, pa, pb, _c(idesc)], "r,l,l,r")
-    _void(kern, "tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 "
-                "[$0];", [bar], "r")
+    commit(kern, bar, pair)
+
+
+def commit(kern: KernelEmitter, bar: ir.Value, pair: bool = False) -> None:
+    """tcgen05.commit of the thread's MMAs to the mbarrier `bar` (a CTA pair's: to `bar`'s
+    offset in both CTAs, mask 0b11)."""
+    if not pair:
+        _void(kern, "tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 "
+                    "[$0];", [bar], "r")
+        return
+    _void(kern, "tcgen05.commit.cta_group::2.mbarrier::arrive::one.shared::cluster."
+                "multicast::cluster.b64 [$0], $1;", [bar, ir.Constant(ir.IntType(16), 3)],
+          "r,h")
 
 
 def _const(sop: mma_sync.SmemOperand, trans: bool) -> int:

@@ -9,6 +9,8 @@ does not allocate again after the CTA gave up its allocation permit (an allocati
            fences; every thread reads the address
     end:   tcgen05.fence::before_thread_sync; barrier; warp 0: tcgen05.dealloc; thread 0:
            mbarrier.inval
+A kernel whose ring runs on a CTA pair (plan/loops.py R8) allocates the pair's tensor memory
+(cta_group::2), after a cluster barrier, and frees it after another.
 
 The mbarrier completes one phase per product; the parity to wait for is kept in a variable
 of the entry block (promoted to registers) and flips after each wait.
@@ -52,6 +54,20 @@ def on_warp0(kern: KernelEmitter, name: str, fn) -> None:
     b.position_at_end(after)
 
 
+def _group(kern: KernelEmitter) -> str:
+    """The allocation's CTA group: the pair's when a ring runs on it (plan/loops.py R8)."""
+    return "cta_group::2" if kern.plan.loops.tc5_pair else "cta_group::1"
+
+
+def cluster_sync(kern: KernelEmitter) -> None:
+    """A barrier of the whole cluster that orders tcgen05 operations across its CTAs (and
+    publishes shared-memory writes and mbarrier initializations to the other CTA)."""
+    void(kern, "tcgen05.fence::before_thread_sync;")
+    void(kern, "barrier.cluster.arrive.release.aligned;")
+    void(kern, "barrier.cluster.wait.acquire.aligned;")
+    void(kern, "tcgen05.fence::after_thread_sync;")
+
+
 def thread_sync(kern: KernelEmitter) -> None:
     """A barrier that orders tcgen05 operations across threads (the fence pair around it)."""
     void(kern, "tcgen05.fence::before_thread_sync;")
@@ -72,10 +88,13 @@ def setup(kern: KernelEmitter) -> None:
     b.store(_c(0), parity)
     b.position_at_end(here)
     pipe_loop.on_thread0(kern, "tc5.init", lambda: tma_load.mbarrier_init(kern, bar, 1))
+    g = _group(kern)
+    if kern.plan.loops.tc5_pair:
+        cluster_sync(kern)              # both CTAs of the pair run before it allocates
     on_warp0(kern, "tc5.alloc", lambda: (
-        void(kern, f"tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [$0], {cols};",
+        void(kern, f"tcgen05.alloc.{g}.sync.aligned.shared::cta.b32 [$0], {cols};",
              [slot], "r"),
-        void(kern, "tcgen05.relinquish_alloc_permit.cta_group::1.sync.aligned;")))
+        void(kern, f"tcgen05.relinquish_alloc_permit.{g}.sync.aligned;")))
     thread_sync(kern)
     addr = tma_load._asm(kern, "ld.shared.b32 $0, [$1];", [slot], "=r,r,~{memory}", I32)
     kern.tmem = Tmem(cols, addr, bar, parity)
@@ -85,10 +104,29 @@ def teardown(kern: KernelEmitter) -> None:
     t = kern.tmem
     if t is None:
         return
+    if kern.barrier_threads:
+        # a warp-specialized ring's producer and MMA warps have left (tcgen05_ws.py): the
+        # epilogue warps free the columns, the others pass by the named barrier
+        b = kern.builder
+        then = kern.fn.append_basic_block("tc5.teardown")
+        after = kern.fn.append_basic_block("tc5.teardown.end")
+        b.cbranch(b.icmp_unsigned("<", kern.tid, _c(kern.barrier_threads)), then, after)
+        b.position_at_end(then)
+        _free(kern, t)
+        b.branch(after)
+        b.position_at_end(after)
+        return
+    _free(kern, t)
+
+
+def _free(kern: KernelEmitter, t: Tmem) -> None:
     thread_sync(kern)
+    if kern.plan.loops.tc5_pair:
+        # the pair's columns: freed once both CTAs are done with them
+        cluster_sync(kern)
     on_warp0(kern, "tc5.dealloc", lambda: void(
-        kern, f"tcgen05.dealloc.cta_group::1.sync.aligned.b32 $0, {t.columns};", [t.address],
-        "r"))
+        kern, f"tcgen05.dealloc.{_group(kern)}.sync.aligned.b32 $0, {t.columns};",
+        [t.address], "r"))
     pipe_loop.on_thread0(kern, "tc5.inval", lambda: tma_load.mbarrier_inval(kern, t.bar))
 
 

@@ -46,17 +46,21 @@ class TmaOperand:
     sop: object
     image_offset: int
     address: ir.Value | None = None   # the map's generic address, once computed (`hoist`)
+    # a CTA pair's share (tcgen05_pair.py): this CTA's rank (i32) copies the rank-th half of
+    # the tile's panels along the contiguous axis into the image's first half
+    pair_rank: ir.Value | None = None
 
     @property
     def panels(self) -> int:
-        return self.shape[self.sop.cax] * self.sop.itemsize // self.sop.span
+        n = self.shape[self.sop.cax] * self.sop.itemsize // self.sop.span
+        return n // 2 if self.pair_rank is not None else n
 
     @property
     def nbytes(self) -> int:
         n = self.sop.itemsize
         for s in self.shape:
             n *= s
-        return n
+        return n // 2 if self.pair_rank is not None else n
 
 
 def plan_operands(kern: KernelEmitter, loads, sops, offsets) -> list[TmaOperand] | None:
@@ -111,14 +115,18 @@ def wait_parity(kern: KernelEmitter, addr: ir.Value, parity: ir.Value) -> None:
 
 
 def _bulk_tensor(kern: KernelEmitter, dst: ir.Value, tmap: ir.Value, coords: list,
-                 bar: ir.Value) -> None:
+                 bar: ir.Value, pair: bool = False) -> None:
+    """A bulk tensor copy into this CTA completing on `bar`; `pair`: `bar` may be the pair's
+    even CTA's (a shared::cluster address, .cta_group::2)."""
     n = len(coords)
     cs = ", ".join(f"${i + 2}" for i in range(n))
     # sm_120's ptxas wraps a `.shared::cluster` destination in a test of the destination's
     # CTA and a call with a stack frame (a local store per copy); `.shared::cta` (PTX 8.6)
-    # says it is this CTA's own, as the copy's shared address always is here
-    space = "shared::cta" if kern.target.sm >= 120 else "shared::cluster"
-    text = (f"cp.async.bulk.tensor.{n}d.{space}.global.mbarrier::complete_tx::bytes "
+    # says it is this CTA's own, as the copy's shared address always is here (a CTA pair's
+    # copies complete on the even CTA's mbarrier: `.shared::cluster`, sm_100a only)
+    space = "shared::cta" if kern.target.sm >= 120 and not pair else "shared::cluster"
+    group = ".cta_group::2" if pair else ""
+    text = (f"cp.async.bulk.tensor.{n}d{group}.{space}.global.mbarrier::complete_tx::bytes "
             f"[$0], [$1, {{{cs}}}], [${n + 2}];")
     _asm(kern, text, [dst, tmap] + coords + [bar], "r,l," + "r," * n + "r,~{memory}")
 
@@ -179,11 +187,14 @@ def issuer(kern: KernelEmitter, first: int = 0) -> ir.Value:
 
 
 def issue_stage(kern: KernelEmitter, ops: list[TmaOperand], env_iv, image: ir.Value,
-                bar: ir.Value, valid: ir.Value, leader: ir.Value | None = None) -> None:
+                bar: ir.Value, valid: ir.Value, leader: ir.Value | None = None,
+                pair: bool = False) -> None:
     """The block's issuing thread (`issuer`: a thread past the layouts' threads replicates
     one of them, and must not copy again), or where `leader` holds, when `valid`: announce
     the stage's bytes on `bar` and copy every panel of every operand into the stage at
-    32-bit shared address `image`. Called where warp 0 is converged."""
+    32-bit shared address `image`. Called where warp 0 is converged. `pair`: `bar` is the
+    CTA pair's even CTA's mbarrier (a shared::cluster address), which both CTAs' copies
+    complete on."""
     b = kern.builder
     coords = []
     for op in ops:
@@ -200,14 +211,22 @@ def issue_stage(kern: KernelEmitter, ops: list[TmaOperand], env_iv, image: ir.Va
     after = kern.fn.append_basic_block("tma.issued")
     b.cbranch(go, then, after)
     b.position_at_end(then)
-    arrive_expect_tx(kern, bar, sum(op.nbytes for op in ops))
+    nbytes = sum(op.nbytes for op in ops)
+    if pair:
+        _asm(kern, f"mbarrier.arrive.expect_tx.shared::cluster.b64 _, [$0], {nbytes};",
+             [bar], "r,~{memory}")
+    else:
+        arrive_expect_tx(kern, bar, nbytes)
     for op, cs in zip(ops, coords):
         per = op.sop.span // op.sop.itemsize
+        first = cs[0]
+        if op.pair_rank is not None:         # this CTA's half of the panels
+            first = b.add(first, b.mul(op.pair_rank, _c(op.panels * per)))
         for p in range(op.panels):
-            inner = b.add(cs[0], _c(p * per)) if p else cs[0]
+            inner = b.add(first, _c(p * per)) if p else first
             dst = b.add(image, _c(op.image_offset + p * op.sop.panel_bytes))
             addr = op.address if op.address is not None else map_address(kern, op.tmap)
-            _bulk_tensor(kern, dst, addr, [inner] + cs[1:], bar)
+            _bulk_tensor(kern, dst, addr, [inner] + cs[1:], bar, pair)
     b.branch(after)
     b.position_at_end(after)
 

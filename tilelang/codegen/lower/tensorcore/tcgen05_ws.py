@@ -1,0 +1,145 @@
+"""A warp-specialized tcgen05 ring (sm_100a; plan/loops.py R5): a block of the four
+epilogue warps the accumulator's layout uses (P = 128 threads; warp w owns TMEM lanes
+32w .. 32w + 31), then a producer warp and an MMA warp (`reqntid = (192, 1, 1)`), as
+docs/codegen.md, "sm_100a", describes:
+
+    setup:    barrier; thread 0 initializes full[s] and empty[s] (count 1 each); the
+              epilogue warps store their rows of the initial accumulator into TMEM;
+              fences around a barrier of the whole block
+    producer: (warp 4, its elected thread) for every iteration j in slot j mod S: wait
+              for empty[j mod S]'s completion of iteration j - S (none for j < S); announce
+              the stage's bytes on full[j mod S] and copy iteration j into it; then exit
+    MMA:      (warp 5, its elected thread) for every j: wait for full[j mod S]'s phase;
+              one tcgen05.mma per k-step of 16; tcgen05.commit to empty[j mod S] (it
+              completes when those MMAs are done reading the stage); after the loop
+              tcgen05.commit to the kernel's completion mbarrier; then exit
+    epilogue: (warps 0-3) wait for the completion; tcgen05.ld of their rows; thread 0
+              invalidates the ring's mbarriers; from here on only these P threads run:
+              later barriers are named barriers of P threads (`kern.barrier_threads`)
+Neither issuing thread waits for the other's work but through the mbarriers, so the copies
+of later stages overlap the MMAs of earlier ones, and the loops carry nothing but the
+iteration, the slot and its phase.
+"""
+
+from __future__ import annotations
+
+import llvmlite.ir as ir
+
+from tilelang.codegen.emit.kernel import I32, KernelEmitter
+from tilelang.codegen.lower.tensorcore import pipe_loop, tcgen05_tmem as tmem, tma_load
+from tilelang.codegen.lower.tensorcore.tcgen05_pipeline import (Tc5Ring, commit_done,
+                                                                init_bars, invalidate,
+                                                                read_back, ring_setup)
+from tilelang.codegen.lower.tensorcore.tcgen05_product import lane_quarter, tmem_io
+
+EPILOGUE = 128              # the epilogue warps' threads (the layouts' P)
+PRODUCER = EPILOGUE         # the producer warp's first thread
+ISSUER = EPILOGUE + 32      # the MMA warp's first thread
+
+
+def _c(v: int) -> ir.Constant:
+    return ir.Constant(I32, v)
+
+
+def emit_specialized(kern: KernelEmitter, op, lp) -> None:
+    b = kern.builder
+    ring = ring_setup(kern, op, lp)
+    kern.barrier()                      # earlier users of the scratch buffer are done
+    init_bars(ring)
+    mine = lane_quarter(kern, kern.tmem.address)
+    _on_epilogue(kern, "tc5.ws.init", lambda: tmem_io(
+        kern, mine, list(ring.init.regs), lp.plan.tc5.n, lp.plan.tc5.m))
+    tmem.thread_sync(kern)              # also publishes the mbarriers' initialization
+
+    epilogue = kern.fn.append_basic_block("tc5.ws.epilogue")
+    workers = kern.fn.append_basic_block("tc5.ws.workers")
+    b.cbranch(b.icmp_unsigned("<", kern.tid, _c(EPILOGUE)), epilogue, workers)
+    b.position_at_end(workers)
+    producer = kern.fn.append_basic_block("tc5.ws.producer")
+    mma = kern.fn.append_basic_block("tc5.ws.mma")
+    gone = kern.fn.append_basic_block("tc5.ws.gone")
+    b.cbranch(b.icmp_unsigned("<", kern.tid, _c(ISSUER)), producer, mma)
+    b.position_at_end(producer)
+    _lead(kern, PRODUCER, gone, lambda: _produce(ring))
+    b.position_at_end(mma)
+    _lead(kern, ISSUER, gone, lambda: _issue(ring))
+    b.position_at_end(gone)
+    b.branch(kern.return_target)
+
+    b.position_at_end(epilogue)
+    regs = read_back(ring, mine)
+    kern.barrier_threads = EPILOGUE
+    invalidate(ring)
+    kern.barrier()                      # the ring is free for the next user
+    ring.finish(regs)
+
+
+def _on_epilogue(kern: KernelEmitter, name: str, fn) -> None:
+    """`fn()` in the epilogue warps only (whole warps: tcgen05.st is .sync.aligned)."""
+    b = kern.builder
+    then = kern.fn.append_basic_block(name)
+    after = kern.fn.append_basic_block(f"{name}.end")
+    b.cbranch(b.icmp_unsigned("<", kern.tid, _c(EPILOGUE)), then, after)
+    b.position_at_end(then)
+    fn()
+    b.branch(after)
+    b.position_at_end(after)
+
+
+def _lead(kern: KernelEmitter, first: int, gone, fn) -> None:
+    """`fn()` by the elected thread of the warp starting at thread `first`; then the warp
+    goes to `gone`."""
+    b = kern.builder
+    lead = kern.fn.append_basic_block(f"tc5.ws.lead{first}")
+    b.cbranch(tma_load.issuer(kern, first), lead, gone)
+    b.position_at_end(lead)
+    fn()
+    b.branch(gone)
+
+
+def _ring_loop(ring: Tc5Ring, name: str, extra=()):
+    """A loop over the iterations with the slot (byte offset) and its full phase's parity:
+    (iv, slot, parity, extra phis, header, exit); the builder in the body."""
+    iv, (slot, par), phis, header, exit_ = pipe_loop.loop_header(
+        ring.kern, f"{name}.loop", f"{name}.body", f"{name}.exit", ring.start, ring.stop,
+        ring.ivt, ring.positive, named=[("slot", I32, _c(0)), ("parity", I32, _c(0))],
+        carried=list(extra))
+    return iv, slot, par, phis, header, exit_
+
+
+def _latch(ring: Tc5Ring, header, iv, slot, par, phis=(), vals=()) -> None:
+    b = ring.kern.builder
+    nxt = b.add(slot, _c(ring.stage_bytes))
+    wrap = b.icmp_unsigned("==", nxt, _c(ring.ring_bytes))
+    tail = b.block
+    iv.add_incoming(b.add(iv, ring.step), tail)
+    slot.add_incoming(b.select(wrap, _c(0), nxt), tail)
+    par.add_incoming(b.xor(par, b.zext(wrap, I32)), tail)
+    for p, v in zip(phis, vals):
+        p.add_incoming(v, tail)
+    b.branch(header)
+
+
+def _produce(ring: Tc5Ring) -> None:
+    """The producer's loop: iteration j refills its stage once the MMAs of iteration j - S
+    released it, empty's completion j / S - 1: the parity one less than full's, which a
+    fresh mbarrier reports complete (the phase before its first), so the first round does
+    not wait and needs no test of its own."""
+    kern, b = ring.kern, ring.kern.builder
+    tma_load.hoist(kern, ring.tma)
+    iv, slot, par, _, header, exit_ = _ring_loop(ring, "tc5.produce")
+    tma_load.wait_parity(kern, ring.empty(slot), b.xor(par, _c(1)))
+    ring.copy(iv, 0, slot, valid=ir.Constant(ir.IntType(1), 1))   # the loop's test holds
+    _latch(ring, header, iv, slot, par)
+    b.position_at_end(exit_)
+
+
+def _issue(ring: Tc5Ring) -> None:
+    """The MMA warp's loop, then the commit that completes the accumulator."""
+    kern = ring.kern
+    iv, slot, par, _, header, exit_ = _ring_loop(ring, "tc5.mma")
+    tma_load.wait_parity(kern, ring.full(slot), par)
+    ring.mmas(slot)
+    _latch(ring, header, iv, slot, par)
+    kern.builder.position_at_end(exit_)
+    commit_done(kern)
