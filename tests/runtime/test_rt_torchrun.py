@@ -83,6 +83,7 @@ def test_a_deadlock_and_a_race_across_processes_are_reported(tmp_path):
     assert got[1]["ordered"] == {"y0": 1.0, "same": True}
 
 
+@pytest.mark.slow
 def test_a_rank_that_never_launches_is_reported_after_the_timeout(tmp_path):
     got = _worker(tmp_path, 2, "skip1:ordered", env={"TILELANG_WORLD_TIMEOUT": "4"})
     assert got[1] == {"skip1:ordered": {"skipped": True}}
