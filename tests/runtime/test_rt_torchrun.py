@@ -61,7 +61,8 @@ def _worker(tmp_path, n, *cases, env=None):
 
 
 def test_a_deadlock_and_a_race_across_processes_are_reported(tmp_path):
-    got = _worker(tmp_path, 2, "ring", "late", "ordered", env={"TILELANG_WORLD_TIMEOUT": "60"})
+    got = _worker(tmp_path, 2, "ring", "late", "ordered", "grid:ordered",
+                  env={"TILELANG_WORLD_TIMEOUT": "60"})
     for me, other in ((0, 1), (1, 0)):
         ring = got[me]["ring"]
         assert ring["error"] == "NoProgress"
@@ -82,6 +83,13 @@ def test_a_deadlock_and_a_race_across_processes_are_reported(tmp_path):
     # a signal orders the store before the read: rank r reads rank r - 1's y (r - 1 + 1)
     assert got[0]["ordered"] == {"y0": 2.0, "same": True}
     assert got[1]["ordered"] == {"y0": 1.0, "same": True}
+    # rank 1 launches over 2 blocks, rank 0 over 1: both refuse, neither waits
+    for me in (0, 1):
+        err = got[me]["grid:ordered"]
+        assert err["error"] == "LaunchRefused"
+        assert err["message"].startswith(
+            f"launch of ordered on rank {me}: rank 1 launched it over 2 blocks, rank 0 over 1: "
+            f"a world launch is collective (the same kernel and grid on every rank)")
 
 
 @pytest.mark.slow

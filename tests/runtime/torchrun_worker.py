@@ -47,15 +47,18 @@ kernel ordered(x: Symmetric[Array[f32, 1]], flags: Symmetric[Array[u32, 1]],
 
 def attempt(w, name):
     skip_rank = None
-    if ":" in name:                          # "skip1:ordered": rank 1 does not launch
+    if name.startswith("skip"):              # "skip1:ordered": rank 1 does not launch
         skip, name = name.split(":")
         skip_rank = int(skip[4:])
     x, flags = w.symmetric((128,), "f32"), w.symmetric((4,), "u32")
     y = np.full(128, w.rank + 1, np.float32)
     if w.rank == skip_rank:
         return {"skipped": True}
+    grid = 1
+    if name.startswith("grid"):               # "grid2:ordered": rank 1 launches 2 blocks
+        name, grid = name[4:].partition(":")[2], 1 + w.rank
     try:
-        w.launch(w.kernel(SRC, name), 1, (x, flags, y))
+        w.launch(w.kernel(SRC, name), grid, (x, flags, y))
     except (EmulatorError, TileError) as e:
         return {"error": type(e).__name__, "message": str(e)}
     return {"y0": float(y[0]), "same": bool((y == y[0]).all())}

@@ -45,6 +45,7 @@ import secrets
 import stat
 import tempfile
 import time
+import zlib
 
 import numpy as np
 
@@ -69,7 +70,7 @@ _ALIGN = 256
 _LOCS = 1024                     # release/acquire locations the shared race check can hold
 # header words (int64): 2 magic, 3 heap capacity, 4 heap top, 5 world size, 6 launch number
 _MAGIC_W, _CAP_W, _TOP_W, _SIZE_W, _LAUNCH_W = 2, 3, 4, 5, 6
-_STATUS_W = 64                   # 8 words per rank: state, launch, epoch, view
+_STATUS_W = 64                   # 8 words per rank: state, launch, epoch, view, blocks, kernel
 _TEXT = 4096                     # 1 KiB of text per rank: where it waits, or why it failed
 _TEXT_BYTES = 1024
 # a rank's state in a launch; DEADLOCKED: it reported the deadlock (its text: where it waits)
@@ -454,7 +455,10 @@ class RankDevice:
                 note = "checked: no global-memory race between blocks of any rank"
             else:
                 note = f"not checked: more than {GLOBAL_RACE_MAX_BLOCKS} blocks"
+        mine = self.seg.status[self.rank]
+        mine[4], mine[5] = nb, zlib.crc32(fn.name.encode())
         self.sync()                         # every rank is here (and done with the last launch)
+        self._check_same_launch(fn.name, nb)
         if self.rank == 0:
             self.seg.words[_LAUNCH_W] += 1
             if grace is not None:
@@ -501,6 +505,18 @@ class RankDevice:
             f"not checked: {unchecked}"
         rep.global_race_check = note
         return rep
+
+    def _check_same_launch(self, name: str, nb: int) -> None:
+        """Every rank launches the same kernel over the same grid (each rank sees the same
+        rows, so every rank refuses together: no rank is left waiting)."""
+        rows = self.seg.status[:self.size]
+        for r in range(self.size):
+            if int(rows[r, 4]) != int(rows[0, 4]) or int(rows[r, 5]) != int(rows[0, 5]):
+                raise LaunchRefused(
+                    f"launch of {name} on rank {self.rank}: rank {r} launched "
+                    f"{'another kernel' if int(rows[r, 5]) != int(rows[0, 5]) else 'it'} "
+                    f"over {int(rows[r, 4])} blocks, rank 0 over {int(rows[0, 4])}: a world "
+                    f"launch is collective (the same kernel and grid on every rank)")
 
 
 __all__ = ["DEFAULT_HEAP", "DEFAULT_TIMEOUT", "NoProgress", "RankDevice", "Segment",
