@@ -18,7 +18,7 @@ import pytest
 
 from tilelang.emulator.errors import EmulatorError
 from tilelang.emulator.memory import GLOBAL_BASE
-from tilelang.emulator.shared_world import Segment, SharedGlobalMemory
+from tilelang.emulator.shared_memory import Segment, SharedGlobalMemory
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "distributed"
@@ -164,3 +164,48 @@ def test_init_outside_torchrun_is_a_clear_error(monkeypatch):
     d = e.value.diagnostics[0]
     assert (d.code, d.message) == ("E0919", "tilelang.distributed.init() runs in a process of "
                                             "a torchrun job: RANK and WORLD_SIZE are not set")
+
+
+# -- the waiting protocol of one rank, with the other rank's status set by hand -------------
+def _links(timeout=30.0):
+    from tilelang.emulator.shared_world import RankLink
+    seg, path, token = Segment.create(2, 1 << 16)
+    seg.unlink()
+    seg.words[6] = 1                                   # launch number 1
+    return seg, RankLink(seg, 0, 2, 1, timeout), RankLink(seg, 1, 2, 1, timeout)
+
+
+def test_a_stuck_rank_looks_again_after_another_rank_wrote():
+    import threading
+    seg, me, other = _links()
+    me.set_state(1)                                    # RUNNING
+    other.set_state(1)
+    other.publish(5)
+    assert me.stall(0, lambda: "rank 0 waits at X") is True    # new writes: look again
+    # nothing new: stuck until the other rank writes (0.2 s later), then running again
+    threading.Timer(0.2, other.publish, (6,)).start()
+    assert me.stall(0, lambda: "rank 0 waits at X") is True
+    assert me.row[0] == 1 and seg.get_text(0) == "rank 0 waits at X"
+
+
+def test_every_rank_stuck_or_done_is_a_deadlock():
+    from tilelang.emulator.shared_world import DONE
+    seg, me, other = _links()
+    other.publish(3)
+    other.set_state(DONE)
+    assert me.stall(0, lambda: "rank 0 waits at X") is True    # first look after the writes
+    assert me.stall(0, lambda: "rank 0 waits at X") is False   # nothing can change any more
+    assert me.others_waiting() == "rank 1 finished the launch"
+    assert seg.get_text(0) == "rank 0 waits at X"
+
+
+def test_a_rank_that_never_writes_again_times_out():
+    import time
+    seg, me, other = _links(timeout=0.3)
+    other.set_state(1)                                 # still running, never writes
+    assert me.stall(0, lambda: "w") is True
+    t0 = time.monotonic()
+    assert me.stall(0, lambda: "w") is False
+    assert 0.3 <= time.monotonic() - t0 < 5
+    assert me.others_waiting() == "rank 1 still runs (nothing it wrote in 0.3 s released " \
+                                  "this rank)"

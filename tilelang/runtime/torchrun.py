@@ -11,7 +11,7 @@
 
 `init()` joins torch.distributed (initializing a gloo process group from torchrun's
 environment when none is), and opens the world's shared memory (tilelang/emulator/
-shared_world.py): rank 0 creates it, the others attach after checking it, rank 0 unlinks it.
+shared_memory.py): rank 0 creates it, the others attach after checking it, rank 0 unlinks it.
 A `ProcessWorld` has the API of the in-process `World` (tilelang/runtime/distributed.py) with
 `ranks == (rank,)`: a per-rank argument function is called for this rank only, host writes go
 to this rank's memory only, and `.on(r)` reads any rank's buffer (the memory is shared).
@@ -24,7 +24,8 @@ import datetime
 import os
 
 from tilelang.emulator.errors import EmulatorError
-from tilelang.emulator.shared_world import DEFAULT_HEAP, DEFAULT_TIMEOUT, RankDevice, Segment
+from tilelang.emulator.shared_memory import DEFAULT_HEAP, Segment
+from tilelang.emulator.shared_world import DEFAULT_TIMEOUT, RankDevice
 
 from .distributed import RankArray, World
 from .errors import usage_error
