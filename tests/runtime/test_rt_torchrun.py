@@ -209,3 +209,20 @@ def test_a_rank_that_never_writes_again_times_out():
     assert 0.3 <= time.monotonic() - t0 < 5
     assert me.others_waiting() == "rank 1 still runs (nothing it wrote in 0.3 s released " \
                                   "this rank)"
+
+
+def test_freed_ranges_are_reused_once_the_heap_is_full():
+    seg, path, token = Segment.create(2, 1 << 12)
+    seg.unlink()
+    mem = SharedGlobalMemory(seg)
+    a = mem.alloc(1000, "a")
+    b = mem.alloc(2900, "b")                       # the heap is full
+    mem.write(a, np.ones(250, np.float32))
+    with pytest.raises(EmulatorError, match="out of memory"):
+        mem.alloc(1200)
+    mem.free(a)
+    with pytest.raises(EmulatorError, match="outside every live allocation"):
+        mem.read(a, 4)                              # a stale pointer faults ...
+    c = mem.alloc(900, "c")                         # ... until the heap is full: reused
+    assert c == a and np.frombuffer(mem.read(c, 900), np.uint8).max() == 0
+    assert b > a

@@ -15,6 +15,7 @@ bookkeeping atomic across processes.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import fcntl
 import mmap
@@ -182,6 +183,7 @@ class SharedGlobalMemory(GlobalMemory):
         super().__init__()
         self.seg = seg
         self.data = seg.region["heap"]
+        self._freed: list = []                # (offset, bytes) this process freed
 
     def alloc(self, nbytes: int, name: str = "") -> int:
         if nbytes < 0:
@@ -189,13 +191,38 @@ class SharedGlobalMemory(GlobalMemory):
         with self.seg.lock():
             off = (int(self.seg.words[_TOP_W]) + _ALIGN - 1) // _ALIGN * _ALIGN
             end = off + max(int(nbytes), 1)
-            if end > self.data.size:
+            if end <= self.data.size:
+                self.seg.words[_TOP_W] = end
+        if end > self.data.size:
+            reused = self._reuse_own(int(nbytes), name)
+            if reused is None:
                 raise EmulatorError(f"out of memory: the world's shared heap has "
                                     f"{self.data.size} bytes for all ranks (set "
                                     f"TILELANG_WORLD_HEAP to a larger size)")
-            self.seg.words[_TOP_W] = end
+            return reused
         self.register(GLOBAL_BASE + off, int(nbytes), name)
         return GLOBAL_BASE + off
+
+    def free(self, addr: int) -> None:
+        """Free an allocation of this process (its range stays reserved in the file, so
+        stale pointers keep faulting, until the heap is full: then this process reuses it)."""
+        off = int(addr) - GLOBAL_BASE
+        i = bisect.bisect_left(self.starts, off)
+        size = self.ends[i] - off if i < len(self.starts) and self.starts[i] == off else 0
+        super().free(addr)
+        self._freed.append((off, -(-max(size, 1) // _ALIGN) * _ALIGN))
+
+    def _reuse_own(self, nbytes: int, name: str):
+        """First fit among the ranges this process freed (no other process allocates them)."""
+        for k, (off, cap) in enumerate(self._freed):
+            if cap >= max(nbytes, 1):
+                del self._freed[k]
+                i = bisect.bisect_left(self.starts, off)
+                self.ends[i], self.names[i] = off + nbytes, name
+                self._np_ends = np.asarray(self.ends, np.int64)
+                self.data[off:off + nbytes] = 0
+                return GLOBAL_BASE + off
+        return None
 
     def register(self, addr: int, nbytes: int, name: str) -> None:
         off = int(addr) - GLOBAL_BASE

@@ -226,11 +226,16 @@ class World:
         art, fn = kernel.build(facts)
         packed = {r: [w for s in row for w in s.words(r)] for r, row in staged.items()}
         g = (grid,) if isinstance(grid, int) else tuple(grid)
-        rep = self._launch(fn, g, art.block, packed, max_steps)
-        for row in staged.values():
-            for p, s in zip(art.params, row):
-                if p.written:
-                    s.copy_back()
+        try:
+            rep = self._launch(fn, g, art.block, packed, max_steps)
+            for row in staged.values():
+                for p, s in zip(art.params, row):
+                    if p.written:
+                        s.copy_back()
+        finally:
+            for row in staged.values():      # the launch's copies of NumPy arrays
+                for s in row:
+                    s.release()
         return rep
 
     def _launch(self, fn, grid, block, packed: dict, max_steps):
@@ -284,6 +289,12 @@ class _Staged:
     def copy_back(self) -> None:
         if self.host is not None:
             self.host[...] = self.arr.numpy()
+
+    def release(self) -> None:
+        """Free the device copy of a NumPy array (made for this launch only)."""
+        if self.host is not None and self.arr.ptr is not None:
+            self.arr.world.emu.device.free(self.arr.ptr)
+            self.arr.ptr = None
 
     def facts_key(self) -> str:
         from .facts import facts_key
