@@ -16,11 +16,12 @@ import tilelang.distributed as td  # noqa: E402
 BM = BN = 64
 
 
-def run(n: int, m: int, k: int, nn: int, rng) -> None:
-    w = td.world(n)
+def run(n: int, m: int, k: int, nn: int, rng, w=None) -> None:
+    """On `w` (a world of this process, or under torchrun this process's rank of one)."""
+    w = w or td.world(n)
     a = w.symmetric((m, k), "f16")
     shards = [rng.standard_normal((m, k)).astype(np.float16) for _ in range(n)]
-    for r in range(n):
+    for r in w.ranks:                        # under torchrun: this process's rank only
         a.write(r, shards[r])
     grid = (-(-m // BM), -(-nn // BN), n)
     pad = w.symmetric((grid[0] * grid[1] * grid[2] * n,), "u32")
@@ -29,7 +30,7 @@ def run(n: int, m: int, k: int, nn: int, rng) -> None:
     kern = w.kernel(os.path.join(HERE, "ag_matmul.tile"), "ag_matmul")
     w.launch_all(kern, grid, lambda r: (a, bs[r], cs[r], pad))
     gathered = np.stack(shards).astype(np.float64)
-    for r in range(n):
+    for r in w.ranks:
         want = gathered @ bs[r].astype(np.float64)
         assert np.allclose(cs[r], want, rtol=1e-3, atol=1e-3), \
             f"{n} ranks, rank {r}: differs from NumPy"
@@ -39,9 +40,16 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ranks", default="2,4,8", help="world sizes, comma-separated")
     args = ap.parse_args(argv)
-    rng = np.random.default_rng(5)
-    shapes = ((70, 40, 72), (33, 48, 20), (17, 24, 65))
-    for n, (m, k, nn) in zip((int(s) for s in args.ranks.split(",")), shapes):
+    rng = np.random.default_rng(5)           # the same on every rank: the same data
+    shapes = {2: (70, 40, 72), 4: (33, 48, 20), 8: (17, 24, 65)}
+    if td.under_torchrun():                  # one rank per process (docs/distributed.md)
+        w = td.init()
+        m, k, nn = shapes.get(w.size, (20, 16, 24))
+        run(w.size, m, k, nn, rng, w)
+        print(f"ag_matmul: rank {w.rank} of {w.size}, shards {m}x{k} @ {k}x{nn}: ok (torchrun)")
+        return 0
+    for n in (int(s) for s in args.ranks.split(",")):
+        m, k, nn = shapes.get(n, (20, 16, 24))
         run(n, m, k, nn, rng)
         print(f"ag_matmul: {n} ranks, shards {m}x{k} @ {k}x{nn}: ok (emulated world)")
     return 0

@@ -122,7 +122,7 @@ def test_a_single_device_launch_is_refused():
         mod.ring[1](None, None, np.zeros(128, np.float32))
     d = e.value.diagnostics[0]
     assert (d.code, d.message) == ("E0919", "kernel `ring` takes the symmetric array `x`, which "
-                                            "needs a world of devices")
+                                            "needs a world of devices (got None)")
 
 
 def test_refusals():

@@ -49,6 +49,8 @@ def run_batch(st, max_steps: int = MAX_STEPS) -> None:
     steps = 0
     seen = 0                       # the memory epoch the spinners were parked at
     regs = st.regs
+    link = st.world_link           # a rank of a world of processes (shared_world.py)
+    st.watch = st.watch or link is not None
     while True:
         steps += 1
         if steps > max_steps:
@@ -100,6 +102,8 @@ def run_batch(st, max_steps: int = MAX_STEPS) -> None:
             if st.nspin and st.epoch != seen:
                 _wake_spinners(st, pcs)
             seen = st.epoch
+            if link is not None:              # other processes of the world see it
+                link.publish(st.epoch)
         if st.wg_regs and ins.reads and ins.root != "wgmma":
             check_pending_reads(st, ins, em)
         ctrl = ins.ctrl
@@ -240,7 +244,7 @@ def run_batch(st, max_steps: int = MAX_STEPS) -> None:
                     gone = sel & (st.spin_pc != -1)
                     st.spin_pc[gone] = -1
                     st.narmed -= int(np.count_nonzero(gone))
-                    st.watch = bool(st.narmed or st.nspin)
+                    st.watch = bool(st.narmed or st.nspin) or st.world_link is not None
                 st.live &= ~sel
                 nlive = int(np.count_nonzero(st.live))
                 pcs[sel] = EXITED
@@ -383,6 +387,11 @@ def _release_or_fail(st, pcs):
         st.wait_bar[mb] = -1
         return
     if spinning.any():
+        # a rank of a world of processes: another process may still change memory
+        if st.world_link is not None and st.world_link.stall(
+                st.epoch, lambda: _ranks_waiting(st, pcs)):
+            _wake_spinners(st, pcs)
+            return
         _no_progress(st, pcs, spinning, parked & ~spinning)
     ins = code[int(waits[0] - PARKED)]
     st.ins = ins
@@ -501,7 +510,7 @@ def _spin_check(st, taken, pc, target):
     st.spin_next[idx[moved]] = cnt[moved] * 2
     spin = idx[same]
     st.narmed += arm.size - int(np.count_nonzero(moved)) - spin.size
-    st.watch = bool(st.narmed or st.nspin)
+    st.watch = bool(st.narmed or st.nspin) or st.world_link is not None
     if spin.size == 0:
         return None
     st.spin_pc[spin] = -1
@@ -521,7 +530,7 @@ def _wake_spinners(st, pcs):
     st.spin_pc[woken] = -1
     st.spin_next[woken] = st.back_count[woken] + 1
     st.nspin = 0
-    st.watch = bool(st.narmed)
+    st.watch = bool(st.narmed) or st.world_link is not None
 
 
 def _where(st, pc):
@@ -549,6 +558,8 @@ def _no_progress(st, pcs, spinning, waiting):
                f"{', '.join(map(str, wl[:6]))}"
     if st.rank_of_block is not None:         # a world launch (world.py): who waits where
         msg += "; " + _ranks_waiting(st, pcs)
+    if st.world_link is not None:            # and the other processes of the world
+        msg += "; " + st.world_link.others_waiting()
     msg += ". On a GPU this launch hangs (a lock never released, a flag never set?)"
     raise st.error(NoProgress, msg, t)
 

@@ -9,6 +9,7 @@ fixed constants so `cvta` is a simple add.
 from __future__ import annotations
 
 import bisect
+import contextlib
 
 import numpy as np
 
@@ -23,6 +24,7 @@ PARAM_WINDOW = 0x0000_0300_0000_0000      # address of kernel parameter byte 0 (
 PARAM_WINDOW_SIZE = 1 << 32               # generic after cvta.param: the same number)
 _ALIGN = 256
 REUSE_ABOVE = 1 << 30          # reuse freed ranges only once the heap would pass 1 GiB
+_NO_LOCK = contextlib.nullcontext()
 
 
 class GlobalMemory:
@@ -87,6 +89,11 @@ class GlobalMemory:
         # when the heap would otherwise grow past REUSE_ABOVE.
         self.ends[i] = self.starts[i]
         self._np_ends = np.asarray(self.ends, np.int64)
+
+    def atomically(self):
+        """A context in which a read-modify-write is atomic for every user of this memory
+        (one process here; shared_world.py's memory takes a lock across processes)."""
+        return _NO_LOCK
 
     def view(self, dtype) -> np.ndarray:
         v = self._views.get(dtype)

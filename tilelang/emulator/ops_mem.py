@@ -298,6 +298,12 @@ def build_atom(ctx, ins, parts):
         b = np.asarray(gb(st)).astype(dt, copy=False)
         c = None if gc is None else np.asarray(gc(st)).astype(dt, copy=False)
         olds = []
+        with st.mem.atomically():
+            _atomic_groups(st, idx, b, c, olds)
+        if put is not None:
+            put(st, _gather_full(st, m, olds, dt), m)
+
+    def _atomic_groups(st, idx, b, c, olds):
         for region, gidx, off, addrs in addr.groups(st, idx, size, size):
             record(st, region, gidx, off, addrs, size)
             if st.grace is not None and region == "global":
@@ -314,8 +320,6 @@ def build_atom(ctx, ins, parts):
             if before is not None and (view[np.unique(elem)] != before).any():
                 st.epoch += 1                  # memory changed (a failed cas does not)
             olds.append((gidx, o))
-        if put is not None:
-            put(st, _gather_full(st, m, olds, dt), m)
     return run
 
 

@@ -50,6 +50,9 @@ class State:
         # rank_of_block[b] and reads that rank's parameter buffer, kparam_rows[rank]
         self.rank_of_block = None
         self.kparam_rows = None
+        # a rank of a world of processes (shared_world.RankLink): publishes this process's
+        # memory changes and waits for the other processes' ones when only spinners are left
+        self.world_link = None
         self.counters, self.out = counters, out
         # linear ids of the batch's blocks (whole clusters, cluster after cluster)
         self.block_ids = np.asarray(block_ids, np.int64)

@@ -226,8 +226,8 @@ def make_binder(params: tuple[ParamInfo, ...], convert: tuple, backend) -> Calla
     """Generate `bind(args) -> (values, facts, library) | None` for one kernel: the loop over
     parameters unrolled, each array read by the reader cached for its Python type, each
     scalar passed through its converter (bf16, f8, bool) or as is (struct checks the rest)."""
-    if any(p.kind == "list" for p in params):
-        return _no_reader                    # lists of arrays: the general path
+    if any(p.kind in ("list", "symmetric") for p in params):
+        return _no_reader                    # lists and symmetric arrays: the general path
     env: dict = {"fast_reader": fast_reader, "no_reader": _no_reader, "backend": backend,
                  "ABSENT": ABSENT}
     names = [f"x{i}" for i in range(len(params))]

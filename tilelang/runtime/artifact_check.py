@@ -89,6 +89,11 @@ def _params_problem(a: KernelArtifact) -> str | None:
                 return "parameters"
             lists.add(p.name)
             size += 16
+        elif p.kind == "symmetric":        # a table's address, world size, rank (24 bytes)
+            if not _int(p.rank, 1) or p.rank > MAX_RANK or not isinstance(p.written, bool):
+                return "parameters"
+            lists.add(p.name)
+            size += 24
         elif p.kind == "scalar":
             if p.rank != 0:
                 return "parameters"

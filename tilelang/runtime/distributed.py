@@ -51,11 +51,15 @@ def _np_dtype(dtype: str) -> np.dtype:
 class RankArray:
     """An array in one rank's device memory."""
 
-    def __init__(self, w: "World", rank: int, shape: tuple, dtype: str):
+    def __init__(self, w: "World", rank: int, shape: tuple, dtype: str, ptr=None):
         self.world, self.rank, self.shape, self.dtype = w, rank, tuple(shape), dtype
         self.np_dtype = _np_dtype(dtype)
         n = int(np.prod(self.shape, dtype=np.int64)) * self.np_dtype.itemsize
-        self.ptr = w.emu.malloc(rank, n, f"{dtype}{list(self.shape)}")
+        if ptr is None:
+            ptr = w.emu.malloc(rank, n, f"{dtype}{list(self.shape)}")
+        else:                   # another process's buffer (torchrun.py): reachable from here
+            w.emu.register(rank, int(ptr), n, f"{dtype}{list(self.shape)}")
+        self.ptr = ptr
         self.strides = tuple(int(s) // self.np_dtype.itemsize for s in
                              np.empty(self.shape, self.np_dtype).strides) if self.shape else ()
 
@@ -66,6 +70,7 @@ class RankArray:
         return self.world.emu.device.memcpy_dtoh(out, self.ptr)
 
     def write(self, host) -> None:
+        self.world._local(self.rank)
         a = np.ascontiguousarray(host, self.np_dtype)
         if a.shape != self.shape:
             raise usage_error("E0919", f"rank {self.rank}: writing an array of shape {a.shape} "
@@ -79,16 +84,16 @@ class SymmetricArray:
 
     def __init__(self, w: "World", shape: tuple, dtype: str):
         self.world, self.shape, self.dtype = w, tuple(shape), dtype
-        self.parts = [RankArray(w, r, shape, dtype) for r in range(w.size)]
+        self.parts = w._symmetric_parts(self.shape, dtype)
         words = 1 + 2 * len(self.shape)
         # every rank holds its own copy of the table (a kernel reads only its device's memory
         # for it), entries in rank order: docs/abi.md "Lists of arrays" gives the layout
         table = np.array([[int(p.ptr), *self.shape, *p.strides] for p in self.parts], np.int64)
-        self.tables = []
-        for r in range(w.size):
+        self.tables = {}                       # rank -> its table, for the ranks driven here
+        for r in w.ranks:
             t = w.emu.malloc(r, table.nbytes, "symmetric table")
             w.emu.device.memcpy_htod(t, table.reshape(-1))
-            self.tables.append(t)
+            self.tables[r] = t
         assert table.shape == (w.size, words)
 
     def on(self, rank: int) -> np.ndarray:
@@ -96,7 +101,12 @@ class SymmetricArray:
         return self.parts[rank].numpy()
 
     def write(self, rank: int, host) -> None:
-        self.parts[rank].write(host)
+        self.parts[self.world._rank(rank)].write(host)
+
+    @property
+    def local(self) -> RankArray:
+        """This process's rank's buffer (under torchrun; in one process, rank 0's)."""
+        return self.parts[self.world.ranks[0]]
 
 
 class WorldKernel:
@@ -143,7 +153,23 @@ class World:
             raise usage_error("E0919", f"an emulated world has 2 to 8 ranks, not {n!r}",
                               "call tilelang.distributed.world(n) with 2 <= n <= 8")
         self.size = n
+        self.ranks = tuple(range(n))           # the ranks this process drives: all of them
         self.emu = EmulatedWorld(n, race_check=race_check, global_race_check=global_race_check)
+
+    @property
+    def rank(self):
+        """This process's rank under torchrun (torchrun.py); None: one process drives all."""
+        return None
+
+    def barrier(self) -> None:
+        """A host barrier of the ranks' processes (nothing to wait for in one process)."""
+
+    def _symmetric_parts(self, shape: tuple, dtype: str) -> list:
+        return [RankArray(self, r, shape, dtype) for r in range(self.size)]
+
+    def _local(self, rank: int) -> int:
+        """`rank`, if this process may write that rank's memory from the host."""
+        return self._rank(rank)
 
     # -- memory ---------------------------------------------------------------------------
     def symmetric(self, shape, dtype: str) -> SymmetricArray:
@@ -152,11 +178,11 @@ class World:
 
     def empty(self, rank: int, shape, dtype: str) -> RankArray:
         """An array of rank `rank`, zeros."""
-        return RankArray(self, self._rank(rank), _shape(shape), dtype)
+        return RankArray(self, self._local(rank), _shape(shape), dtype)
 
     def to_rank(self, rank: int, host) -> RankArray:
         a = np.asarray(host)
-        out = RankArray(self, self._rank(rank), a.shape, _tile_dtype(a.dtype))
+        out = RankArray(self, self._local(rank), a.shape, _tile_dtype(a.dtype))
         out.write(a)
         return out
 
@@ -180,29 +206,41 @@ class World:
                    *, max_steps: int | None = None):
         """Launch `kernel` on every rank together over `grid` (per device); rank r gets
         `per_rank_args[r]` (or `per_rank_args(r)`). Returns the emulator's LaunchReport."""
-        args = [tuple(per_rank_args(r)) for r in range(self.size)] if callable(per_rank_args) \
-            else [tuple(a) for a in per_rank_args]
-        if len(args) != self.size:
-            raise arg_error("E0919", f"{len(args)} argument lists for a world of {self.size} "
-                            f"ranks", "give one tuple of arguments per rank")
+        if callable(per_rank_args):
+            args = {r: tuple(per_rank_args(r)) for r in self.ranks}
+        else:
+            lists = [tuple(a) for a in per_rank_args]
+            if len(lists) != self.size:
+                raise arg_error("E0919", f"{len(lists)} argument lists for a world of "
+                                f"{self.size} ranks", "give one tuple of arguments per rank")
+            args = {r: lists[r] for r in self.ranks}
         abi = kernel.params()
-        for r, a in enumerate(args):
+        for r, a in args.items():
             if len(a) != len(abi):
                 raise arg_error("E0910", f"rank {r}: kernel `{kernel.name}` takes {len(abi)} "
                                 f"arguments, {len(a)} given", "pass one per parameter")
-        staged = [[self._stage(kernel.name, r, p, v) for p, v in zip(abi, a)]
-                  for r, a in enumerate(args)]
-        facts = {p.name: _common_facts([staged[r][i] for r in range(self.size)])
+        staged = {r: [self._stage(kernel.name, r, p, v) for p, v in zip(abi, a)]
+                  for r, a in args.items()}
+        facts = {p.name: _common_facts([row[i] for row in staged.values()])
                  for i, p in enumerate(abi) if p.kind in ("array", "symmetric")}
         art, fn = kernel.build(facts)
-        packed = [[w for s in row for w in s.words(r)] for r, row in enumerate(staged)]
+        packed = {r: [w for s in row for w in s.words(r)] for r, row in staged.items()}
         g = (grid,) if isinstance(grid, int) else tuple(grid)
-        rep = self.emu.launch(fn, g, art.block, packed, max_steps=max_steps)
-        for r, row in enumerate(staged):
-            for p, s in zip(art.params, row):
-                if p.written:
-                    s.copy_back()
+        try:
+            rep = self._launch(fn, g, art.block, packed, max_steps)
+            for row in staged.values():
+                for p, s in zip(art.params, row):
+                    if p.written:
+                        s.copy_back()
+        finally:
+            for row in staged.values():      # the launch's copies of NumPy arrays
+                for s in row:
+                    s.release()
         return rep
+
+    def _launch(self, fn, grid, block, packed: dict, max_steps):
+        return self.emu.launch(fn, grid, block, [packed[r] for r in range(self.size)],
+                               max_steps=max_steps)
 
     def _stage(self, kname: str, r: int, p, v) -> "_Staged":
         if p.kind == "symmetric":
@@ -251,6 +289,12 @@ class _Staged:
     def copy_back(self) -> None:
         if self.host is not None:
             self.host[...] = self.arr.numpy()
+
+    def release(self) -> None:
+        """Free the device copy of a NumPy array (made for this launch only)."""
+        if self.host is not None and self.arr.ptr is not None:
+            self.arr.world.emu.device.free(self.arr.ptr)
+            self.arr.ptr = None
 
     def facts_key(self) -> str:
         from .facts import facts_key

@@ -21,6 +21,7 @@ import numpy as np
 
 from .args import check_array, extract, make_binder, same_driver, shape_links
 from .array_lists import TableCache, list_facts, read_list
+from .symm_mem import read_symmetric
 from .dtypes import ITEMSIZE, SCALAR_CONVERT, accepts, scalar_problem
 from .errors import arg_error
 from .facts import ABSENT, facts_key
@@ -94,13 +95,16 @@ class Launcher:
     """The launch paths of one bound kernel."""
 
     __slots__ = ("info", "name", "params", "arrays", "convert", "nparams", "bind", "backend",
-                 "stream_handle", "specializer", "specs", "meta", "lists", "tables")
+                 "stream_handle", "specializer", "specs", "meta", "lists", "tables",
+                 "symmetric")
 
     def __init__(self, info: KernelInfo, params: tuple[ParamInfo, ...], backend,
                  specializer: Specializer, meta: Callable[[tuple], dict[str, Any]]):
         self.info, self.name, self.params = info, info.name, params
         self.arrays = specializer.arrays
-        self.lists = specializer.lists        # `List[Array[...]]`: the general path only
+        # `List[Array[...]]` and `Symmetric[Array[...]]` (symm_mem.py): the general path only
+        self.lists = tuple(i for i in specializer.lists if params[i].kind == "list")
+        self.symmetric = tuple(i for i in specializer.lists if params[i].kind == "symmetric")
         self.tables = TableCache()
         self.convert = tuple(scalar_converter(info.name, p) for p in params)
         self.nparams = len(params)
@@ -172,6 +176,8 @@ class Launcher:
             views.append(v)
         # lists of arrays: every entry read and checked; host entries staged like arrays
         entries = {i: read_list(self.name, params[i], args[i], backend) for i in self.lists}
+        symm = {i: read_symmetric(self.name, params[i], args[i], backend)
+                for i in self.symmetric}
         for i, es in entries.items():
             for j, (q, v, stage) in enumerate(es):
                 if stage:
@@ -207,6 +213,15 @@ class Launcher:
             list_facts_ = []
             it = iter(views)
             for i, p in enumerate(params):
+                if p.kind == "symmetric":    # this rank's table of every rank's buffer
+                    s = symm[i]
+                    handle = device.stream_handle(stream, lib)
+                    ptr, table = self.tables.get(
+                        device, s.peers(), p.rank, True,
+                        lambda: getattr(device, "is_capturing", lambda h: False)(handle))
+                    flat += [ptr, s.world_size, s.rank]
+                    list_facts_.append(list_facts(s.peers(), p.dtype))
+                    continue
                 if p.kind == "list":
                     vs = [v for _, v in lists[i]]
                     keep = not any(stage for _, _, stage in entries[i])

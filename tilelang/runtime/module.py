@@ -178,8 +178,9 @@ class Kernel:
         self._variants: dict[tuple, Kernel] = {}
         if any(p.kind == "symmetric" for p in self.params):
             self.open_types = ()
-            self._launch = self._launch_symmetric        # docs/distributed.md
-            return
+            if module.backend.name == "interp":
+                self._launch = self._launch_symmetric    # docs/distributed.md
+                return
         if self.open_types:
             open_names = {p.name for p in self.open_types}
             self._typed = tuple(i for i, p in enumerate(self.params)

@@ -30,6 +30,8 @@ def layout(params: tuple[ParamInfo, ...]) -> ParamLayout:
             chars += ["Q"] + ["q"] * (2 * p.rank)
         elif p.kind == "list":                 # the table's address, the number of arrays
             chars += ["Q", "q"]
+        elif p.kind == "symmetric":            # the table's address, world size, rank
+            chars += ["Q", "q", "q"]
         else:
             chars.append(STRUCT_CHAR[p.dtype])
     fmt, offsets, sizes, off = "<", [], [], 0

@@ -125,8 +125,9 @@ class Specializer:
         self.backend = module.backend
         self.layout = layout
         self.arrays = tuple(i for i, p in enumerate(params) if p.kind == "array")
-        # lists of arrays: their facts follow the arrays' in a facts key tuple
-        self.lists = tuple(i for i, p in enumerate(params) if p.kind == "list")
+        # lists of arrays and symmetric arrays (a table each): their facts follow the
+        # arrays' in a facts key tuple
+        self.lists = tuple(i for i, p in enumerate(params) if p.kind in ("list", "symmetric"))
         self.specs: dict[tuple[str, ...], Specialization] = {}
 
     def get(self, facts: tuple[str, ...]) -> Specialization:
