@@ -125,6 +125,7 @@ class KernelBatch:
     fast_math: bool = False
     cases: list = field(default_factory=list)
     ptx: str = ""
+    features: set = field(default_factory=set)   # targets.FEATURES the element code used
 
     def add(self, op: str, operands: list, dts: list, params: dict | None = None,
             result_dtype: DType | None = None) -> Case:
@@ -160,6 +161,7 @@ class KernelBatch:
         b.cbranch(b.icmp_signed("<", i, fn.args[-1]), body, done)
         b.position_at_end(body)
         se = ScalarEmitter(b, m, get_target(self.target), fast_math=self.fast_math)
+        se.features = self.features         # arch-specific conversions (mx_cvt on sm_100a)
         args = []
         pi = 1
         for x, d in zip(c.operands, c.dts):
@@ -190,8 +192,8 @@ class KernelBatch:
         b.ret_void()
 
     def compile(self) -> str:
-        plan = validate_target(self.target)
         mod = llvm.parse_assembly(str(self._module()))
+        plan = validate_target(self.target, self.features)
         mod.verify()
         tm = llvm.Target.from_triple("nvptx64-nvidia-cuda").create_target_machine(
             cpu=plan.llvm_cpu, features=plan.llvm_features, opt=3)

@@ -2,8 +2,11 @@
 the OCP MX elements f4e2m1, f6e2m3, f6e3m2 and the scale ue8m0. A register holds the code in
 the low bits of an `i8` (f4 in bits 0-3, f6 in bits 0-5, the sign in the format's top bit).
 
-The conversions are integer code, the same on every target, and give the registry's values
-(sema/types.py `round_to_dtype`, builtins_dtype.py `to_bits`):
+On the `a` targets of SM 100 and later (sm_100a) the PTX conversions do the work:
+`cvt.rn.f16x2.{e2m1x2,e2m3x2,e3m2x2}` and `cvt.rn.bf16x2.ue8m0x2` to decode,
+`cvt.rn.satfinite.{e2m1x2,e2m3x2,e3m2x2}.f32` and `cvt.rp.satfinite.ue8m0x2.f32` to encode
+(the value in the low element; the other input is 0). Elsewhere integer code gives the same
+values, the registry's (sema/types.py `round_to_dtype`, builtins_dtype.py `to_bits`):
 - decoding is exact and never forms an f32 subnormal in arithmetic (a kernel that flushes
   subnormals would lose the subnormal codes): normal codes are placed in an f32's exponent and
   fraction fields, subnormal ones are an integer times the format's step;
@@ -18,7 +21,7 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
-from tilelang.codegen.scalar.ir import F32, I8, I32, IRKit
+from tilelang.codegen.scalar.ir import BF16, F16, F32, I8, I16, I32, IRKit
 
 MX_SPEC = {  # name: (width in bits, exponent bits, fraction bits, largest finite value)
     "f4e2m1": (4, 2, 1, 6.0),
@@ -41,8 +44,32 @@ def is_nonzero(k: IRKit, code, name: str) -> ir.Value:
                                    ir.Constant(I8, 0))
 
 
+_PTX = {"f4e2m1": "e2m1x2", "f6e2m3": "e2m3x2", "f6e3m2": "e3m2x2", "ue8m0": "ue8m0x2"}
+
+
+def _hw(k: IRKit) -> bool:
+    """Whether the target has the MX `cvt` forms (sm_100a and the later `a` targets); when
+    it has, the conversion is recorded as the arch-specific feature `mx_cvt` (the PTX then
+    keeps `.target sm_100a`)."""
+    target = getattr(k, "target", None)
+    if target is None or not target.arch_specific or target.sm < 100:
+        return False
+    features = getattr(k, "features", None)
+    if features is not None:
+        features.add("mx_cvt")
+    return True
+
+
 def mx_decode(k: IRKit, code, name: str):
     """The exact f32 value of a code (i8)."""
+    b = k.builder
+    if _hw(k):
+        half = BF16 if name == "ue8m0" else F16
+        suffix = "" if name == "ue8m0" else ".rn"
+        fn = k.declare(f"llvm.nvvm.{_PTX[name]}.to.{'bf16x2' if half == BF16 else 'f16x2'}"
+                       f"{suffix}", ir.VectorType(half, 2), [I16])
+        pair = b.call(fn, [b.zext(code, I16)])
+        return b.fpext(b.extract_element(pair, ir.Constant(I32, 0)), F32)
     if name == "ue8m0":
         return _decode_ue8m0(k, code)
     b = k.builder
@@ -70,6 +97,13 @@ def _decode_ue8m0(k: IRKit, code):
 
 def mx_encode(k: IRKit, x, name: str):
     """f32 → code (i8), see the module's rules."""
+    if _hw(k):
+        b = k.builder
+        mode = "rp" if name == "ue8m0" else "rn"
+        fn = k.declare(f"llvm.nvvm.ff.to.{_PTX[name]}.{mode}.satfinite", I16, [F32, F32])
+        pair = b.trunc(b.call(fn, [k.c(F32, 0.0), x]), I8)
+        # e2m1x2 packs both values in one byte: the low nibble is this one
+        return b.and_(pair, ir.Constant(I8, 0x0F)) if name == "f4e2m1" else pair
     if name == "ue8m0":
         return _encode_ue8m0(k, x)
     b = k.builder
