@@ -44,7 +44,8 @@ INVENTORY = os.path.join(ROOT, "tests", "emulator", "census", "tile_opcodes.txt"
 # is f16), and the sm_100a tensor-memory path of the matmuls (tcgen05), which no other target
 # takes.
 DEFINES = {"attention.tile": ("T=bf16",)}
-MORE_TARGETS = {"matmul.tile": ("sm_100a",), "matmul_persistent.tile": ("sm_100a",)}
+MORE_TARGETS = {"matmul.tile": ("sm_100a",), "matmul_persistent.tile": ("sm_100a",),
+                "matmul_mxfp8.tile": ("sm_100a",), "matmul_nvfp4.tile": ("sm_100a",)}
 
 
 def _ptx(example: str, target: str, precision: str, small: bool, define: str = "") -> str:
