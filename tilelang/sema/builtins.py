@@ -21,7 +21,6 @@ from tilelang.diagnostics import Span, TileSemanticError
 from tilelang.sema import (builtins_creation, builtins_debug, builtins_distributed,  # noqa: F401
                            builtins_dtype,
                            builtins_grid, builtins_index, builtins_math, builtins_matmul,
-                           builtins_scaled,
                            builtins_memory, builtins_operators, builtins_random,
                            builtins_reduce, builtins_shape, builtins_sort)
 from tilelang.sema.builtins_core import (ABSENT, CONST, DTYPE, OPERATOR_TABLE, REGISTRY,

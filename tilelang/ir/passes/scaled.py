@@ -26,9 +26,8 @@ from tilelang.ir.builder import Builder
 from tilelang.ir.ops import Block, BuiltinOp, ForOp, IfOp, Kernel, Op, WhileOp, walk
 from tilelang.ir.passes.rewrite import with_ops, with_regions
 from tilelang.record import replace
+from tilelang.sema.builtins_matmul import SCALE_BLOCKS
 from tilelang.sema.types import BF16
-
-_SCALE_BLOCK = {"ue8m0": 32, "f8e4m3": 16}   # builtins_scaled.SCALE_BLOCKS' sizes
 
 
 def _fresh_ids(k: Kernel) -> Iterator[int]:
@@ -57,7 +56,7 @@ def _dequantize(b: Builder, x, s, axis: int, v: int, span):
 def _expand(ids: Iterator[int], op: BuiltinOp) -> list[Op]:
     b = Builder(ids=ids)
     m = op.arg_map
-    v = _SCALE_BLOCK[m["a_scale"].type.dtype.name]
+    v = SCALE_BLOCKS[m["a_scale"].type.dtype.name][0]
     a = _dequantize(b, m["a"], m["a_scale"], -1, v, op.span)
     bb = _dequantize(b, m["b"], m["b_scale"], -2, v, op.span)
     b.op("mma", a, bb, m["acc"], span=op.span)
