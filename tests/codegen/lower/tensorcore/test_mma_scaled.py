@@ -124,3 +124,24 @@ def test_batched():
     c = np.zeros((2, 32, 16), np.float32)
     mod.mmb[(1,)](a, sa, b, sb, c)
     _check(c, a, sa, b, sb, 32, batched=True)
+
+
+def test_the_software_path_in_the_ptx():
+    """examples/matmul_mxfp8.tile: bf16 products (mma.sync on sm_80 and sm_100a, wgmma on
+    sm_90a) and, on sm_100a only, the scales decoded by `cvt.rn.bf16x2.ue8m0x2` (the
+    arch-specific feature keeps `.target sm_100a`)."""
+    import pathlib
+    from tilelang.driver import compile_source
+    from tilelang.options import CompileOptions
+    path = pathlib.Path(__file__).resolve().parents[4] / "examples" / "matmul_mxfp8.tile"
+    ptx = {}
+    for t in ("sm_80", "sm_90a", "sm_100a"):
+        res = compile_source(path.read_text("utf-8"), str(path), CompileOptions(target=t),
+                             until="ptx")
+        assert res.ok
+        ptx[t] = res.ptx
+    assert ptx["sm_80"].count("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32") == 32
+    assert ptx["sm_100a"].count("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32") == 32
+    assert ptx["sm_90a"].count("wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16") == 4
+    assert "cvt.rn.bf16x2.ue8m0x2" in ptx["sm_100a"] and ".target sm_100a" in ptx["sm_100a"]
+    assert "ue8m0x2" not in ptx["sm_80"] + ptx["sm_90a"]
