@@ -83,3 +83,16 @@ def test_k_smaller_than_a_block():
     assert text.splitlines()[0] == ("error[E0509]: `mma_scaled`: parameter `a` is "
                                     "Tile[f8e4m3, 16, 16]: K (16) must be a multiple of the "
                                     "scale block (32)")
+
+
+def test_plain_mma_of_a_block_scaled_format_points_to_mma_scaled():
+    src = ("kernel k(pa: Array[f4e2m1, 2], c: Array[f32, 2]) {\n"
+           "    let x = load(pa, (0, 0), (16, 64));\n"
+           "    let y = load(pa, (0, 0), (64, 8));\n"
+           "    store(c, (0, 0), mma(x, y, zeros((16, 8), f32)));\n}\n")
+    errs = errors_of(run_check(src))
+    assert [e.code for e in errs] == ["E0508"]
+    assert errs[0].message.startswith("`mma`: parameter `a` is Tile[f4e2m1, 16, 64], but "
+                                      "matrix products take f16, ")
+    assert errs[0].help == ("block-scaled formats multiply with `mma_scaled(a, a_scale, b, "
+                            "b_scale, acc)`")

@@ -42,6 +42,7 @@ MMA_ACC: dict[str, tuple[str, ...]] = {
     "f8e5m2": ("f32",), "i8": ("i32",), "u8": ("i32",), "f32": ("f32",),
 }
 _MIXABLE = ({"f8e4m3", "f8e5m2"}, {"i8", "u8"})
+_BLOCK_SCALED = ("f6e2m3", "f6e3m2", "f4e2m1", "ue8m0")   # only mma_scaled takes them
 
 
 def _operands(bound: BoundArgs, span) -> tuple[TileType, TileType, tuple]:
@@ -50,7 +51,9 @@ def _operands(bound: BoundArgs, span) -> tuple[TileType, TileType, tuple]:
         if t.dtype.name not in MMA_ACC:
             raise fail("E0508", bound, name, f"is {t}, but matrix products take "
                                              f"{', '.join(MMA_ACC)}", span,
-                       help="convert with `astype`, e.g. to f16 or bf16")
+                       help="block-scaled formats multiply with `mma_scaled(a, a_scale, b, "
+                            "b_scale, acc)`" if t.dtype.name in _BLOCK_SCALED else
+                       "convert with `astype`, e.g. to f16 or bf16")
         if t.rank not in (2, 3):
             raise fail("E0509", bound, name, f"must be a 2-d or batched 3-d tile, found {t}",
                        span)
