@@ -80,7 +80,9 @@ CASES = [("f8e4m3", "f8e4m3", "ue8m0", 32), ("f8e4m3", "f8e5m2", "ue8m0", 32),
          ("f4e2m1", "f4e2m1", "f8e4m3", 16)]
 
 
-@pytest.fixture(scope="module", params=["sm_80", "sm_90a", "sm_100a"])
+# sm_80 in the default suite; the wgmma (sm_90a) and sm_100a (PTX cvt) variants are slow
+@pytest.fixture(scope="module", params=["sm_80", pytest.param("sm_90a", marks=pytest.mark.slow),
+                                        pytest.param("sm_100a", marks=pytest.mark.slow)])
 def arch(request):
     return request.param
 
