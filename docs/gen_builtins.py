@@ -146,6 +146,8 @@ def dtypes_table() -> str:
             rng, note = "`false`, `true`", "stored as one byte"
         elif d.is_int:
             rng, note = f"{d.min} … {d.max}", "signed" if d.signed else "unsigned"
+        elif not d.signed:              # ue8m0, the MX scale
+            rng, note = "2^-127 … 2^127", "a power of two 2^(c - 127) per byte, code 255 is NaN"
         else:
             rng = f"±{_fmt_num(d.max_finite)}"
             note = f"{d.exponent_bits}-bit exponent, {d.mantissa_bits}-bit fraction"

@@ -85,6 +85,7 @@ FEATURES: dict[str, Feature] = {f.name: f for f in (
     # has TMA (not arch-specific) but neither wgmma nor tcgen05
     Feature("setmaxnreg", 90, (8, 0), ("sm_90a", "sm_100a", "sm_120a")),
     Feature("tcgen05", 100, (8, 6), ("sm_100a",)),
+    Feature("mx_cvt", 100, (8, 6), ("sm_100a",)),   # cvt of e2m1x2/e2m3x2/e3m2x2/ue8m0x2
 )}
 
 # LLVM 22 knows +ptx up to 90 (`+ptx91` is "not a recognized feature").

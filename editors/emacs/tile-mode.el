@@ -60,7 +60,7 @@
 (defconst tile-dtypes
   '(
     "bool" "i8" "i16" "i32" "i64" "u8" "u16" "u32" "u64" "f16" "bf16" "f32" "f64" "tf32"
-    "f8e4m3" "f8e5m2")
+    "f8e4m3" "f8e5m2" "f4e2m1" "f6e2m3" "f6e3m2" "ue8m0")
   "Tile dtypes (generated).")
 (defconst tile-type-constructors
   '(
@@ -84,11 +84,11 @@
     "extract" "fence" "floor" "floordiv" "fma" "fmod" "full" "gather" "hypot"
     "is_floating" "is_integer" "is_none" "isfinite" "isinf" "isnan" "len" "list_item"
     "load" "log" "log10" "log1p" "log2" "matmul" "max" "maximum" "min" "minimum" "mma"
-    "num_blocks" "num_tiles" "ones" "pad" "peer" "permute" "pow" "print" "prod" "rand"
-    "randint" "randn" "rank" "reduce" "reshape" "rint" "round" "rsqrt" "scan" "scatter"
-    "sigmoid" "sign" "signal" "sin" "sinh" "sort" "sqrt" "static_assert" "store" "stride"
-    "sum" "take" "tan" "tanh" "topk" "transpose" "trunc" "wait_until" "where" "world_size"
-    "zeros")
+    "mma_scaled" "num_blocks" "num_tiles" "ones" "pad" "peer" "permute" "pow" "print"
+    "prod" "rand" "randint" "randn" "rank" "reduce" "reshape" "rint" "round" "rsqrt"
+    "scan" "scatter" "sigmoid" "sign" "signal" "sin" "sinh" "sort" "sqrt" "static_assert"
+    "store" "stride" "sum" "take" "tan" "tanh" "topk" "transpose" "trunc" "wait_until"
+    "where" "world_size" "zeros")
   "Tile builtins (generated).")
 ;; END GENERATED
 

@@ -46,7 +46,8 @@ INVENTORY = os.path.join(ROOT, "tests", "emulator", "census", "tile_opcodes.txt"
 DEFINES = {"attention.tile": ("T=bf16",)}
 MORE_TARGETS = {"matmul.tile": ("sm_100a", "sm_120a"),
                 "matmul_persistent.tile": ("sm_100a", "sm_120a"),
-                "attention.tile": ("sm_100a",)}
+                "attention.tile": ("sm_100a",),
+                "matmul_mxfp8.tile": ("sm_100a",), "matmul_nvfp4.tile": ("sm_100a",)}
 
 
 def _ptx(example: str, target: str, precision: str, small: bool, define: str = "") -> str:

@@ -91,14 +91,19 @@ def test_exports_keep_memory_alive_and_are_released():
 
 
 ML = {"bf16": ml_dtypes.bfloat16, "f8e4m3": ml_dtypes.float8_e4m3fn,
-      "f8e5m2": ml_dtypes.float8_e5m2}
+      "f8e5m2": ml_dtypes.float8_e5m2, "f4e2m1": ml_dtypes.float4_e2m1fn,
+      "f6e2m3": ml_dtypes.float6_e2m3fn, "f6e3m2": ml_dtypes.float6_e3m2fn,
+      "ue8m0": ml_dtypes.float8_e8m0fnu}
+TOP = {"f8e4m3": 448.0, "f4e2m1": 6.0, "f6e2m3": 7.5, "f6e3m2": 28.0}
 
 
 @pytest.mark.parametrize("backend", HOST_BACKENDS)
 @pytest.mark.parametrize("tile", sorted(ML))
 def test_narrow_float_round_trip(backend, tile):
-    values = np.array([0.0, -0.0, 1.5, -2.25, 0.125, 448.0 if tile == "f8e4m3" else 57344.0,
-                       3.0, -1.0], np.float32)
+    values = np.array([0.0, -0.0, 1.5, -2.25, 0.125, TOP.get(tile, 57344.0), 3.0, -1.0],
+                      np.float32)
+    if tile == "ue8m0":                                       # positive powers of two
+        values = np.array([1.0, 2.0 ** -127, 4.0, 0.5, 2.0 ** 127, 8.0, 1.0, 0.25], np.float32)
     x = values.astype(ML[tile])
     d = tilelang.to_device(x, backend=backend)
     assert d.dtype == tile and d.itemsize == 1 + (tile == "bf16")

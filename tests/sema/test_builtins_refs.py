@@ -383,11 +383,13 @@ def test_dtype_queries_fold_and_evaluate():
     from tilelang.sema.types import ALL_DTYPES
     table_bits = {"bool": 1, "i8": 8, "i16": 16, "i32": 32, "i64": 64, "u8": 8, "u16": 16,
                   "u32": 32, "u64": 64, "f16": 16, "bf16": 16, "f32": 32, "f64": 64,
-                  "tf32": 32, "f8e4m3": 8, "f8e5m2": 8}
-    floats = {"f16", "bf16", "f32", "f64", "tf32", "f8e4m3", "f8e5m2"}
+                  "tf32": 32, "f8e4m3": 8, "f8e5m2": 8, "f4e2m1": 4, "f6e2m3": 6, "f6e3m2": 6,
+                  "ue8m0": 8}
+    floats = {"f16", "bf16", "f32", "f64", "tf32", "f8e4m3", "f8e5m2", "f4e2m1", "f6e2m3",
+              "f6e3m2", "ue8m0"}
     for dt in ALL_DTYPES:
         for name, want in (("is_floating", dt.name in floats),
-                           ("is_integer", dt.name[0] in "iu"),
+                           ("is_integer", dt.name[0] in "iu" and dt.name not in floats),
                            ("bits", table_bits[dt.name])):
             b = lookup(name)
             bound = bind(name, D(dt.name))
@@ -721,6 +723,29 @@ def test_mma_f16_into_f32_and_f16():
     assert r16.dtype == np.float16
 
 
+def test_mma_scaled_mx_and_nvfp4_against_exact_sums():
+    """Each element times the scale of its block of K (32 for ue8m0, 16 for f8e4m3 scales),
+    summed exactly (fsum) with the accumulator and rounded once to f32."""
+    from tilelang.sema.types import round_to_dtype, DTYPES as DT
+    for elem, scale, v in (("f8e4m3", "ue8m0", 32), ("f6e3m2", "ue8m0", 32),
+                           ("f4e2m1", "f8e4m3", 16)):
+        m, k, n = 4, 64, 3
+        a = round_to_dtype(rng.standard_normal((m, k)) * 3, DT[elem])
+        b = round_to_dtype(rng.standard_normal((k, n)) * 3, DT[elem])
+        sa = round_to_dtype(2.0 ** rng.integers(-6, 6, (m, k // v)), DT[scale])
+        sb = round_to_dtype(2.0 ** rng.integers(-6, 6, (k // v, n)), DT[scale])
+        if scale == "f8e4m3":                       # NVFP4 scales need not be powers of two
+            sa = round_to_dtype(np.abs(rng.standard_normal((m, k // v))) + 0.1, DT[scale])
+        acc = rng.standard_normal((m, n)).astype(np.float32)
+        r = ev("mma_scaled", (T(elem, m, k), T(scale, m, k // v), T(elem, k, n),
+                              T(scale, k // v, n), T("f32", m, n)),
+               {"a": a, "a_scale": sa, "b": b, "b_scale": sb, "acc": acc})
+        want = [[math.fsum([float(a[i, q]) * float(sa[i, q // v]) * float(b[q, j]) *
+                            float(sb[q // v, j]) for q in range(k)] + [float(acc[i, j])])
+                 for j in range(n)] for i in range(m)]
+        np.testing.assert_array_equal(r, np.array(want).astype(np.float32), err_msg=elem)
+
+
 def test_matmul_i8_wraps_into_i32_and_operator():
     a = np.full((4, 64), 127, np.int8)
     b = np.full((64, 2), 127, np.int8)
@@ -779,7 +804,8 @@ def test_every_builtin_reference_is_exercised_here():
     text = pathlib.Path(__file__).read_text()
     missing = [n for n in BUILTINS if f'"{n}"' not in text
                and n not in ("i8", "u16", "u32", "u64", "i32", "i64", "f32", "f64", "tf32",
-                             "f8e4m3", "f8e5m2", "bool", "atomic_max", "atomic_min",
+                             "f8e4m3", "f8e5m2", "f4e2m1", "f6e2m3", "f6e3m2", "ue8m0",
+                             "bool", "atomic_max", "atomic_min",
                              "atomic_and", "atomic_or", "atomic_xor", "atomic_xchg")]
     # dtype constructors share one reference (convert_values); the int atomics are
     # parametrized by name above

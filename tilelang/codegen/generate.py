@@ -223,6 +223,17 @@ def check_limits(kernel: Kernel, spec: LaunchSpec, target: Target,
         check_registers(kernel, block, spec.maxnreg, sink, plan.fusion.piecewise())
 
 
+def _software_paths(module: IRModule) -> IRModule:
+    """Ops the target has no instruction for, rewritten into ordinary ops first: block-scaled
+    products dequantize into a bf16 product on every target so far (ir/passes/scaled.py)."""
+    from tilelang.ir.passes.scaled import expand_scaled_products
+    from tilelang.record import replace
+    kernels = tuple(expand_scaled_products(k) for k in module.kernels)
+    if all(new is old for new, old in zip(kernels, module.kernels)):
+        return module
+    return replace(module, kernels=kernels)
+
+
 def kernel_plans(module: IRModule, options: CompileOptions | None = None,
                  facts: Mapping[str, Mapping[str, ArrayFacts]] | None = None, *,
                  tma: bool = True) -> list[tuple[Kernel, KernelPlan]]:
@@ -233,7 +244,7 @@ def kernel_plans(module: IRModule, options: CompileOptions | None = None,
     facts = facts or {}
     layout = data_layout(tgt.llvm_cpu, tgt.llvm_features(tgt.min_ptx))
     out = []
-    for k in module.kernels:
+    for k in _software_paths(module).kernels:
         spec = launch_spec(k)
         block = block_shape(spec)
         kfacts = {p.hint: facts.get(k.name, {}).get(p.hint, DEFAULT_FACTS)
@@ -260,6 +271,7 @@ def generate(module: IRModule, options: CompileOptions | None = None,
     sink = DiagnosticSink()
     contracts: dict[str, KernelContract] = {}
     pending = []
+    module = _software_paths(module)
     for k in module.kernels:
         spec = launch_spec(k)
         block = block_shape(spec)

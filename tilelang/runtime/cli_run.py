@@ -24,6 +24,7 @@ import numpy as np
 
 from tilelang.diagnostics import Diagnostic, Severity, TileError, emit
 from tilelang.infile import NotRegularFile, read_regular
+from tilelang.runtime.dtypes import CODE_BYTES
 
 KINDS = ("rand", "randn", "zeros", "ones", "arange")
 MAX_ELEMENTS = 2**31 - 1        # generated arrays are made as float64 first: 16 GiB
@@ -182,6 +183,10 @@ def _to_bits(values: np.ndarray, dtype: str) -> np.ndarray:
     if dtype in ("f8e4m3", "f8e5m2"):
         from tilelang.emulator.fp8 import encode
         return encode(values, dtype[2:])
+    if dtype in CODE_BYTES:
+        from tilelang.sema.builtins_dtype import to_bits
+        from tilelang.sema.types import DTYPES, round_to_dtype
+        return to_bits(round_to_dtype(values, DTYPES[dtype]), DTYPES[dtype])
     from .dtypes import numpy_dtype
     return values.astype(numpy_dtype(dtype))
 
@@ -192,6 +197,10 @@ def _from_bits(raw: np.ndarray, dtype: str) -> np.ndarray:
     if dtype in ("f8e4m3", "f8e5m2"):
         from tilelang.emulator.fp8 import decode
         return decode(raw, dtype[2:])
+    if dtype in CODE_BYTES:
+        from tilelang.sema.builtins_dtype import from_bits
+        from tilelang.sema.types import DTYPES
+        return from_bits(raw, DTYPES[dtype])
     return raw
 
 
@@ -199,7 +208,7 @@ def _raw_numpy(dev_array) -> np.ndarray:
     """A device array's contents as host values (bf16/f8 decoded to floats)."""
     from .device_array import DeviceArray
     d = dev_array
-    if d.dtype in ("bf16", "f8e4m3", "f8e5m2"):
+    if d.dtype == "bf16" or d.dtype in CODE_BYTES:
         carrier = "u16" if d.dtype == "bf16" else "u8"
         raw = DeviceArray(d.backend, d.ptr, d.shape, carrier, d.strides, d).numpy()
         return _from_bits(raw, d.dtype)

@@ -10,7 +10,7 @@ import operator
 
 import numpy as np
 
-from .dtypes import ITEMSIZE, numpy_dtype, numpy_problem, tile_of_numpy
+from .dtypes import CODE_BYTES, ITEMSIZE, numpy_dtype, numpy_problem, tile_of_numpy
 from .errors import value_error
 from .facts import facts_key
 
@@ -162,7 +162,7 @@ class DeviceArray:
             want = tile_dtype(dtype)
             if tile != want and not (want == "tf32" and tile == "f32"):
                 raw = a.dtype.kind == "u" and a.itemsize == ITEMSIZE[want] and \
-                    want in ("bf16", "f8e4m3", "f8e5m2")
+                    (want == "bf16" or want in CODE_BYTES)
                 if not raw:
                     a = _convert(a, want)
             tile = want
@@ -310,7 +310,7 @@ class DeviceArray:
         CUDA back end and for dtypes NumPy names (not bf16/f8)."""
         if self.backend.name != "cuda":
             raise AttributeError("only DeviceArrays of the CUDA back end are CUDA arrays")
-        if self.dtype in ("bf16", "f8e4m3", "f8e5m2"):
+        if self.dtype == "bf16" or self.dtype in CODE_BYTES:
             raise AttributeError(f"the CUDA array interface has no {self.dtype} type string; "
                                  "use DLPack (`torch.from_dlpack(d)`)")
         size = self.itemsize

@@ -17,7 +17,13 @@ NUMPY_TO_TILE = {
     "uint8": "u8", "uint16": "u16", "uint32": "u32", "uint64": "u64",
     "float16": "f16", "float32": "f32", "float64": "f64",
     "bfloat16": "bf16", "float8_e4m3fn": "f8e4m3", "float8_e5m2": "f8e5m2",
+    # the block-scaled formats, one value per byte (docs/language.md "Block-scaled formats")
+    "float4_e2m1fn": "f4e2m1", "float6_e2m3fn": "f6e2m3", "float6_e3m2fn": "f6e3m2",
+    "float8_e8m0fnu": "ue8m0",
 }
+# Dtypes whose elements are one code byte (f8, f6, f4 one per byte, ue8m0): host arrays of
+# uint8 are taken as the codes themselves, and NumPy needs ml_dtypes to name them.
+CODE_BYTES = ("f8e4m3", "f8e5m2", "f4e2m1", "f6e2m3", "f6e3m2", "ue8m0")
 
 TORCH_TO_TILE = {f"torch.{k}": v for k, v in NUMPY_TO_TILE.items()}
 
@@ -32,7 +38,7 @@ DLPACK_TO_TILE = {
 
 ITEMSIZE = {"bool": 1, "i8": 1, "u8": 1, "i16": 2, "u16": 2, "f16": 2, "bf16": 2,
             "i32": 4, "u32": 4, "f32": 4, "tf32": 4, "i64": 8, "u64": 8, "f64": 8,
-            "f8e4m3": 1, "f8e5m2": 1}
+            "f8e4m3": 1, "f8e5m2": 1, "f4e2m1": 1, "f6e2m3": 1, "f6e3m2": 1, "ue8m0": 1}
 
 # The NumPy dtype a Tile dtype's host arrays have (bf16 and f8 only with ml_dtypes installed).
 TILE_TO_NUMPY = {v: k for k, v in NUMPY_TO_TILE.items()}
@@ -67,13 +73,15 @@ def accepts(param_dtype: str, arg_dtype: str | None) -> bool:
 
 STRUCT_CHAR = {"bool": "B", "i8": "b", "u8": "B", "i16": "h", "u16": "H", "i32": "i",
                "u32": "I", "i64": "q", "u64": "Q", "f16": "e", "f32": "f", "tf32": "f",
-               "f64": "d", "bf16": "H", "f8e4m3": "B", "f8e5m2": "B"}
+               "f64": "d", "bf16": "H", "f8e4m3": "B", "f8e5m2": "B", "f4e2m1": "B",
+               "f6e2m3": "B", "f6e3m2": "B", "ue8m0": "B"}
 
 INT_RANGE = {"i8": (-2**7, 2**7), "u8": (0, 2**8), "i16": (-2**15, 2**15), "u16": (0, 2**16),
              "i32": (-2**31, 2**31), "u32": (0, 2**32), "i64": (-2**63, 2**63),
              "u64": (0, 2**64)}
 
-FLOATS = ("f16", "bf16", "f32", "tf32", "f64", "f8e4m3", "f8e5m2")
+FLOATS = ("f16", "bf16", "f32", "tf32", "f64", "f8e4m3", "f8e5m2", "f4e2m1", "f6e2m3", "f6e3m2",
+          "ue8m0")
 
 
 def _bf16_bits(v: float) -> int:
@@ -90,7 +98,16 @@ def _f8_bits(fmt: str):
 
 
 # Scalars whose bits differ from what struct packs directly: value -> integer bits.
-SCALAR_CONVERT = {"bf16": _bf16_bits, "f8e4m3": _f8_bits("e4m3"), "f8e5m2": _f8_bits("e5m2")}
+def _code_bits(tile: str):
+    def conv(v: float) -> int:
+        from tilelang.sema.builtins_dtype import to_bits
+        from tilelang.sema.types import DTYPES
+        return int(to_bits(np.float64(v), DTYPES[tile]))
+    return conv
+
+
+SCALAR_CONVERT = {"bf16": _bf16_bits, "f8e4m3": _f8_bits("e4m3"), "f8e5m2": _f8_bits("e5m2"),
+                  **{t: _code_bits(t) for t in ("f4e2m1", "f6e2m3", "f6e3m2", "ue8m0")}}
 
 
 def scalar_problem(dtype: str, value) -> str | None:

@@ -101,14 +101,18 @@ register(Builtin("astype", "dtype", (Param("x"), Param("dtype", DTYPE)), _astype
 # ---------------------------------------------------------------------------------------------
 # Bit patterns (bitcast)
 
-def _f8_decode_table(exp_bits: int, mant_bits: int, fn: bool) -> np.ndarray:
+def _f8_decode_table(exp_bits: int, mant_bits: int, fn: bool, width: int = 8,
+                     nan: bool = True) -> np.ndarray:
+    """The value of every code of a small float with a sign bit at `width - 1`. `fn`: no
+    infinity, the all-ones code is NaN (when `nan`; the MX formats have no NaN at all)."""
     bias = (1 << (exp_bits - 1)) - 1
-    vals = np.empty(256, dtype=np.float32)
-    for code in range(256):
-        sign = -1.0 if code & 0x80 else 1.0
+    top = 1 << (width - 1)
+    vals = np.empty(1 << width, dtype=np.float32)
+    for code in range(1 << width):
+        sign = -1.0 if code & top else 1.0
         e = (code >> mant_bits) & ((1 << exp_bits) - 1)
         m = code & ((1 << mant_bits) - 1)
-        if fn and e == (1 << exp_bits) - 1 and m == (1 << mant_bits) - 1:
+        if fn and nan and e == (1 << exp_bits) - 1 and m == (1 << mant_bits) - 1:
             vals[code] = np.nan
         elif not fn and e == (1 << exp_bits) - 1:
             vals[code] = sign * np.inf if m == 0 else np.nan
@@ -119,10 +123,17 @@ def _f8_decode_table(exp_bits: int, mant_bits: int, fn: bool) -> np.ndarray:
     return vals
 
 
-class _F8Tables(Mapping):
-    """dtype name → its 256 decoded values; each table is built on first use (needs NumPy)."""
+def _ue8m0_table() -> np.ndarray:
+    return np.array([2.0 ** (c - 127) for c in range(255)] + [np.nan], dtype=np.float32)
 
-    _FORMATS = {F8E4M3.name: (4, 3, True), F8E5M2.name: (5, 2, False)}
+
+class _F8Tables(Mapping):
+    """dtype name → the decoded value of each code (the f8, f6 and f4 formats, whose sign is
+    the top bit); each table is built on first use (needs NumPy)."""
+
+    _FORMATS = {F8E4M3.name: (4, 3, True), F8E5M2.name: (5, 2, False),
+                "f6e2m3": (2, 3, True, 6, False), "f6e3m2": (3, 2, True, 6, False),
+                "f4e2m1": (2, 1, True, 4, False)}
 
     def __init__(self):
         self._built: dict = {}
@@ -149,19 +160,24 @@ def to_bits(x, dtype: DType) -> np.ndarray:
     """The bit patterns (as unsigned integers of dtype's width) of values of `dtype`."""
     raw = np.asarray(x)
     v = round_to_dtype(raw, dtype)
-    if dtype.name in F8_DECODE:  # an infinity read from memory stays one (no satfinite here)
+    if dtype.name in ("f8e4m3", "f8e5m2"):  # an infinity read from memory stays one (no satfinite)
         v = np.where(np.isinf(raw), raw, v).astype(np.float32)
     if dtype is BF16:
         return (v.astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)
     if dtype is TF32:
         return v.astype(np.float32).view(np.uint32)
     if dtype.name in F8_DECODE:
-        table = F8_DECODE[dtype.name][:128]
+        half = len(F8_DECODE[dtype.name]) // 2
+        table = F8_DECODE[dtype.name][:half]
         finite = np.where(np.isnan(table), np.inf, table)  # NaN codes sort after inf
         a = np.abs(v.astype(np.float32))
         code = np.searchsorted(finite, a).astype(np.uint8)  # values are representable
-        code = np.where(np.isnan(a), 0x7F, code).astype(np.uint8)
-        return (code | np.where(np.signbit(v), 0x80, 0).astype(np.uint8)).astype(np.uint8)
+        code = np.where(np.isnan(a), half - 1, code).astype(np.uint8)
+        return (code | np.where(np.signbit(v), half, 0).astype(np.uint8)).astype(np.uint8)
+    if dtype.name == "ue8m0":
+        with np.errstate(divide="ignore", invalid="ignore"):
+            code = np.log2(v.astype(np.float64)) + 127
+        return np.where(np.isnan(code), 255, code).astype(np.uint8)
     return v.view(np.dtype(f"u{dtype.itemsize}"))
 
 
@@ -172,7 +188,10 @@ def from_bits(bits, dtype: DType) -> np.ndarray:
     if dtype is TF32:
         return round_to_dtype(b.astype(np.uint32).view(np.float32), TF32)
     if dtype.name in F8_DECODE:
-        return F8_DECODE[dtype.name][b.astype(np.uint8)]
+        table = F8_DECODE[dtype.name]
+        return table[b.astype(np.intp) & (len(table) - 1)]
+    if dtype.name == "ue8m0":
+        return _ue8m0_table()[b.astype(np.uint8)]
     return b.astype(np.dtype(f"u{dtype.itemsize}")).view(dtype.storage_np_dtype)
 
 

@@ -52,8 +52,9 @@ def in_f32(x: np.ndarray) -> np.ndarray:
 
 
 def restricted_help(dt: DType) -> str:
-    return (f"{dt} is a restricted float: only load, store, astype, bitcast and mma accept it; "
-            f"convert with `astype(x, f32)` first")
+    products = "mma_scaled" if dt.name in ("f4e2m1", "f6e2m3", "f6e3m2", "ue8m0") else "mma"
+    return (f"{dt} is a restricted float: only load, store, astype, bitcast and {products} "
+            f"accept it; convert with `astype(x, f32)` first")
 
 
 def require_float(bound: BoundArgs, name: str, t: TileType, span) -> None:

@@ -9,6 +9,22 @@ f16 → f32 or f16, bf16 → f32, tf32 → f32, f8 → f32, i8/u8 → i32; f32 �
 
 Reference: products and sums are formed exactly (in double, or int64 for integers) and rounded
 once to the accumulator dtype; integer accumulators wrap.
+
+Block-scaled products: `mma_scaled(a, a_scale, b, b_scale, acc)` (below) is
+acc + (a × a_scale) @ (b × b_scale), each scale applying to a block of V consecutive elements
+along K (docs/language.md "Block-scaled products", after the OCP Microscaling (MX) formats
+specification v1.0 and NVIDIA's NVFP4):
+
+- MX (MXFP8, MXFP6, MXFP4): elements f8e4m3, f8e5m2, f6e2m3, f6e3m2 or f4e2m1 (a and b may
+  differ), ue8m0 scales, V = 32;
+- NVFP4: f4e2m1 elements, f8e4m3 scales (non-negative), V = 16.
+
+Shapes: a (M, K), a_scale (M, K / V), b (K, N), b_scale (K / V, N), acc (M, N) f32 — or all
+batched with a leading B. `a_scale[m, j]` scales a[m, 32 j .. 32 j + 31] (for V = 32) and
+`b_scale[j, n]` scales b[32 j .. 32 j + 31, n].
+
+Reference: every element times its scale is exact in double (at most 4 significant bits times
+a power of two), products and the sum are formed in double and rounded once to f32, as `mma`'s.
 """
 
 from __future__ import annotations
@@ -26,6 +42,7 @@ MMA_ACC: dict[str, tuple[str, ...]] = {
     "f8e5m2": ("f32",), "i8": ("i32",), "u8": ("i32",), "f32": ("f32",),
 }
 _MIXABLE = ({"f8e4m3", "f8e5m2"}, {"i8", "u8"})
+_BLOCK_SCALED = ("f6e2m3", "f6e3m2", "f4e2m1", "ue8m0")   # only mma_scaled takes them
 
 
 def _operands(bound: BoundArgs, span) -> tuple[TileType, TileType, tuple]:
@@ -34,7 +51,9 @@ def _operands(bound: BoundArgs, span) -> tuple[TileType, TileType, tuple]:
         if t.dtype.name not in MMA_ACC:
             raise fail("E0508", bound, name, f"is {t}, but matrix products take "
                                              f"{', '.join(MMA_ACC)}", span,
-                       help="convert with `astype`, e.g. to f16 or bf16")
+                       help="block-scaled formats multiply with `mma_scaled(a, a_scale, b, "
+                            "b_scale, acc)`" if t.dtype.name in _BLOCK_SCALED else
+                       "convert with `astype`, e.g. to f16 or bf16")
         if t.rank not in (2, 3):
             raise fail("E0509", bound, name, f"must be a 2-d or batched 3-d tile, found {t}",
                        span)
@@ -110,3 +129,100 @@ register_operator("@", register(Builtin(
     doc="a @ b, accumulated in the widest accumulator dtype", ref_hints=_hints, symbol="@",
     extra={"acc_dtypes": MMA_ACC})))
 
+
+
+# ---------------------------------------------------------------------------------------------
+# Block-scaled products (OCP MX, NVFP4)
+
+SCALED_ELEMENTS = ("f8e4m3", "f8e5m2", "f6e2m3", "f6e3m2", "f4e2m1")
+# scale dtype → (elements per scale, element dtypes it scales)
+SCALE_BLOCKS: dict[str, tuple[int, tuple[str, ...]]] = {
+    "ue8m0": (32, SCALED_ELEMENTS),
+    "f8e4m3": (16, ("f4e2m1",)),
+}
+
+
+def _element(bound: BoundArgs, name: str, span) -> TileType:
+    t = tile_arg(bound, name, span)
+    if t.dtype.name not in SCALED_ELEMENTS:
+        raise fail("E0508", bound, name, f"is {t}, but block-scaled products take "
+                                         f"{', '.join(SCALED_ELEMENTS)}", span,
+                   help="for f16, bf16 or f32 operands use `mma`")
+    if t.rank not in (2, 3):
+        raise fail("E0509", bound, name, f"must be a 2-d or batched 3-d tile, found {t}", span)
+    return t
+
+
+def block_size(bound: BoundArgs, span) -> int:
+    """V, the elements along K that one scale applies to (after checking the scales' dtype)."""
+    a, b = tile_arg(bound, "a", span), tile_arg(bound, "b", span)
+    sa, sb = tile_arg(bound, "a_scale", span), tile_arg(bound, "b_scale", span)
+    for name, s in (("a_scale", sa), ("b_scale", sb)):
+        if s.dtype.name not in SCALE_BLOCKS:
+            raise fail("E0508", bound, name, f"is {s}, but scales are ue8m0 (MX) or f8e4m3 "
+                                             f"(NVFP4)", span)
+    if sa.dtype != sb.dtype:
+        raise fail("E0508", bound, "b_scale", f"is {sb}, but `a_scale` is {sa}: both scales "
+                                              f"need the same dtype", span)
+    v, elements = SCALE_BLOCKS[sa.dtype.name]
+    for name, t in (("a", a), ("b", b)):
+        if t.dtype.name not in elements:
+            raise fail("E0508", bound, name, f"is {t}, but {sa.dtype} scales (NVFP4) take "
+                                             f"f4e2m1 elements", span,
+                       help="MX formats take ue8m0 scales")
+    return v
+
+
+def _mma_scaled_typing(bound: BoundArgs, span) -> Type:
+    a, b = _element(bound, "a", span), _element(bound, "b", span)
+    if a.rank != b.rank:
+        raise fail("E0509", bound, "b", f"has rank {b.rank} but `a` has rank {a.rank}", span)
+    if a.shape[-1] != b.shape[-2]:
+        raise fail("E0509", bound, None, f"inner dimensions differ: `a` is {a} and `b` is {b} "
+                                         f"({a.shape[-1]} vs {b.shape[-2]})", span,
+                   help="a (M, K) tile multiplies a (K, N) tile")
+    if a.rank == 3 and a.shape[0] != b.shape[0]:
+        raise fail("E0509", bound, None, f"batch dimensions differ: `a` is {a} and `b` is {b}",
+                   span)
+    v = block_size(bound, span)
+    k = a.shape[-1]
+    if not isinstance(k, int) or k % v:
+        raise fail("E0509", bound, "a", f"is {a}: K ({k}) must be a multiple of the scale "
+                                        f"block ({v})", span)
+    batch = a.shape[:-2]
+    for name, want in (("a_scale", batch + (a.shape[-2], k // v)),
+                       ("b_scale", batch + (k // v, b.shape[-1]))):
+        s = tile_arg(bound, name, span)
+        if s.shape != want:
+            raise fail("E0509", bound, name, f"is {s}, but one scale per {v} elements of K "
+                                             f"needs shape ({', '.join(map(str, want))})", span)
+    acc = tile_arg(bound, "acc", span)
+    shape = a.shape[:-1] + (b.shape[-1],)
+    if acc.dtype.name != "f32":
+        raise fail("E0508", bound, "acc", f"is {acc}, but block-scaled products accumulate "
+                                          f"in f32", span, help="create it with `zeros(..., f32)`")
+    if acc.shape != shape:
+        raise fail("E0509", bound, "acc", f"is {acc}, but the product has shape "
+                                          f"({', '.join(map(str, shape))})", span)
+    return acc
+
+
+def dequantized(x, scale, axis: int) -> np.ndarray:
+    """Elements times their scale (float64), each scale repeated along `axis` (K)."""
+    x = np.asarray(x, np.float64)
+    s = np.asarray(scale, np.float64)
+    v = x.shape[axis] // s.shape[axis]
+    return x * np.repeat(s, v, axis=axis)
+
+
+def _mma_scaled_ref(a, a_scale, b, b_scale, acc):
+    r = np.matmul(dequantized(a, a_scale, -1), dequantized(b, b_scale, -2))
+    return round_to_dtype(r + np.asarray(acc, np.float64), DTYPES["f32"])
+
+
+register(Builtin("mma_scaled", "matmul",
+                 (Param("a"), Param("a_scale"), Param("b"), Param("b_scale"), Param("acc")),
+                 _mma_scaled_typing, _mma_scaled_ref,
+                 doc="acc + (a × a_scale) @ (b × b_scale): block-scaled MX / NVFP4 product, "
+                     "one scale per 32 (ue8m0) or 16 (f8e4m3) elements along K",
+                 extra={"scale_blocks": SCALE_BLOCKS}))

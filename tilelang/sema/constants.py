@@ -201,6 +201,8 @@ def _kind_word(v) -> str:
 
 
 def _range_help(dtype: DType) -> str:
+    if dtype.is_float and not dtype.signed:
+        return f"{dtype} holds positive values 2^-127 to 2^127 (they round up to a power of two)"
     if dtype.is_float:
         return f"{dtype} holds finite values up to ±{_fmt(float(dtype.max_finite))}"
     return f"{dtype} holds {dtype.min} to {dtype.max}"
@@ -215,7 +217,7 @@ def _no_sym(c: ConstValue, span: Span | None) -> None:
 
 
 _STRUCT_FORMATS = {"f64": "d", "f32": "f", "f16": "e"}
-_QUANTIZED_NAMES = ("bf16", "tf32", "f8e4m3", "f8e5m2")
+_QUANTIZED_NAMES = ("bf16", "tf32", "f8e4m3", "f8e5m2", "f4e2m1", "f6e2m3", "f6e3m2", "ue8m0")
 
 
 def round_float(value: float, dtype: DType) -> float:
@@ -243,6 +245,8 @@ def fits(value: Number, dtype: DType) -> bool:
         return dtype.has_inf
     if isinstance(value, float) and math.isnan(value):
         return True
+    if not dtype.signed and value < 0:      # ue8m0 has no sign
+        return False
     return abs(value) <= dtype.max_finite
 
 

@@ -5,7 +5,7 @@ Promotion of two strict dtypes (`promote`):
 - bool < integer < float by category: across categories the higher category wins whatever the
   widths (i64 ⊕ f16 is f16, as in Triton/cuTile);
 - within a category the wider wins;
-- signed ⊕ unsigned integers, f16 ⊕ bf16, and any restricted float (tf32, f8e4m3, f8e5m2) with a
+- signed ⊕ unsigned integers, f16 ⊕ bf16, and any restricted float (tf32, f8, f6, f4, ue8m0) with a
   different dtype are errors asking for an explicit `astype`.
 
 A loose constant against a strict dtype (`promote_loose`):
@@ -24,7 +24,8 @@ from tilelang.sema.types import (DEFAULT_FLOAT, DEFAULT_INT, Dim, DType, Sym, fo
 
 register_codes({
     "E0302": "signed and unsigned integers mixed without an explicit astype",
-    "E0303": "a restricted float (tf32, f8e4m3, f8e5m2) mixed with another dtype",
+    "E0303": "a restricted float (tf32, the f8, f6 and f4 formats, ue8m0) mixed with another "
+             "dtype",
     "E0304": "f16 and bf16 mixed without an explicit astype",
     "E0306": "tile shapes cannot be broadcast together",
 })

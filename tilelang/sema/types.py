@@ -9,9 +9,13 @@ Decisions (also in docs/language.md §3 once the reference is written):
   a strict type (see constants.py and promotion.py).
 - Shapes may hold `Sym` dimensions: a `const` parameter not yet specialized. Power-of-two checks
   skip them; they are re-checked once the shape is specialized (`specialize_shape`).
-- bf16, tf32, f8e4m3 and f8e5m2 have no NumPy dtype here (no ml_dtypes): their reference values
-  are float32 arrays whose values are exactly representable in the narrow format, produced by
-  the `round_to_*` helpers below.
+- bf16, tf32, the f8, f6 and f4 formats and ue8m0 have no NumPy dtype here (no ml_dtypes):
+  their reference values are float32 arrays whose values are exactly representable in the
+  narrow format, produced by the `round_to_*` helpers below.
+- The block-scaled formats (OCP MX, NVFP4: docs/language.md "Block-scaled formats") are
+  restricted floats too: f4e2m1, f6e2m3 and f6e3m2 have no infinity and no NaN (converting
+  saturates, and NaN becomes the largest positive value, as the emulator's `cvt` does);
+  ue8m0 is an unsigned power of two 2^(c - 127), c = 0..254, code 255 NaN.
 """
 
 from __future__ import annotations
@@ -98,7 +102,7 @@ class DType:
             return 0
         if self.is_int:
             return -(1 << (self.bits - 1)) if self.signed else 0
-        return -self.max_finite
+        return -self.max_finite if self.signed else 2.0 ** -127   # ue8m0: its code 0
 
     @property
     def max(self) -> int | float:
@@ -151,9 +155,17 @@ TF32 = _float("tf32", 32, 8, 10, restricted=True)
 # OCP/NVIDIA "fn" e4m3: no infinities, the all-ones exponent still encodes normal numbers.
 F8E4M3 = _float("f8e4m3", 8, 4, 3, restricted=True, has_inf=False, max_finite=448.0)
 F8E5M2 = _float("f8e5m2", 8, 5, 2, restricted=True)
+# The OCP MX element formats: no infinity, no NaN, the all-ones exponent encodes normal numbers.
+F4E2M1 = _float("f4e2m1", 4, 2, 1, restricted=True, has_inf=False, max_finite=6.0)
+F6E2M3 = _float("f6e2m3", 6, 2, 3, restricted=True, has_inf=False, max_finite=7.5)
+F6E3M2 = _float("f6e3m2", 6, 3, 2, restricted=True, has_inf=False, max_finite=28.0)
+# The MX scale: an unsigned power of two (8 exponent bits, no sign, no fraction).
+UE8M0 = DType("ue8m0", FLOAT_CAT, 8, False, True, 0, 8, 2.0 ** 127, False)
+MX_ELEMENTS = (F4E2M1, F6E2M3, F6E3M2)
 
 ALL_DTYPES: tuple[DType, ...] = (BOOL, I8, I16, I32, I64, U8, U16, U32, U64,
-                                 F16, BF16, F32, F64, TF32, F8E4M3, F8E5M2)
+                                 F16, BF16, F32, F64, TF32, F8E4M3, F8E5M2,
+                                 F4E2M1, F6E2M3, F6E3M2, UE8M0)
 DTYPES: dict[str, DType] = {d.name: d for d in ALL_DTYPES}
 DEFAULT_INT = I32    # a loose int that must take a width on its own
 DEFAULT_FLOAT = F32  # a loose float that must take a width on its own (like Triton/cuTile)
@@ -219,7 +231,9 @@ def _quantize(x: np.ndarray, mant: int, min_exp: int, max_finite: float,
 
 # Fraction bits, smallest normal exponent and saturation of the formats NumPy lacks.
 _QUANTIZED = {"bf16": (7, -126, False), "tf32": (10, -126, False),
-              "f8e4m3": (3, -6, True), "f8e5m2": (2, -14, True)}
+              "f8e4m3": (3, -6, True), "f8e5m2": (2, -14, True),
+              "f4e2m1": (1, 0, True), "f6e2m3": (3, 0, True), "f6e3m2": (2, -2, True)}
+_MX_NAMES = ("f4e2m1", "f6e2m3", "f6e3m2")
 
 
 def _quantize_scalar(x: float, mant: int, min_exp: int, max_finite: float,
@@ -238,9 +252,39 @@ def _quantize_scalar(x: float, mant: int, min_exp: int, max_finite: float,
 
 
 def round_scalar(x: float, dtype: DType) -> float:
-    """One double rounded like `round_to_dtype` for bf16, tf32 and the f8 formats."""
+    """One double rounded like `round_to_dtype` for bf16, tf32, the f8/f6/f4 formats and ue8m0."""
+    if dtype.name == "ue8m0":
+        return _ue8m0_scalar(x)
+    if dtype.name in _MX_NAMES and math.isnan(x):
+        return dtype.max_finite
     mant, min_exp, saturate = _QUANTIZED[dtype.name]
     return _quantize_scalar(x, mant, min_exp, dtype.max_finite, saturate)
+
+
+def _ue8m0_scalar(x: float) -> float:
+    """|x| rounded up to a power of two in [2^-127, 2^127] (`cvt.rp.satfinite.ue8m0x2.f32`);
+    NaN stays NaN."""
+    if math.isnan(x):
+        return x
+    a = abs(x)
+    if a == 0 or a <= 2.0 ** -127:
+        return 2.0 ** -127
+    if math.isinf(a) or a >= 2.0 ** 127:
+        return 2.0 ** 127
+    m, e = math.frexp(a)                              # a = m * 2^e, 0.5 <= m < 1
+    return math.ldexp(1.0, e - 1 if m == 0.5 else e)
+
+
+def round_to_ue8m0(x: np.ndarray) -> np.ndarray:
+    """ue8m0 values (as float32): |x| rounded up to a power of two, clamped to
+    [2^-127, 2^127] (PTX `cvt.rp.satfinite.ue8m0x2.f32`); NaN stays NaN (code 255)."""
+    a = np.abs(np.asarray(x, np.float64))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        m, e = np.frexp(np.where(np.isfinite(a), a, 1.0))
+    log2 = np.where(m == 0.5, e - 1, e).astype(np.int64)
+    log2 = np.where(a == 0, -127, np.where(np.isinf(a), 127, log2))
+    out = np.ldexp(1.0, np.clip(log2, -127, 127))
+    return np.where(np.isnan(a), np.nan, out).astype(np.float32)
 
 
 def round_to_bf16(x: np.ndarray) -> np.ndarray:
@@ -277,6 +321,11 @@ def round_to_dtype(x, dtype: DType) -> np.ndarray:
         return round_to_f8e4m3(arr)
     if dtype is F8E5M2:
         return round_to_f8e5m2(arr)
+    if dtype.name in _MX_NAMES:        # no NaN: it converts to the largest positive value
+        q = _quantize(arr, *_QUANTIZED[dtype.name][:2], dtype.max_finite, saturate=True)
+        return np.where(np.isnan(q), np.float32(dtype.max_finite), q).astype(np.float32)
+    if dtype is UE8M0:
+        return round_to_ue8m0(arr)
     with np.errstate(all="ignore"):
         return arr.astype(dtype.storage_np_dtype)
 

@@ -29,13 +29,17 @@ I32 = ir.IntType(32)
 PTR = ir.PointerType(addrspace=1)
 
 
+CODE_BYTES = ("f8e4m3", "f8e5m2", "f4e2m1", "f6e2m3", "f6e3m2", "ue8m0")
+
+
 def storage_np(dt: DType) -> np.dtype:
-    """How a dtype lies in device memory (bf16 as its 16 bits, f8 as its code byte)."""
+    """How a dtype lies in device memory (bf16 as its 16 bits, f8/f6/f4/ue8m0 as its code
+    byte)."""
     if dt.is_bool:
         return np.dtype(np.uint8)
     if dt.name == "bf16":
         return np.dtype(np.uint16)
-    if dt.name in ("f8e4m3", "f8e5m2"):
+    if dt.name in CODE_BYTES:
         return np.dtype(np.uint8)
     return dt.storage_np_dtype
 
@@ -44,7 +48,7 @@ def to_device_values(x, dt: DType) -> np.ndarray:
     x = np.asarray(x)
     if dt.is_bool:
         return x.astype(np.uint8)
-    if dt.name in ("bf16", "f8e4m3", "f8e5m2"):
+    if dt.name == "bf16" or dt.name in CODE_BYTES:
         return to_bits(np.asarray(x, dtype=np.float32), dt)
     if dt.name == "tf32":
         return round_to_dtype(x, dt)
@@ -54,7 +58,7 @@ def to_device_values(x, dt: DType) -> np.ndarray:
 def from_device_values(raw: np.ndarray, dt: DType) -> np.ndarray:
     if dt.is_bool:
         return raw != 0
-    if dt.name in ("bf16", "f8e4m3", "f8e5m2"):
+    if dt.name == "bf16" or dt.name in CODE_BYTES:
         return from_bits(raw, dt)
     return raw
 
@@ -121,6 +125,7 @@ class KernelBatch:
     fast_math: bool = False
     cases: list = field(default_factory=list)
     ptx: str = ""
+    features: set = field(default_factory=set)   # targets.FEATURES the element code used
 
     def add(self, op: str, operands: list, dts: list, params: dict | None = None,
             result_dtype: DType | None = None) -> Case:
@@ -156,6 +161,7 @@ class KernelBatch:
         b.cbranch(b.icmp_signed("<", i, fn.args[-1]), body, done)
         b.position_at_end(body)
         se = ScalarEmitter(b, m, get_target(self.target), fast_math=self.fast_math)
+        se.features = self.features         # arch-specific conversions (mx_cvt on sm_100a)
         args = []
         pi = 1
         for x, d in zip(c.operands, c.dts):
@@ -186,8 +192,8 @@ class KernelBatch:
         b.ret_void()
 
     def compile(self) -> str:
-        plan = validate_target(self.target)
         mod = llvm.parse_assembly(str(self._module()))
+        plan = validate_target(self.target, self.features)
         mod.verify()
         tm = llvm.Target.from_triple("nvptx64-nvidia-cuda").create_target_machine(
             cpu=plan.llvm_cpu, features=plan.llvm_features, opt=3)

@@ -1,6 +1,7 @@
 """`astype` between every pair of dtypes and `bitcast` between equal widths, through the
 emulator, bit for bit against the registry (`convert_values`, `to_bits`/`from_bits`); f8
-conversions both as PTX cvt (sm_90a) and as integer code (sm_80). Independent checks: f8 codes
+conversions both as PTX cvt (sm_90a) and as integer code (sm_80), the block-scaled formats
+(f4e2m1, f6e2m3, f6e3m2, ue8m0) as integer code (sm_80, sm_90a) and as PTX cvt (sm_100a). Independent checks: f8 codes
 against a brute-force nearest-value search over the format's 256 codes, tf32 against ties-to-even
 on the bit pattern."""
 
@@ -52,7 +53,7 @@ def _batch(target: str):
     return kb
 
 
-@pytest.fixture(scope="module", params=["sm_80", "sm_90a"])
+@pytest.fixture(scope="module", params=["sm_80", "sm_90a", "sm_100a"])
 def ran(request):
     kb = _batch(request.param)
     kb.compile()

@@ -145,6 +145,7 @@ class KernelEmitter:
         self.builder = ir.IRBuilder()
         self.precision = kernel_precision(kernel, fast_math)
         self.se = ScalarEmitter(self.builder, module, target, precision=self.precision)
+        self.se.features = self.stats.features   # arch-specific conversions it uses
         params = list(kernel.params)
         argtys: list[ir.Type] = []
         for p in params:

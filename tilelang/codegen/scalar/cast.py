@@ -19,6 +19,8 @@ from __future__ import annotations
 import llvmlite.ir as ir
 
 from tilelang.codegen.scalar.ir import BF16, F16, F32, F64, I1, I8, I16, I32, I64, IRKit
+from tilelang.codegen.scalar.mx_cast import (MX_NAMES, is_nonzero, mx_code, mx_decode,
+                                              mx_encode)
 from tilelang.codegen.scalar.rounding import f8_code, round_to
 from tilelang.sema.builtins_dtype import convert_value
 from tilelang.sema.types import F8E4M3, F8E5M2, TF32, DType
@@ -36,7 +38,8 @@ def llvm_type(dtype: DType) -> ir.Type:
     if dtype.is_int:
         return ir.IntType(dtype.bits)
     return {"f16": F16, "bf16": BF16, "f32": F32, "tf32": F32, "f64": F64,
-            "f8e4m3": I8, "f8e5m2": I8}[n]
+            "f8e4m3": I8, "f8e5m2": I8, "f4e2m1": I8, "f6e2m3": I8, "f6e3m2": I8,
+            "ue8m0": I8}[n]
 
 
 def constant(value, dtype: DType) -> ir.Constant:
@@ -50,8 +53,9 @@ def constant(value, dtype: DType) -> ir.Constant:
         if v >= 1 << (dtype.bits - 1):
             v -= 1 << dtype.bits        # LLVM prints integer constants signed
         return ir.Constant(t, v)
-    if dtype.name in F8_SPEC:
-        code = f8_code(float(value), dtype)
+    if dtype.name in F8_SPEC or dtype.name in MX_NAMES:
+        code = f8_code(float(value), dtype) if dtype.name in F8_SPEC else \
+            mx_code(float(value), dtype.name)
         return ir.Constant(I8, code - 256 if code >= 128 else code)
     v = round_to(float(value), dtype) if dtype.name in ("tf32", "f16", "f32") else float(value)
     return ir.Constant(t, v)
@@ -74,6 +78,8 @@ def convert(k: IRKit, v: ir.Value, src: DType, dst: DType) -> ir.Value:
             return v
         if src.is_int:
             return b.icmp_unsigned("!=", v, ir.Constant(v.type, 0))
+        if src.name in MX_NAMES:
+            return is_nonzero(k, v, src.name)
         if src.name in F8_SPEC:           # any code but ±0 is non-zero (NaN included)
             return b.icmp_unsigned("!=", b.and_(v, ir.Constant(I8, 0x7F)), ir.Constant(I8, 0))
         return b.fcmp_unordered("!=", v, ir.Constant(v.type, 0.0))
@@ -126,6 +132,8 @@ def to_wide(k: IRKit, v, src: DType):
         return b.fpext(v, F32)
     if n in F8_SPEC:
         return f8_decode(k, v, n)
+    if n in MX_NAMES:
+        return mx_decode(k, v, n)
     raise ValueError(f"not a float: {src}")
 
 
@@ -147,6 +155,8 @@ def _float_to_float(k: IRKit, v, src: DType, dst: DType):
     x32 = round_to_odd_f32(k, x) if x.type == F64 else x
     if n == "tf32":
         return round_tf32(k, x32)
+    if n in MX_NAMES:
+        return mx_encode(k, x32, n)
     return f8_encode(k, x32, n)
 
 

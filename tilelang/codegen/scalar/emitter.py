@@ -72,6 +72,9 @@ class ScalarEmitter(IRKit):
         self.precision = precision or ("approx" if fast_math else "ieee")
         if self.precision not in PRECISIONS:
             raise ValueError(f"unknown precision `{self.precision}`")
+        # targets.FEATURES names of what the element code used (`mx_cvt`); the kernel
+        # emitter hands in its own set so that the PTX header learns of them
+        self.features: set = set()
         self.fast_math = False      # the op being emitted uses its approximation
         self.op_mode = self.precision   # the precision of the op being emitted
 

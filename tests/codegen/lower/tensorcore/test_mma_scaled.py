@@ -1,0 +1,149 @@
+"""`mma_scaled` compiled and run on the emulator against NumPy (values through ml_dtypes):
+every element format (f8e4m3, f8e5m2 mixed with it, f6e2m3, f6e3m2, f4e2m1) with ue8m0
+scales, and NVFP4 (f4e2m1 with f8e4m3 scales, one per 16), through the software path that
+every target takes today (ir/passes/scaled.py: dequantize to bf16, then the target's bf16
+product: mma.sync on sm_80 and sm_100a, wgmma on sm_90a); ragged shapes (the loads pad) and a
+batched product.
+
+Tolerance: every element times its scale is exact in bf16 here (scales 2^-6 .. 2^6) and
+every product of two is exact in f32, so only the f32 sums round: at most K roundings of
+2^-24 relative to the sum of the terms' magnitudes. Where the inputs make every partial sum
+exact (small multiples of powers of two), the result must equal the exact product."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tilelang
+
+ml_dtypes = pytest.importorskip("ml_dtypes")
+
+ML = {"f8e4m3": ml_dtypes.float8_e4m3fn, "f8e5m2": ml_dtypes.float8_e5m2,
+      "f6e2m3": ml_dtypes.float6_e2m3fn, "f6e3m2": ml_dtypes.float6_e3m2fn,
+      "f4e2m1": ml_dtypes.float4_e2m1fn, "ue8m0": ml_dtypes.float8_e8m0fnu}
+
+KERNEL = """
+@launch(reqntid = (128, 1, 1))
+kernel mms(a: Array[TA, 2], sa: Array[TS, 2], b: Array[TB, 2], sb: Array[TS, 2],
+           c: Array[f32, 2]) {
+    let m = bid(0);
+    let n = bid(1);
+    var acc = zeros((64, 32), f32);
+    for k in range(num_tiles(a, axis = 1, shape = (64, 64))) {
+        let ta = load(a, index = (m, k), shape = (64, 64), padding = 0);
+        let ts = load(sa, index = (m, k), shape = (64, floordiv(64, V)), padding = 0);
+        let tb = load(b, index = (k, n), shape = (64, 32), padding = 0);
+        let us = load(sb, index = (k, n), shape = (floordiv(64, V), 32), padding = 0);
+        acc = mma_scaled(ta, ts, tb, us, acc);
+    }
+    store(c, index = (m, n), tile = acc);
+}
+"""
+
+BATCHED = """
+@launch(reqntid = (128, 1, 1))
+kernel mmb(a: Array[f8e4m3, 3], sa: Array[ue8m0, 3], b: Array[f6e2m3, 3],
+           sb: Array[ue8m0, 3], c: Array[f32, 3]) {
+    let ta = load(a, index = (0, 0, 0), shape = (2, 32, 64), padding = 0);
+    let ts = load(sa, index = (0, 0, 0), shape = (2, 32, 2), padding = 0);
+    let tb = load(b, index = (0, 0, 0), shape = (2, 64, 16), padding = 0);
+    let us = load(sb, index = (0, 0, 0), shape = (2, 2, 16), padding = 0);
+    store(c, index = (0, 0, 0), tile = mma_scaled(ta, ts, tb, us, zeros((2, 32, 16), f32)));
+}
+"""
+
+
+def _elements(rng, shape, fmt):
+    top = float(ml_dtypes.finfo(ML[fmt]).max)
+    return np.clip(rng.standard_normal(shape) * top / 3, -top, top).astype(ML[fmt])
+
+
+def _scales(rng, shape, fmt):
+    if fmt == "ue8m0":
+        return rng.integers(121, 134, shape).astype(np.uint8).view(ML["ue8m0"])   # 2^-6..2^6
+    return (rng.uniform(0.125, 8, shape)).astype(ML["f8e4m3"])                     # NVFP4
+
+
+def _check(got, a, sa, b, sb, v, batched=False):
+    ka, kb = (-1, -2)
+    av = a.astype(np.float64) * np.repeat(sa.astype(np.float64), v, axis=ka)
+    bv = b.astype(np.float64) * np.repeat(sb.astype(np.float64), v, axis=kb)
+    want = av @ bv
+    bound = a.shape[-1] * 2.0 ** -24 * (np.abs(av) @ np.abs(bv))
+    bad = np.abs(got - want) > bound
+    assert not bad.any(), f"{bad.sum()} elements differ, first at {np.argwhere(bad)[0]}"
+
+
+CASES = [("f8e4m3", "f8e4m3", "ue8m0", 32), ("f8e4m3", "f8e5m2", "ue8m0", 32),
+         ("f6e2m3", "f6e3m2", "ue8m0", 32), ("f4e2m1", "f4e2m1", "ue8m0", 32),
+         ("f4e2m1", "f4e2m1", "f8e4m3", 16)]
+
+
+# sm_80 in the default suite; the wgmma (sm_90a) and sm_100a (PTX cvt) variants are slow
+@pytest.fixture(scope="module", params=["sm_80", pytest.param("sm_90a", marks=pytest.mark.slow),
+                                        pytest.param("sm_100a", marks=pytest.mark.slow)])
+def arch(request):
+    return request.param
+
+
+@pytest.mark.parametrize("ta,tb,ts,v", CASES, ids=[f"{c[0]}x{c[1]}/{c[2]}" for c in CASES])
+def test_every_format_on_the_emulator(arch, ta, tb, ts, v):
+    src = KERNEL.replace("TA", ta).replace("TB", tb).replace("TS", ts).replace("V", str(v))
+    mod = tilelang.compile(src, arch=arch, backend="emulator", cache=False)
+    rng = np.random.default_rng(len(ta) + v)
+    m, n, k = 80, 48, 96                      # ragged: two blocks each way, K not a tile multiple
+    a, b = _elements(rng, (m, k), ta), _elements(rng, (k, n), tb)
+    sa, sb = _scales(rng, (m, k // v), ts), _scales(rng, (k // v, n), ts)
+    c = np.zeros((m, n), np.float32)
+    mod.mms[(2, 2)](a, sa, b, sb, c)
+    _check(c, a, sa, b, sb, v)
+
+
+def test_exact_sums_give_the_exact_product():
+    """Elements ±1, ±0.5 and scales 2^-2 .. 2^2: every partial sum is a small multiple of
+    2^-6, exact in f32, so the result is exactly NumPy's."""
+    src = KERNEL.replace("TA", "f4e2m1").replace("TB", "f4e2m1").replace("TS", "ue8m0") \
+        .replace("V", "32")
+    mod = tilelang.compile(src, arch="sm_80", backend="emulator", cache=False)
+    rng = np.random.default_rng(3)
+    a = rng.choice([-1.0, -0.5, 0.5, 1.0], (64, 64)).astype(ML["f4e2m1"])
+    b = rng.choice([-1.0, -0.5, 0.5, 1.0], (64, 32)).astype(ML["f4e2m1"])
+    sa = rng.integers(125, 130, (64, 2)).astype(np.uint8).view(ML["ue8m0"])
+    sb = rng.integers(125, 130, (2, 32)).astype(np.uint8).view(ML["ue8m0"])
+    c = np.zeros((64, 32), np.float32)
+    mod.mms[(1, 1)](a, sa, b, sb, c)
+    want = (a.astype(np.float64) * np.repeat(sa.astype(np.float64), 32, 1)) @ \
+        (b.astype(np.float64) * np.repeat(sb.astype(np.float64), 32, 0))
+    assert np.array_equal(c, want.astype(np.float32))
+
+
+def test_batched():
+    mod = tilelang.compile(BATCHED, arch="sm_80", backend="emulator", cache=False)
+    rng = np.random.default_rng(4)
+    a, b = _elements(rng, (2, 32, 64), "f8e4m3"), _elements(rng, (2, 64, 16), "f6e2m3")
+    sa, sb = _scales(rng, (2, 32, 2), "ue8m0"), _scales(rng, (2, 2, 16), "ue8m0")
+    c = np.zeros((2, 32, 16), np.float32)
+    mod.mmb[(1,)](a, sa, b, sb, c)
+    _check(c, a, sa, b, sb, 32, batched=True)
+
+
+def test_the_software_path_in_the_ptx():
+    """examples/matmul_mxfp8.tile: bf16 products (mma.sync on sm_80 and sm_100a, wgmma on
+    sm_90a) and, on sm_100a only, the scales decoded by `cvt.rn.bf16x2.ue8m0x2` (the
+    arch-specific feature keeps `.target sm_100a`)."""
+    import pathlib
+    from tilelang.driver import compile_source
+    from tilelang.options import CompileOptions
+    path = pathlib.Path(__file__).resolve().parents[4] / "examples" / "matmul_mxfp8.tile"
+    ptx = {}
+    for t in ("sm_80", "sm_90a", "sm_100a"):
+        res = compile_source(path.read_text("utf-8"), str(path), CompileOptions(target=t),
+                             until="ptx")
+        assert res.ok
+        ptx[t] = res.ptx
+    assert ptx["sm_80"].count("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32") == 32
+    assert ptx["sm_100a"].count("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32") == 32
+    assert ptx["sm_90a"].count("wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16") == 4
+    assert "cvt.rn.bf16x2.ue8m0x2" in ptx["sm_100a"] and ".target sm_100a" in ptx["sm_100a"]
+    assert "ue8m0x2" not in ptx["sm_80"] + ptx["sm_90a"]
