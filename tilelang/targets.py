@@ -81,6 +81,9 @@ FEATURES: dict[str, Feature] = {f.name: f for f in (
     Feature("wgmma", 90, (8, 0), ("sm_90a",)),
     Feature("setmaxnreg", 90, (8, 0), ("sm_90a", "sm_100a")),
     Feature("tcgen05", 100, (8, 6), ("sm_100a",)),
+    # NVSHMEM's device library (codegen/target/nvshmem_bitcode.py): its bitcode is built for
+    # PTX 8.8 (`"target-features"="+ptx88"` of NVSHMEM 3.8) and its inline PTX needs 8.6
+    Feature("nvshmem", 70, (8, 8)),
 )}
 
 # LLVM 22 knows +ptx up to 90 (`+ptx91` is "not a recognized feature").

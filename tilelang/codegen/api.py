@@ -79,7 +79,9 @@ class AbiParam:
 
     name: str
     kind: str                 # "array" | "scalar" | "list" (`List[Array[dtype, rank]]`) |
-                              # "symmetric" (`Symmetric[Array[dtype, rank]]`)
+                              # "symmetric" (`Symmetric[Array[dtype, rank]]`) | "nvshmem"
+                              # (a symmetric array under the NVSHMEM lowering: an array's
+                              # parameters, its address in the NVSHMEM symmetric heap)
     dtype: DType
     rank: int = 0
     # arrays and lists: the kernel may store into it (store, scatter, atomics). The runtime refuses
@@ -93,7 +95,7 @@ class AbiParam:
         if self.kind == "symmetric":         # docs/distributed.md, "ABI"
             return ((f"{self.name}", "uint64"), (f"{self.name}_len", "int64"),
                     (f"{self.name}_rank", "int64"))
-        if self.kind == "array":
+        if self.kind in ("array", "nvshmem"):
             return ((f"{self.name}", "uint64"),
                     *((f"{self.name}_shape{i}", "int64") for i in range(self.rank)),
                     *((f"{self.name}_stride{i}", "int64") for i in range(self.rank)))

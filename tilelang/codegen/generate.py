@@ -139,7 +139,7 @@ def check_elements_per_thread(kernel: Kernel, block, fused: Mapping | None = Non
                               "smaller tiles or more threads")
 
 
-def abi_params(kernel: Kernel) -> tuple[AbiParam, ...]:
+def abi_params(kernel: Kernel, distributed: str = "peers") -> tuple[AbiParam, ...]:
     out = []
     written = written_arrays(kernel)
     for p in kernel.params:
@@ -147,7 +147,10 @@ def abi_params(kernel: Kernel) -> tuple[AbiParam, ...]:
         if isinstance(t, ArrayType):
             out.append(AbiParam(p.hint, "array", t.dtype, t.rank, p in written))
         elif isinstance(t, ArrayListType):
-            kind = "symmetric" if isinstance(t, SymmetricArrayType) else "list"
+            kind = "list"
+            if isinstance(t, SymmetricArrayType):
+                # docs/distributed.md, "ABI": a table per array, or under NVSHMEM one address
+                kind = "nvshmem" if distributed == "nvshmem" else "symmetric"
             out.append(AbiParam(p.hint, kind, t.array.dtype, t.array.rank, p in written))
         else:
             out.append(AbiParam(p.hint, "scalar", t.dtype))
@@ -167,32 +170,35 @@ def _lowering_module(name: str, group: str) -> str | None:
 
 
 def plan_for(kernel: Kernel, target: Target, block, facts: Mapping[str, ArrayFacts], *,
-             exact: bool, fast_math: bool | str = False, tma: bool = False) -> KernelPlan:
+             exact: bool, fast_math: bool | str = False, tma: bool = False,
+             distributed: str = "peers") -> KernelPlan:
     """The kernel's plan (codegen/plan/) for one thread mode: what the lowerings will read."""
     return plan_kernel(PlanInputs(kernel, target, block, exact=exact, facts=facts, tma=tma,
                                   precision=kernel_precision(kernel, fast_math),
-                                  lowered_by=_lowering_module))
+                                  lowered_by=_lowering_module, distributed=distributed))
 
 
 def emit_kernel(kernel: Kernel, target: Target, block, facts: Mapping[str, ArrayFacts],
                 *, exact: bool, layout: str, fast_math: bool = False, tma: bool = False,
-                lineinfo: bool = False) -> tuple[ir.Module, KernelStats, bool]:
+                lineinfo: bool = False,
+                distributed: str = "peers") -> tuple[ir.Module, KernelStats, bool]:
     """(module holding the kernel, what it used, whether it runs in exact mode). With `tma`,
     the TMA tensor maps that loads and stores ask for become parameters as they are asked for
     (emit/map_params.py); the kernel's `stats.tensor_maps` is then their order."""
     m, kern = _emit(kernel, target, block, facts, exact=exact, layout=layout,
-                    fast_math=fast_math, tma=tma, lineinfo=lineinfo)
+                    fast_math=fast_math, tma=tma, lineinfo=lineinfo, distributed=distributed)
     return m, kern.stats, kern.exact
 
 
 def _emit(kernel: Kernel, target: Target, block, facts: Mapping[str, ArrayFacts], *,
           exact: bool, layout: str, fast_math: bool | str = False, tma: bool = False,
-          lineinfo: bool = False) -> tuple[ir.Module, KernelEmitter]:
+          lineinfo: bool = False, distributed: str = "peers") -> tuple[ir.Module, KernelEmitter]:
     """emit_kernel's work: (the module, the emitter that filled it, with its plan)."""
     for mode in ((True,) if exact else (False, True)):
         m = _new_module(kernel.name, target)
         m.data_layout = layout
-        plan = plan_for(kernel, target, block, facts, exact=mode, fast_math=fast_math, tma=tma)
+        plan = plan_for(kernel, target, block, facts, exact=mode, fast_math=fast_math, tma=tma,
+                        distributed=distributed)
         kern = KernelEmitter(m, kernel, target, block=block, exact=mode, facts=facts,
                              fast_math=fast_math, tma=tma, lineinfo=lineinfo, plan=plan)
         kern.stats.wgmma_declined = plan.products.wgmma_declined
@@ -240,7 +246,8 @@ def kernel_plans(module: IRModule, options: CompileOptions | None = None,
                   for p in k.params if isinstance(p.type, (ArrayType, ArrayListType))}
         check_limits(k, spec, tgt, kfacts, fast_math=options.precision or False, tma=tma)
         _, kern = _emit(k, tgt, block, kfacts, exact=spec.reqntid is not None, layout=layout,
-                        fast_math=options.precision or False, tma=tma)
+                        fast_math=options.precision or False, tma=tma,
+                        distributed=options.distributed)
         out.append((k, kern.plan))
     return out
 
@@ -276,7 +283,7 @@ def generate(module: IRModule, options: CompileOptions | None = None,
         layout = data_layout(tgt.llvm_cpu, tgt.llvm_features(tgt.min_ptx))
         m, st, exact = emit_kernel(k, tgt, block, kfacts, exact=spec.reqntid is not None,
                                    layout=layout, fast_math=precision or fast_math, tma=tma,
-                                   lineinfo=options.lineinfo)
+                                   lineinfo=options.lineinfo, distributed=options.distributed)
         feats = CodegenFeatures(cross_warp_reduction=exact and spec.reqntid is None,
                                 threads=None if spec.reqntid else block,
                                 wgmma="wgmma" in st.features or st.wgmma_declined,
@@ -291,14 +298,20 @@ def generate(module: IRModule, options: CompileOptions | None = None,
     if not texts:
         raise TileUsageError.at("E0782", "the module has no kernels to compile", None)
     t_llvm = time.perf_counter()
-    llvm_ir, ptx = compile_modules(texts, plan.llvm_cpu, plan.llvm_features, opt_level)
+    libraries = []
+    if any(s.nvshmem for s in stats.values()):
+        # NVSHMEM's device library, linked into the module (docs/distributed.md)
+        from tilelang.codegen.target import nvshmem_bitcode
+        libraries.append(nvshmem_bitcode.library(tgt.name))
+    llvm_ir, ptx = compile_modules(texts, plan.llvm_cpu, plan.llvm_features, opt_level,
+                                   libraries)
     ptx = rewrite_ptx(ptx, plan, contracts, sink)
     t_ptx = time.perf_counter()
     artifacts = []
     for k, spec, block, kfacts in pending:
         c = contracts[k.name]
         artifacts.append(KernelArtifact(
-            name=k.name, params=abi_params(k), block=tuple(c.threads) + (1,) * (3 - len(c.threads)),
+            name=k.name, params=abi_params(k, options.distributed), block=tuple(c.threads) + (1,) * (3 - len(c.threads)),
             # below SM90 the cluster group is dropped from the PTX (E0720): launch unclustered
             attrs=c.attrs, cluster=spec.cluster if tgt.clusters else None,
             static_smem=stats[k.name].smem_bytes - stats[k.name].dynamic_smem,
