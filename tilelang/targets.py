@@ -84,6 +84,7 @@ FEATURES: dict[str, Feature] = {f.name: f for f in (
     # NVSHMEM's device library (codegen/target/nvshmem_bitcode.py): its bitcode is built for
     # PTX 8.8 (`"target-features"="+ptx88"` of NVSHMEM 3.8) and its inline PTX needs 8.6
     Feature("nvshmem", 70, (8, 8)),
+    Feature("multimem", 90, (8, 1)),    # multimem.st / multimem.ld_reduce (NVLink SHARP)
 )}
 
 # LLVM 22 knows +ptx up to 90 (`+ptx91` is "not a recognized feature").

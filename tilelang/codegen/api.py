@@ -87,6 +87,8 @@ class AbiParam:
     # arrays and lists: the kernel may store into it (store, scatter, atomics). The runtime refuses
     # read-only and broadcast (zero-stride) arrays here, whose writes would be lost or racy.
     written: bool = True
+    # a symmetric array that multimem_* reach: its multicast address follows (`<name>_mc`)
+    multicast: bool = False
 
     def ptx_params(self) -> tuple[tuple[str, str], ...]:
         """(PTX parameter name suffix, NumPy dtype name) for each PTX parameter, in order."""
@@ -94,7 +96,8 @@ class AbiParam:
             return ((f"{self.name}", "uint64"), (f"{self.name}_len", "int64"))
         if self.kind == "symmetric":         # docs/distributed.md, "ABI"
             return ((f"{self.name}", "uint64"), (f"{self.name}_len", "int64"),
-                    (f"{self.name}_rank", "int64"))
+                    (f"{self.name}_rank", "int64")) + \
+                (((f"{self.name}_mc", "uint64"),) if self.multicast else ())
         if self.kind in ("array", "nvshmem"):
             return ((f"{self.name}", "uint64"),
                     *((f"{self.name}_shape{i}", "int64") for i in range(self.rank)),
@@ -102,13 +105,16 @@ class AbiParam:
         return ((self.name, scalar_storage(self.dtype)),)
 
     def to_json(self) -> dict:
-        return {"name": self.name, "kind": self.kind, "dtype": self.dtype.name,
-                "rank": self.rank, "written": self.written}
+        d = {"name": self.name, "kind": self.kind, "dtype": self.dtype.name,
+             "rank": self.rank, "written": self.written}
+        if self.multicast:
+            d["multicast"] = True
+        return d
 
     @staticmethod
     def from_json(d: Mapping[str, Any]) -> "AbiParam":
         return AbiParam(d["name"], d["kind"], DTYPES[d["dtype"]], int(d["rank"]),
-                        bool(d.get("written", True)))
+                        bool(d.get("written", True)), bool(d.get("multicast", False)))
 
 
 def scalar_storage(dtype: DType) -> str:

@@ -21,7 +21,7 @@ import llvmlite.ir as ir
 # Importing a family registers its lowerings in lower.table (the products' on first use).
 from tilelang.codegen.lower import array_list, atomic, combine, creation, debug  # noqa: F401
 from tilelang.codegen.lower import distributed  # noqa: F401
-from tilelang.codegen.lower import elementwise, grid, index  # noqa: F401
+from tilelang.codegen.lower import elementwise, grid, index, multimem  # noqa: F401
 from tilelang.codegen.lower import memory, random, rearrange, reduce, scan, shape  # noqa: F401
 from tilelang.codegen.lower import sort  # noqa: F401
 from tilelang.codegen.api import (AbiParam, ArrayFacts, CodegenResult, DEFAULT_FACTS,
@@ -35,6 +35,7 @@ from tilelang.codegen.emit.kernel import (KernelEmitter, KernelStats, NeedsExact
                                           kernel_precision)
 from tilelang.codegen.lower.table import lookup
 from tilelang.codegen.plan.inputs import PlanInputs
+from tilelang.codegen.plan.distributed import plan_distributed
 from tilelang.codegen.plan.kernel_plan import KernelPlan, plan_kernel
 from tilelang.codegen.emit.map_params import MapParams
 from tilelang.codegen.target.ptx_header import plan_module, rewrite_ptx
@@ -97,6 +98,8 @@ def written_arrays(kernel: Kernel) -> set:
                 items[op.result] = dict(op.args)["x"]
             if b.side_effects and b.group == "memory":
                 out.update(arg_values(dict(op.args).get("A")))
+            if b.name == "multimem_store":         # every rank's buffer of x
+                out.update(arg_values(dict(op.args).get("x")))
         else:
             out.update(v for v in getattr(op, "operands", ()) if isinstance(v.type, ArrayType))
     # a write through an entry of a list writes the list's arrays
@@ -140,6 +143,8 @@ def check_elements_per_thread(kernel: Kernel, block, fused: Mapping | None = Non
 
 
 def abi_params(kernel: Kernel, distributed: str = "peers") -> tuple[AbiParam, ...]:
+    multicast = plan_distributed(kernel, distributed).multicast if distributed == "peers" \
+        else ()
     out = []
     written = written_arrays(kernel)
     for p in kernel.params:
@@ -151,7 +156,8 @@ def abi_params(kernel: Kernel, distributed: str = "peers") -> tuple[AbiParam, ..
             if isinstance(t, SymmetricArrayType):
                 # docs/distributed.md, "ABI": a table per array, or under NVSHMEM one address
                 kind = "nvshmem" if distributed == "nvshmem" else "symmetric"
-            out.append(AbiParam(p.hint, kind, t.array.dtype, t.array.rank, p in written))
+            out.append(AbiParam(p.hint, kind, t.array.dtype, t.array.rank, p in written,
+                                multicast=p.hint in multicast))
         else:
             out.append(AbiParam(p.hint, "scalar", t.dtype))
     return tuple(out)

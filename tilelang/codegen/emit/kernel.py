@@ -160,6 +160,8 @@ class KernelEmitter:
                 argtys += [I64, I64]          # the table's address, the number of arrays
                 if isinstance(t, SymmetricArrayType):
                     argtys.append(I64)        # the launching rank (docs/distributed.md)
+                    if plan is not None and (p.hint or f"p{p.id}") in plan.distributed.multicast:
+                        argtys.append(I64)    # its multicast address (multimem_*)
             else:
                 argtys.append(self.storage_type(t.dtype))
         # TMA tensor maps (lower/tensorcore/tma_load.py): 128-byte grid-constant parameters after the
@@ -250,11 +252,16 @@ class KernelEmitter:
                 me = next(args) if isinstance(t, SymmetricArrayType) else None
                 if me is not None:
                     me.name = f"{name}_rank"
+                mc = None
+                if me is not None and self.plan is not None and \
+                        name in self.plan.distributed.multicast:
+                    mc = next(args)
+                    mc.name = f"{name}_mc"
                 # an entry is no earlier array's shape, and never a tensor map's operand
                 facts = replace(self.facts.get(name, DEFAULT_FACTS), same_shape=-1,
                                 tensor_map=False)
                 self.env[p.id] = ListVal(t.array.dtype, t.array.rank, table, length, facts,
-                                         name, me)
+                                         name, me, mc=mc)
             else:
                 a = next(args)
                 a.name = name

@@ -72,3 +72,7 @@ class ListVal:
     # symmetric heap; `table` is then its address, `length` nvshmem_n_pes() and `me`
     # nvshmem_my_pe(), and an entry is reached through nvshmem_ptr (lower/array_list.py)
     local: ArrayVal | None = None
+    # a symmetric array that multimem_* reach (plan/distributed.py): its multicast address
+    # (i64, same offsets and strides as this rank's buffer); under NVSHMEM made from
+    # nvshmemx_mc_ptr at the use instead
+    mc: ir.Value | None = None

@@ -26,7 +26,10 @@ NVSHMEM_CALLS = {
     "signal": ("nvshmem_quiet", "nvshmemx_signal_op | nvshmem_<T>_atomic_set/add"),
     "wait_until": ("nvshmem_<T>_wait_until",),
     "barrier": ("nvshmem_quiet", "nvshmem_<T>_atomic_add", "nvshmem_<T>_wait_until"),
+    "multimem_store": ("nvshmemx_mc_ptr", "multimem.st"),
+    "multimem_reduce": ("nvshmemx_mc_ptr", "multimem.ld_reduce"),
 }
+MULTIMEM = ("multimem_store", "multimem_reduce")
 
 
 @record(frozen=True)
@@ -34,6 +37,9 @@ class DistributedPlan:
     lowering: str                       # "peers" or "nvshmem" (options.DISTRIBUTED_LOWERINGS)
     symmetric: tuple[str, ...]          # the kernel's symmetric parameters, in order
     ops: tuple[str, ...]                # the distributed built-ins it calls, first use first
+    # the symmetric parameters multimem_* reach through their multicast address (NVLink
+    # SHARP): under peer tables each gets a fourth PTX parameter, `<name>_mc`
+    multicast: tuple[str, ...] = ()
 
     @property
     def nvshmem(self) -> bool:
@@ -45,11 +51,15 @@ def plan_distributed(kernel: Kernel, lowering: str) -> DistributedPlan:
     symmetric = tuple(p.hint or f"p{p.id}" for p in kernel.params
                       if isinstance(p.type, SymmetricArrayType))
     ops: dict[str, None] = {}
+    mc: set[int] = set()
     if symmetric:
         for op in walk(kernel.body):
             if isinstance(op, BuiltinOp) and op.builtin.name in NVSHMEM_CALLS:
                 ops.setdefault(op.builtin.name)
-    return DistributedPlan(lowering, symmetric, tuple(ops))
+                if op.builtin.name in MULTIMEM:
+                    mc.add(op.arg_map["x"].id)
+    multicast = tuple(p.hint or f"p{p.id}" for p in kernel.params if p.id in mc)
+    return DistributedPlan(lowering, symmetric, tuple(ops), multicast)
 
 
 def describe(plan: DistributedPlan) -> list[str]:
@@ -58,8 +68,11 @@ def describe(plan: DistributedPlan) -> list[str]:
         return []
     names = ", ".join(plan.symmetric)
     if not plan.nvshmem:
-        return [f"  distributed: peer tables ({names}: table of every rank's buffer, world "
-                f"size, rank)"]
+        out = [f"  distributed: peer tables ({names}: table of every rank's buffer, world "
+               f"size, rank)"]
+        if plan.multicast:
+            out.append(f"    multicast address passed for: {', '.join(plan.multicast)}")
+        return out
     out = [f"  distributed: nvshmem ({names}: one address in the NVSHMEM symmetric heap, "
            f"extents, strides)"]
     for name in plan.ops:
