@@ -307,8 +307,9 @@ def generate(module: IRModule, options: CompileOptions | None = None,
     libraries = []
     if any(s.nvshmem for s in stats.values()):
         # NVSHMEM's device library, linked into the module (docs/distributed.md)
+        from tilelang.codegen.emit.nvshmem import SIGNATURES
         from tilelang.codegen.target import nvshmem_bitcode
-        libraries.append(nvshmem_bitcode.library(tgt.name))
+        libraries.append(nvshmem_bitcode.library(tgt.name, SIGNATURES))
     llvm_ir, ptx = compile_modules(texts, plan.llvm_cpu, plan.llvm_features, opt_level,
                                    libraries)
     ptx = rewrite_ptx(ptx, plan, contracts, sink)

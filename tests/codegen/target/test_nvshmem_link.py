@@ -82,7 +82,7 @@ def test_a_compile_without_nvshmem_says_so_and_writes_nothing(folder, tmp_path):
 def test_an_unreadable_bitcode_is_a_clear_error(folder):
     (folder / "libnvshmem_device_sm_90.bc").write_bytes(b"not bitcode")
     with pytest.raises(TileError) as e:
-        nvshmem_bitcode.library("sm_90")
+        nvshmem_bitcode.library("sm_90", SIGNATURES)
     assert e.value.diagnostics[0].code == "E0765"
 
 
@@ -93,7 +93,7 @@ def test_an_unreadable_bitcode_is_a_clear_error(folder):
 def test_the_declared_signatures_are_the_bitcodes():
     _bitcode_or_skip()
     import llvmlite.binding as llvm
-    text = nvshmem_bitcode.library("sm_90")
+    text = nvshmem_bitcode.library("sm_90", SIGNATURES)
     mod = llvm.parse_assembly(text, context=llvm.create_context())
     defined = {f.name: f for f in mod.functions if not f.is_declaration}
     for name, (ret, params) in SIGNATURES.items():

@@ -27,7 +27,6 @@ import re
 import threading
 from functools import lru_cache
 
-from tilelang.codegen.emit.nvshmem import SIGNATURES
 from tilelang.diagnostics import TileUsageError, register_codes
 
 register_codes({
@@ -90,15 +89,16 @@ def find(target_name: str) -> str:
              "NVSHMEM_HOME, or compile with --distributed peers")
 
 
-def library(target_name: str) -> str:
+def library(target_name: str, keep) -> str:
     """The trimmed device library for `target_name` as LLVM IR text (once per file and
-    process): the entry points of emit/nvshmem.py's table keep external linkage, the
-    globals NVSHMEM's host library fills (`nvshmemi_device_state_d`, ...) stay external."""
-    return _trimmed(find(target_name))
+    process): the functions named in `keep` (emit/nvshmem.py's table, which generate.py hands
+    in: this layer imports nothing above it) keep external linkage, the globals NVSHMEM's host
+    library fills (`nvshmemi_device_state_d`, ...) stay external."""
+    return _trimmed(find(target_name), frozenset(keep))
 
 
 @lru_cache(maxsize=None)
-def _trimmed(path: str) -> str:
+def _trimmed(path: str, keep: frozenset) -> str:
     with _lock:
         import llvmlite.binding as llvm
         try:
@@ -111,7 +111,7 @@ def _trimmed(path: str) -> str:
                                     f"{e}", None, help="reinstall nvidia-nvshmem-cu13") from None
         del data
         for fn in mod.functions:
-            if not fn.is_declaration and fn.name not in SIGNATURES:
+            if not fn.is_declaration and fn.name not in keep:
                 fn.linkage = llvm.Linkage.internal
         pm = llvm.create_new_module_pass_manager()
         pm.add_global_dead_code_eliminate_pass()
