@@ -115,11 +115,50 @@ def test_a_multimem_store_to_a_plain_buffer_faults():
 
 
 def test_a_multicast_window_reaches_every_rank():
-    w = EmulatedWorld(3)
-    bufs = [w.malloc(r, 64) for r in range(3)]
-    mc = w.multicast(bufs, 64)
-    fn = w.load_module(PTX).get_function("k")
-    w.launch(fn, (1,), (32,), [(mc, bufs[r]) for r in range(3)])
-    for b in bufs:
-        got = w.device.memcpy_dtoh(np.zeros(16, np.uint32), b)
-        assert got[0] == 5 and not got[1:].any()
+    # every rank multicasts to the same word: the race check reports the concurrent stores,
+    # without it each rank's buffer holds the value
+    from tilelang.emulator.errors import GlobalMemoryRace
+    for check in (True, False):
+        w = EmulatedWorld(3, global_race_check=check)
+        bufs = [w.malloc(r, 64) for r in range(3)]
+        mc = w.multicast(bufs, 64)
+        fn = w.load_module(PTX).get_function("k")
+        if check:
+            with pytest.raises(GlobalMemoryRace, match="this block writes a word that rank"):
+                w.launch(fn, (1,), (32,), [(mc, bufs[r]) for r in range(3)])
+            continue
+        w.launch(fn, (1,), (32,), [(mc, bufs[r]) for r in range(3)])
+        for b in bufs:
+            got = w.device.memcpy_dtoh(np.zeros(16, np.uint32), b)
+            assert got[0] == 5 and not got[1:].any()
+
+
+RACY = """@launch(reqntid = (64, 1, 1))
+kernel racy(x: Symmetric[Array[f32, 1]], y: Array[f32, 1], pad: Symmetric[Array[u32, 1]]) {
+    let i = arange(64);
+    store(peer(x, rank()), index = (0,), tile = zeros((64,), f32) + 1.0);
+    BARRIER
+    store(y, index = (0,), tile = multimem_reduce(x, (i,)));
+}
+"""
+
+
+@pytest.mark.parametrize("ordered", [False, True])
+def test_a_multimem_reduce_races_with_unordered_stores(ordered):
+    """Every rank writes its own x, then reads all of them through the multicast address:
+    without a barrier between, the cross-device race check reports it; with one, every rank
+    gets the sum."""
+    from tilelang.emulator.errors import GlobalMemoryRace
+    n = 2
+    w = td.world(n)
+    x = w.symmetric((64,), "f32")
+    pad = w.symmetric((n,), "u32")
+    k = w.kernel(RACY.replace("BARRIER", "barrier(pad);" if ordered else ""), "racy")
+    ys = [np.zeros(64, np.float32) for _ in range(n)]
+    if not ordered:
+        with pytest.raises(GlobalMemoryRace, match=r"global-memory data race: this block reads "
+                                                   r"a word that rank \d's block"):
+            w.launch_all(k, 1, lambda r: (x, ys[r], pad))
+        return
+    w.launch_all(k, 1, lambda r: (x, ys[r], pad))
+    assert all((y == n).all() for y in ys)

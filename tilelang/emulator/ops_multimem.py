@@ -7,8 +7,13 @@ an address inside a window is translated to every rank's address at the same off
 `multimem.st` stores the value in each (rank order), `multimem.ld_reduce` loads each and
 reduces them in rank order (a float add is rounded per step, as the reduction of the switch is
 not specified to be otherwise). An address in no window faults, as it is undefined behaviour
-on a GPU. The accesses take part in the global race check as the plain loads and stores they
-are made of, with their memory order (`.relaxed.sys`, `.release`, `.acquire`).
+on a GPU.
+
+The global race check (globalrace.py) sees them as the per-rank loads and stores they are made
+of, and as *plain* ones although `.relaxed` makes them strong: the check exempts strong accesses
+because they serve flags and counters, while a multimem access carries the data itself, so a
+reduction of buffers other ranks wrote with no release/acquire chain in between (a missing
+barrier) must be reported. A `.release`/`.acquire` on them still synchronizes.
 """
 
 from __future__ import annotations
@@ -61,7 +66,7 @@ def build_multimem(ctx, ins, parts):
     ti, dt = _mem_type(ctx, parts)
     esize = ti.size
     sem = sem_of(parts)
-    strong = sem is not None
+    strong = False                      # data, not a flag: see the module docstring
     if kind == "st":
         a, v = ins.operands[:2]
         # as st: the value's bits (a signed type keeps its dtype)
