@@ -35,7 +35,7 @@ from tilelang.codegen.emit.kernel import (KernelEmitter, KernelStats, NeedsExact
                                           kernel_precision)
 from tilelang.codegen.lower.table import lookup
 from tilelang.codegen.plan.inputs import PlanInputs
-from tilelang.codegen.plan.distributed import plan_distributed
+from tilelang.codegen.plan.distributed import peer_accesses, plan_distributed
 from tilelang.codegen.plan.kernel_plan import KernelPlan, plan_kernel
 from tilelang.codegen.emit.map_params import MapParams
 from tilelang.codegen.target.ptx_header import plan_module, rewrite_ptx
@@ -48,7 +48,9 @@ from tilelang.sema.types import ArrayListType, ArrayType, SymmetricArrayType, Ti
 from tilelang.options import CompileOptions
 from tilelang.targets import Target
 
-register_codes({"E0782": "code generation option out of range",
+register_codes({"W0766": "under the NVSHMEM lowering, loads and stores through `peer` reach "
+                          "NVLink peers only",
+                "E0782": "code generation option out of range",
                 "E0783": "a tile needs more elements per thread than code generation allows",
                 "E0784": "a kernel has more element operations per thread than code generation "
                          "allows"})
@@ -161,6 +163,19 @@ def abi_params(kernel: Kernel, distributed: str = "peers") -> tuple[AbiParam, ..
         else:
             out.append(AbiParam(p.hint, "scalar", t.dtype))
     return tuple(out)
+
+
+def _warn_nvlink_only(kernel: Kernel, sink: DiagnosticSink) -> None:
+    """W0766 once per kernel: loads and stores through `peer` under NVSHMEM reach NVLink
+    peers only (docs/distributed.md, "The NVSHMEM lowering")."""
+    ops = peer_accesses(kernel)
+    if ops:
+        sink.warn("W0766", f"kernel `{kernel.name}` loads or stores another PE's buffer through "
+                  f"`peer` ({len(ops)} place{'s' if len(ops) != 1 else ''}): under NVSHMEM "
+                  f"that reaches PEs of this node's NVLink domain only (nvshmem_ptr), and the "
+                  f"kernel traps on a PE of another node", ops[0].span,
+                  help="signal, wait_until and barrier reach any PE; another node's buffers "
+                       "need NVSHMEM puts and gets, which Tile does not generate yet")
 
 
 def _new_module(name: str, target: Target) -> ir.Module:
@@ -280,6 +295,8 @@ def generate(module: IRModule, options: CompileOptions | None = None,
                   for p in k.params if isinstance(p.type, (ArrayType, ArrayListType))}
         # E0783/E0784 and W0787/E0787 before emitting anything
         check_limits(k, spec, tgt, kfacts, fast_math=precision or fast_math, tma=tma, sink=sink)
+        if options.distributed == "nvshmem":
+            _warn_nvlink_only(k, sink)
         pending.append((k, spec, block, kfacts))
     # Contracts only need to know whether the code relies on the thread count; the PTX plan
     # (and so the LLVM cpu/features) needs the contracts: emit with a provisional layout

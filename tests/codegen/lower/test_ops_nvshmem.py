@@ -171,3 +171,38 @@ def test_emit_plan_shows_the_lowering():
            "extents, strides)\n" in text
     assert "    barrier: nvshmem_quiet, nvshmem_<T>_atomic_add, nvshmem_<T>_wait_until\n" in text
     assert "    peer: nvshmem_ptr\n" in text
+
+
+def _nvlink_warnings(src, path="t.tile"):
+    # generate()'s check, on the IR (the compile itself needs NVSHMEM's bitcode; with it,
+    # tests/codegen/target/test_nvshmem_link.py sees the warning in the compile's diagnostics)
+    from tilelang.codegen.generate import _warn_nvlink_only
+    from tilelang.diagnostics import DiagnosticSink
+    res = compile_source(src, path, CompileOptions(target="sm_90", distributed="nvshmem"),
+                         until="tir")
+    sink = DiagnosticSink()
+    for k in res.ir.kernels:
+        _warn_nvlink_only(k, sink)
+    return sink.diagnostics
+
+
+def test_peer_loads_and_stores_warn_that_they_need_nvlink():
+    src = (ROOT / "examples/distributed/all_reduce.tile").read_text()
+    (w,) = _nvlink_warnings(src)
+    assert w.code == "W0766"
+    assert w.message == ("kernel `all_reduce` loads or stores another PE's buffer through `peer` "
+                         "(1 place): under NVSHMEM that reaches PEs of this node's NVLink domain "
+                         "only (nvshmem_ptr), and the kernel traps on a PE of another node")
+    assert (w.span.line, w.span.col) == (20, 26)          # load(peer(x, r), ...)
+
+
+def test_signals_waits_and_ones_own_buffer_need_no_nvlink():
+    src = """kernel k(x: Symmetric[Array[f32, 1]], pad: Symmetric[Array[u64, 1]],
+                      y: Array[f32, 1]) {
+        store(y, index = (0,), tile = load(peer(x, rank()), index = (0,), shape = (128,)));
+        signal(peer(pad, (rank() + 1) % world_size()), 0, 1, op = "add");
+        wait_until(peer(pad, rank()), 0, "ge", 1);
+        barrier(pad);
+    }
+    """
+    assert _nvlink_warnings(src) == []

@@ -123,3 +123,6 @@ def test_every_distributed_example_links_with_nvshmem_for_sm_90(example):
     assert re.search(rf"\.visible \.const \.align 8 \.b8 {DEVICE_STATE}\[\d+\];", res.ptx)
     for k in res.codegen.kernels:
         assert "nvshmem" in [p.kind for p in k.params]
+    # every example but all_reduce_multimem loads or stores through peer: NVLink only
+    warned = [d for d in res.diagnostics if d.code == "W0766"]
+    assert bool(warned) == (example.name != "all_reduce_multimem.tile")

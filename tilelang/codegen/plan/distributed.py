@@ -62,6 +62,29 @@ def plan_distributed(kernel: Kernel, lowering: str) -> DistributedPlan:
     return DistributedPlan(lowering, symmetric, tuple(ops), multicast)
 
 
+# the uses of a peer's buffer NVSHMEM performs itself (any transport); every other use loads
+# or stores through nvshmem_ptr, which maps NVLink peers only
+_NVSHMEM_USES = ("signal", "wait_until")
+
+
+def peer_accesses(kernel: Kernel) -> list[BuiltinOp]:
+    """The `peer` ops whose buffer the kernel loads, stores or updates (not only signals or
+    waits on): under NVSHMEM these reach PEs of this node's NVLink domain only."""
+    ops = [op for op in walk(kernel.body) if isinstance(op, BuiltinOp)]
+    mine = {op.result.id for op in ops if op.builtin.name == "rank"}
+    # `peer(x, rank())` is the PE's own buffer, which nvshmem_ptr always maps
+    peers = {op.result.id: op for op in ops if op.builtin.name == "peer"
+             and getattr(op.arg_map["rank"], "id", None) not in mine}
+    out: dict[int, BuiltinOp] = {}
+    for op in walk(kernel.body):
+        if isinstance(op, BuiltinOp) and op.builtin.name in _NVSHMEM_USES:
+            continue
+        for v in getattr(op, "operands", ()):
+            if v.id in peers:
+                out.setdefault(v.id, peers[v.id])
+    return list(out.values())
+
+
 def describe(plan: DistributedPlan) -> list[str]:
     """The plan's lines for `tilec --emit plan` (none for a kernel without symmetric arrays)."""
     if not plan.symmetric:
