@@ -56,6 +56,10 @@ def test_the_linked_cubin_loads_and_asks_for_nvshmem(fresh):
     """On a GPU: the NVSHMEM build of all_reduce loads as a CUlibrary, its kernel and
     NVSHMEM's device state are found in it, and the launch path stops at the missing
     NVSHMEM initialization with E0935."""
+    import os
+    if os.environ.get("TILELANG_TEST_EMULATED_GPU") == "1":
+        pytest.skip("NVSHMEM's device library runs on a real GPU only (the emulated driver "
+                    "loads the PTX of Tile's own kernels)")
     _host_or_skip()
     from tilelang.codegen.target import nvshmem_bitcode
     from tilelang.diagnostics import TileError
