@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from .version import __version__
 from .diagnostics import Diagnostic, Severity, TileError, emit
 from .driver import check_file
-from .options import DEFAULT_TARGET, CompileOptions
+from .options import DEFAULT_TARGET, DISTRIBUTED_LOWERINGS, CompileOptions
 
 if TYPE_CHECKING:
     import argparse
@@ -133,6 +133,10 @@ def _main_parser() -> argparse.ArgumentParser:
                         "(the default) or approx (docs/numerics.md)")
     p.add_argument("--lineinfo", action="store_true",
                    help="source lines in the PTX (`.file`/`.loc`), as nvcc -lineinfo")
+    p.add_argument("--distributed", choices=DISTRIBUTED_LOWERINGS, default="peers",
+                   help="how symmetric arrays reach their peers: peers (a table of every "
+                        "rank's buffer, the default) or nvshmem (NVSHMEM device calls, "
+                        "docs/distributed.md)")
     p.add_argument("--ptxas", metavar="PATH", help="assemble with this ptxas instead of nvJitLink")
     p.add_argument("--ptxas-knobs", metavar="FILE", help="forward --knobs-file=FILE to ptxas")
     p.add_argument("--report", action="store_true",
@@ -201,7 +205,7 @@ _PLAIN_COMPILE = {"--arch": ("arch", False), "-o": ("output", False), "--emit": 
                   "--kernel": ("kernel", True), "-O": ("opt", False),
                   "--precision": ("precision", False), "-I": ("include", True),
                   "-D": ("defines", True), "--lineinfo": ("lineinfo", None),
-                  "--report": ("report", None)}
+                  "--report": ("report", None), "--distributed": ("distributed", False)}
 
 
 def _plain_compile_args(argv: list[str]):
@@ -213,7 +217,8 @@ def _plain_compile_args(argv: list[str]):
     from types import SimpleNamespace
     ns = SimpleNamespace(file=None, emit="cubin", output=None, arch=DEFAULT_TARGET, kernel=None,
                          opt=3, precision=None, lineinfo=False, ptxas=None, ptxas_knobs=None,
-                         report=False, grid=None, block=None, sms=None, include=[], defines=[])
+                         report=False, grid=None, block=None, sms=None, include=[], defines=[],
+                         distributed="peers")
     i, n = 0, len(argv)
     while i < n:
         a = argv[i]
@@ -240,7 +245,8 @@ def _plain_compile_args(argv: list[str]):
             if value not in range(4):
                 return None
         elif name == "emit" and value not in EMIT_KINDS or \
-                name == "precision" and value not in ("ieee", "fast", "approx"):
+                name == "precision" and value not in ("ieee", "fast", "approx") or \
+                name == "distributed" and value not in DISTRIBUTED_LOWERINGS:
             return None
         if repeated:
             setattr(ns, name, (getattr(ns, name) or []) + [value])
@@ -351,7 +357,8 @@ def cmd_compile(argv: list[str]) -> int:
     options = CompileOptions(
         target=args.arch, defines=_defines(args.defines, p),
         include_dirs=_includes(args.include, p), opt_level=args.opt, ptxas=args.ptxas,
-        knobs_file=_knobs(args.ptxas_knobs, p), precision=args.precision, lineinfo=args.lineinfo)
+        knobs_file=_knobs(args.ptxas_knobs, p), precision=args.precision, lineinfo=args.lineinfo,
+        distributed=args.distributed)
     if args.emit in ("ast", "typed-ast"):
         result = check_file(args.file, options)
         status = _report([result])

@@ -15,11 +15,16 @@ from __future__ import annotations
 from tilelang.record import record
 from tilelang.targets import TARGETS, Target, get_target
 
-__all__ = ["DEFAULT_TARGET", "CompileOptions"]
+__all__ = ["DEFAULT_TARGET", "DISTRIBUTED_LOWERINGS", "CompileOptions"]
 
 #: The target of a compile that names none (`tilec` without `--arch`, the language server).
 #: The runtime's back ends choose their device's own (each back end's `default_target()`).
 DEFAULT_TARGET = "sm_90a"
+
+#: How kernels across devices reach their peers (docs/distributed.md): "peers" passes a table
+#: of every rank's buffer per symmetric array (NVLink peers of one node); "nvshmem" lowers the
+#: same operations to NVSHMEM device calls, linked from NVSHMEM's device bitcode.
+DISTRIBUTED_LOWERINGS = ("peers", "nvshmem")
 
 
 @record(frozen=True)
@@ -39,6 +44,7 @@ class CompileOptions:
     knobs_file: str | None = None    # --ptxas-knobs FILE (docs/cli.md)
     precision: str | None = None     # --precision: the module's math mode (docs/numerics.md)
     lineinfo: bool = False           # --lineinfo: `.file`/`.loc` source lines in the PTX
+    distributed: str = "peers"       # --distributed: one of DISTRIBUTED_LOWERINGS
 
     def __post_init__(self) -> None:
         put = object.__setattr__         # the record is frozen; these are its own values
@@ -49,6 +55,9 @@ class CompileOptions:
             put(self, "defines", tuple((k, v) for k, v in items))
         if not isinstance(self.include_dirs, tuple):
             put(self, "include_dirs", tuple(self.include_dirs))
+        if self.distributed not in DISTRIBUTED_LOWERINGS:
+            raise ValueError(f"distributed={self.distributed!r}: one of "
+                             f"{', '.join(map(repr, DISTRIBUTED_LOWERINGS))}")
 
     @property
     def target_name(self) -> str:

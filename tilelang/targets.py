@@ -86,6 +86,10 @@ FEATURES: dict[str, Feature] = {f.name: f for f in (
     Feature("setmaxnreg", 90, (8, 0), ("sm_90a", "sm_100a", "sm_120a")),
     Feature("tcgen05", 100, (8, 6), ("sm_100a",)),
     Feature("mx_cvt", 100, (8, 6), ("sm_100a",)),   # cvt of e2m1x2/e2m3x2/e3m2x2/ue8m0x2
+    # NVSHMEM's device library (codegen/target/nvshmem_bitcode.py): its bitcode is built for
+    # PTX 8.8 (`"target-features"="+ptx88"` of NVSHMEM 3.8) and its inline PTX needs 8.6
+    Feature("nvshmem", 70, (8, 8)),
+    Feature("multimem", 90, (8, 1)),    # multimem.st / multimem.ld_reduce (NVLink SHARP)
 )}
 
 # LLVM 22 knows +ptx up to 90 (`+ptx91` is "not a recognized feature").

@@ -48,6 +48,8 @@ MORE_TARGETS = {"matmul.tile": ("sm_100a", "sm_120a"),
                 "matmul_persistent.tile": ("sm_100a", "sm_120a"),
                 "attention.tile": ("sm_100a",),
                 "matmul_mxfp8.tile": ("sm_100a",), "matmul_nvfp4.tile": ("sm_100a",)}
+# Examples that need a newer target than sm_80: multimem (NVLink SHARP) is sm_90+ (E0752 below)
+TARGETS_OF = {"distributed/all_reduce_multimem.tile": ("sm_90a", "sm_120")}
 
 
 def _ptx(example: str, target: str, precision: str, small: bool, define: str = "") -> str:
@@ -71,7 +73,7 @@ def _ptx(example: str, target: str, precision: str, small: bool, define: str = "
 
 def _cases():
     return [(e, t, p, s, d) for e in EXAMPLES for d in ("",) + DEFINES.get(e, ())
-            for t in TARGETS + MORE_TARGETS.get(e, ()) for p in PRECISIONS
+            for t in TARGETS_OF.get(e, TARGETS) + MORE_TARGETS.get(e, ()) for p in PRECISIONS
             for s in (False, True)]
 
 

@@ -44,7 +44,8 @@ def test_plain_arguments_read_as_argparse_reads_them():
 @pytest.mark.parametrize("argv", [
     ["a.tile"], ["a.tile", "--arch", "sm_90a", "-o", "a.cubin"], ["--emit", "ptx", "a.tile"],
     ["-O", "0", "--kernel", "k", "--kernel", "j", "a.tile", "--lineinfo"],
-    ["--report", "a.tile", "--precision", "approx", "-I", "inc", "-D", "N=4"]])
+    ["--report", "a.tile", "--precision", "approx", "-I", "inc", "-D", "N=4"],
+    ["--distributed", "nvshmem", "--emit", "plan", "a.tile"]])
 def test_common_forms_take_the_fast_path(argv):
     fast = cli._plain_compile_args(argv)
     assert fast is not None and vars(fast) == by_argparse(argv)
@@ -54,7 +55,8 @@ def test_common_forms_take_the_fast_path(argv):
     [], ["-h"], ["--version"], ["a.tile", "b.tile"], ["--arch=sm_80", "a.tile"],
     ["-O3", "a.tile"], ["--arc", "sm_80", "a.tile"], ["a.tile", "-o", "-"],
     ["a.tile", "--emit", "sass"], ["a.tile", "-O", "4"], ["a.tile", "--arch"],
-    ["--", "a.tile"], ["a.tile", "--grid", "4", "--report"], ["a.tile", "--ptxas", "p"]])
+    ["--", "a.tile"], ["a.tile", "--grid", "4", "--report"], ["a.tile", "--ptxas", "p"],
+    ["a.tile", "--distributed", "mpi"]])
 def test_everything_else_is_left_to_argparse(argv):
     assert cli._plain_compile_args(argv) is None
 

@@ -12,7 +12,7 @@ from tilelang.record import FrozenInstanceError, fields_of, replace
 from tilelang.targets import TARGETS
 
 FIELDS = ("target", "defines", "include_dirs", "opt_level", "ptxas", "knobs_file", "precision",
-          "lineinfo")
+          "lineinfo", "distributed")
 
 
 def test_the_fields_and_their_defaults():
@@ -21,7 +21,7 @@ def test_the_fields_and_their_defaults():
     assert DEFAULT_TARGET == "sm_90a"
     assert o.target is TARGETS["sm_90a"]
     assert (o.defines, o.include_dirs, o.opt_level, o.ptxas, o.knobs_file, o.precision,
-            o.lineinfo) == ((), (), 3, None, None, None, False)
+            o.lineinfo, o.distributed) == ((), (), 3, None, None, None, False, "peers")
 
 
 def test_the_target_is_resolved_once_into_the_table_record():
@@ -52,18 +52,25 @@ def test_frozen_and_hashable_whatever_form_the_collections_come_in():
 
 def test_the_key_lists_every_field_by_name():
     o = CompileOptions(target="sm_89", defines={"N": "4"}, include_dirs=["/x"], opt_level=2,
-                       ptxas="/bin/ptxas", knobs_file="/k", precision="ieee", lineinfo=True)
+                       ptxas="/bin/ptxas", knobs_file="/k", precision="ieee", lineinfo=True,
+                       distributed="nvshmem")
     assert o.key() == {"target": "sm_89", "defines": [["N", "4"]], "include_dirs": ["/x"],
                        "opt_level": 2, "ptxas": "/bin/ptxas", "knobs_file": "/k",
-                       "precision": "ieee", "lineinfo": True}
+                       "precision": "ieee", "lineinfo": True, "distributed": "nvshmem"}
     assert list(CompileOptions().key()) == list(FIELDS)
 
 
 @pytest.mark.parametrize("change", [
     {"target": "sm_80"}, {"defines": {"N": "1"}}, {"include_dirs": ["i"]}, {"opt_level": 0},
-    {"ptxas": "p"}, {"knobs_file": "k"}, {"precision": "approx"}, {"lineinfo": True}])
+    {"ptxas": "p"}, {"knobs_file": "k"}, {"precision": "approx"}, {"lineinfo": True},
+    {"distributed": "nvshmem"}])
 def test_each_field_changes_the_key(change):
     assert CompileOptions(**change).key() != CompileOptions().key()
+
+
+def test_an_unknown_distributed_lowering_is_refused():
+    with pytest.raises(ValueError, match="^distributed='mpi': one of 'peers', 'nvshmem'$"):
+        CompileOptions(distributed="mpi")
 
 
 def test_driver_runtime_and_cli_share_the_record():

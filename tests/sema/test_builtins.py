@@ -128,6 +128,11 @@ CASES: dict[str, tuple] = {
     "wait_until": ((A("i64", 1), C(0), STR("ge"), C(-3)), {}, "()",
                    (A("i64", 1), C(0), STR("gte"), C(1)), {}, "E0507"),
     "barrier": ((SYM("u32", 1),), {"channel": T("i32")}, "()", (A("u32", 1),), {}, "E0506"),
+    "multimem_store": ((SYM("f32", 1), T("i32", 128), T("f32", 128)), {}, "()",
+                       (SYM("f16", 1), T("i32", 128), T("f16", 128)), {}, "E0508"),
+    "multimem_reduce": ((SYM("i64", 2), RT(T("i32", 4, 1), T("i32", 1, 8))), {"op": STR("min")},
+                        "Tile[i64, 4, 8]", (SYM("f32", 1), T("i32", 128)), {"op": STR("max")},
+                        "E0508"),
     "stride": ((A("f32", 2),), {"axis": C(-2)}, "i32", (T("f32", 4),), {"axis": C(0)},
                "E0506"),
     "atomic_add": ((A("f32", 1), T("i32", 64), C(1.0)), {}, "Tile[f32, 64]",
@@ -325,7 +330,7 @@ def test_entries_are_consistent():
         assert callable(b.typing) and callable(b.ref) and b.doc
     effects = {n for n, b in BUILTINS.items() if b.side_effects}
     assert effects == {"store", "scatter", "print", "assert", "fence", "signal", "wait_until",
-                       "barrier"} | {
+                       "barrier", "multimem_store", "multimem_reduce"} | {
         f"atomic_{o}" for o in ("add", "max", "min", "and", "or", "xor", "xchg", "cas")}
     assert BUILTINS["bid"].scalar_only and not BUILTINS["load"].scalar_only
     assert OPERATORS["@"] is BUILTINS["matmul"]

@@ -788,7 +788,7 @@ def test_print_and_assert_refs():
 
 
 @pytest.mark.parametrize("name", ["peer", "rank", "world_size", "signal", "wait_until",
-                                  "barrier"])
+                                  "barrier", "multimem_store", "multimem_reduce"])
 def test_distributed_references_say_they_need_a_world(name):
     # the interpreter runs one device: these run on tilelang.distributed's world
     from tilelang.diagnostics import TileError

@@ -79,12 +79,16 @@ class AbiParam:
 
     name: str
     kind: str                 # "array" | "scalar" | "list" (`List[Array[dtype, rank]]`) |
-                              # "symmetric" (`Symmetric[Array[dtype, rank]]`)
+                              # "symmetric" (`Symmetric[Array[dtype, rank]]`) | "nvshmem"
+                              # (a symmetric array under the NVSHMEM lowering: an array's
+                              # parameters, its address in the NVSHMEM symmetric heap)
     dtype: DType
     rank: int = 0
     # arrays and lists: the kernel may store into it (store, scatter, atomics). The runtime refuses
     # read-only and broadcast (zero-stride) arrays here, whose writes would be lost or racy.
     written: bool = True
+    # a symmetric array that multimem_* reach: its multicast address follows (`<name>_mc`)
+    multicast: bool = False
 
     def ptx_params(self) -> tuple[tuple[str, str], ...]:
         """(PTX parameter name suffix, NumPy dtype name) for each PTX parameter, in order."""
@@ -92,21 +96,25 @@ class AbiParam:
             return ((f"{self.name}", "uint64"), (f"{self.name}_len", "int64"))
         if self.kind == "symmetric":         # docs/distributed.md, "ABI"
             return ((f"{self.name}", "uint64"), (f"{self.name}_len", "int64"),
-                    (f"{self.name}_rank", "int64"))
-        if self.kind == "array":
+                    (f"{self.name}_rank", "int64")) + \
+                (((f"{self.name}_mc", "uint64"),) if self.multicast else ())
+        if self.kind in ("array", "nvshmem"):
             return ((f"{self.name}", "uint64"),
                     *((f"{self.name}_shape{i}", "int64") for i in range(self.rank)),
                     *((f"{self.name}_stride{i}", "int64") for i in range(self.rank)))
         return ((self.name, scalar_storage(self.dtype)),)
 
     def to_json(self) -> dict:
-        return {"name": self.name, "kind": self.kind, "dtype": self.dtype.name,
-                "rank": self.rank, "written": self.written}
+        d = {"name": self.name, "kind": self.kind, "dtype": self.dtype.name,
+             "rank": self.rank, "written": self.written}
+        if self.multicast:
+            d["multicast"] = True
+        return d
 
     @staticmethod
     def from_json(d: Mapping[str, Any]) -> "AbiParam":
         return AbiParam(d["name"], d["kind"], DTYPES[d["dtype"]], int(d["rank"]),
-                        bool(d.get("written", True)))
+                        bool(d.get("written", True)), bool(d.get("multicast", False)))
 
 
 def scalar_storage(dtype: DType) -> str:

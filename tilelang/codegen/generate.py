@@ -21,7 +21,7 @@ import llvmlite.ir as ir
 # Importing a family registers its lowerings in lower.table (the products' on first use).
 from tilelang.codegen.lower import array_list, atomic, combine, creation, debug  # noqa: F401
 from tilelang.codegen.lower import distributed  # noqa: F401
-from tilelang.codegen.lower import elementwise, grid, index  # noqa: F401
+from tilelang.codegen.lower import elementwise, grid, index, multimem  # noqa: F401
 from tilelang.codegen.lower import memory, random, rearrange, reduce, scan, shape  # noqa: F401
 from tilelang.codegen.lower import sort  # noqa: F401
 from tilelang.codegen.api import (AbiParam, ArrayFacts, CodegenResult, DEFAULT_FACTS,
@@ -35,6 +35,7 @@ from tilelang.codegen.emit.kernel import (KernelEmitter, KernelStats, NeedsExact
                                           kernel_precision)
 from tilelang.codegen.lower.table import lookup
 from tilelang.codegen.plan.inputs import PlanInputs
+from tilelang.codegen.plan.distributed import peer_accesses, plan_distributed
 from tilelang.codegen.plan.kernel_plan import KernelPlan, plan_kernel
 from tilelang.codegen.emit.map_params import MapParams
 from tilelang.codegen.target.ptx_header import plan_module, rewrite_ptx
@@ -47,7 +48,9 @@ from tilelang.sema.types import ArrayListType, ArrayType, SymmetricArrayType, Ti
 from tilelang.options import CompileOptions
 from tilelang.targets import Target
 
-register_codes({"E0782": "code generation option out of range",
+register_codes({"W0766": "under the NVSHMEM lowering, loads and stores through `peer` reach "
+                          "NVLink peers only",
+                "E0782": "code generation option out of range",
                 "E0783": "a tile needs more elements per thread than code generation allows",
                 "E0784": "a kernel has more element operations per thread than code generation "
                          "allows"})
@@ -97,6 +100,8 @@ def written_arrays(kernel: Kernel) -> set:
                 items[op.result] = dict(op.args)["x"]
             if b.side_effects and b.group == "memory":
                 out.update(arg_values(dict(op.args).get("A")))
+            if b.name == "multimem_store":         # every rank's buffer of x
+                out.update(arg_values(dict(op.args).get("x")))
         else:
             out.update(v for v in getattr(op, "operands", ()) if isinstance(v.type, ArrayType))
     # a write through an entry of a list writes the list's arrays
@@ -139,7 +144,9 @@ def check_elements_per_thread(kernel: Kernel, block, fused: Mapping | None = Non
                               "smaller tiles or more threads")
 
 
-def abi_params(kernel: Kernel) -> tuple[AbiParam, ...]:
+def abi_params(kernel: Kernel, distributed: str = "peers") -> tuple[AbiParam, ...]:
+    multicast = plan_distributed(kernel, distributed).multicast if distributed == "peers" \
+        else ()
     out = []
     written = written_arrays(kernel)
     for p in kernel.params:
@@ -147,11 +154,28 @@ def abi_params(kernel: Kernel) -> tuple[AbiParam, ...]:
         if isinstance(t, ArrayType):
             out.append(AbiParam(p.hint, "array", t.dtype, t.rank, p in written))
         elif isinstance(t, ArrayListType):
-            kind = "symmetric" if isinstance(t, SymmetricArrayType) else "list"
-            out.append(AbiParam(p.hint, kind, t.array.dtype, t.array.rank, p in written))
+            kind = "list"
+            if isinstance(t, SymmetricArrayType):
+                # docs/distributed.md, "ABI": a table per array, or under NVSHMEM one address
+                kind = "nvshmem" if distributed == "nvshmem" else "symmetric"
+            out.append(AbiParam(p.hint, kind, t.array.dtype, t.array.rank, p in written,
+                                multicast=p.hint in multicast))
         else:
             out.append(AbiParam(p.hint, "scalar", t.dtype))
     return tuple(out)
+
+
+def _warn_nvlink_only(kernel: Kernel, sink: DiagnosticSink) -> None:
+    """W0766 once per kernel: loads and stores through `peer` under NVSHMEM reach NVLink
+    peers only (docs/distributed.md, "The NVSHMEM lowering")."""
+    ops = peer_accesses(kernel)
+    if ops:
+        sink.warn("W0766", f"kernel `{kernel.name}` loads or stores another PE's buffer through "
+                  f"`peer` ({len(ops)} place{'s' if len(ops) != 1 else ''}): under NVSHMEM "
+                  f"that reaches PEs of this node's NVLink domain only (nvshmem_ptr), and the "
+                  f"kernel traps on a PE of another node", ops[0].span,
+                  help="signal, wait_until and barrier reach any PE; another node's buffers "
+                       "need NVSHMEM puts and gets, which Tile does not generate yet")
 
 
 def _new_module(name: str, target: Target) -> ir.Module:
@@ -167,32 +191,35 @@ def _lowering_module(name: str, group: str) -> str | None:
 
 
 def plan_for(kernel: Kernel, target: Target, block, facts: Mapping[str, ArrayFacts], *,
-             exact: bool, fast_math: bool | str = False, tma: bool = False) -> KernelPlan:
+             exact: bool, fast_math: bool | str = False, tma: bool = False,
+             distributed: str = "peers") -> KernelPlan:
     """The kernel's plan (codegen/plan/) for one thread mode: what the lowerings will read."""
     return plan_kernel(PlanInputs(kernel, target, block, exact=exact, facts=facts, tma=tma,
                                   precision=kernel_precision(kernel, fast_math),
-                                  lowered_by=_lowering_module))
+                                  lowered_by=_lowering_module, distributed=distributed))
 
 
 def emit_kernel(kernel: Kernel, target: Target, block, facts: Mapping[str, ArrayFacts],
                 *, exact: bool, layout: str, fast_math: bool = False, tma: bool = False,
-                lineinfo: bool = False) -> tuple[ir.Module, KernelStats, bool]:
+                lineinfo: bool = False,
+                distributed: str = "peers") -> tuple[ir.Module, KernelStats, bool]:
     """(module holding the kernel, what it used, whether it runs in exact mode). With `tma`,
     the TMA tensor maps that loads and stores ask for become parameters as they are asked for
     (emit/map_params.py); the kernel's `stats.tensor_maps` is then their order."""
     m, kern = _emit(kernel, target, block, facts, exact=exact, layout=layout,
-                    fast_math=fast_math, tma=tma, lineinfo=lineinfo)
+                    fast_math=fast_math, tma=tma, lineinfo=lineinfo, distributed=distributed)
     return m, kern.stats, kern.exact
 
 
 def _emit(kernel: Kernel, target: Target, block, facts: Mapping[str, ArrayFacts], *,
           exact: bool, layout: str, fast_math: bool | str = False, tma: bool = False,
-          lineinfo: bool = False) -> tuple[ir.Module, KernelEmitter]:
+          lineinfo: bool = False, distributed: str = "peers") -> tuple[ir.Module, KernelEmitter]:
     """emit_kernel's work: (the module, the emitter that filled it, with its plan)."""
     for mode in ((True,) if exact else (False, True)):
         m = _new_module(kernel.name, target)
         m.data_layout = layout
-        plan = plan_for(kernel, target, block, facts, exact=mode, fast_math=fast_math, tma=tma)
+        plan = plan_for(kernel, target, block, facts, exact=mode, fast_math=fast_math, tma=tma,
+                        distributed=distributed)
         kern = KernelEmitter(m, kernel, target, block=block, exact=mode, facts=facts,
                              fast_math=fast_math, tma=tma, lineinfo=lineinfo, plan=plan)
         kern.stats.wgmma_declined = plan.products.wgmma_declined
@@ -251,7 +278,8 @@ def kernel_plans(module: IRModule, options: CompileOptions | None = None,
                   for p in k.params if isinstance(p.type, (ArrayType, ArrayListType))}
         check_limits(k, spec, tgt, kfacts, fast_math=options.precision or False, tma=tma)
         _, kern = _emit(k, tgt, block, kfacts, exact=spec.reqntid is not None, layout=layout,
-                        fast_math=options.precision or False, tma=tma)
+                        fast_math=options.precision or False, tma=tma,
+                        distributed=options.distributed)
         out.append((k, kern.plan))
     return out
 
@@ -279,6 +307,8 @@ def generate(module: IRModule, options: CompileOptions | None = None,
                   for p in k.params if isinstance(p.type, (ArrayType, ArrayListType))}
         # E0783/E0784 and W0787/E0787 before emitting anything
         check_limits(k, spec, tgt, kfacts, fast_math=precision or fast_math, tma=tma, sink=sink)
+        if options.distributed == "nvshmem":
+            _warn_nvlink_only(k, sink)
         pending.append((k, spec, block, kfacts))
     # Contracts only need to know whether the code relies on the thread count; the PTX plan
     # (and so the LLVM cpu/features) needs the contracts: emit with a provisional layout
@@ -288,7 +318,7 @@ def generate(module: IRModule, options: CompileOptions | None = None,
         layout = data_layout(tgt.llvm_cpu, tgt.llvm_features(tgt.min_ptx))
         m, st, exact = emit_kernel(k, tgt, block, kfacts, exact=spec.reqntid is not None,
                                    layout=layout, fast_math=precision or fast_math, tma=tma,
-                                   lineinfo=options.lineinfo)
+                                   lineinfo=options.lineinfo, distributed=options.distributed)
         feats = CodegenFeatures(cross_warp_reduction=exact and spec.reqntid is None,
                                 threads=None if spec.reqntid else block,
                                 wgmma="wgmma" in st.features or st.wgmma_declined,
@@ -303,14 +333,21 @@ def generate(module: IRModule, options: CompileOptions | None = None,
     if not texts:
         raise TileUsageError.at("E0782", "the module has no kernels to compile", None)
     t_llvm = time.perf_counter()
-    llvm_ir, ptx = compile_modules(texts, plan.llvm_cpu, plan.llvm_features, opt_level)
+    libraries = []
+    if any(s.nvshmem for s in stats.values()):
+        # NVSHMEM's device library, linked into the module (docs/distributed.md)
+        from tilelang.codegen.emit.nvshmem import SIGNATURES
+        from tilelang.codegen.target import nvshmem_bitcode
+        libraries.append(nvshmem_bitcode.library(tgt.name, SIGNATURES))
+    llvm_ir, ptx = compile_modules(texts, plan.llvm_cpu, plan.llvm_features, opt_level,
+                                   libraries)
     ptx = rewrite_ptx(ptx, plan, contracts, sink)
     t_ptx = time.perf_counter()
     artifacts = []
     for k, spec, block, kfacts in pending:
         c = contracts[k.name]
         artifacts.append(KernelArtifact(
-            name=k.name, params=abi_params(k), block=tuple(c.threads) + (1,) * (3 - len(c.threads)),
+            name=k.name, params=abi_params(k, options.distributed), block=tuple(c.threads) + (1,) * (3 - len(c.threads)),
             # below SM90 the cluster group is dropped from the PTX (E0720): launch unclustered
             attrs=c.attrs, cluster=spec.cluster if tgt.clusters else None,
             static_smem=stats[k.name].smem_bytes - stats[k.name].dynamic_smem,

@@ -58,6 +58,9 @@ KNOWN: dict[str, frozenset] = {name: frozenset(mods) for name, mods in {
     "ld": _SPACES | _ORDER | _CACHE | _VEC, "ldu": _SPACES | _VEC,
     "st": _SPACES | _ORDER | _CACHE | _VEC,
     "atom": _SPACES | _ORDER | _ATOM_OPS, "red": _SPACES | _ORDER | _ATOM_OPS,
+    # NVLink SHARP: a store to / a reduction over every buffer a multicast address maps to
+    "multimem": _SPACES | _ORDER | {"st", "ld_reduce", "add", "min", "max", "and", "or",
+                                    "xor"},
     "mapa": _SPACES, "getctarank": _SPACES,
     "prefetch": _SPACES | {"L1", "L2", "tensormap", "L2::evict_normal", "L2::evict_last"},
     "prefetchu": {"L1"}, "discard": _SPACES | {"L2"}, "applypriority": _SPACES | {

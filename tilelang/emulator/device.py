@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import (ops_alu, ops_call, ops_cp, ops_ctrl, ops_mem,  # noqa: F401
+from . import (ops_alu, ops_call, ops_cp, ops_ctrl, ops_mem, ops_multimem,  # noqa: F401
                ops_tcgen05, ops_tensor, ops_tensormap, ops_warp, ops_wgmma)  # (importing registers the builders)
 from .completion import finish_stores
 from .tmem import check_released

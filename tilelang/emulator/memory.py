@@ -39,6 +39,9 @@ class GlobalMemory:
         self._np_starts = np.zeros(0, np.int64)
         self._np_ends = np.zeros(0, np.int64)
         self._views = {}
+        # multicast windows (NVLink SHARP, ops_multimem.py): window address -> (bytes, the
+        # address of each rank's buffer it maps to, in rank order)
+        self.multicast: dict[int, tuple[int, tuple[int, ...]]] = {}
 
     # -- allocation -----------------------------------------------------------------------
     def alloc(self, nbytes: int, name: str = "") -> int:

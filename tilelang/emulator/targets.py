@@ -49,7 +49,7 @@ def required_sm(parts: list) -> tuple[int, bool]:
         return 90, False
     if root == "mbarrier" and ("try_wait" in parts or "expect_tx" in parts):
         return 90, False
-    if root in ("elect", "mapa", "getctarank", "griddepcontrol") or \
+    if root in ("elect", "mapa", "getctarank", "griddepcontrol", "multimem") or \
             (root == "barrier" and "cluster" in parts):
         return 90, False
     if root == "fence" and (("proxy" in parts and any(p.startswith(("async", "tensormap"))

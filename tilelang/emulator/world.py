@@ -59,6 +59,18 @@ class EmulatedWorld:
         addr = self.device.mem.alloc(int(nbytes), f"rank {rank}: {what} ({nbytes} bytes)")
         return DevicePtr(addr, int(nbytes))
 
+    def multicast(self, buffers, nbytes: int) -> DevicePtr:
+        """A multicast address (NVLink SHARP) mapping to `buffers` (one DevicePtr per rank, in
+        rank order, each at least `nbytes`): multimem instructions at window offset o reach
+        every rank's buffer at o (ops_multimem.py). The window is an allocation of its own, so
+        its addresses are no other buffer's."""
+        if len(buffers) != self.size:
+            raise EmulatorError(f"a multicast address maps one buffer per rank ({self.size}), "
+                                f"not {len(buffers)}")
+        addr = self.device.mem.alloc(int(nbytes), f"multicast window ({nbytes} bytes)")
+        self.device.mem.multicast[addr] = (int(nbytes), tuple(int(b) for b in buffers))
+        return DevicePtr(addr, int(nbytes))
+
     def _rank(self, rank) -> int:
         if not isinstance(rank, (int, np.integer)) or not 0 <= rank < self.size:
             raise EmulatorError(f"rank {rank!r} is not in [0, {self.size})")

@@ -316,6 +316,10 @@ class CudaBackend:
                               "cuLibraryLoadData", name)
             kernel = self._check(drv.cuLibraryGetKernel(lib, name.encode()),
                                  "cuLibraryGetKernel", name)
+            if any(p.kind == "nvshmem" for p in art.params):
+                # NVSHMEM's device state into the library (docs/distributed.md)
+                from tilelang.runtime.nvshmem_host import init_library
+                init_library(int(lib), name)
             loaded[id(built)] = (built, lib, kernel)
         FA = drv.CUfunction_attribute
         if art.dynamic_smem > 0:

@@ -96,6 +96,14 @@ class SymmetricArray:
             self.tables[r] = t
         assert table.shape == (w.size, words)
 
+    def multicast_address(self) -> int:
+        """The array's multicast address (made on first use): what multimem_store and
+        multimem_reduce reach every rank's buffer through (docs/distributed.md, "Multimem")."""
+        if getattr(self, "_mc", None) is None:
+            n = int(np.prod(self.shape, dtype=np.int64)) * _np_dtype(self.dtype).itemsize
+            self._mc = self.world.emu.multicast([p.ptr for p in self.parts], n)
+        return int(self._mc)
+
     def on(self, rank: int) -> np.ndarray:
         """A copy of rank `rank`'s buffer."""
         return self.parts[rank].numpy()
@@ -224,7 +232,8 @@ class World:
         facts = {p.name: _common_facts([row[i] for row in staged.values()])
                  for i, p in enumerate(abi) if p.kind in ("array", "symmetric")}
         art, fn = kernel.build(facts)
-        packed = {r: [w for s in row for w in s.words(r)] for r, row in staged.items()}
+        packed = {r: [w for p, s in zip(art.params, row) for w in s.words(r) + _multicast(p, s)]
+                  for r, row in staged.items()}
         g = (grid,) if isinstance(grid, int) else tuple(grid)
         try:
             rep = self._launch(fn, g, art.block, packed, max_steps)
@@ -249,7 +258,9 @@ class World:
                                 f"symmetric array; got {type(v).__name__}",
                                 "pass an array made by this world's symmetric(...)")
             _check_array(kname, r, p, v.dtype, len(v.shape))
-            return _Staged(v.parts[r], (int(v.tables[r]), self.size, r), parts=v.parts)
+            st = _Staged(v.parts[r], (int(v.tables[r]), self.size, r), parts=v.parts)
+            st.symmetric = v
+            return st
         if p.kind == "array":
             if isinstance(v, np.ndarray):
                 ra = self.to_rank(r, v)
@@ -275,6 +286,12 @@ class World:
         raise arg_error("E0919", f"`{p.name}` of kernel `{kname}` is a list of arrays, which "
                         "an emulated world does not pass yet", "pass the arrays one by one, "
                         "or a symmetric array")
+
+
+def _multicast(p, s: "_Staged") -> tuple:
+    """The multicast address word after a symmetric array's three (AbiParam.multicast: the
+    kernel uses multimem on it; docs/distributed.md, "Multimem")."""
+    return (s.symmetric.multicast_address(),) if p.multicast else ()
 
 
 class _Staged:

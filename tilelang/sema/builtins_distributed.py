@@ -25,12 +25,20 @@ from __future__ import annotations
 
 from tilelang.diagnostics import TileError
 from tilelang.sema.builtins_core import (ABSENT, STRING_KIND, Builtin, BoundArgs, Param, arg,
-                                         fail, found_typed, int_scalar, register)
-from tilelang.sema.builtins_memory import _check_element_value, check_choice
+                                         common_shape, fail, found_typed, int_scalar, register)
+from tilelang.sema.builtins_memory import (_check_element_value, _index_tiles, _mask_shape,
+                                          check_choice)
 from tilelang.sema.constants import ConstStr
-from tilelang.sema.types import I32, VOID, ArrayType, SymmetricArrayType, Type, scalar
+from tilelang.sema.promotion import broadcast_all
+from tilelang.sema.types import I32, VOID, ArrayType, SymmetricArrayType, TileType, Type, scalar
 
 SIGNAL_DTYPES = ("i32", "u32", "i64", "u64")
+# multimem (NVLink SHARP): the element types of multimem.st / multimem.ld_reduce and the
+# reductions ld_reduce has for them (measured with ptxas 13: no float min/max; an i64 add is
+# done as .u64, the same bits)
+MULTIMEM_DTYPES = ("i32", "u32", "i64", "u64", "f32", "f64")
+MULTIMEM_OPS = {"add": MULTIMEM_DTYPES, "min": ("i32", "u32", "i64", "u64"),
+                "max": ("i32", "u32", "i64", "u64")}
 SIGNAL_OPS = ("set", "add")
 WAIT_CMPS = ("eq", "ne", "lt", "le", "gt", "ge")
 
@@ -113,6 +121,35 @@ def _barrier_typing(bound: BoundArgs, span) -> Type:
     return VOID
 
 
+def _multimem_array(bound: BoundArgs, span) -> ArrayType:
+    t = _symmetric(bound, "x", span).array
+    if t.dtype.name not in MULTIMEM_DTYPES:
+        raise fail("E0508", bound, "x", f"is a symmetric {t}, but multimem takes arrays of "
+                                        f"{', '.join(MULTIMEM_DTYPES)}", span)
+    return t
+
+
+def _multimem_store_typing(bound: BoundArgs, span) -> Type:
+    t = _multimem_array(bound, span)
+    shapes = _index_tiles(bound, t, span) + _mask_shape(bound, span)
+    _check_element_value(bound, "value", t.dtype, span)
+    broadcast_all(shapes + [common_shape(bound, ["value"], span)], span)
+    return VOID
+
+
+def _multimem_reduce_typing(bound: BoundArgs, span) -> Type:
+    t = _multimem_array(bound, span)
+    check_choice(bound, "op", tuple(MULTIMEM_OPS), span)
+    a = bound.args.get("op")
+    op = a.const.value if a is not None and isinstance(a.const, ConstStr) else "add"
+    if t.dtype.name not in MULTIMEM_OPS[op]:
+        raise fail("E0508", bound, "x", f"is a symmetric {t}, but multimem_reduce's "
+                                        f'"{op}" takes {", ".join(MULTIMEM_OPS[op])}', span,
+                   help='multimem.ld_reduce has only "add" for floats')
+    shape = broadcast_all(_index_tiles(bound, t, span) + _mask_shape(bound, span), span)
+    return TileType(t.dtype, shape)
+
+
 register(Builtin("peer", "memory", (Param("x"), Param("rank")), _peer_typing,
                  _no_reference("peer"),
                  doc="rank `rank`'s buffer of the symmetric array x, an array usable by load, "
@@ -138,6 +175,21 @@ register(Builtin("barrier", "memory", (Param("A"), Param("channel", default=ABSE
                  doc="meet the blocks calling barrier with the same channel (default 0) on "
                      "every rank, through slots [channel * world_size(), + world_size()) of the "
                      "symmetric signal pad A"))
+
+register(Builtin("multimem_store", "memory",
+                 (Param("x"), Param("indices"), Param("value"), Param("mask", default=ABSENT)),
+                 _multimem_store_typing, _no_reference("multimem_store"), side_effects=True,
+                 doc="store value[e] at x[indices[e]] of every rank at once through x's "
+                     "multicast address (NVLink SHARP `multimem.st`, sm_90+); outside or "
+                     "masked elements dropped"))
+register(Builtin("multimem_reduce", "memory",
+                 (Param("x"), Param("indices"),
+                  Param("op", STRING_KIND, ConstStr("add"), keyword_only=True),
+                  Param("mask", default=ABSENT)),
+                 _multimem_reduce_typing, _no_reference("multimem_reduce"), side_effects=True,
+                 doc='the reduction ("add", "min", "max") over every rank of x[indices[e]], read '
+                     "at once through x's multicast address (NVLink SHARP "
+                     "`multimem.ld_reduce`, sm_90+); 0 where outside or masked"))
 
 # Built-ins that read the kernel's symmetric parameters (check_expr: E0248 without one)
 NEEDS_SYMMETRIC = ("rank", "world_size")

@@ -29,6 +29,7 @@ from tilelang.codegen.layouts.defaults import (DefaultLayouts, row_reduced_shape
                                               rows_in_warps)
 from tilelang.codegen.layouts.distributed import Layout, floor_pow2, scalar_layout
 from tilelang.codegen.emit.lineinfo import LineInfo
+from tilelang.codegen.emit import nvshmem
 from tilelang.codegen.emit.values import ArrayVal, ListVal, TileVal
 from tilelang.codegen.scalar.emitter import ScalarEmitter
 from tilelang.diagnostics import InternalCompilerError, register_codes
@@ -95,6 +96,7 @@ class KernelStats:
     wgmma_unbounded: bool = False  # a wgmma product outside a pipelined loop (.maxnreg 255)
     ws_share: int = 0            # a warp-specialized prefetch loop's even register share
     tensor_maps: list = rfield(default_factory=list)  # TensorMapSpecs the TMA loads want
+    nvshmem: bool = False        # calls NVSHMEM: its device library is linked in (generate.py)
 
 
 class KernelEmitter:
@@ -152,10 +154,15 @@ class KernelEmitter:
             t = p.type
             if isinstance(t, ArrayType):
                 argtys += [I64] * (1 + 2 * t.rank)
+            elif isinstance(t, SymmetricArrayType) and plan is not None and \
+                    plan.distributed.nvshmem:
+                argtys += [I64] * (1 + 2 * t.array.rank)   # an array in the symmetric heap
             elif isinstance(t, ArrayListType):
                 argtys += [I64, I64]          # the table's address, the number of arrays
                 if isinstance(t, SymmetricArrayType):
                     argtys.append(I64)        # the launching rank (docs/distributed.md)
+                    if plan is not None and (p.hint or f"p{p.id}") in plan.distributed.multicast:
+                        argtys.append(I64)    # its multicast address (multimem_*)
             else:
                 argtys.append(self.storage_type(t.dtype))
         # TMA tensor maps (lower/tensorcore/tma_load.py): 128-byte grid-constant parameters after the
@@ -186,6 +193,11 @@ class KernelEmitter:
         # the op dispatch (walk.py's `emit_builtin`), handed in by the walker before it emits
         # the body, as mypyc wires its builder to its visitor: see docs/codegen.md, "Layers"
         self.dispatch: Callable[[KernelEmitter, BuiltinOp], None] | None = None
+        # symmetric arrays through NVSHMEM (plan/distributed.py) instead of peer tables
+        self.nvshmem = plan is not None and plan.distributed.nvshmem
+        self.stats.nvshmem = self.nvshmem
+        if self.nvshmem:
+            self.stats.features.add("nvshmem")
         self._bind_params(params)
 
     # ------------------------------------------------------------------ types
@@ -233,22 +245,50 @@ class KernelEmitter:
                 v = ArrayVal(t.dtype, t.rank, addr, tuple(extents), tuple(strides), facts, name)
                 arrays.append(v)
                 self.env[p.id] = v
+            elif isinstance(t, SymmetricArrayType) and self.nvshmem:
+                self.env[p.id] = self._bind_nvshmem(args, t.array, name)
             elif isinstance(t, ArrayListType):
                 table, length = next(args), next(args)
                 table.name, length.name = name, f"{name}_len"
                 me = next(args) if isinstance(t, SymmetricArrayType) else None
                 if me is not None:
                     me.name = f"{name}_rank"
+                mc = None
+                if me is not None and self.plan is not None and \
+                        name in self.plan.distributed.multicast:
+                    mc = next(args)
+                    mc.name = f"{name}_mc"
                 # an entry is no earlier array's shape, and never a tensor map's operand
                 facts = replace(self.facts.get(name, DEFAULT_FACTS), same_shape=-1,
                                 tensor_map=False)
                 self.env[p.id] = ListVal(t.array.dtype, t.array.rank, table, length, facts,
-                                         name, me)
+                                         name, me, mc=mc)
             else:
                 a = next(args)
                 a.name = name
                 v = self.from_storage(a, t.dtype)
                 self.env[p.id] = TileVal(t.dtype, self.scalar_layout, (v,))
+
+    def _bind_nvshmem(self, args, t: ArrayType, name: str) -> ListVal:
+        """A symmetric array under the NVSHMEM lowering (docs/distributed.md): an array's
+        parameters (this rank's buffer in the symmetric heap); the world from NVSHMEM."""
+        addr = next(args)
+        addr.name = name
+        extents, strides = [], []
+        for i in range(t.rank):
+            extents.append(next(args))
+            extents[-1].name = f"{name}_shape{i}"
+        for i in range(t.rank):
+            strides.append(next(args))
+            strides[-1].name = f"{name}_stride{i}"
+        facts = replace(self.facts.get(name, DEFAULT_FACTS), same_shape=-1, tensor_map=False)
+        if facts.contiguous and t.rank:
+            strides[-1] = ir.Constant(I64, 1)           # the ABI: the last stride is ignored
+        local = ArrayVal(t.dtype, t.rank, addr, tuple(extents), tuple(strides), facts, name)
+        b = self.builder
+        me = b.sext(nvshmem.call(b, "nvshmem_my_pe", []), I64, name=f"{name}_rank")
+        n = b.sext(nvshmem.call(b, "nvshmem_n_pes", []), I64, name=f"{name}_len")
+        return ListVal(t.dtype, t.rank, addr, n, facts, name, me, local)
 
     # ------------------------------------------------------------------ threads
     def layout_for(self, t: TileType) -> Layout:

@@ -47,6 +47,10 @@ class ArrayVal:
     strides: tuple[ir.Value, ...]
     facts: ArrayFacts
     name: str = ""
+    # under the NVSHMEM lowering, a symmetric array's peer `peer(x, r)`: (this rank's address
+    # of x in the symmetric heap (i64), the PE r (i64)), which NVSHMEM's signals take
+    # (lower/distributed.py); None otherwise
+    symmetric: tuple[ir.Value, ir.Value] | None = None
 
 
 @record(frozen=True)
@@ -64,3 +68,11 @@ class ListVal:
     # a `Symmetric[Array[...]]` parameter: the launching rank (i64), whose entry is its own
     # buffer (docs/distributed.md); None for a plain list
     me: ir.Value | None = None
+    # under the NVSHMEM lowering (docs/distributed.md): this rank's buffer, an array in the
+    # symmetric heap; `table` is then its address, `length` nvshmem_n_pes() and `me`
+    # nvshmem_my_pe(), and an entry is reached through nvshmem_ptr (lower/array_list.py)
+    local: ArrayVal | None = None
+    # a symmetric array that multimem_* reach (plan/distributed.py): its multicast address
+    # (i64, same offsets and strides as this rank's buffer); under NVSHMEM made from
+    # nvshmemx_mc_ptr at the use instead
+    mc: ir.Value | None = None

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
+from tilelang.codegen.emit import nvshmem
 from tilelang.codegen.emit.kernel import I32, I64, ArrayVal, KernelEmitter, TileVal
 from tilelang.codegen.emit.values import ListVal
 from tilelang.codegen.lower.table import lowers
@@ -46,6 +47,8 @@ def entry(kern: KernelEmitter, lst: ListVal, idx) -> ArrayVal:
     else:
         e = ir.Constant(I64, int(idx.value))
     inside = b.icmp_unsigned("<", e, lst.length)      # 0 <= e < len, as one unsigned test
+    if lst.local is not None:
+        return _nvshmem_peer(kern, lst, e, inside)
     e = b.select(inside, e, ir.Constant(I64, 0))
     words = 1 + 2 * lst.rank
     base = b.add(lst.table, b.mul(e, ir.Constant(I64, 8 * words)))
@@ -63,6 +66,27 @@ def entry(kern: KernelEmitter, lst: ListVal, idx) -> ArrayVal:
         strides[-1] = ir.Constant(I64, 1)           # as for a parameter (docs/abi.md)
     return ArrayVal(lst.dtype, lst.rank, vals[0], extents, tuple(strides), lst.facts,
                     f"{lst.name}[]")
+
+
+def _nvshmem_peer(kern: KernelEmitter, lst: ListVal, pe: ir.Value, inside: ir.Value) -> ArrayVal:
+    """PE `pe`'s buffer of a symmetric array under the NVSHMEM lowering (docs/distributed.md):
+    `nvshmem_ptr` maps this rank's heap address to the peer's, for loads and stores over
+    NVLink. A PE outside the world gives an empty array (as a table's entry does); a PE in
+    the world that load/store cannot reach (nvshmem_ptr gives NULL: another node) traps, since
+    no access through it could be made."""
+    b = kern.builder
+    local = lst.local
+    p = nvshmem.call(b, "nvshmem_ptr", [local.address, b.select(inside, pe, lst.me)])
+    addr = b.ptrtoint(p, I64)
+    with b.if_then(b.and_(inside, b.icmp_unsigned("==", addr, ir.Constant(I64, 0))),
+                   likely=False):
+        trap = kern.fn.module.globals.get("llvm.trap") or ir.Function(
+            kern.fn.module, ir.FunctionType(ir.VoidType(), []), "llvm.trap")
+        b.call(trap, [])
+    zero = ir.Constant(I64, 0)
+    extents = tuple(b.select(inside, v, zero) for v in local.extents)
+    return ArrayVal(lst.dtype, lst.rank, addr, extents, local.strides, lst.facts,
+                    f"{lst.name}[]", symmetric=(local.address, pe))
 
 
 @lowers("len")

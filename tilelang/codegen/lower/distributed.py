@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
-from tilelang.codegen.emit.kernel import I1, I64, ArrayVal, KernelEmitter, TileVal
+from tilelang.codegen.emit import nvshmem
+from tilelang.codegen.emit.kernel import I1, I32, I64, ArrayVal, KernelEmitter, TileVal
 from tilelang.codegen.emit.values import ListVal
 from tilelang.codegen.lower.array_list import entry
 from tilelang.codegen.lower.atomic import Order, atomic_element, const_str
@@ -154,6 +155,53 @@ def _first_thread(kern: KernelEmitter) -> ir.Value:
     return kern.builder.icmp_unsigned("==", kern.tid, ir.Constant(ir.IntType(32), 0))
 
 
+def _fence_sys(kern: KernelEmitter) -> None:
+    asm = ir.InlineAsm(ir.FunctionType(ir.VoidType(), []), "fence.acq_rel.sys;", "~{memory}",
+                       side_effect=True)
+    kern.builder.call(asm, [])
+
+
+# ---------------------------------------------------------------------------------------------
+# Under NVSHMEM (docs/distributed.md, "The NVSHMEM lowering"): a pad that is `peer(P, r)` of a
+# symmetric P is signalled with NVSHMEM's atomics on P's own heap address and PE r, so that
+# it works over any transport NVSHMEM has (NVLink, InfiniBand); a wait on one's own pad is
+# NVSHMEM's wait. Before a signal or a barrier's arrival, `fence.acq_rel.sys` orders the
+# block's plain stores (the block barrier came first) and `nvshmem_quiet` completes its
+# NVSHMEM operations; after a wait, `fence.acq_rel.sys` orders what follows.
+
+def _nvshmem_signal(kern: KernelEmitter, dtype: DType, addr: ir.Value, v: ir.Value,
+                    pe: ir.Value, add: bool) -> None:
+    b = kern.builder
+    _fence_sys(kern)
+    nvshmem.call(b, "nvshmem_quiet", [])
+    if dtype.name == "u64":
+        code = nvshmem.SIGNAL_ADD if add else nvshmem.SIGNAL_SET
+        nvshmem.call(b, "nvshmemx_signal_op", [addr, v, ir.Constant(I32, code), pe])
+    else:
+        name = f"nvshmem_{nvshmem.type_name(dtype)}_atomic_{'add' if add else 'set'}"
+        nvshmem.call(b, name, [addr, v, pe])
+
+
+def _nvshmem_wait(kern: KernelEmitter, dtype: DType, addr: ir.Value, cmp: str,
+                  v: ir.Value) -> None:
+    code = ir.Constant(I32, nvshmem.CMP[cmp])
+    if dtype.name == "u64":
+        nvshmem.call(kern.builder, "nvshmem_signal_wait_until", [addr, code, v])
+    else:
+        nvshmem.call(kern.builder, f"nvshmem_{nvshmem.type_name(dtype)}_wait_until",
+                     [addr, code, v])
+    _fence_sys(kern)
+
+
+def _heap_slot(kern: KernelEmitter, pad: ArrayVal, index: ir.Value) -> ir.Value:
+    """The i64 address of slot `index` of `pad` in this rank's symmetric heap (`pad` a peer
+    under NVSHMEM: its `symmetric` holds the heap address)."""
+    b = kern.builder
+    index = b.select(b.icmp_unsigned("<", index, pad.extents[0]), index, ir.Constant(I64, 0))
+    off = b.mul(b.mul(index, pad.strides[0]), ir.Constant(I64, pad.dtype.itemsize))
+    return b.add(pad.symmetric[0], off)
+
+
 # ---------------------------------------------------------------------------------------------
 # The ops
 
@@ -163,6 +211,13 @@ def signal(kern: KernelEmitter, op: BuiltinOp) -> None:
     v = kern.scalar_value(op.arg_map["value"], pad.dtype)
     index = kern.index_i64(op.arg_map["index"])
     kern.barrier()
+    if kern.nvshmem and pad.symmetric is not None:
+        inside, _ = _slot(kern, pad, index)
+        addr = _heap_slot(kern, pad, index)
+        add = const_str(op.arg_map.get("op"), "set") == "add"
+        gated(kern, kern.builder.and_(_first_thread(kern), inside),
+              lambda: _nvshmem_signal(kern, pad.dtype, addr, v, pad.symmetric[1], add))
+        return
     inside, ptr = _slot(kern, pad, index)
     pred = kern.builder.and_(_first_thread(kern), inside)
     if const_str(op.arg_map.get("op"), "set") == "add":
@@ -179,8 +234,21 @@ def wait_until(kern: KernelEmitter, op: BuiltinOp) -> None:
     index = kern.index_i64(op.arg_map["index"])
     cmp = const_str(op.arg_map["cmp"], "eq")
     inside, ptr = _slot(kern, pad, index)
-    gated(kern, kern.builder.and_(_first_thread(kern), inside),
-          lambda: _spin(kern, pad.dtype, ptr, cmp, v))
+    spin = lambda: _spin(kern, pad.dtype, ptr, cmp, v)  # noqa: E731
+    if kern.nvshmem and pad.symmetric is not None:
+        # NVSHMEM waits on one's own pad; another rank's is polled over NVLink
+        b = kern.builder
+        addr = _heap_slot(kern, pad, index)
+        own = b.icmp_signed("==", pad.symmetric[1], _symmetric(kern).me)
+        poll = spin
+
+        def spin():
+            with b.if_else(own) as (mine, theirs):
+                with mine:
+                    _nvshmem_wait(kern, pad.dtype, addr, cmp, v)
+                with theirs:
+                    poll()
+    gated(kern, kern.builder.and_(_first_thread(kern), inside), spin)
     kern.barrier()
 
 
@@ -193,6 +261,11 @@ def barrier(kern: KernelEmitter, op: BuiltinOp) -> None:
     n = lst.length
     base = b.mul(channel, n)
     ity = ir.IntType(lst.dtype.bits)
+    if lst.local is not None:
+        kern.barrier()
+        gated(kern, _first_thread(kern), lambda: _nvshmem_meet(kern, lst, base))
+        kern.barrier()
+        return
     own = entry(kern, lst, lst.me)
     kern.barrier()
 
@@ -216,3 +289,31 @@ def barrier(kern: KernelEmitter, op: BuiltinOp) -> None:
         _count(kern, n, depart)
     gated(kern, _first_thread(kern), meet)
     kern.barrier()
+
+
+def _nvshmem_meet(kern: KernelEmitter, lst: ListVal, base: ir.Value) -> None:
+    """barrier's meeting under NVSHMEM (thread 0): the same protocol, every slot operation an
+    NVSHMEM atomic or wait on this rank's heap address of the pad (NVSHMEM atomics on one
+    location must not mix with plain ones: the take-back is an NVSHMEM add to oneself)."""
+    b = kern.builder
+    pad = lst.local
+    ity = ir.IntType(lst.dtype.bits)
+    add = f"nvshmem_{nvshmem.type_name(lst.dtype)}_atomic_add"
+    _fence_sys(kern)
+    nvshmem.call(b, "nvshmem_quiet", [])
+
+    def arrive(r):
+        inside, ptr = _slot(kern, pad, b.add(base, lst.me))
+        gated(kern, inside, lambda: nvshmem.call(b, add, [b.ptrtoint(ptr, I64),
+                                                          ir.Constant(ity, 1), r]))
+
+    def depart(j):
+        inside, ptr = _slot(kern, pad, b.add(base, j))
+
+        def take():
+            addr = b.ptrtoint(ptr, I64)
+            _nvshmem_wait(kern, lst.dtype, addr, "ge", ir.Constant(ity, 1))
+            nvshmem.call(b, add, [addr, ir.Constant(ity, -1), lst.me])
+        gated(kern, inside, take)
+    _count(kern, lst.length, arrive)
+    _count(kern, lst.length, depart)

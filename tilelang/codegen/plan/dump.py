@@ -5,6 +5,7 @@ be read beside the IR."""
 
 from __future__ import annotations
 
+from tilelang.codegen.plan.distributed import describe as describe_distributed
 from tilelang.codegen.plan.kernel_plan import KernelPlan
 from tilelang.codegen.plan.loops import LoopDecision
 from tilelang.codegen.plan.streams import Stream
@@ -51,6 +52,7 @@ def format_plan(plan: KernelPlan, kernel: Kernel) -> str:
     out += _streams(plan, name)
     out += _reloads(plan, name)
     out += _fusion(plan, name)
+    out += describe_distributed(plan.distributed)
     return "\n".join(out) + "\n"
 
 

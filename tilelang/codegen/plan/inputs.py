@@ -56,8 +56,10 @@ class PlanInputs:
     def __init__(self, kernel: Kernel, target: Target, block: tuple[int, ...], *, exact: bool,
                  facts: Mapping[str, ArrayFacts] | None = None, tma: bool = False,
                  precision: str = DEFAULT_PRECISION,
-                 lowered_by: Callable[[str, str], str | None] | None = None):
+                 lowered_by: Callable[[str, str], str | None] | None = None,
+                 distributed: str = "peers"):
         self.kernel = kernel
+        self.distributed = distributed      # options.DISTRIBUTED_LOWERINGS
         self.target = target
         self.block = tuple(block) + (1,) * (3 - len(block))
         self.declared_threads = prod(self.block)

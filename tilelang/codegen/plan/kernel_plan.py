@@ -4,6 +4,7 @@ deciding while they emit; `tilec --emit plan` prints it (plan/dump.py)."""
 
 from __future__ import annotations
 
+from tilelang.codegen.plan.distributed import DistributedPlan, plan_distributed
 from tilelang.codegen.plan.fusion import FusionPlan, plan_fusion
 from tilelang.codegen.plan.inputs import PlanInputs
 from tilelang.codegen.plan.loops import LoopsPlan, plan_loops
@@ -28,6 +29,7 @@ class KernelPlan:
     streams: StreamPlan
     loops: LoopsPlan
     fusion: FusionPlan
+    distributed: DistributedPlan
 
 
 def plan_kernel(inputs: PlanInputs) -> KernelPlan:
@@ -44,6 +46,8 @@ def plan_kernel(inputs: PlanInputs) -> KernelPlan:
     loops = plan_loops(inputs, products)
     # after streams: a reduction a stream feeds per vector has its input computed already
     fusion = plan_fusion(inputs, uses, streams, products.has_products)
+    # how symmetric arrays reach their peers: the emitter binds the parameters by it
+    distributed = plan_distributed(inputs.kernel, inputs.distributed)
     return KernelPlan(inputs.kernel.name, inputs.target.name, inputs.threads,
                       inputs.declared_threads, inputs.exact, inputs.precision, uses, products,
-                      reloads, streams, loops, fusion)
+                      reloads, streams, loops, fusion, distributed)

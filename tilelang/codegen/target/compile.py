@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
+from typing import Sequence
 
 TRIPLE = "nvptx64-nvidia-cuda"
 # NVPTX numbers each call sequence it lowers (`{ // callseq 3, 0` ... `} // callseq 3`) with a
@@ -48,8 +49,11 @@ def data_layout(cpu: str, features: str) -> str:
 
 
 def compile_modules(ir_texts: list[str], cpu: str, features: str,
-                    opt_level: int) -> tuple[str, str]:
-    """(the linked module's LLVM IR before optimization, the PTX)."""
+                    opt_level: int, libraries: Sequence[str] = ()) -> tuple[str, str]:
+    """(the linked module's LLVM IR before optimization, the PTX). `libraries` (LLVM IR
+    text: NVSHMEM's trimmed device library, codegen/target/nvshmem_bitcode.py) are linked in
+    after the kernels' modules, their functions made internal so that the optimizer inlines
+    them and drops what is not called; the IR returned is the kernels' alone."""
     llvm = _llvm()
     # a context of its own: LLVM's global one would keep every compile's named types (the
     # second compile's %f32x64 printing as %f32x64.1) for the life of the process
@@ -62,6 +66,15 @@ def compile_modules(ir_texts: list[str], cpu: str, features: str,
     # one module (one kernel, the runtime's case): its text as generated is the answer; LLVM
     # printing it again cost up to ~20 ms on the tensor-core matmul
     text = ir_texts[0] if len(mods) == 1 else str(main)
+    for lib_text in libraries:
+        lib = llvm.parse_assembly(lib_text, context=ctx)
+        lib.data_layout, lib.triple = main.data_layout, main.triple
+        defined = {f.name for f in lib.functions if not f.is_declaration}
+        main.link_in(lib)
+        for f in main.functions:
+            if f.name in defined:
+                f.linkage = llvm.Linkage.internal
+        main.verify()
     tm = target_machine(cpu, features, opt_level)
     if opt_level > 0:
         pto = llvm.create_pipeline_tuning_options(speed_level=opt_level)
