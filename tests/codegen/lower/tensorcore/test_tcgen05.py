@@ -19,10 +19,10 @@ import pytest
 from tilelang.driver import compile_source
 from tilelang.options import CompileOptions
 
-from wgmma_support import compile_for, product_bound, run
+from wgmma_support import compile_for, one_group_matmul, product_bound, run
 
 ROOT = pathlib.Path(__file__).resolve().parents[4]
-MATMUL = (ROOT / "examples" / "matmul.tile").read_text()
+MATMUL = one_group_matmul()
 
 
 def operands(shape_a, shape_b, dtype="f16", seed=0, exact=True):
