@@ -14,7 +14,8 @@ same way:
 * matmul at each side's default pick for 4096^3: `examples/matmul.tile` as written for sm_90a
   (its `by_target` defaults, the cost model's pick: 128 x 256 x 128, 8 warps, clusters of two)
   against Triton's usual autotuned pick (its tutorial's first Hopper configuration: 128 x 256
-  x 64, 8 warps, 3 stages), in the descriptor form, and Tile at Triton's pick's tile and warps;
+  x 64, 8 warps, 3 stages), in the descriptor form; each side also at the other's tile and
+  warps (Tile's pick without its cluster, Triton at 128 x 256 x 128 with 2 stages);
 * matmul_persistent at 128 x 128 x 64, 4 warps: `examples/matmul_persistent.tile` against
   gen_persistent_matmul_ptx.py's descriptor form with the K loop kept a loop of its own
   (`flatten=False`), so both counts are a steady-state K loop's body — Triton's flattened loop
@@ -70,6 +71,9 @@ WARPS = 4
 # Triton's usual pick for a 4096^3 f16 product on Hopper (its matmul tutorial's autotuning
 # list starts with it, and it wins there): BM x BN x BK, warps, stages
 TRITON_PICK = (128, 256, 64, 8, 3)
+# Tile's sm_90a pick (examples/matmul.tile's by_target defaults), for Triton at the same tile,
+# warps and ring depth (2 stages of 96 KiB: 3 do not fit)
+TILE_PICK = (128, 256, 128, 8, 2)
 KERNELS = ("matmul", "matmul (default pick)", "matmul_persistent", "attention")
 # ours only: `reqntid = (384, 1, 1)`, two consumer warp groups and a TMA producer group
 # (attention with BM = 128: 64 query rows per consumer group); the loop measured is the
@@ -142,6 +146,7 @@ bm, bn, bk, warps, stages = json.loads(sys.argv[5])
 built = {"matmul": tma.compile_kernel(128, 128, 64, 4, 3),
          "matmul_pointers": mm.compile_kernel(90, "jit4096"),
          "matmul_pick": tma.compile_kernel(bm, bn, bk, warps, stages),
+         "matmul_tile_pick": tma.compile_kernel(*json.loads(sys.argv[6])),
          "matmul_persistent": pm.compile_tma_kernel(flatten=False)}
 sig = {"q_ptr": "*fp16", "k_ptr": "*fp16", "v_ptr": "*fp16", "o_ptr": "*fp16", "scale": "fp32",
        "seq": "i32", "stride_h": "i32", "stride_s": "i32",
@@ -171,7 +176,8 @@ def triton_python(arg: str | None) -> str | None:
         return None
 
 
-TRITON_BUILDS = ("matmul", "matmul_pointers", "matmul_pick", "matmul_persistent", "attention")
+TRITON_BUILDS = ("matmul", "matmul_pointers", "matmul_pick", "matmul_tile_pick", "matmul_persistent",
+                 "attention")
 
 
 @dataclass(frozen=True)
@@ -193,7 +199,8 @@ def triton_builds(py: str) -> list[Build]:
         script = Path(d) / "gen_triton.py"
         script.write_text(TRITON_ATTENTION)
         proc = subprocess.run([py, str(script), d, str(ROOT / "benchmarks" / "triton_ref"),
-                               json.dumps(ATT), str(WARPS), json.dumps(TRITON_PICK)],
+                               json.dumps(ATT), str(WARPS), json.dumps(TRITON_PICK),
+                               json.dumps(TILE_PICK)],
                               capture_output=True, text=True, timeout=600)
         if proc.returncode:
             raise RuntimeError(f"Triton failed:\n{proc.stderr[-3000:]}")
@@ -211,6 +218,10 @@ def triton_builds(py: str) -> list[Build]:
         Build("matmul (default pick)", f"{bm} x {bn} x {bk}, {warps} warps", who,
               f"tensor descriptors, {stages} stages (its autotuned pick for 4096^3)",
               ptx["matmul_pick"], bm * bn * bk // warps, sh["matmul_pick"], bk),
+        Build("matmul (default pick)", "{} x {} x {}, {} warps".format(*TILE_PICK[:4]), who,
+              f"tensor descriptors, {TILE_PICK[4]} stages (Tile's pick's tile and warps)",
+              ptx["matmul_tile_pick"], TILE_PICK[0] * TILE_PICK[1] * TILE_PICK[2] // TILE_PICK[3],
+              sh["matmul_tile_pick"], TILE_PICK[2]),
         Build("matmul_persistent", same, who,
               "tensor descriptors, 3 stages, K loop not flattened", ptx["matmul_persistent"],
               mm, sh["matmul_persistent"], MM[2]),
@@ -276,6 +287,12 @@ def tile_builds() -> list[Build]:
                      "Tile", "examples/matmul.tile as written for sm_90a (its by_target "
                      "defaults: the cost model's pick, benchmarks/gemm_pick.py), clusters of 2, "
                      f"B multicast, {_stages(d, k)} stages", ptx,
+                     d["BM"] * d["BN"] * d["BK"] // consumers, _smem(k), d["BK"]))
+    # the pick without its cluster: like for like with Triton at the same tile (TILE_PICK)
+    ptx, k = _compile("matmul.tile", with_launch(src, "@launch(reqntid = (256, 1, 1), maxnreg "
+                                                 "= by_target(sm_90a = 168))"))
+    out.append(Build("matmul (default pick)", f"{d['BM']} x {d['BN']} x {d['BK']}, {warps} warps",
+                     "Tile", "the same without the cluster", ptx,
                      d["BM"] * d["BN"] * d["BK"] // consumers, _smem(k), d["BK"]))
     # Triton's pick's tile and warps: without a cluster (like for like) and with one
     bm, bn, bk, tw, _ = TRITON_PICK
