@@ -228,8 +228,8 @@ def main(argv=None) -> int:
             f"one warp group, which every target fits with a ring of two stages or more (the "
             f"model runs sm_90a's code). The model counts work, not latency: it does not see "
             f"a ring's depth (2 stages of 96 KiB at BK = 128 against 4 of 48 KiB at BK = 64)."
-            f"\n\n" + "\n".join(lines) + "\n\nThe example as written on each target "
-            f"(its `by_target`s resolved; nvJitLink):\n\n" + "\n".join(per) + "\n")
+            "\n\n" + "\n".join(lines) + "\n\nThe example as written on each target "
+            "(its `by_target`s resolved; nvJitLink):\n\n" + "\n".join(per) + "\n")
     out = Path(args.out) if args.out else ROOT / "benchmarks" / "results" / \
         f"gemm-pick-{today}-cpu.md"
     out.write_text(text)
