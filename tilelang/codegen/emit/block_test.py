@@ -80,9 +80,11 @@ def rare_side(term) -> ir.Block | None:
 
 def block_size_read(builder: ir.IRBuilder, x_only: bool) -> ir.Value:
     """The block's size: ntid.x alone (`x_only`, what the entry block tests for a block
-    declared 1-D) or the product of the extents, read through an asm with side effects: LLVM then neither
-    hoists it into the common path nor reuses the entry block's value, whose line the SASS
-    counts (tilelang/tools/sass.py) would take for this rare block's."""
+    declared 1-D) or the product of the extents, read through an asm with side effects, so
+    that LLVM neither hoists it into the common path nor reuses the entry block's value.
+    (Reused, ptxas computes the compare again in the rare block under the entry block's
+    line, and the SASS counts of tilelang/tools/sass.py would take that block for one the
+    full launch runs.)"""
     text = "mov.u32 $0, %ntid.x;" if x_only else \
         "{ .reg .u32 t; mov.u32 $0, %ntid.x; mov.u32 t, %ntid.y; mul.lo.u32 $0, $0, t; " \
         "mov.u32 t, %ntid.z; mul.lo.u32 $0, $0, t; }"
