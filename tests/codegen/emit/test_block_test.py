@@ -140,3 +140,31 @@ def test_an_effect_before_the_guard_keeps_the_separate_test(block):
     run_emulated(res.codegen, "tally", [h, a, c], (4, 1, 1), block=block)
     assert h[0] == 4
     np.testing.assert_array_equal(c, a * np.float32(2))
+
+
+SCALE_2D = """
+@launch(maxntid = (32, 4, 1))
+kernel scale(a: Array[f32, 1], c: Array[f32, 1]) {
+    let x = load(a, index = (bid(0),), shape = (512,), padding = 0.0);
+    store(c, index = (bid(0),), tile = x * 3.0);
+}
+"""
+
+
+@pytest.mark.parametrize("block", [(32, 4, 1), (128, 1, 1), (16, 4, 1), (8, 2, 3), (33, 3, 1)])
+def test_a_block_declared_2d_folds_on_the_product_of_its_extents(block):
+    """Declared (32, 4, 1): the entry block's test and the rare side's reading are of
+    ntid.x * ntid.y * ntid.z; any shape of 128 threads takes the full path, a smaller one the
+    loop; the last tile (1,000 of 1,024) the edge code."""
+    from tilelang.diagnostics import render_all
+    from tilelang.driver import compile_source
+    from tilelang.options import CompileOptions
+    res = compile_source(SCALE_2D, "<scale>.tile", CompileOptions(target="sm_90a"), until="ptx")
+    assert res.ok, render_all(res.diagnostics)
+    head = _entry_until_first_branch(res.codegen.ptx)
+    assert "or.pred" in head and "%ntid.y" in head, head
+    n = 1000
+    a = np.arange(n, dtype=np.float32) - 300
+    c = np.full(n, -1, np.float32)
+    run_emulated(res.codegen, "scale", [a, c], (2, 1, 1), block=block)
+    np.testing.assert_array_equal(c, a * np.float32(3))
