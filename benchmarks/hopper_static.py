@@ -7,13 +7,15 @@ sm_90a, host tensor descriptors (TMA loads, wgmma, a TMA store), so both sides m
 same way:
 
 * matmul at 128 x 128 x 64, 4 warps (f16 -> f32, operands contiguous and 16-byte aligned, as
-  `tilec` assumes): `examples/matmul.tile` as written (clusters of two CTAs, B multicast), the
-  same without the cluster line, against benchmarks/triton_ref/gen_tma_matmul_ptx.py (3 stages)
+  `tilec` assumes): `examples/matmul.tile` at that tile (its configuration on every target but
+  sm_90a: clusters of two CTAs, B multicast), the same without the cluster, against benchmarks/triton_ref/gen_tma_matmul_ptx.py (3 stages)
   and, for reference, the pointer-load tutorial kernel (gen_matmul_ptx.py `jit4096`: cp.async
   with masks in the K loop, the form earlier tables compared with);
-* matmul at each side's default pick for 4096^3: `examples/matmul.tile`'s defaults for sm_90a
+* matmul at each side's default pick for 4096^3: `examples/matmul.tile` as written for sm_90a
+  (its `by_target` defaults, the cost model's pick: 128 x 256 x 128, 8 warps, clusters of two)
   against Triton's usual autotuned pick (its tutorial's first Hopper configuration: 128 x 256
-  x 64, 8 warps, 3 stages), in the descriptor form;
+  x 64, 8 warps, 3 stages), in the descriptor form; each side also at the other's tile and
+  warps (Tile's pick without its cluster, Triton at 128 x 256 x 128 with 2 stages);
 * matmul_persistent at 128 x 128 x 64, 4 warps: `examples/matmul_persistent.tile` against
   gen_persistent_matmul_ptx.py's descriptor form with the K loop kept a loop of its own
   (`flatten=False`), so both counts are a steady-state K loop's body — Triton's flattened loop
@@ -31,7 +33,8 @@ Both PTX texts are assembled by the same nvJitLink for sm_90a and disassembled w
 instructions in the main loop, and SASS instructions per K-step of the main loop (the
 backward-branch loop with the most multiply-adds, innermost on ties; one K-step of the matmul
 is BM * BN * BK / warps multiply-adds per warp, one of attention a key tile: 2 * BM * BN * D /
-warps).
+warps); "per 64 of K" scales a matmul's figure to BK = 64, the same work a warp in every matmul
+row (128 x 128 x 64 / 4 = 128 x 256 x 64 / 8), so rows of different BK compare.
 
 Triton runs in its own Python (`--triton-python`, else $TRITON_PYTHON, else this Python when
 it can import triton); without one the Triton rows are left out with a note.
@@ -44,6 +47,7 @@ import argparse
 import datetime
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -67,13 +71,27 @@ WARPS = 4
 # Triton's usual pick for a 4096^3 f16 product on Hopper (its matmul tutorial's autotuning
 # list starts with it, and it wins there): BM x BN x BK, warps, stages
 TRITON_PICK = (128, 256, 64, 8, 3)
+# Tile's sm_90a pick (examples/matmul.tile's by_target defaults), for Triton at the same tile,
+# warps and ring depth (2 stages of 96 KiB: 3 do not fit)
+TILE_PICK = (128, 256, 128, 8, 2)
 KERNELS = ("matmul", "matmul (default pick)", "matmul_persistent", "attention")
 # ours only: `reqntid = (384, 1, 1)`, two consumer warp groups and a TMA producer group
 # (attention with BM = 128: 64 query rows per consumer group); the loop measured is the
 # consumers', a K-step's multiply-adds over their 8 warps
 WS = ("matmul_ws", "attention_ws")
 ROWS = KERNELS + WS
-EXAMPLE_LAUNCH = "@launch(reqntid = (128, 1, 1), maxnreg = by_target(sm_90a = 168), cluster = (2, 1, 1))"
+# the example's `@launch(...)` (several lines since its values are per target)
+EXAMPLE_LAUNCH = re.compile(r"^@launch\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\)$", re.M)
+# the example at the same tile as Triton's 128 x 128 x 64 kernel: its launch on the targets
+# other than sm_90a, with sm_90a's register cap
+SAME_LAUNCH = "@launch(reqntid = (128, 1, 1), maxnreg = by_target(sm_90a = 168), cluster = (2, 1, 1))"
+
+
+def with_launch(src: str, launch: str) -> str:
+    """The example with its `@launch(...)` replaced."""
+    out, n = EXAMPLE_LAUNCH.subn(launch, src, count=1)
+    assert n == 1, "examples/matmul.tile has no @launch"
+    return out
 
 TRITON_ATTENTION = r'''
 import json, os, sys, tempfile
@@ -128,6 +146,7 @@ bm, bn, bk, warps, stages = json.loads(sys.argv[5])
 built = {"matmul": tma.compile_kernel(128, 128, 64, 4, 3),
          "matmul_pointers": mm.compile_kernel(90, "jit4096"),
          "matmul_pick": tma.compile_kernel(bm, bn, bk, warps, stages),
+         "matmul_tile_pick": tma.compile_kernel(*json.loads(sys.argv[6])),
          "matmul_persistent": pm.compile_tma_kernel(flatten=False)}
 sig = {"q_ptr": "*fp16", "k_ptr": "*fp16", "v_ptr": "*fp16", "o_ptr": "*fp16", "scale": "fp32",
        "seq": "i32", "stride_h": "i32", "stride_s": "i32",
@@ -157,7 +176,8 @@ def triton_python(arg: str | None) -> str | None:
         return None
 
 
-TRITON_BUILDS = ("matmul", "matmul_pointers", "matmul_pick", "matmul_persistent", "attention")
+TRITON_BUILDS = ("matmul", "matmul_pointers", "matmul_pick", "matmul_tile_pick", "matmul_persistent",
+                 "attention")
 
 
 @dataclass(frozen=True)
@@ -170,6 +190,7 @@ class Build:
     ptx: str
     k_step_macs: int             # multiply-adds per warp of one K-step (or key tile)
     shared: int                  # bytes of shared memory per block
+    bk: int = 0                  # a matmul's BK (0: attention, no "per 64 of K")
 
 
 def triton_builds(py: str) -> list[Build]:
@@ -178,7 +199,8 @@ def triton_builds(py: str) -> list[Build]:
         script = Path(d) / "gen_triton.py"
         script.write_text(TRITON_ATTENTION)
         proc = subprocess.run([py, str(script), d, str(ROOT / "benchmarks" / "triton_ref"),
-                               json.dumps(ATT), str(WARPS), json.dumps(TRITON_PICK)],
+                               json.dumps(ATT), str(WARPS), json.dumps(TRITON_PICK),
+                               json.dumps(TILE_PICK)],
                               capture_output=True, text=True, timeout=600)
         if proc.returncode:
             raise RuntimeError(f"Triton failed:\n{proc.stderr[-3000:]}")
@@ -190,15 +212,19 @@ def triton_builds(py: str) -> list[Build]:
     same = f"{MM[0]} x {MM[1]} x {MM[2]}, {WARPS} warps"
     return [
         Build("matmul", same, who, "tensor descriptors (TMA), 3 stages", ptx["matmul"], mm,
-              sh["matmul"]),
+              sh["matmul"], MM[2]),
         Build("matmul", same, who, "pointer loads (cp.async, masks in the K loop), 3 stages",
-              ptx["matmul_pointers"], mm, sh["matmul_pointers"]),
+              ptx["matmul_pointers"], mm, sh["matmul_pointers"], MM[2]),
         Build("matmul (default pick)", f"{bm} x {bn} x {bk}, {warps} warps", who,
               f"tensor descriptors, {stages} stages (its autotuned pick for 4096^3)",
-              ptx["matmul_pick"], bm * bn * bk // warps, sh["matmul_pick"]),
+              ptx["matmul_pick"], bm * bn * bk // warps, sh["matmul_pick"], bk),
+        Build("matmul (default pick)", "{} x {} x {}, {} warps".format(*TILE_PICK[:4]), who,
+              f"tensor descriptors, {TILE_PICK[4]} stages (Tile's pick's tile and warps)",
+              ptx["matmul_tile_pick"], TILE_PICK[0] * TILE_PICK[1] * TILE_PICK[2] // TILE_PICK[3],
+              sh["matmul_tile_pick"], TILE_PICK[2]),
         Build("matmul_persistent", same, who,
               "tensor descriptors, 3 stages, K loop not flattened", ptx["matmul_persistent"],
-              mm, sh["matmul_persistent"]),
+              mm, sh["matmul_persistent"], MM[2]),
         Build("attention", f"BM = BN = D = 64, {WARPS} warps", who, "pointer loads, 2 stages",
               ptx["attention"], 2 * ATT["BM"] * ATT["BN"] * ATT["D"] // WARPS,
               sh["attention"]),
@@ -225,12 +251,13 @@ def _launch_threads(ptx: str) -> int:
 
 
 def example_defaults() -> dict:
-    """examples/matmul.tile's `const` defaults (BM, BN, BK)."""
-    src = (ROOT / "examples" / "matmul.tile").read_text()
-    out = {}
-    for name in ("BM", "BN", "BK"):
-        tail = src.split(f"const {name}: i32 = ", 1)[1]
-        out[name] = int(tail.split(",", 1)[0].split(")", 1)[0])
+    """examples/matmul.tile's `const` defaults (BM, BN, BK) and threads on sm_90a, its
+    `by_target`s resolved."""
+    from tilelang.driver import inspect_source
+    path = ROOT / "examples" / "matmul.tile"
+    k = inspect_source(path.read_text(), str(path), CompileOptions(target=ARCH)).kernels["matmul"]
+    out = {p.name: p.default for p in k.params if p.kind == "const"}
+    out["threads"] = k.launch.reqntid[0] * k.launch.reqntid[1] * k.launch.reqntid[2]
     return out
 
 
@@ -241,49 +268,57 @@ def tile_builds() -> list[Build]:
     same = f"{MM[0]} x {MM[1]} x {MM[2]}, {WARPS} warps"
     src = (ROOT / "examples" / "matmul.tile").read_text()
     same_tile = {"BM": str(MM[0]), "BN": str(MM[1]), "BK": str(MM[2])}
-    ptx, k = _compile("matmul.tile", defines=same_tile)
-    out.append(Build("matmul", same, "Tile", "examples/matmul.tile as written (clusters of 2, "
-                     "B multicast)", ptx, mm, _smem(k)))
-    ptx, k = _compile("matmul.tile", src.replace(EXAMPLE_LAUNCH, "@launch(reqntid = (128, 1, 1))"),
+    ptx, k = _compile("matmul.tile", with_launch(src, SAME_LAUNCH), defines=same_tile)
+    out.append(Build("matmul", same, "Tile", "examples/matmul.tile at this tile (-D BN=128 "
+                     "BK=64, reqntid = (128, 1, 1): its default elsewhere), clusters of 2, B "
+                     "multicast", ptx, mm, _smem(k), MM[2]))
+    ptx, k = _compile("matmul.tile", with_launch(src, "@launch(reqntid = (128, 1, 1))"),
                       defines=same_tile)
-    out.append(Build("matmul", same, "Tile", "the same without the cluster line", ptx, mm,
-                     _smem(k)))
+    out.append(Build("matmul", same, "Tile", "the same without the cluster", ptx, mm,
+                     _smem(k), MM[2]))
     d = example_defaults()
     ptx, k = _compile("matmul.tile")
     warps = _launch_threads(ptx) // 32
+    assert warps == d["threads"] // 32
     # warp-specialized (the producer group hands its registers over with setmaxnreg): the
     # multiply-adds are the consumers', all warp groups but the last
     consumers = warps - 4 if "setmaxnreg" in ptx else warps
     out.append(Build("matmul (default pick)", f"{d['BM']} x {d['BN']} x {d['BK']}, {warps} warps",
-                     "Tile", "examples/matmul.tile's defaults (the cost model's pick among "
-                     "configurations every target fits: benchmarks/gemm_pick.py)", ptx,
-                     d["BM"] * d["BN"] * d["BK"] // consumers, _smem(k)))
-    # Triton's pick's tile and warps, as a `const` default cannot be for sm_90a alone: without
-    # a cluster (like for like) and with one (the cost model's pick on sm_90a alone)
+                     "Tile", "examples/matmul.tile as written for sm_90a (its by_target "
+                     "defaults: the cost model's pick, benchmarks/gemm_pick.py), clusters of 2, "
+                     f"B multicast, {_stages(d, k)} stages", ptx,
+                     d["BM"] * d["BN"] * d["BK"] // consumers, _smem(k), d["BK"]))
+    # the pick without its cluster: like for like with Triton at the same tile (TILE_PICK)
+    ptx, k = _compile("matmul.tile", with_launch(src, "@launch(reqntid = (256, 1, 1), maxnreg "
+                                                 "= by_target(sm_90a = 168))"))
+    out.append(Build("matmul (default pick)", f"{d['BM']} x {d['BN']} x {d['BK']}, {warps} warps",
+                     "Tile", "the same without the cluster", ptx,
+                     d["BM"] * d["BN"] * d["BK"] // consumers, _smem(k), d["BK"]))
+    # Triton's pick's tile and warps: without a cluster (like for like) and with one
     bm, bn, bk, tw, _ = TRITON_PICK
     wide = {"BM": str(bm), "BN": str(bn), "BK": str(bk)}
-    for cluster, how in (("", "the same tile and warps as Triton's pick (-D BN=256, "
+    for cluster, how in (("", "the same tile and warps as Triton's pick (-D BN=256 BK=64, "
                                f"reqntid = ({32 * tw}, 1, 1))"),
-                         (", cluster = (2, 1, 1)", "the same with clusters of 2 (the cost "
-                          "model's pick on sm_90a alone; 48 KiB stages fit no sm_86/89/120)")):
-        ptx, k = _compile("matmul.tile", src.replace(
-            EXAMPLE_LAUNCH, f"@launch(reqntid = ({32 * tw}, 1, 1){cluster})"), defines=wide)
+                         (", cluster = (2, 1, 1)", "the same with clusters of 2 (B "
+                          "multicast)")):
+        ptx, k = _compile("matmul.tile", with_launch(
+            src, f"@launch(reqntid = ({32 * tw}, 1, 1){cluster})"), defines=wide)
         out.append(Build("matmul (default pick)", f"{bm} x {bn} x {bk}, {tw} warps", "Tile", how,
-                         ptx, bm * bn * bk // tw, _smem(k)))
+                         ptx, bm * bn * bk // tw, _smem(k), bk))
     ptx, k = _compile("matmul_persistent.tile")
     out.append(Build("matmul_persistent", same, "Tile", "examples/matmul_persistent.tile", ptx,
-                     mm, _smem(k)))
+                     mm, _smem(k), MM[2]))
     defines = {k: str(v) for k, v in ATT.items()}
     defines["CAUSAL"] = "false"
     ptx, k = _compile("attention.tile", defines=defines, kernels=["attention"])
     out.append(Build("attention", f"BM = BN = D = 64, {WARPS} warps", "Tile",
                      "examples/attention.tile", ptx,
                      2 * ATT["BM"] * ATT["BN"] * ATT["D"] // WARPS, _smem(k)))
-    ptx, k = _compile("matmul.tile", src.replace(EXAMPLE_LAUNCH, "@launch(reqntid = (384, 1, 1))"),
+    ptx, k = _compile("matmul.tile", with_launch(src, "@launch(reqntid = (384, 1, 1))"),
                       defines=same_tile)
     assert ".reqntid 384" in ptx
     out.append(Build("matmul_ws", f"{MM[0]} x {MM[1]} x {MM[2]}, 8 + 4 warps", "Tile",
-                     "reqntid = (384, 1, 1)", ptx, mm // 2, _smem(k)))
+                     "reqntid = (384, 1, 1)", ptx, mm // 2, _smem(k), MM[2]))
     att = (ROOT / "examples" / "attention.tile").read_text().replace(
         "@launch(reqntid = (128, 1, 1))", "@launch(reqntid = (384, 1, 1))")
     ptx, k = _compile("attention.tile", att, dict(defines, BM=str(2 * ATT["BM"])),
@@ -293,6 +328,11 @@ def tile_builds() -> list[Build]:
                      "reqntid = (384, 1, 1)", ptx,
                      2 * (2 * ATT["BM"]) * ATT["BN"] * ATT["D"] // (2 * WARPS), _smem(k)))
     return out
+
+
+def _stages(d: dict, kern) -> int:
+    """The TMA ring's depth: its shared memory over one stage's A and B tiles (f16)."""
+    return (kern.static_smem + kern.dynamic_smem) // (2 * d["BK"] * (d["BM"] + d["BN"]))
 
 
 def analyze(ptx: str, k_step_macs: int) -> dict:
@@ -310,16 +350,17 @@ def analyze(ptx: str, k_step_macs: int) -> dict:
 
 HEAD = ("| kernel | tile, warps | compiler | how built | registers | spill bytes | LDL/STL | "
         "shared KiB | HGMMA in loop | TMA loads in loop | cp.async in loop | SASS per K-step | "
-        "SASS in all |")
+        "SASS per 64 of K | SASS in all |")
 
 
 def table(rows: list[tuple[Build, dict]]) -> str:
-    lines = [HEAD, "|" + "---|" * 13]
+    lines = [HEAD, "|" + "---|" * 14]
     for b, m in rows:
+        per64 = round(m["per_k_step"] * 64 / b.bk, 1) if b.bk and m["per_k_step"] else "-"
         lines.append(f"| {b.kernel} | {b.tile} | {b.who} | {b.how} | {m['registers']} | "
                      f"{m['spills']} | {m['local']} | {b.shared / 1024:.1f} | "
                      f"{m['loop_hgmma']} | {m['tma']} | {m['ldgsts']} | {m['per_k_step']} | "
-                     f"{m['total']} |")
+                     f"{per64} | {m['total']} |")
     return "\n".join(lines)
 
 
@@ -330,7 +371,7 @@ contiguous and 16-byte aligned (Triton: its JIT's divisibility-by-16 specializat
 2 * BM * BN * D (attention, a key tile) over the warps that multiply; SASS per K-step counts \
 the body of the main loop (the backward-branch loop with the most multiply-adds) per K-step it \
 performs, so a flattened loop that also sets up and stores tiles would count those too: both \
-persistent rows have a K loop of their own. Shared memory: Tile's static and dynamic bytes, \
+persistent rows have a K loop of their own; SASS per 64 of K: a matmul's per K-step scaled to BK = 64, the same multiply-adds a warp in every matmul row (128 x 128 x 64 / 4 warps = 128 x 256 x 64 / 8), so rows of different BK compare. Shared memory: Tile's static and dynamic bytes, \
 Triton's metadata. `_ws` rows (Tile only): two consumer warp groups and a TMA producer group, \
 the consumers' loop; Triton 3.9 does not warp-specialize these kernels on sm_90a."""
 

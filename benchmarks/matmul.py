@@ -5,13 +5,14 @@
 
 For every square size and input type, in one process on the same tensors:
 
-* **tile**: `examples/matmul.tile` at its default tile (128 x 128 x 64, 4 warps; for bf16
-  the same source with bf16 inputs), launched through tilelang's CUDA back end; with
+* **tile**: `examples/matmul.tile` at its defaults for the GPU's target (`by_target`: on
+  sm_90a the cost model's 128 x 256 x 128 over 8 warps, elsewhere 128 x 128 x 64 over 4; for
+  bf16 the same source with bf16 inputs), launched through tilelang's CUDA back end; with
   `--no-cluster` without the example's `cluster = (2, 1, 1)` (no TMA multicast), to measure
   what the cluster gives;
 * **cuBLAS**: `torch.matmul` (f16/bf16 output, f32 accumulation);
-* **Triton**: the tutorial-style kernel of benchmarks/triton_ref/gen_matmul_ptx.py with the
-  same tile, 4 warps and 3 stages, through Triton's JIT (its usual specialization).
+* **Triton**: the tutorial-style kernel of benchmarks/triton_ref/gen_matmul_ptx.py at
+  128 x 128 x 64, 4 warps and 3 stages, through Triton's JIT (its usual specialization).
 
 Each kernel is checked against torch's product first (a wrong kernel is not timed), then
 timed with CUDA events: `--warmup` launches, then `--reps` launches each preceded by writing a
@@ -35,7 +36,7 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(HERE, "triton_ref"))
 
 EXAMPLE = os.path.join(ROOT, "examples", "matmul.tile")
-BM, BN, BK = 128, 128, 64
+BM, BN, BK = 128, 128, 64               # Triton's tile; ours are the example's defaults
 
 
 def no_gpu_reason() -> str | None:
@@ -54,16 +55,22 @@ def no_gpu_reason() -> str | None:
     return None
 
 
-CLUSTER = ", cluster = (2, 1, 1))"
+CLUSTER = "    cluster = (2, 1, 1),\n"
 
 
 def source_for(dtype: str, cluster: bool = True) -> str:
     text = open(EXAMPLE).read()
     if not cluster:
-        if CLUSTER not in text:
-            raise ValueError(f"{EXAMPLE} has no `{CLUSTER[2:-1]}` in its @launch line")
-        text = text.replace(CLUSTER, ")", 1)
+        if CLUSTER not in text.split("kernel matmul")[0]:
+            raise ValueError(f"{EXAMPLE} has no `{CLUSTER.strip()}` line in its @launch")
+        text = text.replace(CLUSTER, "", 1)
     return text if dtype == "f16" else text.replace("Array[f16, 2]", f"Array[{dtype}, 2]")
+
+
+def tile_of(kernel) -> tuple[int, int, int]:
+    """(BM, BN, BK) a compiled module's `matmul` takes by default on its target."""
+    d = {p.name: p.default for p in kernel.info.const_params}
+    return d["BM"], d["BN"], d["BK"]
 
 
 def time_ms(fn, warmup: int, reps: int, flush) -> float:
@@ -141,7 +148,8 @@ def run(sizes, dtypes, warmup, reps, cluster: bool = True) -> tuple[list[dict], 
             row["cublas"] = flops / time_ms(lambda: torch.matmul(a, b), warmup, reps, flush) / 1e9
             c = torch.empty(n, n, device="cuda", dtype=torch.float32)
             if ours_kernel is not None:
-                grid = (-(-n // BM), -(-n // BN))
+                bm, bn, _ = tile_of(ours_kernel)
+                grid = (-(-n // bm), -(-n // bn))
                 launch = lambda grid=grid: ours_kernel[grid](a, b, c)
                 measure(row, "tile", launch, c, ref, flops, warmup, reps, flush)
             else:
@@ -197,8 +205,8 @@ def main(argv=None) -> int:
     variant = " without its cluster (`--no-cluster`)" if args.no_cluster else ""
     text = (f"# Matmul throughput ({datetime.date.today().isoformat()}, {name})\n\n"
             f"`python3 benchmarks/matmul.py{' --no-cluster' if args.no_cluster else ''}` — "
-            f"square N x N x N, examples/matmul.tile{variant}, tile {BM} x {BN} x {BK}, "
-            f"4 warps; torch {torch.__version__}; {triton_note}; median of {args.reps} "
+            f"square N x N x N, examples/matmul.tile{variant} at its defaults for this GPU, "
+            f"Triton at {BM} x {BN} x {BK}, 4 warps; torch {torch.__version__}; {triton_note}; median of {args.reps} "
             f"CUDA-event timings after {args.warmup} warm-up launches, L2 flushed before "
             f"each.\n\n{HEADER}\n" + "\n".join(fmt_row(r) for r in rows) + "\n")
     if args.out:

@@ -52,16 +52,18 @@ def test_wgmma_results_are_named_structs(matmul):
 def test_mmas_of_a_k_step_are_one_asm(matmul):
     text, ptx = matmul.llvm_ir, matmul.ptx
     calls = [ln for ln in text.splitlines() if "call" in ln and "wgmma.mma_async" in ln]
-    # one asm holds all eight m64n128k16 MMAs of a 64-deep K step (two 64-row tiles by four
-    # k16 steps); the PTX has them one per line
+    # one asm holds all eight MMAs of a K step (sm_90a's default tile, 128 x 256 x 128 over
+    # two warp groups: each group's 64 rows by eight k16 steps of m64n256k16); the PTX has
+    # them one per line
     per_call = [ln.count("wgmma.mma_async") for ln in calls]
     assert per_call and all(n == 8 for n in per_call), per_call
     mma_lines = [ln for ln in ptx.splitlines() if ln.strip().startswith("wgmma.mma_async")]
     assert len(mma_lines) == 8 * len(calls)
-    # each instruction names its own 64 accumulator registers and descriptors
+    # each instruction names its own accumulator registers (N / 2 of m64nNk16 per thread)
     for ln in mma_lines:
+        n = int(re.search(r"\.m64n(\d+)k16\.", ln).group(1))
         regs = re.search(r"\{([^}]*)\}", ln).group(1).split(",")
-        assert len(regs) == 64 and len(set(regs)) == 64
+        assert n == 256 and len(regs) == n // 2 and len(set(regs)) == n // 2, ln[:80]
 
 
 def test_tma_kernel_is_emitted_once(monkeypatch):

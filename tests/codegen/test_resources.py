@@ -15,6 +15,8 @@ from tilelang.driver import compile_source
 from tilelang.options import CompileOptions
 from tilelang.ir.resources import estimate_registers, register_cap
 
+from wgmma_support import one_group_matmul
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 SOFTMAX = """
@@ -94,7 +96,7 @@ def test_estimate_grows_with_the_tile():
 
 
 def test_matmul_accumulator_is_counted_once_and_operands_are_staged():
-    est = _estimate((ROOT / "examples" / "matmul.tile").read_text())
+    est = _estimate(one_group_matmul())
     assert 128 <= est.words < 168  # the 128 x 128 f32 accumulator over 128 threads
 
 
@@ -146,7 +148,7 @@ def test_huge_softmax_is_refused_within_a_second():
 
 
 def test_shared_memory_past_the_block_limit_is_refused():
-    src = (ROOT / "examples" / "matmul.tile").read_text().replace(
+    src = one_group_matmul().replace(
         "@launch(reqntid = (128, 1, 1), maxnreg = by_target(sm_90a = 168), cluster = (2, 1, 1))",
         "@launch(reqntid = (512, 1, 1))")
     res = compile_source(src, "mm.tile", CompileOptions(defines={"BM": "256", "BN": "256",

@@ -109,3 +109,26 @@ def attention_reference(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: floa
         s = np.where(np.arange(seq)[None, :] <= np.arange(seq)[:, None], s, -np.inf)
     p = np.exp(s - s.max(axis=1, keepdims=True))
     return (p / p.sum(axis=1, keepdims=True)) @ vv
+
+
+ONE_GROUP_LAUNCH = ("@launch(reqntid = (128, 1, 1), maxnreg = by_target(sm_90a = 168), "
+                    "cluster = (2, 1, 1))")
+
+
+def one_group_matmul() -> str:
+    """examples/matmul.tile at 128 x 128 x 64 over one warp group in clusters of two (168
+    registers on sm_90a): its configuration on every target but sm_90a, whose defaults are
+    the cost model's larger pick (benchmarks/gemm_pick.py). The lowering tests were written
+    for this configuration; one line of launch keeps their `.replace(...)` edits exact."""
+    import pathlib
+    import re
+
+    text = (pathlib.Path(__file__).resolve().parents[2] / "examples" / "matmul.tile").read_text()
+    text, n = re.subn(r"^@launch\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\)$", ONE_GROUP_LAUNCH,
+                      text, count=1, flags=re.M)
+    for name, value in (("BN", 128), ("BK", 64)):
+        text, m = re.subn(rf"const {name}: i32 = by_target\([^()]*\)",
+                          f"const {name}: i32 = {value}", text)
+        n += m
+    assert n == 3, "examples/matmul.tile changed: update one_group_matmul"
+    return text

@@ -97,20 +97,20 @@ def test_hover_symbols_definition():
     text = path.read_text(encoding="utf-8") + "\nfn g() { return matmul; }\n"
     uri = from_fs_path(str(path))
     a = tls.analyze(text, uri)
-    h = tls.hover(a, pos(23, 16))  # mma
-    assert "mma(a, b, acc)" in h.contents.value and h.range.start == pos(23, 14)
-    h = tls.hover(a, pos(9, 9))  # the kernel's own name
+    h = tls.hover(a, pos(29, 16))  # mma
+    assert "mma(a, b, acc)" in h.contents.value and h.range.start == pos(29, 14)
+    h = tls.hover(a, pos(15, 9))  # the kernel's own name
     assert "kernel matmul(a: Array[f16, 2]" in h.contents.value
-    assert "dtype `f16`" in tls.hover(a, pos(10, 14)).contents.value
-    assert "launch contract" in tls.hover(a, pos(8, 3)).contents.value
-    assert tls.hover(a, pos(10, 0)) is None  # whitespace
+    assert "dtype `f16`" in tls.hover(a, pos(16, 14)).contents.value
+    assert "launch contract" in tls.hover(a, pos(10, 3)).contents.value
+    assert tls.hover(a, pos(16, 0)) is None  # whitespace
     syms = tls.document_symbols(a)
     assert [(s.name, s.detail) for s in syms] == [("matmul", "kernel"), ("g", "fn")]
-    assert syms[0].selection_range == lsp.Range(start=pos(9, 7), end=pos(9, 13))
-    loc = tls.definition(a, pos(28, 18))
-    assert loc.uri == uri and loc.range.start == pos(9, 7)
-    loc = tls.definition(a, pos(17, 8))  # a `let` name: its own definition
-    assert loc.uri == uri and loc.range == lsp.Range(start=pos(17, 8), end=pos(17, 9))
+    assert syms[0].selection_range == lsp.Range(start=pos(15, 7), end=pos(15, 13))
+    loc = tls.definition(a, pos(34, 18))
+    assert loc.uri == uri and loc.range.start == pos(15, 7)
+    loc = tls.definition(a, pos(23, 8))  # a `let` name: its own definition
+    assert loc.uri == uri and loc.range == lsp.Range(start=pos(23, 8), end=pos(23, 9))
 
 
 def test_stdio_session(tmp_path):

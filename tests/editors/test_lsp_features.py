@@ -461,3 +461,20 @@ def test_semantic_tokens_tell_attributes_from_matrix_products():
     assert out[(0, 0)] == ("@", "decorator") and out[(0, 1)] == ("launch", "decorator")
     assert out[(1, 0)] == ("@", "decorator") and out[(1, 1)] == ("host", "decorator")
     assert out[(3, 13)] == ("@", "operator") and out[(3, 15)] == ("b", "parameter")
+
+
+def test_hover_tells_which_by_target_entry_a_const_took():
+    from lsprotocol import types as lsp
+    from tilelang.lsp.analysis import analyze
+    from tilelang.lsp.features import hover
+
+    text = ("kernel k(a: Array[f32, 1], const N: i32 = by_target(sm_80 = 64, default = 128)) {\n"
+            "    store(a, index = (bid(0),), tile = zeros((N,), f32));\n}\n")
+    a = analyze(text, "file:///tmp/bt.tile")
+    assert a.diagnostics == []
+    h = hover(a, lsp.Position(line=0, character=33))              # the parameter `N`
+    assert h.contents.value == ("```tile\nconst N: int literal = 128\n```\n\n*in kernel k*"
+                                "\n\nfrom `by_target`'s `default` entry, for sm_90a")
+    h = hover(a, lsp.Position(line=0, character=45))              # `by_target`
+    assert h.contents.value.startswith("`by_target(sm_90a = ..., default = ...)` — a value "
+                                       "per target")

@@ -86,12 +86,12 @@ POSITIONS = [
     ("softmax.tile", 10, "exp", 1, "tileBuiltin"),
     ("softmax.tile", 10, "max", 1, "tileBuiltin"),
     ("softmax.tile", 10, "true", 1, "tileBoolean"),
-    ("matmul.tile", 20, "var", 1, "tileStorage"),
-    ("matmul.tile", 21, "for", 1, "tileRepeat"),
-    ("matmul.tile", 21, "in", 1, "tileRepeat"),
-    ("matmul.tile", 21, "range", 1, ""),  # no registry built-in: the for statement owns it
-    ("matmul.tile", 10, "matmul", 1, "tileFunctionName"),  # a declared name beats a built-in
-    ("matmul.tile", 24, "mma", 1, "tileBuiltin"),
+    ("matmul.tile", 26, "var", 1, "tileStorage"),
+    ("matmul.tile", 27, "for", 1, "tileRepeat"),
+    ("matmul.tile", 27, "in", 1, "tileRepeat"),
+    ("matmul.tile", 27, "range", 1, ""),  # no registry built-in: the for statement owns it
+    ("matmul.tile", 16, "matmul", 1, "tileFunctionName"),  # a declared name beats a built-in
+    ("matmul.tile", 30, "mma", 1, "tileBuiltin"),
     ("layernorm.tile", 19, "arange", 1, "tileBuiltin"),
     ("layernorm.tile", 19, "i32", 1, "tileType"),
     ("layernorm.tile", 19, "<", 1, "tileOperator"),

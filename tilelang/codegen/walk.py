@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
-from tilelang.codegen.emit import remat
+from tilelang.codegen.emit import block_test, remat
 from tilelang.codegen.emit.kernel import KernelEmitter, TileVal
 from tilelang.codegen.emit.sync import convert
 from tilelang.codegen.layouts.distributed import Layout
@@ -392,7 +392,8 @@ def _virtual_threads(kern: KernelEmitter, done: ir.Block) -> None:
     body = kern.fn.append_basic_block("vthread.body")
     latch = kern.fn.append_basic_block("vthread.next")
     again = kern.fn.append_basic_block("vthread.again")
-    b.cbranch(short, loop, fast).set_weights([1, 1024])
+    entry_test = b.cbranch(short, loop, fast)
+    entry_test.set_weights([1, 1024])
     b.position_at_end(loop)
     one_d = kern.block[1] == kern.block[2] == 1
     if one_d:
@@ -427,12 +428,7 @@ def _virtual_threads(kern: KernelEmitter, done: ir.Block) -> None:
     b.position_at_end(again)
     # the block's size, read on this rare path (an asm with side effects, so that LLVM does
     # not hoist it into the full launch's path)
-    size = kern.nthreads
-    if one_d:
-        size = b.asm(ir.FunctionType(i32, []),
-                     "{ .reg .u32 t; mov.u32 $0, %ntid.x; mov.u32 t, %ntid.y; "
-                     "mul.lo.u32 $0, $0, t; mov.u32 t, %ntid.z; mul.lo.u32 $0, $0, t; }",
-                     "=r", [], True, name="ntidl")
+    size = block_test.block_size_read(b, x_only=False) if one_d else kern.nthreads
     # the next virtual thread through an opaque add: LLVM's loop strength reduction would
     # otherwise turn every address into a 64-bit induction variable set up before the loop,
     # which costs more than the one iteration a full-size launch runs
@@ -466,8 +462,14 @@ def _virtual_threads(kern: KernelEmitter, done: ir.Block) -> None:
     first = len(kern.fn.blocks)
     if emit_region(kern, kern.kernel.body)[0] != ESCAPED:
         b.branch(done)
-    _place(kern, [kern.entry] + head + kern.fn.blocks[first:] + [done, loop, body] + looped +
-           [latch, again])
+    full = kern.fn.blocks[first:]
+    # one test for the full launch where the body starts with an edge guard
+    # (emit/block_test.py): the rare block goes right before the guard's rare side
+    folded = block_test.fold(b, kern.fn, entry_test, fast, short, kern.threads, one_d) \
+        if head == [fast] else None
+    if folded is not None:
+        full.insert(full.index(folded.edge), folded.rare)
+    _place(kern, [kern.entry] + head + full + [done, loop, body] + looped + [latch, again])
 
 
 def _place(kern: KernelEmitter, order: list) -> None:

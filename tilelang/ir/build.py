@@ -34,6 +34,7 @@ from tilelang.sema.check_context import Ctx, NeedsValue, Scope
 from tilelang.sema.checker import Checker
 from tilelang.sema.control_flow import returning_else
 from tilelang.sema.control_flow import returns_on_every_path as _returns
+from tilelang.sema.const_by_target import is_by_target
 from tilelang.sema.constants import ConstStr, ConstTuple, ConstValue, loose
 from tilelang.sema.types import (BOOL, ArrayType, LooseType, OptionalArrayType, TileType,
                                  TupleType, scalar)
@@ -81,6 +82,7 @@ class SourceBuilder(Checker):
             kb, self.kb = self.kb, None
         if kinfo is None or self.error_count:
             return kinfo
+        kb.const_choices = kinfo.const_choices
         spec = kinfo.launch
         if spec is not None:
             kb.launch = spec
@@ -104,6 +106,12 @@ class SourceBuilder(Checker):
 
     def const_param_value(self, p: ast.Param, dtype, scope, ctx) -> ConstValue:
         v = super().const_param_value(p, dtype, scope, ctx)
+        if self.kb is not None and v.is_symbolic and is_by_target(p.default):
+            raise TileSemanticError.at(
+                "E0260", f"`const {p.name}` has no value on {self.target.name}, so kernel "
+                         f"`{ctx.name}` cannot be compiled for it", p.default.span,
+                help=f"its `by_target` has neither a `{self.target.name}` nor a `default` "
+                     f"entry: add one, or pass `-D {p.name}=VALUE`")
         if self.kb is not None and v.is_symbolic:
             raise TileSemanticError.at(
                 "E0260", f"`const {p.name}` has no value, so kernel `{ctx.name}` cannot be "

@@ -283,6 +283,7 @@ class KernelBuilder(Builder):
         super().__init__(ids)
         self.name, self.attributes, self.span = name, dict(attributes or {}), span
         self.launch = launch
+        self.const_choices: tuple = ()
         self.params: list[Value] = []
 
     def param(self, name: str, type: Type) -> Value:
@@ -297,7 +298,7 @@ class KernelBuilder(Builder):
         if not ops or not ops[-1].is_terminator:
             ops.append(ReturnOp())
         return Kernel(self.name, tuple(self.params), Block((), tuple(ops)), self.attributes,
-                      self.span, self.launch)
+                      self.span, self.launch, self.const_choices)
 
 
 def module(*kernels: Kernel) -> IRModule:

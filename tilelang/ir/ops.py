@@ -274,6 +274,9 @@ class Kernel:
     # kernel came from source; codegen feeds it to `decide_contract`. Samples leave it None and
     # codegen builds one from `attributes`.
     launch: Any = field(default=None, compare=False, hash=False)
+    # The `const` defaults this target took from a `by_target` (sema.const_by_target's
+    # ConstChoice records, each with a `show()`): `--emit plan` prints them.
+    const_choices: tuple = field(default=(), compare=False, hash=False)
 
 
 @record(frozen=True)

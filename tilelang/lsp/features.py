@@ -57,6 +57,11 @@ ATTRIBUTE_DOCS = {
               + "; any value may be `by_target(sm_90a = ..., default = ...)`.",
     "host": "`@host fn` — the function is also callable from Python on the host.",
 }
+HELPER_DOCS = {
+    "by_target": "`by_target(sm_90a = ..., default = ...)` — a value per target, in a "
+                 "`@launch` attribute or a kernel `const` parameter's default: the target's own "
+                 "entry, else `default`, else none on that target.",
+}
 TYPE_DOCS = {
     "Tile": "`Tile[dtype, d0, d1, ...]` — an immutable tile value; every dimension is a power "
             "of two.",
@@ -393,7 +398,22 @@ def binding_type(a: Analysis, word: str, line: int, col: int) -> str | None:
     if best is None:
         return None
     const = f" = {best.const}" if best.const is not None and best.kind != "param" else ""
-    return f"```tile\n{best.kind} {word}: {best.type}{const}\n```\n\n*in {best.context}*"
+    return f"```tile\n{best.kind} {word}: {best.type}{const}\n```\n\n*in {best.context}*" \
+        + _by_target_note(a, word, best.context)
+
+
+def _by_target_note(a: Analysis, word: str, context: str) -> str:
+    """Which `by_target` entry gave a kernel `const` its value (the editor checks for the
+    default target, tilelang.options.DEFAULT_TARGET)."""
+    from tilelang.options import DEFAULT_TARGET
+
+    for k in getattr(a.typed, "kernels", ()):
+        if f"kernel {k.name}" != context:
+            continue
+        for c in k.const_choices:
+            if c.name == word:
+                return f"\n\nfrom `by_target`'s `{c.entry}` entry, for {DEFAULT_TARGET}"
+    return ""
 
 
 def _symbol_hover(a: Analysis, occ) -> str | None:
@@ -451,6 +471,8 @@ def hover(a: Analysis, position: lsp.Position, encoding: str = UTF16) -> lsp.Hov
         pass  # a binding's inferred type is the most specific answer
     elif before == "@" and word in ATTRIBUTE_DOCS:
         value = ATTRIBUTE_DOCS[word]
+    elif word in HELPER_DOCS and line[end:end + 1] == "(":
+        value = HELPER_DOCS[word]
     elif before == ".":
         value = _member_hover(a, ln, start, word)
         if value is None:

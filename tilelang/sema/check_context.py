@@ -76,6 +76,8 @@ class KernelInfo:
     node: ast.KernelDef
     params: list[tuple[str, object, bool, object | None]]  # name, type, is_const, value
     launch: object | None = None  # the resolved LaunchSpec
+    # the `const` defaults this target took from a by_target (sema.const_by_target.ConstChoice)
+    const_choices: tuple = ()
 
 
 @record

@@ -14,6 +14,7 @@ from ..record import replace
 from .builtins_core import ArgInfo
 from .check_context import (MAX_ERRORS, MAX_UNROLLED_STATEMENTS, Ctx, KernelInfo, NeedsValue,
                             Scope, TooLarge, TypedProgram, close_matches, with_note)
+from .const_by_target import ConstChoice, chosen_entry, entries, is_by_target
 from .constants import ConstTuple, ConstValue, materialize
 from .control_flow import liftable_ifs
 from .launch_attrs import AttrValue, ByTarget, resolve_launch
@@ -191,6 +192,7 @@ class DeclarationChecks:
         except TileError as e:
             self.report(e.diagnostics)
         done: dict[int, tuple] = {}
+        self.const_choices: list[ConstChoice] = []     # by_target defaults taken, in order
         for i in _dtype_params_first(k.params):   # `Array[T, 1]` may come before `const T`
             p = k.params[i]
             try:
@@ -242,7 +244,7 @@ class DeclarationChecks:
             self.in_body = False
             self.symmetric_kernel = None
         self.finish_scope(scope)
-        return KernelInfo(k.name, k, params, launch) if ok else None
+        return KernelInfo(k.name, k, params, launch, tuple(self.const_choices)) if ok else None
 
     def kernel_param(self, p: ast.Param, scope: Scope, ctx: Ctx):
         if p.type is None:
@@ -301,12 +303,23 @@ class DeclarationChecks:
             return DTYPES[text]
         if p.default is None:
             return dtype_var(p.name)
-        v = self.expr(p.default, scope, ctx)
+        if is_by_target(p.default):
+            found = entries(p.default, f"`const {p.name}`")
+            picked = {key: self.dtype_default(p, a.value, scope, ctx) for key, a in found.items()}
+            key = chosen_entry(found, self.target.name)
+            if key is None:
+                return dtype_var(p.name)
+            self.const_choices.append(ConstChoice(p.name, key, picked[key]))
+            return picked[key]
+        return self.dtype_default(p, p.default, scope, ctx)
+
+    def dtype_default(self, p: ast.Param, e: ast.Expr, scope, ctx) -> DType:
+        v = self.expr(e, scope, ctx)
         if is_error(v) or not isinstance(v.type, DTypeType) or v.type.dtype is None \
                 or v.type.dtype.is_var:
             raise TileSemanticError.at(
                 "E0243", f"the default of `const {p.name}: dtype` must be a dtype such as "
-                         f"`f16`, found {v.type}", p.default.span)
+                         f"`f16`, found {v.type}", e.span)
         return v.type.dtype
 
     def absent_array(self, p: ast.Param) -> bool:
@@ -333,13 +346,28 @@ class DeclarationChecks:
                 raise TileSemanticError.at(
                     "E0243", f"-D {p.name}={text}: `{text}` is not a constant expression",
                     p.span) from None
+            if is_by_target(e):
+                raise TileSemanticError.at(
+                    "E0243", f"-D {p.name}={text}: `by_target` chooses a default in the "
+                             f"source; -D gives this compile's value", p.span,
+                    help=f"write the value for the target compiled, e.g. `-D {p.name}=128`")
             v = self.expr(e, Scope(), ctx)
-            where = p.span
-        elif p.default is not None:
-            v = self.expr(p.default, scope, ctx)
-            where = p.default.span
-        else:
+            return self.const_of(p, dtype, v, p.span)
+        if p.default is None:
             return ConstValue(Sym(p.name), None)
+        if not is_by_target(p.default):
+            return self.const_of(p, dtype, self.expr(p.default, scope, ctx), p.default.span)
+        found = entries(p.default, f"`const {p.name}`")
+        picked = {key: self.const_of(p, dtype, self.expr(a.value, scope, ctx), a.value.span)
+                  for key, a in found.items()}          # every entry checked on every target
+        key = chosen_entry(found, self.target.name)
+        if key is None:
+            return ConstValue(Sym(p.name), None)       # no default on this target
+        self.const_choices.append(ConstChoice(p.name, key, _plain(picked[key])))
+        return picked[key]
+
+    def const_of(self, p: ast.Param, dtype, v, where) -> ConstValue:
+        """`v` as the value of `const p: dtype`, or E0243 at `where`."""
         if v.const is None or not isinstance(v.const, ConstValue):
             raise TileSemanticError.at(
                 "E0243", f"the value of `const {p.name}` must be a constant", where)

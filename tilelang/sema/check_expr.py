@@ -55,6 +55,11 @@ class ExpressionChecks(IndexChecks):
                 "E0201", f"cannot find `{name}` in this scope", span,
                 related=(Label(later, f"`{name}` is declared here, in a block that has ended"),),
                 help=f"declare `{name}` before that block (with `var` if the block sets it)")
+        if name == "by_target":
+            raise TileSemanticError.at(
+                "E0201", "`by_target` is not a value here", span,
+                help="`by_target(...)` chooses a value per target as a `@launch` attribute or "
+                     "as the whole default of a kernel's `const` parameter")
         from .foreign_names import FOREIGN_NAMES   # on this error path only (tilec check's
         if name in FOREIGN_NAMES:                   # import budget, tests/frontend/test_startup.py)
             raise TileSemanticError.at("E0201", f"cannot find `{name}` in this scope", span,

@@ -15,6 +15,8 @@ from tilelang.codegen.occupancy import ARCH_LIMITS
 from tilelang.driver import compile_source
 from tilelang.options import CompileOptions
 
+from wgmma_support import one_group_matmul
+
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 KB = 1024
 
@@ -32,7 +34,7 @@ def example(name: str) -> str:
 
 
 def test_matmul_on_hopper_is_a_tma_ring_of_wgmma_with_multicast():
-    p = plans(example("matmul"))["matmul"]
+    p = plans(one_group_matmul())["matmul"]
     (d,) = p.products.decisions
     assert d.name == "mma" and d.shape == (128, 128) and d.deferred == (True, True)
     assert d.plan.wg is not None and d.plan.wg.instr_n == 128
@@ -95,7 +97,7 @@ def test_attention_prefetches_its_operands_and_keeps_q_in_registers():
 
 
 def test_a_producer_block_specializes_its_first_ring_only():
-    src = example("matmul").replace(
+    src = one_group_matmul().replace(
         "@launch(reqntid = (128, 1, 1), maxnreg = by_target(sm_90a = 168), cluster = (2, 1, 1))",
         "@launch(reqntid = (384, 1, 1))")
     lp = plans(src)["matmul"].loops.loops[0].pipelined

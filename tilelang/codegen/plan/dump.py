@@ -47,6 +47,8 @@ def format_plan(plan: KernelPlan, kernel: Kernel) -> str:
         f"{plan.threads} of {plan.declared_threads} threads"
     out = [f"kernel {plan.kernel}: {plan.target}, {threads} ({mode}), precision "
            f"{plan.precision}"]
+    if kernel.const_choices:          # per-target const defaults (docs/language.md)
+        out.append("  consts: " + ", ".join(c.show() for c in kernel.const_choices))
     out += _products(plan, name)
     out += _loops(plan, name)
     out += _streams(plan, name)

@@ -19,12 +19,13 @@ import pytest
 from tilelang.driver import compile_source
 from tilelang.options import CompileOptions
 
-from wgmma_support import compile_for, product_bound, run
+from wgmma_support import compile_for, one_group_matmul, product_bound, run
 
 ROOT = pathlib.Path(__file__).resolve().parents[4]
-EXAMPLE = (ROOT / "examples" / "matmul.tile").read_text()
-# without its cluster of two the example's product is one CTA's (cta_group::1); with it the CTA
-# pair's (test_tcgen05_pair.py)
+# the example at one warp group's configuration (wgmma_support.one_group_matmul); without
+# its cluster of two the product is one CTA's (cta_group::1), with it the CTA pair's
+# (test_tcgen05_pair.py)
+EXAMPLE = one_group_matmul()
 MATMUL = EXAMPLE.replace(", cluster = (2, 1, 1)", "")
 assert MATMUL != EXAMPLE
 

@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 
 from tilelang.tools import sass
-from wgmma_support import compile_for, run
+from wgmma_support import compile_for, one_group_matmul, run
 
 ROOT = Path(__file__).resolve().parents[4]
 PERSISTENT = (ROOT / "examples" / "matmul_persistent.tile").read_text()
-MATMUL = (ROOT / "examples" / "matmul.tile").read_text()
+MATMUL = one_group_matmul()
 SMALL = {"BM": "64", "BN": "64", "BK": "32", "GROUP_M": "2"}
 LOAD = "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
 ELECT = "{ .reg .pred p; .reg .b32 l; elect.sync l|p, -1; selp.u32"

@@ -14,10 +14,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from wgmma_support import attention_reference, compile_for, run
+from wgmma_support import attention_reference, compile_for, one_group_matmul, run
 
 ROOT = Path(__file__).resolve().parents[4]
-SRC = (ROOT / "examples" / "matmul.tile").read_text().replace(
+SRC = one_group_matmul().replace(
     "@launch(reqntid = (128, 1, 1), maxnreg = by_target(sm_90a = 168), cluster = (2, 1, 1))",
     "@launch(reqntid = (384, 1, 1))")
 

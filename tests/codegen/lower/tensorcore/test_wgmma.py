@@ -22,10 +22,10 @@ import pytest
 
 from tilelang.tools import sass
 
-from wgmma_support import compile_for, product_bound, run
+from wgmma_support import compile_for, one_group_matmul, product_bound, run
 
 ROOT = pathlib.Path(__file__).resolve().parents[4]
-MATMUL = (ROOT / "examples" / "matmul.tile").read_text()
+MATMUL = one_group_matmul()      # the example at 128 x 128 x 64, one warp group
 needs_sass = pytest.mark.skipif(not sass.tools_available(),
                                 reason="cuobjdump/nvdisasm wheels not installed")
 needs_ptxas = pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas not on PATH")
