@@ -104,8 +104,9 @@ def _loop(d: LoopDecision, name) -> list[str]:
         return out
     if pf is not None:
         copies = "TMA" if pf.tma else "cp.async"
+        where = " in dynamic shared memory" if pf.dynamic else ""
         out = [head + f"prefetched, {copies} ring of {pf.stages} stages x "
-                      f"{_kb(pf.stage_bytes)} ({d.why})"]
+                      f"{_kb(pf.stage_bytes)}{where} ({d.why})"]
         for f in pf.fetches:
             out.append(f"      {name(f.d.op.result.id)}: image at +{f.offset} bytes, "
                        f"{f.span}-byte swizzle, rows along axis {f.cax}")

@@ -13,8 +13,12 @@ Rules:
   R2 otherwise a loop whose body has warp-group products with deferred operands whose index
      depends only on the loop variable, values from before the loop and pure scalar ops, and
      no break/continue/return, is *prefetched*: those operands are copied one iteration (or
-     S - 1) ahead into a ring of their own, S = num_stages or DEFAULT_STAGES (the static
-     shared memory left when the loop is emitted may refuse it: lower/tensorcore/mma_prefetch.py);
+     S - 1) ahead into a ring of their own, S = num_stages or DEFAULT_STAGES. A ring of at
+     most STATIC_RING_LIMIT (half the 48 KB a block may declare statically, the other half
+     left to the kernel's other buffers) is static shared memory (the static room left when
+     the loop is emitted may refuse it: lower/tensorcore/mma_prefetch.py); a larger one is
+     *dynamic* shared memory, S as far as one block's shared memory allows, and the rings of
+     loops that run one after another share its bytes;
   R3 a wgmma ring's copies are TMA when every operand's array has the TMA facts (contiguous,
      16-byte aligned, `tensor_map`), its tile keeps the array's order of the other axes and
      every box extent is at most MAX_BOX; else cp.async;
@@ -52,6 +56,7 @@ from tilelang.record import field, record
 
 MAX_STAGES = 4              # pipelined rings (R1)
 DEFAULT_STAGES = 2          # prefetch rings (R2)
+STATIC_RING_LIMIT = 24 * 1024   # a larger prefetch ring is dynamic shared memory (R2)
 IMAGE_ALIGN = 1024          # a wgmma image's alignment: the 128-byte swizzle repeats every 8 rows
 MAX_BOX = 256               # a TMA box's largest extent (R3)
 KB = 1024
@@ -375,6 +380,7 @@ class PrefetchPlan:
     stage_bytes: int
     tma: bool = False             # R3
     warp_specialized: bool = False
+    dynamic: bool = False         # R2: the ring is in dynamic shared memory
 
 
 def _index_scalars(op: ForOp, d: DeferredLoad, defs: dict, carried: set) -> list | None:
@@ -453,10 +459,16 @@ def _prefetch(kern, products: ProductsPlan, op: ForOp) -> tuple[PrefetchPlan | N
     stages = int(user) if user is not None else DEFAULT_STAGES
     if stages < 2:
         return None, f"num_stages = {stages}"
+    dynamic = stages * offset > STATIC_RING_LIMIT
+    lim = ARCH_LIMITS.get(kern.target.name)
+    if dynamic and lim is not None:
+        stages = min(stages, lim.smem_per_block // offset)
+        if stages < 2:
+            return None, f"a {offset / KB:g} KB stage leaves no room for 2"
     ordered = tuple(o for o in body.ops if id(o) in scalars)
     tma = all(tma_spec(kern, f.d, f.d.load_axis(f.cax), f.span, f.itemsize) is not None
               for f in fetches)
-    return PrefetchPlan(tuple(fetches), ordered, stages, offset, tma), ""
+    return PrefetchPlan(tuple(fetches), ordered, stages, offset, tma, dynamic=dynamic), ""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -639,7 +651,8 @@ def _decide(inputs: PlanInputs, products: ProductsPlan, op: ForOp, nested: bool,
         ws = pf.tma and state.producer and not nested
         if ws:
             state.producer = False
-        pf = PrefetchPlan(pf.fetches, pf.scalars, pf.stages, pf.stage_bytes, pf.tma, ws)
+        pf = PrefetchPlan(pf.fetches, pf.scalars, pf.stages, pf.stage_bytes, pf.tma, ws,
+                          pf.dynamic)
         return LoopDecision(op.iv.id, None, pf, f"not pipelined: {why}", carried, ids)
     return LoopDecision(op.iv.id, None, None, f"not pipelined: {why}; not prefetched: {why_pf}",
                         carried, ids)

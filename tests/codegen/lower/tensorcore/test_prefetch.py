@@ -65,9 +65,13 @@ def test_two_products_per_iteration(rows, n, tma):
     lines = ptx.splitlines()
     text = "\n".join(lines[n - 1] for n in ptx_loop_lines(ptx))
     # the ring is its own buffer of two stages of two 8 KiB images (and, with TMA, a 64-bit
-    # mbarrier per stage, in whole KiB); one barrier per iteration; nothing exchanged
+    # mbarrier per stage, in whole KiB), more than half the static limit: in dynamic shared
+    # memory, which the launch provides; one barrier per iteration; nothing exchanged
     ring = 32768 + (1024 if tma else 0)
-    assert re.search(rf"\.shared \.align 1024 \.b8 __tile_kept\d+_two\[{ring}\];", ptx)
+    assert re.search(r"\.extern \.shared \.align 1024 \.b8 __tile_dyn_two\[\];", ptx)
+    assert "__tile_kept" not in ptx                 # A is kept in registers, not an image
+    (art,) = res.codegen.kernels
+    assert art.dynamic_smem == ring
     assert text.count("bar.sync") == 1 and "st.shared" not in text
     if tma:
         # thread 0 copies two tiles (one 128-byte panel each) per stage: the prologue's and
@@ -96,11 +100,13 @@ def test_attention_loop_is_prefetched():
     text = "\n".join(lines[n - 1] for n in ptx_loop_lines(res.ptx))
     # one barrier; thread 0 copies K and V by TMA (the prologue's key tile and, in the
     # loop, the next one); 8 MMAs. Loop splitting (docs/ir.md) leaves the ragged last key
-    # tile to a second loop, whose ring finds no room left beside the first's in static
-    # shared memory: it copies by cp.async, outside the main loop
+    # tile to a second loop, whose ring (dynamic shared memory, as the first's) has the
+    # first's bytes: TMA there too, and the kernel's dynamic shared memory is one ring
     assert text.count("bar.sync") == 1 and "fence.proxy.async" not in text
-    assert len(re.findall(TMA_LOAD, res.ptx)) == 4 and "cp.async.cg" not in text
+    assert len(re.findall(TMA_LOAD, res.ptx)) == 8 and "cp.async.cg" not in res.ptx
     assert text.count("wgmma.mma_async") == 8
+    (art,) = res.codegen.kernels
+    assert art.dynamic_smem == 2 * 16384 + 1024 and art.static_smem < 48 * 1024
 
 
 ATTENTION_SMALL = ROOT / "examples" / "attention.tile"

@@ -54,8 +54,9 @@ def plan(kern: KernelEmitter, op: ForOp) -> "Prefetch | None":
     pp = kern.plan.loops.prefetch(op)
     if pp is None:
         return None
-    room = (STATIC_SMEM_LIMIT - kern._kept_smem) // pp.stage_bytes
-    stages = min(pp.stages, room)
+    stages = pp.stages
+    if not pp.dynamic:
+        stages = min(stages, (STATIC_SMEM_LIMIT - kern._kept_smem) // pp.stage_bytes)
     if stages < 2:
         return None
     fetches = [Fetch(f.d, mma_sync.SmemOperand(None, f.d.shape, f.cax, f.itemsize, f.span),
@@ -153,9 +154,13 @@ class Prefetch:
         self.ws = bool(self.tma) and self.planned.warp_specialized
         bar_bytes = (16 if self.ws else 8) * S if self.tma else 0
         # whole 1024-byte units (the buffers' alignment), as the static size counts them
-        ring = kern.kept_smem(wgmma_product.image_bytes((S * sb + bar_bytes,), 1),
-                              wgmma_product.IMAGE_ALIGN)
-        self.base = mma_sync.shared_address(kern, ring)
+        nbytes = wgmma_product.image_bytes((S * sb + bar_bytes,), 1)
+        self.mark = None
+        if self.planned.dynamic:
+            self.base, self.mark = kern.dynamic_smem(nbytes, wgmma_product.IMAGE_ALIGN)
+        else:
+            self.base = mma_sync.shared_address(
+                kern, kern.kept_smem(nbytes, wgmma_product.IMAGE_ALIGN))
         saved = kern.env.get(self.op.iv.id)
         kern.env[self.op.iv.id] = TileVal(ivt, kern.scalar_layout, (start,))
         if self.tma:
@@ -178,8 +183,10 @@ class Prefetch:
             kern.stats.features.add("cp_async")
             self.streams = [Stream(kern, f.d, f.d.load_axis(f.sop.cax), f.sop.itemsize,
                                    f.offset, f.sop.span) for f in self.fetches]
-            if kern.loops:
-                kern.barrier()            # the previous run's readers of the ring are done
+            if kern.loops or self.planned.dynamic:
+                # the previous run's readers of the ring (or of the bytes an earlier loop's
+                # dynamic ring had) are done
+                kern.barrier()
             for s in range(S - 1):
                 self._issue(kern, start, s, _c(s * sb))
         if saved is None:
@@ -310,4 +317,6 @@ class Prefetch:
         table = kern.prefetched
         for f in self.fetches:
             table.pop(f.d.op.result.id, None)
+        if self.mark is not None:       # a later loop's ring may have these bytes
+            kern.release_dynamic_smem(self.mark)
 

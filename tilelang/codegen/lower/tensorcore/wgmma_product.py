@@ -370,6 +370,57 @@ def _invariant(kern: KernelEmitter, x: TileVal, at: int) -> bool:
                for r in x.regs)
 
 
+# A loop-invariant A operand of at most this many registers a thread (attention's Q at
+# D <= 128: 32) is kept in registers in wgmma's fragment layout, so that each of the loop's MMAs
+# needs B's descriptor only; a larger one is kept in an image (kept_image)
+KEPT_FRAGMENT_REGS = 32
+
+
+def _into_preheader(kern: KernelEmitter, pre, header, name: str, fill) -> None:
+    """Redirect the preheader's branch into the loop through a new block `name` where
+    fill() emits (between barriers: the block's shared-memory users before and after it are
+    the loop's), then back to where the builder was."""
+    b = kern.builder
+    here = b.block
+    block = kern.fn.append_basic_block(name)
+    pre.instructions.remove(pre.terminator)
+    pre.terminator = None
+    b.position_at_end(pre)
+    b.branch(block)
+    b.position_at_end(block)
+    fill()
+    last = b.block
+    b.branch(header)
+    for ins in header.instructions:
+        if isinstance(ins, ir.PhiInstr):
+            ins.incomings = [(v, last if bb is pre else bb) for v, bb in ins.incomings]
+    b.position_at_end(here)
+
+
+def kept_fragment(kern: KernelEmitter, x: TileVal, frag) -> TileVal | None:
+    """A loop-invariant register operand A (attention's Q) converted once, in the loop's
+    preheader, into wgmma's A fragment layout `frag` (docs/codegen.md, Attention), or None
+    (not invariant, no single preheader, more than KEPT_FRAGMENT_REGS registers a thread)."""
+    if len(x.regs) * 2 > KEPT_FRAGMENT_REGS * 4:        # 16-bit elements
+        return None
+    found = _preheader(kern)
+    if found is None or not _invariant(kern, x, found[2]):
+        return None
+    pre, header, _ = found
+    key = ("fragment", id(header), tuple(id(r) for r in x.regs))
+    if key in kern.kept_images:
+        return kern.kept_images[key]
+    out = []
+
+    def fill():
+        kern.barrier()
+        out.append(to_layout(kern, x, frag))
+        kern.barrier()
+    _into_preheader(kern, pre, header, "wgmma.keep.frag", fill)
+    kern.kept_images[key] = out[0]
+    return out[0]
+
+
 def kept_image(kern: KernelEmitter, x, sop_for) -> tuple | None:
     """A loop-invariant register operand (attention's Q) stored into an image of its own
     once, in the loop's preheader, instead of on every iteration: (SmemOperand, 32-bit
@@ -417,9 +468,13 @@ def product(kern: KernelEmitter, plan: TensorCorePlan, a, b, acc: TileVal) -> Ti
     form = plan.form
     acc = to_layout(kern, acc, plan.acc)
     rank = acc.layout.rank
-    if isinstance(a, TileVal) and form.itemsize == 2 and \
-            a.layout == a_fragment_layout(plan, a.shape, kern.threads):
-        return _product_rs(kern, plan, a, b, acc, a.shape[-1])
+    if isinstance(a, TileVal) and form.itemsize == 2:
+        frag = a_fragment_layout(plan, a.shape, kern.threads)
+        if frag is not None and a.layout == frag:
+            return _product_rs(kern, plan, a, b, acc, a.shape[-1])
+        kept_a = kept_fragment(kern, a, frag) if frag is not None else None  # 16-bit
+        if kept_a is not None:
+            return _product_rs(kern, plan, kept_a, b, acc, a.shape[-1])
     shapes = [x.shape for x in (a, b)]
     k = shapes[0][-1]
     sops, sources, offsets, offset = [], [], [], 0
