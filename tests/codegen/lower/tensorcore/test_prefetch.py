@@ -170,3 +170,26 @@ def test_a_replicating_warp_group_does_not_copy_again():
     ops = rep.instructions
     assert ops["mbarrier.arrive.expect_tx.shared::cta.b64"] == 4
     assert sum(n for o, n in ops.items() if re.match(TMA_LOAD, o)) == 8
+
+
+@pytest.mark.parametrize("bm,threads,ring", [(64, 128, 2 * 32768 + 1024),
+                                             (128, 256, 2 * 65536 + 1024)])
+def test_attention_ring_beyond_the_static_limit_is_dynamic(bm, threads, ring):
+    # at D = 128 a stage of K and V is 2 x BN x 128 x 2 bytes: two stages do not fit in the
+    # 48 KiB a block may declare statically; the ring is dynamic shared memory (one `.extern`
+    # array, shared by the split loop's two parts), which the artifact tells the launch, and
+    # its copies are TMA (they were cp.async while the ring had to be static)
+    from tilelang.diagnostics import render_all
+    from tilelang.driver import compile_source
+    from tilelang.options import CompileOptions
+    src = (ROOT / "examples" / "attention.tile").read_text().replace(
+        "reqntid = (128, 1, 1)", f"reqntid = ({threads}, 1, 1)")
+    opts = CompileOptions(target="sm_90a", defines={"BM": str(bm), "BN": str(bm), "D": "128"})
+    res = compile_source(src, "attention.tile", opts, kernels=["attention"], until="ptx")
+    assert res.ok, render_all(res.diagnostics)
+    plan = compile_source(src, "attention.tile", opts, kernels=["attention"], until="plan").plan
+    (art,) = res.codegen.kernels
+    assert art.dynamic_smem == ring and art.static_smem <= 48 * 1024
+    assert re.search(r"\.extern \.shared \.align 1024 \.b8 __tile_dyn_attention\[\];", res.ptx)
+    assert "cp.async.cg" not in res.ptx and len(re.findall(TMA_LOAD, res.ptx)) == 16
+    assert plan.count(f"TMA ring of 2 stages x {ring // 2048} KB in dynamic shared memory") == 2
