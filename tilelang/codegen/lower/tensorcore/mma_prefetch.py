@@ -317,6 +317,8 @@ class Prefetch:
         table = kern.prefetched
         for f in self.fetches:
             table.pop(f.d.op.result.id, None)
-        if self.mark is not None:       # a later loop's ring may have these bytes
+        # a later loop's ring may have these bytes; not a warp-specialized ring's, whose
+        # mbarriers nobody invalidates (the producer is gone)
+        if self.mark is not None and not self.ws:
             kern.release_dynamic_smem(self.mark)
 
