@@ -110,7 +110,8 @@ def _loop(d: LoopDecision, name) -> list[str]:
         for f in pf.fetches:
             out.append(f"      {name(f.d.op.result.id)}: image at +{f.offset} bytes, "
                        f"{f.span}-byte swizzle, rows along axis {f.cax}")
-        out.append(f"      warp-specialized: {'yes' if pf.warp_specialized else 'no'}")
+        out.append(f"      warp-specialized: {'yes' if pf.warp_specialized else 'no'}"
+                   + ("; copies spread over the warps, one each" if pf.spread else ""))
         return out + _carried(d, name)
     return [head + d.why] + _carried(d, name)
 

@@ -21,7 +21,10 @@ Rules:
      loops that run one after another share its bytes;
   R3 a wgmma ring's copies are TMA when every operand's array has the TMA facts (contiguous,
      16-byte aligned, `tensor_map`), its tile keeps the array's order of the other axes and
-     every box extent is at most MAX_BOX; else cp.async;
+     every box extent is at most MAX_BOX; else cp.async. A prefetch ring's stage that takes
+     more than one TMA copy (one per swizzle panel of each operand) is *spread*, one copy
+     per warp, when the block (exact, whole warps) has that many warps and is not
+     warp-specialized (`spreads`);
   R4 a TMA ring in a cluster is *multicast* when every CTA of the cluster runs the same
      iterations and an operand's index does not depend on some clustered axis of `bid`;
   R5 the first TMA ring outside any run-time loop, in a block of 2^k warp groups and one
@@ -381,6 +384,23 @@ class PrefetchPlan:
     tma: bool = False             # R3
     warp_specialized: bool = False
     dynamic: bool = False         # R2: the ring is in dynamic shared memory
+    spread: bool = False          # R3: a stage's TMA copies are spread over the warps
+
+
+def stage_copies(fetches) -> int:
+    """TMA copies of one stage of a prefetch ring: one per swizzle panel of each operand."""
+    return sum(f.d.op.result.type.shape[f.d.load_axis(f.cax)] * f.itemsize // f.span
+               for f in fetches)
+
+
+def spreads(kern, fetches) -> bool:
+    """R3: whether one stage's TMA copies can be issued one per warp: more than one copy, no
+    more than the block's warps (an exact block of whole warps: elect.sync needs every lane
+    of a warp) and operand tiles of one rank (one coordinate list per copy)."""
+    n = stage_copies(fetches)
+    return (kern.exact and not kern.declared_threads % 32
+            and 1 < n <= kern.declared_threads // 32
+            and len({len(f.d.op.result.type.shape) for f in fetches}) == 1)
 
 
 def _index_scalars(op: ForOp, d: DeferredLoad, defs: dict, carried: set) -> list | None:
@@ -652,7 +672,7 @@ def _decide(inputs: PlanInputs, products: ProductsPlan, op: ForOp, nested: bool,
         if ws:
             state.producer = False
         pf = PrefetchPlan(pf.fetches, pf.scalars, pf.stages, pf.stage_bytes, pf.tma, ws,
-                          pf.dynamic)
+                          pf.dynamic, pf.tma and not ws and spreads(inputs, pf.fetches))
         return LoopDecision(op.iv.id, None, pf, f"not pipelined: {why}", carried, ids)
     return LoopDecision(op.iv.id, None, None, f"not pipelined: {why}; not prefetched: {why_pf}",
                         carried, ids)

@@ -74,10 +74,14 @@ def test_two_products_per_iteration(rows, n, tma):
     assert art.dynamic_smem == ring
     assert text.count("bar.sync") == 1 and "st.shared" not in text
     if tma:
-        # thread 0 copies two tiles (one 128-byte panel each) per stage: the prologue's and
-        # the loop's (LLVM places that branch, and the phase wait's spin, after the loop's
-        # lines); nothing by cp.async
-        assert len(re.findall(TMA_LOAD, ptx)) == 4 and "cp.async.cg" not in ptx
+        # two tiles (one 128-byte panel each) per stage, spread over warps 0 and 1: one copy
+        # in the prologue's issue and one in the loop's (LLVM places that branch, and the
+        # phase wait's spin, after the loop's lines), each warp announcing its own bytes on
+        # a stage mbarrier that expects two arrivals; nothing by cp.async
+        assert len(re.findall(TMA_LOAD, ptx)) == 2 and "cp.async.cg" not in ptx
+        assert len(re.findall(r"mbarrier\.init\.shared::cta\.b64 \[%r\d+\], 2;", ptx)) == 2
+        assert len(re.findall(r"mbarrier\.arrive\.expect_tx\.shared::cta\.b64 _, "
+                              r"\[%r\d+\], 8192;", ptx)) == 2
         assert "mbarrier.try_wait.parity" in ptx
     else:
         # one wait for the copies, the next iteration's copies (two 8 KiB tiles over 128
@@ -98,12 +102,12 @@ def test_attention_loop_is_prefetched():
     assert res.ok, render_all(res.diagnostics)
     lines = res.ptx.splitlines()
     text = "\n".join(lines[n - 1] for n in ptx_loop_lines(res.ptx))
-    # one barrier; thread 0 copies K and V by TMA (the prologue's key tile and, in the
-    # loop, the next one); 8 MMAs. Loop splitting (docs/ir.md) leaves the ragged last key
-    # tile to a second loop, whose ring (dynamic shared memory, as the first's) has the
-    # first's bytes: TMA there too, and the kernel's dynamic shared memory is one ring
+    # one barrier; warps 0 and 1 copy K and V by TMA, one each (the prologue's key tile
+    # and, in the loop, the next one); 8 MMAs. Loop splitting (docs/ir.md) leaves the ragged
+    # last key tile to a second loop, whose ring (dynamic shared memory, as the first's) has
+    # the first's bytes: TMA there too, and the kernel's dynamic shared memory is one ring
     assert text.count("bar.sync") == 1 and "fence.proxy.async" not in text
-    assert len(re.findall(TMA_LOAD, res.ptx)) == 8 and "cp.async.cg" not in res.ptx
+    assert len(re.findall(TMA_LOAD, res.ptx)) == 4 and "cp.async.cg" not in res.ptx
     assert text.count("wgmma.mma_async") == 8
     (art,) = res.codegen.kernels
     assert art.dynamic_smem == 2 * 16384 + 1024 and art.static_smem < 48 * 1024
@@ -191,5 +195,9 @@ def test_attention_ring_beyond_the_static_limit_is_dynamic(bm, threads, ring):
     (art,) = res.codegen.kernels
     assert art.dynamic_smem == ring and art.static_smem <= 48 * 1024
     assert re.search(r"\.extern \.shared \.align 1024 \.b8 __tile_dyn_attention\[\];", res.ptx)
-    assert "cp.async.cg" not in res.ptx and len(re.findall(TMA_LOAD, res.ptx)) == 16
+    # K and V are two 128-byte panels each: four copies per stage, one per warp (each of the
+    # two loops' prologue and body issues one), on mbarriers that expect four arrivals
+    assert "cp.async.cg" not in res.ptx and len(re.findall(TMA_LOAD, res.ptx)) == 4
+    assert len(re.findall(r"mbarrier\.init\.shared::cta\.b64 \[%r\d+\], 4;", res.ptx)) == 4
     assert plan.count(f"TMA ring of 2 stages x {ring // 2048} KB in dynamic shared memory") == 2
+    assert plan.count("copies spread over the warps, one each") == 2

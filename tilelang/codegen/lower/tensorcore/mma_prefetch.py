@@ -117,7 +117,8 @@ class Prefetch:
         nxt, ok = self._ahead(kern, iv, s)
         b = kern.builder
         tma_load.issue_stage(kern, self.tma, (nxt, self.op.iv, self.scalars),
-                             b.add(self.base, slot), self._bar(kern, slot), ok)
+                             b.add(self.base, slot), self._bar(kern, slot), ok,
+                             spread=self.spread)
 
     def _bar(self, kern: KernelEmitter, slot) -> ir.Value:
         """The mbarrier (32-bit shared address) of the stage at byte offset `slot`."""
@@ -168,9 +169,13 @@ class Prefetch:
             # barrier (the previous run's waiters are done); thread 0 initializes the
             # stages' mbarriers; barrier (everyone sees them initialized)
             self.bars = b.add(self.base, _c(S * sb))
+            # a stage's copies spread over the warps, one each (plan/loops.py R3,
+            # tma_load.issue_stage): each issuing warp arrives on the stage's mbarrier
+            self.spread = self.planned.spread and tma_load.copies(self.tma) > 1
+            arrivals = tma_load.copies(self.tma) if self.spread else 1
             kern.barrier()
             self._on_thread0(kern, lambda: [tma_load.mbarrier_init(
-                kern, b.add(self.bars, _c(8 * i)), 1) for i in range(S)] + ([
+                kern, b.add(self.bars, _c(8 * i)), arrivals) for i in range(S)] + ([
                     tma_load.mbarrier_init(kern, b.add(self.bars, _c(8 * (S + i))),
                                            kern.threads) for i in range(S)] if self.ws else []))
             kern.barrier()
