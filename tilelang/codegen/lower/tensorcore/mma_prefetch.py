@@ -171,7 +171,8 @@ class Prefetch:
             self.bars = b.add(self.base, _c(S * sb))
             # a stage's copies spread over the warps, one each (plan/loops.py R3,
             # tma_load.issue_stage): each issuing warp arrives on the stage's mbarrier
-            self.spread = self.planned.spread and tma_load.copies(self.tma) > 1
+            self.spread = self.planned.spread and \
+                1 < tma_load.copies(self.tma) <= kern.declared_threads // 32
             arrivals = tma_load.copies(self.tma) if self.spread else 1
             kern.barrier()
             self._on_thread0(kern, lambda: [tma_load.mbarrier_init(
