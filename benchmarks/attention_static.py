@@ -1,6 +1,7 @@
 """Static comparison of attention on sm_90a, Tile against Triton's tutorial attention: no GPU.
 
     python3 benchmarks/attention_static.py [--triton-python PY] [--out FILE.md]
+    python3 benchmarks/attention_static.py --backward     # the backward rows only, printed
 
 For each configuration both compilers build the same tiles with the same warps, and both PTX
 texts are assembled by the same nvJitLink for sm_90a and disassembled with cuobjdump
@@ -92,11 +93,12 @@ def triton_python(arg: str | None) -> str | None:
         return None
 
 
-def triton_ptx(py: str) -> tuple[dict[str, str], str]:
-    """PTX per configuration name ("fwd0".., "bwd", "bwd_causal") and Triton's version."""
+def triton_ptx(py: str, forward: bool = True) -> tuple[dict[str, str], str]:
+    """PTX per configuration name ("fwd0".., "bwd", "bwd_causal") and Triton's version
+    (without the forward configurations when `forward` is false)."""
     configs = [{"name": f"fwd{i}", "kind": "fwd", "BM": f.BM, "BN": f.BN, "D": f.D,
                 "causal": f.causal, "warps": f.warps, "stages": 3}
-               for i, f in enumerate(FORWARD)]
+               for i, f in enumerate(FORWARD) if forward]
     for causal in (False, True):
         configs.append(dict(BACKWARD, name="bwd_causal" if causal else "bwd", kind="bwd",
                             causal=causal, stages=5))
@@ -231,10 +233,24 @@ def table(rows: list[tuple[str, dict | None, dict | None]], unit: str) -> str:
     return "\n".join(lines)
 
 
+def backward_rows(theirs: dict[str, str]) -> list[tuple[str, dict | None, dict | None]]:
+    rows = []
+    for causal in (False, True):
+        ours = tile_backward(causal)
+        mine = backward_stats(ours) if ours else {}
+        tri = backward_stats({"": theirs["bwd_causal" if causal else "bwd"]}) if theirs else {}
+        for name, _ in BWD_LOOPS:
+            label = f"D64 {name}{' causal' if causal else ''}"
+            rows.append((label, mine.get(name), tri.get(name)))
+    return rows
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--triton-python")
     ap.add_argument("--out")
+    ap.add_argument("--backward", action="store_true",
+                    help="only the backward rows, printed (written only with --out)")
     args = ap.parse_args(argv)
     if not sass.tools_available():
         print("cuobjdump/nvdisasm not found (pip install nvidia-cuda-cuobjdump "
@@ -245,19 +261,18 @@ def main(argv=None) -> int:
     if py is None:
         note = "\nTriton not available: its columns are empty.\n"
     else:
-        theirs, version = triton_ptx(py)
+        theirs, version = triton_ptx(py, forward=not args.backward)
+    bwd_rows = backward_rows(theirs)
+    if args.backward:
+        text = table(bwd_rows, "step") + "\n" + note
+        if args.out:
+            Path(args.out).write_text(text)
+        print(text)
+        return 0
     fwd_rows = []
     for i, f in enumerate(FORWARD):
         t = forward_stats(theirs[f"fwd{i}"], f) if theirs else None
         fwd_rows.append((f.name, forward_stats(tile_forward(f), f), t))
-    bwd_rows = []
-    for causal in (False, True):
-        ours = tile_backward(causal)
-        mine = backward_stats(ours) if ours else {}
-        tri = backward_stats({"": theirs["bwd_causal" if causal else "bwd"]}) if theirs else {}
-        for name, _ in BWD_LOOPS:
-            label = f"D64 {name}{' causal' if causal else ''}"
-            bwd_rows.append((label, mine.get(name), tri.get(name)))
     if not (ROOT / "examples" / "attention_backward.tile").exists():
         note += "\nexamples/attention_backward.tile is not written yet: Tile's backward " \
                 "columns are empty.\n"

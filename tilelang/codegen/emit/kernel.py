@@ -123,6 +123,9 @@ class KernelEmitter:
         self.narrowed: dict[int, ir.Value] = {}        # lower/memory.py: i64 parameter -> i32
         # lower/tensorcore/wgmma_product.kept_image: (loop header, registers) -> (image, address)
         self.kept_images: dict[tuple, tuple] = {}
+        # ... and per loop header the last fill block, which now enters the loop: a loop's
+        # second kept image is filled after its first
+        self.kept_fill_exits: dict[int, ir.Block] = {}
         # lower/tensorcore/tcgen05_tmem.Tmem: the kernel's tensor memory, when it has any
         self.tmem = None
         # lower/tensorcore/mma_prefetch.py: load result id -> (SmemOperand, image, slot) of the operand

@@ -164,3 +164,53 @@ def test_a_replicating_warp_group_does_not_copy_again():
     ops = rep.instructions
     assert ops["mbarrier.arrive.expect_tx.shared::cta.b64"] == 4
     assert sum(n for o, n in ops.items() if re.match(TMA_LOAD, o)) == 8
+
+
+# two products whose A operands are both computed before the loop (attention backward's Q
+# and dO in its dQ kernel): each is stored into an image of its own once, before the loop
+KEPT_TWO = """
+@launch(reqntid = (128, 1, 1))
+kernel kept_two(a: Array[f16, 2], g: Array[f16, 2], k: Array[f16, 2], v: Array[f16, 2],
+                w: Array[f16, 2], c: Array[f32, 2], n: i32) {
+    let ta = load(a, index = (0, 0), shape = (64, 64));
+    let tg = load(g, index = (0, 0), shape = (64, 64));
+    var acc = zeros((64, 64), f32);
+    for j in range(n) {
+        let tk = load(k, index = (j, 0), shape = (64, 64), padding = 0);
+        let tv = load(v, index = (j, 0), shape = (64, 64), padding = 0);
+        let tw = load(w, index = (j, 0), shape = (64, 64), padding = 0);
+        let s = mma(ta, transpose(tk), zeros((64, 64), f32));
+        let d = mma(tg, transpose(tv), zeros((64, 64), f32));
+        acc = mma(astype(s - d, f16), tw, acc);
+    }
+    store(c, index = (0, 0), tile = acc);
+}
+"""
+
+
+@pytest.mark.parametrize("n", [3, 0])
+def test_two_register_operands_kept_before_the_loop(n):
+    # small integers: every product and sum is exact in f16 / f32, so the result is NumPy's
+    rng = np.random.default_rng(n)
+    a, g, k, v, w = (rng.integers(-3, 4, shape).astype(np.float16)
+                     for shape in ((64, 64), (64, 64), (192, 64), (192, 64), (192, 64)))
+    arrays = {"a": a, "g": g, "k": k, "v": v, "w": w,
+              "c": np.full((64, 64), np.nan, np.float32)}
+    res, _ = run(KEPT_TWO, "kept_two", arrays, (1,), scalars=[np.int32(n)], race_check=True)
+    want = np.zeros((64, 64))
+    a64, g64 = a.astype(np.float64), g.astype(np.float64)
+    for j in range(0, 64 * n, 64):
+        kk, vv, ww = (x[j:j + 64].astype(np.float64) for x in (k, v, w))
+        want += (a64 @ kk.T - g64 @ vv.T) @ ww
+    assert np.array_equal(arrays["c"], want)
+    ptx = res.ptx
+    lines = ptx.splitlines()
+    text = "\n".join(lines[i - 1] for i in ptx_loop_lines(ptx))
+    # both A images are filled before the loop: no shared store and one barrier inside it
+    assert "st.shared" not in text and text.count("bar.sync") == 1
+    # the two products from zeros start with scale-d false (a predicate that is 0), the
+    # carried one with scale-d true: no register is zeroed for them
+    wg = [ln for ln in text.splitlines() if "wgmma.mma_async" in ln]
+    assert len(wg) == 12
+    preds = {m.group(1) for ln in wg for m in [re.search(r", (%p\d+), 1, 1,", ln)] if m}
+    assert len(preds) == 2

@@ -347,12 +347,15 @@ def _rs_issue(kern: KernelEmitter, plan: TensorCorePlan, a: TileVal, acc: TileVa
 
 
 def _preheader(kern: KernelEmitter):
-    """(block, header) when the innermost loop is entered by one unconditional branch."""
+    """(block, header, header's index) when the innermost loop is entered by one
+    unconditional branch (from the last kept image's fill when the loop has one)."""
     if not kern.loops:
         return None
     header = kern.loops[-1].header
     blocks = list(kern.fn.blocks)
     at = blocks.index(header)
+    if id(header) in kern.kept_fill_exits:
+        return kern.kept_fill_exits[id(header)], header, at
     into = [bb for bb in blocks[:at] if bb.is_terminated and header in
             getattr(bb.terminator, "operands", ())]
     if len(into) != 1 or not isinstance(into[0].terminator, ir.Branch) or \
@@ -401,6 +404,7 @@ def kept_image(kern: KernelEmitter, x, sop_for) -> tuple | None:
     kern.barrier()
     last = b.block
     b.branch(header)
+    kern.kept_fill_exits[id(header)] = last
     for ins in header.instructions:
         if isinstance(ins, ir.PhiInstr):
             ins.incomings = [(v, last if bb is pre else bb) for v, bb in ins.incomings]
