@@ -143,7 +143,9 @@ def test_attention_loop_on_sm90a():
     assert res.ok, render_all(res.diagnostics)
     lines = res.ptx.splitlines()
     loop = [lines[n - 1] for n in ptx_loop_lines(res.ptx)]
-    assert len(re.findall(r"cp\.async\.bulk\.tensor\.3d\.shared::cluster", res.ptx)) == 4
+    # K and V, for the prologue and the loop, in each of the two loops loop splitting makes
+    # (the ragged last key tile's takes the first's ring once it is done)
+    assert len(re.findall(r"cp\.async\.bulk\.tensor\.3d\.shared::cluster", res.ptx)) == 8
     assert sum("wgmma.mma_async" in t for t in loop) == 8
     assert not any("st.shared" in t or "ld.global" in t for t in loop)
     assert sum("cvt.rn.f16x2.f32" in t for t in loop) == 16
