@@ -27,7 +27,7 @@ if HERE not in sys.path:
 import tilelang  # noqa: E402
 from example_support import compile_example  # noqa: E402
 
-BM1, BN1, BM2, BN2 = 16, 64, 64, 32      # the example's defaults (dK/dV, dQ)
+TILES = (16, 64, 64, 32)      # BM1, BN1, BM2, BN2: the example's defaults (dK/dV, dQ)
 DELTA_ROWS = 64
 
 
@@ -55,8 +55,9 @@ def reference(q, k, v, do, scale, causal):
             dv)
 
 
-def check(module, backend, dtype, heads, seq, d, causal, rng) -> float:
+def check(module, backend, dtype, heads, seq, d, causal, rng, tiles=TILES) -> float:
     """Launch the three kernels once; the largest error relative to each gradient's scale."""
+    BM1, BN1, BM2, BN2 = tiles
     import ml_dtypes
     np_dtype = np.float16 if dtype == "f16" else ml_dtypes.bfloat16
     q, k, v, do = (rng.standard_normal((heads, seq, d)).astype(np_dtype) for _ in range(4))
@@ -99,8 +100,18 @@ def main(argv=None) -> int:
     ap.add_argument("--heads", type=int, default=1)
     ap.add_argument("--d", type=int, choices=(64, 128), default=64)
     ap.add_argument("--dtype", choices=("f16", "bf16"), action="append")
+    ap.add_argument("--tiles", help="BM1,BN1,BM2,BN2 (default: %s; Triton's tutorial: "
+                    "32,128,128,32)" % ",".join(map(str, TILES)))
     ap.add_argument("--causal", choices=("yes", "no"), action="append")
     args = ap.parse_args(argv)
+    tiles = TILES
+    if args.tiles:
+        try:
+            tiles = tuple(int(x) for x in args.tiles.split(","))
+        except ValueError:
+            ap.error("--tiles takes four integers: BM1,BN1,BM2,BN2")
+        if len(tiles) != 4:
+            ap.error("--tiles takes four integers: BM1,BN1,BM2,BN2")
     module = compile_example("attention_backward.tile", args.backend)
     backend = module.backend
     seq = args.seq or (70 if backend.name == "emulator" else 1000)
@@ -108,7 +119,7 @@ def main(argv=None) -> int:
     print(f"back end: {backend.name}, target {module.target}, {args.heads} heads x {seq}")
     for dtype in args.dtype or ("f16", "bf16"):
         for causal in [c == "yes" for c in args.causal or ("no", "yes")]:
-            err = check(module, backend, dtype, args.heads, seq, args.d, causal, rng)
+            err = check(module, backend, dtype, args.heads, seq, args.d, causal, rng, tiles)
             print(f"attention backward T={dtype} D={args.d} causal={causal}: ok (relative "
                   f"error {err:.1e})")
     print("attention backward: ok (" + backend.name + ")")

@@ -47,6 +47,25 @@ def test_matches_numpy_on_emulator(dtype, causal, seq, heads, capsys):
     assert capsys.readouterr().out.rstrip().endswith("attention backward: ok (emulator)")
 
 
+def test_tutorial_tiles_on_emulator(capsys):
+    # Triton's tutorial tiles (BM1, BN1, BM2, BN2 = 32, 128, 128, 32), where Tile's kernels
+    # keep every register on sm_90a (test_tutorial_tiles_do_not_spill)
+    assert script().main(["--backend", "emulator", "--seq", "150", "--dtype", "f16",
+                          "--causal", "yes", "--tiles", "32,128,128,32"]) == 0
+    assert capsys.readouterr().out.rstrip().endswith("attention backward: ok (emulator)")
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_tutorial_tiles_do_not_spill(causal):
+    res = compile_source(EXAMPLE.read_text(), str(EXAMPLE), CompileOptions(
+        target="sm_90a", defines={"BM1": "32", "BN1": "128", "BM2": "128", "BN2": "32",
+                                  "CAUSAL": "true" if causal else "false"}), until="cubin")
+    assert res.ok, render_all(res.diagnostics)
+    for name in ("attention_bwd_dkdv", "attention_bwd_dq"):
+        r = res.link.resources[name]
+        assert (r.spill_stores, r.spill_loads, r.stack_frame) == (0, 0, 0), (name, r)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("dtype", ["f16", "bf16"])
 def test_matches_numpy_on_emulator_long(dtype, capsys):
