@@ -149,13 +149,26 @@ class KernelEmitter:
         self.elected_issuer: ir.Value | None = None   # lower/tensorcore/tma_load.issuer's elect.sync
         self.cluster_rank: ir.Value | None = None     # lower/tensorcore/tma_multicast's %cluster_ctarank
         self.narrowed: dict[int, ir.Value] = {}        # lower/memory.py: i64 parameter -> i32
-        # lower/tensorcore/wgmma_product.kept_image: (loop header, registers) -> (image, address)
+        # lower/tensorcore/wgmma_product.kept_image: (loop header, registers, image shape,
+        # rows, span) -> (image, address), and without the header -> (its fill block, same)
         self.kept_images: dict[tuple, tuple] = {}
+        # ... and per loop header the last fill block, which now enters the loop: a loop's
+        # second kept image is filled after its first
+        self.kept_fill_exits: dict[int, ir.Block] = {}
         # lower/tensorcore/tcgen05_tmem.Tmem: the kernel's tensor memory, when it has any
         self.tmem = None
-        # lower/tensorcore/mma_prefetch.py: load result id -> (SmemOperand, image, slot) of the operand
+        # lower/tensorcore/mma_prefetch.py: load result id -> (SmemOperand, image, slot,
+        # DeferredLoad) of the operand
         # the enclosing loop copies ahead (set while its body is emitted)
         self.prefetched: dict[int, tuple] = {}
+        # ... and the loads beside them (plan/loops.py R10): load result id -> the 32-bit
+        # shared address of this iteration's tile (row-major)
+        self.prefetched_sides: dict[int, ir.Value] = {}
+        # rings of prefetched loops that have finished: (buffer, bytes), for a later loop's
+        self.free_rings: list[tuple[ir.Value, int]] = []
+        # emit/sync.py: (loop header, registers, layout, need) -> a loop-invariant tile's
+        # registers converted before that loop
+        self.hoisted: dict[tuple, tuple] = {}
         self.remat_cost: dict[int, int] = {}    # emit/remat.py: value id -> ops per element
         self.barrier_threads = 0      # > 0: barriers are named ones of that many threads
         # Shared-memory events for exchange_slot: a sequence number per event, the barriers

@@ -110,6 +110,9 @@ def _loop(d: LoopDecision, name) -> list[str]:
         for f in pf.fetches:
             out.append(f"      {name(f.d.op.result.id)}: image at +{f.offset} bytes, "
                        f"{f.span}-byte swizzle, rows along axis {f.cax}")
+        for sf in pf.sides:
+            out.append(f"      {name(sf.d.op.result.id)}: tile at +{sf.offset} bytes, "
+                       f"copied beside the operands (not a product operand)")
         out.append(f"      warp-specialized: {'yes' if pf.warp_specialized else 'no'}"
                    + ("; copies spread over the warps, one each" if pf.spread else ""))
         return out + _carried(d, name)

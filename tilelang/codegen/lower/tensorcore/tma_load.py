@@ -25,6 +25,7 @@ import llvmlite.ir as ir
 
 from tilelang.codegen.api import TensorMapSpec
 from tilelang.codegen.emit.kernel import I32, I64, KernelEmitter, TileVal
+from tilelang.codegen.lower.tensorcore.mma_sync import SmemOperand
 from tilelang.ir.ops import ConstantOp
 from tilelang.codegen.plan.loops import MAX_BOX, tma_spec  # noqa: F401
 from tilelang.record import record
@@ -73,6 +74,23 @@ def plan_operands(kern: KernelEmitter, loads, sops, offsets) -> list[TmaOperand]
     return [TmaOperand(d, spec, kern.tensor_maps[spec], axes,
                        tuple(d.op.result.type.shape), sop, off)
             for d, sop, off, (spec, axes) in zip(loads, sops, offsets, got)]
+
+
+def side_operands(kern: KernelEmitter, sides) -> list[TmaOperand]:
+    """TMA copies of a prefetch ring's loads beside its operands (plan/loops.py R10: one box
+    without swizzle, the tile row-major), or none when a map is not available."""
+    kern.stats.tensor_maps.extend(sf.spec for sf in sides)
+    if any(sf.spec not in kern.tensor_maps for sf in sides):
+        return []
+    out = []
+    for sf in sides:
+        shape = tuple(sf.d.op.result.type.shape)
+        size = sf.d.op.result.type.dtype.itemsize
+        # one "panel" as wide as a row: the whole tile in one copy
+        sop = SmemOperand(None, shape, len(shape) - 1, size, shape[-1] * size)
+        out.append(TmaOperand(sf.d, sf.spec, kern.tensor_maps[sf.spec],
+                              tuple(range(len(shape))), shape, sop, sf.offset))
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
