@@ -1,6 +1,8 @@
 """Static comparison of attention on sm_90a, Tile against Triton's tutorial attention: no GPU.
 
     python3 benchmarks/attention_static.py [--triton-python PY] [--out FILE.md]
+    python3 benchmarks/attention_static.py --backward     # the backward rows only, printed
+    python3 benchmarks/attention_static.py --backward --tiles 32,128,128,32   # other tiles
 
 For each configuration both compilers build the same tiles with the same warps, and both PTX
 texts are assembled by the same nvJitLink for sm_90a and disassembled with cuobjdump
@@ -74,11 +76,18 @@ FORWARD = (Forward("D64, 64x64, 4 warps", 64, 64, 64, False, 4),
 
 # dK/dV for BN1 keys walking query tiles of BM1, dQ for BM2 queries walking key tiles of BN2;
 # 4 warps. examples/attention_backward.tile's defaults: the tutorial's (32, 128, 128, 32)
-# halved but for BN2 (at the tutorial's, both compilers' dK/dV kernels spill; at BM1 = 32
-# Tile's keeps its registers on sm_90a but not on every mma.sync target)
+# halved but for BN2 (at the tutorial's, Triton's kernel spills and Tile's keeps its registers
+# on sm_90a but not on every mma.sync target; `--tiles` measures them)
 BACKWARD = {"BM1": 16, "BN1": 64, "BM2": 64, "BN2": 32, "D": 64, "warps": 4}
 BWD_LOOPS = (("dK/dV", 4 * BACKWARD["BM1"] * BACKWARD["BN1"]),
              ("dQ", 3 * BACKWARD["BM2"] * BACKWARD["BN2"]))
+
+
+def set_backward_tiles(bm1: int, bn1: int, bm2: int, bn2: int) -> None:
+    """Both compilers' backward tiles (and what one step of each loop is) for this run."""
+    global BWD_LOOPS
+    BACKWARD.update(BM1=bm1, BN1=bn1, BM2=bm2, BN2=bn2)
+    BWD_LOOPS = (("dK/dV", 4 * bm1 * bn1), ("dQ", 3 * bm2 * bn2))
 
 
 def triton_python(arg: str | None) -> str | None:
@@ -92,11 +101,12 @@ def triton_python(arg: str | None) -> str | None:
         return None
 
 
-def triton_ptx(py: str) -> tuple[dict[str, str], str]:
-    """PTX per configuration name ("fwd0".., "bwd", "bwd_causal") and Triton's version."""
+def triton_ptx(py: str, forward: bool = True) -> tuple[dict[str, str], str]:
+    """PTX per configuration name ("fwd0".., "bwd", "bwd_causal") and Triton's version
+    (without the forward configurations when `forward` is false)."""
     configs = [{"name": f"fwd{i}", "kind": "fwd", "BM": f.BM, "BN": f.BN, "D": f.D,
                 "causal": f.causal, "warps": f.warps, "stages": 3}
-               for i, f in enumerate(FORWARD)]
+               for i, f in enumerate(FORWARD) if forward]
     for causal in (False, True):
         configs.append(dict(BACKWARD, name="bwd_causal" if causal else "bwd", kind="bwd",
                             causal=causal, stages=5))
@@ -231,11 +241,36 @@ def table(rows: list[tuple[str, dict | None, dict | None]], unit: str) -> str:
     return "\n".join(lines)
 
 
+def backward_rows(theirs: dict[str, str]) -> list[tuple[str, dict | None, dict | None]]:
+    rows = []
+    for causal in (False, True):
+        ours = tile_backward(causal)
+        mine = backward_stats(ours) if ours else {}
+        tri = backward_stats({"": theirs["bwd_causal" if causal else "bwd"]}) if theirs else {}
+        for name, _ in BWD_LOOPS:
+            label = f"D64 {name}{' causal' if causal else ''}"
+            rows.append((label, mine.get(name), tri.get(name)))
+    return rows
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--triton-python")
     ap.add_argument("--out")
+    ap.add_argument("--backward", action="store_true",
+                    help="only the backward rows, printed (written only with --out)")
+    ap.add_argument("--tiles", help="the backward tiles BM1,BN1,BM2,BN2 (with --backward; "
+                    "default: %s)" % ",".join(str(BACKWARD[k]) for k in ("BM1", "BN1", "BM2",
+                                                                          "BN2")))
     args = ap.parse_args(argv)
+    if args.tiles:
+        if not args.backward:
+            ap.error("--tiles needs --backward")
+        try:
+            bm1, bn1, bm2, bn2 = (int(x) for x in args.tiles.split(","))
+        except ValueError:
+            ap.error("--tiles takes four integers: BM1,BN1,BM2,BN2")
+        set_backward_tiles(bm1, bn1, bm2, bn2)
     if not sass.tools_available():
         print("cuobjdump/nvdisasm not found (pip install nvidia-cuda-cuobjdump "
               "nvidia-cuda-nvdisasm)", file=sys.stderr)
@@ -245,19 +280,18 @@ def main(argv=None) -> int:
     if py is None:
         note = "\nTriton not available: its columns are empty.\n"
     else:
-        theirs, version = triton_ptx(py)
+        theirs, version = triton_ptx(py, forward=not args.backward)
+    bwd_rows = backward_rows(theirs)
+    if args.backward:
+        text = table(bwd_rows, "step") + "\n" + note
+        if args.out:
+            Path(args.out).write_text(text)
+        print(text)
+        return 0
     fwd_rows = []
     for i, f in enumerate(FORWARD):
         t = forward_stats(theirs[f"fwd{i}"], f) if theirs else None
         fwd_rows.append((f.name, forward_stats(tile_forward(f), f), t))
-    bwd_rows = []
-    for causal in (False, True):
-        ours = tile_backward(causal)
-        mine = backward_stats(ours) if ours else {}
-        tri = backward_stats({"": theirs["bwd_causal" if causal else "bwd"]}) if theirs else {}
-        for name, _ in BWD_LOOPS:
-            label = f"D64 {name}{' causal' if causal else ''}"
-            bwd_rows.append((label, mine.get(name), tri.get(name)))
     if not (ROOT / "examples" / "attention_backward.tile").exists():
         note += "\nexamples/attention_backward.tile is not written yet: Tile's backward " \
                 "columns are empty.\n"
@@ -285,7 +319,7 @@ def main(argv=None) -> int:
             f"keys, a step is a query tile of BM1 = {b['BM1']} rows (four products); dQ for "
             f"BM2 = {b['BM2']} queries, a step is a key tile of BN2 = {b['BN2']} keys (three "
             f"products); D = {b['D']}, {b['warps']} warps (the tutorial's 32, 128, 128, 32 "
-            f"halved but for BN2: at the tutorial's, both compilers spill); Triton with pointer "
+            f"halved but for BN2: at the tutorial's, Triton's spills); Triton with pointer "
             f"loads and 5 stages, as the tutorial. Tile: examples/attention_backward.tile's "
             f"`attention_bwd_dkdv` and `attention_bwd_dq`.\n\n" + table(bwd_rows, "step")
             + "\n" + note)

@@ -5,9 +5,10 @@
     python3 examples/attention_backward.py --backend cuda       # a GPU (larger shapes)
 
 The forward pass's log-sum-exp (base 2, as the kernels take it) is computed here in float64;
-delta = rowsum(dO * O) comes from the example's own `attention_bwd_delta` kernel. Causal and
-not, with a sequence length that is no multiple of any tile. Without --backend,
-TILELANG_BACKEND decides (default: cuda, or the emulator on a machine without a GPU).
+delta = rowsum(dO * O) comes from the example's own `attention_bwd_delta` kernel. f16 and
+bf16, causal and not, with a sequence length that is no multiple of any tile. Without
+--backend, TILELANG_BACKEND decides (default: cuda, or the emulator on a machine without a
+GPU).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ if HERE not in sys.path:
 import tilelang  # noqa: E402
 from example_support import compile_example  # noqa: E402
 
-BM1, BN1, BM2, BN2 = 16, 64, 64, 32      # the example's defaults (dK/dV, dQ)
+TILES = (16, 64, 64, 32)      # BM1, BN1, BM2, BN2: the example's defaults (dK/dV, dQ)
 DELTA_ROWS = 64
 
 
@@ -54,15 +55,18 @@ def reference(q, k, v, do, scale, causal):
             dv)
 
 
-def check(module, backend, heads, seq, d, causal, rng) -> float:
+def check(module, backend, dtype, heads, seq, d, causal, rng, tiles=TILES) -> float:
     """Launch the three kernels once; the largest error relative to each gradient's scale."""
-    q, k, v, do = (rng.standard_normal((heads, seq, d)).astype(np.float16) for _ in range(4))
+    BM1, BN1, BM2, BN2 = tiles
+    import ml_dtypes
+    np_dtype = np.float16 if dtype == "f16" else ml_dtypes.bfloat16
+    q, k, v, do = (rng.standard_normal((heads, seq, d)).astype(np_dtype) for _ in range(4))
     scale = np.float32(1.0 / np.sqrt(d))
     o, lse, _ = forward(*(x.astype(np.float64) for x in (q, k, v)), float(scale), causal)
-    host = {"o": o.astype(np.float16), "do": do, "lse": lse.astype(np.float32),
+    host = {"o": o.astype(np_dtype), "do": do, "lse": lse.astype(np.float32),
             "delta": np.full((heads, seq), np.nan, np.float32)}
     for name in ("dq", "dk", "dv"):
-        host[name] = np.full((heads, seq, d), np.nan, np.float16)
+        host[name] = np.full((heads, seq, d), np.nan, np_dtype)
     dev = {n: x if backend.name == "emulator" else tilelang.to_device(x, backend=backend)
            for n, x in {**host, "q": q, "k": k, "v": v}.items()}
     module.attention_bwd_delta[(-(-seq // DELTA_ROWS), heads)](
@@ -80,8 +84,10 @@ def check(module, backend, heads, seq, d, causal, rng) -> float:
         got = got.astype(np.float64)
         assert np.isfinite(got).all(), f"{name} not fully written"
         err = np.abs(got - want).max() / np.abs(want).max()
-        # P and dS are rounded to f16 before their products, the result once: a few f16 ulps
-        assert err <= 1e-2, f"{name} d={d} causal={causal}: relative error {err:.2e}"
+        # P and dS are rounded to the input dtype before their products, the result once: a
+        # few of its ulps (bf16 has 8 bits of precision, f16 11)
+        tol = 2e-2 if dtype == "bf16" else 1e-2
+        assert err <= tol, f"{name} {dtype} d={d} causal={causal}: relative error {err:.2e}"
         worst = max(worst, err)
     return worst
 
@@ -93,16 +99,29 @@ def main(argv=None) -> int:
                     "1000 on a GPU)")
     ap.add_argument("--heads", type=int, default=1)
     ap.add_argument("--d", type=int, choices=(64, 128), default=64)
+    ap.add_argument("--dtype", choices=("f16", "bf16"), action="append")
+    ap.add_argument("--tiles", help="BM1,BN1,BM2,BN2 (default: %s; Triton's tutorial: "
+                    "32,128,128,32)" % ",".join(map(str, TILES)))
     ap.add_argument("--causal", choices=("yes", "no"), action="append")
     args = ap.parse_args(argv)
+    tiles = TILES
+    if args.tiles:
+        try:
+            tiles = tuple(int(x) for x in args.tiles.split(","))
+        except ValueError:
+            ap.error("--tiles takes four integers: BM1,BN1,BM2,BN2")
+        if len(tiles) != 4:
+            ap.error("--tiles takes four integers: BM1,BN1,BM2,BN2")
     module = compile_example("attention_backward.tile", args.backend)
     backend = module.backend
     seq = args.seq or (70 if backend.name == "emulator" else 1000)
     rng = np.random.default_rng(0)
     print(f"back end: {backend.name}, target {module.target}, {args.heads} heads x {seq}")
-    for causal in [c == "yes" for c in args.causal or ("no", "yes")]:
-        err = check(module, backend, args.heads, seq, args.d, causal, rng)
-        print(f"attention backward D={args.d} causal={causal}: ok (relative error {err:.1e})")
+    for dtype in args.dtype or ("f16", "bf16"):
+        for causal in [c == "yes" for c in args.causal or ("no", "yes")]:
+            err = check(module, backend, dtype, args.heads, seq, args.d, causal, rng, tiles)
+            print(f"attention backward T={dtype} D={args.d} causal={causal}: ok (relative "
+                  f"error {err:.1e})")
     print("attention backward: ok (" + backend.name + ")")
     return 0
 

@@ -96,6 +96,20 @@ def test_attention_prefetches_its_operands_and_keeps_q_in_registers():
     assert m.layout == drop_axes(qk.plan.acc, (1,), True) and m.layout.shape == (64, 1)
 
 
+@pytest.mark.parametrize("d,threads,spread", [(64, 128, True), (128, 128, True),
+                                               (256, 128, False), (256, 256, True)])
+def test_a_prefetch_stage_spreads_its_tma_copies_one_per_warp(d, threads, spread):
+    # R3: a stage takes one copy per 128-byte panel (64 f16) of K and of V, 2 * d / 64
+    # copies; they are spread, one per warp, when the block has that many warps (at D = 256:
+    # 8 copies, more than 4 warps but not than 8)
+    src = example("attention").replace("reqntid = (128, 1, 1)", f"reqntid = ({threads}, 1, 1)")
+    p = plans(src, D=d)["attention"]
+    copies = 2 * d // 64
+    assert copies > 1 and (copies <= threads // 32) == spread
+    for lp in p.loops.loops:
+        assert lp.prefetch.tma and lp.prefetch.spread == spread
+
+
 def test_a_producer_block_specializes_its_first_ring_only():
     src = one_group_matmul().replace(
         "@launch(reqntid = (128, 1, 1), maxnreg = by_target(sm_90a = 168), cluster = (2, 1, 1))",

@@ -48,6 +48,7 @@ register_codes({
 
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
 STATIC_SMEM_LIMIT = 48 * 1024      # bytes of static shared memory a block may declare
+DYNAMIC_SMEM_ALIGN = 1024          # dynamic_smem's array: a wgmma image's 128-byte swizzle
 
 
 def kernel_precision(kernel: Kernel, module_mode: bool | str | None) -> str:
@@ -79,6 +80,25 @@ def _successors(block) -> list | None:
 
 class NeedsExactThreads(Exception):
     """Raised in virtual-thread mode by an op that communicates between threads."""
+
+
+class _DynamicAddress(ir.values.FormattedConstant):
+    """The address `offset` bytes into the dynamic shared memory array `g`: a constant
+    expression (as a static buffer's address is, so ptxas folds it into the instructions'
+    immediates) printed when the module is, after finish_smem has placed it for good."""
+
+    def __init__(self, g: ir.GlobalVariable, offset: int):
+        ir.values.Constant.__init__(self, ir.PointerType(I8, addrspace=3), "")
+        self.g, self.offset = g, offset
+
+    @property
+    def constant(self) -> str:
+        return (f"getelementptr ({self.g.value_type}, {self.g.type} {self.g.get_reference()}, "
+                f"i32 0, i32 {self.offset})")
+
+    @constant.setter
+    def constant(self, _value) -> None:
+        pass
 
 
 @record
@@ -118,18 +138,39 @@ class KernelEmitter:
         self.loops: list[Any] = []          # walk.LoopFrame stack
         self._smem: ir.GlobalVariable | None = None
         self._kept_smem = 0           # bytes of buffers from kept_smem (static)
+        # dynamic_smem's buffers: the `.extern` array (made on first use), the bytes live now
+        # (a stack: the rings of loops that run one after another share their bytes), the most
+        # ever live, and each buffer's offset (constants, moved in finish_smem past the
+        # scratch buffer when that is dynamic too)
+        self._dyn: ir.GlobalVariable | None = None
+        self._dyn_top = 0
+        self._dyn_bytes = 0
+        self._dyn_offsets: list[_DynamicAddress] = []
         # LLVM values made once per kernel in its entry block and reused by every lowering
         # that needs them (both copies of a versioned body see them: docs/codegen.md, Plans)
         self.elected_issuer: ir.Value | None = None   # lower/tensorcore/tma_load.issuer's elect.sync
         self.cluster_rank: ir.Value | None = None     # lower/tensorcore/tma_multicast's %cluster_ctarank
         self.narrowed: dict[int, ir.Value] = {}        # lower/memory.py: i64 parameter -> i32
-        # lower/tensorcore/wgmma_product.kept_image: (loop header, registers) -> (image, address)
+        # lower/tensorcore/wgmma_product.kept_image: (loop header, registers, image shape,
+        # rows, span) -> (image, address), and without the header -> (its fill block, same)
         self.kept_images: dict[tuple, tuple] = {}
+        # ... and per loop header the last fill block, which now enters the loop: a loop's
+        # second kept image is filled after its first
+        self.kept_fill_exits: dict[int, ir.Block] = {}
         # lower/tensorcore/tcgen05_tmem.Tmem: the kernel's tensor memory, when it has any
         self.tmem = None
-        # lower/tensorcore/mma_prefetch.py: load result id -> (SmemOperand, image, slot) of the operand
+        # lower/tensorcore/mma_prefetch.py: load result id -> (SmemOperand, image, slot,
+        # DeferredLoad) of the operand
         # the enclosing loop copies ahead (set while its body is emitted)
         self.prefetched: dict[int, tuple] = {}
+        # ... and the loads beside them (plan/loops.py R10): load result id -> the 32-bit
+        # shared address of this iteration's tile (row-major)
+        self.prefetched_sides: dict[int, ir.Value] = {}
+        # rings of prefetched loops that have finished: (buffer, bytes), for a later loop's
+        self.free_rings: list[tuple[ir.Value, int]] = []
+        # emit/sync.py: (loop header, registers, layout, need) -> a loop-invariant tile's
+        # registers converted before that loop
+        self.hoisted: dict[tuple, tuple] = {}
         self.remat_cost: dict[int, int] = {}    # emit/remat.py: value id -> ops per element
         self.barrier_threads = 0      # > 0: barriers are named ones of that many threads
         # Shared-memory events for exchange_slot: a sequence number per event, the barriers
@@ -563,19 +604,50 @@ class KernelEmitter:
         self._kept_smem += -(-nbytes // align) * align
         return g.bitcast(ir.PointerType(I8, addrspace=3))     # a constant: valid anywhere
 
+    def dynamic_smem(self, nbytes: int, align: int) -> tuple[ir.Value, int]:
+        """A buffer in the dynamic shared memory the launch provides (docs/codegen.md,
+        Dynamic shared memory), for a buffer larger than the static room (a block declares at
+        most 48 KB statically): (its 32-bit shared address, computed here; the mark to give
+        `release_dynamic_smem` once the buffer is dead). `align` divides 1024, the array's."""
+        self.require_exact()
+        if self._dyn is None:
+            self._dyn = ir.GlobalVariable(self.module, ir.ArrayType(I8, 0),
+                                          f"__tile_dyn_{self.kernel.name}", addrspace=3)
+            self._dyn.linkage = "external"
+            self._dyn.align = DYNAMIC_SMEM_ALIGN
+        mark = self._dyn_top
+        ptr = _DynamicAddress(self._dyn, -(-mark // align) * align)
+        self._dyn_offsets.append(ptr)
+        self._dyn_top = ptr.offset + nbytes
+        self._dyn_bytes = max(self._dyn_bytes, self._dyn_top)
+        b = self.builder
+        return b.trunc(b.ptrtoint(ptr, I64), I32), mark
+
+    def release_dynamic_smem(self, mark: int) -> None:
+        """The buffers dynamic_smem made since `mark` are dead: later ones reuse their bytes."""
+        self._dyn_top = mark
+
     def finish_smem(self) -> None:
         """Give the scratch buffer its final size (instructions refer to it by name and print
         its type lazily, so retyping the global here is safe)."""
         kept = self._kept_smem
+        dyn = -(-self._dyn_bytes // 16) * 16
         if self._smem is None:
-            self.stats.smem_bytes = kept
+            self.stats.smem_bytes = kept + dyn
+            self.stats.dynamic_smem = dyn
             return
         scratch = -(-self.stats.smem_bytes // 16) * 16   # whole 16-byte units
-        self.stats.smem_bytes = scratch + kept
+        self.stats.smem_bytes = scratch + kept + dyn
+        self.stats.dynamic_smem = dyn
         if scratch + kept > STATIC_SMEM_LIMIT:
             # More than a block may declare statically (a pipelined ring): the buffer becomes
-            # the dynamic shared memory the launch provides (`.extern .shared ... []`).
-            self.stats.dynamic_smem = scratch
+            # the dynamic shared memory the launch provides (`.extern .shared ... []`), and
+            # dynamic_smem's buffers, which start there too, move past it.
+            shift = -(-scratch // DYNAMIC_SMEM_ALIGN) * DYNAMIC_SMEM_ALIGN if dyn else 0
+            for c in self._dyn_offsets:
+                c.offset += shift
+            self.stats.dynamic_smem = shift + dyn if dyn else scratch
+            self.stats.smem_bytes = kept + self.stats.dynamic_smem
             ty = ir.ArrayType(I8, 0)
             self._smem.linkage = "external"
             self._smem.value_type = ty

@@ -31,7 +31,7 @@ from tilelang.codegen.layouts import convert as C
 from tilelang.codegen.layouts.distributed import Layout
 from tilelang.codegen.emit.kernel import I32, KernelEmitter, TileVal
 from tilelang.codegen.emit.warp import shuffle_bfly, shuffle_idx
-from tilelang.codegen.emit import remat
+from tilelang.codegen.emit import preheader, remat
 
 PAD_EVERY = 32
 
@@ -57,6 +57,12 @@ def broadcast(kern: KernelEmitter, src: TileVal, dst: Layout) -> tuple[ir.Value,
     if src.layout == dst:
         return src.regs
     need = C.need_of(dst, src.shape)
+    if src.staged is not None and C.rename_map(src.layout, need) is None:
+        # a row-major copy in shared memory (a prefetched load): read what dst needs
+        return read_rowmajor(kern, src.staged, src.dtype, need)
+    hoisted = _before_loop(kern, src, need)
+    if hoisted is not None:
+        return hoisted
     if src.origin is not None and remat.renames(src.layout, need) is None:
         # computed from aranges and scalars: computed again where it is wanted (emit/remat.py)
         lay = remat.broadcast_source(dst, src.shape)
@@ -64,6 +70,57 @@ def broadcast(kern: KernelEmitter, src: TileVal, dst: Layout) -> tuple[ir.Value,
         if again is not None:
             return apply_need(kern, again, need)
     return apply_need(kern, src, need)
+
+
+HOIST_ELEMENTS = 8      # the most distinct elements per thread a hoisted conversion keeps live
+
+
+def _before_loop(kern: KernelEmitter, src: TileVal, need: C.Need) -> tuple | None:
+    """The movement of a loop-invariant tile emitted once before the innermost loop
+    (emit/preheader.py) instead of in every iteration, when it is more than a renaming and
+    each thread keeps at most HOIST_ELEMENTS distinct elements of it live across the loop
+    (a row statistic broadcast into an accumulator layout, as attention backward's
+    log-sum-exp: a shared-memory round trip with two barriers per key tile otherwise)."""
+    if not kern.loops or len(set(need.regs)) > HOIST_ELEMENTS or \
+            C.rename_map(src.layout, need) is not None:
+        return None
+    found = preheader.entry(kern)
+    if found is None or not preheader.invariant(kern, src.regs, found[2]):
+        return None
+    key = (id(found[1]), tuple(id(r) for r in src.regs), src.layout, need)
+    if key not in kern.hoisted:
+        got = preheader.before_loop(kern, lambda: apply_need(kern, src, need), "convert.pre")
+        if got is None:
+            return None
+        kern.hoisted[key] = got[0]
+    return kern.hoisted[key]
+
+
+def shared_ptr(kern: KernelEmitter, addr: ir.Value, dtype) -> ir.Value:
+    """The 32-bit shared address `addr` as a pointer to `dtype`'s storage."""
+    b = kern.builder
+    return b.inttoptr(b.zext(addr, ir.IntType(64)),
+                      ir.PointerType(kern.storage_type(dtype), addrspace=3))
+
+
+def read_shared(kern: KernelEmitter, ptr: ir.Value, i: ir.Value, dtype) -> ir.Value:
+    """Element `i` (i32) of the shared array at `ptr`, in `dtype`'s compute type."""
+    b = kern.builder
+    return kern.from_storage(b.load(b.gep(ptr, [i]), align=storage_bytes(kern, dtype)), dtype)
+
+
+def read_rowmajor(kern: KernelEmitter, addr: ir.Value, dtype, need: C.Need
+                  ) -> tuple[ir.Value, ...]:
+    """What `need` asks of a tile stored row-major at 32-bit shared address `addr`."""
+    ptr = shared_ptr(kern, addr, dtype)
+    at = _Addresses(kern, lambda e: e, need.thread)
+    cache: dict[int, ir.Value] = {}
+    out = []
+    for e in need.regs:
+        if e not in cache:
+            cache[e] = read_shared(kern, ptr, at(e), dtype)
+        out.append(cache[e])
+    return tuple(out)
 
 
 def gather_elements(kern: KernelEmitter, src: TileVal, thread_w: tuple[int, ...],

@@ -24,6 +24,10 @@ class TileVal:
     regs: tuple[ir.Value, ...]
     # the op that computed it when it can be computed again in another layout (emit/remat.py)
     origin: Any = rfield(default=None, compare=False, repr=False)
+    # the 32-bit shared address of a row-major copy of it, valid in the iteration of the
+    # loop that copied it ahead (lower/memory.py's loads from a prefetch ring's stage):
+    # another layout reads it from there (emit/sync.py), no shuffles
+    staged: Any = rfield(default=None, compare=False, repr=False)
 
     @property
     def shape(self) -> tuple[int, ...]:

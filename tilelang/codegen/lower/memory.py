@@ -31,7 +31,8 @@ import llvmlite.ir as ir
 from tilelang.codegen.layouts.distributed import Layout
 from tilelang.codegen.emit.kernel import I1, I32, I64, ArrayVal, KernelEmitter, TileVal
 from tilelang.codegen.layouts import convert as C
-from tilelang.codegen.emit.sync import broadcast, convert, gather_elements
+from tilelang.codegen.emit.sync import (broadcast, convert, gather_elements, read_shared,
+                                        shared_ptr)
 from tilelang.codegen.plan.access import (access_layout, access_vector_width,  # noqa: F401
                                           tile_indexed, vectorizable)
 from tilelang.codegen.lower.predicated import predicated_load, predicated_store
@@ -511,11 +512,29 @@ def load(kern: KernelEmitter, op: BuiltinOp) -> TileVal:
     order = kern.const_ints(args["order"]) if "order" in args else None
     axes = order if order is not None else tuple(range(arr.rank))
     lay = access_layout(kern, arr, axes, shape, rt.dtype)
+    staged = kern.prefetched_sides.get(op.result.id)
+    if staged is not None and lay.is_one_hot():
+        return _from_stage(kern, rt.dtype, lay, staged)
     start, aligned = tile_start(kern, op, shape)
     mask, rows = _mask_regs(kern, op, lay, arr, axes)
     acc = TileAccess(kern, arr, start, shape, order, lay, mask=mask, aligned=aligned,
                      mask_rows=rows)
     return TileVal(rt.dtype, lay, acc.load(_padding(kern, op, rt.dtype)))
+
+
+def _from_stage(kern: KernelEmitter, dtype, lay: Layout, addr: ir.Value) -> TileVal:
+    """A tile the loop around it copied ahead into shared memory, row-major at the 32-bit
+    shared address `addr` (lower/tensorcore/mma_prefetch.py: the stage's copies have landed),
+    read in layout `lay`: each register's element from the thread's base."""
+    b = kern.builder
+    ptr = shared_ptr(kern, addr, dtype)
+    base = kern.thread_linear(lay.thread_weights())
+    regs = []
+    for r in range(lay.num_regs):
+        off = lay.reg_linear(r)
+        i = b.add(base, ir.Constant(I32, off)) if off else base
+        regs.append(read_shared(kern, ptr, i, dtype))
+    return TileVal(dtype, lay, tuple(regs), staged=addr)
 
 
 @lowers("store")

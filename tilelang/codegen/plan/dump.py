@@ -110,12 +110,17 @@ def _loop(d: LoopDecision, name) -> list[str]:
         return out
     if pf is not None:
         copies = "TMA" if pf.tma else "cp.async"
+        where = " in dynamic shared memory" if pf.dynamic else ""
         out = [head + f"prefetched, {copies} ring of {pf.stages} stages x "
-                      f"{_kb(pf.stage_bytes)} ({d.why})"]
+                      f"{_kb(pf.stage_bytes)}{where} ({d.why})"]
         for f in pf.fetches:
             out.append(f"      {name(f.d.op.result.id)}: image at +{f.offset} bytes, "
                        f"{f.span}-byte swizzle, rows along axis {f.cax}")
-        out.append(f"      warp-specialized: {'yes' if pf.warp_specialized else 'no'}")
+        for sf in pf.sides:
+            out.append(f"      {name(sf.d.op.result.id)}: tile at +{sf.offset} bytes, "
+                       f"copied beside the operands (not a product operand)")
+        out.append(f"      warp-specialized: {'yes' if pf.warp_specialized else 'no'}"
+                   + ("; copies spread over the warps, one each" if pf.spread else ""))
         return out + _carried(d, name)
     return [head + d.why] + _carried(d, name)
 

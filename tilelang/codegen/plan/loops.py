@@ -13,11 +13,18 @@ Rules:
   R2 otherwise a loop whose body has warp-group products with deferred operands whose index
      depends only on the loop variable, values from before the loop and pure scalar ops, and
      no break/continue/return, is *prefetched*: those operands are copied one iteration (or
-     S - 1) ahead into a ring of their own, S = num_stages or DEFAULT_STAGES (the static
-     shared memory left when the loop is emitted may refuse it: lower/tensorcore/mma_prefetch.py);
+     S - 1) ahead into a ring of their own, S = num_stages or DEFAULT_STAGES. A ring of at
+     most STATIC_RING_LIMIT (half the 48 KB a block may declare statically, the other half
+     left to the kernel's other buffers) is static shared memory (the static room left when
+     the loop is emitted may refuse it: lower/tensorcore/mma_prefetch.py); a larger one is
+     *dynamic* shared memory, S as far as one block's shared memory allows, and the rings of
+     loops that run one after another share its bytes;
   R3 a wgmma ring's copies are TMA when every operand's array has the TMA facts (contiguous,
      16-byte aligned, `tensor_map`), its tile keeps the array's order of the other axes and
-     every box extent is at most MAX_BOX; else cp.async;
+     every box extent is at most MAX_BOX; else cp.async. A prefetch ring's stage that takes
+     more than one TMA copy (one per swizzle panel of each operand) is *spread*, one copy
+     per warp, when the block (exact, whole warps) has that many warps and is not
+     warp-specialized (`spreads`);
   R4 a TMA ring in a cluster is *multicast* when every CTA of the cluster runs the same
      iterations and an operand's index does not depend on some clustered axis of `bid`;
   R5 the first TMA ring outside any run-time loop, in a block of 2^k warp groups and one
@@ -30,6 +37,13 @@ Rules:
      output — in that product's accumulator layout, and a row statistic a kept-dims
      reduction computes from such an accumulator (a running max or sum) in the reduction's
      result layout: made once before the loop, never converted per iteration.
+  R10 a TMA-prefetched loop also copies ahead the small loads of its body that feed no
+     product (attention backward's per-query log-sum-exp and delta rows): a load at the
+     body's top level, indexed as R2 asks, with zero padding and no `order`, of a tile of
+     rank 2 or 3 whose rows are whole 16-byte units of a contiguous, 16-byte aligned
+     `tensor_map` array, at most SIDE_BYTES, each box extent at most MAX_BOX: one TMA box
+     without swizzle per stage, after the operand images (stages stay whole IMAGE_ALIGN
+     units); the load then reads its tile from the stage (lower/tensorcore/mma_prefetch.py);
   R7 a tcgen05 product's loop (sm_100a) is pipelined only as a TMA ring
      (lower/tensorcore/tcgen05_pipeline.py); else its products stage their own operands one
      at a time.
@@ -54,6 +68,7 @@ from tilelang.codegen.api import TensorMapSpec
 from tilelang.codegen.layouts.distributed import Layout, drop_axes
 from tilelang.codegen.occupancy import ARCH_LIMITS
 from tilelang.codegen.plan.inputs import PlanInputs
+from tilelang.codegen.plan.access import tile_indexed
 from tilelang.codegen.plan.operands import DeferredLoad, async_axis, is_pure_scalar
 from tilelang.codegen.plan.products import ProductsPlan
 from tilelang.ir.args import arg_values
@@ -61,12 +76,16 @@ from tilelang.ir.ops import (Block, BreakOp, BuiltinOp, ConstantOp, ContinueOp, 
                              ReturnOp, WhileOp, YieldOp, walk)
 from tilelang.ir.values import Value
 from tilelang.record import field, record
+from tilelang.sema.constants import ConstValue
 
 MAX_STAGES = 4              # pipelined rings (R1)
 DEFAULT_STAGES = 2          # prefetch rings (R2)
+STATIC_RING_LIMIT = 24 * 1024   # a larger prefetch ring is dynamic shared memory (R2)
 IMAGE_ALIGN = 1024          # a wgmma image's alignment: the 128-byte swizzle repeats every 8 rows
 MAX_BOX = 256               # a TMA box's largest extent (R3)
 TMA_SYNC_TARGETS = ("sm_120a",)   # R8
+SIDE_BYTES = 4096           # the largest load a prefetch ring copies beside its operands (R10)
+SIDE_ALIGN = 128            # a TMA destination's alignment
 KB = 1024
 
 
@@ -383,6 +402,15 @@ class Fetch:
 
 
 @record(frozen=True)
+class SideFetch:
+    """A load that feeds no product, copied ahead by the ring's TMA (R10)."""
+
+    d: DeferredLoad               # the load (no views)
+    spec: TensorMapSpec           # its box, without swizzle
+    offset: int                   # byte offset of its tile (row-major) in a stage
+
+
+@record(frozen=True)
 class PrefetchPlan:
     fetches: tuple[Fetch, ...]
     scalars: tuple                # the body's pure scalar ops the indices need, in order
@@ -390,6 +418,25 @@ class PrefetchPlan:
     stage_bytes: int
     tma: bool = False             # R3
     warp_specialized: bool = False
+    dynamic: bool = False         # R2: the ring is in dynamic shared memory
+    spread: bool = False          # R3: a stage's TMA copies are spread over the warps
+    sides: tuple[SideFetch, ...] = ()   # R10
+
+
+def stage_copies(fetches) -> int:
+    """TMA copies of one stage of a prefetch ring: one per swizzle panel of each operand."""
+    return sum(f.d.op.result.type.shape[f.d.load_axis(f.cax)] * f.itemsize // f.span
+               for f in fetches)
+
+
+def spreads(kern, fetches) -> bool:
+    """R3: whether one stage's TMA copies can be issued one per warp: more than one copy, no
+    more than the block's warps (an exact block of whole warps: elect.sync needs every lane
+    of a warp) and operand tiles of one rank (one coordinate list per copy)."""
+    n = stage_copies(fetches)
+    return (kern.exact and not kern.declared_threads % 32
+            and 1 < n <= kern.declared_threads // 32
+            and len({len(f.d.op.result.type.shape) for f in fetches}) == 1)
 
 
 def _index_scalars(op: ForOp, d: DeferredLoad, defs: dict, carried: set) -> list | None:
@@ -468,10 +515,58 @@ def _prefetch(kern, products: ProductsPlan, op: ForOp) -> tuple[PrefetchPlan | N
     stages = int(user) if user is not None else DEFAULT_STAGES
     if stages < 2:
         return None, f"num_stages = {stages}"
-    ordered = tuple(o for o in body.ops if id(o) in scalars)
     tma = all(tma_spec(kern, f.d, f.d.load_axis(f.cax), f.span, f.itemsize) is not None
               for f in fetches)
-    return PrefetchPlan(tuple(fetches), ordered, stages, offset, tma), ""
+    sides: list[SideFetch] = []
+    images = offset
+    if tma:
+        for o in body.ops:
+            spec = _side_spec(kern, o, products, keys)
+            need = _index_scalars(op, DeferredLoad(o), defs, carried) if spec else None
+            if need is None:
+                continue
+            for x in need:
+                scalars[id(x)] = x
+            sides.append(SideFetch(DeferredLoad(o), spec, offset))
+            offset += -(-_tile_bytes(o) // SIDE_ALIGN) * SIDE_ALIGN
+        # a ring of power-of-two stages finds a stage's offset and mbarrier with a mask
+        # and a shift, others with a division (attention backward dK/dV: 171 -> 160 SASS
+        # per step for 8 instead of 5 KiB stages)
+        offset = 1 << (offset - 1).bit_length() if images & (images - 1) == 0 else \
+            -(-offset // IMAGE_ALIGN) * IMAGE_ALIGN
+    dynamic = stages * offset > STATIC_RING_LIMIT
+    lim = ARCH_LIMITS.get(kern.target.name)
+    if dynamic and lim is not None:
+        stages = min(stages, lim.smem_per_block // offset)
+        if stages < 2:
+            return None, f"a {offset / KB:g} KB stage leaves no room for 2"
+    ordered = tuple(o for o in body.ops if id(o) in scalars)
+    return PrefetchPlan(tuple(fetches), ordered, stages, offset, tma, dynamic=dynamic,
+                        sides=tuple(sides)), ""
+
+
+def _tile_bytes(o: BuiltinOp) -> int:
+    return prod(o.result.type.shape) * o.result.type.dtype.itemsize
+
+
+def _side_spec(kern, o, products: ProductsPlan, fetched: set) -> TensorMapSpec | None:
+    """The box of a load the ring can copy beside its operands (R10), or None."""
+    if not (isinstance(o, BuiltinOp) and o.name == "load" and o.result is not None) or \
+            o.result.id in fetched or o.result.id in products.deferred:
+        return None
+    args = o.arg_map
+    p = args.get("padding")
+    if "order" in args or "mask" in args or not tile_indexed(o) or not (
+            p is None or isinstance(p, ConstValue) and p.value == 0):
+        return None
+    arr = kern.array(args["A"])
+    shape = tuple(o.result.type.shape)
+    size = o.result.type.dtype.itemsize
+    if not (arr.facts.contiguous and arr.facts.aligned16 and arr.facts.tensor_map) or \
+            len(shape) != arr.rank or not 2 <= arr.rank <= 3 or \
+            shape[-1] * size % 16 or _tile_bytes(o) > SIDE_BYTES or max(shape) > MAX_BOX:
+        return None
+    return TensorMapSpec(arr.name, arr.dtype, tuple(reversed(shape)), 0)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -709,7 +804,10 @@ def _decide(inputs: PlanInputs, products: ProductsPlan, op: ForOp, nested: bool,
         ws = pf.tma and state.producer and not nested
         if ws:
             state.producer = False
-        pf = PrefetchPlan(pf.fetches, pf.scalars, pf.stages, pf.stage_bytes, pf.tma, ws)
+        pf = PrefetchPlan(pf.fetches, pf.scalars, pf.stages, pf.stage_bytes, pf.tma, ws,
+                          pf.dynamic,
+                          pf.tma and not ws and not pf.sides and spreads(inputs, pf.fetches),
+                          pf.sides)
         return LoopDecision(op.iv.id, None, pf, f"not pipelined: {why}", carried, ids)
     return LoopDecision(op.iv.id, None, None, f"not pipelined: {why}; not prefetched: {why_pf}",
                         carried, ids)

@@ -110,12 +110,15 @@ def _zero_padding(op: BuiltinOp) -> bool:
 def deferrable(uses: Mapping[int, int], block: Block) -> dict[int, DeferredLoad | None]:
     """Result ids in `block` that are deferred: an operand's id -> its DeferredLoad; the
     load and views under a view operand -> None (the product emits them if it must).
-    `uses`: how many times each value is used in the kernel (plan/uses.py)."""
+    `uses`: how many times each value is used in the kernel (plan/uses.py). A load whose
+    views feed several products (attention backward's K tile, both K-major and transposed)
+    is deferred for each (`_shared`): one image can serve them all."""
     out: dict[int, DeferredLoad | None] = {}
     ops = block.ops
     pos = {op.result.id: i for i, op in enumerate(ops)
            if isinstance(op, BuiltinOp) and op.result is not None
            and (op.name == "load" or _is_view(op))}
+    out.update(_shared(uses, ops, pos))
     for p, op in enumerate(ops):
         if not (isinstance(op, BuiltinOp) and op.name in PRODUCTS):
             continue
@@ -127,7 +130,8 @@ def deferrable(uses: Mapping[int, int], block: Block) -> dict[int, DeferredLoad 
                     ops[pos[v.id]].name != "load":
                 chain.append(ops[pos[v.id]])
                 v = ops[pos[v.id]].arg_map["x"]
-            if not isinstance(v, Value) or v.id not in pos or uses.get(v.id) != 1:
+            if not isinstance(v, Value) or v.id not in pos or uses.get(v.id) != 1 or \
+                    v.id in out:
                 continue
             q = pos[v.id]
             if not _zero_padding(ops[q]):
@@ -140,6 +144,49 @@ def deferrable(uses: Mapping[int, int], block: Block) -> dict[int, DeferredLoad 
                 for o in chain[1:]:
                     out[o.result.id] = None
                 out[(chain[0].result.id if chain else v.id)] = d
+    return out
+
+
+def _shared(uses: Mapping[int, int], ops: list, pos: dict[int, int]) -> dict:
+    """The loads of `ops` whose every use, through views of them (`pos`: the loads' and
+    views' result ids -> index), is operand `a` or `b` of a product, of at least two
+    products, with nothing that writes memory between the load and each product: per
+    operand its DeferredLoad (the views from the load to it), None for the other values."""
+    kids: dict[int, list[int]] = {}          # value id -> the views of it (indices)
+    used: dict[int, int] = {}                # value id -> its uses as a product operand
+    for i, op in enumerate(ops):
+        if not isinstance(op, BuiltinOp):
+            continue
+        if op.result is not None and op.result.id in pos and op.name != "load":
+            x = op.arg_map["x"]
+            kids.setdefault(x.id, []).append(i)
+        if op.name in PRODUCTS:
+            for key in ("a", "b"):
+                v = op.arg_map.get(key)
+                if isinstance(v, Value):
+                    used[v.id] = used.get(v.id, 0) + 1
+    out: dict = {}
+    for q, load in enumerate(ops):
+        if not (isinstance(load, BuiltinOp) and load.name == "load" and
+                load.result is not None and _zero_padding(load)):
+            continue
+        # every value under the load, with its views from the load
+        tree, todo = {}, [(load.result, ())]
+        while todo:
+            v, chain = todo.pop()
+            tree[v.id] = chain
+            todo.extend((ops[i].result, chain + (ops[i],)) for i in kids.get(v.id, ()))
+        if sum(used.get(v, 0) for v in tree) < 2 or any(
+                uses.get(v, 0) != len(kids.get(v, ())) + used.get(v, 0) for v in tree):
+            continue
+        last = max(i for i, op in enumerate(ops) if isinstance(op, BuiltinOp) and
+                   op.name in PRODUCTS and any(getattr(op.arg_map.get(k), "id", None) in tree
+                                              for k in ("a", "b")))
+        if not all(writes_nothing(o) or (getattr(o, "result", None) is not None and
+                                         o.result.id in tree) for o in ops[q + 1:last]):
+            continue
+        for v, chain in tree.items():
+            out[v] = DeferredLoad(load, chain) if used.get(v) else None
     return out
 
 

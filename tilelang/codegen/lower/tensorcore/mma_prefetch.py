@@ -54,8 +54,13 @@ def plan(kern: KernelEmitter, op: ForOp) -> "Prefetch | None":
     pp = kern.plan.loops.prefetch(op)
     if pp is None:
         return None
-    room = (STATIC_SMEM_LIMIT - kern._kept_smem) // pp.stage_bytes
-    stages = min(pp.stages, room)
+    stages = pp.stages
+    if not pp.dynamic:
+        room = (STATIC_SMEM_LIMIT - kern._kept_smem) // pp.stage_bytes
+        # or an earlier loop's ring, done by now (`finish`)
+        room = max([room] + [(n - 16 * pp.stages) // pp.stage_bytes
+                             for _, n in kern.free_rings])
+        stages = min(stages, room)
     if stages < 2:
         return None
     fetches = [Fetch(f.d, mma_sync.SmemOperand(None, f.d.shape, f.cax, f.itemsize, f.span),
@@ -116,7 +121,8 @@ class Prefetch:
         nxt, ok = self._ahead(kern, iv, s)
         b = kern.builder
         tma_load.issue_stage(kern, self.tma, (nxt, self.op.iv, self.scalars),
-                             b.add(self.base, slot), self._bar(kern, slot), ok)
+                             b.add(self.base, slot), self._bar(kern, slot), ok,
+                             spread=self.spread)
 
     def _bar(self, kern: KernelEmitter, slot) -> ir.Value:
         """The mbarrier (32-bit shared address) of the stage at byte offset `slot`."""
@@ -149,13 +155,20 @@ class Prefetch:
         self.tma = tma_load.plan_operands(kern, [f.d for f in self.fetches], tsops,
                                           [f.offset for f in self.fetches]) \
             if self.planned.tma else None
+        # the loads copied beside the operands (plan/loops.py R10), by the same TMA issue
+        self.sides = tma_load.side_operands(kern, self.planned.sides) if self.tma else []
+        self.tma = self.tma + self.sides if self.tma else self.tma
         # a block of 2^k warp groups and a producer group splits (plan/loops.py, R5)
         self.ws = bool(self.tma) and self.planned.warp_specialized
         bar_bytes = (16 if self.ws else 8) * S if self.tma else 0
         # whole 1024-byte units (the buffers' alignment), as the static size counts them
-        ring = kern.kept_smem(wgmma_product.image_bytes((S * sb + bar_bytes,), 1),
-                              wgmma_product.IMAGE_ALIGN)
-        self.base = mma_sync.shared_address(kern, ring)
+        nbytes = wgmma_product.image_bytes((S * sb + bar_bytes,), 1)
+        self.mark = self.buffer = None
+        self.reused = False
+        if self.planned.dynamic:
+            self.base, self.mark = kern.dynamic_smem(nbytes, wgmma_product.IMAGE_ALIGN)
+        else:
+            self.base = mma_sync.shared_address(kern, self._buffer(kern, nbytes))
         saved = kern.env.get(self.op.iv.id)
         kern.env[self.op.iv.id] = TileVal(ivt, kern.scalar_layout, (start,))
         if self.tma:
@@ -163,9 +176,14 @@ class Prefetch:
             # barrier (the previous run's waiters are done); thread 0 initializes the
             # stages' mbarriers; barrier (everyone sees them initialized)
             self.bars = b.add(self.base, _c(S * sb))
+            # a stage's copies spread over the warps, one each (plan/loops.py R3,
+            # tma_load.issue_stage): each issuing warp arrives on the stage's mbarrier
+            self.spread = self.planned.spread and \
+                1 < tma_load.copies(self.tma) <= kern.declared_threads // 32
+            arrivals = tma_load.copies(self.tma) if self.spread else 1
             kern.barrier()
             self._on_thread0(kern, lambda: [tma_load.mbarrier_init(
-                kern, b.add(self.bars, _c(8 * i)), 1) for i in range(S)] + ([
+                kern, b.add(self.bars, _c(8 * i)), arrivals) for i in range(S)] + ([
                     tma_load.mbarrier_init(kern, b.add(self.bars, _c(8 * (S + i))),
                                            kern.threads) for i in range(S)] if self.ws else []))
             kern.barrier()
@@ -178,14 +196,30 @@ class Prefetch:
             kern.stats.features.add("cp_async")
             self.streams = [Stream(kern, f.d, f.d.load_axis(f.sop.cax), f.sop.itemsize,
                                    f.offset, f.sop.span) for f in self.fetches]
-            if kern.loops:
-                kern.barrier()            # the previous run's readers of the ring are done
+            if kern.loops or self.reused or self.planned.dynamic:
+                # the previous run's readers of the ring (or of the bytes an earlier loop's
+                # ring had) are done
+                kern.barrier()
             for s in range(S - 1):
                 self._issue(kern, start, s, _c(s * sb))
         if saved is None:
             kern.env.pop(self.op.iv.id, None)
         else:
             kern.env[self.op.iv.id] = saved
+
+    def _buffer(self, kern: KernelEmitter, nbytes: int) -> ir.Value:
+        """The ring's buffer: the smallest free one of an earlier loop's ring that is large
+        enough (attention's loops split at the causal diagonal run one after the other;
+        another's ring is free once its loop's exit passed), else one of its own. In whole
+        1024-byte units (the buffers' alignment), as the static size counts them."""
+        free = sorted((n, i) for i, (_, n) in enumerate(kern.free_rings) if n >= nbytes)
+        self.reused = bool(free)
+        if free:
+            buf, n = kern.free_rings.pop(free[0][1])
+        else:
+            buf, n = kern.kept_smem(nbytes, wgmma_product.IMAGE_ALIGN), nbytes
+        self.buffer = (buf, n)
+        return buf
 
     def _producer(self, kern: KernelEmitter) -> None:
         """Warp specialization (wgmma_product._ws_loop's protocol): the last warp group's
@@ -271,7 +305,10 @@ class Prefetch:
         table = kern.prefetched
         for f in self.fetches:
             image = b.add(self.base, _c(f.offset)) if f.offset else self.base
-            table[f.d.op.result.id] = (f.sop, image, slot)
+            table[f.d.op.result.id] = (f.sop, image, slot, f.d)
+        for t in self.sides:
+            kern.prefetched_sides[t.d.op.result.id] = b.add(b.add(self.base, slot),
+                                                            _c(t.image_offset))
 
     def latch(self, kern: KernelEmitter) -> None:
         """At the end of the body: the next iteration's stage (and phase parity)."""
@@ -307,7 +344,19 @@ class Prefetch:
                 kern, b.add(self.bars, _c(8 * i))) for i in range(self.S)])
         else:
             mma_operands.wait_group(kern, 0)
+        if not self.ws and self.buffer is not None:
+            # nothing is in flight into the ring any more and everyone is past its last
+            # reads (TMA: the barrier above; cp.async: every thread waited for its own copies
+            # and the next ring's setup starts with a barrier): a later loop may take it
+            # (a dynamic ring's bytes are released below instead)
+            kern.free_rings.append(self.buffer)
         table = kern.prefetched
         for f in self.fetches:
             table.pop(f.d.op.result.id, None)
+        for t in self.sides:
+            kern.prefetched_sides.pop(t.d.op.result.id, None)
+        # a later loop's ring may have these bytes; not a warp-specialized ring's, whose
+        # mbarriers nobody invalidates (the producer is gone)
+        if self.mark is not None and not self.ws:
+            kern.release_dynamic_smem(self.mark)
 

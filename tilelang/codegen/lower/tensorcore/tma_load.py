@@ -25,6 +25,7 @@ import llvmlite.ir as ir
 
 from tilelang.codegen.api import TensorMapSpec
 from tilelang.codegen.emit.kernel import I32, I64, KernelEmitter, TileVal
+from tilelang.codegen.lower.tensorcore.mma_sync import SmemOperand
 from tilelang.ir.ops import ConstantOp
 from tilelang.codegen.plan.loops import MAX_BOX, tma_spec  # noqa: F401
 from tilelang.record import record
@@ -79,6 +80,23 @@ def plan_operands(kern: KernelEmitter, loads, sops, offsets) -> list[TmaOperand]
             for d, sop, off, (spec, axes) in zip(loads, sops, offsets, got)]
 
 
+def side_operands(kern: KernelEmitter, sides) -> list[TmaOperand]:
+    """TMA copies of a prefetch ring's loads beside its operands (plan/loops.py R10: one box
+    without swizzle, the tile row-major), or none when a map is not available."""
+    kern.stats.tensor_maps.extend(sf.spec for sf in sides)
+    if any(sf.spec not in kern.tensor_maps for sf in sides):
+        return []
+    out = []
+    for sf in sides:
+        shape = tuple(sf.d.op.result.type.shape)
+        size = sf.d.op.result.type.dtype.itemsize
+        # one "panel" as wide as a row: the whole tile in one copy
+        sop = SmemOperand(None, shape, len(shape) - 1, size, shape[-1] * size)
+        out.append(TmaOperand(sf.d, sf.spec, kern.tensor_maps[sf.spec],
+                              tuple(range(len(shape))), shape, sop, sf.offset))
+    return out
+
+
 # ---------------------------------------------------------------------------------------------
 # mbarriers
 
@@ -96,9 +114,13 @@ def mbarrier_inval(kern: KernelEmitter, addr: ir.Value) -> None:
     _asm(kern, "mbarrier.inval.shared::cta.b64 [$0];", [addr], "r,~{memory}")
 
 
-def arrive_expect_tx(kern: KernelEmitter, addr: ir.Value, nbytes: int) -> None:
-    _asm(kern, f"mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], {nbytes};", [addr],
-         "r,~{memory}")
+def arrive_expect_tx(kern: KernelEmitter, addr: ir.Value, nbytes: int | ir.Value) -> None:
+    if isinstance(nbytes, int):
+        _asm(kern, f"mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], {nbytes};", [addr],
+             "r,~{memory}")
+    else:
+        _asm(kern, "mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], $1;", [addr, nbytes],
+             "r,r,~{memory}")
 
 
 def wait_parity(kern: KernelEmitter, addr: ir.Value, parity: ir.Value) -> None:
@@ -172,6 +194,13 @@ def issuer(kern: KernelEmitter, first: int = 0) -> ir.Value:
     b = kern.builder
     if not kern.exact or kern.declared_threads % 32:
         return b.icmp_unsigned("==", kern.tid, _c(first))
+    lane = kern.tid if first == 0 else b.sub(kern.tid, _c(first))
+    return b.and_(_elected(kern), b.icmp_unsigned("<", lane, _c(32)))
+
+
+def _elected(kern: KernelEmitter) -> ir.Value:
+    """Whether this thread is its warp's elect.sync pick (i1), elected once at the entry."""
+    b = kern.builder
     elected = kern.elected_issuer
     if elected is None:
         # kern.builder itself (as _entry_alloca): a second builder inserting into the block
@@ -182,19 +211,39 @@ def issuer(kern: KernelEmitter, first: int = 0) -> ir.Value:
             kern, "{ .reg .pred p; .reg .b32 l; elect.sync l|p, -1; selp.u32 $0, 1, 0, p; }",
             [], "=r", I32)
         b.position_at_end(here)
-    lane = kern.tid if first == 0 else b.sub(kern.tid, _c(first))
-    return b.and_(b.icmp_unsigned("!=", elected, _c(0)), b.icmp_unsigned("<", lane, _c(32)))
+    return b.icmp_unsigned("!=", elected, _c(0))
+
+
+def copies(ops: list[TmaOperand]) -> int:
+    """How many bulk copies one stage of `ops` takes (one per panel of each operand)."""
+    return sum(op.panels for op in ops)
+
+
+def _pick(kern: KernelEmitter, warp: ir.Value, values: list[ir.Value]) -> ir.Value:
+    """values[warp] by a chain of selects (equal neighbours fold away)."""
+    b = kern.builder
+    out = values[0]
+    for c, v in enumerate(values[1:], 1):
+        if v is not out:
+            out = b.select(b.icmp_unsigned("==", warp, _c(c)), v, out)
+    return out
 
 
 def issue_stage(kern: KernelEmitter, ops: list[TmaOperand], env_iv, image: ir.Value,
                 bar: ir.Value, valid: ir.Value, leader: ir.Value | None = None,
-                pair: bool = False) -> None:
+                pair: bool = False, spread: bool = False) -> None:
     """The block's issuing thread (`issuer`: a thread past the layouts' threads replicates
     one of them, and must not copy again), or where `leader` holds, when `valid`: announce
     the stage's bytes on `bar` and copy every panel of every operand into the stage at
     32-bit shared address `image`. Called where warp 0 is converged. `pair`: `bar` is the
     CTA pair's even CTA's mbarrier (a shared::cluster address), which both CTAs' copies
-    complete on."""
+    complete on.
+
+    With `spread` (plan/loops.spreads holds; `bar` initialized with one arrival per copy),
+    copy c (the operands' panels in order) is issued by the elected thread of warp c, which
+    announces that copy's bytes on `bar` itself: every warp runs one copy's code with its
+    own map, offset and coordinates (selected by warp index), instead of thread 0 running
+    all of them (docs/codegen.md, "Hopper")."""
     b = kern.builder
     coords = []
     for op in ops:
@@ -204,6 +253,9 @@ def issue_stage(kern: KernelEmitter, ops: list[TmaOperand], env_iv, image: ir.Va
         start = [b.mul(b.trunc(i, I32), _c(s)) for i, s in zip(index, op.shape)]
         rank = len(op.axes)
         coords.append([start[op.axes.index(a)] for a in reversed(range(rank))])
+    if spread:
+        _issue_spread(kern, ops, coords, image, bar, valid)
+        return
     if leader is None:
         leader = issuer(kern)
     go = b.and_(valid, leader)
@@ -227,6 +279,35 @@ def issue_stage(kern: KernelEmitter, ops: list[TmaOperand], env_iv, image: ir.Va
             dst = b.add(image, _c(op.image_offset + p * op.sop.panel_bytes))
             addr = op.address if op.address is not None else map_address(kern, op.tmap)
             _bulk_tensor(kern, dst, addr, [inner] + cs[1:], bar, pair)
+    b.branch(after)
+    b.position_at_end(after)
+
+
+def _issue_spread(kern: KernelEmitter, ops: list[TmaOperand], coords, image: ir.Value,
+                  bar: ir.Value, valid: ir.Value) -> None:
+    b = kern.builder
+    warp = b.lshr(kern.tid, _c(5))
+    issuing = b.and_(_elected(kern), b.icmp_unsigned("<", warp, _c(copies(ops))))
+    table = []                          # (image offset, map address, coordinates, bytes)
+    for op, cs in zip(ops, coords):
+        per = op.sop.span // op.sop.itemsize
+        addr = op.address if op.address is not None else map_address(kern, op.tmap)
+        for p in range(op.panels):
+            inner = b.add(cs[0], _c(p * per)) if p else cs[0]
+            table.append((_c(op.image_offset + p * op.sop.panel_bytes), addr,
+                          [inner] + cs[1:], _c(op.nbytes // op.panels)))
+    go = b.and_(valid, issuing)
+    then = kern.fn.append_basic_block("tma.issue")
+    after = kern.fn.append_basic_block("tma.issued")
+    b.cbranch(go, then, after)
+    b.position_at_end(then)
+    nbytes = {t[3].constant for t in table}
+    arrive_expect_tx(kern, bar, nbytes.pop() if len(nbytes) == 1 else
+                     _pick(kern, warp, [t[3] for t in table]))
+    dst = b.add(image, _pick(kern, warp, [t[0] for t in table]))
+    addr = _pick(kern, warp, [t[1] for t in table])
+    cs = [_pick(kern, warp, [t[2][k] for t in table]) for k in range(len(table[0][2]))]
+    _bulk_tensor(kern, dst, addr, cs, bar)
     b.branch(after)
     b.position_at_end(after)
 

@@ -39,6 +39,34 @@ I1 = ir.IntType(1)
 # scale-d (D = A * B + D) as a predicate operand: a `setp` inside each MMA's asm would write a
 # register between the MMAs of a group, and ptxas then waits for each before the next
 SCALE_D = ir.Constant(I1, 1)
+# scale-d false (D = A * B): the first MMA of an accumulator that is all zeros (a product
+# started from `zeros`) reads no accumulator, so its registers need no zeroing moves (ptxas
+# kept 8-16 `MOV R, RZ` per product in attention's backward loops otherwise)
+NO_SCALE_D = ir.Constant(I1, 0)
+
+
+def _is_zero(v: ir.Value) -> bool:
+    return isinstance(v, ir.Constant) and isinstance(v.type, ir.FloatType) and \
+        isinstance(v.constant, float) and v.constant == 0.0
+
+
+def zero_starts(mmas: list, regs: list[ir.Value]) -> list[bool]:
+    """Per entry of `mmas` (indices into `regs` first), whether it is the first to touch its
+    accumulator registers and they are all constant zeros: it then runs with scale-d false
+    and those registers go in undefined."""
+    seen: set[int] = set()
+    out = []
+    for idx, *_ in mmas:
+        out.append(not any(i in seen for i in idx) and all(_is_zero(regs[i]) for i in idx))
+        seen.update(idx)
+    return out
+
+
+def _started(regs: list[ir.Value], used, mmas: list, zero: list[bool]) -> list[ir.Value]:
+    """`regs[i]` for i in `used`, undefined where an MMA with scale-d false starts them (no
+    move materializes a value it does not read)."""
+    fresh = {i for (idx, *_), z in zip(mmas, zero) if z for i in idx}
+    return [ir.Constant(F32, ir.Undefined) if i in fresh else regs[i] for i in used]
 SWIZZLE_MODE = {128: 1, 64: 2, 32: 3}   # the descriptor's layout type per swizzle span
 
 
@@ -138,21 +166,25 @@ def mma_async(kern: KernelEmitter, n: int, ab: str, k: int, mmas: list, regs: li
         used += [i for i in range(len(regs)) if i not in seen]
     slot = {r: j for j, r in enumerate(used)}
     cnt, scale = len(used), len(used) + 2 * len(mmas)
+    zero = zero_starts(mmas, regs)
+    preds = [SCALE_D, NO_SCALE_D] if any(zero) else [SCALE_D]
     lines = []
     for m, (idx, _, _) in enumerate(mmas):
         assert len(idx) == n // 2
         acc = ",".join(f"${slot[i]}" for i in idx)
         lines.append(f"wgmma.mma_async.sync.aligned.m64n{n}k{k}.f32.{ab}.{bt} "
-                     f"{{{acc}}}, ${cnt + 2 * m}, ${cnt + 2 * m + 1}, ${scale}{tail};")
-    cons = ",".join(["=f"] * cnt + ["l", "l"] * len(mmas) + ["b"] +
+                     f"{{{acc}}}, ${cnt + 2 * m}, ${cnt + 2 * m + 1}, "
+                     f"${scale + zero[m]}{tail};")
+    cons = ",".join(["=f"] * cnt + ["l", "l"] * len(mmas) + ["b"] * len(preds) +
                     [str(i) for i in range(cnt)] + ["~{memory}"])
     lines = (["wgmma.fence.sync.aligned;"] if fence else []) + lines + \
         (["wgmma.commit_group.sync.aligned;"] if commit else []) + \
         ([f"wgmma.wait_group.sync.aligned {wait};"] if wait is not None else [])
-    fnty = ir.FunctionType(_f32s(kern, cnt), [I64] * (2 * len(mmas)) + [I1] + [F32] * cnt)
+    fnty = ir.FunctionType(_f32s(kern, cnt), [I64] * (2 * len(mmas)) + [I1] * len(preds) +
+                           [F32] * cnt)
     asm = ir.InlineAsm(fnty, "\\0A\\09".join(lines), cons, side_effect=True)
-    r = b.call(asm, [d for _, da, db in mmas for d in (da, db)] + [SCALE_D] +
-               [regs[i] for i in used])
+    r = b.call(asm, [d for _, da, db in mmas for d in (da, db)] + preds +
+               _started(regs, used, mmas, zero))
     regs = list(regs)
     for j, i in enumerate(used):
         regs[i] = b.extract_value(r, j) if cnt > 1 else r
@@ -169,6 +201,8 @@ def mma_async_rs_group(kern: KernelEmitter, n: int, ab: str, mmas: list, regs: l
     returned them again each time (192 extractvalues per m64n64 k64 product instead of 32)."""
     b = kern.builder
     cnt, scale = len(regs), len(regs) + 5 * len(mmas)
+    zero = zero_starts(mmas, regs)
+    preds = [SCALE_D, NO_SCALE_D] if any(zero) else [SCALE_D]
     lines = ["wgmma.fence.sync.aligned;"]
     for m, (idx, _, _) in enumerate(mmas):
         assert len(idx) == n // 2
@@ -176,12 +210,13 @@ def mma_async_rs_group(kern: KernelEmitter, n: int, ab: str, mmas: list, regs: l
         o = cnt + 5 * m
         lines.append(f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ab}.{ab} "
                      f"{{{acc}}}, {{${o}, ${o + 1}, ${o + 2}, ${o + 3}}}, ${o + 4}, "
-                     f"${scale}, 1, 1, {int(trans_b)};")
+                     f"${scale + zero[m]}, 1, 1, {int(trans_b)};")
     lines += ["wgmma.commit_group.sync.aligned;", f"wgmma.wait_group.sync.aligned {wait};"]
-    cons = ",".join(["=f"] * cnt + ["r", "r", "r", "r", "l"] * len(mmas) + ["b"] +
+    cons = ",".join(["=f"] * cnt + ["r", "r", "r", "r", "l"] * len(mmas) + ["b"] * len(preds) +
                     [str(i) for i in range(cnt)] + ["~{memory}"])
-    fnty = ir.FunctionType(_f32s(kern, cnt), [I32, I32, I32, I32, I64] * len(mmas) + [I1] +
-                           [F32] * cnt)
+    fnty = ir.FunctionType(_f32s(kern, cnt), [I32, I32, I32, I32, I64] * len(mmas) +
+                           [I1] * len(preds) + [F32] * cnt)
     asm = ir.InlineAsm(fnty, "\\0A\\09".join(lines), cons, side_effect=True)
-    r = b.call(asm, [v for _, frag, db in mmas for v in (*frag, db)] + [SCALE_D] + list(regs))
+    r = b.call(asm, [v for _, frag, db in mmas for v in (*frag, db)] + preds +
+               _started(regs, range(cnt), mmas, zero))
     return [b.extract_value(r, i) for i in range(cnt)] if cnt > 1 else [r]

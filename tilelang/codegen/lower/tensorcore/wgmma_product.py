@@ -23,6 +23,7 @@ import llvmlite.ir as ir
 from tilelang.codegen.layouts.distributed import log2
 from tilelang.codegen.layouts.wgmma import WG_M, WgTiling, instr_regs, wg_acc_layout
 from tilelang.codegen.emit.kernel import I32, I64, KernelEmitter, TileVal
+from tilelang.codegen.emit import preheader
 from tilelang.codegen.lower.tensorcore import (mma_operands, mma_sync, pipe_loop, tma_load,
                                                tma_multicast, wgmma_ops)
 from tilelang.codegen.lower.tensorcore.cp_async import Stream, _c64
@@ -40,7 +41,19 @@ def prefetched(kern: KernelEmitter, x) -> tuple | None:
     ahead (lower/tensorcore/mma_prefetch.py), else None."""
     if not isinstance(x, mma_operands.DeferredLoad):
         return None
-    return kern.prefetched.get(x.op.result.id)
+    got = kern.prefetched.get(x.op.result.id)
+    if got is None:
+        return None
+    sop, image, slot, d = got
+    if x.chain == d.chain:
+        return sop, image, slot
+    # another view of the same load (plan/operands.py: a load shared by products): the same
+    # image, seen with this operand's axes; its major-ness is then the descriptor's
+    lax = d.load_axis(sop.cax)
+    cax = next((ax for ax in range(len(x.shape)) if x.load_axis(ax) == lax), None)
+    if cax is None or cax < len(x.shape) - 2 or sop.itemsize != 2:
+        return None                          # 8-bit operands are K-major only: copy again
+    return mma_sync.SmemOperand(sop.base, x.shape, cax, sop.itemsize, sop.span), image, slot
 
 
 def _c(v: int) -> ir.Constant:
@@ -346,67 +359,82 @@ def _rs_issue(kern: KernelEmitter, plan: TensorCorePlan, a: TileVal, acc: TileVa
     return TileVal(acc.dtype, plan.acc, tuple(regs))
 
 
-def _preheader(kern: KernelEmitter):
-    """(block, header) when the innermost loop is entered by one unconditional branch."""
-    if not kern.loops:
-        return None
-    header = kern.loops[-1].header
-    blocks = list(kern.fn.blocks)
-    at = blocks.index(header)
-    into = [bb for bb in blocks[:at] if bb.is_terminated and header in
-            getattr(bb.terminator, "operands", ())]
-    if len(into) != 1 or not isinstance(into[0].terminator, ir.Branch) or \
-            isinstance(into[0].terminator, ir.ConditionalBranch):
-        return None
-    return into[0], header, at
+# Loop-invariant A operands of at most this many registers a thread in all (attention's Q at
+# D <= 128: 32) are kept in registers in wgmma's fragment layout, so that each of the loop's MMAs
+# needs B's descriptor only; a larger one is kept in an image (kept_image). The fragments kept
+# for a loop and the values the loops around them carry stay live through it: together at most
+# LIVE_REGS registers a thread (attention forward at D = 128: O's 64 + Q's 32; backward's dK/dV
+# at 64-key tiles: dK's and dV's 64 + K's and V's 16 each; at 128-key tiles dK and dV alone are
+# 128, and keeping K too spills)
+KEPT_FRAGMENT_REGS = 32
+LIVE_REGS = 128
 
 
-def _invariant(kern: KernelEmitter, x: TileVal, at: int) -> bool:
-    """Whether every register of `x` is computed before the loop whose header is block `at`
-    (blocks are appended in emission order, so the loop's own come after its header)."""
-    blocks = list(kern.fn.blocks)
-    pos = {id(bb): i for i, bb in enumerate(blocks)}
-    return all(not isinstance(r, ir.Instruction) or pos.get(id(r.parent), at) < at
-               for r in x.regs)
+def kept_fragment(kern: KernelEmitter, x: TileVal, frag) -> TileVal | None:
+    """A loop-invariant register operand A (attention's Q) converted once, before the loop
+    (emit/preheader.py), into wgmma's A fragment layout `frag` (docs/codegen.md, Attention),
+    or None (not invariant, no single loop entry, more than KEPT_FRAGMENT_REGS registers a
+    thread)."""
+    found = preheader.entry(kern)
+    if found is None or not preheader.invariant(kern, x.regs, found[2]):
+        return None
+    header = found[1]
+    key = ("fragment", id(header), tuple(id(r) for r in x.regs))
+    if key in kern.kept_images:
+        return kern.kept_images[key]
+    kept = sum(len(k[2]) for k in kern.kept_images            # 16-bit elements
+               if isinstance(k, tuple) and k and k[0] == "fragment" and k[1] == id(header))
+    carried = sum(len(row) for frame in kern.loops for row in frame.phis)
+    if (kept + len(x.regs)) * 2 > KEPT_FRAGMENT_REGS * 4 or \
+            carried + (kept + len(x.regs)) // 2 > LIVE_REGS:
+        return None
+
+    def fill():
+        kern.barrier()
+        out = to_layout(kern, x, frag)
+        kern.barrier()
+        return out
+    out, _ = preheader.before_loop(kern, fill, "wgmma.keep.frag")
+    kern.kept_images[key] = out
+    return out
 
 
 def kept_image(kern: KernelEmitter, x, sop_for) -> tuple | None:
     """A loop-invariant register operand (attention's Q) stored into an image of its own
-    once, in the loop's preheader, instead of on every iteration: (SmemOperand, 32-bit
-    address) or None. The preheader's branch into the loop is redirected through the fill
-    (barrier; stores; fence.proxy.async; barrier)."""
+    once, before the loop (emit/preheader.py), instead of on every iteration: (SmemOperand,
+    32-bit address) or None. The fill: barrier; stores; fence.proxy.async; barrier."""
     if not isinstance(x, TileVal):
         return None
-    found = _preheader(kern)
-    if found is None or not _invariant(kern, x, found[2]):
+    found = preheader.entry(kern)
+    if found is None or not preheader.invariant(kern, x.regs, found[2]):
         return None
-    pre, header, _ = found
-    key = (id(header), tuple(id(r) for r in x.regs))
+    header = found[1]
+    sop0 = sop_for(None)
+    image = (tuple(id(r) for r in x.regs), sop0.shape, sop0.cax, sop0.span)
+    key = (id(header),) + image
     if key in kern.kept_images:
         return kern.kept_images[key]
-    b = kern.builder
-    here = b.block
-    sop0 = sop_for(None)
+    # the same image filled before an earlier loop that every path here passed (the two
+    # loops loop splitting makes of one): nothing else writes a kept buffer, so it is reused
+    earlier = kern.kept_images.get(image)
+    if earlier is not None and preheader.dominates(kern.fn, earlier[0], header):
+        sop = earlier[1]                 # its address again here (the first is the other
+        out = (sop, mma_sync.shared_address(kern, sop.base))    # loop's)
+        kern.kept_images[key] = out
+        return out
     buf = kern.kept_smem(image_bytes(sop0.shape, sop0.itemsize), IMAGE_ALIGN)
     sop = sop_for(buf)
-    fill = kern.fn.append_basic_block("wgmma.keep")
-    pre.instructions.remove(pre.terminator)
-    pre.terminator = None
-    b.position_at_end(pre)
-    b.branch(fill)
-    b.position_at_end(fill)
-    kern.barrier()                       # a previous fill's readers (an outer loop) are done
-    mma_sync.fill_from_registers(kern, x, sop, kern.storage_type(x.dtype))
-    wgmma_ops.fence_proxy_async(kern)
-    kern.barrier()
-    last = b.block
-    b.branch(header)
-    for ins in header.instructions:
-        if isinstance(ins, ir.PhiInstr):
-            ins.incomings = [(v, last if bb is pre else bb) for v, bb in ins.incomings]
-    b.position_at_end(here)
+
+    def fill():
+        kern.barrier()                   # a previous fill's readers (an outer loop) are done
+        mma_sync.fill_from_registers(kern, x, sop, kern.storage_type(x.dtype))
+        wgmma_ops.fence_proxy_async(kern)
+        kern.barrier()
+
+    _, block = preheader.before_loop(kern, fill, "wgmma.keep")
     out = (sop, mma_sync.shared_address(kern, buf))
     kern.kept_images[key] = out
+    kern.kept_images[image] = (block, sop)
     return out
 
 
@@ -417,9 +445,13 @@ def product(kern: KernelEmitter, plan: TensorCorePlan, a, b, acc: TileVal) -> Ti
     form = plan.form
     acc = to_layout(kern, acc, plan.acc)
     rank = acc.layout.rank
-    if isinstance(a, TileVal) and form.itemsize == 2 and \
-            a.layout == a_fragment_layout(plan, a.shape, kern.threads):
-        return _product_rs(kern, plan, a, b, acc, a.shape[-1])
+    if isinstance(a, TileVal) and form.itemsize == 2:
+        frag = a_fragment_layout(plan, a.shape, kern.threads)
+        if frag is not None and a.layout == frag:
+            return _product_rs(kern, plan, a, b, acc, a.shape[-1])
+        kept_a = kept_fragment(kern, a, frag) if frag is not None else None  # 16-bit
+        if kept_a is not None:
+            return _product_rs(kern, plan, kept_a, b, acc, a.shape[-1])
     shapes = [x.shape for x in (a, b)]
     k = shapes[0][-1]
     sops, sources, offsets, offset = [], [], [], 0
