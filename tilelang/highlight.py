@@ -68,11 +68,11 @@ FALLBACK_BUILTINS = (
     "expm1", "extract", "fence", "floor", "floordiv", "fma", "fmod", "full", "gather", "hypot",
     "is_floating", "is_integer", "is_none", "isfinite", "isinf", "isnan", "len", "list_item",
     "load", "log", "log10", "log1p", "log2", "matmul", "max", "maximum", "min", "minimum",
-    "mma", "mma_scaled", "num_blocks", "num_tiles", "ones", "pad", "peer", "permute", "pow",
-    "print", "prod", "rand", "randint", "randn", "rank", "reduce", "reshape", "rint", "round",
-    "rsqrt", "scan", "scatter", "sigmoid", "sign", "signal", "sin", "sinh", "sort", "sqrt",
-    "static_assert", "store", "stride", "sum", "take", "tan", "tanh", "topk", "transpose",
-    "trunc", "wait_until", "where", "world_size", "zeros",
+    "mma", "mma_scaled", "multimem_reduce", "multimem_store", "num_blocks", "num_tiles", "ones",
+    "pad", "peer", "permute", "pow", "print", "prod", "rand", "randint", "randn", "rank",
+    "reduce", "reshape", "rint", "round", "rsqrt", "scan", "scatter", "sigmoid", "sign",
+    "signal", "sin", "sinh", "sort", "sqrt", "static_assert", "store", "stride", "sum", "take",
+    "tan", "tanh", "topk", "transpose", "trunc", "wait_until", "where", "world_size", "zeros",
 )
 FALLBACK_DTYPES = (
     "bool", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "f16", "bf16", "f32", "f64",

@@ -35,11 +35,11 @@ syn keyword tileBuiltin abs acos acosh arange argmax argmin argsort asin asinh a
       \ cluster_rank cluster_size copysign cos cosh cumprod cumsum dim div erf exp exp2
       \ expand_dims expm1 extract fence floor floordiv fma fmod full gather hypot
       \ is_floating is_integer is_none isfinite isinf isnan len list_item load log log10
-      \ log1p log2 matmul max maximum min minimum mma mma_scaled num_blocks num_tiles
-      \ ones pad peer permute pow print prod rand randint randn rank reduce reshape rint
-      \ round rsqrt scan scatter sigmoid sign signal sin sinh sort sqrt static_assert
-      \ store stride sum take tan tanh topk transpose trunc wait_until where world_size
-      \ zeros
+      \ log1p log2 matmul max maximum min minimum mma mma_scaled multimem_reduce
+      \ multimem_store num_blocks num_tiles ones pad peer permute pow print prod rand
+      \ randint randn rank reduce reshape rint round rsqrt scan scatter sigmoid sign
+      \ signal sin sinh sort sqrt static_assert store stride sum take tan tanh topk
+      \ transpose trunc wait_until where world_size zeros
 " END GENERATED
 
 " Operators first: the matches defined later win where they start at the same column.
