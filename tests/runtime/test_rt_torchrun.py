@@ -39,7 +39,7 @@ def _torchrun(n: int, *args, timeout: int = 600, env=None):
 
 
 EXAMPLE_NAMES = ["all_reduce", "all_gather", "ag_matmul", "matmul_reduce_scatter",
-                 "moe_dispatch"]
+                 "moe_dispatch", "all_reduce_multimem"]
 
 
 @pytest.mark.parametrize("n", [2, pytest.param(4, marks=pytest.mark.slow)])

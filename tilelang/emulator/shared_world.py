@@ -163,6 +163,18 @@ class RankDevice:
         self.device.mem.register(int(addr), int(nbytes), f"rank {rank}: {what} ({nbytes} "
                                                          f"bytes)")
 
+    def multicast(self, buffers, nbytes: int) -> DevicePtr:
+        """This rank's multicast address (NVLink SHARP) for `buffers` (one per rank, in rank
+        order): a window of this process's own (EmulatedWorld.multicast), whose multimem
+        instructions reach every rank's buffer in the shared segment."""
+        if len(buffers) != self.size:
+            raise EmulatorError(f"a multicast address maps one buffer per rank ({self.size}), "
+                                f"not {len(buffers)}")
+        addr = self.device.mem.alloc(int(nbytes), f"rank {self.rank}: multicast window "
+                                                  f"({nbytes} bytes)")
+        self.device.mem.multicast[addr] = (int(nbytes), tuple(int(b) for b in buffers))
+        return DevicePtr(addr, int(nbytes))
+
     def load_module(self, ptx: str):
         return self.device.load_module(ptx)
 
