@@ -102,6 +102,14 @@ def test_plan_shows_the_tcgen05_decision(tmp_path):
     assert rc in (0, None)
     assert "tcgen05 kind::f16 m128n128k16: 4 instruction(s) per product, 128 TMEM " \
            "columns (R4)" in out.getvalue()
+    # the example's sm_100a default: 192 threads, the warp-specialized ring
+    assert "warp-specialized: yes; not a CTA pair: a warp-specialized ring" in out.getvalue()
+    pair = tmp_path / "pair.tile"
+    pair.write_text(EXAMPLE)          # 128 threads in clusters of two: the CTA pair
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        rc = main([str(pair), "--arch", "sm_100a", "--emit", "plan"])
+    assert rc in (0, None)
     assert "CTA pair (cta_group::2, M = 256)" in out.getvalue()
     single = tmp_path / "matmul.tile"
     single.write_text(MATMUL)
