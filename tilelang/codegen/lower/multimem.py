@@ -17,7 +17,6 @@ min/max for the four integer types only (sema/builtins_distributed.py refuses th
 
 from __future__ import annotations
 
-import numpy as np
 import llvmlite.ir as ir
 
 from tilelang.codegen.emit import nvshmem
@@ -64,7 +63,14 @@ def _shape(op: BuiltinOp) -> tuple[int, ...]:
         for v in items:
             if isinstance(v, Value) and isinstance(v.type, TileType):
                 shapes.append(tuple(v.type.shape))
-    return tuple(np.broadcast_shapes(*shapes)) if shapes else ()
+    # broadcast as NumPy does (sema checked the shapes agree); not NumPy itself, which
+    # compiling never imports (tests/codegen/test_compile_imports.py)
+    rank = max((len(s) for s in shapes), default=0)
+    out = []
+    for i in range(rank):
+        dims = {s[i - rank + len(s)] for s in shapes if i - rank + len(s) >= 0} - {1}
+        out.append(dims.pop() if dims else 1)
+    return tuple(out)
 
 
 def _store_asm(kern: KernelEmitter, dtype: DType, pred, addr, v) -> None:
