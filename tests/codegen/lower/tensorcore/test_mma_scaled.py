@@ -1,9 +1,10 @@
 """`mma_scaled` compiled and run on the emulator against NumPy (values through ml_dtypes):
 every element format (f8e4m3, f8e5m2 mixed with it, f6e2m3, f6e3m2, f4e2m1) with ue8m0
-scales, and NVFP4 (f4e2m1 with f8e4m3 scales, one per 16), through the software path that
-every target takes today (ir/passes/scaled.py: dequantize to bf16, then the target's bf16
-product: mma.sync on sm_80 and sm_100a, wgmma on sm_90a); ragged shapes (the loads pad) and a
-batched product.
+scales, and NVFP4 (f4e2m1 with f8e4m3 scales, one per 16), on sm_120a's block-scaled
+mma.sync (the 8-bit floats with ue8m0 scales: plan/scaled.py) and otherwise through the
+software path (ir/passes/scaled.py: dequantize to bf16, then the target's bf16 product:
+mma.sync on sm_80 and sm_120a, wgmma on sm_90a, tcgen05 on sm_100a); ragged shapes (the loads
+pad) and a batched product.
 
 Tolerance: every element times its scale is exact in bf16 here (scales 2^-6 .. 2^6) and
 every product of two is exact in f32, so only the f32 sums round: at most K roundings of
@@ -81,7 +82,8 @@ CASES = [("f8e4m3", "f8e4m3", "ue8m0", 32), ("f8e4m3", "f8e5m2", "ue8m0", 32),
 
 
 # sm_80 in the default suite; the wgmma (sm_90a) and sm_100a (PTX cvt) variants are slow
-@pytest.fixture(scope="module", params=["sm_80", pytest.param("sm_90a", marks=pytest.mark.slow),
+@pytest.fixture(scope="module", params=["sm_80", "sm_120a",
+                                        pytest.param("sm_90a", marks=pytest.mark.slow),
                                         pytest.param("sm_100a", marks=pytest.mark.slow)])
 def arch(request):
     return request.param
@@ -98,6 +100,28 @@ def test_every_format_on_the_emulator(arch, ta, tb, ts, v):
     c = np.zeros((m, n), np.float32)
     mod.mms[(2, 2)](a, sa, b, sb, c)
     _check(c, a, sa, b, sb, v)
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_120a"])
+def test_exact_sums_give_the_exact_product_f8(arch):
+    """f8e4m3 elements ±1, ±0.5, ±0.25 and scales 2^-2 .. 2^2: every partial sum is a small
+    multiple of 2^-8, exact in f32, so the block-scaled instruction (sm_120a) and the
+    software path (sm_80) both give exactly NumPy's product; the scales differ per row of a,
+    per column of b and per 32 of K, so one read from the wrong lane or byte shows."""
+    src = KERNEL.replace("TA", "f8e4m3").replace("TB", "f8e4m3").replace("TS", "ue8m0") \
+        .replace("V", "32")
+    mod = tilelang.compile(src, arch=arch, backend="emulator", cache=False)
+    rng = np.random.default_rng(5)
+    vals = [-1.0, -0.5, -0.25, 0.25, 0.5, 1.0]
+    a = rng.choice(vals, (64, 64)).astype(ML["f8e4m3"])
+    b = rng.choice(vals, (64, 32)).astype(ML["f8e4m3"])
+    sa = rng.integers(125, 130, (64, 2)).astype(np.uint8).view(ML["ue8m0"])
+    sb = rng.integers(125, 130, (2, 32)).astype(np.uint8).view(ML["ue8m0"])
+    c = np.zeros((64, 32), np.float32)
+    mod.mms[(1, 1)](a, sa, b, sb, c)
+    want = (a.astype(np.float64) * np.repeat(sa.astype(np.float64), 32, 1)) @ \
+        (b.astype(np.float64) * np.repeat(sb.astype(np.float64), 32, 0))
+    assert np.array_equal(c, want.astype(np.float32))
 
 
 def test_exact_sums_give_the_exact_product():
@@ -129,9 +153,9 @@ def test_batched():
 
 
 def test_the_software_path_in_the_ptx():
-    """examples/matmul_mxfp8.tile: bf16 products (mma.sync on sm_80 and sm_100a, wgmma on
-    sm_90a) and, on sm_100a only, the scales decoded by `cvt.rn.bf16x2.ue8m0x2` (the
-    arch-specific feature keeps `.target sm_100a`)."""
+    """examples/matmul_mxfp8.tile: bf16 products (mma.sync on sm_80, wgmma on sm_90a,
+    tcgen05 kind::f16 on sm_100a) and, on sm_100a only, the scales decoded by
+    `cvt.rn.bf16x2.ue8m0x2` (the arch-specific feature keeps `.target sm_100a`)."""
     import pathlib
     from tilelang.driver import compile_source
     from tilelang.options import CompileOptions
@@ -143,7 +167,67 @@ def test_the_software_path_in_the_ptx():
         assert res.ok
         ptx[t] = res.ptx
     assert ptx["sm_80"].count("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32") == 32
-    assert ptx["sm_100a"].count("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32") == 32
+    assert ptx["sm_100a"].count("tcgen05.mma.cta_group::1.kind::f16") == 4
     assert ptx["sm_90a"].count("wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16") == 4
     assert "cvt.rn.bf16x2.ue8m0x2" in ptx["sm_100a"] and ".target sm_100a" in ptx["sm_100a"]
     assert "ue8m0x2" not in ptx["sm_80"] + ptx["sm_90a"]
+
+
+def _example_ptx(name: str, target: str) -> str:
+    import pathlib
+    from tilelang.driver import compile_source
+    from tilelang.options import CompileOptions
+    path = pathlib.Path(__file__).resolve().parents[4] / "examples" / name
+    res = compile_source(path.read_text("utf-8"), str(path), CompileOptions(target=target),
+                         until="ptx")
+    assert res.ok
+    return res.ptx
+
+
+def test_the_block_scaled_mma_sync_in_the_ptx():
+    """examples/matmul_mxfp8.tile on sm_120a: per K step of 64 each of the 2 x 2 warps issues
+    2 m-tiles x 4 n-tiles x 2 k32 block-scaled instructions (16) with the scales from
+    registers, one byte load per m-tile (2 x 2) and n-tile (4 x 2) and k32; no bf16 product,
+    no scale decoding; the arch-specific instruction keeps `.target sm_120a`."""
+    ptx = _example_ptx("matmul_mxfp8.tile", "sm_120a")
+    instr = ("mma.sync.aligned.m16n8k32.row.col.kind::mxf8f6f4.block_scale.scale_vec::1X"
+             ".f32.e4m3.e4m3.f32.ue8m0")
+    assert ptx.count(instr) == 16
+    assert ptx.count("{0, 0}") == 32
+    assert ptx.count("ld.shared.b8") == 12
+    assert "bf16" not in ptx and "ue8m0x2" not in ptx
+    assert ".target sm_120a" in ptx
+
+
+def test_nvfp4_on_sm_120a_takes_the_software_path():
+    """NVFP4 (f8e4m3 scales per 16) has no block-scaled form in Tile: sm_120a dequantizes with
+    its MX conversions (`cvt.rn.f16x2.e2m1x2`, arch-specific there as on sm_100a) into the bf16
+    mma.sync product."""
+    ptx = _example_ptx("matmul_nvfp4.tile", "sm_120a")
+    assert ptx.count("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32") == 32
+    assert "cvt.rn.f16x2.e2m1x2" in ptx and "block_scale" not in ptx
+    assert ".target sm_120a" in ptx
+
+
+def _plan_text(name: str, target: str) -> str:
+    import pathlib
+    from tilelang.codegen.generate import kernel_plans
+    from tilelang.codegen.plan.dump import format_plan
+    from tilelang.driver import compile_source
+    from tilelang.options import CompileOptions
+    path = pathlib.Path(__file__).resolve().parents[4] / "examples" / name
+    res = compile_source(path.read_text("utf-8"), str(path), CompileOptions(target=target),
+                         until="tir")
+    (kernel, plan), = kernel_plans(res.ir, CompileOptions(target=target))
+    return format_plan(plan, kernel)
+
+
+def test_the_plan_says_which_path():
+    text = _plan_text("matmul_mxfp8.tile", "sm_120a")
+    assert ("64x64: block-scaled mma.sync kind::mxf8f6f4 m16n8k32 scale_vec::1X .ue8m0: "
+            "2 x 2 warps (R5)") in text
+    assert "software dequantisation" not in text
+    assert "mma_scaled: software dequantisation: f4e2m1 x f4e2m1 with f8e4m3 scales (S2)" \
+        in _plan_text("matmul_nvfp4.tile", "sm_120a")
+    assert "mma_scaled: software dequantisation: no block-scaled tensor-core instruction " \
+        "for sm_80 in Tile (S1)" in _plan_text("matmul_mxfp8.tile", "sm_80")
