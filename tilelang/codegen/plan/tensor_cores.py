@@ -228,6 +228,20 @@ def _scaled_plan(kern, op: BuiltinOp, form: MmaForm, b_class: str, tiling: WarpT
                        op.result.type, kern.threads)
     assert path.form is not None, "the software path expands every other mma_scaled"
     out = tuple(op.result.type.shape)
+    if path.form.instr == "tcgen05":
+        m, n = out
+        # the accumulator's n columns, then A's scales (four columns: 32 lanes x 4 rows
+        # each) and B's (n / 32): lower/tensorcore/tcgen05_scaled.py
+        cols = max(32, 1 << (n + 4 + n // 32 - 1).bit_length())
+        tc5 = Tc5Shape(m, n, 32, cols)
+        return (TensorCorePlan(form, b_class, tiling, tc5_acc_layout(out), tc5=tc5,
+                               scaled=path.form),
+                f"{path.form.describe()}: {k_steps(m_type(op), tc5)} instruction(s) per "
+                f"product, {cols} TMEM columns (R5)", False)
     return (TensorCorePlan(form, b_class, tiling, acc_layout(out, kern.threads, tiling),
                            scaled=path.form),
             f"{path.form.describe()}: {tiling.warps_m} x {tiling.warps_n} warps (R5)", False)
+
+
+def m_type(op: BuiltinOp):
+    return op.arg_map["a"].type

@@ -1,7 +1,8 @@
 """`mma_scaled` compiled and run on the emulator against NumPy (values through ml_dtypes):
 every element format (f8e4m3, f8e5m2 mixed with it, f6e2m3, f6e3m2, f4e2m1) with ue8m0
 scales, and NVFP4 (f4e2m1 with f8e4m3 scales, one per 16), on sm_120a's block-scaled
-mma.sync (the 8-bit floats with ue8m0 scales: plan/scaled.py) and otherwise through the
+mma.sync and sm_100a's block-scaled tcgen05.mma (the 8-bit floats with ue8m0 scales:
+plan/scaled.py; tcgen05 at M = 128) and otherwise through the
 software path (ir/passes/scaled.py: dequantize to bf16, then the target's bf16 product:
 mma.sync on sm_80 and sm_120a, wgmma on sm_90a, tcgen05 on sm_100a); ragged shapes (the loads
 pad) and a batched product.
@@ -231,3 +232,79 @@ def test_the_plan_says_which_path():
         in _plan_text("matmul_nvfp4.tile", "sm_120a")
     assert "mma_scaled: software dequantisation: no block-scaled tensor-core instruction " \
         "for sm_80 in Tile (S1)" in _plan_text("matmul_mxfp8.tile", "sm_80")
+
+
+TC5 = """
+@launch(reqntid = (128, 1, 1))
+kernel mms(a: Array[f8e4m3, 2], sa: Array[ue8m0, 2], b: Array[TB, 2], sb: Array[ue8m0, 2],
+           c: Array[f32, 2]) {
+    let m = bid(0);
+    let n = bid(1);
+    var acc = zeros((128, BN), f32);
+    for k in range(num_tiles(a, axis = 1, shape = (128, 64))) {
+        let ta = load(a, index = (m, k), shape = (128, 64), padding = 0);
+        let ts = load(sa, index = (m, k), shape = (128, 2), padding = 0);
+        let tb = load(b, index = (k, n), shape = (64, BN), padding = 0);
+        let us = load(sb, index = (k, n), shape = (2, BN), padding = 0);
+        acc = mma_scaled(ta, ts, tb, us, acc);
+    }
+    store(c, index = (m, n), tile = acc);
+}
+"""
+
+
+@pytest.mark.parametrize("bn,tb", [(64, "f8e4m3"), (32, "f8e5m2"), (128, "f8e4m3")])
+def test_block_scaled_tcgen05_on_the_emulator(bn, tb):
+    """sm_100a: a 128 x BN accumulator takes tcgen05.mma kind::mxf8f6f4.block_scale with the
+    scales in tensor memory (N = 32, 64, 128: one, two, four scale columns of B); ragged
+    (two blocks each way, K = 96 not a tile multiple)."""
+    mod = tilelang.compile(TC5.replace("BN", str(bn)).replace("TB", tb), arch="sm_100a",
+                           backend="emulator", cache=False)
+    rng = np.random.default_rng(bn)
+    m, n, k = 200, bn + 16, 96
+    a, b = _elements(rng, (m, k), "f8e4m3"), _elements(rng, (k, n), tb)
+    sa, sb = _scales(rng, (m, k // 32), "ue8m0"), _scales(rng, (k // 32, n), "ue8m0")
+    c = np.zeros((m, n), np.float32)
+    mod.mms[(2, 2)](a, sa, b, sb, c)
+    _check(c, a, sa, b, sb, 32)
+
+
+def test_block_scaled_tcgen05_exact():
+    """Exact sums (as test_exact_sums_give_the_exact_product_f8) on sm_100a's tcgen05."""
+    mod = tilelang.compile(TC5.replace("BN", "64").replace("TB", "f8e4m3"), arch="sm_100a",
+                           backend="emulator", cache=False)
+    rng = np.random.default_rng(6)
+    vals = [-1.0, -0.5, -0.25, 0.25, 0.5, 1.0]
+    a = rng.choice(vals, (128, 64)).astype(ML["f8e4m3"])
+    b = rng.choice(vals, (64, 64)).astype(ML["f8e4m3"])
+    sa = rng.integers(125, 130, (128, 2)).astype(np.uint8).view(ML["ue8m0"])
+    sb = rng.integers(125, 130, (2, 64)).astype(np.uint8).view(ML["ue8m0"])
+    c = np.zeros((128, 64), np.float32)
+    mod.mms[(1, 1)](a, sa, b, sb, c)
+    want = (a.astype(np.float64) * np.repeat(sa.astype(np.float64), 32, 1)) @ \
+        (b.astype(np.float64) * np.repeat(sb.astype(np.float64), 32, 0))
+    assert np.array_equal(c, want.astype(np.float32))
+
+
+def test_block_scaled_tcgen05_in_the_ptx_and_plan():
+    """Two block-scaled tcgen05.mma per K step of 64, the scale words stored to tensor
+    memory by every warp (A: 4 columns, B: 2 for N = 64), no bf16 product or scale decoding;
+    the plan says so. The examples' 64-row accumulators stay on the software path (S4)."""
+    from tilelang.codegen.generate import kernel_plans
+    from tilelang.codegen.plan.dump import format_plan
+    from tilelang.driver import compile_source
+    from tilelang.options import CompileOptions
+    src = TC5.replace("BN", "64").replace("TB", "f8e4m3")
+    opts = CompileOptions(target="sm_100a")
+    ptx = compile_source(src, "t.tile", opts, until="ptx").ptx
+    assert ptx.count("tcgen05.mma.cta_group::1.kind::mxf8f6f4.block_scale.scale_vec::1X") == 2
+    assert ptx.count("tcgen05.st.sync.aligned.32x32b.x4.b32") == 1
+    assert ptx.count("tcgen05.st.sync.aligned.32x32b.x2.b32") == 1
+    assert "bf16" not in ptx and "ue8m0x2" not in ptx and "kind::f16" not in ptx
+    res = compile_source(src, "t.tile", opts, until="tir")
+    (kernel, plan), = kernel_plans(res.ir, opts)
+    assert ("128x64: block-scaled tcgen05 kind::mxf8f6f4 m128n64k32 scale_vec::1X .ue8m0: "
+            "2 instruction(s) per product, 128 TMEM columns (R5)") in format_plan(plan, kernel)
+    assert ("mma_scaled: software dequantisation: tcgen05's block-scaled form takes a 128 x "
+            "32..128 accumulator, K up to 128 and four warps, not 64 x 64, K = 64, 128 threads "
+            "(S4)") in _plan_text("matmul_mxfp8.tile", "sm_100a")

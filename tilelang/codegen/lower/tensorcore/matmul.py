@@ -102,7 +102,7 @@ def _tensor_core(kern: KernelEmitter, plan: TensorCorePlan, a, b, acc: TileVal,
     """`a`, `b`: TileVals or DeferredLoads (lower/tensorcore/mma_operands.py); `scales`:
     a block-scaled product's (a_scale, b_scale) (plan.scaled)."""
     if plan.tc5 is not None:
-        return tcgen05_product.product(kern, plan, a, b, acc)
+        return tcgen05_product.product(kern, plan, a, b, acc, scales)
     if plan.wg is not None:
         return wgmma_product.product(kern, plan, a, b, acc)
     kern.require_exact()
