@@ -23,7 +23,6 @@ import llvmlite.ir as ir
 
 from tilelang.codegen.emit.kernel import I32, KernelEmitter, TileVal
 from tilelang.codegen.lower.tensorcore import tcgen05_tmem as tmem
-from tilelang.codegen.lower.tensorcore.mma_block_scale import store_rows
 from tilelang.codegen.lower.tensorcore.mma_plan import TensorCorePlan
 
 I8 = ir.IntType(8)
