@@ -348,3 +348,41 @@ def test_no_more_sass_per_k_step_than_triton(target, op, bk, fixture):
     ours = compile_source(src, "m.tile", CompileOptions(target=target), until="ptx").ptx
     theirs = (root / "tests" / "emulator" / "fixtures" / fixture).read_text()
     assert _loop_per_mma(ours, target, op) <= _loop_per_mma(theirs, target, op)
+
+
+LAYOUTS = """
+@launch(reqntid = (128, 1, 1))
+kernel mms(a: Array[f8e4m3, 2], sa: Array[ue8m0, 2], b: Array[f8e4m3, 2], sb: Array[ue8m0, 2],
+           c: Array[f32, 2]) {
+    let ta = load(a, index = (0, 0), shape = (128, 64), padding = 0);
+    let tb = load(b, index = (0, 0), shape = (64, 64), padding = 0);
+    store(c, index = (0, 0), tile = mma_scaled(ta, SA, tb, SB, zeros((128, 64), f32)));
+}
+"""
+
+
+@pytest.mark.parametrize("arch", ["sm_120a", "sm_100a"])
+@pytest.mark.parametrize("how", ["transposed", "broadcast", "constant"])
+def test_scales_in_other_layouts(arch, how):
+    """The block-scaled instructions take scale tiles in any register layout (a transposed
+    load, a broadcast column, a converted constant): they pass through shared memory."""
+    sa_src, sb_src = {
+        "transposed": ("load(sa, index = (0, 0), shape = (128, 2))",
+                       "transpose(load(sb, index = (0, 0), shape = (64, 2)))"),
+        "broadcast": ("broadcast_to(load(sa, index = (0, 0), shape = (128, 1)), (128, 2))",
+                      "load(sb, index = (0, 0), shape = (2, 64))"),
+        "constant": ("astype(full((128, 2), 0.5, f32), ue8m0)",
+                     "astype(full((2, 64), 4.0, f32), ue8m0)")}[how]
+    src = LAYOUTS.replace("SA", sa_src).replace("SB", sb_src)
+    mod = tilelang.compile(src, arch=arch, backend="emulator", cache=False)
+    rng = np.random.default_rng(2)
+    a, b = _elements(rng, (128, 64), "f8e4m3"), _elements(rng, (64, 64), "f8e4m3")
+    sa = _scales(rng, (128, 2), "ue8m0")
+    sb = _scales(rng, (64, 2) if how == "transposed" else (2, 64), "ue8m0")
+    c = np.zeros((128, 64), np.float32)
+    mod.mms[(1,)](a, sa, b, sb, c)
+    want_sa, want_sb = {
+        "transposed": (sa, sb.T),
+        "broadcast": (np.repeat(sa[:, :1], 2, 1), sb),
+        "constant": (np.full((128, 2), 0.5), np.full((2, 64), 4.0))}[how]
+    _check(c, a, np.asarray(want_sa, np.float64), b, np.asarray(want_sb, np.float64), 32)
