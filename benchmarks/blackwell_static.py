@@ -23,6 +23,15 @@ that the disassembly shows, so on sm_100a the main loop is the backward-branch l
 most UTCHMMA (innermost on ties) and its K-steps are its UTCHMMA over BK / 16 (one
 M = 128, N = BN, K = 16 instruction per 16 of K, as both sides issue them).
 
+A second table compares the block-scaled products (MXFP8: e4m3 operands, one ue8m0 scale per
+32 along K) with Triton's `tl.dot_scaled` (benchmarks/triton_ref/gen_scaled_matmul_ptx.py's
+kernel, 4 warps, 2 stages) at the same tiles: examples/matmul_mxfp8.tile as written (64 x 64 x
+64: block-scaled mma.sync on sm_120a; on sm_100a both compilers dequantize to bf16 and use
+tcgen05 kind::f16, the block-scaled kinds taking M = 128) and, on sm_100a, the same kernel at
+128 x 64 x 64 (block-scaled tcgen05 on both sides). Its SASS per K-step: the main loop's
+instructions over its tensor-core instructions per K-step (QMMA: BM * BN * BK / (16 * 8 * 32)
+/ warps a warp; UTCHMMA: BK / 16; UTCQMMA: BK / 32).
+
 Triton runs in its own Python (`--triton-python`, else $TRITON_PYTHON, else
 /tmp/tritonenv/bin/python, else this Python when it imports triton); without one its rows
 are left out with a note. The table goes to benchmarks/results/blackwell-static-<date>-cpu.md
@@ -76,6 +85,34 @@ print(json.dumps(out))
 '''
 
 
+TRITON_SCALED = r'''
+import json, os, sys, tempfile
+os.environ.setdefault("TRITON_CACHE_DIR", tempfile.mkdtemp(prefix="triton-cache-"))
+os.environ.setdefault("TRITON_DISABLE_LINE_INFO", "1")
+os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
+sys.path.insert(0, sys.argv[2])
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+from gen_scaled_matmul_ptx import scaled_matmul, SIGNATURE
+out = {"triton": triton.__version__, "shared": {}}
+for name, arch, bm, bn, bk in json.loads(sys.argv[3]):
+    consts = {"BM": bm, "BN": bn, "BK": bk, "FMT": "e4m3"}
+    k = triton.compile(ASTSource(scaled_matmul, SIGNATURE, consts, {}),
+                       target=GPUTarget("cuda", arch, 32),
+                       options={"num_warps": 4, "num_stages": 2})
+    with open(os.path.join(sys.argv[1], name + ".ptx"), "w") as f:
+        f.write(k.asm["ptx"])
+    out["shared"][name] = k.metadata.shared
+print(json.dumps(out))
+'''
+
+# (name, target, BM, BN, BK) of the block-scaled comparison
+SCALED = (("sm_120a-64", "sm_120a", 64, 64, 64), ("sm_100a-64", "sm_100a", 64, 64, 64),
+          ("sm_100a-128", "sm_100a", 128, 64, 64))
+SCALED_MMA = {"QMMA": 32, "UTCHMMA": 16, "UTCQMMA": 32}    # K of one instruction
+
+
 @dataclass(frozen=True)
 class Build:
     target: str
@@ -126,6 +163,83 @@ def tile_builds() -> list[Build]:
             "ldmatrix + mma.sync, cp.async ring")
         out.append(Build(t, "Tile", how, res.ptx, k.static_smem + k.dynamic_smem))
     return out
+
+
+def scaled_tile_builds() -> list[tuple]:
+    """(Build, (BM, BN, BK)) of examples/matmul_mxfp8.tile at each SCALED tile (BM = 128
+    through its constant)."""
+    src = (ROOT / "examples" / "matmul_mxfp8.tile").read_text()
+    out = []
+    for _, t, bm, bn, bk in SCALED:
+        text = src.replace("const BM: i32 = 64", f"const BM: i32 = {bm}")
+        res = compile_source(text, "examples/matmul_mxfp8.tile", CompileOptions(target=t),
+                             until="ptx")
+        assert res.ok, render_all(res.diagnostics)
+        k = res.codegen.kernels[0]
+        how = "examples/matmul_mxfp8.tile" + (f", BM = {bm}" if bm != 64 else "") + ": " + (
+            "block-scaled mma.sync" if "block_scale" in res.ptx and t == "sm_120a" else
+            "block-scaled tcgen05.mma, scales in TMEM" if "block_scale" in res.ptx else
+            "bf16 dequantisation, tcgen05 kind::f16")
+        out.append((Build(t, "Tile", how, res.ptx, k.static_smem + k.dynamic_smem),
+                    (bm, bn, bk)))
+    return out
+
+
+def scaled_triton_builds(py: str) -> list[tuple]:
+    with tempfile.TemporaryDirectory() as d:
+        script = Path(d) / "gen.py"
+        script.write_text(TRITON_SCALED)
+        arches = [[n, int(t[3:6]), bm, bn, bk] for n, t, bm, bn, bk in SCALED]
+        proc = subprocess.run([py, str(script), d, str(ROOT / "benchmarks" / "triton_ref"),
+                               json.dumps(arches)], capture_output=True, text=True,
+                              timeout=600)
+        if proc.returncode:
+            raise RuntimeError(f"Triton failed:\n{proc.stderr[-3000:]}")
+        info = json.loads(proc.stdout.strip().splitlines()[-1])
+        out = []
+        for n, t, bm, bn, bk in SCALED:
+            ptx = (Path(d) / f"{n}.ptx").read_text()
+            how = "tl.dot_scaled, " + (
+                "block-scaled mma.sync" if t == "sm_120a" else
+                "block-scaled tcgen05.mma" if "block_scale" in ptx else
+                "bf16 dequantisation, tcgen05 kind::f16")
+            out.append((Build(t, f"Triton {info['triton']}", how, ptx,
+                              info["shared"][n]), (bm, bn, bk)))
+    return out
+
+
+def analyze_scaled(b: Build, tile: tuple[int, int, int]) -> dict:
+    """The K loop (the backward-branch loop with the most tensor-core instructions) and its
+    instructions per K-step of BK."""
+    link = link_ptx(b.ptx, get_target(b.target))
+    (name, r), = link.resources.items()
+    instrs = sass.disassemble(link.cubin)[name]
+    bm, bn, bk = tile
+
+    def mmas(lp):
+        return sum(i.op.split(".")[0] in SCALED_MMA for i in lp.instrs)
+    lp = max(sass.loops(instrs), key=lambda x: (mmas(x), -len(x.instrs)))
+    ops = [i.op.split(".")[0] for i in lp.instrs]
+    kind = next(o for o in ops if o in SCALED_MMA)
+    per_step = bk // SCALED_MMA[kind] * (bm * bn // (16 * 8) // WARPS if kind == "QMMA" else 1)
+    return {"registers": r.registers, "spills": r.spill_stores + r.spill_loads,
+            "local": sass.summarize(instrs).local, "mma": f"{mmas(lp)} {kind}",
+            "per_k_step": round(len(ops) / (mmas(lp) / per_step), 1),
+            "total": sass.summarize(instrs).total}
+
+
+SCALED_HEAD = ("| target | tile | compiler | how built | registers | spill bytes | LDL/STL | "
+               "shared KiB | MMA in loop | SASS per K-step | SASS in all |")
+
+
+def scaled_table(rows) -> str:
+    lines = [SCALED_HEAD, "|" + "---|" * 11]
+    for b, tile, m in rows:
+        lines.append(f"| {b.target} | {'x'.join(map(str, tile))} | {b.who} | {b.how} | "
+                     f"{m['registers']} | {m['spills']} | {m['local']} | "
+                     f"{b.shared / 1024:.1f} | {m['mma']} | {m['per_k_step']} | "
+                     f"{m['total']} |")
+    return "\n".join(lines)
 
 
 def _tc5_loop(instrs: list) -> sass.Loop | None:
@@ -194,17 +308,22 @@ def main(argv=None) -> int:
               "nvidia-cuda-nvdisasm)", file=sys.stderr)
         return 1
     builds = tile_builds()
+    scaled = scaled_tile_builds()
     note = ""
     py = triton_python(args.triton_python)
     if py is None:
         note = "\nTriton not available: its rows are left out.\n"
     else:
         builds += triton_builds(py)
+        scaled += scaled_triton_builds(py)
     builds.sort(key=lambda b: (TARGETS.index(b.target), b.who != "Tile"))
     rows = [(b, analyze(b)) for b in builds]
+    scaled.sort(key=lambda x: (TARGETS.index(x[0].target), x[1], x[0].who != "Tile"))
+    srows = [(b, tile, analyze_scaled(b, tile)) for b, tile in scaled]
     today = datetime.date.today().isoformat()
     text = (f"# Blackwell static comparison, {today} (no GPU)\n\n{INTRO}\n\n"
-            + table(rows) + "\n" + note)
+            + table(rows) + "\n\n## Block-scaled (MXFP8)\n\n" + scaled_table(srows) + "\n"
+            + note)
     out = Path(args.out) if args.out else \
         ROOT / "benchmarks" / "results" / f"blackwell-static-{today}-cpu.md"
     out.write_text(text)

@@ -85,7 +85,10 @@ FEATURES: dict[str, Feature] = {f.name: f for f in (
     # has TMA (not arch-specific) but neither wgmma nor tcgen05
     Feature("setmaxnreg", 90, (8, 0), ("sm_90a", "sm_100a", "sm_120a")),
     Feature("tcgen05", 100, (8, 6), ("sm_100a",)),
-    Feature("mx_cvt", 100, (8, 6), ("sm_100a",)),   # cvt of e2m1x2/e2m3x2/e3m2x2/ue8m0x2
+    # cvt of e2m1x2/e2m3x2/e3m2x2/ue8m0x2 (PTX ISA: sm_100a, sm_101a and sm_120a)
+    Feature("mx_cvt", 100, (8, 6), ("sm_100a", "sm_120a")),
+    # mma.sync.aligned.m16n8k32...kind::mxf8f6f4.block_scale (PTX ISA 8.7, sm_120a only)
+    Feature("mma_block_scale", 120, (8, 7), ("sm_120a",)),
     # NVSHMEM's device library (codegen/target/nvshmem_bitcode.py): its bitcode is built for
     # PTX 8.8 (`"target-features"="+ptx88"` of NVSHMEM 3.8) and its inline PTX needs 8.6
     Feature("nvshmem", 70, (8, 8)),

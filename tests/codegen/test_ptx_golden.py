@@ -47,7 +47,8 @@ DEFINES = {"attention.tile": ("T=bf16",)}
 MORE_TARGETS = {"matmul.tile": ("sm_100a", "sm_120a"),
                 "matmul_persistent.tile": ("sm_100a", "sm_120a"),
                 "attention.tile": ("sm_100a",),
-                "matmul_mxfp8.tile": ("sm_100a",), "matmul_nvfp4.tile": ("sm_100a",)}
+                "matmul_mxfp8.tile": ("sm_100a", "sm_120a"),
+                "matmul_nvfp4.tile": ("sm_100a", "sm_120a")}
 # Examples that need a newer target than sm_80: multimem (NVLink SHARP) is sm_90+ (E0752 below)
 TARGETS_OF = {"distributed/all_reduce_multimem.tile": ("sm_90a", "sm_120")}
 

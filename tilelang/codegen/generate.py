@@ -250,15 +250,41 @@ def check_limits(kernel: Kernel, spec: LaunchSpec, target: Target,
         check_registers(kernel, block, spec.maxnreg, sink, plan.fusion.piecewise())
 
 
-def _software_paths(module: IRModule) -> IRModule:
+def _software_paths(module: IRModule, target: Target, why: dict | None = None) -> IRModule:
     """Ops the target has no instruction for, rewritten into ordinary ops first: block-scaled
-    products dequantize into a bf16 product on every target so far (ir/passes/scaled.py)."""
+    products without a block-scaled tensor-core form (plan/scaled.py S1-S3) dequantize into a
+    bf16 product (ir/passes/scaled.py). `why`, if given, gets (kernel name, result id) ->
+    the ScaledPath of each product rewritten (the bf16 `mma` keeps the result's id)."""
+    from tilelang.codegen.plan.scaled import scaled_path
     from tilelang.ir.passes.scaled import expand_scaled_products
     from tilelang.record import replace
-    kernels = tuple(expand_scaled_products(k) for k in module.kernels)
+
+    def expanded(k):
+        threads = prod(block_shape(launch_spec(k)))
+
+        def keep(op):
+            m = op.arg_map
+            path = scaled_path(target, m["a"].type, m["a_scale"].type, m["b"].type,
+                               op.result.type, threads)
+            if why is not None and path.form is None:
+                why[(k.name, op.result.id)] = path
+            return path.form is not None
+        return expand_scaled_products(k, keep)
+    kernels = tuple(expanded(k) for k in module.kernels)
     if all(new is old for new, old in zip(kernels, module.kernels)):
         return module
     return replace(module, kernels=kernels)
+
+
+def _with_software_paths(plan: KernelPlan, kernel: str, why: dict) -> KernelPlan:
+    """`plan` with its products' software-path reasons (`_software_paths`) for the dump."""
+    from tilelang.record import replace
+    ds = tuple(replace(d, scaled=why[(kernel, d.result)]) if (kernel, d.result) in why else d
+               for d in plan.products.decisions)
+    if not why:
+        return plan
+    products = replace(plan.products, decisions=ds, by_result={d.result: d for d in ds})
+    return replace(plan, products=products)
 
 
 def kernel_plans(module: IRModule, options: CompileOptions | None = None,
@@ -271,7 +297,8 @@ def kernel_plans(module: IRModule, options: CompileOptions | None = None,
     facts = facts or {}
     layout = data_layout(tgt.llvm_cpu, tgt.llvm_features(tgt.min_ptx))
     out = []
-    for k in _software_paths(module).kernels:
+    software: dict = {}
+    for k in _software_paths(module, tgt, software).kernels:
         spec = launch_spec(k)
         block = block_shape(spec)
         kfacts = {p.hint: facts.get(k.name, {}).get(p.hint, DEFAULT_FACTS)
@@ -280,7 +307,7 @@ def kernel_plans(module: IRModule, options: CompileOptions | None = None,
         _, kern = _emit(k, tgt, block, kfacts, exact=spec.reqntid is not None, layout=layout,
                         fast_math=options.precision or False, tma=tma,
                         distributed=options.distributed)
-        out.append((k, kern.plan))
+        out.append((k, _with_software_paths(kern.plan, k.name, software)))
     return out
 
 
@@ -299,7 +326,7 @@ def generate(module: IRModule, options: CompileOptions | None = None,
     sink = DiagnosticSink()
     contracts: dict[str, KernelContract] = {}
     pending = []
-    module = _software_paths(module)
+    module = _software_paths(module, tgt)
     for k in module.kernels:
         spec = launch_spec(k)
         block = block_shape(spec)

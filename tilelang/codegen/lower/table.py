@@ -16,7 +16,8 @@ from typing import Callable
 
 LOWERINGS: dict[str, Callable] = {}
 GROUP_LOWERINGS: dict[str, Callable] = {}
-PRODUCTS = ("mma", "matmul", "@")      # the matrix products: lower/tensorcore/matmul.py
+PRODUCTS = ("mma", "matmul", "@", "mma_scaled")   # the matrix products: lower/tensorcore/
+#                                                   matmul.py
 
 
 def lowers(*names: str):

@@ -66,6 +66,8 @@ def _products(plan: KernelPlan, name) -> list[str]:
     for d in ds:
         shape = "x".join(map(str, d.shape))
         out.append(f"    {d.name} {name(d.result)} {shape}: {d.why}")
+        if d.scaled is not None and d.scaled.form is None:
+            out.append(f"      mma_scaled: {d.scaled.why}")
         op = name.ops.get(d.result)
         for k, deferred in zip(("a", "b"), d.deferred):
             v = op.arg_map.get(k) if op is not None else None

@@ -20,7 +20,7 @@ from tilelang.record import record
 from tilelang.sema.constants import ConstValue
 from tilelang.sema.types import TileType
 
-PRODUCTS = ("mma", "matmul", "@")
+PRODUCTS = ("mma", "matmul", "@", "mma_scaled")
 PURE_GROUPS = ("math", "dtype", "grid", "operator")
 PURE_MEMORY = ("num_tiles", "dim", "stride")
 PURE_TILE = PURE_GROUPS + ("creation", "shape", "reduce", "scan", "sort", "matmul", "random")

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Mapping
 
 from tilelang.codegen.plan.inputs import PlanInputs
 from tilelang.codegen.plan.operands import PRODUCTS, DeferredLoad, deferrable
+from tilelang.codegen.plan.scaled import ScaledPath
 from tilelang.codegen.plan.uses import UseCounts
 from tilelang.ir.ops import Block, BuiltinOp, walk
 from tilelang.record import record
@@ -27,6 +28,9 @@ class ProductDecision:
     why: str
     declined_wgmma: bool = False    # fits wgmma but for the block's thread count
     deferred: tuple[bool, bool] = (False, False)   # a, b copied straight to shared memory
+    # a block-scaled product's path (plan/scaled.py): its instruction, or the software path's
+    # reason on the bf16 `mma` that dequantisation left in its place (`tilec --emit plan`)
+    scaled: ScaledPath | None = None
 
 
 @record(frozen=True)
@@ -87,7 +91,9 @@ def plan_products(inputs: PlanInputs, uses: UseCounts) -> ProductsPlan:
         plan, why, declined = tensor_core_plan(inputs, op)
         ab = tuple(isinstance(deferred.get(getattr(op.arg_map.get(k), "id", None)),
                               DeferredLoad) for k in ("a", "b"))
+        form = plan.scaled if plan is not None else None
+        scaled = ScaledPath(form, "") if form is not None else None
         out.append(ProductDecision(op.name, op.result.id, tuple(op.result.type.shape), plan,
-                                   why, declined, ab))
+                                   why, declined, ab, scaled))
     return ProductsPlan(tuple(out), {d.result: d for d in out}, deferred,
                         frozenset(d.plan.acc for d in out if d.plan is not None))

@@ -22,6 +22,9 @@ Rules, in the order they are tried:
      reads TMEM lanes 32w .. 32w + 31 in the epilogue) or of those four and two more, a
      producer and an MMA warp (tc5_ws_block: plan/loops.py R5 specializes the ring);
      anything else runs on mma.sync.
+  R5 a block-scaled product (`mma_scaled`) reaches planning only where plan/scaled.py's
+     S1-S3 give it a block-scaled instruction (the software path rewrote the others into a
+     bf16 `mma` first): the f8 mma.sync form and tiling of R2 with that instruction.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from __future__ import annotations
 from tilelang.codegen.layouts.distributed import Layout
 from tilelang.codegen.layouts.mma import MmaForm, WarpTiling, acc_layout, mma_form, warp_tiling
 from tilelang.codegen.layouts.wgmma import WgTiling, wg_acc_layout, wg_tiling
+from tilelang.codegen.plan.scaled import ScaledForm, scaled_path
 from tilelang.ir.ops import BuiltinOp
 from tilelang.record import record
 from tilelang.targets import FEATURES
@@ -43,6 +47,7 @@ class TensorCorePlan:
     wg: WgTiling | None = None      # warp-group MMA (lower/tensorcore/wgmma_product.py); acc is then its
                                     # layout
     tc5: "Tc5Shape | None" = None   # tcgen05 (R4); acc is then tc5_acc_layout
+    scaled: ScaledForm | None = None    # a block-scaled instruction (R5; mma_scaled only)
 
 
 @record(frozen=True)
@@ -194,6 +199,8 @@ def tensor_core_plan(kern, op: BuiltinOp) -> tuple:
     tiling = warp_tiling(tuple(out.shape), kern.threads)
     if tiling is None:
         return None, "FMA: no warp tiling of the accumulator (R2)", False
+    if op.name == "mma_scaled":
+        return _scaled_plan(kern, op, form, b_class, tiling)
     tc5, why_not5 = _tc5_plan(kern, form, at.shape, bt.shape, out.shape)
     if tc5 is not None:
         return (TensorCorePlan(form, b_class, tiling, tc5_acc_layout(tuple(out.shape)),
@@ -212,3 +219,29 @@ def tensor_core_plan(kern, op: BuiltinOp) -> tuple:
                                                              tiling)),
             f"mma.sync k{form.k}: {tiling.warps_m} x {tiling.warps_n} warps"
             + (f" ({why_not})" if why_not else "") + " (R2)", declined)
+
+
+def _scaled_plan(kern, op: BuiltinOp, form: MmaForm, b_class: str, tiling: WarpTiling) -> tuple:
+    """R5: the block-scaled mma.sync that plan/scaled.py chose for `op`."""
+    m = op.arg_map
+    path = scaled_path(kern.target, m["a"].type, m["a_scale"].type, m["b"].type,
+                       op.result.type, kern.threads)
+    assert path.form is not None, "the software path expands every other mma_scaled"
+    out = tuple(op.result.type.shape)
+    if path.form.instr == "tcgen05":
+        m, n = out
+        # the accumulator's n columns, then A's scales (four columns: 32 lanes x 4 rows
+        # each) and B's (n / 32): lower/tensorcore/tcgen05_scaled.py
+        cols = max(32, 1 << (n + 4 + n // 32 - 1).bit_length())
+        tc5 = Tc5Shape(m, n, 32, cols)
+        return (TensorCorePlan(form, b_class, tiling, tc5_acc_layout(out), tc5=tc5,
+                               scaled=path.form),
+                f"{path.form.describe()}: {k_steps(m_type(op), tc5)} instruction(s) per "
+                f"product, {cols} TMEM columns (R5)", False)
+    return (TensorCorePlan(form, b_class, tiling, acc_layout(out, kern.threads, tiling),
+                           scaled=path.form),
+            f"{path.form.describe()}: {tiling.warps_m} x {tiling.warps_n} warps (R5)", False)
+
+
+def m_type(op: BuiltinOp):
+    return op.arg_map["a"].type

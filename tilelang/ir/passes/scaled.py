@@ -12,15 +12,15 @@ range (8 exponent bits, as f32's): the product then differs from the reference o
 order in which the bf16 product's f32 accumulator adds. Triton dequantizes to bf16 likewise
 where a GPU has no block-scaled instruction.
 
-Code generation runs this before planning on a target whose tensor cores have no block-scaled
-product in Tile yet (every target today); the interpreter keeps the op and its exact
-reference.
+Code generation runs this before planning on every product the target has no block-scaled
+instruction for (codegen/plan/scaled.py decides which: `keep`); the interpreter keeps the op
+and its exact reference.
 """
 
 from __future__ import annotations
 
 import itertools
-from typing import Iterator
+from typing import Callable, Iterator
 
 from tilelang.ir.builder import Builder
 from tilelang.ir.ops import Block, BuiltinOp, ForOp, IfOp, Kernel, Op, WhileOp, walk
@@ -66,24 +66,28 @@ def _expand(ids: Iterator[int], op: BuiltinOp) -> list[Op]:
 
 
 class _Expander:
-    def __init__(self, k: Kernel):
+    def __init__(self, k: Kernel, keep: Callable[[BuiltinOp], bool]):
         self.ids = _fresh_ids(k)
+        self.keep = keep
 
     def block(self, block: Block) -> Block:
         out: list[Op] = []
         for op in block.ops:
             if isinstance(op, (IfOp, ForOp, WhileOp)):
                 op = with_regions(op, [self.block(r) for r in op.regions])
-            if isinstance(op, BuiltinOp) and op.name == "mma_scaled":
+            if isinstance(op, BuiltinOp) and op.name == "mma_scaled" and not self.keep(op):
                 out.extend(_expand(self.ids, op))
             else:
                 out.append(op)
         return with_ops(block, out)
 
 
-def expand_scaled_products(k: Kernel) -> Kernel:
-    """`k` with every `mma_scaled` replaced by its software path (itself when it has none)."""
-    if not any(isinstance(op, BuiltinOp) and op.name == "mma_scaled" for op in walk(k.body)):
+def expand_scaled_products(k: Kernel, keep: Callable[[BuiltinOp], bool] = lambda op: False
+                           ) -> Kernel:
+    """`k` with every `mma_scaled` but those `keep` accepts (a block-scaled instruction
+    computes them) replaced by its software path (itself when none changes)."""
+    if not any(isinstance(op, BuiltinOp) and op.name == "mma_scaled" and not keep(op)
+               for op in walk(k.body)):
         return k
-    return replace(k, body=_Expander(k).block(k.body))
+    return replace(k, body=_Expander(k, keep).block(k.body))
 

@@ -1,9 +1,11 @@
 """`mma_scaled` compiled and run on the emulator against NumPy (values through ml_dtypes):
 every element format (f8e4m3, f8e5m2 mixed with it, f6e2m3, f6e3m2, f4e2m1) with ue8m0
-scales, and NVFP4 (f4e2m1 with f8e4m3 scales, one per 16), through the software path that
-every target takes today (ir/passes/scaled.py: dequantize to bf16, then the target's bf16
-product: mma.sync on sm_80 and sm_100a, wgmma on sm_90a); ragged shapes (the loads pad) and a
-batched product.
+scales, and NVFP4 (f4e2m1 with f8e4m3 scales, one per 16), on sm_120a's block-scaled
+mma.sync and sm_100a's block-scaled tcgen05.mma (the 8-bit floats with ue8m0 scales:
+plan/scaled.py; tcgen05 at M = 128) and otherwise through the
+software path (ir/passes/scaled.py: dequantize to bf16, then the target's bf16 product:
+mma.sync on sm_80 and sm_120a, wgmma on sm_90a, tcgen05 on sm_100a); ragged shapes (the loads
+pad) and a batched product.
 
 Tolerance: every element times its scale is exact in bf16 here (scales 2^-6 .. 2^6) and
 every product of two is exact in f32, so only the f32 sums round: at most K roundings of
@@ -81,7 +83,8 @@ CASES = [("f8e4m3", "f8e4m3", "ue8m0", 32), ("f8e4m3", "f8e5m2", "ue8m0", 32),
 
 
 # sm_80 in the default suite; the wgmma (sm_90a) and sm_100a (PTX cvt) variants are slow
-@pytest.fixture(scope="module", params=["sm_80", pytest.param("sm_90a", marks=pytest.mark.slow),
+@pytest.fixture(scope="module", params=["sm_80", "sm_120a",
+                                        pytest.param("sm_90a", marks=pytest.mark.slow),
                                         pytest.param("sm_100a", marks=pytest.mark.slow)])
 def arch(request):
     return request.param
@@ -98,6 +101,28 @@ def test_every_format_on_the_emulator(arch, ta, tb, ts, v):
     c = np.zeros((m, n), np.float32)
     mod.mms[(2, 2)](a, sa, b, sb, c)
     _check(c, a, sa, b, sb, v)
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_120a"])
+def test_exact_sums_give_the_exact_product_f8(arch):
+    """f8e4m3 elements ±1, ±0.5, ±0.25 and scales 2^-2 .. 2^2: every partial sum is a small
+    multiple of 2^-8, exact in f32, so the block-scaled instruction (sm_120a) and the
+    software path (sm_80) both give exactly NumPy's product; the scales differ per row of a,
+    per column of b and per 32 of K, so one read from the wrong lane or byte shows."""
+    src = KERNEL.replace("TA", "f8e4m3").replace("TB", "f8e4m3").replace("TS", "ue8m0") \
+        .replace("V", "32")
+    mod = tilelang.compile(src, arch=arch, backend="emulator", cache=False)
+    rng = np.random.default_rng(5)
+    vals = [-1.0, -0.5, -0.25, 0.25, 0.5, 1.0]
+    a = rng.choice(vals, (64, 64)).astype(ML["f8e4m3"])
+    b = rng.choice(vals, (64, 32)).astype(ML["f8e4m3"])
+    sa = rng.integers(125, 130, (64, 2)).astype(np.uint8).view(ML["ue8m0"])
+    sb = rng.integers(125, 130, (2, 32)).astype(np.uint8).view(ML["ue8m0"])
+    c = np.zeros((64, 32), np.float32)
+    mod.mms[(1, 1)](a, sa, b, sb, c)
+    want = (a.astype(np.float64) * np.repeat(sa.astype(np.float64), 32, 1)) @ \
+        (b.astype(np.float64) * np.repeat(sb.astype(np.float64), 32, 0))
+    assert np.array_equal(c, want.astype(np.float32))
 
 
 def test_exact_sums_give_the_exact_product():
@@ -129,9 +154,9 @@ def test_batched():
 
 
 def test_the_software_path_in_the_ptx():
-    """examples/matmul_mxfp8.tile: bf16 products (mma.sync on sm_80 and sm_100a, wgmma on
-    sm_90a) and, on sm_100a only, the scales decoded by `cvt.rn.bf16x2.ue8m0x2` (the
-    arch-specific feature keeps `.target sm_100a`)."""
+    """examples/matmul_mxfp8.tile: bf16 products (mma.sync on sm_80, wgmma on sm_90a,
+    tcgen05 kind::f16 on sm_100a) and, on sm_100a only, the scales decoded by
+    `cvt.rn.bf16x2.ue8m0x2` (the arch-specific feature keeps `.target sm_100a`)."""
     import pathlib
     from tilelang.driver import compile_source
     from tilelang.options import CompileOptions
@@ -143,7 +168,221 @@ def test_the_software_path_in_the_ptx():
         assert res.ok
         ptx[t] = res.ptx
     assert ptx["sm_80"].count("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32") == 32
-    assert ptx["sm_100a"].count("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32") == 32
+    assert ptx["sm_100a"].count("tcgen05.mma.cta_group::1.kind::f16") == 4
     assert ptx["sm_90a"].count("wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16") == 4
     assert "cvt.rn.bf16x2.ue8m0x2" in ptx["sm_100a"] and ".target sm_100a" in ptx["sm_100a"]
     assert "ue8m0x2" not in ptx["sm_80"] + ptx["sm_90a"]
+
+
+def _example_ptx(name: str, target: str) -> str:
+    import pathlib
+    from tilelang.driver import compile_source
+    from tilelang.options import CompileOptions
+    path = pathlib.Path(__file__).resolve().parents[4] / "examples" / name
+    res = compile_source(path.read_text("utf-8"), str(path), CompileOptions(target=target),
+                         until="ptx")
+    assert res.ok
+    return res.ptx
+
+
+def test_the_block_scaled_mma_sync_in_the_ptx():
+    """examples/matmul_mxfp8.tile on sm_120a: per K step of 64 each of the 2 x 2 warps issues
+    2 m-tiles x 4 n-tiles x 2 k32 block-scaled instructions (16) with the scales from
+    registers, one byte load per m-tile (2 x 2) and n-tile (4 x 2) and k32; no bf16 product,
+    no scale decoding; the arch-specific instruction keeps `.target sm_120a`."""
+    ptx = _example_ptx("matmul_mxfp8.tile", "sm_120a")
+    instr = ("mma.sync.aligned.m16n8k32.row.col.kind::mxf8f6f4.block_scale.scale_vec::1X"
+             ".f32.e4m3.e4m3.f32.ue8m0")
+    assert ptx.count(instr) == 16
+    assert ptx.count("{0, 0}") == 32
+    assert ptx.count("ld.shared.b8") == 12
+    assert "bf16" not in ptx and "ue8m0x2" not in ptx
+    assert ".target sm_120a" in ptx
+
+
+def test_nvfp4_on_sm_120a_takes_the_software_path():
+    """NVFP4 (f8e4m3 scales per 16) has no block-scaled form in Tile: sm_120a dequantizes with
+    its MX conversions (`cvt.rn.f16x2.e2m1x2`, arch-specific there as on sm_100a) into the bf16
+    mma.sync product."""
+    ptx = _example_ptx("matmul_nvfp4.tile", "sm_120a")
+    assert ptx.count("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32") == 32
+    assert "cvt.rn.f16x2.e2m1x2" in ptx and "block_scale" not in ptx
+    assert ".target sm_120a" in ptx
+
+
+def _plan_text(name: str, target: str) -> str:
+    import pathlib
+    from tilelang.codegen.generate import kernel_plans
+    from tilelang.codegen.plan.dump import format_plan
+    from tilelang.driver import compile_source
+    from tilelang.options import CompileOptions
+    path = pathlib.Path(__file__).resolve().parents[4] / "examples" / name
+    res = compile_source(path.read_text("utf-8"), str(path), CompileOptions(target=target),
+                         until="tir")
+    (kernel, plan), = kernel_plans(res.ir, CompileOptions(target=target))
+    return format_plan(plan, kernel)
+
+
+def test_the_plan_says_which_path():
+    text = _plan_text("matmul_mxfp8.tile", "sm_120a")
+    assert ("64x64: block-scaled mma.sync kind::mxf8f6f4 m16n8k32 scale_vec::1X .ue8m0: "
+            "2 x 2 warps (R5)") in text
+    assert "software dequantisation" not in text
+    assert "mma_scaled: software dequantisation: f4e2m1 x f4e2m1 with f8e4m3 scales (S2)" \
+        in _plan_text("matmul_nvfp4.tile", "sm_120a")
+    assert "mma_scaled: software dequantisation: no block-scaled tensor-core instruction " \
+        "for sm_80 in Tile (S1)" in _plan_text("matmul_mxfp8.tile", "sm_80")
+
+
+TC5 = """
+@launch(reqntid = (128, 1, 1))
+kernel mms(a: Array[f8e4m3, 2], sa: Array[ue8m0, 2], b: Array[TB, 2], sb: Array[ue8m0, 2],
+           c: Array[f32, 2]) {
+    let m = bid(0);
+    let n = bid(1);
+    var acc = zeros((128, BN), f32);
+    for k in range(num_tiles(a, axis = 1, shape = (128, 64))) {
+        let ta = load(a, index = (m, k), shape = (128, 64), padding = 0);
+        let ts = load(sa, index = (m, k), shape = (128, 2), padding = 0);
+        let tb = load(b, index = (k, n), shape = (64, BN), padding = 0);
+        let us = load(sb, index = (k, n), shape = (2, BN), padding = 0);
+        acc = mma_scaled(ta, ts, tb, us, acc);
+    }
+    store(c, index = (m, n), tile = acc);
+}
+"""
+
+
+@pytest.mark.parametrize("bn,tb", [(64, "f8e4m3"), (32, "f8e5m2"), (128, "f8e4m3")])
+def test_block_scaled_tcgen05_on_the_emulator(bn, tb):
+    """sm_100a: a 128 x BN accumulator takes tcgen05.mma kind::mxf8f6f4.block_scale with the
+    scales in tensor memory (N = 32, 64, 128: one, two, four scale columns of B); ragged
+    (two blocks each way, K = 96 not a tile multiple)."""
+    mod = tilelang.compile(TC5.replace("BN", str(bn)).replace("TB", tb), arch="sm_100a",
+                           backend="emulator", cache=False)
+    rng = np.random.default_rng(bn)
+    m, n, k = 200, bn + 16, 96
+    a, b = _elements(rng, (m, k), "f8e4m3"), _elements(rng, (k, n), tb)
+    sa, sb = _scales(rng, (m, k // 32), "ue8m0"), _scales(rng, (k // 32, n), "ue8m0")
+    c = np.zeros((m, n), np.float32)
+    mod.mms[(2, 2)](a, sa, b, sb, c)
+    _check(c, a, sa, b, sb, 32)
+
+
+def test_block_scaled_tcgen05_exact():
+    """Exact sums (as test_exact_sums_give_the_exact_product_f8) on sm_100a's tcgen05."""
+    mod = tilelang.compile(TC5.replace("BN", "64").replace("TB", "f8e4m3"), arch="sm_100a",
+                           backend="emulator", cache=False)
+    rng = np.random.default_rng(6)
+    vals = [-1.0, -0.5, -0.25, 0.25, 0.5, 1.0]
+    a = rng.choice(vals, (128, 64)).astype(ML["f8e4m3"])
+    b = rng.choice(vals, (64, 64)).astype(ML["f8e4m3"])
+    sa = rng.integers(125, 130, (128, 2)).astype(np.uint8).view(ML["ue8m0"])
+    sb = rng.integers(125, 130, (2, 64)).astype(np.uint8).view(ML["ue8m0"])
+    c = np.zeros((128, 64), np.float32)
+    mod.mms[(1, 1)](a, sa, b, sb, c)
+    want = (a.astype(np.float64) * np.repeat(sa.astype(np.float64), 32, 1)) @ \
+        (b.astype(np.float64) * np.repeat(sb.astype(np.float64), 32, 0))
+    assert np.array_equal(c, want.astype(np.float32))
+
+
+def test_block_scaled_tcgen05_in_the_ptx_and_plan():
+    """Two block-scaled tcgen05.mma per K step of 64, the scale words stored to tensor
+    memory by every warp (A: 4 columns, B: 2 for N = 64), no bf16 product or scale decoding;
+    the plan says so. The examples' 64-row accumulators stay on the software path (S4)."""
+    from tilelang.codegen.generate import kernel_plans
+    from tilelang.codegen.plan.dump import format_plan
+    from tilelang.driver import compile_source
+    from tilelang.options import CompileOptions
+    src = TC5.replace("BN", "64").replace("TB", "f8e4m3")
+    opts = CompileOptions(target="sm_100a")
+    ptx = compile_source(src, "t.tile", opts, until="ptx").ptx
+    assert ptx.count("tcgen05.mma.cta_group::1.kind::mxf8f6f4.block_scale.scale_vec::1X") == 2
+    assert ptx.count("tcgen05.st.sync.aligned.32x32b.x4.b32") == 1
+    assert ptx.count("tcgen05.st.sync.aligned.32x32b.x2.b32") == 1
+    assert "bf16" not in ptx and "ue8m0x2" not in ptx and "kind::f16" not in ptx
+    res = compile_source(src, "t.tile", opts, until="tir")
+    (kernel, plan), = kernel_plans(res.ir, opts)
+    assert ("128x64: block-scaled tcgen05 kind::mxf8f6f4 m128n64k32 scale_vec::1X .ue8m0: "
+            "2 instruction(s) per product, 128 TMEM columns (R5)") in format_plan(plan, kernel)
+    assert ("mma_scaled: software dequantisation: tcgen05's block-scaled form takes a 128 x "
+            "32..128 accumulator, K up to 128 and four warps, not 64 x 64, K = 64, 128 threads "
+            "(S4)") in _plan_text("matmul_mxfp8.tile", "sm_100a")
+
+
+def _loop_per_mma(ptx: str, target: str, op: str) -> float:
+    """SASS instructions of the K loop (the backward-branch loop with the most `op`) per
+    `op` instruction, from nvJitLink's cubin through cuobjdump."""
+    from tilelang.codegen.target.link import link_ptx
+    from tilelang.targets import get_target
+    from tilelang.tools import sass
+    link = link_ptx(ptx, get_target(target))
+    (name,) = link.resources
+    instrs = sass.disassemble(link.cubin)[name]
+
+    def count(lp):
+        return sum(i.op.split(".")[0] == op for i in lp.instrs)
+    lp = max(sass.loops(instrs), key=count)
+    return len(lp.instrs) / count(lp)
+
+
+@pytest.mark.parametrize("target,op,bk,fixture", [
+    ("sm_120a", "QMMA", 128, "triton_scaled_matmul_sm120.ptx"),
+    ("sm_100a", "UTCQMMA", 64, "triton_scaled_matmul_bk64_sm100.ptx")])
+def test_no_more_sass_per_k_step_than_triton(target, op, bk, fixture):
+    """examples/matmul_mxfp8.tile at Triton 3.9's `tl.dot_scaled` fixture tile (128 x 64 x
+    BK, 4 warps; benchmarks/triton_ref/gen_scaled_matmul_ptx.py), both on the block-scaled
+    instruction with the same count per K-step, assembled by the same nvJitLink: measured
+    sm_120a 606 SASS a K-step against 1385, sm_100a 356 against 684
+    (benchmarks/blackwell_static.py's block-scaled table)."""
+    import pathlib
+    from tilelang.driver import compile_source
+    from tilelang.options import CompileOptions
+    from tilelang.tools import sass
+    if not sass.tools_available():
+        pytest.skip("cuobjdump/nvdisasm not installed")
+    root = pathlib.Path(__file__).resolve().parents[4]
+    src = (root / "examples" / "matmul_mxfp8.tile").read_text("utf-8") \
+        .replace("const BM: i32 = 64", "const BM: i32 = 128") \
+        .replace("const BK: i32 = 64", f"const BK: i32 = {bk}")
+    ours = compile_source(src, "m.tile", CompileOptions(target=target), until="ptx").ptx
+    theirs = (root / "tests" / "emulator" / "fixtures" / fixture).read_text()
+    assert _loop_per_mma(ours, target, op) <= _loop_per_mma(theirs, target, op)
+
+
+LAYOUTS = """
+@launch(reqntid = (128, 1, 1))
+kernel mms(a: Array[f8e4m3, 2], sa: Array[ue8m0, 2], b: Array[f8e4m3, 2], sb: Array[ue8m0, 2],
+           c: Array[f32, 2]) {
+    let ta = load(a, index = (0, 0), shape = (128, 64), padding = 0);
+    let tb = load(b, index = (0, 0), shape = (64, 64), padding = 0);
+    store(c, index = (0, 0), tile = mma_scaled(ta, SA, tb, SB, zeros((128, 64), f32)));
+}
+"""
+
+
+@pytest.mark.parametrize("arch", ["sm_120a", "sm_100a"])
+@pytest.mark.parametrize("how", ["transposed", "broadcast", "constant"])
+def test_scales_in_other_layouts(arch, how):
+    """The block-scaled instructions take scale tiles in any register layout (a transposed
+    load, a broadcast column, a converted constant): they pass through shared memory."""
+    sa_src, sb_src = {
+        "transposed": ("load(sa, index = (0, 0), shape = (128, 2))",
+                       "transpose(load(sb, index = (0, 0), shape = (64, 2)))"),
+        "broadcast": ("broadcast_to(load(sa, index = (0, 0), shape = (128, 1)), (128, 2))",
+                      "load(sb, index = (0, 0), shape = (2, 64))"),
+        "constant": ("astype(full((128, 2), 0.5, f32), ue8m0)",
+                     "astype(full((2, 64), 4.0, f32), ue8m0)")}[how]
+    src = LAYOUTS.replace("SA", sa_src).replace("SB", sb_src)
+    mod = tilelang.compile(src, arch=arch, backend="emulator", cache=False)
+    rng = np.random.default_rng(2)
+    a, b = _elements(rng, (128, 64), "f8e4m3"), _elements(rng, (64, 64), "f8e4m3")
+    sa = _scales(rng, (128, 2), "ue8m0")
+    sb = _scales(rng, (64, 2) if how == "transposed" else (2, 64), "ue8m0")
+    c = np.zeros((128, 64), np.float32)
+    mod.mms[(1,)](a, sa, b, sb, c)
+    want_sa, want_sb = {
+        "transposed": (sa, sb.T),
+        "broadcast": (np.repeat(sa[:, :1], 2, 1), sb),
+        "constant": (np.full((128, 2), 0.5), np.full((2, 64), 4.0))}[how]
+    _check(c, a, np.asarray(want_sa, np.float64), b, np.asarray(want_sb, np.float64), 32)

@@ -20,8 +20,8 @@ import llvmlite.ir as ir
 
 from tilelang.codegen.emit.kernel import I32, KernelEmitter, TileVal
 from tilelang.codegen.emit.sync import _padded_ir, stage
-from tilelang.codegen.lower.tensorcore import (mma_operands, mma_sync, tcgen05_product,
-                                               wgmma_product)
+from tilelang.codegen.lower.tensorcore import (mma_block_scale, mma_operands, mma_sync,
+                                               tcgen05_product, wgmma_product)
 from tilelang.codegen.lower.tensorcore.mma_epilogue import remember_acc_layout
 from tilelang.codegen.lower.tensorcore.cp_async import Stream
 from tilelang.codegen.lower.tensorcore.mma_plan import TensorCorePlan, tensor_core_plan, to_layout
@@ -97,17 +97,20 @@ def _product(kern: KernelEmitter, a: TileVal, b: TileVal, acc: TileVal, out: DTy
 # ---------------------------------------------------------------------------------------------
 # Tensor cores
 
-def _tensor_core(kern: KernelEmitter, plan: TensorCorePlan, a, b, acc: TileVal) -> TileVal:
-    """`a`, `b`: TileVals or DeferredLoads (lower/tensorcore/mma_operands.py)."""
+def _tensor_core(kern: KernelEmitter, plan: TensorCorePlan, a, b, acc: TileVal,
+                 scales: tuple[TileVal, TileVal] | None = None) -> TileVal:
+    """`a`, `b`: TileVals or DeferredLoads (lower/tensorcore/mma_operands.py); `scales`:
+    a block-scaled product's (a_scale, b_scale) (plan.scaled)."""
     if plan.tc5 is not None:
-        return tcgen05_product.product(kern, plan, a, b, acc)
+        return tcgen05_product.product(kern, plan, a, b, acc, scales)
     if plan.wg is not None:
         return wgmma_product.product(kern, plan, a, b, acc)
     kern.require_exact()
     # mma.sync's copies take a load's own tile only: a viewed one goes through registers
     a, b = (mma_operands.materialize(kern, x) if getattr(x, "chain", ()) else x for x in (a, b))
     form = plan.form
-    kern.stats.features.add("mma_f8" if form.ab in ("e4m3", "e5m2") else "mma_sync")
+    kern.stats.features.add("mma_block_scale" if plan.scaled is not None else
+                            "mma_f8" if form.ab in ("e4m3", "e5m2") else "mma_sync")
     acc = to_layout(kern, acc, plan.acc)
     rank = acc.layout.rank
     shapes = [tuple(x.op.result.type.shape) if isinstance(x, mma_operands.DeferredLoad)
@@ -129,7 +132,13 @@ def _tensor_core(kern: KernelEmitter, plan: TensorCorePlan, a, b, acc: TileVal) 
         sources.append(x)
         offsets.append(offset)
         offset += -(-nbytes // 16) * 16
+    scale_bases = []
+    for t in scales or ():
+        scale_bases.append(kern.smem(prod(t.shape), ir.IntType(8), offset))
+        offset += -(-prod(t.shape) // 16) * 16
     kern.barrier()
+    for t, base in zip(scales or (), scale_bases):
+        mma_block_scale.store_rows(kern, t, base)
     copies = False
     smem32 = mma_sync.shared_address(kern, ops[0].base)
     for x, sop, off in zip(sources, ops, (0, offsets[1])):
@@ -143,7 +152,11 @@ def _tensor_core(kern: KernelEmitter, plan: TensorCorePlan, a, b, acc: TileVal) 
         mma_operands.commit_group(kern)
         mma_operands.wait_group(kern, 0)
     kern.barrier()
-    regs = mma_sync.product(kern, form, plan.b_class, plan.tiling, ops[0], ops[1], acc, k)
+    def scaled(offs):
+        return mma_block_scale.BlockScaledMma(kern, plan.scaled, *scale_bases, k,
+                                              shapes[1][-1], offs)
+    regs = mma_sync.product(kern, form, plan.b_class, plan.tiling, ops[0], ops[1], acc, k,
+                            scaled if plan.scaled is not None else None)
     remember_acc_layout(kern, plan.acc)
     return TileVal(acc.dtype, plan.acc, tuple(regs))
 
@@ -162,6 +175,18 @@ def mma(kern: KernelEmitter, op: BuiltinOp) -> TileVal:
         return _tensor_core(kern, plan, a, b, acc)
     a, b = (mma_operands.materialize(kern, x) for x in (a, b))
     return _product(kern, a, b, acc, op.result.type.dtype)
+
+
+@lowers("mma_scaled")
+def mma_scaled(kern: KernelEmitter, op: BuiltinOp) -> TileVal:
+    """A block-scaled product that plan/scaled.py gave an instruction (the software path
+    rewrote every other into a bf16 `mma` before planning)."""
+    a, b = _operands(kern, op)
+    acc = kern.tile(op.arg_map["acc"])
+    plan = tensor_core_plan(kern, op)
+    assert plan is not None and plan.scaled is not None, "planned with plan/scaled.py's rules"
+    scales = tuple(kern.tile(op.arg_map[n]) for n in ("a_scale", "b_scale"))
+    return _tensor_core(kern, plan, a, b, acc, scales)
 
 
 @lowers("matmul", "@")

@@ -341,12 +341,18 @@ def warp_offsets(kern: KernelEmitter, acc: Layout) -> dict:
 
 
 def product(kern: KernelEmitter, form: MmaForm, b_class: str, tiling: WarpTiling,
-            sa: SmemOperand, sb: SmemOperand, acc: TileVal, k: int) -> list[ir.Value]:
+            sa: SmemOperand, sb: SmemOperand, acc: TileVal, k: int, scaled=None
+            ) -> list[ir.Value]:
     """acc + A @ B over K = k from the two smem operands; `acc` is in the accumulator layout
-    with registers in the accumulator's compute type. Returns the new registers."""
+    with registers in the accumulator's compute type. Returns the new registers. `scaled`:
+    a callable taking this warp's offsets to the block-scaled instructions
+    (lower/tensorcore/mma_block_scale.py) that replace the plain ones."""
     loaders = fragment_loaders(kern, tiling, sa, sb, acc.layout)
+    if scaled is not None:
+        scaled = scaled(warp_offsets(kern, acc.layout))
     return product_from(kern, form, b_class, tiling, loaders,
-                        (shared_address(kern, sa.base), shared_address(kern, sb.base)), acc.regs, k)
+                        (shared_address(kern, sa.base), shared_address(kern, sb.base)), acc.regs, k,
+                        scaled)
 
 
 def fragment_loaders(kern: KernelEmitter, tiling: WarpTiling, sa: SmemOperand,
@@ -360,9 +366,10 @@ def fragment_loaders(kern: KernelEmitter, tiling: WarpTiling, sa: SmemOperand,
 
 
 def product_from(kern: KernelEmitter, form: MmaForm, b_class: str, tiling: WarpTiling,
-                 loaders, bases, acc_regs, k: int) -> list[ir.Value]:
+                 loaders, bases, acc_regs, k: int, scaled=None) -> list[ir.Value]:
     """acc + A @ B with fragments read through `loaders` from the operand images at 32-bit
-    shared addresses `bases`. Returns the new accumulator registers."""
+    shared addresses `bases`. Returns the new accumulator registers. `scaled`: the
+    block-scaled instructions (mma_block_scale.BlockScaledMma) that replace the plain ones."""
     b = kern.builder
     name, opty, accty = mma_intrinsic(form, b_class)
     la, lb = loaders
@@ -370,7 +377,8 @@ def product_from(kern: KernelEmitter, form: MmaForm, b_class: str, tiling: WarpT
     t = tiling
     half_acc = form.acc == "f16"
     ret = ir.LiteralStructType([accty] * (2 if half_acc else 4))
-    fn = kern.se.declare(name, ret, [opty] * 6 + [accty] * (2 if half_acc else 4))
+    fn = scaled.call if scaled is not None else \
+        kern.se.declare(name, ret, [opty] * 6 + [accty] * (2 if half_acc else 4))
 
     def cast_op(v):
         return b.bitcast(v, opty) if opty != I32 else v
@@ -378,7 +386,7 @@ def product_from(kern: KernelEmitter, form: MmaForm, b_class: str, tiling: WarpT
     # every m-tile's A fragments are held across the n-tiles, so each fragment of A and B is
     # read once per k-step (a 64 x 64 warp tile: 16 registers of A, 4 of B at a time)
     group = t.m_tiles
-    step = _KStep(b, fn, t, la, lb, bases, regs, cast_op, half_acc)
+    step = _KStep(b, fn, t, la, lb, bases, regs, cast_op, half_acc, scaled is not None)
     for bi in range(t.batch_per_warp):
         for k0 in range(0, k, form.k):
             for mg in range(0, t.m_tiles, group):
@@ -401,6 +409,7 @@ class _KStep:
     regs: list
     cast_op: object
     half_acc: bool
+    scaled: bool = False        # fn is BlockScaledMma.call (takes the tile's position too)
 
 
 def _k_step(step: _KStep, bi: int, k0: int, mis) -> None:
@@ -416,7 +425,10 @@ def _k_step(step: _KStep, bi: int, k0: int, mis) -> None:
                 c = [regs[i] for i in idx]
                 if half_acc:
                     c = [_pack_half2(b, c[0], c[1]), _pack_half2(b, c[2], c[3])]
-                d = b.call(fn, afr[mi] + bfr[2 * h:2 * h + 2] + c)
+                if step.scaled:
+                    d = fn(afr[mi], bfr[2 * h:2 * h + 2], c, mi, 2 * pair + h, k0)
+                else:
+                    d = b.call(fn, afr[mi] + bfr[2 * h:2 * h + 2] + c)
                 if half_acc:
                     outs = []
                     for q in range(2):

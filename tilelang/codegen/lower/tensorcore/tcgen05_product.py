@@ -25,8 +25,9 @@ from __future__ import annotations
 import llvmlite.ir as ir
 
 from tilelang.codegen.emit.kernel import I32, KernelEmitter, TileVal
-from tilelang.codegen.lower.tensorcore import (mma_sync, pipe_loop, tcgen05_tmem as tmem,
-                                               wgmma_ops)
+from tilelang.codegen.lower.tensorcore import (mma_sync, pipe_loop, tcgen05_scaled,
+                                               tcgen05_tmem as tmem, wgmma_ops)
+from tilelang.codegen.lower.tensorcore.mma_block_scale import store_rows
 from tilelang.codegen.lower.tensorcore.mma_epilogue import remember_acc_layout
 from tilelang.codegen.lower.tensorcore.mma_plan import TensorCorePlan, to_layout
 from tilelang.codegen.plan.tensor_cores import TC5_THREADS
@@ -96,8 +97,10 @@ def tmem_io(kern: KernelEmitter, taddr: ir.Value, regs: list | None, n: int,
     return []
 
 
-def product(kern: KernelEmitter, plan: TensorCorePlan, a, b, acc: TileVal) -> TileVal:
-    """acc + a @ b on tcgen05; `a`, `b`: TileVals or DeferredLoads."""
+def product(kern: KernelEmitter, plan: TensorCorePlan, a, b, acc: TileVal,
+            scales: tuple[TileVal, TileVal] | None = None) -> TileVal:
+    """acc + a @ b on tcgen05; `a`, `b`: TileVals or DeferredLoads; `scales`: a
+    block-scaled product's (a_scale, b_scale) (plan.scaled: tcgen05_scaled.py)."""
     kern.require_exact()
     kern.stats.features.add("tcgen05")
     form, t = plan.form, plan.tc5
@@ -112,6 +115,8 @@ def product(kern: KernelEmitter, plan: TensorCorePlan, a, b, acc: TileVal) -> Ti
         sources.append(x)
         offsets.append(offset)
         offset += nbytes
+    if scales is not None:
+        scale_bases, _ = tcgen05_scaled.place(kern, scales, offset)
     align_smem(kern)
     kern.barrier()                      # earlier users of the scratch buffer are done
     smem32 = mma_sync.shared_address(kern, sops[0].base)
@@ -119,12 +124,25 @@ def product(kern: KernelEmitter, plan: TensorCorePlan, a, b, acc: TileVal) -> Ti
     fill_images(kern, sources, sops, offsets, smem32)
     wgmma_ops.fence_proxy_async(kern)   # the images (generic proxy) are read by the MMAs
     mine = lane_quarter(kern, tm.address)
+    if scales is not None:
+        for x, base in zip(scales, scale_bases):
+            store_rows(kern, x, base)
+        kern.barrier()                  # every scale byte is written
+        tcgen05_scaled.write(kern, plan, scales, scale_bases, mine)
     tmem_io(kern, mine, list(acc.regs), t.n, t.m)
     tmem.thread_sync(kern)
     da, db, idesc = descriptors(plan, sops)
-    pipe_loop.on_thread0(kern, "tc5.mma", lambda: issue_mmas(
-        kern, da, db, idesc, tm.address, smem32, b_offset=offsets[1], k=k, kstep=t.k,
-        bar=tm.bar))
+    if scales is not None:
+        assert not (da.trans or db.trans), "8-bit operands are K-major (register_cax)"
+        def scaled_mmas():
+            tcgen05_scaled.issue(kern, plan, da, db, tm.address, smem32,
+                                 b_offset=offsets[1], k=k)
+            commit(kern, tm.bar)
+        pipe_loop.on_thread0(kern, "tc5.mma", scaled_mmas)
+    else:
+        pipe_loop.on_thread0(kern, "tc5.mma", lambda: issue_mmas(
+            kern, da, db, idesc, tm.address, smem32, b_offset=offsets[1], k=k, kstep=t.k,
+            bar=tm.bar))
     tmem.wait(kern)
     _void(kern, "tcgen05.fence::after_thread_sync;")
     regs = tmem_io(kern, mine, None, t.n, t.m)
@@ -150,7 +168,9 @@ def descriptors(plan: TensorCorePlan, sops, pair: bool = False) -> tuple:
     a_mn, b_mn = sops[0].cax != 1, sops[1].cax != 0
     da = Descriptors(sops[0], True, a_mn, _const(sops[0], a_mn), _c(0))
     db = Descriptors(sops[1], False, b_mn, _const(sops[1], b_mn), _c(0))
-    return da, db, instr_descriptor(plan, a_mn, b_mn, pair)
+    # a block-scaled product's descriptor changes per k-step (tcgen05_scaled.py)
+    idesc = instr_descriptor(plan, a_mn, b_mn, pair) if plan.scaled is None else 0
+    return da, db, idesc
 
 
 def issue_mmas(kern: KernelEmitter, da: Descriptors, db: Descriptors, idesc: int,

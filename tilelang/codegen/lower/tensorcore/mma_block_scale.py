@@ -1,0 +1,87 @@
+"""Block-scaled mma.sync on sm_120a (plan/scaled.py S1-S3; docs/codegen.md "Block-scaled
+products"): `mma.sync.aligned.m16n8k32.row.col.kind::mxf8f6f4.block_scale.scale_vec::1X
+.f32.<a>.<b>.f32.ue8m0 d, a, b, c, scale-a, {0, 0}, scale-b, {0, 0}`.
+
+The A and B fragments are the 8-bit float fragments of the ordinary m16n8k32 (ldmatrix from
+the swizzled images of lower/tensorcore/mma_sync.py). Each instruction also takes one ue8m0
+scale per row of its 16 x 32 A tile and per column of its 32 x 8 B tile, from registers: with
+byte-id 0 and thread-id 0 (the immediates `{0, 0}`), row m's scale is the low byte of lane
+4 (m mod 8) + m / 8 and column n's of lane 4 n (PTX ISA, "Warp-level matrix multiply with
+block scaling"). So lane l loads row l / 4 + 8 (l mod 2) of a_scale and column l / 4 of
+b_scale (the lanes the instruction does not read load a neighbour's, harmlessly), one byte
+each from the scale tiles that the product first writes to shared memory row-major beside
+its operand images; each is loaded once per k-step and m-tile (n-tile).
+"""
+
+from __future__ import annotations
+
+import llvmlite.ir as ir
+
+from tilelang.codegen.emit.kernel import I32, KernelEmitter, TileVal
+from tilelang.codegen.plan.scaled import ScaledForm
+
+F32 = ir.FloatType()
+
+
+def _c(v: int) -> ir.Constant:
+    return ir.Constant(I32, v)
+
+
+def store_rows(kern: KernelEmitter, t: TileVal, base: ir.Value) -> None:
+    """Write tile `t` (one byte per element) row-major, unpadded, at `base` (i8
+    addrspace(3)*): each thread its owned registers."""
+    b = kern.builder
+    lay = t.layout
+    assert lay.is_one_hot(), "store_rows adds register offsets to the thread's base"
+    wbase = kern.thread_linear(lay.thread_weights())
+    for r in lay.owned_regs():
+        i = b.add(wbase, _c(lay.reg_linear(r)))
+        b.store(kern.to_storage(t.regs[r], t.dtype), b.gep(base, [i]))
+
+
+class BlockScaledMma:
+    """The instructions of one block-scaled product: `call` issues one m16n8k32 of m-tile
+    `mi`, n-tile `ni` at K offset `k0`, loading the scales it needs once."""
+
+    def __init__(self, kern: KernelEmitter, form: ScaledForm, sa: ir.Value, sb: ir.Value,
+                 k: int, n: int, warp_off: dict):
+        b = kern.builder
+        self.kern, self.form = kern, form
+        self.sa, self.sb = sa, sb
+        self.ka, self.n = k // form.block, n
+        lane = kern.lane()
+        quad = b.lshr(lane, _c(2))
+        row = b.add(quad, b.shl(b.and_(lane, _c(1)), _c(3)))
+        self.a_base = b.mul(b.add(warp_off["m"], row), _c(self.ka))
+        self.b_base = b.add(warp_off["n"], quad)
+        self._a: dict = {}
+        self._b: dict = {}
+        text = (f"mma.sync.aligned.{form.shape}.row.col.kind::{form.kind}.block_scale"
+                f".scale_vec::{form.scale_vec}.f32.{form.a}.{form.b}.f32.{form.scale} "
+                "{$0, $1, $2, $3}, {$4, $5, $6, $7}, {$8, $9}, {$10, $11, $12, $13}, "
+                "$14, {0, 0}, $15, {0, 0};")
+        ret = ir.LiteralStructType([F32] * 4)
+        fty = ir.FunctionType(ret, [I32] * 6 + [F32] * 4 + [I32] * 2)
+        self.asm = ir.InlineAsm(fty, text, "=f,=f,=f,=f," + "r," * 6 + "f," * 4 + "r,r")
+
+    def _byte(self, ptr: ir.Value, index: ir.Value) -> ir.Value:
+        b = self.kern.builder
+        return b.zext(b.load(b.gep(ptr, [index])), I32)
+
+    def _scale_a(self, mi: int, k0: int) -> ir.Value:
+        key = (mi, k0)
+        if key not in self._a:
+            off = mi * 16 * self.ka + k0 // self.form.block
+            self._a[key] = self._byte(self.sa, self.kern.builder.add(self.a_base, _c(off)))
+        return self._a[key]
+
+    def _scale_b(self, ni: int, k0: int) -> ir.Value:
+        key = (ni, k0)
+        if key not in self._b:
+            off = (k0 // self.form.block) * self.n + ni * 8
+            self._b[key] = self._byte(self.sb, self.kern.builder.add(self.b_base, _c(off)))
+        return self._b[key]
+
+    def call(self, afr: list, bfr: list, c: list, mi: int, ni: int, k0: int) -> ir.Value:
+        sa, sb = self._scale_a(mi, k0), self._scale_b(ni, k0)
+        return self.kern.builder.call(self.asm, [*afr, *bfr, *c, sa, sb])

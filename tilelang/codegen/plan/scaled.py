@@ -1,0 +1,84 @@
+"""Which block-scaled products (`mma_scaled`) run on a block-scaled tensor-core instruction
+and which take the software path (ir/passes/scaled.py: dequantise to bf16, then the target's
+ordinary product). docs/codegen.md "Block-scaled products".
+
+Rules, in the order they are tried:
+  S1 the target has a block-scaled tensor-core instruction in Tile: sm_120a's
+     `mma.sync.aligned.m16n8k32.row.col.kind::mxf8f6f4.block_scale.scale_vec::1X`, sm_100a's
+     `tcgen05.mma.cta_group::1.kind::mxf8f6f4.block_scale.scale_vec::1X`;
+  S2 the elements are 8-bit floats (f8e4m3 / f8e5m2) with ue8m0 scales, one per 32 along K
+     (the f6/f4 operands and NVFP4's f8e4m3 scales per 16 take the software path: their
+     register images differ and the emulator checks only this form bit for bit);
+  S3 mma.sync: an unbatched product, K a multiple of 32, a block of whole warps with an
+     mma.sync warp tiling of the accumulator (what plan/tensor_cores.py's R1-R2 would accept);
+  S4 tcgen05: an unbatched 128 x N accumulator, N a multiple of 32 up to 128 (the scales of
+     32 rows fill one TMEM column), K a multiple of 32 up to 128 (the four bytes of a scale
+     column: one per k32), and a block of exactly four warps (one 32-lane quarter of tensor
+     memory each).
+"""
+
+from __future__ import annotations
+
+from tilelang.record import record
+from tilelang.targets import FEATURES, Target
+
+
+@record(frozen=True)
+class ScaledForm:
+    """A block-scaled tensor-core instruction for one product (PTX's names)."""
+
+    instr: str          # mma.sync (sm_120a) or tcgen05 (sm_100a)
+    kind: str           # mxf8f6f4
+    shape: str          # m16n8k32
+    scale_vec: str      # 1X: one scale per row of A / column of B per instruction
+    a: str              # e4m3 / e5m2
+    b: str
+    scale: str          # ue8m0
+    block: int          # elements per scale along K
+
+    def describe(self) -> str:
+        return (f"block-scaled {self.instr} kind::{self.kind} {self.shape} "
+                f"scale_vec::{self.scale_vec} .{self.scale}")
+
+
+@record(frozen=True)
+class ScaledPath:
+    """S1-S3's decision for one `mma_scaled`: the instruction, or None and why the software
+    path (dequantisation to bf16) computes it."""
+
+    form: ScaledForm | None
+    why: str
+
+
+_F8 = {"f8e4m3": "e4m3", "f8e5m2": "e5m2"}
+
+
+def scaled_path(target: Target, a, a_scale, b, out, threads: int) -> ScaledPath:
+    """S1-S3 for a product of tile types `a` (M, K) x `b` (K, N) with scales `a_scale`,
+    accumulated into `out`, in a block of `threads` threads."""
+    from tilelang.codegen.layouts.mma import warp_tiling
+    tc5 = target.name in FEATURES["tcgen05"].arch_targets
+    if target.name not in FEATURES["mma_block_scale"].arch_targets and not tc5:
+        return ScaledPath(None, f"software dequantisation: no block-scaled tensor-core "
+                                f"instruction for {target.name} in Tile (S1)")
+    pa, pb = _F8.get(a.dtype.name), _F8.get(b.dtype.name)
+    if pa is None or pb is None or a_scale.dtype.name != "ue8m0":
+        return ScaledPath(None, f"software dequantisation: {a.dtype.name} x {b.dtype.name} "
+                                f"with {a_scale.dtype.name} scales (S2)")
+    if len(out.shape) != 2 or out.dtype.name != "f32" or a.shape[-1] % 32:
+        return ScaledPath(None, "software dequantisation: a batched product or K not a "
+                                "multiple of 32 (S3)")
+    if tc5:
+        m, n = out.shape
+        if m != 128 or n % 32 or n > 128 or a.shape[-1] > 128 or threads != 128:
+            return ScaledPath(None, f"software dequantisation: tcgen05's block-scaled form "
+                                    f"takes a 128 x 32..128 accumulator, K up to 128 and "
+                                    f"four warps, not {m} x {n}, K = {a.shape[-1]}, "
+                                    f"{threads} threads (S4)")
+        return ScaledPath(ScaledForm("tcgen05", "mxf8f6f4", f"m128n{n}k32", "1X", pa, pb,
+                                     "ue8m0", 32), "")
+    if threads < 32 or threads % 32 or warp_tiling(tuple(out.shape), threads) is None:
+        return ScaledPath(None, f"software dequantisation: no warp tiling of the "
+                                f"accumulator for {threads} threads (S3)")
+    return ScaledPath(ScaledForm("mma.sync", "mxf8f6f4", "m16n8k32", "1X", pa, pb, "ue8m0",
+                                 32), "")
