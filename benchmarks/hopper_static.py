@@ -320,7 +320,7 @@ def tile_builds() -> list[Build]:
     out.append(Build("matmul_ws", f"{MM[0]} x {MM[1]} x {MM[2]}, 8 + 4 warps", "Tile",
                      "reqntid = (384, 1, 1)", ptx, mm // 2, _smem(k), MM[2]))
     att = (ROOT / "examples" / "attention.tile").read_text().replace(
-        "@launch(reqntid = (128, 1, 1))", "@launch(reqntid = (384, 1, 1))")
+        "@launch(reqntid = by_target(sm_90a = (256, 1, 1), default = (128, 1, 1)))", "@launch(reqntid = (384, 1, 1))")
     ptx, k = _compile("attention.tile", att, dict(defines, BM=str(2 * ATT["BM"])),
                       ["attention"])
     assert ".reqntid 384" in ptx
