@@ -310,9 +310,14 @@ def tile_builds() -> list[Build]:
                      mm, _smem(k), MM[2]))
     defines = {k: str(v) for k, v in ATT.items()}
     defines["CAUSAL"] = "false"
-    ptx, k = _compile("attention.tile", defines=defines, kernels=["attention"])
+    # at Triton's warps, not the example's sm_90a default (8 warps, 128 x 128 tiles)
+    att = (ROOT / "examples" / "attention.tile").read_text().replace(
+        "@launch(reqntid = by_target(sm_90a = (256, 1, 1), default = (128, 1, 1)))",
+        f"@launch(reqntid = ({32 * WARPS}, 1, 1))")
+    ptx, k = _compile("attention.tile", att, defines=defines, kernels=["attention"])
+    assert f".reqntid {32 * WARPS}," in ptx
     out.append(Build("attention", f"BM = BN = D = 64, {WARPS} warps", "Tile",
-                     "examples/attention.tile", ptx,
+                     f"examples/attention.tile, reqntid = ({32 * WARPS}, 1, 1)", ptx,
                      2 * ATT["BM"] * ATT["BN"] * ATT["D"] // WARPS, _smem(k)))
     ptx, k = _compile("matmul.tile", with_launch(src, "@launch(reqntid = (384, 1, 1))"),
                       defines=same_tile)
