@@ -32,8 +32,19 @@ EXAMPLE = os.path.join(ROOT, "examples", "attention.tile")
 HEADS = 32
 SEQS = (512, 1024, 2048, 4096, 8192)
 DIMS = (64, 128)
-# the tiles our kernel may use with its 128 threads (examples/attention.tile's header)
+# the tiles our kernel may use at its launch width (examples/attention.tile's header): 256
+# threads on sm_90a (two warp groups of 64 query rows), 128 elsewhere
 SPACE = {"BM": [64], "BN": [32, 64]}
+SPACE_SM90A = {"BM": [128], "BN": [64, 128]}
+
+
+def space(target: str) -> dict:
+    return SPACE_SM90A if str(target) == "sm_90a" else SPACE
+
+
+def default(kernel, name: str):
+    """A const parameter's default on the module's target (the .tile's `by_target`)."""
+    return next(p.default for p in kernel.info.params if p.name == name)
 EMU_SHAPES = ((1, 128, 64),)
 
 
@@ -61,9 +72,10 @@ def emulator_rows() -> list[dict]:
             q, k, v = (rng.standard_normal((heads, seq, d)).astype(np.float16)
                        for _ in range(3))
             o = np.zeros_like(q)
-            bn = 64 if d == 64 else 32
-            kern = mod.attention.specialize(BM=64, BN=bn, D=d, CAUSAL=causal)
-            c = do_bench(lambda: kern[(-(-seq // 64), heads)](q, k, v, o, 1 / math.sqrt(d)),
+            # the example's default tiles on the emulator's target (sm_90a: 128 x 128)
+            bm, bn = default(mod.attention, "BM"), default(mod.attention, "BN")
+            kern = mod.attention.specialize(BM=bm, BN=bn, D=d, CAUSAL=causal)
+            c = do_bench(lambda: kern[(-(-seq // bm), heads)](q, k, v, o, 1 / math.sqrt(d)),
                          backend="emulator")
             f = flops(heads, seq, d, causal)
             rows.append({"shape": f"{heads}x{seq}x{d}", "causal": causal,
@@ -169,7 +181,8 @@ def gpu_rows(quick: bool = False) -> list[dict]:
     g = torch.Generator(device="cuda").manual_seed(0)
     for d in DIMS:
         for causal in (False, True):
-            tuned = autotune(mod.attention.specialize(D=d, CAUSAL=causal), space=SPACE,
+            tuned = autotune(mod.attention.specialize(D=d, CAUSAL=causal),
+                             space=space(mod.target),
                              grid=lambda m: (-(-m["q"].shape[1] // m["BM"]),
                                              m["q"].shape[0]), progress=False)
             for seq in (SEQS[:2] if quick else SEQS):

@@ -310,9 +310,14 @@ def tile_builds() -> list[Build]:
                      mm, _smem(k), MM[2]))
     defines = {k: str(v) for k, v in ATT.items()}
     defines["CAUSAL"] = "false"
-    ptx, k = _compile("attention.tile", defines=defines, kernels=["attention"])
+    # at Triton's warps, not the example's sm_90a default (8 warps, 128 x 128 tiles)
+    att = (ROOT / "examples" / "attention.tile").read_text().replace(
+        "@launch(reqntid = by_target(sm_90a = (256, 1, 1), default = (128, 1, 1)))",
+        f"@launch(reqntid = ({32 * WARPS}, 1, 1))")
+    ptx, k = _compile("attention.tile", att, defines=defines, kernels=["attention"])
+    assert f".reqntid {32 * WARPS}," in ptx
     out.append(Build("attention", f"BM = BN = D = 64, {WARPS} warps", "Tile",
-                     "examples/attention.tile", ptx,
+                     f"examples/attention.tile, reqntid = ({32 * WARPS}, 1, 1)", ptx,
                      2 * ATT["BM"] * ATT["BN"] * ATT["D"] // WARPS, _smem(k)))
     ptx, k = _compile("matmul.tile", with_launch(src, "@launch(reqntid = (384, 1, 1))"),
                       defines=same_tile)
@@ -320,7 +325,7 @@ def tile_builds() -> list[Build]:
     out.append(Build("matmul_ws", f"{MM[0]} x {MM[1]} x {MM[2]}, 8 + 4 warps", "Tile",
                      "reqntid = (384, 1, 1)", ptx, mm // 2, _smem(k), MM[2]))
     att = (ROOT / "examples" / "attention.tile").read_text().replace(
-        "@launch(reqntid = (128, 1, 1))", "@launch(reqntid = (384, 1, 1))")
+        "@launch(reqntid = by_target(sm_90a = (256, 1, 1), default = (128, 1, 1)))", "@launch(reqntid = (384, 1, 1))")
     ptx, k = _compile("attention.tile", att, dict(defines, BM=str(2 * ATT["BM"])),
                       ["attention"])
     assert ".reqntid 384" in ptx

@@ -26,15 +26,20 @@ if HERE not in sys.path:                           # example_support, also when 
 import tilelang  # noqa: E402
 from example_support import compile_example  # noqa: E402
 
-BM = 64
-BN = {64: 64, 128: 64}      # key tiles of 64 for both head dimensions on sm_90a (wgmma)
+BM = None                   # query rows a block; None: the kernel's default for its target
 
 
-def key_tile(d: int, target: str) -> int:
+def default(kernel, name: str):
+    """A const parameter's default on the module's target (`by_target` in the .tile: 128 x 128
+    over 8 warps on sm_90a, 64 x 64 over 4 warps elsewhere)."""
+    return next(p.default for p in kernel.info.params if p.name == name)
+
+
+def key_tile(d: int, target: str, default_bn: int) -> int:
     """BN for head dimension `d` on `target`: at D = 128 the mma.sync targets (each warp holds
     32 query rows of q and of the output in registers) keep every register only with key
-    tiles of 32."""
-    return 32 if d == 128 and not str(target).startswith("sm_90") else BN[d]
+    tiles of 32; otherwise the kernel's default."""
+    return 32 if d == 128 and not str(target).startswith("sm_90") else default_bn
 
 
 def reference(q, k, v, scale, causal):
@@ -59,8 +64,10 @@ def check(module, backend, dtype, heads, seq, d, causal, rng):
     if backend.name != "emulator":
         args = [tilelang.to_device(x, backend=backend) for x in args]
     # one generic kernel: the arrays' dtype picks (and compiles) its specialization
-    module.attention[(-(-seq // BM), heads)](*args, np.float32(scale), BM=BM,
-                                             BN=key_tile(d, module.target), D=d, CAUSAL=causal)
+    bm = BM or default(module.attention, "BM")
+    bn = key_tile(d, module.target, default(module.attention, "BN"))
+    module.attention[(-(-seq // bm), heads)](*args, np.float32(scale), BM=bm, BN=bn, D=d,
+                                             CAUSAL=causal)
     backend.synchronize()
     out = args[3] if backend.name == "emulator" else np.asarray(args[3])
     want = reference(q, k, v, scale, causal)

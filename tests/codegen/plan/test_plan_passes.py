@@ -72,6 +72,7 @@ def test_matmul_on_ampere_is_a_cp_async_ring_of_mma_sync():
 
 
 def test_attention_prefetches_its_operands_and_keeps_q_in_registers():
+    # the sm_90a default: 128 x 128 tiles over two warp groups
     p = plans(example("attention"))["attention"]
     # loop splitting (docs/ir.md): the key tiles below the sequence's end, unmasked, then the
     # ragged last one; each loop has its two products, and both prefetch alike
@@ -82,9 +83,9 @@ def test_attention_prefetches_its_operands_and_keeps_q_in_registers():
     for lp in (loop, tail):
         assert lp.pipelined is None and "carries more than the accumulator" in lp.why
         pf = lp.prefetch
-        # K and V tiles, 64 x 64 f16 = 8 KB each, one stage; num_stages not given: 2
-        assert pf.stages == 2 and pf.stage_bytes == 2 * 64 * 64 * 2
-        assert [f.offset for f in pf.fetches] == [0, 64 * 64 * 2]
+        # K and V tiles, 128 x 64 f16 = 16 KB each, one stage; num_stages not given: 2
+        assert pf.stages == 2 and pf.stage_bytes == 2 * 128 * 64 * 2
+        assert [f.offset for f in pf.fetches] == [0, 128 * 64 * 2]
         assert pf.tma and not pf.warp_specialized
     # R6: the output is carried in the second product's accumulator layout, the running max
     # and sum in the layout the row reduction of the scores leaves (rows of the accumulator)
@@ -93,7 +94,9 @@ def test_attention_prefetches_its_operands_and_keeps_q_in_registers():
     assert len(loop.carried) == 3 and o.product == pv.result and o.layout == pv.plan.acc
     assert m.layout == l.layout and o.reduction is None
     # the scores' rows reduced with keepdims: the accumulator's layout with axis 1 dropped
-    assert m.layout == drop_axes(qk.plan.acc, (1,), True) and m.layout.shape == (64, 1)
+    assert m.layout == drop_axes(qk.plan.acc, (1,), True) and m.layout.shape == (128, 1)
+    # two warp groups of 64 query rows each: m64n128k16 a group
+    assert qk.plan.wg.groups_m == 2 and qk.why.startswith("wgmma m64n128k16: 2 warp group(s)")
 
 
 @pytest.mark.parametrize("d,threads,spread", [(64, 128, True), (128, 128, True),
@@ -102,8 +105,10 @@ def test_a_prefetch_stage_spreads_its_tma_copies_one_per_warp(d, threads, spread
     # R3: a stage takes one copy per 128-byte panel (64 f16) of K and of V, 2 * d / 64
     # copies; they are spread, one per warp, when the block has that many warps (at D = 256:
     # 8 copies, more than 4 warps but not than 8)
-    src = example("attention").replace("reqntid = (128, 1, 1)", f"reqntid = ({threads}, 1, 1)")
-    p = plans(src, D=d)["attention"]
+    src = example("attention").replace(
+        "reqntid = by_target(sm_90a = (256, 1, 1), default = (128, 1, 1))",
+        f"reqntid = ({threads}, 1, 1)")
+    p = plans(src, D=d, BM=64, BN=64)["attention"]
     copies = 2 * d // 64
     assert copies > 1 and (copies <= threads // 32) == spread
     for lp in p.loops.loops:

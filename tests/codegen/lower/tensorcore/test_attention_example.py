@@ -37,10 +37,15 @@ def test_matches_numpy_on_emulator(dtype, d, causal, capsys):
     assert "all results match NumPy" in capsys.readouterr().out
 
 
+DEFAULT_BN = {"sm_80": 64, "sm_90a": 128}
+
+
 @pytest.mark.parametrize("target", ["sm_80", "sm_90a"])
 @pytest.mark.parametrize("d", [64, 128])
 def test_tensor_cores_and_no_spills(d, target):
-    bn = script().key_tile(d, target)
+    # the example's own tiles on each target: 128 x 128 over 8 warps on sm_90a (its
+    # `by_target` defaults), 64 x 64 over 4 on sm_80 (32 keys at D = 128)
+    bn = script().key_tile(d, target, DEFAULT_BN[target])
     for t in ("f16", "bf16"):       # the one generic kernel, specialized for each dtype
         res = compile_source(EXAMPLE.read_text(), str(EXAMPLE), CompileOptions(
             target=target, defines={"T": t, "D": str(d), "BN": str(bn), "CAUSAL": "true"}),
@@ -56,6 +61,7 @@ def test_tensor_cores_and_no_spills(d, target):
             assert res.ptx.count(f"wgmma.mma_async.sync.aligned.m64n{d}k16.f32.{t}.{t}") > 0
             assert "mma.sync" not in res.ptx and ".maxnreg 255" in res.ptx
             assert f".f32.{other}.{other}" not in res.ptx
+            assert ".reqntid 256, 1, 1" in res.ptx       # two consumer warp groups
         r = res.link.resources["attention"]
         assert (r.spill_stores, r.spill_loads, r.stack_frame) == (0, 0, 0), (t, r)
 

@@ -126,7 +126,7 @@ def test_multicast_loop_reads_no_special_register():
 WS_MATMUL = MATMUL.replace("@launch(reqntid = (128, 1, 1), maxnreg = by_target(sm_90a = 168), cluster = (2, 1, 1))",
                            "@launch(reqntid = (384, 1, 1))")
 WS_ATTENTION = (ROOT / "examples" / "attention.tile").read_text().replace(
-    "@launch(reqntid = (128, 1, 1))", "@launch(reqntid = (384, 1, 1))")
+    "@launch(reqntid = by_target(sm_90a = (256, 1, 1), default = (128, 1, 1)))", "@launch(reqntid = (384, 1, 1))")
 
 
 def test_warp_specialized_producer_is_elected_and_descriptors_warp_uniform():

@@ -116,7 +116,7 @@ def test_attention_specialized(causal):
     # examples/attention.tile with 384 threads and 128 query rows: two consumer warp groups
     # of 64 rows, K and V by the producer group; vs NumPy's softmax
     src = (ROOT / "examples" / "attention.tile").read_text().replace(
-        "@launch(reqntid = (128, 1, 1))", "@launch(reqntid = (384, 1, 1))")
+        "@launch(reqntid = by_target(sm_90a = (256, 1, 1), default = (128, 1, 1)))", "@launch(reqntid = (384, 1, 1))")
     seq, d = 200, 64
     rng = np.random.default_rng(3)
     q, k, v = (rng.standard_normal((1, seq, d)).astype(np.float16) for _ in range(3))
