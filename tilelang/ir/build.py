@@ -34,7 +34,7 @@ from tilelang.sema.check_context import Ctx, NeedsValue, Scope
 from tilelang.sema.checker import Checker
 from tilelang.sema.control_flow import returning_else
 from tilelang.sema.control_flow import returns_on_every_path as _returns
-from tilelang.sema.const_by_target import is_by_target
+from tilelang.sema.launch_attrs import is_by_target
 from tilelang.sema.constants import ConstStr, ConstTuple, ConstValue, loose
 from tilelang.sema.types import (BOOL, ArrayType, LooseType, OptionalArrayType, TileType,
                                  TupleType, scalar)

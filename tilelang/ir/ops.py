@@ -274,7 +274,7 @@ class Kernel:
     # kernel came from source; codegen feeds it to `decide_contract`. Samples leave it None and
     # codegen builds one from `attributes`.
     launch: Any = field(default=None, compare=False, hash=False)
-    # The `const` defaults this target took from a `by_target` (sema.const_by_target's
+    # The `const` defaults this target took from a `by_target` (sema.launch_attrs'
     # ConstChoice records, each with a `show()`): `--emit plan` prints them.
     const_choices: tuple = field(default=(), compare=False, hash=False)
 

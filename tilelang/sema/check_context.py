@@ -76,7 +76,7 @@ class KernelInfo:
     node: ast.KernelDef
     params: list[tuple[str, object, bool, object | None]]  # name, type, is_const, value
     launch: object | None = None  # the resolved LaunchSpec
-    # the `const` defaults this target took from a by_target (sema.const_by_target.ConstChoice)
+    # the `const` defaults this target took from a by_target (sema.launch_attrs.ConstChoice)
     const_choices: tuple = ()
 
 

@@ -14,10 +14,10 @@ from ..record import replace
 from .builtins_core import ArgInfo
 from .check_context import (MAX_ERRORS, MAX_UNROLLED_STATEMENTS, Ctx, KernelInfo, NeedsValue,
                             Scope, TooLarge, TypedProgram, close_matches, with_note)
-from .const_by_target import ConstChoice, chosen_entry, entries, is_by_target
 from .constants import ConstTuple, ConstValue, materialize
 from .control_flow import liftable_ifs
-from .launch_attrs import AttrValue, ByTarget, resolve_launch
+from .launch_attrs import (AttrValue, ByTarget, ConstChoice, chosen_entry, entries,
+                           is_by_target, resolve_launch)
 from .launch_verify import check_spec
 from .types import (ANY_DTYPE, DTYPES, VOID, AbsentArrayType, ArrayListType, ArrayType,
                     SymmetricArrayType, DType,
