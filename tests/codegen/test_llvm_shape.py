@@ -104,11 +104,11 @@ def test_tma_maps_match_a_second_emission_with_them_given(monkeypatch):
         return real_emitter(*args, **kwargs)
 
     def eager_emit(kernel, target, block, facts, *, exact, layout, fast_math=False, tma=False,
-                   lineinfo=False):
+                   lineinfo=False, distributed="peers"):
         m = generate_mod._new_module(kernel.name, target)
         m.data_layout = layout
         plan = generate_mod.plan_for(kernel, target, block, facts, exact=exact,
-                                     fast_math=fast_math, tma=tma)
+                                     fast_math=fast_math, tma=tma, distributed=distributed)
         kern = with_maps(m, kernel, target, block=block, exact=exact, facts=facts,
                          fast_math=fast_math, tma=tma, lineinfo=lineinfo, plan=plan)
         control.emit_kernel_body(kern)

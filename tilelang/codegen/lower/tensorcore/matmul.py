@@ -156,7 +156,7 @@ def _tensor_core(kern: KernelEmitter, plan: TensorCorePlan, a, b, acc: TileVal,
         return mma_block_scale.BlockScaledMma(kern, plan.scaled, *scale_bases, k,
                                               shapes[1][-1], offs)
     regs = mma_sync.product(kern, form, plan.b_class, plan.tiling, ops[0], ops[1], acc, k,
-                            scaled if plan.scaled is not None else None)
+                            scaled=scaled if plan.scaled is not None else None)
     remember_acc_layout(kern, plan.acc)
     return TileVal(acc.dtype, plan.acc, tuple(regs))
 

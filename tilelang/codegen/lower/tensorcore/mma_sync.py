@@ -341,7 +341,7 @@ def warp_offsets(kern: KernelEmitter, acc: Layout) -> dict:
 
 
 def product(kern: KernelEmitter, form: MmaForm, b_class: str, tiling: WarpTiling,
-            sa: SmemOperand, sb: SmemOperand, acc: TileVal, k: int, scaled=None
+            sa: SmemOperand, sb: SmemOperand, acc: TileVal, k: int, *, scaled=None
             ) -> list[ir.Value]:
     """acc + A @ B over K = k from the two smem operands; `acc` is in the accumulator layout
     with registers in the accumulator's compute type. Returns the new registers. `scaled`:
@@ -352,7 +352,7 @@ def product(kern: KernelEmitter, form: MmaForm, b_class: str, tiling: WarpTiling
         scaled = scaled(warp_offsets(kern, acc.layout))
     return product_from(kern, form, b_class, tiling, loaders,
                         (shared_address(kern, sa.base), shared_address(kern, sb.base)), acc.regs, k,
-                        scaled)
+                        scaled=scaled)
 
 
 def fragment_loaders(kern: KernelEmitter, tiling: WarpTiling, sa: SmemOperand,
@@ -366,7 +366,7 @@ def fragment_loaders(kern: KernelEmitter, tiling: WarpTiling, sa: SmemOperand,
 
 
 def product_from(kern: KernelEmitter, form: MmaForm, b_class: str, tiling: WarpTiling,
-                 loaders, bases, acc_regs, k: int, scaled=None) -> list[ir.Value]:
+                 loaders, bases, acc_regs, k: int, *, scaled=None) -> list[ir.Value]:
     """acc + A @ B with fragments read through `loaders` from the operand images at 32-bit
     shared addresses `bases`. Returns the new accumulator registers. `scaled`: the
     block-scaled instructions (mma_block_scale.BlockScaledMma) that replace the plain ones."""

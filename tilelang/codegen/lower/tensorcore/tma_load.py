@@ -230,7 +230,7 @@ def _pick(kern: KernelEmitter, warp: ir.Value, values: list[ir.Value]) -> ir.Val
 
 
 def issue_stage(kern: KernelEmitter, ops: list[TmaOperand], env_iv, image: ir.Value,
-                bar: ir.Value, valid: ir.Value, leader: ir.Value | None = None,
+                bar: ir.Value, valid: ir.Value, leader: ir.Value | None = None, *,
                 pair: bool = False, spread: bool = False) -> None:
     """The block's issuing thread (`issuer`: a thread past the layouts' threads replicates
     one of them, and must not copy again), or where `leader` holds, when `valid`: announce
