@@ -112,17 +112,17 @@
 (ert-deftest tile-mode-faces-matmul ()
   (tile-test--with-file "examples/matmul.tile"
     (tile-test--check
-     '((9 "@launch" 1 tile-attribute-face)
-       (10 "matmul" 1 font-lock-function-name-face)
-       (11 "f16" 1 font-lock-type-face)
-       (14 "const" 1 font-lock-keyword-face)
-       (20 "var" 1 font-lock-keyword-face)
-       (20 "zeros" 1 font-lock-builtin-face)
-       (21 "for" 1 font-lock-keyword-face)
-       (21 "in" 1 font-lock-keyword-face)
-       (21 "range" 1 nil)               ; the for statement owns it, no built-in
-       (21 "num_tiles" 1 font-lock-builtin-face)
-       (24 "mma" 1 font-lock-builtin-face)))))
+     '((11 "@launch" 1 tile-attribute-face)
+       (16 "matmul" 1 font-lock-function-name-face)
+       (17 "f16" 1 font-lock-type-face)
+       (20 "const" 1 font-lock-keyword-face)
+       (26 "var" 1 font-lock-keyword-face)
+       (26 "zeros" 1 font-lock-builtin-face)
+       (27 "for" 1 font-lock-keyword-face)
+       (27 "in" 1 font-lock-keyword-face)
+       (27 "range" 1 nil)               ; the for statement owns it, no built-in
+       (27 "num_tiles" 1 font-lock-builtin-face)
+       (30 "mma" 1 font-lock-builtin-face)))))
 
 (ert-deftest tile-mode-faces-layernorm ()
   (tile-test--with-file "examples/layernorm.tile"
