@@ -35,15 +35,15 @@ def test_hopper_static_without_triton(tmp_path):
     rows = {}
     for line in text.splitlines():
         cells = [c.strip() for c in line.strip("|").split("|")]
-        if len(cells) == 13 and cells[2] == "Tile":
+        if len(cells) == 14 and cells[2] == "Tile":
             rows[(cells[0], cells[3])] = cells
-    assert [k for k, _ in rows] == ["matmul", "matmul"] + ["matmul (default pick)"] * 3 + [
+    assert [k for k, _ in rows] == ["matmul", "matmul"] + ["matmul (default pick)"] * 4 + [
         "matmul_persistent", "attention", "matmul_ws", "attention_ws"]
     for name, cells in rows.items():
         assert cells[5] == "0" and cells[6] == "0", (name, cells)     # no spills, no LDL/STL
         assert int(cells[8]) > 0, (name, cells)                       # HGMMA in the loop
         assert float(cells[7]) > 0, (name, cells)                     # shared memory
-    plain = rows[("matmul", "the same without the cluster line")]
+    plain = rows[("matmul", "the same without the cluster")]
     assert plain[1] == "128 x 128 x 64, 4 warps"
     assert float(rows[("matmul_persistent", "examples/matmul_persistent.tile")][11]) <= \
         float(plain[11])
