@@ -49,6 +49,7 @@ from .shared_memory import (DEFAULT_HEAP, LAUNCH_W, Segment, SharedGlobalMemory,
                             SharedRaceChecker)
 from .state import LaunchGeometry, State
 from .tmem import check_released
+from .world import multicast_window
 
 DEFAULT_TIMEOUT = 120.0          # seconds a rank waits with nothing changing before it reports
 # a rank's state in a launch; DEADLOCKED: it reported the deadlock (its text: where it waits)
@@ -167,13 +168,8 @@ class RankDevice:
         """This rank's multicast address (NVLink SHARP) for `buffers` (one per rank, in rank
         order): a window of this process's own (EmulatedWorld.multicast), whose multimem
         instructions reach every rank's buffer in the shared segment."""
-        if len(buffers) != self.size:
-            raise EmulatorError(f"a multicast address maps one buffer per rank ({self.size}), "
-                                f"not {len(buffers)}")
-        addr = self.device.mem.alloc(int(nbytes), f"rank {self.rank}: multicast window "
-                                                  f"({nbytes} bytes)")
-        self.device.mem.multicast[addr] = (int(nbytes), tuple(int(b) for b in buffers))
-        return DevicePtr(addr, int(nbytes))
+        return multicast_window(self.device.mem, self.size, buffers, nbytes,
+                                f"rank {self.rank}: multicast window ({nbytes} bytes)")
 
     def load_module(self, ptx: str):
         return self.device.load_module(ptx)

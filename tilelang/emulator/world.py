@@ -64,12 +64,8 @@ class EmulatedWorld:
         rank order, each at least `nbytes`): multimem instructions at window offset o reach
         every rank's buffer at o (ops_multimem.py). The window is an allocation of its own, so
         its addresses are no other buffer's."""
-        if len(buffers) != self.size:
-            raise EmulatorError(f"a multicast address maps one buffer per rank ({self.size}), "
-                                f"not {len(buffers)}")
-        addr = self.device.mem.alloc(int(nbytes), f"multicast window ({nbytes} bytes)")
-        self.device.mem.multicast[addr] = (int(nbytes), tuple(int(b) for b in buffers))
-        return DevicePtr(addr, int(nbytes))
+        return multicast_window(self.device.mem, self.size, buffers, nbytes,
+                                f"multicast window ({nbytes} bytes)")
 
     def _rank(self, rank) -> int:
         if not isinstance(rank, (int, np.integer)) or not 0 <= rank < self.size:
@@ -142,3 +138,14 @@ class EmulatedWorld:
             f"not checked: {unchecked}"
         rep.global_race_check = note
         return rep
+
+
+def multicast_window(mem, size: int, buffers, nbytes: int, what: str) -> DevicePtr:
+    """A window of `nbytes` in `mem` whose multimem instructions reach each of `buffers` (one
+    per rank of a world of `size`) at the same offset (ops_multimem.py)."""
+    if len(buffers) != size:
+        raise EmulatorError(f"a multicast address maps one buffer per rank ({size}), "
+                            f"not {len(buffers)}")
+    addr = mem.alloc(int(nbytes), what)
+    mem.multicast[addr] = (int(nbytes), tuple(int(b) for b in buffers))
+    return DevicePtr(addr, int(nbytes))

@@ -45,6 +45,19 @@ _MIXABLE = ({"f8e4m3", "f8e5m2"}, {"i8", "u8"})
 _BLOCK_SCALED = ("f6e2m3", "f6e3m2", "f4e2m1", "ue8m0")   # only mma_scaled takes them
 
 
+def _check_product_shapes(bound: BoundArgs, a, b, span) -> None:
+    """`a` (M, K) and `b` (K, N), or both batched alike (E0509 otherwise)."""
+    if a.rank != b.rank:
+        raise fail("E0509", bound, "b", f"has rank {b.rank} but `a` has rank {a.rank}", span)
+    if a.shape[-1] != b.shape[-2]:
+        raise fail("E0509", bound, None, f"inner dimensions differ: `a` is {a} and `b` is {b} "
+                                         f"({a.shape[-1]} vs {b.shape[-2]})", span,
+                   help="a (M, K) tile multiplies a (K, N) tile")
+    if a.rank == 3 and a.shape[0] != b.shape[0]:
+        raise fail("E0509", bound, None, f"batch dimensions differ: `a` is {a} and `b` is {b}",
+                   span)
+
+
 def _operands(bound: BoundArgs, span) -> tuple[TileType, TileType, tuple]:
     a, b = tile_arg(bound, "a", span), tile_arg(bound, "b", span)
     for name, t in (("a", a), ("b", b)):
@@ -60,15 +73,7 @@ def _operands(bound: BoundArgs, span) -> tuple[TileType, TileType, tuple]:
     if a.dtype != b.dtype and not any({a.dtype.name, b.dtype.name} <= m for m in _MIXABLE):
         raise fail("E0508", bound, "b", f"is {b}, but `a` is {a}: both operands need the same "
                                         f"dtype", span, help="convert one with `astype`")
-    if a.rank != b.rank:
-        raise fail("E0509", bound, "b", f"has rank {b.rank} but `a` has rank {a.rank}", span)
-    if a.shape[-1] != b.shape[-2]:
-        raise fail("E0509", bound, None, f"inner dimensions differ: `a` is {a} and `b` is {b} "
-                                         f"({a.shape[-1]} vs {b.shape[-2]})", span,
-                   help="a (M, K) tile multiplies a (K, N) tile")
-    if a.rank == 3 and a.shape[0] != b.shape[0]:
-        raise fail("E0509", bound, None, f"batch dimensions differ: `a` is {a} and `b` is {b}",
-                   span)
+    _check_product_shapes(bound, a, b, span)
     out_shape = a.shape[:-1] + (b.shape[-1],)
     return a, b, out_shape
 
@@ -175,15 +180,7 @@ def block_size(bound: BoundArgs, span) -> int:
 
 def _mma_scaled_typing(bound: BoundArgs, span) -> Type:
     a, b = _element(bound, "a", span), _element(bound, "b", span)
-    if a.rank != b.rank:
-        raise fail("E0509", bound, "b", f"has rank {b.rank} but `a` has rank {a.rank}", span)
-    if a.shape[-1] != b.shape[-2]:
-        raise fail("E0509", bound, None, f"inner dimensions differ: `a` is {a} and `b` is {b} "
-                                         f"({a.shape[-1]} vs {b.shape[-2]})", span,
-                   help="a (M, K) tile multiplies a (K, N) tile")
-    if a.rank == 3 and a.shape[0] != b.shape[0]:
-        raise fail("E0509", bound, None, f"batch dimensions differ: `a` is {a} and `b` is {b}",
-                   span)
+    _check_product_shapes(bound, a, b, span)
     v = block_size(bound, span)
     k = a.shape[-1]
     if not isinstance(k, int) or k % v:
