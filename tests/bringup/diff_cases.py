@@ -118,10 +118,10 @@ def _examples() -> list[Case]:
                                    for _ in range(3))
                         return [Arr(q), Arr(k), Arr(v), Arr(np.zeros_like(q)),
                                 1 / math.sqrt(d)]
+                    # the generic kernel bound to the dtype, at its target's default tiles
                     cases.append(Case(f"attention_{dt}_d{d}{'_causal' if causal else ''}",
-                                      att, f"attention_{dt}", (2, 2), make,
-                                      {"BM": 64, "BN": 64 if d == 64 else 32, "D": d,
-                                       "CAUSAL": causal}))
+                                      att, "attention", (2, 2), make,
+                                      {"T": dt, "D": d, "CAUSAL": causal}))
     return cases
 
 
