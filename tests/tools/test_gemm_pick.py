@@ -25,8 +25,11 @@ def test_example_defaults_are_read_per_target():
     assert gp.example_defaults("sm_90a") == gp.Candidate(128, 256, 128, 256, 2)
     for target in ("sm_80", "sm_86", "sm_89"):                 # no clusters there (E0720)
         assert gp.example_defaults(target) == gp.Candidate(128, 128, 64, 128, 1), target
-    for target in ("sm_90", "sm_100a", "sm_120"):
+    for target in ("sm_90", "sm_120"):
         assert gp.example_defaults(target) == gp.Candidate(128, 128, 64, 128, 2), target
+    # sm_100a: the same tile with a TMA producer and an MMA warp (the warp-specialized tcgen05
+    # ring, benchmarks/results/blackwell-static-2026-11-29-cpu.md)
+    assert gp.example_defaults("sm_100a") == gp.Candidate(128, 128, 64, 192, 2)
 
 
 def test_candidate_source_replaces_only_the_launch():
