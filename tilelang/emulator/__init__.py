@@ -13,12 +13,12 @@ from .counters import LaunchReport
 from .device import DevicePtr, EmulatorDevice, Function, Module
 from .errors import (BarrierDivergence, DeviceAssertion, EmulatorError, ExecutionError,
                      LaunchRefused, MemoryFault, PTXParseError, SharedMemoryRace,
-                     UnsupportedInstruction, WarpDivergence)
+                     TensorMemoryRace, UnsupportedInstruction, WarpDivergence)
 from .parser import parse_ptx
 
 __all__ = [
     "EmulatorDevice", "DevicePtr", "Module", "Function", "LaunchReport", "parse_ptx",
     "EmulatorError", "PTXParseError", "LaunchRefused", "ExecutionError", "MemoryFault",
     "BarrierDivergence", "WarpDivergence", "DeviceAssertion", "UnsupportedInstruction",
-    "SharedMemoryRace",
+    "SharedMemoryRace", "TensorMemoryRace",
 ]

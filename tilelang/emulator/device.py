@@ -173,13 +173,16 @@ class EmulatorDevice:
 
     name = "Tile PTX emulator (CPU)"
 
-    def __init__(self, *, counters: bool = True, printf_stream=None, race_check: bool = False,
+    def __init__(self, *, counters: bool = True, printf_stream=None,
+                 race_check: bool | str = False,
                  max_steps: int | None = None, global_race_check: bool = False):
         self.mem = GlobalMemory()
         # the scheduling-step limit of one batch of blocks: the argument, else the
         # TILELANG_EMULATOR_MAX_STEPS environment variable, else 50 million
         self.max_steps = _max_steps(max_steps)
         self.detailed_counters = counters
+        if race_check not in (False, True, "strict"):
+            raise ValueError(f"race_check must be False, True or 'strict', not {race_check!r}")
         self.race_check = race_check
         self.global_race_check = global_race_check
         self.printf_stream = printf_stream if printf_stream is not None else sys.stdout
@@ -269,7 +272,8 @@ class EmulatorDevice:
         per_block = tpb * per_thread + shared_size
         unchecked = unchecked_reason(prog) if self.race_check else "race_check is off"
         if unchecked is None:              # the race check's state grows with the batch too
-            per_block += race_state_bytes(prog, tpb, shared_size)
+            per_block += race_state_bytes(prog, tpb, shared_size,
+                                          cluster[0] * cluster[1] * cluster[2])
         nb = max(1, min(geom.nblocks, BATCH_THREADS // tpb, BATCH_BYTES // max(per_block, 1)))
         csize = cluster[0] * cluster[1] * cluster[2]
         if csize > 1:                      # batches hold whole clusters
@@ -290,7 +294,7 @@ class EmulatorDevice:
                 st = State(prog, geom, order[b0:b0 + n], n, self.mem, kparams, counters,
                            shared_size, out)
                 if unchecked is None:
-                    st.races = RaceChecker(st)
+                    st.races = RaceChecker(st, strict=self.race_check == "strict")
                 if prog.async_proxy:
                     st.proxy = ProxyTracker(st)
                 st.grace = grace

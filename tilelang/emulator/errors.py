@@ -78,3 +78,9 @@ class DeviceAssertion(ExecutionError):
 class SharedMemoryRace(ExecutionError):
     """Two warps of a block access the same shared word, at least one writing, with no
     barrier of the whole block between them (only with `EmulatorDevice(race_check=True)`)."""
+
+
+class TensorMemoryRace(SharedMemoryRace):
+    """Two agents (warps, a warp group's tcgen05 operations) access the same tensor-memory
+    cells, at least one writing, with nothing ordering them (only with
+    `EmulatorDevice(race_check=True)`; emulator/tmemrace.py)."""

@@ -440,7 +440,8 @@ def build_bar(ctx, ins, parts):
                     raise st.error(BarrierDivergence, "barrier.cluster.wait without a "
                                    "preceding barrier.cluster.arrive of this thread", k)
                 st.cl_waited[idx] += 1
-                _barrier_done(st, m)
+                if st.races is not None:      # joins the clocks of the cluster's CTAs
+                    st.races.cluster_barrier(st, m)
                 if st.grace is not None:
                     st.grace.cluster_sync(st, m)
             return {"run": wait, "sync": "cluster_wait"}

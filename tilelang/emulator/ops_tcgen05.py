@@ -104,6 +104,8 @@ def _alloc(ctx, ins, parts):
                                f"{int((~tm.allocated[b]).sum())} free in no contiguous run "
                                f"(a GPU would wait for a tcgen05.dealloc that never comes)", t0)
             tm.allocated[b, start:start + n] = True
+            if st.races is not None and st.races.tmem is not None:
+                st.races.tmem.reset(b, np.arange(start, start + n))
             _shared_u32_write(st, addr.space, a, t0, start)     # lane 0, column `start`
     return {"run": run, "sync": "warp", "members": None}
 
@@ -150,13 +152,26 @@ def _no_op(ctx, ins, parts):
         if parts[1] not in ("wait::ld", "wait::st"):
             ctx.error(f"{ins.opcode} is not supported")
 
+        kind = parts[1][6:]
+
         def wait(st, m):
-            for _ in _warps(st, m, ins.opcode):
-                pass
+            for ths in _warps(st, m, ins.opcode):
+                if st.races is not None and st.races.tmem is not None:
+                    st.races.tmem.wait(st, ths, kind)     # the warp's ld/st finished
         return {"run": wait, "sync": "warp", "members": None}
     if parts[1] not in ("fence::before_thread_sync", "fence::after_thread_sync"):
         ctx.error(f"{ins.opcode} is not supported")
-    return lambda st, m: None
+    before = parts[1] == "fence::before_thread_sync"
+
+    def fence(st, m):
+        tr = None if st.races is None else st.races.tmem
+        if tr is None:
+            return
+        idx = st.active_index(m)
+        w = st.warp_global[idx]
+        for k in np.unique(w):
+            (tr.fence_before if before else tr.fence_after)(st, idx[w == k])
+    return fence
 
 
 # -- tcgen05.ld / tcgen05.st --------------------------------------------------------------------
@@ -219,6 +234,8 @@ def _ld_st(ctx, ins, parts):
             where_cols = first[:, None] + cols[None, :]
             check_cells(st, b, np.unique(lanes), np.unique(where_cols), t0, ins.opcode,
                         reading=load)
+            if st.races is not None and st.races.tmem is not None and load:
+                st.races.tmem.warp_access(st, t0, b, lanes, where_cols, False)
             if load:
                 got = tm.cells[b][lanes[:, None], where_cols]
                 if packed:
@@ -229,6 +246,12 @@ def _ld_st(ctx, ins, parts):
                 if packed:
                     v = np.stack([v & np.uint32(0xFFFF), v >> np.uint32(16)],
                                  -1).reshape(v.shape[0], -1)
+                if st.races is not None and st.races.tmem is not None:
+                    # the cells that keep their value: another warp's unordered store of
+                    # the same value (a replicated layout) is no race
+                    same = tm.cells[b][lanes[:, None], where_cols] == v
+                    st.races.tmem.warp_access(st, t0, b, lanes, where_cols, True,
+                                              (lanes, where_cols, same))
                 tm.cells[b][lanes[:, None], where_cols] = v
         if load:
             for j, put in enumerate(puts):
@@ -312,6 +335,8 @@ def _cp(ctx, ins, parts):
             if lanes.max() >= LANES or (x4 and lane):
                 raise st.error(ExecutionError, f"{ins.opcode}: lanes from {lane} leave the "
                                f"{LANES} lanes", t)
+            if st.races is not None and st.races.tmem is not None:
+                st.races.tmem.tc_access(st, t, b, lanes, cols, clk, True, "the tcgen05.cp")
 
             def compute(st, off=off, b=b, dst=dst, col=col):
                 data = st.shared[off].reshape(rows, nbytes).copy().view(np.uint32)
@@ -337,11 +362,16 @@ def _shift(ctx, ins, parts):
             b = int(st.block_in_batch[t])
             cols = col + np.arange(8)                  # 256 bits of each row
             check_cells(st, b, np.arange(0), cols, t, ins.opcode)
+            clk = 0
+            if st.races is not None and st.races.tmem is not None:
+                clk = int(st.races.wgmma_issue(st, [t])[0])
+                st.races.tmem.tc_access(st, t, b, lane + np.arange(32), cols, clk, True,
+                                        "the tcgen05.shift")
 
             def compute(st, b=b, lane=lane, col=col):
                 c = tmem(st).cells[b, lane:lane + 32, col:col + 8]
                 c[1:] = c[:-1].copy()                  # rows 0..30 move down one lane
-            issue(st, AsyncOp(t, ins.line, compute, b, lane + 1 + np.arange(31), cols))
+            issue(st, AsyncOp(t, ins.line, compute, b, lane + 1 + np.arange(31), cols, clk))
     return run
 
 

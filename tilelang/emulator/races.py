@@ -6,29 +6,34 @@ still reads: a pipeline stage reused too early) gets the right answer here by lu
 check reports such a pair instead: two accesses to the same byte of a block's shared memory
 by different agents, at least one a write, neither ordered before the other.
 
-Order is happens-before, followed with vector clocks, one per block. The agents are the
-block's warps, one per warp group for its in-flight `wgmma` operand reads, and one per
-mbarrier for the TMA copies that complete on it. A warp's clock advances at each release
-(every barrier it passes, every arrive); its vector says how far it has seen the others:
+Order is happens-before, followed with vector clocks. The agents are each block's warps, one
+per warp group for its in-flight `wgmma`/`tcgen05` operand reads, and one per mbarrier for the
+TMA copies that complete on it; a cluster's CTAs share one column space (rank r's agent a is
+column r * agents + a), so a CTA's clocks can say how far it has seen its peers'. A warp's
+clock advances at each release (every barrier it passes, every arrive); its vector says how far
+it has seen the others:
 
-* a full-block barrier (`bar.sync`/`barrier.sync` without a count, `bar.red`,
-  `barrier.cluster.wait`) joins the vectors of all the block's warps; a named barrier with a
-  thread count joins those of the warps that arrived at it (`bar.arrive` only releases);
-* `mbarrier.arrive` (any form, `cp.async.mbarrier.arrive`) releases the warp's vector into the
-  mbarrier; a phase's completion publishes what arrived, and a `test_wait`/`try_wait` that
-  sees the phase complete joins it;
+* a full-block barrier (`bar.sync`/`barrier.sync` without a count, `bar.red`) joins the
+  vectors of all the block's warps, `barrier.cluster.wait` those of every warp of the cluster;
+  a named barrier with a thread count joins those of the warps that arrived at it
+  (`bar.arrive` only releases);
+* `mbarrier.arrive` (any form, `cp.async.mbarrier.arrive`, a remote arrive on another CTA's
+  mbarrier) releases the warp's vector into the mbarrier; a phase's completion publishes what
+  arrived, and a `test_wait`/`try_wait` that sees the phase complete joins it;
 * a TMA load (`cp.async.bulk{.tensor}` to shared memory) writes as the mbarrier's agent, with
   the clock of the phase it completes, ordered after what its issuing warp had seen; it
   counts as a write when issued and again when it lands (the hardware writes at any moment in
   between), and its complete-tx makes it part of the phase waiters see. A multicast into
-  another CTA of the cluster is recorded there, but not checked against that CTA's earlier
-  accesses (clocks are per block);
+  another CTA of the cluster, or a pair's copy completing on the peer's mbarrier, is checked
+  in the CTA it writes;
 * `wgmma.mma_async` reads its shared operands as its warp group's agent from the issue on;
   the warps of the group see those reads finished at the `wgmma.wait_group` that completes
   it (and others through them);
 * `tcgen05.mma` and `tcgen05.cp` read theirs as the issuing thread's warp-group agent too,
-  from the issue on; the `tcgen05.commit` covering them publishes the end of those reads
-  through its mbarrier (a `try_wait`/`test_wait` that sees the phase complete joins it);
+  from the issue on (a `cta_group::2` product also the peer CTA's); the `tcgen05.commit`
+  covering them publishes the end of those reads through its mbarrier — each CTA's of a
+  multicast commit — and a `try_wait`/`test_wait` that sees the phase complete joins it;
+  their tensor-memory accesses, and `tcgen05.ld`/`st`'s, are tmemrace.py's;
 * a bulk store (`cp.async.bulk` to global) reads its source when issued and again at the
   issuing thread's `wait_group{.read}` that covers it;
 * a `cp.async` writes when issued and when it lands.
@@ -45,6 +50,7 @@ from __future__ import annotations
 import numpy as np
 
 from .errors import SharedMemoryRace
+from .tmemrace import TmemRaces, state_bytes as tmem_state_bytes
 
 NONE = -1
 BYTES_PER_SHARED_BYTE = 10         # w_ag, w_clk, lines; the read clocks come on top
@@ -59,28 +65,36 @@ def unchecked_reason(prog) -> str | None:
     return None
 
 
-def state_bytes(prog, tpb: int, shared_size: int) -> int:
+def state_bytes(prog, tpb: int, shared_size: int, cluster: int = 1) -> int:
     """Bytes of race-check state per block (for the batch size)."""
     nw = -(-tpb // 32)
-    return shared_size * (BYTES_PER_SHARED_BYTE + 4 * (nw + -(-nw // 4)))
+    nc = cluster * (nw + -(-nw // 4))
+    tmem = tmem_state_bytes(nc) if any(d.root == "tcgen05" for d in prog.code) else 0
+    return shared_size * (BYTES_PER_SHARED_BYTE + 4 * nc) + tmem
 
 
 class RaceChecker:
-    def __init__(self, st):
+    def __init__(self, st, strict: bool = False):
         n = (st.shared.size + 4) // 4 * 4            # whole words: accesses view them so
         self.stride = st.shared_stride        # bytes between blocks in the batch's array
         self.nw = nw = -(-st.tpb // 32)
         self.ng = ng = -(-nw // 4)
-        self.nr = nw + ng                                   # agents that read
-        self.w_ag = np.full(n, NONE, np.int16)
+        self.nr = nw + ng                                   # agents of a block
+        self.cs = cluster_size(st)
+        # columns of the cluster's agents: CTA rank r's agent a is column r * nr + a (the
+        # blocks of a cluster are consecutive in the batch), so one CTA's clocks can say how
+        # far it has seen another's (the pair's tcgen05.mma, multicast copies and arrivals)
+        self.nc = self.cs * self.nr
+        self.w_ag = np.full(n, NONE, np.int32)
         self.w_clk = np.zeros(n, np.int32)
-        self.r_clk = np.zeros((n, self.nr), np.int32)
+        self.r_clk = np.zeros((n, self.nc), np.int32)
         # vc[b, a, c]: how far agent a (a warp or a warp group's wgmma) of block b has seen
-        # agent c; c also indexes the mbarriers' agents (columns added as they appear)
-        self.vc = np.zeros((st.nblk, self.nr, self.nr), np.int32)
+        # agent column c; columns past nc are the mbarriers' agents (added as they appear)
+        self.vc = np.zeros((st.nblk, self.nr, self.nc), np.int32)
         ar = np.arange(self.nr)
-        self.vc[:, ar, ar] = 1
-        self.mcol: dict = {}                 # mbarrier offset in the block -> its column
+        for b in range(st.nblk):
+            self.vc[b, ar, self.own(b, ar)] = 1
+        self.mcol: dict = {}                 # (rank, mbarrier offset) -> its column
         self.acc: dict = {}                  # (block, element) -> arrivals' vector so far
         self.pub: dict = {}                  # (block, element) -> what completions published
         self.phases: dict = {}               # (block, element) -> completed phases
@@ -92,18 +106,31 @@ class RaceChecker:
         self.tma_used = np.zeros(st.nblk, bool)
         self.tensor_core = "tcgen05 operation" if any(
             d.root == "tcgen05" for d in st.prog.code) else "wgmma"
+        # tensor memory's happens-before (tmemrace.py); `strict`: tcgen05's thread-sync
+        # fences are required where the PTX ISA asks for them
+        self.strict = strict
+        self.tmem = TmemRaces(self, st) if self.tensor_core != "wgmma" else None
+
+    def own(self, b, a):
+        """The column of block `b`'s agent `a` (either may be an array)."""
+        return (np.asarray(b) % self.cs) * self.nr + a
 
     # -- agents and clocks -----------------------------------------------------------------
     def _warps(self, st, idx):
         return (st.thread_linear[idx] // 32).astype(np.int64)
 
-    def _column(self, off_in_block: int) -> int:
-        c = self.mcol.get(off_in_block)
+    def _column(self, key) -> int:
+        """The column of an mbarrier's agent, keyed by (its CTA's rank, its offset)."""
+        c = self.mcol.get(key)
         if c is None:
-            c = self.mcol[off_in_block] = self.vc.shape[2]
+            c = self.mcol[key] = self.vc.shape[2]
             self.vc = np.concatenate([self.vc, np.zeros(self.vc.shape[:2] + (1,), np.int32)],
                                      axis=2)
         return c
+
+    def _mbar_column(self, elem: int) -> int:
+        b = elem * 8 // self.stride
+        return self._column((b % self.cs, elem * 8 - b * self.stride))
 
     def _vec(self, v):
         """A published vector padded to the current number of columns."""
@@ -114,7 +141,7 @@ class RaceChecker:
         """The warps of threads `idx` release: their later accesses get a new clock."""
         pairs = np.unique(st.block_in_batch[idx] * self.nw + self._warps(st, idx))
         b, w = pairs // self.nw, pairs % self.nw
-        self.vc[b, w, w] += 1
+        self.vc[b, w, self.own(b, w)] += 1
 
     # -- synchronization -------------------------------------------------------------------
     def barrier(self, st, m):
@@ -124,16 +151,26 @@ class RaceChecker:
         for b in blocks.tolist():
             joined = self.vc[b, :nw].max(axis=0)
             self.vc[b, :nw] = joined
-            self.vc[b, np.arange(nw), np.arange(nw)] += 1
+            self.vc[b, np.arange(nw), self.own(b, np.arange(nw))] += 1
             if not self.tma_used[b]:
                 self.dirty[b] = False
+
+    def cluster_barrier(self, st, m):
+        """`barrier.cluster.wait` completed for the threads `m`: it joins the vectors of
+        every warp of their clusters' CTAs, then acts as each CTA's full barrier."""
+        blocks = np.arange(st.nblk) if m is None else np.unique(st.block_in_batch[m])
+        for first in np.unique(blocks - blocks % self.cs).tolist():
+            members = np.arange(first, min(first + self.cs, st.nblk))
+            joined = self.vc[members, :self.nw].max(axis=(0, 1))
+            self.vc[members, :self.nw] = joined
+        self.barrier(st, m)
 
     def named_arrive(self, st, b: int, bar: int, members):
         w = np.unique(self._warps(st, members))
         v = self.vc[b, w].max(axis=0)
         old = self.named.get((b, bar))
         self.named[(b, bar)] = v if old is None else np.maximum(self._vec(old), v)
-        self.vc[b, w, w] += 1
+        self.vc[b, w, self.own(b, w)] += 1
 
     def named_done(self, st, b: int, bar: int, threads):
         v = self.named.pop((b, bar), None)
@@ -144,18 +181,18 @@ class RaceChecker:
 
     def mbar_arrive(self, st, idx, elem):
         """Threads `idx` arrive on the mbarriers at shared 8-byte elements `elem` (of the
-        batch): a release of their warps' vectors into each."""
+        batch): a release of their warps' vectors into each (from any CTA of the cluster)."""
         blk = elem * 8 // self.stride
         warps = self._warps(st, idx)
         tblk = st.block_in_batch[idx]
         for key in set(zip(blk.tolist(), elem.tolist())):
             sel = elem == key[1]
-            local = tblk[sel] == key[0]
-            if not local.any():
-                continue                     # another CTA's arrival: clocks are per block
-            v = self.vc[key[0], np.unique(warps[sel][local])].max(axis=0)
-            old = self.acc.get(key)
-            self.acc[key] = v if old is None else np.maximum(self._vec(old), v)
+            for src in np.unique(tblk[sel]).tolist():
+                if src // self.cs != key[0] // self.cs:
+                    continue                 # not in the cluster: no shared columns
+                v = self.vc[src, np.unique(warps[sel][tblk[sel] == src])].max(axis=0)
+                old = self.acc.get(key)
+                self.acc[key] = v if old is None else np.maximum(self._vec(old), self._vec(v))
         self._release(st, idx)
 
     def mbar_completed(self, st, elem: int):
@@ -166,7 +203,7 @@ class RaceChecker:
         n = self.phases[key] = self.phases.get(key, 0) + 1
         v = self.acc.get(key)
         v = np.zeros(self.vc.shape[2], np.int32) if v is None else self._vec(v).copy()
-        c = self._column(elem * 8 - b * self.stride)
+        c = self._mbar_column(elem)
         v = self._vec(v)
         v[c] = max(v[c], n)
         self.pub[key] = v if key not in self.pub else np.maximum(self._vec(self.pub[key]), v)
@@ -191,15 +228,17 @@ class RaceChecker:
 
     def tma_write(self, st, snap, off, mbar_elem: int, thread: int, line: int):
         """A bulk copy's bytes `off` (of the batch), completing on the mbarrier at
-        `mbar_elem`, written as that mbarrier's agent."""
+        `mbar_elem`, written as that mbarrier's agent (a multicast's bytes in another CTA of
+        the cluster, or a pair's copy completing on the peer's mbarrier, alike)."""
         b = int(mbar_elem * 8 // self.stride)
         key = (b, int(mbar_elem))
-        col = self._column(int(mbar_elem) * 8 - b * self.stride)
+        col = self._mbar_column(int(mbar_elem))
         clk = self.phases.get(key, 0) + 1
         off = np.asarray(off, np.int64).reshape(-1)
         sb, vec = snap
-        self.dirty[b] = self.tma_used[b] = True
-        if sb == b:                          # checked in the issuing CTA only
+        dst = np.unique(off // self.stride)
+        self.dirty[dst] = self.tma_used[dst] = True
+        if sb // self.cs == b // self.cs:
             vec = self._vec(vec).copy()
             vec[col] = clk
             self._check(st, off, vec, col, True, thread, line)
@@ -208,38 +247,41 @@ class RaceChecker:
         self.lines[off] = line
 
     # -- wgmma -----------------------------------------------------------------------------
+    def _tc_agent(self, st, t: int):
+        """(block, issuing warp, agent, its column) of the warp group of thread `t`."""
+        b, w = int(st.block_in_batch[t]), int(st.thread_linear[t]) // 32
+        a = self.nw + w // 4
+        return b, w, a, int(self.own(b, a))
+
     def wgmma_issue(self, st, firsts):
         """Each warp group (by its first thread) issues a wgmma: its agent takes what the
         issuing warp has seen and a new clock; returns the clocks."""
         out = []
         for t in np.asarray(firsts).tolist():
-            b, w = int(st.block_in_batch[t]), int(st.thread_linear[t]) // 32
-            a = self.nw + w // 4
-            c = self.vc[b, a, a] + 1
+            b, w, a, col = self._tc_agent(st, t)
+            c = self.vc[b, a, col] + 1
             self.vc[b, a] = np.maximum(self.vc[b, a], self.vc[b, w])
-            self.vc[b, a, a] = c
+            self.vc[b, a, col] = c
             out.append(c)
         return np.asarray(out, np.int64)
 
     def wgmma_read(self, st, first: int, off, nbytes: int, clk: int):
         off = np.asarray(off, np.int64).reshape(-1)
-        b, w = int(st.block_in_batch[first]), int(st.thread_linear[first]) // 32
-        a = self.nw + w // 4
+        b, w, a, col = self._tc_agent(st, first)
         byt = _bytes(off, nbytes)
         vec = self.vc[b, a].copy()
-        vec[a] = clk
-        self._check(st, byt, vec, a, False, first)
-        self.r_clk[byt, a] = np.maximum(self.r_clk[byt, a], clk)
+        vec[col] = clk
+        self._check(st, byt, vec, col, False, first)
+        self.r_clk[byt, col] = np.maximum(self.r_clk[byt, col], clk)
 
     def wgmma_done(self, st, firsts, clks):
         """The wgmma of each group (first thread, issue clock) completed: the group's warps
         have seen its reads end."""
         for t, c in zip(np.asarray(firsts).tolist(), np.asarray(clks).tolist()):
-            b, w = int(st.block_in_batch[t]), int(st.thread_linear[t]) // 32
-            a = self.nw + w // 4
+            b, w, a, col = self._tc_agent(st, t)
             g0 = (w // 4) * 4
             ws = np.arange(g0, min(g0 + 4, self.nw))
-            self.vc[b, ws, a] = np.maximum(self.vc[b, ws, a], c)
+            self.vc[b, ws, col] = np.maximum(self.vc[b, ws, col], c)
 
     # -- tcgen05 ---------------------------------------------------------------------------
     def tc_read(self, st, thread: int, off, nbytes: int) -> int:
@@ -251,12 +293,13 @@ class RaceChecker:
         return clk
 
     def tc_arrive(self, st, thread: int, elem: int, clk: int):
-        """A tcgen05.commit of `thread` arrives on the mbarrier at `elem` once its operations
-        completed: whoever sees that phase complete has seen their reads end."""
+        """A tcgen05.commit of `thread` arrives on the mbarrier at `elem` (in its CTA or, a
+        multicast commit, in another of the cluster) once its operations completed: whoever
+        sees that phase complete has seen their reads and writes end."""
         b = elem * 8 // self.stride
-        a = self.nw + (int(st.thread_linear[thread]) // 32) // 4
+        _, _, _, col = self._tc_agent(st, thread)
         v = np.zeros(self.vc.shape[2], np.int32)
-        v[a] = clk
+        v[col] = clk
         old = self.acc.get((b, elem))
         self.acc[(b, elem)] = v if old is None else np.maximum(self._vec(old), v)
 
@@ -277,9 +320,11 @@ class RaceChecker:
         if data is not None:
             data = np.asarray(data, np.uint8).reshape(idx.size, n)
         warp = st.thread_linear[idx] // 32
-        pair = st.block_in_batch[idx] * self.nw + warp
+        blk = st.block_in_batch[idx]
+        pair = blk * self.nw + warp
+        ocol = self.own(blk, warp)                      # the warps' own columns
         rows = self.vc[:, :self.nw].reshape(-1, self.vc.shape[2])   # (block, warp) -> seen
-        clk = rows[pair, warp]
+        clk = rows[pair, ocol]
         # the state is per byte; whole aligned words (the usual access) are handled as rows
         # of 4 bytes, others byte by byte
         width = 4 if n % 4 == 0 and not (off & 3).any() else 1
@@ -287,19 +332,19 @@ class RaceChecker:
         unit = off // width
         if per > 1:
             unit = (unit[:, None] + np.arange(per)[None, :]).reshape(-1)
-            idx, warp, pair, clk = (np.repeat(x, per) for x in (idx, warp, pair, clk))
+            idx, warp, pair, clk, ocol, blk = (np.repeat(x, per) for x in
+                                               (idx, warp, pair, clk, ocol, blk))
         if data is not None:
             data = data.reshape(-1, width)             # one row per unit, as `unit`
         W, C = self.w_ag.reshape(-1, width), self.w_clk.reshape(-1, width)
-        R = self.r_clk.reshape(-1, width, self.nr)
-        blk = st.block_in_batch[idx]
+        R = self.r_clk.reshape(-1, width, self.nc)
         if write:
             self.dirty[blk] = True
         elif not self.dirty[blk].any():
-            R[unit, :, warp] = clk[:, None]
+            R[unit, :, ocol] = clk[:, None]
             return
         ww = W[unit]
-        other = (ww >= 0) & (ww != warp[:, None])
+        other = (ww >= 0) & (ww != ocol[:, None])
         if other.any():
             kr, kc = np.nonzero(other)
             bad = rows[pair[kr], ww[kr, kc]] < C[unit[kr], kc]
@@ -310,20 +355,21 @@ class RaceChecker:
                 r, c = int(kr[j]), int(kc[j])
                 byte = int(unit[r]) * width + c
                 self._raise(st, int(idx[r]), byte, f"warp {int(warp[r])}",
-                            "writes" if write else "reads", self._writer(int(ww[r, c]), byte))
+                            "writes" if write else "reads",
+                            self._writer(int(ww[r, c]), byte, int(blk[r])))
         if not write:
-            R[unit, :, warp] = clk[:, None]
+            R[unit, :, ocol] = clk[:, None]
             return
-        badr = R[unit] > rows[pair, :self.nr][:, None, :]
-        badr[np.arange(unit.size), :, warp] = False
+        badr = R[unit] > rows[pair, :self.nc][:, None, :]
+        badr[np.arange(unit.size), :, ocol] = False
         if badr.any():
             r, c, who = (int(v[0]) for v in np.nonzero(badr))
             self._raise(st, int(idx[r]), int(unit[r]) * width + c, f"warp {int(warp[r])}",
-                        "writes", f"{self._reader(who)} read")
-        W[unit] = warp[:, None]
+                        "writes", f"{self._reader(who, int(blk[r]))} read")
+        W[unit] = ocol[:, None]
         C[unit] = clk[:, None]
         self.lines.reshape(-1, width)[unit] = st.ins.line if st.ins is not None else 0
-        clash = W[unit] != warp[:, None]                # another warp, same instruction
+        clash = W[unit] != ocol[:, None]                # another warp, same instruction
         if clash.any() and data is not None:            # ... writing another value
             u, inv = np.unique(unit, return_inverse=True)
             last = np.zeros(u.size, np.int64)
@@ -335,8 +381,9 @@ class RaceChecker:
                         "writes", "another warp writes in the same instruction")
 
     def _check(self, st, byt, vec, agent, write, thread, line=None):
-        """Accesses of bytes `byt` by one agent that has seen `vec`."""
-        name = self._name(agent) if line is None else f"the TMA copy at PTX line {line}"
+        """Accesses of bytes `byt` by one agent (its column) that has seen `vec`."""
+        b = int(st.block_in_batch[thread])
+        name = self._name(agent, b) if line is None else f"the TMA copy at PTX line {line}"
         ww = self.w_ag[byt]
         prev = ww >= 0
         bad = prev & (ww != agent)
@@ -345,33 +392,42 @@ class RaceChecker:
         if bad.any():
             j = int(np.flatnonzero(bad)[0])
             self._raise(st, thread, int(byt[j]), name, "writes" if write else
-                        "reads", self._writer(int(ww[j]), int(byt[j])))
+                        "reads", self._writer(int(ww[j]), int(byt[j]), b))
         if write:
             r = self.r_clk[byt]
-            seen = vec[:self.nr].copy()
-            if 0 <= agent < self.nr:
+            seen = vec[:self.nc].copy()
+            if 0 <= agent < self.nc:
                 seen[agent] = np.iinfo(np.int32).max
             badr = (r > seen[None, :])
             if badr.any():
                 j, who = (int(v[0]) for v in np.nonzero(badr))
                 self._raise(st, thread, int(byt[j]), name, "writes",
-                            f"{self._reader(who)} read")
+                            f"{self._reader(who, b)} read")
 
     # -- messages --------------------------------------------------------------------------
-    def _name(self, agent):
-        if agent < self.nw:
-            return f"warp {agent}"
-        if agent < self.nr:
-            return f"the {self.tensor_core} of warp group {agent - self.nw}"
-        return "a TMA copy"
+    def name(self, col: int, b: int) -> str:
+        """An agent column as seen from block `b` ("the peer CTA's" for another rank)."""
+        return self._name(col, b)
 
-    def _reader(self, agent):
-        return self._name(agent) if agent < self.nw else \
-            f"the in-flight {self.tensor_core} of warp group {agent - self.nw}"
-
-    def _writer(self, agent, byte):
+    def _name(self, col, b):
+        if col >= self.nc:
+            return "a TMA copy"
+        rank, agent = divmod(col, self.nr)
+        where = "" if rank == b % self.cs else f"cluster rank {rank}'s "
         if agent < self.nw:
-            return f"warp {agent} wrote"
+            return f"{where}warp {agent}"
+        return f"the {where}{self.tensor_core} of warp group {agent - self.nw}"
+
+    def _reader(self, col, b):
+        if col % self.nr < self.nw:
+            return self._name(col, b)
+        rank, agent = divmod(col, self.nr)
+        where = "" if rank == b % self.cs else f"cluster rank {rank}'s "
+        return f"the in-flight {where}{self.tensor_core} of warp group {agent - self.nw}"
+
+    def _writer(self, col, byte, b):
+        if col < self.nc:
+            return f"{self._name(col, b)} wrote (PTX line {int(self.lines[byte])})"
         return f"a TMA copy wrote (PTX line {int(self.lines[byte])})"
 
     def _raise(self, st, t, byte, who, doing, done):
@@ -380,6 +436,11 @@ class RaceChecker:
                        f"shared-memory race: {who} {doing} shared memory that {done}, and "
                        f"nothing orders the two (no barrier, no mbarrier phase between)", t,
                        max(addr, 0))
+
+
+def cluster_size(st) -> int:
+    c = st.geom.cluster
+    return int(c[0] * c[1] * c[2]) if c else 1
 
 
 def _bytes(off, n):

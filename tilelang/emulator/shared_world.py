@@ -229,7 +229,7 @@ class RankDevice:
         st.grace = grace
         unchecked = unchecked_reason(prog) if dev.race_check else "race_check is off"
         if unchecked is None:
-            st.races = RaceChecker(st)
+            st.races = RaceChecker(st, strict=dev.race_check == "strict")
         link.set_state(RUNNING)
         t0 = time.perf_counter()
         try:

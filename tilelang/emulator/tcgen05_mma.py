@@ -144,6 +144,15 @@ def build_mma(ctx, ins, parts):
                 keep = ~bits
             fn = _compute(st, ins, kind, f, t, b, col, int(a_all[k]), int(b_all[k]),
                           bool(e_all[k]), shift, keep, a_in_tmem, peer)
+            if st.races is not None and st.races.tmem is not None:
+                tr = st.races.tmem
+                if a_in_tmem:
+                    al, ac = split(int(a_all[k]))
+                    tr.tc_access(st, t, b, al + np.arange(f["M"]), ac + np.arange(8), fn.clk,
+                                 False, "the tcgen05.mma (A)")
+                for blk in (b,) if peer is None else (b, peer):
+                    tr.tc_access(st, t, blk, d_lanes(f["M"]) if peer is None else
+                                 np.arange(LANES), cols, fn.clk, True, "the tcgen05.mma")
             if peer is None:
                 issue(st, AsyncOp(t, ins.line, fn, b, d_lanes(f["M"]), cols, fn.clk))
                 continue
@@ -340,6 +349,15 @@ def _mma_scaled(ctx, ins, parts):
                 if offa is not None:
                     st.races.tc_read(st, t, offa, 1)
                 clk = st.races.tc_read(st, t, offb, 1)
+            if st.races is not None and st.races.tmem is not None:
+                tr = st.races.tmem
+                reads = [(sl + np.arange(32), sc + np.arange(rows // 32)) for (sl, sc), rows
+                         in ((split(sa), M), (split(sb), N))]
+                if a_in_tmem:
+                    reads.append((al + np.arange(M), ac + np.arange(8)))
+                for lanes_r, cols_r in reads:
+                    tr.tc_access(st, t, b, lanes_r, cols_r, clk, False, "the tcgen05.mma")
+                tr.tc_access(st, t, b, np.arange(M), cols, clk, True, "the tcgen05.mma")
 
             def compute(st, f=f, b=b, col=col, a=a, offa=offa, offb=offb, sa=sa, sb=sb,
                         enable=bool(e_all[k]), M=M, N=N):
