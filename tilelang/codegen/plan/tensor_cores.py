@@ -14,14 +14,16 @@ Rules, in the order they are tried:
      along M/N for 16-bit types), and the block is whole warp groups (or 2^k of them and a
      producer group); a product that fits but for the block is *declined* (the launch
      contract reports E0721) and runs on mma.sync.
-  R4 tcgen05 on sm_100a (lower/tensorcore/tcgen05_product.py): f16/bf16 operands, an f32
-     accumulator of 128 or 64 rows and a power-of-two N of 16 to 256 (one kind::f16
-     instruction of M = 128 or 64 per k-step, its accumulator in tensor memory), K a
-     multiple of 16, each
-     operand whole 32-byte panels along K or M/N, and a block of exactly four warps (warp w
-     reads TMEM lanes 32w .. 32w + 31 in the epilogue) or of those four and two more, a
-     producer and an MMA warp (tc5_ws_block: plan/loops.py R5 specializes the ring);
-     anything else runs on mma.sync.
+  R4 tcgen05 on sm_100a (lower/tensorcore/tcgen05_product.py): the operand and accumulator
+     types of a kind of TC5_KINDS (f16/bf16 -> f32: kind::f16; tf32 -> f32: kind::tf32;
+     f8e4m3/f8e5m2, mixed or not, -> f32: kind::f8f6f4; i8/u8, mixed or not, -> i32:
+     kind::i8), an accumulator of 128 or 64 rows and a power-of-two N of 16 to 256 (one
+     instruction of M = 128 or 64 per k-step of 32 bytes of each row: K 16, 8 or 32, its
+     accumulator in tensor memory), K a multiple of that step, each operand whole 32-byte
+     panels along K or (16-bit types only: the others' images are K-major) along M/N, and
+     a block of exactly four warps (warp w reads TMEM lanes 32w .. 32w + 31 in the
+     epilogue) or of those four and two more, a producer and an MMA warp (tc5_ws_block:
+     plan/loops.py R5 specializes the ring); anything else runs on mma.sync.
   R5 a block-scaled product (`mma_scaled`) reaches planning only where plan/scaled.py's
      S1-S3 give it a block-scaled instruction (the software path rewrote the others into a
      bf16 `mma` first): the f8 mma.sync form and tiling of R2 with that instruction.
@@ -52,13 +54,22 @@ class TensorCorePlan:
 
 @record(frozen=True)
 class Tc5Shape:
-    """One tcgen05.mma.cta_group::1.kind::f16 of M x N x K per k-step of K = 16 over the
-    whole accumulator; `columns`: the TMEM columns allocated for it (f32: one per column of
-    N, at least 32, a power of two)."""
+    """One tcgen05.mma.cta_group::1.kind::<kind> of M x N x K per k-step of K over the
+    whole accumulator; `columns`: the TMEM columns allocated for it (f32 or s32: one per
+    column of N, at least 32, a power of two)."""
     m: int
     n: int
     k: int
     columns: int
+    kind: str = "f16"
+
+
+# R4: the dense tcgen05 kind of each operand class (layouts/mma.MmaForm.ab, A's; B's class
+# is of the same kind) and its accumulator; K per instruction is 32 bytes of each row
+# (PTX ISA, tcgen05.mma, "Matrix shape"): 16 16-bit, 8 tf32 or 32 8-bit elements
+TC5_KINDS = {"f16": ("f16", "f32"), "bf16": ("f16", "f32"), "tf32": ("tf32", "f32"),
+             "e4m3": ("f8f6f4", "f32"), "e5m2": ("f8f6f4", "f32"),
+             "s8": ("i8", "i32"), "u8": ("i8", "i32")}
 
 
 TC5_THREADS = 128           # the four warps whose TMEM lane quarters cover M = 128
@@ -92,7 +103,8 @@ def _tc5_plan(kern, form: MmaForm, a_shape, b_shape, out_shape) -> tuple:
     """(Tc5Shape or None, why not) for R4."""
     if kern.target.name not in FEATURES["tcgen05"].arch_targets:
         return None, ""
-    if form.ab not in ("f16", "bf16") or form.acc != "f32":
+    kind, acc = TC5_KINDS.get(form.ab, (None, None))
+    if kind is None or form.acc != acc:
         return None, f"tcgen05 not used: {form.ab} operands / {form.acc} accumulator"
     if len(out_shape) != 2:
         return None, "tcgen05 not used: a batched product"
@@ -101,16 +113,18 @@ def _tc5_plan(kern, form: MmaForm, a_shape, b_shape, out_shape) -> tuple:
     if m not in (64, 128) or n < 16 or n > 256 or n & (n - 1):
         return None, f"tcgen05 not used: a {m} x {n} accumulator (128 or 64 x 2^k, " \
                      f"N 16..256)"
-    if k % 16:
-        return None, f"tcgen05 not used: K = {k} is not a multiple of 16"
+    step = 32 // form.itemsize
+    if k % step:
+        return None, f"tcgen05 not used: K = {k} is not a multiple of {step}"
     for mn in (m, n):
-        if not (image_fits(k, form.itemsize) or image_fits(mn, form.itemsize)):
+        if not (image_fits(k, form.itemsize) or
+                form.itemsize == 2 and image_fits(mn, form.itemsize)):
             return None, "tcgen05 not used: an operand fits no 32-byte panel"
     if not (kern.exact and kern.threads == kern.declared_threads == TC5_THREADS
             or tc5_ws_block(kern)):
         return None, f"tcgen05 not used: {kern.declared_threads} threads (it takes " \
                      f"{TC5_THREADS}, or {TC5_WS_THREADS} with a producer and an MMA warp)"
-    return Tc5Shape(m, n, 16, max(32, n)), ""
+    return Tc5Shape(m, n, step, max(32, n), kind), ""
 
 
 def wgmma_ready(kern) -> bool:
@@ -205,7 +219,7 @@ def tensor_core_plan(kern, op: BuiltinOp) -> tuple:
     if tc5 is not None:
         return (TensorCorePlan(form, b_class, tiling, tc5_acc_layout(tuple(out.shape)),
                                tc5=tc5),
-                f"tcgen05 kind::f16 m{tc5.m}n{tc5.n}k{tc5.k}: {k_steps(at, tc5)} "
+                f"tcgen05 kind::{tc5.kind} m{tc5.m}n{tc5.n}k{tc5.k}: {k_steps(at, tc5)} "
                 f"instruction(s) per product, {tc5.columns} TMEM columns (R4)", False)
     wg, why_not, declined = _wg_plan(kern, form, at.shape, bt.shape, out.shape)
     why_not = why_not5 or why_not

@@ -7,7 +7,7 @@ whole loop (docs/codegen.md, "sm_100a").
               around a barrier
     issuer:   (the elected thread of warp 0) copies iterations 0 .. S-2 (expect_tx on full[s],
               then the bulk tensor copies); for every iteration j in slot j mod S: wait for
-              full's phase; one tcgen05.mma per k-step of 16; tcgen05.commit to empty[j mod S]
+              full's phase; one tcgen05.mma per k-step; tcgen05.commit to empty[j mod S]
               (it completes when those MMAs are done reading the stage); wait for empty of
               iteration j-1's slot (j > 0) and copy iteration j+S-1 into it; after the loop
               tcgen05.commit to the kernel's completion mbarrier (tcgen05_tmem.py)
@@ -28,9 +28,9 @@ from tilelang.codegen.lower.tensorcore import (mma_sync, pipe_loop, tcgen05_tmem
 from tilelang.codegen.lower.tensorcore.cp_async import _c64
 from tilelang.codegen.lower.tensorcore.mma_epilogue import remember_acc_layout
 from tilelang.codegen.lower.tensorcore.mma_plan import to_layout
-from tilelang.codegen.lower.tensorcore.tcgen05_product import (commit, descriptors,
-                                                               issue_mmas, lane_quarter,
-                                                               tmem_io)
+from tilelang.codegen.lower.tensorcore.tcgen05_product import (acc_type, commit,
+                                                               descriptors, issue_mmas,
+                                                               lane_quarter, tmem_io)
 from tilelang.codegen.lower.tensorcore.wgmma_product import (_carried_state, _ring_add,
                                                              align_smem, ring_images)
 from tilelang.record import record
@@ -121,7 +121,7 @@ class Tc5Ring:
         image = self.kern.builder.add(self.base, slot)
         issue_mmas(self.kern, self.da, self.db, self.idesc, self.kern.tmem.address, image,
                    b_offset=self.offs[1], k=self.k, kstep=self.lp.plan.tc5.k,
-                   bar=self.empty(slot), pair=self.pair)
+                   bar=self.empty(slot), pair=self.pair, kind=self.lp.plan.tc5.kind)
 
     def finish(self, regs) -> None:
         """The loop's result: the accumulator read back from TMEM."""
@@ -186,7 +186,8 @@ def read_back(ring: Tc5Ring, mine: ir.Value) -> list:
     kern = ring.kern
     tmem.wait(kern)
     tmem.void(kern, "tcgen05.fence::after_thread_sync;")
-    regs = tmem_io(kern, mine, None, ring.lp.plan.tc5.n, ring.lp.plan.tc5.m)
+    regs = tmem_io(kern, mine, None, ring.lp.plan.tc5.n, ring.lp.plan.tc5.m,
+                   acc_type(ring.lp.plan))
     tmem.void(kern, "tcgen05.fence::before_thread_sync;")
     return regs
 

@@ -11,8 +11,8 @@ completion mbarrier (tcgen05_tmem.py):
     registers); fence.proxy.async
     every warp: tcgen05.st of its 32 accumulator rows (32x32b: thread 32w + l owns TMEM lane
     32w + l, register j column j); tcgen05.wait::st; fences around a barrier
-    thread 0: one tcgen05.mma.cta_group::1.kind::f16 per k-step of 16; tcgen05.commit to
-    the mbarrier
+    thread 0: one tcgen05.mma.cta_group::1.kind::<kind> per k-step (32 bytes of each row:
+    K = 16 for f16/bf16, 8 for tf32, 32 for the 8-bit kinds); tcgen05.commit to the mbarrier
     every thread: wait for the mbarrier's next phase; tcgen05.fence::after_thread_sync;
     tcgen05.ld of its rows; tcgen05.wait::ld; tcgen05.fence::before_thread_sync
 
@@ -45,25 +45,41 @@ def _c(v: int) -> ir.Constant:
 _void = tmem.void
 
 
+# the instruction descriptor's A / B type codes (bits 7-9, 10-12) and D type (bits 4-5) of
+# the dense kinds (PTX ISA, tcgen05 "Instruction descriptor"), by the operand class
+# (layouts/mma.MmaForm.ab, mma_form's b_class) and the accumulator dtype
+IDESC_AB = {"f16": 0, "bf16": 1,            # .kind::f16
+            "tf32": 2,                      # .kind::tf32
+            "e4m3": 0, "e5m2": 1,           # .kind::f8f6f4
+            "u8": 0, "s8": 1}               # .kind::i8
+IDESC_D = {"f16": 0, "f32": 1, "i32": 2}
+
+
 def instr_descriptor(plan: TensorCorePlan, a_mn: bool, b_mn: bool, pair: bool = False) -> int:
-    """The kind::f16 instruction descriptor (PTX ISA, tcgen05 "Instruction descriptor"):
-    D f32 (bits 4-5 = 1), A and B types (7-9, 10-12: 0 f16, 1 bf16), A / B MN-major (15,
-    16), N >> 3 (17-22), M >> 4 (24-28); a CTA pair's M is both CTAs' rows."""
+    """The dense kinds' instruction descriptor (PTX ISA, tcgen05 "Instruction descriptor"):
+    D type (bits 4-5: f32 1, s32 2), A and B types (7-9, 10-12: IDESC_AB), A / B MN-major
+    (15, 16), N >> 3 (17-22), M >> 4 (24-28); a CTA pair's M is both CTAs' rows."""
     t = plan.tc5
-    ab = {"f16": 0, "bf16": 1}[plan.form.ab]
     m = 2 * t.m if pair else t.m
-    return 1 << 4 | ab << 7 | ab << 10 | int(a_mn) << 15 | int(b_mn) << 16 | \
+    return IDESC_D[plan.form.acc] << 4 | IDESC_AB[plan.form.ab] << 7 | \
+        IDESC_AB[plan.b_class] << 10 | int(a_mn) << 15 | int(b_mn) << 16 | \
         (t.n >> 3) << 17 | (m >> 4) << 24
 
 
+def acc_type(plan: TensorCorePlan) -> ir.Type:
+    """The registers of the accumulator's 32-bit TMEM cells: f32, or i32 for kind::i8."""
+    return I32 if plan.form.acc == "i32" else ir.FloatType()
+
+
 def tmem_io(kern: KernelEmitter, taddr: ir.Value, regs: list | None, n: int,
-            m: int = 128) -> list:
-    """tcgen05.ld (regs None) or tcgen05.st of this thread's f32 columns of an M x `n`
+            m: int = 128, ty: ir.Type | None = None) -> list:
+    """tcgen05.ld (regs None) or tcgen05.st of this thread's 32-bit columns of an M x `n`
     accumulator at `taddr` (tc5_acc_layout: M = 128 in chunks of LD_CHUNK columns of the
     32x32b shape; M = 64 in one 16x32bx2 of n / 2 columns split at n / 2), then the
-    matching wait."""
+    matching wait. The registers are f32, or `ty` (i32: acc_type), or the type of `regs`."""
     b = kern.builder
-    f32 = ir.FloatType()
+    rty = ty or (regs[0].type if regs else ir.FloatType())
+    reg = "r" if isinstance(rty, ir.IntType) else "f"
     out = []
     shape, split = ("32x32b", "") if m == 128 else ("16x32bx2", f", {n // 2}")
     per = n if m == 128 else n // 2
@@ -72,24 +88,24 @@ def tmem_io(kern: KernelEmitter, taddr: ir.Value, regs: list | None, n: int,
         addr = b.add(taddr, _c(c0)) if c0 else taddr
         if regs is None:
             names = ", ".join(f"${i}" for i in range(w))
-            ty = ir.LiteralStructType([f32] * w)
+            sty = ir.LiteralStructType([rty] * w)
             text = f"tcgen05.ld.sync.aligned.{shape}.x{w}.b32 {{{names}}}, [${w}]{split};"
-            cons = ",".join(["=f"] * w + ["r"])
-            asm = ir.InlineAsm(ir.FunctionType(ty, [I32]), text, cons, side_effect=True)
+            cons = ",".join([f"={reg}"] * w + ["r"])
+            asm = ir.InlineAsm(ir.FunctionType(sty, [I32]), text, cons, side_effect=True)
             res = b.call(asm, [addr])
             out += [b.extract_value(res, i) for i in range(w)]
         else:
             names = ", ".join(f"${i + 1}" for i in range(w))
             _void(kern, f"tcgen05.st.sync.aligned.{shape}.x{w}.b32 [$0]{split}, "
                         f"{{{names}}};",
-                  [addr] + list(regs[c0:c0 + w]), ",".join(["r"] + ["f"] * w))
+                  [addr] + list(regs[c0:c0 + w]), ",".join(["r"] + [reg] * w))
     if regs is None:
         # the wait and the values: tied through an asm that passes them on, so no use of a
         # value is scheduled above the wait
         names = ", ".join(f"${i}" for i in range(len(out)))
-        ty = ir.LiteralStructType([f32] * len(out))
-        cons = ",".join(["=f"] * len(out) + [str(i) for i in range(len(out))])
-        asm = ir.InlineAsm(ir.FunctionType(ty, [f32] * len(out)),
+        sty = ir.LiteralStructType([rty] * len(out))
+        cons = ",".join([f"={reg}"] * len(out) + [str(i) for i in range(len(out))])
+        asm = ir.InlineAsm(ir.FunctionType(sty, [rty] * len(out)),
                            "tcgen05.wait::ld.sync.aligned;", cons, side_effect=True)
         res = b.call(asm, out)
         return [b.extract_value(res, i) for i in range(len(out))]
@@ -142,10 +158,10 @@ def product(kern: KernelEmitter, plan: TensorCorePlan, a, b, acc: TileVal,
     else:
         pipe_loop.on_thread0(kern, "tc5.mma", lambda: issue_mmas(
             kern, da, db, idesc, tm.address, smem32, b_offset=offsets[1], k=k, kstep=t.k,
-            bar=tm.bar))
+            bar=tm.bar, kind=t.kind))
     tmem.wait(kern)
     _void(kern, "tcgen05.fence::after_thread_sync;")
-    regs = tmem_io(kern, mine, None, t.n, t.m)
+    regs = tmem_io(kern, mine, None, t.n, t.m, acc_type(plan))
     # the next product's tcgen05.st must not overwrite what a slower warp still reads
     _void(kern, "tcgen05.fence::before_thread_sync;")
     remember_acc_layout(kern, plan.acc)
@@ -175,9 +191,9 @@ def descriptors(plan: TensorCorePlan, sops, pair: bool = False) -> tuple:
 
 def issue_mmas(kern: KernelEmitter, da: Descriptors, db: Descriptors, idesc: int,
                taddr: ir.Value, image: ir.Value, *, b_offset: int, k: int, kstep: int,
-               bar: ir.Value, pair: bool = False) -> None:
-    """The issuing thread's tcgen05.mma per k-step (accumulating into TMEM at `taddr`) over
-    the images at 32-bit shared address `image` (B `b_offset` bytes past A), then
+               bar: ir.Value, pair: bool = False, kind: str = "f16") -> None:
+    """The issuing thread's tcgen05.mma.kind::`kind` per k-step (accumulating into TMEM at
+    `taddr`) over the images at 32-bit shared address `image` (B `b_offset` bytes past A), then
     tcgen05.commit to the mbarrier `bar`. `pair`: the CTA pair's products (cta_group::2),
     committed to `bar`'s offset in both CTAs."""
     bld = kern.builder
@@ -187,7 +203,7 @@ def issue_mmas(kern: KernelEmitter, da: Descriptors, db: Descriptors, idesc: int
         pa = da.at(kern, starts[0], da.offset(0, 0, k0) >> 4)
         pb = db.at(kern, starts[1], db.offset(0, 0, k0) >> 4)
         _void(kern, "{ .reg .pred p; setp.ne.b32 p, 1, 0; "
-                    f"tcgen05.mma.{group}.kind::f16 [$0], $1, $2, $3, p; }}",
+                    f"tcgen05.mma.{group}.kind::{kind} [$0], $1, $2, $3, p; }}",
               [taddr, pa, pb, _c(idesc)], "r,l,l,r")
     commit(kern, bar, pair)
 
