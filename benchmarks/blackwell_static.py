@@ -32,6 +32,15 @@ tcgen05 kind::f16, the block-scaled kinds taking M = 128) and, on sm_100a, the s
 instructions over its tensor-core instructions per K-step (QMMA: BM * BN * BK / (16 * 8 * 32)
 / warps a warp; UTCHMMA: BK / 16; UTCQMMA: BK / 32).
 
+A third table compares the warp-specialized forms on sm_100a, each warp's loop on its own:
+examples/matmul.tile as written (192 threads in clusters of two along M: the specialized
+ring on the CTA pair, `cta_group::2`, M = 256) and without its cluster (the one-CTA
+specialized ring), against Triton's same kernel with `tl.range(..., warp_specialize=True)`
+(`num_warps = 4`, 3 stages). MMA loop: the backward-branch loop with UTCHMMA and no UTMALDG
+with the fewest instructions per UTCHMMA, its K-steps its UTCHMMA over BK / 16 (a pair's
+K-step covers 256 rows of C); copy loop: the loop with UTMALDG and no UTCHMMA, its K-steps
+its expect-tx arrivals (`SYNCS.ARRIVE.TRANS64`, one a stage).
+
 Triton runs in its own Python (`--triton-python`, else $TRITON_PYTHON, else
 /tmp/tritonenv/bin/python, else this Python when it imports triton); without one its rows
 are left out with a note. The table goes to benchmarks/results/blackwell-static-<date>-cpu.md
@@ -107,6 +116,43 @@ for name, arch, bm, bn, bk in json.loads(sys.argv[3]):
 print(json.dumps(out))
 '''
 
+TRITON_WS = r'''
+import json, os, sys, tempfile
+os.environ.setdefault("TRITON_CACHE_DIR", tempfile.mkdtemp(prefix="triton-cache-"))
+os.environ.setdefault("TRITON_DISABLE_LINE_INFO", "1")
+os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
+import triton
+import triton.language as tl
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+
+
+@triton.jit
+def ws_matmul(a_desc, b_desc, c_desc, M, N, K,
+              BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    pid = tl.program_id(0)
+    tiles_n = tl.cdiv(N, BN)
+    tm = pid // tiles_n
+    tn = pid % tiles_n
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k in tl.range(0, tl.cdiv(K, BK), warp_specialize=True):
+        x = a_desc.load([tm * BM, k * BK])
+        y = b_desc.load([k * BK, tn * BN])
+        acc = tl.dot(x, y, acc)
+    c_desc.store([tm * BM, tn * BN], acc)
+
+
+bm, bn, bk, warps, stages = json.loads(sys.argv[2])
+sig = {"a_desc": f"tensordesc<fp16[{bm}, {bk}]>", "b_desc": f"tensordesc<fp16[{bk}, {bn}]>",
+       "c_desc": f"tensordesc<fp32[{bm}, {bn}]>", "M": "i32", "N": "i32", "K": "i32"}
+k = triton.compile(ASTSource(ws_matmul, sig, {"BM": bm, "BN": bn, "BK": bk}, {}),
+                   target=GPUTarget("cuda", 100, 32),
+                   options={"num_warps": warps, "num_stages": stages})
+with open(os.path.join(sys.argv[1], "ws.ptx"), "w") as f:
+    f.write(k.asm["ptx"])
+print(json.dumps({"triton": triton.__version__, "shared": k.metadata.shared}))
+'''
+
 # (name, target, BM, BN, BK) of the block-scaled comparison
 SCALED = (("sm_120a-64", "sm_120a", 64, 64, 64), ("sm_100a-64", "sm_100a", 64, 64, 64),
           ("sm_100a-128", "sm_100a", 128, 64, 64))
@@ -158,6 +204,9 @@ def tile_builds() -> list[Build]:
         assert res.ok, render_all(res.diagnostics)
         k = res.codegen.kernels[0]
         how = "examples/matmul.tile as written: " + (
+            "warp-specialized tcgen05 ring on the CTA pair (cta_group::2, M = 256), "
+            "accumulator in TMEM; the MMA warp's loop" if "tcgen05.mma.cta_group::2" in
+            res.ptx and ".reqntid 192" in res.ptx else
             "tcgen05.mma, accumulator in TMEM, TMA ring" if "tcgen05.mma" in res.ptx else
             "ldmatrix + mma.sync, TMA ring" if "cp.async.bulk.tensor" in res.ptx else
             "ldmatrix + mma.sync, cp.async ring")
@@ -226,6 +275,82 @@ def analyze_scaled(b: Build, tile: tuple[int, int, int]) -> dict:
             "local": sass.summarize(instrs).local, "mma": f"{mmas(lp)} {kind}",
             "per_k_step": round(len(ops) / (mmas(lp) / per_step), 1),
             "total": sass.summarize(instrs).total}
+
+
+def ws_tile_builds() -> list[Build]:
+    """examples/matmul.tile on sm_100a as written (the specialized pair) and without its
+    cluster (the one-CTA specialized ring)."""
+    src = (ROOT / "examples" / "matmul.tile").read_text()
+    alone = src.replace("    cluster = (2, 1, 1),\n", "")
+    assert alone != src, "examples/matmul.tile's launch changed: update ws_tile_builds"
+    out = []
+    for text, how in ((src, "as written: 192 threads, clusters of two along M, the "
+                            "specialized ring on the CTA pair (cta_group::2, M = 256)"),
+                      (alone, "without its cluster: 192 threads, the one-CTA specialized "
+                              "ring")):
+        res = compile_source(text, "examples/matmul.tile", CompileOptions(target="sm_100a"),
+                             until="ptx")
+        assert res.ok, render_all(res.diagnostics)
+        k = res.codegen.kernels[0]
+        out.append(Build("sm_100a", "Tile", "examples/matmul.tile " + how, res.ptx,
+                         k.static_smem + k.dynamic_smem))
+    return out
+
+
+def ws_triton_build(py: str) -> Build:
+    with tempfile.TemporaryDirectory() as d:
+        script = Path(d) / "gen.py"
+        script.write_text(TRITON_WS)
+        proc = subprocess.run([py, str(script), d, json.dumps([*TILE, WARPS, STAGES])],
+                              capture_output=True, text=True, timeout=600)
+        if proc.returncode:
+            raise RuntimeError(f"Triton failed:\n{proc.stderr[-3000:]}")
+        info = json.loads(proc.stdout.strip().splitlines()[-1])
+        ptx = (Path(d) / "ws.ptx").read_text()
+    return Build("sm_100a", f"Triton {info['triton']}",
+                 "tl.range(warp_specialize=True), tensor descriptors, tcgen05.mma, 3 stages",
+                 ptx, info["shared"])
+
+
+def analyze_ws(b: Build) -> dict:
+    """The MMA loop (UTCHMMA, no UTMALDG; fewest instructions per UTCHMMA) and the copy
+    loop (UTMALDG, no UTCHMMA), each per K-step."""
+    link = link_ptx(b.ptx, get_target(b.target))
+    (name, r), = link.resources.items()
+    instrs = sass.disassemble(link.cubin)[name]
+    bk = TILE[2]
+
+    def count(lp, pred):
+        return sum(pred(i) for i in lp.instrs)
+    mma = [lp for lp in sass.loops(instrs) if count(lp, lambda i: i.op == "UTCHMMA")
+           and not count(lp, lambda i: i.op == "UTMALDG")]
+    copy = [lp for lp in sass.loops(instrs) if count(lp, lambda i: i.op == "UTMALDG")
+            and not count(lp, lambda i: i.op == "UTCHMMA")]
+    per_mma = min(len(lp.instrs) / (count(lp, lambda i: i.op == "UTCHMMA") / (bk // 16))
+                  for lp in mma)
+    per_copy = min(len(lp.instrs) / count(
+        lp, lambda i: i.opcode.startswith("SYNCS.ARRIVE.TRANS64")) for lp in copy)
+    threads = next(int(t.split()[1].rstrip(",")) for t in b.ptx.splitlines()
+                   if t.strip().startswith(".reqntid"))
+    return {"registers": r.registers, "spills": r.spill_stores + r.spill_loads,
+            "local": sass.summarize(instrs).local, "threads": threads,
+            "rows": 256 if "cta_group::2" in b.ptx else TILE[0],
+            "mma": round(per_mma, 1), "copy": round(per_copy, 1),
+            "total": sass.summarize(instrs).total}
+
+
+WS_HEAD = ("| compiler | how built | threads | registers | spill bytes | LDL/STL | shared KiB | "
+           "rows of C a K-step | MMA loop SASS per K-step | copy loop SASS per K-step | "
+           "SASS in all |")
+
+
+def ws_table(rows) -> str:
+    lines = [WS_HEAD, "|" + "---|" * 11]
+    for b, m in rows:
+        lines.append(f"| {b.who} | {b.how} | {m['threads']} | {m['registers']} | "
+                     f"{m['spills']} | {m['local']} | {b.shared / 1024:.1f} | {m['rows']} | "
+                     f"{m['mma']} | {m['copy']} | {m['total']} |")
+    return "\n".join(lines)
 
 
 SCALED_HEAD = ("| target | tile | compiler | how built | registers | spill bytes | LDL/STL | "
@@ -309,6 +434,7 @@ def main(argv=None) -> int:
         return 1
     builds = tile_builds()
     scaled = scaled_tile_builds()
+    ws = ws_tile_builds()
     note = ""
     py = triton_python(args.triton_python)
     if py is None:
@@ -316,14 +442,16 @@ def main(argv=None) -> int:
     else:
         builds += triton_builds(py)
         scaled += scaled_triton_builds(py)
+        ws.append(ws_triton_build(py))
     builds.sort(key=lambda b: (TARGETS.index(b.target), b.who != "Tile"))
     rows = [(b, analyze(b)) for b in builds]
     scaled.sort(key=lambda x: (TARGETS.index(x[0].target), x[1], x[0].who != "Tile"))
     srows = [(b, tile, analyze_scaled(b, tile)) for b, tile in scaled]
     today = datetime.date.today().isoformat()
     text = (f"# Blackwell static comparison, {today} (no GPU)\n\n{INTRO}\n\n"
-            + table(rows) + "\n\n## Block-scaled (MXFP8)\n\n" + scaled_table(srows) + "\n"
-            + note)
+            + table(rows) + "\n\n## Block-scaled (MXFP8)\n\n" + scaled_table(srows)
+            + "\n\n## Warp-specialized (sm_100a)\n\n"
+            + ws_table([(b, analyze_ws(b)) for b in ws]) + "\n" + note)
     out = Path(args.out) if args.out else \
         ROOT / "benchmarks" / "results" / f"blackwell-static-{today}-cpu.md"
     out.write_text(text)

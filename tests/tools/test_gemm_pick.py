@@ -28,7 +28,7 @@ def test_example_defaults_are_read_per_target():
     for target in ("sm_90", "sm_120"):
         assert gp.example_defaults(target) == gp.Candidate(128, 128, 64, 128, 2), target
     # sm_100a: the same tile with a TMA producer and an MMA warp (the warp-specialized tcgen05
-    # ring, benchmarks/results/blackwell-static-2026-11-29-cpu.md)
+    # ring, on the cluster's CTA pair: benchmarks/results/blackwell-static-2026-11-29-cpu.md)
     assert gp.example_defaults("sm_100a") == gp.Candidate(128, 128, 64, 192, 2)
 
 

@@ -52,11 +52,11 @@ Rules:
      are then TMA's swizzled panels (1024-byte units, as wgmma's), which `ldmatrix` reads
      as it reads the cp.async images, and the ring depth is chosen again for them (R1).
      sm_120, the portable target, keeps cp.async, so its PTX runs on later GPUs unchanged.
-  R9 a tcgen05 ring that is not specialized nor nested, the kernel's only tcgen05 product,
-     in a cluster of two CTAs along x (M) whose B tile is the same for both (R4's sharing
-     along x) and lies in an even number of panels along N, runs on the CTA pair
-     (lower/tensorcore/tcgen05_pair.py: cta_group::2, M = 256, each CTA copying its A rows
-     and half of B's panels).
+  R9 a tcgen05 ring that is not nested, the kernel's only tcgen05 product, in a cluster of
+     two CTAs along x (M) whose B tile is the same for both (R4's sharing along x) and lies
+     in an even number of panels along N, runs on the CTA pair (cta_group::2, M = 256, each
+     CTA copying its A rows and half of B's panels): lower/tensorcore/tcgen05_pair.py, or
+     tcgen05_ws.py's producer and MMA warps when R5 specializes it.
 """
 
 from __future__ import annotations
@@ -750,13 +750,13 @@ def _sync_tma_ring(inputs: PlanInputs, lp: LoopPlan) -> LoopPlan:
 
 
 def _tc5_pair(inputs: PlanInputs, products: ProductsPlan, op: ForOp, lp: LoopPlan,
-              ws: bool, nested: bool) -> tuple[bool, str]:
+              nested: bool) -> tuple[bool, str]:
     """R9: whether a tcgen05 ring runs on the cluster's CTA pair, and why not (said only for
     a tcgen05 ring in a cluster of two along x)."""
     if lp.plan.tc5 is None or cluster_shape(inputs) != (2, 1, 1):
         return False, ""
-    if ws or nested:
-        return False, "a warp-specialized ring" if ws else "inside another run-time loop"
+    if nested:
+        return False, "inside another run-time loop"
     if lp.plan.tc5.m != 128:
         return False, f"M = {lp.plan.tc5.m} (the pair's products take 128 rows a CTA)"
     if sum(d.plan is not None and d.plan.tc5 is not None for d in products.decisions) != 1:
@@ -792,7 +792,7 @@ def _decide(inputs: PlanInputs, products: ProductsPlan, op: ForOp, nested: bool,
             state.producer and lp.plan.wg is not None)
         if ws:
             state.producer = state.tc5 = False
-        pair, no_pair = _tc5_pair(inputs, products, op, lp, ws, nested) if tma else \
+        pair, no_pair = _tc5_pair(inputs, products, op, lp, nested) if tma else \
             (False, "")
         lp = LoopPlan(lp.mma, lp.operands, lp.axes, lp.scalars, lp.plan, lp.stages,
                       lp.image_bytes, lp.stages_why, bool(tma), mc, ws, nested, pair, no_pair)

@@ -102,8 +102,9 @@ def test_plan_shows_the_tcgen05_decision(tmp_path):
     assert rc in (0, None)
     assert "tcgen05 kind::f16 m128n128k16: 4 instruction(s) per product, 128 TMEM " \
            "columns (R4)" in out.getvalue()
-    # the example's sm_100a default: 192 threads, the warp-specialized ring
-    assert "warp-specialized: yes; not a CTA pair: a warp-specialized ring" in out.getvalue()
+    # the example's sm_100a default: 192 threads in clusters of two along M, the
+    # warp-specialized ring on the CTA pair
+    assert "warp-specialized: yes; CTA pair (cta_group::2, M = 256)" in out.getvalue()
     pair = tmp_path / "pair.tile"
     pair.write_text(EXAMPLE)          # 128 threads in clusters of two: the CTA pair
     out = io.StringIO()

@@ -105,18 +105,30 @@ def teardown(kern: KernelEmitter) -> None:
     if t is None:
         return
     if kern.barrier_threads:
-        # a warp-specialized ring's producer and MMA warps have left (tcgen05_ws.py): the
-        # epilogue warps free the columns, the others pass by the named barrier
-        b = kern.builder
-        then = kern.fn.append_basic_block("tc5.teardown")
-        after = kern.fn.append_basic_block("tc5.teardown.end")
-        b.cbranch(b.icmp_unsigned("<", kern.tid, _c(kern.barrier_threads)), then, after)
-        b.position_at_end(then)
-        _free(kern, t)
-        b.branch(after)
-        b.position_at_end(after)
+        # a warp-specialized ring's producer and MMA warps are done (tcgen05_ws.py): the
+        # epilogue warps free the columns, the others pass by the named barrier (and, on a
+        # CTA pair, meet every thread of the cluster at its barrier first)
+        pair = kern.plan.loops.tc5_pair
+        _on_epilogue(kern, "tc5.teardown",
+                     thread_sync if pair else lambda k: _free(k, t))
+        if pair:
+            cluster_sync(kern)      # the pair's columns: freed once both CTAs are done
+            _on_epilogue(kern, "tc5.teardown.free", lambda k: _dealloc(k, t))
         return
     _free(kern, t)
+
+
+def _on_epilogue(kern: KernelEmitter, name: str, fn) -> None:
+    """`fn(kern)` by the first `kern.barrier_threads` threads (a specialized ring's epilogue
+    warps)."""
+    b = kern.builder
+    then = kern.fn.append_basic_block(name)
+    after = kern.fn.append_basic_block(f"{name}.end")
+    b.cbranch(b.icmp_unsigned("<", kern.tid, _c(kern.barrier_threads)), then, after)
+    b.position_at_end(then)
+    fn(kern)
+    b.branch(after)
+    b.position_at_end(after)
 
 
 def _free(kern: KernelEmitter, t: Tmem) -> None:
@@ -124,6 +136,10 @@ def _free(kern: KernelEmitter, t: Tmem) -> None:
     if kern.plan.loops.tc5_pair:
         # the pair's columns: freed once both CTAs are done with them
         cluster_sync(kern)
+    _dealloc(kern, t)
+
+
+def _dealloc(kern: KernelEmitter, t: Tmem) -> None:
     on_warp0(kern, "tc5.dealloc", lambda: void(
         kern, f"tcgen05.dealloc.{_group(kern)}.sync.aligned.b32 $0, {t.columns};",
         [t.address], "r"))

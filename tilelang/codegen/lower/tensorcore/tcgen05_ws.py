@@ -19,6 +19,17 @@ docs/codegen.md, "sm_100a", describes:
 Neither issuing thread waits for the other's work but through the mbarriers, so the copies
 of later stages overlap the MMAs of earlier ones, and the loops carry nothing but the
 iteration, the slot and its phase.
+
+On a cluster's CTA pair (plan/loops.py R9; the protocol facts are tcgen05_pair.py's) both
+CTAs run this block: the kernel's tensor memory is the pair's, a cluster barrier after the
+setup publishes each CTA's mbarriers and accumulator rows to the other; each CTA's producer
+copies its A rows and its half of B's panels, announced on and completing on the even CTA's
+full[s] (count 2); only the even CTA's MMA thread issues (`cta_group::2`, M = 256) and
+commits each stage to empty[s] of both CTAs and the accumulator to both CTAs' completion
+mbarriers (multicast, mask 0b11); the odd CTA's MMA warp has nothing to do. Each CTA's
+epilogue warps read their 128 rows from their own tensor memory. The producer and MMA warps
+do not leave before the teardown's cluster barrier (tcgen05_tmem.py), which frees the pair's
+columns once both CTAs are done with them.
 """
 
 from __future__ import annotations
@@ -50,6 +61,9 @@ def emit_specialized(kern: KernelEmitter, op, lp) -> None:
     _on_epilogue(kern, "tc5.ws.init", lambda: tmem_io(
         kern, mine, list(ring.init.regs), lp.plan.tc5.n, lp.plan.tc5.m))
     tmem.thread_sync(kern)              # also publishes the mbarriers' initialization
+    if ring.pair:
+        kern.stats.features.add("cluster")
+        tmem.cluster_sync(kern)         # the peer's mbarriers and accumulator are ready
 
     epilogue = kern.fn.append_basic_block("tc5.ws.epilogue")
     workers = kern.fn.append_basic_block("tc5.ws.workers")
@@ -62,6 +76,10 @@ def emit_specialized(kern: KernelEmitter, op, lp) -> None:
     b.position_at_end(producer)
     _lead(kern, PRODUCER, gone, lambda: _produce(ring))
     b.position_at_end(mma)
+    if ring.pair:                       # the even CTA's MMA thread issues for both
+        issuing = kern.fn.append_basic_block("tc5.ws.pair.mma")
+        b.cbranch(b.icmp_unsigned("==", ring.rank, _c(0)), issuing, gone)
+        b.position_at_end(issuing)
     _lead(kern, ISSUER, gone, lambda: _issue(ring))
     b.position_at_end(gone)
     b.branch(kern.return_target)
@@ -142,4 +160,4 @@ def _issue(ring: Tc5Ring) -> None:
     ring.mmas(slot)
     _latch(ring, header, iv, slot, par)
     kern.builder.position_at_end(exit_)
-    commit_done(kern)
+    commit_done(kern, pair=ring.pair)
