@@ -78,6 +78,11 @@ def emit_builtin(kern: KernelEmitter, op: BuiltinOp) -> None:
         result = fused.emit(kern, g)               # its input computed register by register
     else:
         result = stream.deferred(kern, op) or fused.deferred(kern, op)
+    if s is None and g is None and result is None and op.result is not None and \
+            products(kern) and kern.plan.loops.resident_rescale(op.result.id) is not None:
+        # attention's `O * f` on an output kept in tensor memory: the product does it there
+        # (plan/loops.py R11, lower/tensorcore/tcgen05_attention.py)
+        result = kern.env[kern.plan.loops.resident_rescale(op.result.id).carried]
     if s is None and g is None and result is None:
         fn = lowering_of(op)
         if fn is None:
@@ -245,12 +250,18 @@ def _loop_results(kern: KernelEmitter, frame: LoopFrame, normal_exit: ir.Block,
 def carried_layouts(kern: KernelEmitter, op: ForOp, init: list[TileVal]) -> list[TileVal]:
     """The loop-carried values in the layouts the loop's plan carries them in (plan/loops.py
     R6: a product's accumulator layout, a running max or sum's reduction layout), converted
-    once before the loop instead of on every iteration."""
+    once before the loop instead of on every iteration. An output kept in tensor memory
+    (R11) is stored there and carried as a token instead."""
     d = kern.plan.loops.by_iv.get(op.iv.id) if products(kern) else None
     if d is None or not any(d.carried):
         return init
     from tilelang.codegen.lower.tensorcore.mma_plan import to_layout
-    return [t if c is None else to_layout(kern, t, c.layout) for t, c in zip(init, d.carried)]
+    out = [t if c is None or (d.resident is not None and i == d.resident.index)
+           else to_layout(kern, t, c.layout) for i, (t, c) in enumerate(zip(init, d.carried))]
+    if d.resident is not None:
+        from tilelang.codegen.lower.tensorcore import tcgen05_attention
+        out = tcgen05_attention.enter(kern, d.resident, out)
+    return out
 
 
 def emit_for(kern: KernelEmitter, op: ForOp) -> None:
@@ -266,8 +277,13 @@ def emit_for(kern: KernelEmitter, op: ForOp) -> None:
     start, stop, step = (kern.tile(v).value for v in (op.start, op.stop, op.step))
     ivt = kern.tile(op.start).dtype
     init = carried_layouts(kern, op, [kern.tile(v) for v in op.init])
+    res = None
     if products(kern):
         pf = mma_prefetch.plan(kern, op)    # product operands copied an iteration ahead
+        d = kern.plan.loops.by_iv.get(op.iv.id)
+        res = d.resident if d is not None else None
+    if res is not None:                     # R11: the output stays in tensor memory
+        from tilelang.codegen.lower.tensorcore import tcgen05_attention
     if pf is not None:
         pf.begin(kern, start, stop, step, ivt)
     pre = b.block
@@ -304,6 +320,8 @@ def emit_for(kern: KernelEmitter, op: ForOp) -> None:
         _next_iteration(kern, frame, vals)
     kern.loops.pop()
     _loop_results(kern, frame, header, carried, op.results)
+    if res is not None:
+        tcgen05_attention.leave(kern, res, op.results)
     if pf is not None:
         pf.finish(kern)
 

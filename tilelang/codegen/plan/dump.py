@@ -124,7 +124,8 @@ def _loop(d: LoopDecision, name) -> list[str]:
         out.append(f"      warp-specialized: {'yes' if pf.warp_specialized else 'no'}"
                    + ("; copies spread over the warps, one each" if pf.spread else ""))
         return out + _carried(d, name)
-    return [head + d.why] + _carried(d, name)
+    return [head + d.why] + _carried(d, name) + \
+        ([f"      {d.resident.describe(name)}"] if d.resident is not None else [])
 
 
 def _carried(d: LoopDecision, name) -> list[str]:

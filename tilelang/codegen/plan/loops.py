@@ -57,6 +57,9 @@ Rules:
      in an even number of panels along N, runs on the CTA pair (cta_group::2, M = 256, each
      CTA copying its A rows and half of B's panels): lower/tensorcore/tcgen05_pair.py, or
      tcgen05_ws.py's producer and MMA warps when R5 specializes it.
+  R11 a loop that is not pipelined keeps its carried tcgen05 accumulator in tensor memory
+     (attention's output O, FlashAttention-4's way; plan/tmem_resident.py has the
+     conditions, lower/tensorcore/tcgen05_attention.py the lowering).
 """
 
 from __future__ import annotations
@@ -71,6 +74,7 @@ from tilelang.codegen.plan.inputs import PlanInputs
 from tilelang.codegen.plan.access import tile_indexed
 from tilelang.codegen.plan.operands import DeferredLoad, async_axis, is_pure_scalar
 from tilelang.codegen.plan.products import ProductsPlan
+from tilelang.codegen.plan.tmem_resident import TmemResident, link, resident
 from tilelang.ir.args import arg_values
 from tilelang.ir.ops import (Block, BreakOp, BuiltinOp, ConstantOp, ContinueOp, ForOp,
                              ReturnOp, WhileOp, YieldOp, walk)
@@ -669,6 +673,7 @@ class LoopDecision:
     why: str                              # why neither, or why not pipelined
     carried: tuple = ()                   # not pipelined: Carried or None per carried value
     carried_ids: tuple[int, ...] = ()     # the carried values' ids (the body's arguments)
+    resident: TmemResident | None = None  # R11: the carried output stays in tensor memory
 
 
 @record(frozen=True)
@@ -690,6 +695,27 @@ class LoopsPlan:
         pair's (cta_group::2)."""
         return any(d.pipelined is not None and d.pipelined.pair for d in self.loops)
 
+    @property
+    def tmem_columns(self) -> int:
+        """The TMEM columns R11's loops need (0: none)."""
+        return max((d.resident.columns for d in self.loops if d.resident is not None),
+                   default=0)
+
+    def resident_product(self, result_id: int) -> TmemResident | None:
+        """R11's record of the loop whose product `result_id` accumulates into O."""
+        return next((d.resident for d in self.loops if d.resident is not None
+                     and d.resident.product == result_id), None)
+
+    def resident_scores(self, result_id: int) -> TmemResident | None:
+        """R11's record of the loop whose S product (zero accumulator) is `result_id`."""
+        return next((d.resident for d in self.loops if d.resident is not None
+                     and result_id in d.resident.scores), None)
+
+    def resident_rescale(self, result_id: int) -> TmemResident | None:
+        """R11's record of the loop whose `O * f` is `result_id` (done on TMEM)."""
+        return next((d.resident for d in self.loops if d.resident is not None
+                     and d.resident.rescale == result_id), None)
+
 
 def plan_loops(inputs: PlanInputs, products: ProductsPlan) -> LoopsPlan:
     if not products.has_products:
@@ -697,19 +723,20 @@ def plan_loops(inputs: PlanInputs, products: ProductsPlan) -> LoopsPlan:
     from tilelang.codegen.plan.tensor_cores import producer_block, tc5_ws_block
     # R5: until the first specialized ring
     state = _Producer(producer_block(inputs), tc5_ws_block(inputs))
-    out: list[LoopDecision] = []
+    pairs: list[tuple[ForOp, LoopDecision]] = []
 
     def visit(block: Block, nested: bool) -> None:
         for op in block.ops:
             if isinstance(op, ForOp) and any(
                     isinstance(o, BuiltinOp) and o.result is not None and
                     o.result.id in products.by_result for o in walk(op.body)):
-                out.append(_decide(inputs, products, op, nested, state))
+                pairs.append((op, _decide(inputs, products, op, nested, state)))
             inner = nested or isinstance(op, (ForOp, WhileOp))
             for r in op.regions:
                 visit(r, inner)
 
     visit(inputs.kernel.body, False)
+    out = link(inputs.kernel.body, pairs)       # R11: O handed from loop to loop in TMEM
     return LoopsPlan(tuple(out), {d.iv: d for d in out})
 
 
@@ -809,5 +836,6 @@ def _decide(inputs: PlanInputs, products: ProductsPlan, op: ForOp, nested: bool,
                           pf.tma and not ws and not pf.sides and spreads(inputs, pf.fetches),
                           pf.sides)
         return LoopDecision(op.iv.id, None, pf, f"not pipelined: {why}", carried, ids)
-    return LoopDecision(op.iv.id, None, None, f"not pipelined: {why}; not prefetched: {why_pf}",
-                        carried, ids)
+    res, why_res = resident(inputs, products, op, carried)
+    return LoopDecision(op.iv.id, None, None, f"not pipelined: {why}; not prefetched: {why_pf}"
+                        + (f"; {why_res}" if why_res else ""), carried, ids, res)

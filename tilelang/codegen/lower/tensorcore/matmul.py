@@ -21,7 +21,8 @@ import llvmlite.ir as ir
 from tilelang.codegen.emit.kernel import I32, KernelEmitter, TileVal
 from tilelang.codegen.emit.sync import _padded_ir, stage
 from tilelang.codegen.lower.tensorcore import (mma_block_scale, mma_operands, mma_sync,
-                                               tcgen05_product, wgmma_product)
+                                               tcgen05_attention, tcgen05_product,
+                                               wgmma_product)
 from tilelang.codegen.lower.tensorcore.mma_epilogue import remember_acc_layout
 from tilelang.codegen.lower.tensorcore.cp_async import Stream
 from tilelang.codegen.lower.tensorcore.mma_plan import TensorCorePlan, tensor_core_plan, to_layout
@@ -169,6 +170,11 @@ def _operands(kern: KernelEmitter, op: BuiltinOp):
 @lowers("mma")
 def mma(kern: KernelEmitter, op: BuiltinOp) -> TileVal:
     a, b = _operands(kern, op)
+    resident = kern.plan.loops.resident_product(op.result.id)
+    if resident is not None:        # the output in tensor memory (plan/loops.py R11)
+        return tcgen05_attention.product(kern, resident, op, a, b)
+    if kern.plan.loops.resident_scores(op.result.id) is not None:
+        return tcgen05_attention.scores(kern, op, a, b)     # S of that loop
     acc = kern.tile(op.arg_map["acc"])
     plan = tensor_core_plan(kern, op)
     if plan is not None:

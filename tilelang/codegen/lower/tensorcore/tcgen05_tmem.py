@@ -76,7 +76,8 @@ def thread_sync(kern: KernelEmitter) -> None:
 
 
 def setup(kern: KernelEmitter) -> None:
-    cols = kern.plan.products.tmem_columns
+    # the widest product's columns, or S's and the output's (plan/loops.py R11)
+    cols = max(kern.plan.products.tmem_columns, kern.plan.loops.tmem_columns)
     if not cols:
         return
     b = kern.builder
