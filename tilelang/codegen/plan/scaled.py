@@ -11,10 +11,11 @@ Rules, in the order they are tried:
      register images differ and the emulator checks only this form bit for bit);
   S3 mma.sync: an unbatched product, K a multiple of 32, a block of whole warps with an
      mma.sync warp tiling of the accumulator (what plan/tensor_cores.py's R1-R2 would accept);
-  S4 tcgen05: an unbatched 128 x N accumulator, N a multiple of 32 up to 128 (the scales of
-     32 rows fill one TMEM column), K a multiple of 32 up to 128 (the four bytes of a scale
-     column: one per k32), and a block of exactly four warps (one 32-lane quarter of tensor
-     memory each).
+  S4 tcgen05: an unbatched 128 x N accumulator, N a multiple of 32 up to 256 (the scales of
+     32 rows fill one TMEM column), K a multiple of 32 up to 128 a product (the four bytes of
+     a scale column: one per k32; a loop's products each take their K), and four warps for
+     the accumulator's lane quarters (and a producer and an MMA warp after them: a
+     warp-specialized ring, plan/loops.py R11).
 """
 
 from __future__ import annotations
@@ -70,10 +71,12 @@ def scaled_path(target: Target, a, a_scale, b, out, threads: int) -> ScaledPath:
                                 "multiple of 32 (S3)")
     if tc5:
         m, n = out.shape
-        if m != 128 or n % 32 or n > 128 or a.shape[-1] > 128 or threads != 128:
+        # 128 threads: the four warps; 192: and the producer and MMA warps (the code
+        # generator's layouts then span the first 128: plan/tensor_cores.tc5_ws_block)
+        if m != 128 or n % 32 or n > 256 or a.shape[-1] > 128 or threads not in (128, 192):
             return ScaledPath(None, f"software dequantisation: tcgen05's block-scaled form "
-                                    f"takes a 128 x 32..128 accumulator, K up to 128 and "
-                                    f"four warps, not {m} x {n}, K = {a.shape[-1]}, "
+                                    f"takes a 128 x 32..256 accumulator, K up to 128 and "
+                                    f"four (or six) warps, not {m} x {n}, K = {a.shape[-1]}, "
                                     f"{threads} threads (S4)")
         return ScaledPath(ScaledForm("tcgen05", "mxf8f6f4", f"m128n{n}k32", "1X", pa, pb,
                                      "ue8m0", 32), "")

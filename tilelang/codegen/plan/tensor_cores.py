@@ -63,6 +63,7 @@ class Tc5Shape:
 
 TC5_THREADS = 128           # the four warps whose TMEM lane quarters cover M = 128
 TC5_WS_THREADS = TC5_THREADS + 64   # and a producer warp and an MMA warp after them
+SCALED_RING_STAGES = 4      # a block-scaled ring's deepest (plan/loops.MAX_STAGES): its TMEM
 
 
 def tc5_ws_block(kern) -> bool:
@@ -231,8 +232,9 @@ def _scaled_plan(kern, op: BuiltinOp, form: MmaForm, b_class: str, tiling: WarpT
     if path.form.instr == "tcgen05":
         m, n = out
         # the accumulator's n columns, then A's scales (four columns: 32 lanes x 4 rows
-        # each) and B's (n / 32): lower/tensorcore/tcgen05_scaled.py
-        cols = max(32, 1 << (n + 4 + n // 32 - 1).bit_length())
+        # each) and B's (n / 32): lower/tensorcore/tcgen05_scaled.py; in a ring, four and
+        # four per 128 of n for each of up to SCALED_RING_STAGES stages (tcgen05_scaled_ring.py)
+        cols = max(32, 1 << (n + SCALED_RING_STAGES * 4 * (1 + -(-n // 128)) - 1).bit_length())
         tc5 = Tc5Shape(m, n, 32, cols)
         return (TensorCorePlan(form, b_class, tiling, tc5_acc_layout(out), tc5=tc5,
                                scaled=path.form),
