@@ -332,11 +332,12 @@ def test_the_example_takes_the_block_scaled_ring_on_sm_100a():
     """examples/matmul_mxfp8.tile at sm_100a's defaults (128 x 128 x 128, 192 threads): the
     warp-specialized ring (plan/loops.py R11), per stage one tcgen05.cp of A's scales and one
     of B's, four block-scaled MMAs (K = 128), the scale bytes loaded by the producer warp
-    (4 x 4 of A's and 4 x 4 of B's a lane); no bf16 product."""
+    (one u32 a row of A, 4 x 4 bytes of B a lane: the arrays' default facts make a row of
+    a_scale 16-byte aligned); no bf16 product."""
     ptx = _example_ptx("matmul_mxfp8.tile", "sm_100a")
     assert ptx.count("tcgen05.mma.cta_group::1.kind::mxf8f6f4.block_scale.scale_vec::1X") == 4
     assert ptx.count("tcgen05.cp.cta_group::1.32x128b.warpx4") == 2
-    assert ptx.count("ld.global.u8") == 32
+    assert ptx.count("ld.global.u8") == 16 and ptx.count("ld.global.u32") == 4
     assert "kind::f16" not in ptx and "bf16" not in ptx and "tcgen05.st.sync.aligned.32x32b.x4" \
         not in ptx
     text = _plan_text("matmul_mxfp8.tile", "sm_100a")
@@ -441,13 +442,16 @@ kernel mms(a: Array[f8e4m3, 2], sa: Array[ue8m0, 2], b: Array[TB, 2], sb: Array[
 
 
 @pytest.mark.parametrize("bn,bk,tb,k", [(128, 128, "f8e4m3", 416), (64, 64, "f8e5m2", 224),
-                                        (32, 32, "f8e4m3", 96)])
+                                        (32, 32, "f8e4m3", 96), (128, 128, "f8e4m3", 512),
+                                        (64, 64, "f8e4m3", 512)])
 def test_block_scaled_tcgen05_ring_on_the_emulator(bn, bk, tb, k):
     """sm_100a, 192 threads: the warp-specialized ring (plan/loops.py R11) with TMA copies
     of the operands, the scales staged by the producer warp and copied into tensor memory by
     tcgen05.cp, more iterations than stages (K = 416: 4 iterations of 128, the last ragged;
     K = 96 in 3 of 32), N from 32 to 128 (a 128 x 256 f32 accumulator is more registers
-    than four epilogue warps have: E0783); ragged M and N (two blocks each way)."""
+    than four epilogue warps have: E0783); ragged M and N (two blocks each way). K = 512:
+    rows of a_scale 16 bytes, so A's scales of a row load as one u32 (BK 128) or u16 (BK 64)
+    (tcgen05_scaled_ring._tile_words), else byte by byte."""
     src = RING.replace("BN", str(bn)).replace("BK", str(bk)).replace("TB", tb)
     mod = tilelang.compile(src, arch="sm_100a", backend="emulator", cache=False)
     rng = np.random.default_rng(bn + bk)

@@ -60,13 +60,15 @@ def region_offset(ring) -> int:
     return sum(ring.lp.image_bytes)
 
 
-def _guarded_byte(kern: KernelEmitter, addr: ir.Value, ok: ir.Value) -> ir.Value:
-    """The byte at global address `addr` (i64) zero-extended to i32 where `ok`, else 0 (no
-    access: the tile's part outside the array loads the padding, zero)."""
+def _guarded_load(kern: KernelEmitter, addr: ir.Value, ok: ir.Value, nbytes: int = 1
+                  ) -> ir.Value:
+    """The `nbytes` (1, 2 or 4) at global address `addr` (i64) zero-extended to i32 where
+    `ok`, else 0 (no access: the tile's part outside the array loads the padding, zero)."""
+    load = "@p ld.global.u32 $0, [$1];" if nbytes == 4 else \
+        f"@p ld.global.u{8 * nbytes} h, [$1]; @p cvt.u32.u16 $0, h;"
     ty = ir.FunctionType(I32, [I64, I32])
     asm = ir.InlineAsm(ty, "{ .reg .pred p; .reg .b16 h; setp.ne.b32 p, $2, 0; "
-                           "mov.u32 $0, 0; @p ld.global.u8 h, [$1]; @p cvt.u32.u16 $0, h; }",
-                       "=r,l,r", side_effect=True)
+                           f"mov.u32 $0, 0; {load} }}", "=r,l,r", side_effect=True)
     b = kern.builder
     return b.call(asm, [addr, b.zext(ok, I32)])
 
@@ -88,6 +90,13 @@ def _tile_words(kern: KernelEmitter, load, env_iv, along_rows: bool, count: int)
     lane = b.zext(kern.lane(), I64)
     ks = shape[1] if along_rows else shape[0]         # scales per row / column: K / 32
     extent = shape[0] if along_rows else shape[1]     # rows of A / columns of B
+    facts = arr.facts
+    inner = _c64(1) if facts.contiguous else arr.strides[1]
+    # a row of A's scales in one load: its ks bytes start at a multiple of ks (a tile
+    # index times ks) in a row that starts 16-byte aligned, and lie wholly inside or
+    # outside an extent that is a multiple of 16 bytes (ArrayFacts)
+    whole = along_rows and ks in (2, 4) and facts.contiguous and facts.aligned16 and \
+        facts.extent16
     words = []
     for c in range(count):
         if 32 * c >= extent:
@@ -95,14 +104,14 @@ def _tile_words(kern: KernelEmitter, load, env_iv, along_rows: bool, count: int)
             continue
         mn = b.add(lane, _c64(32 * c))
         word = None
-        for j in range(ks):
+        for j in range(1 if whole else ks):
             pos = (b.add(start[0], mn), b.add(start[1], _c64(j))) if along_rows else \
                 (b.add(start[0], _c64(j)), b.add(start[1], mn))
             ok = b.and_(b.icmp_unsigned("<", pos[0], arr.extents[0]),
                         b.icmp_unsigned("<", pos[1], arr.extents[1]))
-            off = b.add(b.mul(pos[0], arr.strides[0]), b.mul(pos[1], arr.strides[1]))
-            byte = _guarded_byte(kern, b.add(arr.address, off), ok)
-            word = byte if word is None else b.or_(word, b.shl(byte, _c(8 * j)))
+            off = b.add(b.mul(pos[0], arr.strides[0]), b.mul(pos[1], inner))
+            got = _guarded_load(kern, b.add(arr.address, off), ok, ks if whole else 1)
+            word = got if word is None else b.or_(word, b.shl(got, _c(8 * j)))
         words.append(word)
     return words
 
