@@ -79,6 +79,8 @@ def _check(got, a, sa, b, sb, v, batched=False):
 
 CASES = [("f8e4m3", "f8e4m3", "ue8m0", 32), ("f8e4m3", "f8e5m2", "ue8m0", 32),
          ("f6e2m3", "f6e3m2", "ue8m0", 32), ("f4e2m1", "f4e2m1", "ue8m0", 32),
+         ("f8e4m3", "f4e2m1", "ue8m0", 32), ("f6e3m2", "f8e5m2", "ue8m0", 32),
+         ("f4e2m1", "f6e2m3", "ue8m0", 32),
          ("f4e2m1", "f4e2m1", "f8e4m3", 16)]
 
 
@@ -125,12 +127,14 @@ def test_exact_sums_give_the_exact_product_f8(arch):
     assert np.array_equal(c, want.astype(np.float32))
 
 
-def test_exact_sums_give_the_exact_product():
+@pytest.mark.parametrize("arch", ["sm_80", "sm_120a"])
+def test_exact_sums_give_the_exact_product(arch):
     """Elements ±1, ±0.5 and scales 2^-2 .. 2^2: every partial sum is a small multiple of
-    2^-6, exact in f32, so the result is exactly NumPy's."""
+    2^-6, exact in f32, so the result is exactly NumPy's (sm_120a: e2m1 in the block-scaled
+    mma.sync's 8-bit containers, an element in the wrong bits shows)."""
     src = KERNEL.replace("TA", "f4e2m1").replace("TB", "f4e2m1").replace("TS", "ue8m0") \
         .replace("V", "32")
-    mod = tilelang.compile(src, arch="sm_80", backend="emulator", cache=False)
+    mod = tilelang.compile(src, arch=arch, backend="emulator", cache=False)
     rng = np.random.default_rng(3)
     a = rng.choice([-1.0, -0.5, 0.5, 1.0], (64, 64)).astype(ML["f4e2m1"])
     b = rng.choice([-1.0, -0.5, 0.5, 1.0], (64, 32)).astype(ML["f4e2m1"])
@@ -461,3 +465,25 @@ def test_block_scaled_tcgen05_ring_on_the_emulator(bn, bk, tb, k):
     c = np.zeros((m, n), np.float32)
     mod.mms[(2, 2)](a, sa, b, sb, c)
     _check(c, a, sa, b, sb, 32)
+
+
+@pytest.mark.parametrize("ta,tb,four,six", [("f4e2m1", "f6e2m3", 8, 16),
+                                            ("f6e3m2", "f8e4m3", 0, 8),
+                                            ("f8e4m3", "f4e2m1", 16, 0)])
+def test_f6_f4_in_8_bit_containers_on_sm_120a(ta, tb, four, six):
+    """sm_120a multiplies f6/f4 operands (mixed with f8 or not) on the block-scaled mma.sync:
+    the instruction names both types, and each fragment register of a 4-bit operand is
+    shifted left by 2 and masked (e2m1 in bits 2-5 of each byte), a 6-bit one masked (bits
+    0-5): per K step of 64 in the 64 x 32 kernel, 8 A and 16 B fragment registers (LLVM
+    computes each conversion once)."""
+    from tilelang.driver import compile_source
+    from tilelang.options import CompileOptions
+    name = {"f8e4m3": "e4m3", "f6e2m3": "e2m3", "f6e3m2": "e3m2", "f4e2m1": "e2m1"}
+    src = KERNEL.replace("TA", ta).replace("TB", tb).replace("TS", "ue8m0").replace("V", "32")
+    ptx = compile_source(src, "t.tile", CompileOptions(target="sm_120a"), until="ptx").ptx
+    instr = (f"mma.sync.aligned.m16n8k32.row.col.kind::mxf8f6f4.block_scale.scale_vec::1X"
+             f".f32.{name[ta]}.{name[tb]}.f32.ue8m0")
+    assert ptx.count(instr) == 8
+    assert "bf16" not in ptx
+    assert ptx.count("1010580540") == four          # 0x3C3C3C3C
+    assert ptx.count("1061109567") == six           # 0x3F3F3F3F
