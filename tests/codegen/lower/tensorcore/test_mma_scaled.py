@@ -345,7 +345,8 @@ def test_the_example_takes_the_block_scaled_ring_on_sm_100a():
     assert "kind::f16" not in ptx and "bf16" not in ptx and "tcgen05.st.sync.aligned.32x32b.x4" \
         not in ptx
     text = _plan_text("matmul_mxfp8.tile", "sm_100a")
-    assert "pipelined (tcgen05), TMA ring of 3 stages" in text
+    assert "pipelined (tcgen05), TMA ring of 3 stages x 33 KB" in text
+    assert "staged by the producer warp's lanes, tcgen05.cp into tensor memory (R11)" in text
     assert "warp-specialized" in text
 
 
