@@ -17,7 +17,9 @@ Rules, in the order they are tried:
      mma.sync warp tiling of the accumulator (what plan/tensor_cores.py's R1-R2 would accept);
   S4 tcgen05: an unbatched 128 x N accumulator, N a multiple of 32 up to 256 (the scales of
      32 rows fill one TMEM column), K a multiple of 32 up to 128 a product (the four bytes of
-     a scale column: one per k32; a loop's products each take their K), and four warps for
+     a scale column: one per k32; a loop's products each take their K; a larger K would
+     need a 128 x K operand tile of more than 128 elements a thread over the four warps'
+     layouts, which sema refuses, E0783), and four warps for
      the accumulator's lane quarters (and a producer and an MMA warp after them: a
      warp-specialized ring, plan/loops.py R11).
 """
