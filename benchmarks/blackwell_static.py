@@ -25,10 +25,12 @@ M = 128, N = BN, K = 16 instruction per 16 of K, as both sides issue them).
 
 A second table compares the block-scaled products (MXFP8: e4m3 operands, one ue8m0 scale per
 32 along K) with Triton's `tl.dot_scaled` (benchmarks/triton_ref/gen_scaled_matmul_ptx.py's
-kernel, 4 warps, 2 stages) at the same tiles: examples/matmul_mxfp8.tile as written (64 x 64 x
-64: block-scaled mma.sync on sm_120a; on sm_100a both compilers dequantize to bf16 and use
-tcgen05 kind::f16, the block-scaled kinds taking M = 128) and, on sm_100a, the same kernel at
-128 x 64 x 64 (block-scaled tcgen05 on both sides). Its SASS per K-step: the main loop's
+kernel, 4 warps, 2 stages) at the same tiles: examples/matmul_mxfp8.tile at 64 x 64 x 64 on
+four warps (block-scaled mma.sync on sm_120a; on sm_100a both compilers dequantize to bf16
+and use tcgen05 kind::f16, the block-scaled kinds taking M = 128), on sm_100a at 128 x 64 x
+64 (block-scaled tcgen05 on both sides) and at its sm_100a defaults, 128 x 128 x 128 on 192
+threads (Tile's warp-specialized block-scaled ring; the loop counted is the MMA warp's).
+Its SASS per K-step: the main loop's
 instructions over its tensor-core instructions per K-step (QMMA: BM * BN * BK / (16 * 8 * 32)
 / warps a warp; UTCHMMA: BK / 16; UTCQMMA: BK / 32).
 
@@ -155,7 +157,8 @@ print(json.dumps({"triton": triton.__version__, "shared": k.metadata.shared}))
 
 # (name, target, BM, BN, BK) of the block-scaled comparison
 SCALED = (("sm_120a-64", "sm_120a", 64, 64, 64), ("sm_100a-64", "sm_100a", 64, 64, 64),
-          ("sm_100a-128", "sm_100a", 128, 64, 64))
+          ("sm_100a-128", "sm_100a", 128, 64, 64), ("sm_100a-ring", "sm_100a", 128, 128, 128))
+RING = "sm_100a-ring"       # the example's sm_100a defaults: the warp-specialized ring
 SCALED_MMA = {"QMMA": 32, "UTCHMMA": 16, "UTCQMMA": 32}    # K of one instruction
 
 
@@ -219,18 +222,30 @@ def scaled_tile_builds() -> list[tuple]:
     through its constant)."""
     src = (ROOT / "examples" / "matmul_mxfp8.tile").read_text()
     out = []
-    for _, t, bm, bn, bk in SCALED:
-        text = src.replace("const BM: i32 = 64", f"const BM: i32 = {bm}")
+    for name, t, bm, bn, bk in SCALED:
+        text = src if name == RING else _fixed_tiles(src, bm, bn, bk)
         res = compile_source(text, "examples/matmul_mxfp8.tile", CompileOptions(target=t),
                              until="ptx")
         assert res.ok, render_all(res.diagnostics)
         k = res.codegen.kernels[0]
-        how = "examples/matmul_mxfp8.tile" + (f", BM = {bm}" if bm != 64 else "") + ": " + (
-            "block-scaled mma.sync" if "block_scale" in res.ptx and t == "sm_120a" else
-            "block-scaled tcgen05.mma, scales in TMEM" if "block_scale" in res.ptx else
-            "bf16 dequantisation, tcgen05 kind::f16")
+        how = "examples/matmul_mxfp8.tile" + (
+            " at its sm_100a defaults (192 threads): block-scaled tcgen05.mma, warp-specialized "
+            "TMA ring, scales by tcgen05.cp" if name == RING else
+            f" at {bm} x {bn} x {bk}, 4 warps: " + (
+                "block-scaled mma.sync" if "block_scale" in res.ptx and t == "sm_120a" else
+                "block-scaled tcgen05.mma, scales in TMEM by tcgen05.st" if "block_scale" in
+                res.ptx else "bf16 dequantisation, tcgen05 kind::f16"))
         out.append((Build(t, "Tile", how, res.ptx, k.static_smem + k.dynamic_smem),
                     (bm, bn, bk)))
+    return out
+
+
+def _fixed_tiles(src: str, bm: int, bn: int, bk: int) -> str:
+    """The example at BM x BN x BK on four warps (Triton's fixture tiles), every target."""
+    out = src.replace("by_target(sm_100a = (192, 1, 1), default = (128, 1, 1))", "(128, 1, 1)")
+    for c, v in (("BM", bm), ("BN", bn), ("BK", bk)):
+        out = out.replace(f"const {c}: i32 = by_target(sm_100a = 128, default = 64)",
+                          f"const {c}: i32 = {v}")
     return out
 
 

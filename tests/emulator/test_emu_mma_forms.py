@@ -41,7 +41,7 @@ def b_pos_f16_k8(lane, i):      # m16n8k8 .f16/.bf16 B, element i of 2
     return t * 2 + i, g
 
 
-def run(hw, mma, na, nb, nc, A_words, B_words, C_words, pre=""):
+def run(hw, mma, na, nb, nc, A_words, B_words, C_words, pre="", target=None):
     """One warp: loads na/nb/nc words per lane into %r10../%r20../%r30.., runs `mma` (with
     {d} {a} {b} {c}; `pre` may rewrite the operand registers first), stores nc words."""
     loads = []
@@ -57,7 +57,10 @@ def run(hw, mma, na, nb, nc, A_words, B_words, C_words, pre=""):
     d = hw.dev
     pa, pb, pc = d.to_device(A_words), d.to_device(B_words), d.to_device(C_words)
     po = d.malloc(4 * nc * 32)
-    hw.run(kernel_ptx(body, nparams=4), (1,), (32,), [po, pa, pb, pc])
+    ptx = kernel_ptx(body, nparams=4)
+    if target is not None:
+        ptx = ptx.replace(".version 8.0\n.target sm_90", f".version 8.7\n.target {target}")
+    hw.run(ptx, (1,), (32,), [po, pa, pb, pc])
     return d.from_device(po, (32, nc), np.uint32)
 
 
@@ -231,6 +234,46 @@ def test_m16n8k32_fp8_to_f32(hw, rng, atype, btype):
               fragments(enc(B, btype), b_pos_s8, 8, 8), fragments(C.view(np.uint32), c_pos, 4, 32))
     D = unfrag(out, 32).astype(np.uint32).view(np.float32)
     assert np.array_equal(D, (A @ B + C).astype(np.float32))
+
+
+MX = {"e4m3": ml_dtypes.float8_e4m3fn, "e5m2": ml_dtypes.float8_e5m2,
+      "e2m3": ml_dtypes.float6_e2m3fn, "e3m2": ml_dtypes.float6_e3m2fn,
+      "e2m1": ml_dtypes.float4_e2m1fn}
+
+
+def _container(m, t):
+    """ml_dtypes' one-per-byte codes in the instruction's 8-bit container: e2m1 in bits 2-5,
+    the 6-bit types in bits 0-5, the 8-bit ones whole."""
+    codes = m.astype(MX[t]).view(np.uint8)
+    return codes << 2 if t == "e2m1" else codes
+
+
+@pytest.mark.parametrize("atype,btype", [("e2m1", "e2m1"), ("e2m3", "e3m2"), ("e4m3", "e2m1"),
+                                         ("e3m2", "e5m2"), ("e2m1", "e2m3")])
+def test_m16n8k32_block_scaled_mxf8f6f4_containers(hw, rng, atype, btype):
+    """sm_120a's block-scaled `kind::mxf8f6f4` mma.sync with 6- and 4-bit operands in 8-bit
+    containers (mixed with 8-bit ones), against NumPy: values every format holds exactly
+    (ml_dtypes encodes them), scales that differ per row (lane 4 (m mod 8) + m / 8's low
+    byte) and per column (lane 4 n's), every product and sum exact in f32."""
+    vals = np.array([-3, -2, -1.5, -1, -0.5, 0, 0.5, 1, 1.5, 2, 3])
+    A, B = rng.choice(vals, (16, 32)), rng.choice(vals, (32, 8))
+    for m, t in ((A, atype), (B, btype)):
+        assert np.array_equal(m.astype(MX[t]).astype(np.float64), m)
+    C = rng.integers(-50, 50, (16, 8)).astype(np.float32)
+    pre = ("  and.b32 %r50, %r1, 3;\n  add.u32 %r50, %r50, 125;\n"       # 2^-2 .. 2^1
+           "  shr.u32 %r51, %r1, 2;\n  and.b32 %r51, %r51, 1;\n  add.u32 %r51, %r51, 126;")
+    mma = (f"mma.sync.aligned.m16n8k32.row.col.kind::mxf8f6f4.block_scale.scale_vec::1X.f32"
+           f".{atype}.{btype}.f32.ue8m0 {{d}}, {{a}}, {{b}}, {{c}}, %r50, {{{{0, 0}}}}, %r51, "
+           "{{0, 0}};")
+    out = run(hw, mma, 4, 2, 4, fragments(_container(A, atype), a_pos_s8, 16, 8),
+              fragments(_container(B, btype), b_pos_s8, 8, 8),
+              fragments(C.view(np.uint32), c_pos, 4, 32), pre=pre, target="sm_120a")
+    m, n = np.arange(16), np.arange(8)
+    sa = 2.0 ** (((4 * (m % 8) + m // 8) & 3) - 2)
+    sb = 2.0 ** (((4 * n) >> 2 & 1) - 1)
+    want = (A * sa[:, None]) @ (B * sb[None, :]) + C
+    D = unfrag(out, 32).astype(np.uint32).view(np.float32)
+    assert np.array_equal(D, want.astype(np.float32))
 
 
 def test_m16n8k32_e4m3_with_f16_accumulator(hw, rng):

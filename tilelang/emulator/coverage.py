@@ -88,7 +88,7 @@ KNOWN: dict[str, frozenset] = {name: frozenset(mods) for name, mods in {
                  "try_wait", "parity", "noComplete"} | _ORDER | _SPACES,
     # tensor cores, asynchronous copies
     "mma": {"sync", "aligned", "row", "col", "satfinite", "kind::mxf8f6f4", "kind::mxf4nvf4",
-            "block_scale", "scale_vec::1X", "scale_vec::2X", "ue8m0", "e2m1"},
+            "block_scale", "scale_vec::1X", "scale_vec::2X", "ue8m0", "e2m1", "e2m3", "e3m2"},
     "ldmatrix": {"sync", "aligned", "x1", "x2", "x4", "trans"} | _SPACES,
     "stmatrix": {"sync", "aligned", "x1", "x2", "x4", "trans"} | _SPACES,
     "wgmma": {"fence", "mma_async", "commit_group", "wait_group", "sync", "aligned",

@@ -66,6 +66,24 @@ LAYOUTS = _layouts()
 C_LAYOUT = _c_layout()
 
 
+# The operand types of block-scaled `kind::mxf8f6f4` mma.sync (sm_120a), each in an 8-bit
+# container: the 6-bit types in bits 0-5 and e2m1 in bits 2-5 (so that e2m1 reads as e2m3 with
+# two more zero mantissa bits), the other bits padding, which the emulator ignores.
+CONTAINED = ("e4m3", "e5m2", "e2m3", "e3m2", "e2m1")
+_FIELD = {"e4m3": (0, 0xFF), "e5m2": (0, 0xFF), "e2m3": (0, 0x3F), "e3m2": (0, 0x3F),
+          "e2m1": (2, 0xF)}
+
+
+def contained_elements(words, kind):
+    """(W, 32, nregs) uint32 of bytes in 8-bit containers -> (W, 32, nregs * 4) float64."""
+    from .fp8 import decode
+    W, _, n = words.shape
+    shift, mask = _FIELD[kind]
+    el = np.stack([(words >> np.uint32(8 * k + shift)) & np.uint32(mask) for k in range(4)],
+                  axis=-1).reshape(W, 32, n * 4)
+    return np.asarray(decode(el, kind), np.float64)
+
+
 def unpack_elements(words, bits, kind):
     """(W, 32, nregs) uint32 → (W, 32, nregs * 32/bits) float64/int64 element values."""
     W, _, n = words.shape

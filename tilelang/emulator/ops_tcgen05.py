@@ -342,7 +342,7 @@ def _cp(ctx, ins, parts):
                 data = st.shared[off].reshape(rows, nbytes).copy().view(np.uint32)
                 for d in dst:
                     tmem(st).cells[b, d:d + rows, col:col + nbytes // 4] = data
-            issue(st, AsyncOp(t, ins.line, compute, b, lanes, cols, clk))
+            issue(st, AsyncOp(t, ins.line, compute, b, lanes, cols, clk, pipe=True))
     return run
 
 
@@ -371,7 +371,8 @@ def _shift(ctx, ins, parts):
             def compute(st, b=b, lane=lane, col=col):
                 c = tmem(st).cells[b, lane:lane + 32, col:col + 8]
                 c[1:] = c[:-1].copy()                  # rows 0..30 move down one lane
-            issue(st, AsyncOp(t, ins.line, compute, b, lane + 1 + np.arange(31), cols, clk))
+            issue(st, AsyncOp(t, ins.line, compute, b, lane + 1 + np.arange(31), cols, clk,
+                              pipe=True))
     return run
 
 

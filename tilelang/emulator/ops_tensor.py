@@ -10,7 +10,7 @@ from .addressing import Address
 from .decode import op
 from .ops_warp import check_members
 from .ptx_ast import Imm, Vec
-from .fragments import C_LAYOUT, LAYOUTS, unpack_elements
+from .fragments import C_LAYOUT, CONTAINED, LAYOUTS, contained_elements, unpack_elements
 from .ptx_types import type_info
 
 def _regs_of(ctx, operand):
@@ -27,14 +27,16 @@ def _block_scale(ctx, ins, parts, shape, atype, btype, dtype_):
     block_scale.scale_vec::2X...e2m1.e2m1.f32.ue8m0`: two scales each (K = 64), bytes byte-id
     and byte-id + 1 of the same lanes. (The reading Triton 3.9's sm_120a `tl.dot_scaled`
     kernels confirm: tests/emulator/test_emu_triton_blackwell.py.) Returns
-    `scales(st, fetch) -> ((W, 16, K), (W, 8, K))`."""
+    `scales(st, fetch) -> ((W, 16, K), (W, 8, K))`. The mxf8f6f4 operand types are any of
+    CONTAINED, one element per byte (fragments.contained_elements)."""
     mx8 = ("kind::mxf8f6f4" in parts and "scale_vec::1X" in parts and shape == "m16n8k32"
-           and atype in ("e4m3", "e5m2") and btype in ("e4m3", "e5m2"))
+           and atype in CONTAINED and btype in CONTAINED)
     mx4 = ("kind::mxf4nvf4" in parts and "scale_vec::2X" in parts and shape == "m16n8k64"
            and atype == btype == "e2m1")
     if not (mx8 or mx4) or "ue8m0" not in parts or dtype_ != "f32":
         ctx.error(f"{ins.opcode}: the emulator runs block-scaled mma.sync as m16n8k32 "
-                  f".kind::mxf8f6f4.block_scale.scale_vec::1X (e4m3/e5m2) or m16n8k64 "
+                  f".kind::mxf8f6f4.block_scale.scale_vec::1X (e4m3, e5m2, e2m3, e3m2, e2m1 "
+                  f"in 8-bit containers) or m16n8k64 "
                   f".kind::mxf4nvf4.block_scale.scale_vec::2X (e2m1), f32 accumulators and "
                   f".ue8m0 scales")
     nsf = 2 if mx4 else 1
@@ -71,7 +73,8 @@ def _block_scale(ctx, ins, parts, shape, atype, btype, dtype_):
 def build_mma(ctx, ins, parts):
     shape = next((p for p in parts if p.startswith("m") and "n" in p and "k" in p), None)
     types = [p for p in parts if p in ("f16", "bf16", "tf32", "f32", "f64", "s8", "u8", "s32",
-                                         "s4", "u4", "e4m3", "e5m2", "e2m1")]
+                                         "s4", "u4", "e4m3", "e5m2", "e2m1", "e2m3",
+                                         "e3m2")]
     if shape is None or len(types) not in (2, 4):
         ctx.error(f"{ins.opcode}: unsupported mma form")
     if len(types) == 4:
@@ -83,7 +86,7 @@ def build_mma(ctx, ins, parts):
     # accumulator types the PTX ISA allows per input type (ptxas refuses the others)
     allowed = {"f16": ("f16", "f32"), "bf16": ("f32",), "tf32": ("f32",), "s8": ("s32",),
                "u8": ("s32",), "e4m3": ("f16", "f32"), "e5m2": ("f16", "f32"),
-               "e2m1": ("f32",)}.get(atype)
+               "e2m1": ("f32",), "e2m3": ("f32",), "e3m2": ("f32",)}.get(atype)
     if allowed is not None and (dtype_ not in allowed or ctype not in allowed):
         ctx.error(f"{ins.opcode}: .{atype} inputs take {' or '.join('.' + t for t in allowed)}"
                   f" accumulators")
@@ -91,10 +94,12 @@ def build_mma(ctx, ins, parts):
         ctx.error(f"{ins.opcode}: .{atype} A takes a .{atype} B")
     if atype in ("e4m3", "e5m2") and dtype_ != ctype:
         ctx.error(f"{ins.opcode}: 8-bit float products need equal .dtype and .ctype")
-    elem = {"f16": "16", "bf16": "16", "tf32": "32", "s8": "8", "u8": "8", "e4m3": "8",
-            "e5m2": "8", "e2m1": "4"}.get(atype)
-    if atype == "e2m1" and "block_scale" not in parts:
-        ctx.error(f"{ins.opcode}: the emulator runs e2m1 mma.sync in its block-scaled form")
+    # kind::mxf8f6f4: every float type one per byte (its 8-bit container)
+    contained = "kind::mxf8f6f4" in parts
+    elem = "8" if contained else {"f16": "16", "bf16": "16", "tf32": "32", "s8": "8", "u8": "8",
+                                  "e4m3": "8", "e5m2": "8", "e2m1": "4"}.get(atype)
+    if atype in ("e2m1", "e2m3", "e3m2") and "block_scale" not in parts:
+        ctx.error(f"{ins.opcode}: the emulator runs .{atype} mma.sync in its block-scaled form")
     key = (shape, elem)
     if key not in LAYOUTS:
         ctx.error(f"mma shape {shape} with .{atype} inputs is not supported")
@@ -130,8 +135,11 @@ def build_mma(ctx, ins, parts):
             return np.stack(cols, axis=-1)
         A = np.zeros((warps.size, M, K))
         B = np.zeros((warps.size, K, N))
-        Ae = unpack_elements(fetch(ga), bits, atype)
-        Be = unpack_elements(fetch(gb), bits, btype)
+        if contained:
+            Ae, Be = contained_elements(fetch(ga), atype), contained_elements(fetch(gb), btype)
+        else:
+            Ae = unpack_elements(fetch(ga), bits, atype)
+            Be = unpack_elements(fetch(gb), bits, btype)
         wi = np.arange(warps.size)[:, None, None]
         A[wi, ar[None], ac[None]] = Ae
         B[wi, br[None], bc[None]] = Be

@@ -283,9 +283,9 @@ def _decode_idesc_scaled(st, v, t, opcode, kind):
     if not (v >> 23) & 1:
         raise bad("bit 23: .kind::mxf8f6f4 takes ue8m0 scales (1)")
     N, M = ((v >> 17) & 0x3F) << 3, ((v >> 24) & 0x1F) << 4
-    if M != 128 or not (16 <= N <= 128 and N % 16 == 0):
+    if M != 128 or not (16 <= N <= 256 and N % 16 == 0):
         raise bad(f"M = {M}, N = {N}: the emulator runs block-scaled products with M = 128 "
-                  f"and N from 16 to 128")
+                  f"and N from 16 to 256")
     return {"a": aty, "b": bty, "M": M, "N": N, "neg_a": bool((v >> 13) & 1),
             "neg_b": bool((v >> 14) & 1), "a_mn": bool((v >> 15) & 1),
             "b_mn": bool((v >> 16) & 1), "sf_a": (v >> 29) & 3, "sf_b": (v >> 4) & 3}
@@ -343,7 +343,7 @@ def _mma_scaled(ctx, ins, parts):
             for addr, rows in ((sa, M), (sb, N)):
                 sl, sc = split(addr)
                 check_cells(st, b, sl + np.arange(32), sc + np.arange(rows // 32), t,
-                            ins.opcode)
+                            ins.opcode, pipelined=True)
             clk = 0                     # the clock of the last read is the one published
             if st.races is not None:
                 if offa is not None:

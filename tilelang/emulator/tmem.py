@@ -50,8 +50,11 @@ def split(addr: int) -> tuple[int, int]:
     return (a >> 16) & 0xFFFF, a & 0xFFFF
 
 
-def check_cells(st, b, lanes, cols, thread, what, reading=True):
-    """Lanes/columns inside TMEM, allocated, and (for any access) not pending."""
+def check_cells(st, b, lanes, cols, thread, what, reading=True, pipelined=False):
+    """Lanes/columns inside TMEM, allocated, and (for any access) not pending. `pipelined`:
+    a tcgen05.mma's read, which may follow the same thread's tcgen05.cp and tcgen05.shift
+    without a wait (PTX ISA, "Pipelined tcgen05 instructions": cp -> mma and shift -> mma of
+    the same CTA group execute in issue order), so cells those write are not pending to it."""
     lanes, cols = np.asarray(lanes), np.asarray(cols)
     tm = tmem(st)
     if lanes.size and (lanes.min() < 0 or lanes.max() >= LANES):
@@ -66,6 +69,8 @@ def check_cells(st, b, lanes, cols, thread, what, reading=True):
                        f"{int(cols[np.flatnonzero(free)[0]])} is not allocated "
                        f"(tcgen05.alloc)", thread)
     pend = tm.pending[b][np.ix_(lanes, cols)]
+    if pend.any() and pipelined:
+        pend = np.where(_own_pipelined(st, b, lanes, cols, thread), 0, pend)
     if pend.any():
         i, j = (int(v[0]) for v in np.nonzero(pend))
         doing = "reads" if reading else "writes"
@@ -75,15 +80,29 @@ def check_cells(st, b, lanes, cols, thread, what, reading=True):
                        f"mbarrier of its tcgen05.commit first", thread)
 
 
+def _own_pipelined(st, b, lanes, cols, thread):
+    """(lanes, cols) mask of the cells that `thread`'s outstanding tcgen05.cp / shift
+    operations of block `b` write (issued, or committed and not yet landed)."""
+    ops = list(st.tc_issued.get(thread, ()))
+    ops += [op for c in st.tc_commits if c.thread == thread for op in c.ops]
+    mask = np.zeros((len(lanes), len(cols)), bool)
+    for op in ops:
+        if op.pipe and op.block == b:
+            mask |= np.isin(lanes, op.lanes)[:, None] & np.isin(cols, op.cols)[None, :]
+    return mask
+
+
 class AsyncOp:
     """One asynchronous tcgen05 operation of one thread: `compute(st)` performs it; `block`,
-    `lanes`, `cols` are the TMEM cells it writes (pending until then)."""
-    __slots__ = ("thread", "line", "compute", "block", "lanes", "cols", "clk")
+    `lanes`, `cols` are the TMEM cells it writes (pending until then); `pipe`: a tcgen05.cp
+    or shift, which a later tcgen05.mma of the thread follows in order."""
+    __slots__ = ("thread", "line", "compute", "block", "lanes", "cols", "clk", "pipe")
 
-    def __init__(self, thread, line, compute, block, lanes, cols, clk=0):
+    def __init__(self, thread, line, compute, block, lanes, cols, clk=0, pipe=False):
         self.thread, self.line, self.compute = thread, line, compute
         self.block, self.lanes, self.cols = block, np.asarray(lanes), np.asarray(cols)
         self.clk = clk              # the race check's clock of its shared reads (0: none)
+        self.pipe = pipe
 
 
 class Commit:

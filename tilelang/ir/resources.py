@@ -42,7 +42,7 @@ SM_REGS = 65536
 MARGIN_REGS = 16
 SPILL_LIMIT_BYTES = 4096
 SPILL_FACTOR = 4        # or more than 4x the registers it has: most of its tiles in memory
-MMA_OPS = ("mma", "matmul", "@")
+MMA_OPS = ("mma", "matmul", "@", "mma_scaled")
 
 
 @record(frozen=True)

@@ -94,12 +94,15 @@ def _loop(d: LoopDecision, name) -> list[str]:
         wg = lp.plan.wg is not None
         kind = "tcgen05" if lp.plan.tc5 is not None else "wgmma" if wg else "mma.sync"
         copies = "TMA" if lp.tma else "cp.async"
-        stage = sum(lp.image_bytes)
+        stage = sum(lp.image_bytes) + lp.scale_bytes
         out = [head + f"pipelined ({kind}), {copies} ring of {lp.stages} stages x "
                       f"{_kb(stage)}: {lp.stages_why}"]
         for k, op, cax, nbytes in zip(("a", "b"), lp.operands, lp.axes, lp.image_bytes):
             out.append(f"      {k} {name(op.op.result.id)}: {_kb(nbytes)} image, rows along "
                        f"axis {cax}")
+        for k, o in zip(("a_scale", "b_scale"), lp.scales):
+            out.append(f"      {k} {name(o.result.id)}: staged by the producer warp's lanes, "
+                       f"tcgen05.cp into tensor memory (R12)")
         mc = "none" if lp.multicast is None else \
             f"cluster {'x'.join(map(str, lp.multicast.cluster))}, shared " + ", ".join(
                 "-" if g is None else "axes " + "".join("xyz"[a] for a in sorted(g))

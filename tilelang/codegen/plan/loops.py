@@ -60,6 +60,12 @@ Rules:
   R11 a loop that is not pipelined keeps its carried tcgen05 accumulator in tensor memory
      (attention's output O, FlashAttention-4's way; plan/tmem_resident.py has the
      conditions, lower/tensorcore/tcgen05_attention.py the lowering).
+  R12 a block-scaled tcgen05 product's loop (`mma_scaled`: two deferred operand loads and
+     the two scale loads, plan/scaled.py S4) is pipelined as R7's ring only when it is
+     warp-specialized (R5): the producer warp copies the operands by TMA and the scale tiles
+     with its 32 lanes into a fourth region of each stage, SCALE_UNIT bytes per 128 rows of A
+     and per 128 columns of B (lower/tensorcore/tcgen05_scaled_ring.py); else each product
+     stages its own operands and scales.
 """
 
 from __future__ import annotations
@@ -91,6 +97,7 @@ TMA_SYNC_TARGETS = ("sm_120a",)   # R8
 SIDE_BYTES = 4096           # the largest load a prefetch ring copies beside its operands (R10)
 SIDE_ALIGN = 128            # a TMA destination's alignment
 KB = 1024
+SCALE_UNIT = 512            # a block-scaled stage's scale bytes per 128 rows (R12)
 
 
 def image_bytes(shape: tuple[int, ...], itemsize: int) -> int:
@@ -107,9 +114,11 @@ def image_span(extent: int, itemsize: int) -> int:
     return 0
 
 
-def deferred_cax(kern, d: DeferredLoad, k_axis: int, itemsize: int) -> int | None:
-    """The contiguous axis a deferred load can be copied along into a wgmma image, if any."""
-    cax = async_axis(kern, d, k_axis, itemsize)
+def deferred_cax(kern, d: DeferredLoad, k_axis: int, itemsize: int,
+                 any_major: bool = False) -> int | None:
+    """The contiguous axis a deferred load can be copied along into a wgmma image, if any
+    (`any_major`: operands.async_axis)."""
+    cax = async_axis(kern, d, k_axis, itemsize, any_major)
     if cax is None:
         return None
     return cax if image_span(d.shape[cax], itemsize) > 0 else None
@@ -305,6 +314,17 @@ class LoopPlan:
     nested: bool = False           # inside another run-time loop (a persistent kernel's)
     pair: bool = False             # tcgen05 on the cluster's CTA pair (R9)
     no_pair: str = ""              # why a tcgen05 ring in a cluster of two is not (R9)
+    scales: tuple = ()             # a block-scaled ring's (a_scale, b_scale) loads (R12)
+
+    @property
+    def scale_bytes(self) -> int:
+        """A stage's bytes for the scale tiles after the operand images (R12)."""
+        return scale_bytes(self.plan.tc5.n) if self.scales else 0
+
+
+def scale_bytes(n: int) -> int:
+    """R12: A's SCALE_UNIT and B's SCALE_UNIT per 128 columns, in whole IMAGE_ALIGN units."""
+    return -(-SCALE_UNIT * (1 + -(-n // 128)) // IMAGE_ALIGN) * IMAGE_ALIGN
 
 
 def _round(n: int, unit: int = 128) -> int:
@@ -353,12 +373,14 @@ def _pipelined(kern, products: ProductsPlan, op: ForOp) -> tuple[LoopPlan | None
         return None, "carries more than the accumulator"
     deferred = products.deferred
     mma = None
-    loads, scalars = {}, []
+    loads, scalars, others = {}, [], {}
     for o in body.ops[:-1]:
-        if isinstance(o, BuiltinOp) and o.name == "mma" and mma is None:
+        if isinstance(o, BuiltinOp) and o.name in ("mma", "mma_scaled") and mma is None:
             mma = o
         elif isinstance(o, BuiltinOp) and o.name == "load" and o.result.id in deferred:
             loads[o.result.id] = o
+        elif isinstance(o, BuiltinOp) and o.name == "load":
+            others[o.result.id] = o
         elif is_pure_scalar(o):
             scalars.append(o)
         else:
@@ -374,11 +396,15 @@ def _pipelined(kern, products: ProductsPlan, op: ForOp) -> tuple[LoopPlan | None
     plan = products.of(mma)
     if plan is None:
         return None, "the product runs on FMA"
+    scales = _scale_loads(mma, plan, others)
+    if scales is None:
+        return None, "the body does more than load -> mma"
     rank = plan.acc.rank
     ops = (DeferredLoad(loads[a.id]), DeferredLoad(loads[b.id]))
     images = plan.wg is not None or plan.tc5 is not None     # swizzled, 1024-byte aligned
     if images:
-        axes = tuple(deferred_cax(kern, d, k_axis, plan.form.itemsize)
+        # a block-scaled tcgen05 ring's 8-bit images may be MN-major (R12)
+        axes = tuple(deferred_cax(kern, d, k_axis, plan.form.itemsize, bool(scales))
                      for d, k_axis in zip(ops, (rank - 1, rank - 2)))
     else:
         axes = tuple(async_axis(kern, d, k_axis, plan.form.itemsize)
@@ -387,10 +413,35 @@ def _pipelined(kern, products: ProductsPlan, op: ForOp) -> tuple[LoopPlan | None
         return None, "an operand cannot be copied into its image"
     unit = IMAGE_ALIGN if images else 128
     sizes = tuple(_round(_elems(d) * plan.form.itemsize, unit) for d in ops)
-    stages, why = choose_stages(kern, sum(sizes), plan.acc.num_regs)
+    extra = scale_bytes(plan.tc5.n) if scales else 0
+    stages, why = choose_stages(kern, sum(sizes) + extra, plan.acc.num_regs)
+    if scales:                      # the TMEM the plan reserved for the stages' scales
+        from tilelang.codegen.plan.tensor_cores import SCALED_RING_STAGES
+        stages = min(stages, SCALED_RING_STAGES)
     if stages < 2:
         return None, why
-    return LoopPlan(mma, ops, axes, tuple(scalars), plan, stages, sizes, why), ""
+    return LoopPlan(mma, ops, axes, tuple(scalars), plan, stages, sizes, why,
+                    scales=scales), ""
+
+
+def _scale_loads(mma: BuiltinOp, plan, others: dict) -> tuple | None:
+    """R12: () for an `mma` whose body has no other loads; the (a_scale, b_scale) loads of a
+    block-scaled tcgen05 product (tile-indexed, zero padding); None otherwise."""
+    if mma.name == "mma":
+        return () if not others else None
+    if plan.tc5 is None or len(others) != 2:
+        return None
+    got = []
+    for key in ("a_scale", "b_scale"):
+        v = mma.arg_map.get(key)
+        o = others.get(getattr(v, "id", None))
+        if o is None or not tile_indexed(o) or "order" in o.arg_map or "mask" in o.arg_map:
+            return None
+        p = o.arg_map.get("padding")
+        if not (isinstance(p, ConstValue) and p.value == 0):
+            return None
+        got.append(o)
+    return tuple(got)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -817,12 +868,18 @@ def _decide(inputs: PlanInputs, products: ProductsPlan, op: ForOp, nested: bool,
         ws = bool(tma) and not nested and mc is None and (
             state.tc5 if lp.plan.tc5 is not None else
             state.producer and lp.plan.wg is not None)
+        if lp.scales and not ws:
+            lp = None
+            why = "a block-scaled tcgen05 ring runs warp-specialized only (R12: a block of " \
+                  "four warps, a producer and an MMA warp, TMA copies)"
+    if lp is not None:
         if ws:
             state.producer = state.tc5 = False
         pair, no_pair = _tc5_pair(inputs, products, op, lp, nested) if tma else \
             (False, "")
         lp = LoopPlan(lp.mma, lp.operands, lp.axes, lp.scalars, lp.plan, lp.stages,
-                      lp.image_bytes, lp.stages_why, bool(tma), mc, ws, nested, pair, no_pair)
+                      lp.image_bytes, lp.stages_why, bool(tma), mc, ws, nested, pair, no_pair,
+                      lp.scales)
         return LoopDecision(op.iv.id, lp, None, "")
     carried = _carried(inputs, products, op)
     ids = tuple(c.id for c in op.carried)

@@ -6,15 +6,22 @@ Rules, in the order they are tried:
   S1 the target has a block-scaled tensor-core instruction in Tile: sm_120a's
      `mma.sync.aligned.m16n8k32.row.col.kind::mxf8f6f4.block_scale.scale_vec::1X`, sm_100a's
      `tcgen05.mma.cta_group::1.kind::mxf8f6f4.block_scale.scale_vec::1X`;
-  S2 the elements are 8-bit floats (f8e4m3 / f8e5m2) with ue8m0 scales, one per 32 along K
-     (the f6/f4 operands and NVFP4's f8e4m3 scales per 16 take the software path: their
-     register images differ and the emulator checks only this form bit for bit);
+  S2 the elements are MX floats with ue8m0 scales, one per 32 along K: 8-bit (f8e4m3 /
+     f8e5m2) on both instructions; on mma.sync also f6e2m3, f6e3m2 and f4e2m1, mixed or not,
+     which Tile holds one per byte as the instruction's 8-bit containers do (e2m1 moved to
+     bits 2-5 on the way: lower/tensorcore/mma_block_scale.py). tcgen05 reads 6- and 4-bit
+     operands from shared memory packed 16 to a 16-byte unit with padding (PTX ISA, "Packing
+     formats ... in Shared Memory"), not one per byte, so they take the software path there,
+     as do NVFP4's f8e4m3 scales per 16;
   S3 mma.sync: an unbatched product, K a multiple of 32, a block of whole warps with an
      mma.sync warp tiling of the accumulator (what plan/tensor_cores.py's R1-R2 would accept);
-  S4 tcgen05: an unbatched 128 x N accumulator, N a multiple of 32 up to 128 (the scales of
-     32 rows fill one TMEM column), K a multiple of 32 up to 128 (the four bytes of a scale
-     column: one per k32), and a block of exactly four warps (one 32-lane quarter of tensor
-     memory each).
+  S4 tcgen05: an unbatched 128 x N accumulator, N a multiple of 32 up to 256 (the scales of
+     32 rows fill one TMEM column), K a multiple of 32 up to 128 a product (the four bytes of
+     a scale column: one per k32; a loop's products each take their K; a larger K would
+     need a 128 x K operand tile of more than 128 elements a thread over the four warps'
+     layouts, which sema refuses, E0783), and four warps for
+     the accumulator's lane quarters (and a producer and an MMA warp after them: a
+     warp-specialized ring, plan/loops.py R12).
 """
 
 from __future__ import annotations
@@ -51,6 +58,7 @@ class ScaledPath:
 
 
 _F8 = {"f8e4m3": "e4m3", "f8e5m2": "e5m2"}
+_CONTAINED = {**_F8, "f6e2m3": "e2m3", "f6e3m2": "e3m2", "f4e2m1": "e2m1"}   # mma.sync (S2)
 
 
 def scaled_path(target: Target, a, a_scale, b, out, threads: int) -> ScaledPath:
@@ -61,7 +69,8 @@ def scaled_path(target: Target, a, a_scale, b, out, threads: int) -> ScaledPath:
     if target.name not in FEATURES["mma_block_scale"].arch_targets and not tc5:
         return ScaledPath(None, f"software dequantisation: no block-scaled tensor-core "
                                 f"instruction for {target.name} in Tile (S1)")
-    pa, pb = _F8.get(a.dtype.name), _F8.get(b.dtype.name)
+    names = _F8 if tc5 else _CONTAINED
+    pa, pb = names.get(a.dtype.name), names.get(b.dtype.name)
     if pa is None or pb is None or a_scale.dtype.name != "ue8m0":
         return ScaledPath(None, f"software dequantisation: {a.dtype.name} x {b.dtype.name} "
                                 f"with {a_scale.dtype.name} scales (S2)")
@@ -70,10 +79,12 @@ def scaled_path(target: Target, a, a_scale, b, out, threads: int) -> ScaledPath:
                                 "multiple of 32 (S3)")
     if tc5:
         m, n = out.shape
-        if m != 128 or n % 32 or n > 128 or a.shape[-1] > 128 or threads != 128:
+        # 128 threads: the four warps; 192: and the producer and MMA warps (the code
+        # generator's layouts then span the first 128: plan/tensor_cores.tc5_ws_block)
+        if m != 128 or n % 32 or n > 256 or a.shape[-1] > 128 or threads not in (128, 192):
             return ScaledPath(None, f"software dequantisation: tcgen05's block-scaled form "
-                                    f"takes a 128 x 32..128 accumulator, K up to 128 and "
-                                    f"four warps, not {m} x {n}, K = {a.shape[-1]}, "
+                                    f"takes a 128 x 32..256 accumulator, K up to 128 and "
+                                    f"four (or six) warps, not {m} x {n}, K = {a.shape[-1]}, "
                                     f"{threads} threads (S4)")
         return ScaledPath(ScaledForm("tcgen05", "mxf8f6f4", f"m128n{n}k32", "1X", pa, pb,
                                      "ue8m0", 32), "")

@@ -74,6 +74,7 @@ TC5_KINDS = {"f16": ("f16", "f32"), "bf16": ("f16", "f32"), "tf32": ("tf32", "f3
 
 TC5_THREADS = 128           # the four warps whose TMEM lane quarters cover M = 128
 TC5_WS_THREADS = TC5_THREADS + 64   # and a producer warp and an MMA warp after them
+SCALED_RING_STAGES = 4      # a block-scaled ring's deepest (plan/loops.MAX_STAGES): its TMEM
 
 
 def tc5_ws_block(kern) -> bool:
@@ -187,6 +188,12 @@ def _wg_plan(kern, form: MmaForm, a_shape, b_shape, out_shape) -> tuple:
     return t, "" if t is not None else "no warp-group tiling of the accumulator", False
 
 
+def _container(name: str) -> str:
+    """A block-scaled operand's fragments: the 6- and 4-bit MX floats are held one per byte,
+    as 8-bit floats are (plan/scaled.py S2), so their product has the f8 product's form."""
+    return "f8e4m3" if name in ("f6e2m3", "f6e3m2", "f4e2m1") else name
+
+
 def k_steps(at, tc5: Tc5Shape) -> int:
     return at.shape[-1] // tc5.k
 
@@ -203,7 +210,8 @@ def tensor_core_plan(kern, op: BuiltinOp) -> tuple:
         # a block that is not whole warps: its replica threads past the layouts' would run
         # ldmatrix / mma.sync (.aligned, whole warps only) in a partial warp
         return None, f"FMA: {kern.declared_threads} threads are not whole warps (R1)", False
-    got = mma_form(at.dtype.name, bt.dtype.name, out.dtype.name, sm)
+    got = mma_form(*(_container(t.dtype.name) if op.name == "mma_scaled" else t.dtype.name
+                     for t in (at, bt)), out.dtype.name, sm)
     if got is None:
         return None, f"FMA: no mma.sync form for {at.dtype.name} x {bt.dtype.name} -> " \
                      f"{out.dtype.name} (R2)", False
@@ -245,8 +253,9 @@ def _scaled_plan(kern, op: BuiltinOp, form: MmaForm, b_class: str, tiling: WarpT
     if path.form.instr == "tcgen05":
         m, n = out
         # the accumulator's n columns, then A's scales (four columns: 32 lanes x 4 rows
-        # each) and B's (n / 32): lower/tensorcore/tcgen05_scaled.py
-        cols = max(32, 1 << (n + 4 + n // 32 - 1).bit_length())
+        # each) and B's (n / 32): lower/tensorcore/tcgen05_scaled.py; in a ring, four and
+        # four per 128 of n for each of up to SCALED_RING_STAGES stages (tcgen05_scaled_ring.py)
+        cols = max(32, 1 << (n + SCALED_RING_STAGES * 4 * (1 + -(-n // 128)) - 1).bit_length())
         tc5 = Tc5Shape(m, n, 32, cols)
         return (TensorCorePlan(form, b_class, tiling, tc5_acc_layout(out), tc5=tc5,
                                scaled=path.form),

@@ -79,6 +79,8 @@ def _check(got, a, sa, b, sb, v, batched=False):
 
 CASES = [("f8e4m3", "f8e4m3", "ue8m0", 32), ("f8e4m3", "f8e5m2", "ue8m0", 32),
          ("f6e2m3", "f6e3m2", "ue8m0", 32), ("f4e2m1", "f4e2m1", "ue8m0", 32),
+         ("f8e4m3", "f4e2m1", "ue8m0", 32), ("f6e3m2", "f8e5m2", "ue8m0", 32),
+         ("f4e2m1", "f6e2m3", "ue8m0", 32),
          ("f4e2m1", "f4e2m1", "f8e4m3", 16)]
 
 
@@ -125,12 +127,14 @@ def test_exact_sums_give_the_exact_product_f8(arch):
     assert np.array_equal(c, want.astype(np.float32))
 
 
-def test_exact_sums_give_the_exact_product():
+@pytest.mark.parametrize("arch", ["sm_80", "sm_120a"])
+def test_exact_sums_give_the_exact_product(arch):
     """Elements ±1, ±0.5 and scales 2^-2 .. 2^2: every partial sum is a small multiple of
-    2^-6, exact in f32, so the result is exactly NumPy's."""
+    2^-6, exact in f32, so the result is exactly NumPy's (sm_120a: e2m1 in the block-scaled
+    mma.sync's 8-bit containers, an element in the wrong bits shows)."""
     src = KERNEL.replace("TA", "f4e2m1").replace("TB", "f4e2m1").replace("TS", "ue8m0") \
         .replace("V", "32")
-    mod = tilelang.compile(src, arch="sm_80", backend="emulator", cache=False)
+    mod = tilelang.compile(src, arch=arch, backend="emulator", cache=False)
     rng = np.random.default_rng(3)
     a = rng.choice([-1.0, -0.5, 0.5, 1.0], (64, 64)).astype(ML["f4e2m1"])
     b = rng.choice([-1.0, -0.5, 0.5, 1.0], (64, 32)).astype(ML["f4e2m1"])
@@ -153,8 +157,18 @@ def test_batched():
     _check(c, a, sa, b, sb, 32, batched=True)
 
 
+def _tiles_64(src: str, bk: int = 64) -> str:
+    """examples/matmul_mxfp8.tile with 64 x 64 x `bk` tiles and four warps on every target
+    (sm_100a's defaults are the warp-specialized ring's 128 x 128 x 128)."""
+    out = src.replace("by_target(sm_100a = (192, 1, 1), default = (128, 1, 1))", "(128, 1, 1)") \
+        .replace("const BK: i32 = by_target(sm_100a = 128, default = 64)", f"const BK: i32 = {bk}")
+    out = out.replace("by_target(sm_100a = 128, default = 64)", "64")
+    assert "by_target" not in out.split("//")[-1]
+    return out
+
+
 def test_the_software_path_in_the_ptx():
-    """examples/matmul_mxfp8.tile: bf16 products (mma.sync on sm_80, wgmma on sm_90a,
+    """examples/matmul_mxfp8.tile at 64 x 64 x 64 on four warps: bf16 products (mma.sync on sm_80, wgmma on sm_90a,
     tcgen05 kind::f16 on sm_100a) and, on sm_100a only, the scales decoded by
     `cvt.rn.bf16x2.ue8m0x2` (the arch-specific feature keeps `.target sm_100a`)."""
     import pathlib
@@ -163,8 +177,8 @@ def test_the_software_path_in_the_ptx():
     path = pathlib.Path(__file__).resolve().parents[4] / "examples" / "matmul_mxfp8.tile"
     ptx = {}
     for t in ("sm_80", "sm_90a", "sm_100a"):
-        res = compile_source(path.read_text("utf-8"), str(path), CompileOptions(target=t),
-                             until="ptx")
+        res = compile_source(_tiles_64(path.read_text("utf-8")), str(path),
+                             CompileOptions(target=t), until="ptx")
         assert res.ok
         ptx[t] = res.ptx
     assert ptx["sm_80"].count("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32") == 32
@@ -305,9 +319,35 @@ def test_block_scaled_tcgen05_in_the_ptx_and_plan():
     (kernel, plan), = kernel_plans(res.ir, opts)
     assert ("128x64: block-scaled tcgen05 kind::mxf8f6f4 m128n64k32 scale_vec::1X .ue8m0: "
             "2 instruction(s) per product, 128 TMEM columns (R5)") in format_plan(plan, kernel)
+    res = compile_source(_tiles_64(_example("matmul_mxfp8.tile")), "m.tile", opts,
+                         until="tir")
+    (kernel, plan), = kernel_plans(res.ir, opts)
     assert ("mma_scaled: software dequantisation: tcgen05's block-scaled form takes a 128 x "
-            "32..128 accumulator, K up to 128 and four warps, not 64 x 64, K = 64, 128 threads "
-            "(S4)") in _plan_text("matmul_mxfp8.tile", "sm_100a")
+            "32..256 accumulator, K up to 128 and four (or six) warps, not 64 x 64, K = 64, "
+            "128 threads (S4)") in format_plan(plan, kernel)
+
+
+def _example(name: str) -> str:
+    import pathlib
+    return (pathlib.Path(__file__).resolve().parents[4] / "examples" / name).read_text("utf-8")
+
+
+def test_the_example_takes_the_block_scaled_ring_on_sm_100a():
+    """examples/matmul_mxfp8.tile at sm_100a's defaults (128 x 128 x 128, 192 threads): the
+    warp-specialized ring (plan/loops.py R12), per stage one tcgen05.cp of A's scales and one
+    of B's, four block-scaled MMAs (K = 128), the scale bytes loaded by the producer warp
+    (one u32 a row of A, 4 x 4 bytes of B a lane: the arrays' default facts make a row of
+    a_scale 16-byte aligned); no bf16 product."""
+    ptx = _example_ptx("matmul_mxfp8.tile", "sm_100a")
+    assert ptx.count("tcgen05.mma.cta_group::1.kind::mxf8f6f4.block_scale.scale_vec::1X") == 4
+    assert ptx.count("tcgen05.cp.cta_group::1.32x128b.warpx4") == 2
+    assert ptx.count("ld.global.u8") == 16 and ptx.count("ld.global.u32") == 4
+    assert "kind::f16" not in ptx and "bf16" not in ptx and "tcgen05.st.sync.aligned.32x32b.x4" \
+        not in ptx
+    text = _plan_text("matmul_mxfp8.tile", "sm_100a")
+    assert "pipelined (tcgen05), TMA ring of 3 stages x 33 KB" in text
+    assert "staged by the producer warp's lanes, tcgen05.cp into tensor memory (R12)" in text
+    assert "warp-specialized" in text
 
 
 def _loop_per_mma(ptx: str, target: str, op: str) -> float:
@@ -342,9 +382,8 @@ def test_no_more_sass_per_k_step_than_triton(target, op, bk, fixture):
     if not sass.tools_available():
         pytest.skip("cuobjdump/nvdisasm not installed")
     root = pathlib.Path(__file__).resolve().parents[4]
-    src = (root / "examples" / "matmul_mxfp8.tile").read_text("utf-8") \
-        .replace("const BM: i32 = 64", "const BM: i32 = 128") \
-        .replace("const BK: i32 = 64", f"const BK: i32 = {bk}")
+    src = _tiles_64((root / "examples" / "matmul_mxfp8.tile").read_text("utf-8"), bk) \
+        .replace("const BM: i32 = 64", "const BM: i32 = 128")
     ours = compile_source(src, "m.tile", CompileOptions(target=target), until="ptx").ptx
     theirs = (root / "tests" / "emulator" / "fixtures" / fixture).read_text()
     assert _loop_per_mma(ours, target, op) <= _loop_per_mma(theirs, target, op)
@@ -386,3 +425,66 @@ def test_scales_in_other_layouts(arch, how):
         "broadcast": (np.repeat(sa[:, :1], 2, 1), sb),
         "constant": (np.full((128, 2), 0.5), np.full((2, 64), 4.0))}[how]
     _check(c, a, np.asarray(want_sa, np.float64), b, np.asarray(want_sb, np.float64), 32)
+
+
+RING = """
+@launch(reqntid = (192, 1, 1))
+kernel mms(a: Array[f8e4m3, 2], sa: Array[ue8m0, 2], b: Array[TB, 2], sb: Array[ue8m0, 2],
+           c: Array[f32, 2]) {
+    let m = bid(0);
+    let n = bid(1);
+    var acc = zeros((128, BN), f32);
+    for k in range(num_tiles(a, axis = 1, shape = (128, BK))) {
+        let ta = load(a, index = (m, k), shape = (128, BK), padding = 0);
+        let ts = load(sa, index = (m, k), shape = (128, floordiv(BK, 32)), padding = 0);
+        let tb = load(b, index = (k, n), shape = (BK, BN), padding = 0);
+        let us = load(sb, index = (k, n), shape = (floordiv(BK, 32), BN), padding = 0);
+        acc = mma_scaled(ta, ts, tb, us, acc);
+    }
+    store(c, index = (m, n), tile = acc);
+}
+"""
+
+
+@pytest.mark.parametrize("bn,bk,tb,k", [(128, 128, "f8e4m3", 416), (64, 64, "f8e5m2", 224),
+                                        (32, 32, "f8e4m3", 96), (128, 128, "f8e4m3", 512),
+                                        (64, 64, "f8e4m3", 512)])
+def test_block_scaled_tcgen05_ring_on_the_emulator(bn, bk, tb, k):
+    """sm_100a, 192 threads: the warp-specialized ring (plan/loops.py R12) with TMA copies
+    of the operands, the scales staged by the producer warp and copied into tensor memory by
+    tcgen05.cp, more iterations than stages (K = 416: 4 iterations of 128, the last ragged;
+    K = 96 in 3 of 32), N from 32 to 128 (a 128 x 256 f32 accumulator is more registers
+    than four epilogue warps have: E0783); ragged M and N (two blocks each way). K = 512:
+    rows of a_scale 16 bytes, so A's scales of a row load as one u32 (BK 128) or u16 (BK 64)
+    (tcgen05_scaled_ring._tile_words), else byte by byte."""
+    src = RING.replace("BN", str(bn)).replace("BK", str(bk)).replace("TB", tb)
+    mod = tilelang.compile(src, arch="sm_100a", backend="emulator", cache=False)
+    rng = np.random.default_rng(bn + bk)
+    m, n = 200, bn + 16
+    a, b = _elements(rng, (m, k), "f8e4m3"), _elements(rng, (k, n), tb)
+    sa, sb = _scales(rng, (m, k // 32), "ue8m0"), _scales(rng, (k // 32, n), "ue8m0")
+    c = np.zeros((m, n), np.float32)
+    mod.mms[(2, 2)](a, sa, b, sb, c)
+    _check(c, a, sa, b, sb, 32)
+
+
+@pytest.mark.parametrize("ta,tb,four,six", [("f4e2m1", "f6e2m3", 8, 16),
+                                            ("f6e3m2", "f8e4m3", 0, 8),
+                                            ("f8e4m3", "f4e2m1", 16, 0)])
+def test_f6_f4_in_8_bit_containers_on_sm_120a(ta, tb, four, six):
+    """sm_120a multiplies f6/f4 operands (mixed with f8 or not) on the block-scaled mma.sync:
+    the instruction names both types, and each fragment register of a 4-bit operand is
+    shifted left by 2 and masked (e2m1 in bits 2-5 of each byte), a 6-bit one masked (bits
+    0-5): per K step of 64 in the 64 x 32 kernel, 8 A and 16 B fragment registers (LLVM
+    computes each conversion once)."""
+    from tilelang.driver import compile_source
+    from tilelang.options import CompileOptions
+    name = {"f8e4m3": "e4m3", "f6e2m3": "e2m3", "f6e3m2": "e3m2", "f4e2m1": "e2m1"}
+    src = KERNEL.replace("TA", ta).replace("TB", tb).replace("TS", "ue8m0").replace("V", "32")
+    ptx = compile_source(src, "t.tile", CompileOptions(target="sm_120a"), until="ptx").ptx
+    instr = (f"mma.sync.aligned.m16n8k32.row.col.kind::mxf8f6f4.block_scale.scale_vec::1X"
+             f".f32.{name[ta]}.{name[tb]}.f32.ue8m0")
+    assert ptx.count(instr) == 8
+    assert "bf16" not in ptx
+    assert ptx.count("1010580540") == four          # 0x3C3C3C3C
+    assert ptx.count("1061109567") == six           # 0x3F3F3F3F

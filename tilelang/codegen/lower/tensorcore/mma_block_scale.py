@@ -21,6 +21,8 @@ from tilelang.codegen.emit.kernel import I32, KernelEmitter, TileVal
 from tilelang.codegen.plan.scaled import ScaledForm
 
 F32 = ir.FloatType()
+# (left shift, mask) of four one-per-byte elements into 8-bit containers
+_CONTAINER = {"e2m1": (2, 0x3C3C3C3C), "e2m3": (0, 0x3F3F3F3F), "e3m2": (0, 0x3F3F3F3F)}
 
 
 def _c(v: int) -> ir.Constant:
@@ -82,6 +84,17 @@ class BlockScaledMma:
             self._b[key] = self._byte(self.sb, self.kern.builder.add(self.b_base, _c(off)))
         return self._b[key]
 
+    def _contain(self, regs: list, kind: str) -> list:
+        """Fragment registers (four elements one per byte, Tile's image) in the instruction's
+        8-bit containers: e2m1 in bits 2-5, the 6-bit types in bits 0-5 (PTX ISA, mma's
+        kind::f8f6f4 operands; a stray high bit of a byte is cleared either way)."""
+        shift, mask = _CONTAINER.get(kind, (0, None))
+        if mask is None:
+            return list(regs)
+        b = self.kern.builder
+        return [b.and_(b.shl(r, _c(shift)) if shift else r, _c(mask)) for r in regs]
+
     def call(self, afr: list, bfr: list, c: list, mi: int, ni: int, k0: int) -> ir.Value:
         sa, sb = self._scale_a(mi, k0), self._scale_b(ni, k0)
+        afr, bfr = self._contain(afr, self.form.a), self._contain(bfr, self.form.b)
         return self.kern.builder.call(self.asm, [*afr, *bfr, *c, sa, sb])

@@ -23,8 +23,9 @@ from __future__ import annotations
 import llvmlite.ir as ir
 
 from tilelang.codegen.emit.kernel import I32, I64, KernelEmitter, TileVal
-from tilelang.codegen.lower.tensorcore import (mma_sync, pipe_loop, tcgen05_tmem as tmem,
-                                               tma_load)
+from tilelang.codegen.lower.tensorcore import (mma_sync, pipe_loop, tcgen05_scaled_ring,
+                                               tcgen05_tmem as tmem, tma_load)
+from tilelang.codegen.lower.tensorcore.tcgen05_scaled_ring import SCALE_ARRIVALS
 from tilelang.codegen.lower.tensorcore.cp_async import _c64
 from tilelang.codegen.lower.tensorcore.mma_epilogue import remember_acc_layout
 from tilelang.codegen.lower.tensorcore.mma_plan import to_layout
@@ -117,7 +118,11 @@ class Tc5Ring:
 
     def mmas(self, slot) -> None:
         """The issuing thread's MMAs of the stage at byte offset `slot`, committed to its
-        empty mbarrier (it completes when they are done reading the stage)."""
+        empty mbarrier (it completes when they are done reading the stage); a block-scaled
+        ring's copy their scales into TMEM first (tcgen05_scaled_ring.py)."""
+        if self.lp.scales:
+            tcgen05_scaled_ring.mmas(self, slot)
+            return
         image = self.kern.builder.add(self.base, slot)
         issue_mmas(self.kern, self.da, self.db, self.idesc, self.kern.tmem.address, image,
                    b_offset=self.offs[1], k=self.k, kstep=self.lp.plan.tc5.k,
@@ -142,6 +147,7 @@ def ring_setup(kern: KernelEmitter, op, lp, extra_bars: int = 0) -> Tc5Ring:
     ivt = kern.tile(op.start).dtype
     init = to_layout(kern, kern.tile(op.init[0]), plan.acc)
     stage_bytes, offs, sops = ring_images(lp, form.itemsize)
+    stage_bytes += lp.scale_bytes       # a block-scaled ring's scale tiles (R12)
     rank = None
     if lp.pair:                         # this CTA's image of B: half of its panels along N
         rank = tma_load._asm(kern, "mov.u32 $0, %cluster_ctarank;", [], "=r", I32)
@@ -168,14 +174,15 @@ def ring_setup(kern: KernelEmitter, op, lp, extra_bars: int = 0) -> Tc5Ring:
 
 def init_bars(ring: Tc5Ring) -> None:
     """Thread 0 initializes full[s] and empty[s] (count 1 each: the issuing thread's
-    expect_tx, the MMAs' commit; a CTA pair's full[s] counts both CTAs' expect_tx)."""
+    expect_tx, the MMAs' commit; a CTA pair's full[s] counts both CTAs' expect_tx, a
+    block-scaled ring's the producer lanes' arrivals after their scale stores too)."""
     kern, b = ring.kern, ring.kern.builder
     S = ring.lp.stages
 
     def init():
         for i in range(2 * S):
-            tma_load.mbarrier_init(kern, b.add(ring.bars, _c(8 * i)),
-                                   2 if ring.pair and i < S else 1)
+            full = 2 if ring.pair else 1 + (SCALE_ARRIVALS if ring.lp.scales else 0)
+            tma_load.mbarrier_init(kern, b.add(ring.bars, _c(8 * i)), full if i < S else 1)
         if ring.pair:                   # the other CTA arrives on them, its copies complete
             tmem.void(kern, "fence.mbarrier_init.release.cluster;")
     pipe_loop.on_thread0(kern, "tc5.ring.init", init)

@@ -76,24 +76,30 @@ def write(kern: KernelEmitter, plan: TensorCorePlan, scales, bases, quarter: ir.
     tmem.void(kern, "tcgen05.wait::st.sync.aligned;")
 
 
-def instr_descriptor(plan: TensorCorePlan, k_step: int) -> int:
+def instr_descriptor(plan: TensorCorePlan, k_step: int, a_mn: bool = False,
+                     b_mn: bool = False) -> int:
     """The kind::mxf8f6f4 instruction descriptor (PTX ISA, tcgen05 "Instruction descriptor"):
-    B's scale byte (bits 4-5), A and B types (7-9, 10-12: e4m3 0, e5m2 1), K-major operands
-    (15, 16 clear), N >> 3 (17-22), ue8m0 scales (23), M >> 4 (24-28), A's scale byte
-    (29-30); k-step j reads byte j of each scale word."""
+    B's scale byte (bits 4-5), A and B types (7-9, 10-12: e4m3 0, e5m2 1), A / B MN-major
+    (15, 16: a ring's TMA image of a row-major B), N >> 3 (17-22), ue8m0 scales (23), M >> 4
+    (24-28), A's scale byte (29-30); k-step j reads byte j of each scale word."""
     f, t = plan.scaled, plan.tc5
-    return k_step << 4 | _TYPE[f.a] << 7 | _TYPE[f.b] << 10 | (t.n >> 3) << 17 | 1 << 23 | \
-        (t.m >> 4) << 24 | k_step << 29
+    return k_step << 4 | _TYPE[f.a] << 7 | _TYPE[f.b] << 10 | int(a_mn) << 15 | \
+        int(b_mn) << 16 | (t.n >> 3) << 17 | 1 << 23 | (t.m >> 4) << 24 | k_step << 29
 
 
 def issue(kern: KernelEmitter, plan: TensorCorePlan, da, db, taddr: ir.Value,
-          image: ir.Value, *, b_offset: int, k: int) -> None:
+          image: ir.Value, *, b_offset: int, k: int, scale_cols=None) -> None:
     """The issuing thread's block-scaled tcgen05.mma per k-step of 32 (the caller commits
-    them; lower/tensorcore/tcgen05_product.issue_mmas is the unscaled twin)."""
+    them; lower/tensorcore/tcgen05_product.issue_mmas is the unscaled twin). `scale_cols`:
+    the TMEM addresses of A's and B's scales (a ring's stage: tcgen05_scaled_ring.py), else
+    `columns`'."""
     bld = kern.builder
     f = plan.scaled
-    col_a, col_b = columns(plan)
-    sa, sb = bld.add(taddr, _c(col_a)), bld.add(taddr, _c(col_b))
+    if scale_cols is None:
+        col_a, col_b = columns(plan)
+        sa, sb = bld.add(taddr, _c(col_a)), bld.add(taddr, _c(col_b))
+    else:
+        sa, sb = scale_cols
     starts = (da.base(kern, image), db.base(kern, bld.add(image, _c(b_offset))))
     for j, k0 in enumerate(range(0, k, plan.tc5.k)):
         pa = da.at(kern, starts[0], da.offset(0, 0, k0) >> 4)
@@ -101,4 +107,4 @@ def issue(kern: KernelEmitter, plan: TensorCorePlan, da, db, taddr: ir.Value,
         tmem.void(kern, "{ .reg .pred p; setp.ne.b32 p, 1, 0; "
                         f"tcgen05.mma.cta_group::1.kind::{f.kind}.block_scale"
                         f".scale_vec::{f.scale_vec} [$0], $1, $2, $3, [$4], [$5], p; }}",
-                  [taddr, pa, pb, _c(instr_descriptor(plan, j)), sa, sb], "r,l,l,r,r,r")
+                  [taddr, pa, pb, _c(instr_descriptor(plan, j, da.trans, db.trans)), sa, sb], "r,l,l,r,r,r")

@@ -37,7 +37,8 @@ from __future__ import annotations
 import llvmlite.ir as ir
 
 from tilelang.codegen.emit.kernel import I32, KernelEmitter
-from tilelang.codegen.lower.tensorcore import pipe_loop, tcgen05_tmem as tmem, tma_load
+from tilelang.codegen.lower.tensorcore import (pipe_loop, tcgen05_scaled_ring,
+                                               tcgen05_tmem as tmem, tma_load)
 from tilelang.codegen.lower.tensorcore.tcgen05_pipeline import (Tc5Ring, commit_done,
                                                                 init_bars, invalidate,
                                                                 read_back, ring_setup)
@@ -74,7 +75,11 @@ def emit_specialized(kern: KernelEmitter, op, lp) -> None:
     gone = kern.fn.append_basic_block("tc5.ws.gone")
     b.cbranch(b.icmp_unsigned("<", kern.tid, _c(ISSUER)), producer, mma)
     b.position_at_end(producer)
-    _lead(kern, PRODUCER, gone, lambda: _produce(ring))
+    if lp.scales:                       # every lane stages scales (tcgen05_scaled_ring.py)
+        _produce_scaled(ring)
+        b.branch(gone)
+    else:
+        _lead(kern, PRODUCER, gone, lambda: _produce(ring))
     b.position_at_end(mma)
     if ring.pair:                       # the even CTA's MMA thread issues for both
         issuing = kern.fn.append_basic_block("tc5.ws.pair.mma")
@@ -148,6 +153,21 @@ def _produce(ring: Tc5Ring) -> None:
     iv, slot, par, _, header, exit_ = _ring_loop(ring, "tc5.produce")
     tma_load.wait_parity(kern, ring.empty(slot), b.xor(par, _c(1)))
     ring.copy(iv, 0, slot, valid=ir.Constant(ir.IntType(1), 1))   # the loop's test holds
+    _latch(ring, header, iv, slot, par)
+    b.position_at_end(exit_)
+
+
+def _produce_scaled(ring: Tc5Ring) -> None:
+    """A block-scaled ring's producer (plan/loops.py R12): the whole warp waits for the
+    stage as `_produce` does, its elected lane copies the operands, and every lane then
+    stores its words of the scale tiles and arrives on full[s] (tcgen05_scaled_ring.py)."""
+    kern, b = ring.kern, ring.kern.builder
+    tma_load.hoist(kern, ring.tma)
+    lead = tma_load.issuer(kern, PRODUCER)
+    iv, slot, par, _, header, exit_ = _ring_loop(ring, "tc5.produce")
+    tma_load.wait_parity(kern, ring.empty(slot), b.xor(par, _c(1)))
+    ring.copy(iv, 0, slot, valid=lead)
+    tcgen05_scaled_ring.stage_scales(ring, iv, slot)
     _latch(ring, header, iv, slot, par)
     b.position_at_end(exit_)
 
