@@ -54,9 +54,9 @@ Rules:
      sm_120, the portable target, keeps cp.async, so its PTX runs on later GPUs unchanged.
   R9 a tcgen05 ring that is not specialized nor nested, the kernel's only tcgen05 product,
      in a cluster of two CTAs along x (M) whose B tile is the same for both (R4's sharing
-     along x) and lies in an even number of panels along N, runs on the CTA pair
-     (lower/tensorcore/tcgen05_pair.py: cta_group::2, M = 256, each CTA copying its A rows
-     and half of B's panels).
+     along x) and lies in an even number of panels along N (or is K-major, N a multiple of
+     16), runs on the CTA pair (lower/tensorcore/tcgen05_pair.py: cta_group::2, M = 256,
+     each CTA copying its A rows and half of B's panels, or of a K-major B's rows).
 """
 
 from __future__ import annotations
@@ -767,7 +767,10 @@ def _tc5_pair(inputs: PlanInputs, products: ProductsPlan, op: ForOp, lp: LoopPla
     itemsize = lp.plan.form.itemsize
     n = lp.operands[1].op.result.type.shape[-1]
     span = image_span(n, itemsize)
-    if lp.axes[1] != 1 or span <= 0 or (n * itemsize // span) % 2:
+    if lp.axes[1] == 0:                 # K-major (tf32, 8-bit): half the rows of each panel
+        return (True, "") if n % 16 == 0 else \
+            (False, "B's tile is not a multiple of 16 rows along N")
+    if span <= 0 or (n * itemsize // span) % 2:
         return False, "B's tile is not an even number of panels along N"
     return True, ""
 
