@@ -6,8 +6,10 @@ rule for tf32 and 8-bit operands, as on mma.sync and wgmma: an operand stored al
 staged through registers into a K-major image).
 
 Results are the emulator's (its tcgen05.mma decodes the instruction descriptor's type codes,
-the descriptors and TMEM on its own, and tf32, e4m3 and e5m2 with its own decoders) against
-NumPy computed independently:
+the descriptors and TMEM on its own, and tf32, e4m3 and e5m2 with its own decoders; Triton's
+own tf32, i8 and e4m3 kernels judge that reading: tests/emulator/test_emu_triton_blackwell.py,
+and Triton 3.9's K-major kernels of benchmarks/triton_ref/gen_kinds_matmul_ptx.py carry the
+same instruction descriptors as Tile's) against NumPy computed independently:
 
 * integer products are exact: i8 x i8, u8 x u8 and the mixes against int64 NumPy, equal;
 * f8: multiples of 1/8 in [-1, 1] are exact in both formats and every partial sum of their
@@ -37,8 +39,9 @@ import pytest
 from tilelang.sema.types import round_to_tf32
 from wgmma_support import compile_for, run
 
-NP = {"f16": np.float16, "tf32": np.float32, "f8e4m3": ml_dtypes.float8_e4m3fn, "f8e5m2": ml_dtypes.float8_e5m2,
-      "i8": np.int8, "u8": np.uint8, "f32": np.float32, "i32": np.int32}
+NP = {"f16": np.float16, "tf32": np.float32, "f8e4m3": ml_dtypes.float8_e4m3fn,
+      "f8e5m2": ml_dtypes.float8_e5m2, "i8": np.int8, "u8": np.uint8, "f32": np.float32,
+      "i32": np.int32}
 # (A, B, accumulator) -> the kind, its K per instruction, A's and B's idesc type codes
 KINDS = {("tf32", "tf32", "f32"): ("tf32", 8, 2, 2),
          ("f8e4m3", "f8e4m3", "f32"): ("f8f6f4", 32, 0, 0),
@@ -330,6 +333,25 @@ def test_k_not_a_multiple_of_the_step_stays_on_mma_sync(tmp_path):
     text = _plan(tmp_path, source(("tf32", "tf32", "f32")).replace(
         "const BK: i32 = 128", "const BK: i32 = 8"))
     assert "tcgen05 kind::tf32 m128n128k8: 1 instruction(s) per product" in text, text
+
+
+@pytest.mark.parametrize("types", [("tf32", "tf32", "f32"), ("f8e4m3", "f8e5m2", "f32"),
+                                   ("i8", "i8", "i32")], ids=["tf32", "e4m3-e5m2", "i8"])
+@pytest.mark.parametrize("threads", [128, 192])
+def test_cubin_has_no_local_memory(types, threads):
+    from tilelang import nvjitlink as lib
+    try:
+        lib.library()
+    except lib.NvJitLinkUnavailable:
+        pytest.skip("nvJitLink is not installed")
+    arrays = {"a": np.zeros((256, 256), NP[types[0]]), "bt": np.zeros((256, 256), NP[types[1]]),
+              "c": np.zeros((256, 256), NP[types[2]])}
+    res = compile_for(source(types, threads=threads), "mm", {k: _bits(v) for k, v in
+                                                              arrays.items()},
+                      target="sm_100a", defines={"BK": row128(types)}, until="cubin")
+    assert res.link.backend == "nvjitlink" and TMA_LOAD in res.ptx
+    (r,) = res.link.resources.values()
+    assert (r.spill_stores, r.spill_loads, r.stack_frame) == (0, 0, 0)
 
 
 @pytest.mark.slow
