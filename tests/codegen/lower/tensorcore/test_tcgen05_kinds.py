@@ -335,6 +335,45 @@ def test_k_not_a_multiple_of_the_step_stays_on_mma_sync(tmp_path):
     assert "tcgen05 kind::tf32 m128n128k8: 1 instruction(s) per product" in text, text
 
 
+# examples/matmul_persistent.tile's loops over output tiles with a K-major B: the ring
+# inside carries its stage and phase from one tile to the next
+PERSISTENT = """
+@launch(reqntid = (128, 1, 1))
+kernel mmp(a: Array[TA, 2], bt: Array[TB, 2], c: Array[TC, 2], const BK: i32 = 128) {
+    let num_m = num_tiles(a, axis = 0, shape = (128, BK));
+    let num_n = num_tiles(bt, axis = 0, shape = (128, BK));
+    for t in range(bid(0), num_m * num_n, num_blocks(0)) {
+        let m = floordiv(t, num_n);
+        let n = t % num_n;
+        var acc = zeros((128, 128), TC);
+        for k in range(num_tiles(a, axis = 1, shape = (128, BK))) {
+            let ta = load(a, index = (m, k), shape = (128, BK), padding = 0);
+            let tb = load(bt, index = (k, n), shape = (BK, 128), order = (1, 0), padding = 0);
+            acc = mma(ta, tb, acc);
+        }
+        store(c, index = (m, n), tile = acc);
+    }
+}
+"""
+
+
+@pytest.mark.parametrize("types", [("u8", "i8", "i32"), ("tf32", "tf32", "f32")],
+                         ids=["u8-i8", "tf32"])
+def test_persistent_ring(types):
+    # six output tiles on two blocks, each K loop of three iterations (tf32: ten) in a ring
+    # of three stages carried across tiles
+    rng = np.random.default_rng(43)
+    M, N, K = 300, 200, 320 if types[0] != "tf32" else 304
+    a, bt = operand(rng, types[0], (M, K), False), operand(rng, types[1], (N, K), False)
+    c = np.zeros((M, N), NP[types[2]])
+    res, rep = run(source(types, PERSISTENT), "mmp", {"a": _bits(a), "bt": _bits(bt), "c": c},
+                   (2,), target="sm_100a", defines={"BK": row128(types)}, race_check=True)
+    assert rep.race_check == "checked: no shared-memory race"
+    assert TMA_LOAD in res.ptx and res.ptx.count("tcgen05.alloc.") == 1
+    assert all(f"kind::{KINDS[types][0]} " in x for x in mma_lines(res.ptx))
+    check(c, a, bt.T, types, False)
+
+
 @pytest.mark.parametrize("types", [("tf32", "tf32", "f32"), ("f8e4m3", "f8e5m2", "f32"),
                                    ("i8", "i8", "i32")], ids=["tf32", "e4m3-e5m2", "i8"])
 @pytest.mark.parametrize("threads", [128, 192])
