@@ -36,7 +36,8 @@ A third table compares the other dense tcgen05 kinds on sm_100a (tf32 into f32, 
 f32, i8 into i32) with Triton's `tl.dot` of the same dtypes (benchmarks/triton_ref/
 gen_kinds_matmul_ptx.py: A (M, K) and B stored (N, K), both K-major through tensor
 descriptors, 4 warps, 3 stages) at 128 x 128 x BK, BK one 128-byte row (32 tf32, 128 8-bit
-elements): Tile's kernel of the same shape (`KINDS_SRC`, A and B loaded along K) at 128 threads
+elements; row f8e4m3-kn: B stored (K, N), MN-major on both sides): Tile's kernel of the same
+shape (`KINDS_SRC`, A and B loaded along K, or B along N) at 128 threads
 (the single-issuer ring) and 192 (warp-specialized: the MMA warp's loop). SASS per K-step: the
 loop with the most tcgen05 MMAs (UTCHMMA, UTCQMMA or UTCIMMA), its instructions per BK.
 
@@ -139,7 +140,8 @@ print(json.dumps(out))
 '''
 
 # the dense kinds of the third table: Tile's dtypes (A = B, accumulator), BK (128-byte rows)
-KINDS = {"tf32": ("tf32", "f32", 32), "f8e4m3": ("f8e4m3", "f32", 128), "i8": ("i8", "i32", 128)}
+KINDS = {"tf32": ("tf32", "f32", 32), "f8e4m3": ("f8e4m3", "f32", 128), "i8": ("i8", "i32", 128),
+         "f8e4m3-kn": ("f8e4m3", "f32", 128)}     # B stored (K, N): an MN-major image
 KINDS_SRC = """
 @launch(reqntid = (THREADS, 1, 1))
 kernel mm(a: Array[T, 2], bt: Array[T, 2], c: Array[ACC, 2], const BK: i32 = 128) {
@@ -259,11 +261,16 @@ def kinds_tile_builds() -> list[tuple]:
         for threads in (128, 192):
             text = KINDS_SRC.replace("THREADS", str(threads)).replace("ACC", acc) \
                 .replace("T,", f"{t},").replace("const BK: i32 = 128", f"const BK: i32 = {bk}")
+            if kind.endswith("-kn"):
+                text = text.replace("bt: Array", "b: Array").replace(
+                    "load(bt, index = (k, n), shape = (BK, 128), order = (1, 0),",
+                    "load(b, index = (k, n), shape = (BK, 128),")
             res = compile_source(text, f"kinds-{kind}.tile", CompileOptions(target="sm_100a"),
                                  until="ptx")
             assert res.ok, render_all(res.diagnostics)
             k = res.codegen.kernels[0]
-            how = f"{kind} K-major, {threads} threads: " + (
+            major = "B (K, N) MN-major" if kind.endswith("-kn") else "K-major"
+            how = f"{kind[:6] if kind.endswith('-kn') else kind} {major}, {threads} threads: " + (
                 "warp-specialized tcgen05 ring; the MMA warp's loop" if threads == 192 else
                 "tcgen05 ring, one issuing thread")
             out.append((Build("sm_100a", "Tile", how, res.ptx,
@@ -282,7 +289,8 @@ def kinds_triton_builds(py: str) -> list[tuple]:
             raise RuntimeError(f"Triton failed:\n{proc.stderr[-3000:]}")
         info = json.loads(proc.stdout.strip().splitlines()[-1])
         return [(Build("sm_100a", f"Triton {info['triton']}",
-                       f"{kind} K-major, tl.dot, tensor descriptors, 3 stages",
+                       ("B (K, N), " if kind.endswith("-kn") else f"{kind} K-major, ")
+                       + "tl.dot, tensor descriptors, 3 stages",
                        (Path(d) / f"{kind}.ptx").read_text(), info["shared"][kind]), kind, bk)
                 for kind, (_, _, bk) in KINDS.items()]
 

@@ -71,6 +71,7 @@ from tilelang.codegen.plan.inputs import PlanInputs
 from tilelang.codegen.plan.access import tile_indexed
 from tilelang.codegen.plan.operands import DeferredLoad, async_axis, is_pure_scalar
 from tilelang.codegen.plan.products import ProductsPlan
+from tilelang.codegen.plan.tensor_cores import tc5_mn
 from tilelang.ir.args import arg_values
 from tilelang.ir.ops import (Block, BreakOp, BuiltinOp, ConstantOp, ContinueOp, ForOp,
                              ReturnOp, WhileOp, YieldOp, walk)
@@ -103,9 +104,11 @@ def image_span(extent: int, itemsize: int) -> int:
     return 0
 
 
-def deferred_cax(kern, d: DeferredLoad, k_axis: int, itemsize: int) -> int | None:
-    """The contiguous axis a deferred load can be copied along into a wgmma image, if any."""
-    cax = async_axis(kern, d, k_axis, itemsize)
+def deferred_cax(kern, d: DeferredLoad, k_axis: int, itemsize: int,
+                 transposes: bool | None = None) -> int | None:
+    """The contiguous axis a deferred load can be copied along into a wgmma (or tcgen05)
+    image, if any (`transposes`: as async_axis)."""
+    cax = async_axis(kern, d, k_axis, itemsize, transposes)
     if cax is None:
         return None
     return cax if image_span(d.shape[cax], itemsize) > 0 else None
@@ -374,7 +377,8 @@ def _pipelined(kern, products: ProductsPlan, op: ForOp) -> tuple[LoopPlan | None
     ops = (DeferredLoad(loads[a.id]), DeferredLoad(loads[b.id]))
     images = plan.wg is not None or plan.tc5 is not None     # swizzled, 1024-byte aligned
     if images:
-        axes = tuple(deferred_cax(kern, d, k_axis, plan.form.itemsize)
+        mn = tc5_mn(plan.form.itemsize) if plan.tc5 is not None else None
+        axes = tuple(deferred_cax(kern, d, k_axis, plan.form.itemsize, mn)
                      for d, k_axis in zip(ops, (rank - 1, rank - 2)))
     else:
         axes = tuple(async_axis(kern, d, k_axis, plan.form.itemsize)

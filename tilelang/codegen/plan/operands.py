@@ -190,9 +190,12 @@ def _shared(uses: Mapping[int, int], ops: list, pos: dict[int, int]) -> dict:
     return out
 
 
-def async_axis(kern, d: DeferredLoad, k_axis: int, itemsize: int) -> int | None:
+def async_axis(kern, d: DeferredLoad, k_axis: int, itemsize: int,
+               transposes: bool | None = None) -> int | None:
     """The tile axis that is contiguous in memory if `d` can be copied with 16-byte
-    cp.async into a smem image with that axis as rows, else None."""
+    cp.async into a smem image with that axis as rows, else None. `transposes`: the
+    instruction reads an image whose rows run along M/N (default: 16-bit types only, as
+    ldmatrix.trans and wgmma do; tcgen05 also reads 8-bit ones: tensor_cores.tc5_mn)."""
     args = d.op.arg_map
     arr = kern.array(args["A"])
     rank = arr.rank
@@ -211,7 +214,7 @@ def async_axis(kern, d: DeferredLoad, k_axis: int, itemsize: int) -> int | None:
     cax = next((ax for ax in range(vr) if d.load_axis(ax) == lcax), None)
     if cax not in (vr - 1, vr - 2):
         return None
-    if itemsize != 2 and cax != k_axis:
+    if cax != k_axis and not (itemsize == 2 if transposes is None else transposes):
         return None
     if shape[cax] * itemsize < 32:
         return None

@@ -1,9 +1,10 @@
 """The dense tcgen05 kinds beside f16/bf16 on sm_100a (docs/codegen.md, "sm_100a"): tf32
 operands (`kind::tf32`, K = 8 a step), f8e4m3 / f8e5m2 mixed or not (`kind::f8f6f4`, K = 32)
 into f32, and i8 / u8 mixed or not (`kind::i8`, K = 32) into i32, each with its operand type
-codes and D type in the instruction descriptor and K-major operand images (the language's
-rule for tf32 and 8-bit operands, as on mma.sync and wgmma: an operand stored along M/N is
-staged through registers into a K-major image).
+codes and D type in the instruction descriptor; tf32 operand images are K-major (as on
+mma.sync and wgmma: an operand stored along M/N is staged through registers into a K-major
+image), 8-bit ones K-major or MN-major (the descriptor's transpose bits, as Triton's sm_100a
+kernels read an f8 or i8 B stored (K, N)).
 
 Results are the emulator's (its tcgen05.mma decodes the instruction descriptor's type codes,
 the descriptors and TMEM on its own, and tf32, e4m3 and e5m2 with its own decoders; Triton's
@@ -228,6 +229,52 @@ def test_warp_specialized_ring(types):
     res = ring(types, 130, 256, 208, threads=192, seed=11)
     assert ".reqntid 192, 1, 1" in res.ptx and TMA_LOAD in res.ptx
     assert all(f"kind::{KINDS[types][0]} " in x for x in mma_lines(res.ptx))
+
+
+# examples/matmul.tile's shape: B stored (K, N), its image MN-major (8-bit types: the
+# instruction descriptor's transpose bit for B; tf32 operands have no MN-major image)
+ROW_B = """
+@launch(reqntid = (THREADS, 1, 1))
+kernel mmb(a: Array[TA, 2], b: Array[TB, 2], c: Array[TC, 2], const BK: i32 = 128) {
+    let m = bid(0);
+    let n = bid(1);
+    var acc = zeros((128, 128), TC);
+    for k in range(num_tiles(a, axis = 1, shape = (128, BK))) {
+        let ta = load(a, index = (m, k), shape = (128, BK), padding = 0);
+        let tb = load(b, index = (k, n), shape = (BK, 128), padding = 0);
+        acc = mma(ta, tb, acc);
+    }
+    store(c, index = (m, n), tile = acc);
+}
+"""
+ROW_B_TYPES = [("f8e4m3", "f8e5m2", "f32"), ("i8", "u8", "i32")]
+
+
+@pytest.mark.parametrize("threads,tma", [(128, None), (192, None), (128, False)],
+                         ids=["ring", "warp-specialized", "cp.async"])
+@pytest.mark.parametrize("types", ROW_B_TYPES, ids=["e4m3-e5m2", "i8-u8"])
+def test_mn_major_b_of_8_bit_types(types, threads, tma):
+    # B (K, N) is copied straight into an MN-major image (TMA or cp.async), no registers;
+    # ragged on every side
+    rng = np.random.default_rng(47)
+    M, N, K = 200, 144, 304
+    a, b = operand(rng, types[0], (M, K), False), operand(rng, types[1], (K, N), False)
+    c = np.zeros((M, N), NP[types[2]])
+    res, rep = run(source(types, ROW_B, threads), "mmb", {"a": _bits(a), "b": _bits(b), "c": c},
+                   (2, 2), target="sm_100a", race_check=True, tma=tma)
+    assert rep.race_check == "checked: no shared-memory race"
+    assert (TMA_LOAD in res.ptx) == (tma is None) and ("cp.async.cg" in res.ptx) == (tma is False)
+    # the transpose bit of B (16) in the instruction descriptor
+    assert re.search(rf"\b{idesc(types, 128, 128) | 1 << 16}\b", res.ptx)
+    assert all(f"kind::{KINDS[types][0]} " in x for x in mma_lines(res.ptx))
+    check(c, a, b, types, False)
+
+
+def test_tf32_b_stored_along_n_is_staged_k_major(tmp_path):
+    text = _plan(tmp_path, source(("tf32", "tf32", "f32"), ROW_B, 128).replace(
+        "const BK: i32 = 128", "const BK: i32 = 32"))
+    assert "tcgen05 kind::tf32" in text
+    assert "not pipelined: an operand cannot be copied into its image" in text, text
 
 
 PAIR = [("tf32", "tf32", "f32"), ("f8e4m3", "f8e5m2", "f32"), ("u8", "i8", "i32"),
