@@ -43,6 +43,15 @@ with the fewest instructions per UTCHMMA, its K-steps its UTCHMMA over BK / 16 (
 K-step covers 256 rows of C); copy loop: the loop with UTMALDG and no UTCHMMA, its K-steps
 its expect-tx arrivals (`SYNCS.ARRIVE.TRANS64`, one a stage).
 
+A fourth table compares the other dense tcgen05 kinds on sm_100a (tf32 into f32, f8e4m3 into
+f32, i8 into i32) with Triton's `tl.dot` of the same dtypes (benchmarks/triton_ref/
+gen_kinds_matmul_ptx.py: A (M, K) and B stored (N, K), both K-major through tensor
+descriptors, 4 warps, 3 stages) at 128 x 128 x BK, BK one 128-byte row (32 tf32, 128 8-bit
+elements; row f8e4m3-kn: B stored (K, N), MN-major on both sides): Tile's kernel of the same
+shape (`KINDS_SRC`, A and B loaded along K, or B along N) at 128 threads
+(the single-issuer ring) and 192 (warp-specialized: the MMA warp's loop). SASS per K-step: the
+loop with the most tcgen05 MMAs (UTCHMMA, UTCQMMA or UTCIMMA), its instructions per BK.
+
 Triton runs in its own Python (`--triton-python`, else $TRITON_PYTHON, else
 /tmp/tritonenv/bin/python, else this Python when it imports triton); without one its rows
 are left out with a note. The table goes to benchmarks/results/blackwell-static-<date>-cpu.md
@@ -162,6 +171,43 @@ RING = "sm_100a-ring"       # the example's sm_100a defaults: the warp-specializ
 SCALED_MMA = {"QMMA": 32, "UTCHMMA": 16, "UTCQMMA": 32}    # K of one instruction
 
 
+TRITON_KINDS = r'''
+import json, os, sys, tempfile
+os.environ.setdefault("TRITON_CACHE_DIR", tempfile.mkdtemp(prefix="triton-cache-"))
+os.environ.setdefault("TRITON_DISABLE_LINE_INFO", "1")
+os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
+sys.path.insert(0, sys.argv[2])
+import triton
+from gen_kinds_matmul_ptx import compile_kind
+out = {"triton": triton.__version__, "shared": {}}
+for kind in json.loads(sys.argv[3]):
+    k = compile_kind(kind, arch=100)
+    with open(os.path.join(sys.argv[1], kind + ".ptx"), "w") as f:
+        f.write(k.asm["ptx"])
+    out["shared"][kind] = k.metadata.shared
+print(json.dumps(out))
+'''
+
+# the dense kinds of the third table: Tile's dtypes (A = B, accumulator), BK (128-byte rows)
+KINDS = {"tf32": ("tf32", "f32", 32), "f8e4m3": ("f8e4m3", "f32", 128), "i8": ("i8", "i32", 128),
+         "f8e4m3-kn": ("f8e4m3", "f32", 128)}     # B stored (K, N): an MN-major image
+KINDS_SRC = """
+@launch(reqntid = (THREADS, 1, 1))
+kernel mm(a: Array[T, 2], bt: Array[T, 2], c: Array[ACC, 2], const BK: i32 = 128) {
+    let m = bid(0);
+    let n = bid(1);
+    var acc = zeros((128, 128), ACC);
+    for k in range(num_tiles(a, axis = 1, shape = (128, BK))) {
+        let ta = load(a, index = (m, k), shape = (128, BK), padding = 0);
+        let tb = load(bt, index = (k, n), shape = (BK, 128), order = (1, 0), padding = 0);
+        acc = mma(ta, tb, acc);
+    }
+    store(c, index = (m, n), tile = acc);
+}
+"""
+TC5_MMA = ("UTCHMMA", "UTCQMMA", "UTCIMMA")
+
+
 @dataclass(frozen=True)
 class Build:
     target: str
@@ -270,6 +316,78 @@ def scaled_triton_builds(py: str) -> list[tuple]:
             out.append((Build(t, f"Triton {info['triton']}", how, ptx,
                               info["shared"][n]), (bm, bn, bk)))
     return out
+
+
+def kinds_tile_builds() -> list[tuple]:
+    """(Build, BK) of KINDS_SRC for each kind at 128 and 192 threads."""
+    out = []
+    for kind, (t, acc, bk) in KINDS.items():
+        for threads in (128, 192):
+            text = KINDS_SRC.replace("THREADS", str(threads)).replace("ACC", acc) \
+                .replace("T,", f"{t},").replace("const BK: i32 = 128", f"const BK: i32 = {bk}")
+            if kind.endswith("-kn"):
+                text = text.replace("bt: Array", "b: Array").replace(
+                    "load(bt, index = (k, n), shape = (BK, 128), order = (1, 0),",
+                    "load(b, index = (k, n), shape = (BK, 128),")
+            res = compile_source(text, f"kinds-{kind}.tile", CompileOptions(target="sm_100a"),
+                                 until="ptx")
+            assert res.ok, render_all(res.diagnostics)
+            k = res.codegen.kernels[0]
+            major = "B (K, N) MN-major" if kind.endswith("-kn") else "K-major"
+            how = f"{kind[:6] if kind.endswith('-kn') else kind} {major}, {threads} threads: " + (
+                "warp-specialized tcgen05 ring; the MMA warp's loop" if threads == 192 else
+                "tcgen05 ring, one issuing thread")
+            out.append((Build("sm_100a", "Tile", how, res.ptx,
+                              k.static_smem + k.dynamic_smem), kind, bk))
+    return out
+
+
+def kinds_triton_builds(py: str) -> list[tuple]:
+    with tempfile.TemporaryDirectory() as d:
+        script = Path(d) / "gen.py"
+        script.write_text(TRITON_KINDS)
+        proc = subprocess.run([py, str(script), d, str(ROOT / "benchmarks" / "triton_ref"),
+                               json.dumps(list(KINDS))], capture_output=True, text=True,
+                              timeout=600)
+        if proc.returncode:
+            raise RuntimeError(f"Triton failed:\n{proc.stderr[-3000:]}")
+        info = json.loads(proc.stdout.strip().splitlines()[-1])
+        return [(Build("sm_100a", f"Triton {info['triton']}",
+                       ("B (K, N), " if kind.endswith("-kn") else f"{kind} K-major, ")
+                       + "tl.dot, tensor descriptors, 3 stages",
+                       (Path(d) / f"{kind}.ptx").read_text(), info["shared"][kind]), kind, bk)
+                for kind, (_, _, bk) in KINDS.items()]
+
+
+def analyze_kind(b: Build, kind: str) -> dict:
+    """The loop with the most tcgen05 MMAs (innermost on ties); one K-step is BK, 128 bytes
+    of each row: 4 instructions of 32 bytes."""
+    link = link_ptx(b.ptx, get_target(b.target))
+    (name, r), = link.resources.items()
+    instrs = sass.disassemble(link.cubin)[name]
+
+    def mmas(lp):
+        return sum(i.op.split(".")[0] in TC5_MMA for i in lp.instrs)
+    lp = max(sass.loops(instrs), key=lambda x: (mmas(x), -len(x.instrs)))
+    ops = [i.op.split(".")[0] for i in lp.instrs]
+    op = next(o for o in ops if o in TC5_MMA)
+    return {"registers": r.registers, "spills": r.spill_stores + r.spill_loads,
+            "local": sass.summarize(instrs).local, "mma": f"{mmas(lp)} {op}",
+            "tma": ops.count("UTMALDG"), "per_k_step": round(len(ops) / (mmas(lp) / 4), 1),
+            "total": sass.summarize(instrs).total}
+
+
+KINDS_HEAD = ("| kind | BK | compiler | how built | registers | spill bytes | LDL/STL | "
+              "shared KiB | MMA in loop | TMA loads in loop | SASS per K-step | SASS in all |")
+
+
+def kinds_table(rows) -> str:
+    lines = [KINDS_HEAD, "|" + "---|" * 12]
+    for b, kind, bk, m in rows:
+        lines.append(f"| {kind} | {bk} | {b.who} | {b.how} | {m['registers']} | "
+                     f"{m['spills']} | {m['local']} | {b.shared / 1024:.1f} | {m['mma']} | "
+                     f"{m['tma']} | {m['per_k_step']} | {m['total']} |")
+    return "\n".join(lines)
 
 
 def analyze_scaled(b: Build, tile: tuple[int, int, int]) -> dict:
@@ -450,6 +568,7 @@ def main(argv=None) -> int:
     builds = tile_builds()
     scaled = scaled_tile_builds()
     ws = ws_tile_builds()
+    kinds = kinds_tile_builds()
     note = ""
     py = triton_python(args.triton_python)
     if py is None:
@@ -458,15 +577,20 @@ def main(argv=None) -> int:
         builds += triton_builds(py)
         scaled += scaled_triton_builds(py)
         ws.append(ws_triton_build(py))
+        kinds += kinds_triton_builds(py)
     builds.sort(key=lambda b: (TARGETS.index(b.target), b.who != "Tile"))
     rows = [(b, analyze(b)) for b in builds]
     scaled.sort(key=lambda x: (TARGETS.index(x[0].target), x[1], x[0].who != "Tile"))
     srows = [(b, tile, analyze_scaled(b, tile)) for b, tile in scaled]
+    kinds.sort(key=lambda x: (list(KINDS).index(x[1]), x[0].who != "Tile"))
+    krows = [(b, kind, bk, analyze_kind(b, kind)) for b, kind, bk in kinds]
     today = datetime.date.today().isoformat()
     text = (f"# Blackwell static comparison, {today} (no GPU)\n\n{INTRO}\n\n"
             + table(rows) + "\n\n## Block-scaled (MXFP8)\n\n" + scaled_table(srows)
             + "\n\n## Warp-specialized (sm_100a)\n\n"
-            + ws_table([(b, analyze_ws(b)) for b in ws]) + "\n" + note)
+            + ws_table([(b, analyze_ws(b)) for b in ws]) + "\n"
+            + "\n## Dense kinds beside f16 (sm_100a)\n\n" + kinds_table(krows) + "\n"
+            + note)
     out = Path(args.out) if args.out else \
         ROOT / "benchmarks" / "results" / f"blackwell-static-{today}-cpu.md"
     out.write_text(text)

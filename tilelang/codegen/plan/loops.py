@@ -54,9 +54,10 @@ Rules:
      sm_120, the portable target, keeps cp.async, so its PTX runs on later GPUs unchanged.
   R9 a tcgen05 ring that is not nested, the kernel's only tcgen05 product, in a cluster of
      two CTAs along x (M) whose B tile is the same for both (R4's sharing along x) and lies
-     in an even number of panels along N, runs on the CTA pair (cta_group::2, M = 256, each
-     CTA copying its A rows and half of B's panels): lower/tensorcore/tcgen05_pair.py, or
-     tcgen05_ws.py's producer and MMA warps when R5 specializes it.
+     in an even number of panels along N (or is K-major, N a multiple of 16), runs on the CTA
+     pair (cta_group::2, M = 256, each CTA copying its A rows and half of B's panels, or of a
+     K-major B's rows): lower/tensorcore/tcgen05_pair.py, or tcgen05_ws.py's producer and MMA
+     warps when R5 specializes it.
   R11 a loop that is not pipelined keeps its carried tcgen05 accumulator in tensor memory
      (attention's output O, FlashAttention-4's way; plan/tmem_resident.py has the
      conditions, lower/tensorcore/tcgen05_attention.py the lowering).
@@ -81,6 +82,7 @@ from tilelang.codegen.plan.access import tile_indexed
 from tilelang.codegen.plan.operands import DeferredLoad, async_axis, is_pure_scalar
 from tilelang.codegen.plan.products import ProductsPlan
 from tilelang.codegen.plan.tmem_resident import TmemResident, link, resident
+from tilelang.codegen.plan.tensor_cores import tc5_mn
 from tilelang.ir.args import arg_values
 from tilelang.ir.ops import (Block, BreakOp, BuiltinOp, ConstantOp, ContinueOp, ForOp,
                              ReturnOp, WhileOp, YieldOp, walk)
@@ -115,10 +117,10 @@ def image_span(extent: int, itemsize: int) -> int:
 
 
 def deferred_cax(kern, d: DeferredLoad, k_axis: int, itemsize: int,
-                 any_major: bool = False) -> int | None:
-    """The contiguous axis a deferred load can be copied along into a wgmma image, if any
-    (`any_major`: operands.async_axis)."""
-    cax = async_axis(kern, d, k_axis, itemsize, any_major)
+                 transposes: bool | None = None) -> int | None:
+    """The contiguous axis a deferred load can be copied along into a wgmma (or tcgen05)
+    image, if any (`transposes`: as async_axis)."""
+    cax = async_axis(kern, d, k_axis, itemsize, transposes)
     if cax is None:
         return None
     return cax if image_span(d.shape[cax], itemsize) > 0 else None
@@ -403,8 +405,9 @@ def _pipelined(kern, products: ProductsPlan, op: ForOp) -> tuple[LoopPlan | None
     ops = (DeferredLoad(loads[a.id]), DeferredLoad(loads[b.id]))
     images = plan.wg is not None or plan.tc5 is not None     # swizzled, 1024-byte aligned
     if images:
-        # a block-scaled tcgen05 ring's 8-bit images may be MN-major (R12)
-        axes = tuple(deferred_cax(kern, d, k_axis, plan.form.itemsize, bool(scales))
+        # tcgen05 reads MN-major 16- and 8-bit images (a block-scaled ring's too, R12)
+        mn = tc5_mn(plan.form.itemsize) if plan.tc5 is not None else None
+        axes = tuple(deferred_cax(kern, d, k_axis, plan.form.itemsize, mn)
                      for d, k_axis in zip(ops, (rank - 1, rank - 2)))
     else:
         axes = tuple(async_axis(kern, d, k_axis, plan.form.itemsize)
@@ -845,7 +848,10 @@ def _tc5_pair(inputs: PlanInputs, products: ProductsPlan, op: ForOp, lp: LoopPla
     itemsize = lp.plan.form.itemsize
     n = lp.operands[1].op.result.type.shape[-1]
     span = image_span(n, itemsize)
-    if lp.axes[1] != 1 or span <= 0 or (n * itemsize // span) % 2:
+    if lp.axes[1] == 0:                 # K-major (tf32, 8-bit): half the rows of each panel
+        return (True, "") if n % 16 == 0 else \
+            (False, "B's tile is not a multiple of 16 rows along N")
+    if span <= 0 or (n * itemsize // span) % 2:
         return False, "B's tile is not an even number of panels along N"
     return True, ""
 

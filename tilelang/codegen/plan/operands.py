@@ -191,11 +191,11 @@ def _shared(uses: Mapping[int, int], ops: list, pos: dict[int, int]) -> dict:
 
 
 def async_axis(kern, d: DeferredLoad, k_axis: int, itemsize: int,
-               any_major: bool = False) -> int | None:
+               transposes: bool | None = None) -> int | None:
     """The tile axis that is contiguous in memory if `d` can be copied with 16-byte
-    cp.async into a smem image with that axis as rows, else None. Images of other than
-    2-byte elements are K-major (wgmma, ldmatrix) unless `any_major` (tcgen05's 8-bit
-    kinds read MN-major images too)."""
+    cp.async into a smem image with that axis as rows, else None. `transposes`: the
+    instruction reads an image whose rows run along M/N (default: 16-bit types only, as
+    ldmatrix.trans and wgmma do; tcgen05 also reads 8-bit ones: tensor_cores.tc5_mn)."""
     args = d.op.arg_map
     arr = kern.array(args["A"])
     rank = arr.rank
@@ -214,7 +214,7 @@ def async_axis(kern, d: DeferredLoad, k_axis: int, itemsize: int,
     cax = next((ax for ax in range(vr) if d.load_axis(ax) == lcax), None)
     if cax not in (vr - 1, vr - 2):
         return None
-    if itemsize != 2 and cax != k_axis and not any_major:
+    if cax != k_axis and not (itemsize == 2 if transposes is None else transposes):
         return None
     if shape[cax] * itemsize < 32:
         return None

@@ -20,7 +20,7 @@ Rules, in the order they are tried:
      kind::i8), an accumulator of 128 or 64 rows and a power-of-two N of 16 to 256 (one
      instruction of M = 128 or 64 per k-step of 32 bytes of each row: K 16, 8 or 32, its
      accumulator in tensor memory), K a multiple of that step, each operand whole 32-byte
-     panels along K or (16-bit types only: the others' images are K-major) along M/N, and
+     panels along K or (16- and 8-bit types: tc5_mn; tf32 images are K-major) along M/N, and
      a block of exactly four warps (warp w reads TMEM lanes 32w .. 32w + 31 in the
      epilogue) or of those four and two more, a producer and an MMA warp (tc5_ws_block:
      plan/loops.py R5 specializes the ring); anything else runs on mma.sync.
@@ -77,6 +77,13 @@ TC5_WS_THREADS = TC5_THREADS + 64   # and a producer warp and an MMA warp after 
 SCALED_RING_STAGES = 4      # a block-scaled ring's deepest (plan/loops.MAX_STAGES): its TMEM
 
 
+def tc5_mn(itemsize: int) -> bool:
+    """tcgen05 reads MN-major images (the instruction descriptor's transpose bits) of 16- and
+    8-bit operands (Triton 3.9's sm_100a matmuls read an MN-major f8 or i8 B so); tf32
+    operands are K-major, as on mma.sync and wgmma."""
+    return itemsize in (1, 2)
+
+
 def tc5_ws_block(kern) -> bool:
     """A block of the four epilogue warps of a tcgen05 accumulator and a producer and an
     MMA warp (192 threads) on a target with tcgen05 (R4, plan/loops.py R5)."""
@@ -119,7 +126,7 @@ def _tc5_plan(kern, form: MmaForm, a_shape, b_shape, out_shape) -> tuple:
         return None, f"tcgen05 not used: K = {k} is not a multiple of {step}"
     for mn in (m, n):
         if not (image_fits(k, form.itemsize) or
-                form.itemsize == 2 and image_fits(mn, form.itemsize)):
+                tc5_mn(form.itemsize) and image_fits(mn, form.itemsize)):
             return None, "tcgen05 not used: an operand fits no 32-byte panel"
     if not (kern.exact and kern.threads == kern.declared_threads == TC5_THREADS
             or tc5_ws_block(kern)):

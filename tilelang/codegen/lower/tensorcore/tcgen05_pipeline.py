@@ -149,12 +149,14 @@ def ring_setup(kern: KernelEmitter, op, lp, extra_bars: int = 0) -> Tc5Ring:
     stage_bytes, offs, sops = ring_images(lp, form.itemsize)
     stage_bytes += lp.scale_bytes       # a block-scaled ring's scale tiles (R12)
     rank = None
-    if lp.pair:                         # this CTA's image of B: half of its panels along N
+    if lp.pair:                         # this CTA's image of B: half of it along N (its
+        # panels, or for a K-major B the rows of each panel)
         rank = tma_load._asm(kern, "mov.u32 $0, %cluster_ctarank;", [], "=r", I32)
         sb = sops[1]
         sops[1] = mma_sync.SmemOperand(None, (sb.shape[0], sb.shape[1] // 2), sb.cax,
                                        sb.itemsize, sb.span)
-    tma = tma_load.plan_operands(kern, lp.operands, sops, offs)
+    tma = tma_load.plan_operands(kern, lp.operands, sops, offs,
+                                 pair_rows=lp.pair and sops[1].cax == 0)
     if rank is not None and tma is not None:
         tma[1].pair_rank = rank
     ring_bytes = S * stage_bytes

@@ -30,7 +30,7 @@ from tilelang.codegen.lower.tensorcore import (mma_sync, pipe_loop, tcgen05_scal
 from tilelang.codegen.lower.tensorcore.mma_block_scale import store_rows
 from tilelang.codegen.lower.tensorcore.mma_epilogue import remember_acc_layout
 from tilelang.codegen.lower.tensorcore.mma_plan import TensorCorePlan, to_layout
-from tilelang.codegen.plan.tensor_cores import TC5_THREADS
+from tilelang.codegen.plan.tensor_cores import TC5_THREADS, tc5_mn
 from tilelang.codegen.lower.tensorcore.wgmma_product import (Descriptors, align_smem,
                                                              fill_images, place_image)
 
@@ -126,7 +126,8 @@ def product(kern: KernelEmitter, plan: TensorCorePlan, a, b, acc: TileVal,
     k = shapes[0][-1]
     sops, sources, offsets, offset = [], [], [], 0
     for x, shape, k_axis in ((a, shapes[0], 1), (b, shapes[1], 0)):
-        sop, x, nbytes = place_image(kern, x, shape, k_axis, form.itemsize, offset)
+        sop, x, nbytes = place_image(kern, x, shape, k_axis, form.itemsize, offset,
+                                     tc5_mn(form.itemsize))
         sops.append(sop)
         sources.append(x)
         offsets.append(offset)

@@ -48,13 +48,18 @@ class TmaOperand:
     image_offset: int
     address: ir.Value | None = None   # the map's generic address, once computed (`hoist`)
     # a CTA pair's share (tcgen05_pair.py): this CTA's rank (i32) copies the rank-th half of
-    # the tile's panels along the contiguous axis into the image's first half
+    # the tile's last axis (N of B) into the image's first half: half of the panels when
+    # that axis is the contiguous one, else (a K-major B) half of the rows of every panel
     pair_rank: ir.Value | None = None
+
+    @property
+    def pair_rows(self) -> bool:
+        return self.pair_rank is not None and self.sop.cax != len(self.shape) - 1
 
     @property
     def panels(self) -> int:
         n = self.shape[self.sop.cax] * self.sop.itemsize // self.sop.span
-        return n // 2 if self.pair_rank is not None else n
+        return n // 2 if self.pair_rank is not None and not self.pair_rows else n
 
     @property
     def nbytes(self) -> int:
@@ -64,14 +69,21 @@ class TmaOperand:
         return n // 2 if self.pair_rank is not None else n
 
 
-def plan_operands(kern: KernelEmitter, loads, sops, offsets) -> list[TmaOperand] | None:
+def plan_operands(kern: KernelEmitter, loads, sops, offsets,
+                  pair_rows: bool = False) -> list[TmaOperand] | None:
     """TMA copies of every deferred load of a stage into its image, or None (cp.async for
     all). The maps are recorded (KernelStats.tensor_maps); a kernel emitted without map
-    parameters (a KernelEmitter whose `tensor_maps` lack them) gets None."""
+    parameters (a KernelEmitter whose `tensor_maps` lack them) gets None. `pair_rows`: the
+    last operand is a CTA pair's K-major B, whose box takes half its rows along N."""
     got = [tma_spec(kern, d, sop.cax, sop.span if sop.wg else 0, sop.itemsize)
            for d, sop in zip(loads, sops)]
     if None in got:
         return None
+    if pair_rows:
+        spec, axes = got[-1]
+        box = list(spec.box)
+        box[len(axes) - 1 - axes[-1]] //= 2     # the box lists the innermost axis first
+        got[-1] = TensorMapSpec(spec.array, spec.dtype, tuple(box), spec.swizzle), axes
     kern.stats.tensor_maps.extend(spec for spec, _ in got)
     if any(spec not in kern.tensor_maps for spec, _ in got):
         return None
@@ -272,7 +284,11 @@ def issue_stage(kern: KernelEmitter, ops: list[TmaOperand], env_iv, image: ir.Va
     for op, cs in zip(ops, coords):
         per = op.sop.span // op.sop.itemsize
         first = cs[0]
-        if op.pair_rank is not None:         # this CTA's half of the panels
+        if op.pair_rows:                     # this CTA's half of the rows along N
+            j = len(op.axes) - 1 - op.axes[-1]
+            cs = cs[:j] + [b.add(cs[j], b.mul(op.pair_rank, _c(op.shape[-1] // 2)))] + \
+                cs[j + 1:]
+        elif op.pair_rank is not None:       # this CTA's half of the panels
             first = b.add(first, b.mul(op.pair_rank, _c(op.panels * per)))
         for p in range(op.panels):
             inner = b.add(first, _c(p * per)) if p else first

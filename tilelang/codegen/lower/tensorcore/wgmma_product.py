@@ -92,14 +92,16 @@ def register_cax(shape: tuple[int, ...], k_axis: int, itemsize: int) -> int:
     return k_axis if image_fits(shape[k_axis], itemsize) else other
 
 
-def place_image(kern: KernelEmitter, x, shape, k_axis: int, itemsize: int, offset: int):
+def place_image(kern: KernelEmitter, x, shape, k_axis: int, itemsize: int, offset: int,
+                transposes: bool | None = None):
     """(the operand's swizzled image at `offset` of the scratch buffer, the source to copy
     into it, its bytes): a deferred load keeps the axis its copy makes contiguous
     (plan/loops.deferred_cax) or is loaded into registers first; a register operand's image
-    is laid out by `register_cax`. Shared by the wgmma and tcgen05 products."""
+    is laid out by `register_cax`. Shared by the wgmma and tcgen05 products (`transposes`:
+    plan/operands.async_axis's)."""
     cax = None
     if isinstance(x, mma_operands.DeferredLoad):
-        cax = deferred_cax(kern, x, k_axis, itemsize)
+        cax = deferred_cax(kern, x, k_axis, itemsize, transposes)
         if cax is None:
             x = mma_operands.materialize(kern, x)
     if cax is None:
