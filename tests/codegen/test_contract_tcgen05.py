@@ -1,0 +1,76 @@
+"""The launch contract of tcgen05 code (codegen/contract.py, docs/launch.md "tcgen05"): the
+tensor-memory budget (E0724), CTAs kept resident together sharing it (W0728), the thread
+count and the pair's cluster the generated code relies on (internal E0799), exact texts; the
+examples' contracts on sm_100a; the emulated driver refusing a pair kernel launched without
+a cluster of two."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tilelang.codegen.contract import CodegenFeatures, decide_contract
+from tilelang.diagnostics import InternalCompilerError, TileLaunchError
+from tilelang.sema.launch_attrs import LaunchSpec
+from tilelang.targets import get_target
+
+SM100 = get_target("sm_100a")
+
+
+def _decide(cols, reqntid=(128, 1, 1), cluster=None, minctasm=None, pair=False):
+    spec = LaunchSpec(reqntid=reqntid, cluster=cluster, minctasm=minctasm)
+    return decide_contract("k", spec, CodegenFeatures(tmem_columns=cols, tc5_pair=pair), SM100)
+
+
+@pytest.mark.parametrize("cols", [1024, 48, 16])
+def test_tensor_memory_budget(cols):
+    with pytest.raises(TileLaunchError) as e:
+        _decide(cols)
+    d = e.value.diagnostics[0]
+    assert d.code == "E0724"
+    assert d.message == (f"the kernel's tcgen05 accumulators need {cols} tensor-memory "
+                         f"columns; an allocation is a power of two from 32 to the 512 "
+                         f"columns of an SM")
+
+
+def test_resident_ctas_share_tensor_memory():
+    c = _decide(512, minctasm=2)
+    (w,) = [d for d in c.diagnostics if d.code == "W0728"]
+    assert w.message == ("`minctasm = 2` keeps 2 CTAs on an SM, but each allocates 512 of its "
+                         "512 tensor-memory columns: the later ones wait in tcgen05.alloc "
+                         "until an earlier one ends")
+    assert not [d for d in _decide(256, minctasm=2).diagnostics if d.code == "W0728"]
+
+
+def test_threads_and_pair_cluster_the_code_relies_on():
+    assert _decide(128).attrs.reqntid == (128, 1, 1)
+    assert _decide(256, reqntid=(192, 1, 1)).attrs.reqntid == (192, 1, 1)
+    with pytest.raises(InternalCompilerError, match=r"tcgen05 code with threads \(256, 1, 1\) "
+                       r"\(it needs `.reqntid` 128 or 192\)"):
+        _decide(128, reqntid=(256, 1, 1))
+    assert _decide(128, cluster=(2, 1, 1), pair=True).attrs.cluster_dim == (2, 1, 1)
+    with pytest.raises(InternalCompilerError, match=r"a CTA pair's tcgen05 code with cluster "
+                       r"\(1, 2, 1\) \(it needs \(2, 1, 1\)\)"):
+        _decide(128, cluster=(1, 2, 1), pair=True)
+
+
+def test_the_pair_kernel_header_and_a_launch_without_its_cluster():
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).parent))
+    from wgmma_support import compile_for, one_group_matmul
+    from tilelang.emulator import EmulatorDevice, LaunchRefused
+    arrays = {"a": np.zeros((256, 64), np.float16), "b": np.zeros((64, 128), np.float16),
+              "c": np.zeros((256, 128), np.float32)}
+    res = compile_for(one_group_matmul(), "matmul", arrays, target="sm_100a")
+    ptx = res.ptx
+    assert "tcgen05.mma.cta_group::2" in ptx
+    assert ".reqntid 128, 1, 1" in ptx and ".reqnctapercluster 2, 1, 1" in ptx
+    # without the directive, the driver would take the launch's cluster: one CTA is refused
+    bare = ptx.replace(".reqnctapercluster 2, 1, 1\n", "").replace(".explicitcluster\n", "")
+    dev = EmulatorDevice()
+    fn = dev.load_module(bare).get_function("matmul")
+    with pytest.raises(LaunchRefused, match=r"^launch of matmul: its tcgen05 instructions with "
+                       r"\.cta_group::2 run on CTA pairs, but the cluster \(1, 1, 1\) has an odd "
+                       r"number of CTAs$"):
+        dev.launch(fn, (2, 1, 1), (128, 1, 1), [])
