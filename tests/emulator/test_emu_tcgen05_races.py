@@ -149,3 +149,25 @@ def test_race_check_values():
     with pytest.raises(ValueError, match="race_check must be False, True or 'strict', not "
                        "'yes'"):
         EmulatorDevice(race_check="yes")
+
+
+def test_tritons_pair_kernel_is_race_free_across_its_ctas(monkeypatch):
+    # the independent judge of the 2-CTA reading (test_emu_tcgen05_pair.py) under the race
+    # check: its copies complete on the even CTA's mbarrier, its products read both CTAs'
+    # shared memory and write both CTAs' tensor memory, its commits arrive on both CTAs
+    import test_emu_tcgen05_pair as pair
+    from tilelang.emulator import EmulatorDevice
+    reports = []
+
+    class Checked(EmulatorDevice):
+        def __init__(self):
+            super().__init__(race_check=True)
+
+        def launch(self, *a, **k):
+            reports.append(super().launch(*a, **k))
+            return reports[-1]
+    monkeypatch.setattr(pair, "EmulatorDevice", Checked)
+    a, b = pair._operands(exact=True)
+    c = pair.run(a, b)
+    np.testing.assert_array_equal(c, a.astype(np.float64) @ b.astype(np.float64))
+    assert reports[0].race_check == "checked: no shared-memory race"
