@@ -74,3 +74,35 @@ def test_the_pair_kernel_header_and_a_launch_without_its_cluster():
                        r"\.cta_group::2 run on CTA pairs, but the cluster \(1, 1, 1\) has an odd "
                        r"number of CTAs$"):
         dev.launch(fn, (2, 1, 1), (128, 1, 1), [])
+
+
+PRODUCT = """
+@launch(reqntid = (THREADS, 1, 1))
+kernel mm(a: Array[f16, 2], b: Array[f16, 2], c: Array[f32, 2]) {
+    let ta = load(a, index = (0, 0), shape = (128, 64), padding = 0);
+    let tb = load(b, index = (0, 0), shape = (64, 128), padding = 0);
+    store(c, index = (0, 0), tile = ta @ tb);
+}
+"""
+
+
+@pytest.mark.parametrize("threads,target,note", [
+    (256, "sm_100a", True), (512, "sm_100a", True), (128, "sm_100a", False),
+    (192, "sm_100a", False), (256, "sm_90a", False), (256, "sm_120a", False)])
+def test_a_product_that_fits_tcgen05_but_for_the_block(threads, target, note):
+    from tilelang.driver import compile_source
+    from tilelang.options import CompileOptions
+    res = compile_source(PRODUCT.replace("THREADS", str(threads)), "mm.tile",
+                         CompileOptions(target=target), until="ptx")
+    assert res.ok
+    got = [d for d in res.diagnostics if d.code == "E0729"]
+    assert ("tcgen05.mma" in res.ptx) == (target == "sm_100a" and not note)
+    if not note:
+        assert not got
+        return
+    (d,) = got
+    assert d.message == (f"tcgen05 needs a block of 128 threads (four warps, one for each "
+                         f"quarter of tensor memory's lanes) or 192 (and a producer and an MMA "
+                         f"warp), but the block shape ({threads}, 1, 1) has {threads}; using "
+                         f"mma.sync instead")
+    assert d.span is not None and d.span.line == 2

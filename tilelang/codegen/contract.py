@@ -28,6 +28,7 @@ register_codes({
     "E0723": ".maxclusterrank not written: ptxas refuses it next to .reqnctapercluster",
     "E0724": "the kernel's tcgen05 accumulators need more tensor memory than an SM has",
     "W0728": "CTAs resident together on an SM wait for each other's tensor memory",
+    "E0729": "tcgen05 not usable here: falling back to mma.sync",
     "E0799": "internal: inconsistent launch contract input",
 })
 
@@ -64,6 +65,7 @@ class CodegenFeatures:
     grid_constant: tuple[int, ...] = ()  # 1-based indices of __grid_constant__ parameters
     tmem_columns: int = 0                # tensor-memory columns of its tcgen05 products
     tc5_pair: bool = False               # tcgen05 on the cluster's CTA pair (cta_group::2)
+    tc5_declined: bool = False           # a product fits tcgen05 but for the thread count
 
     @property
     def needs_exact_threads(self) -> bool:
@@ -175,6 +177,12 @@ def decide_contract(name: str, spec: LaunchSpec | None, features: CodegenFeature
 
     if feats.tmem_columns:
         notes += _tcgen05_rules(feats, spec, reqntid, spans, kernel_span)
+    if feats.tc5_declined:
+        notes.append(Diagnostic(
+            Severity.NOTE, "E0729", f"tcgen05 needs a block of 128 threads (four warps, one "
+            f"for each quarter of tensor memory's lanes) or 192 (and a producer and an MMA "
+            f"warp), but the block shape {_show(shape)} has {prod(shape)}; using mma.sync "
+            f"instead", shape_span))
 
     attrs = NvvmAttrs(kernel=True, maxntid=maxntid, reqntid=reqntid, minctasm=spec.minctasm,
                       maxnreg=maxnreg, cluster_dim=spec.cluster,

@@ -6,10 +6,8 @@ even CTA issues `tcgen05.mma.cta_group::2` of M = 256 and commits them to both C
 reads its rows from its own tensor memory, allocated with `cta_group::2`.
 
 Results on the emulator (whose reading of the 2-CTA instructions Triton's Gluon kernel judges:
-tests/emulator/test_emu_tcgen05_pair.py) against NumPy. Its race check keeps clocks per block
-and does not follow the copies into one CTA completing on the other's mbarrier, so these
-launches run unchecked; the single-CTA ring keeps its race-checked tests
-(test_tcgen05.py)."""
+tests/emulator/test_emu_tcgen05_pair.py) against NumPy. The pair under the emulator's strict
+race check (clocks across the cluster's CTAs) is test_tcgen05_races.py's."""
 
 from __future__ import annotations
 
