@@ -171,3 +171,19 @@ def test_tritons_pair_kernel_is_race_free_across_its_ctas(monkeypatch):
     c = pair.run(a, b)
     np.testing.assert_array_equal(c, a.astype(np.float64) @ b.astype(np.float64))
     assert reports[0].race_check == "checked: no shared-memory race"
+
+
+def test_strict_mode_holds_the_loaded_registers_until_wait_ld():
+    # the kernel stores each loaded register to global memory after the chunk's wait::ld;
+    # moving the wait after the stores reads the registers early (what LLVM does to
+    # Triton's wait, which the default mode accepts)
+    ptx = _ptx(N)
+    stores = ptx[ptx.index(WAIT_LD) + len(WAIT_LD):ptx.index("\n\n", ptx.index(WAIT_LD))]
+    assert stores.count("st.global.b32") == N
+    late = ptx.replace(WAIT_LD + stores, stores + "\n" + WAIT_LD)
+    D, ref = _go(late)
+    np.testing.assert_array_equal(D, ref)
+    with pytest.raises(TensorMemoryRace, match=r"tensor-memory race: st.global.b32 reads %v0, "
+                       r"which the tcgen05.ld at PTX line \d+ writes, before the warp's "
+                       r"tcgen05.wait::ld"):
+        _go(late, "strict")
