@@ -187,3 +187,18 @@ def test_strict_mode_holds_the_loaded_registers_until_wait_ld():
                        r"which the tcgen05.ld at PTX line \d+ writes, before the warp's "
                        r"tcgen05.wait::ld"):
         _go(late, "strict")
+
+
+def test_waiting_for_a_product_never_committed_is_no_progress():
+    from tilelang.emulator.errors import NoProgress
+    commit = ("  @%p4 tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 "
+              "[bar];\n")
+    ptx = _ptx(N)
+    assert commit in ptx
+    mma_line = next(i + 1 for i, text in enumerate(ptx.splitlines())
+                    if "tcgen05.mma" in text)
+    with pytest.raises(NoProgress, match=r"no progress: 128 thread\(s\) spin in the loop at "
+                       r"PTX lines \d+-\d+, .* The tcgen05 operation\(s\) at PTX line\(s\) "
+                       + str(mma_line) + r" were issued but never committed: no "
+                       r"tcgen05.commit will arrive on an mbarrier for them"):
+        _go(ptx.replace(commit, ""))

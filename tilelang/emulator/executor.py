@@ -21,6 +21,7 @@ import numpy as np
 from .errors import (BarrierDivergence, DeviceAssertion, EmulatorError, ExecutionError,
                      NoProgress, WarpDivergence)
 from .ops_wgmma import check_pending_reads
+from .tmem import uncommitted
 from .tmemrace import check_ld_reads
 from .warpgroup import warpgroup_index
 
@@ -564,6 +565,7 @@ def _no_progress(st, pcs, spinning, waiting):
     if st.world_link is not None:            # and the other processes of the world
         msg += "; " + st.world_link.others_waiting()
     msg += ". On a GPU this launch hangs (a lock never released, a flag never set?)"
+    msg += uncommitted(st)
     raise st.error(NoProgress, msg, t)
 
 
