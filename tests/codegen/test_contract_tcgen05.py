@@ -106,3 +106,17 @@ def test_a_product_that_fits_tcgen05_but_for_the_block(threads, target, note):
                          f"warp), but the block shape ({threads}, 1, 1) has {threads}; using "
                          f"mma.sync instead")
     assert d.span is not None and d.span.line == 2
+
+
+def test_the_runtime_refuses_a_block_the_tcgen05_kernel_was_not_compiled_for():
+    import pathlib
+    import tilelang
+    src = (pathlib.Path(__file__).resolve().parents[2] / "examples" / "matmul.tile").read_text()
+    mod = tilelang.compile(src, arch="sm_100a", backend="emulator", cache=False)
+    a, b = np.zeros((256, 64), np.float16), np.zeros((64, 128), np.float16)
+    c = np.zeros((256, 128), np.float32)
+    with pytest.raises(tilelang.LaunchConfigError) as e:
+        mod.matmul[(2, 1)](a, b, c, block=(128, 1, 1))
+    assert e.value.code == "E0901"
+    assert e.value.diagnostics[0].message == ("launch of `matmul`: block (128, 1, 1) differs "
+                                              "from the kernel's .reqntid (192, 1, 1)")
