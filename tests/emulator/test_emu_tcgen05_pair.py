@@ -8,9 +8,8 @@ memory into both CTAs' tensor memory and committing them to both CTAs' mbarriers
 Triton reaches the even CTA's mbarrier by clearing bit 24 of a shared address, the bit where
 the hardware keeps a CTA's rank in the cluster window; the emulator encodes another CTA's
 window as `mapa` does (access.py), so the test gives the kernel that address by `mapa` (to
-rank 0, the CTA itself on rank 0): the one line it changes. The race checker keeps clocks per
-block and does not follow a copy into one CTA completing on another CTA's mbarrier: the
-launch is unchecked."""
+rank 0, the CTA itself on rank 0): the one line it changes. The launch under the race check
+(clocks across the cluster's CTAs) is test_emu_tcgen05_races.py's."""
 
 from __future__ import annotations
 

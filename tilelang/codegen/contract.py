@@ -26,8 +26,16 @@ register_codes({
     "E0721": "warp-group MMA not usable here: falling back to mma.sync",
     "E0722": ".maxntid not written: ptxas refuses it next to .reqntid",
     "E0723": ".maxclusterrank not written: ptxas refuses it next to .reqnctapercluster",
+    "E0724": "the kernel's tcgen05 accumulators need more tensor memory than an SM has",
+    "W0728": "CTAs resident together on an SM wait for each other's tensor memory",
+    "E0729": "tcgen05 not usable here: falling back to mma.sync",
     "E0799": "internal: inconsistent launch contract input",
 })
+
+# Tensor memory (sm_100a): 128 lanes x 512 columns of 32-bit cells per SM, shared by the CTAs
+# resident on it; `tcgen05.alloc` takes a power of two of 32 to 512 columns (docs/launch.md,
+# "tcgen05").
+TMEM_COLUMNS = 512
 
 # `.maxnreg` for warp-group MMA kernels when the user gives none (docs/launch.md: accumulator_regs +
 # working_regs + slack). Working registers hold the two SMEM descriptors (2 x 64-bit), loop
@@ -55,6 +63,9 @@ class CodegenFeatures:
     threads: Dims | None = None          # block shape codegen chose (when the user gave none)
     accumulator_regs: int = 0            # per-thread accumulator registers of the MMA
     grid_constant: tuple[int, ...] = ()  # 1-based indices of __grid_constant__ parameters
+    tmem_columns: int = 0                # tensor-memory columns of its tcgen05 products
+    tc5_pair: bool = False               # tcgen05 on the cluster's CTA pair (cta_group::2)
+    tc5_declined: bool = False           # a product fits tcgen05 but for the thread count
 
     @property
     def needs_exact_threads(self) -> bool:
@@ -164,6 +175,15 @@ def decide_contract(name: str, spec: LaunchSpec | None, features: CodegenFeature
         maxnreg = wgmma_maxnreg(feats.accumulator_regs)
         spans.setdefault("maxnreg", kernel_span)
 
+    if feats.tmem_columns:
+        notes += _tcgen05_rules(feats, spec, reqntid, spans, kernel_span)
+    if feats.tc5_declined:
+        notes.append(Diagnostic(
+            Severity.NOTE, "E0729", f"tcgen05 needs a block of 128 threads (four warps, one "
+            f"for each quarter of tensor memory's lanes) or 192 (and a producer and an MMA "
+            f"warp), but the block shape {_show(shape)} has {prod(shape)}; using mma.sync "
+            f"instead", shape_span))
+
     attrs = NvvmAttrs(kernel=True, maxntid=maxntid, reqntid=reqntid, minctasm=spec.minctasm,
                       maxnreg=maxnreg, cluster_dim=spec.cluster,
                       maxclusterrank=spec.maxclusterrank,
@@ -173,6 +193,37 @@ def decide_contract(name: str, spec: LaunchSpec | None, features: CodegenFeature
                  default_span=kernel_span)
     return KernelContract(name, attrs, use_wgmma, spec.nonportable_cluster, spans, tuple(notes),
                           default_maxnreg)
+
+
+def _tcgen05_rules(feats: CodegenFeatures, spec: LaunchSpec, reqntid, spans,
+                   kernel_span) -> list[Diagnostic]:
+    """The launch contract of tcgen05 code (docs/launch.md, "tcgen05"): its epilogue warps
+    reach TMEM's lane quarters by warp index, so the thread count is exact (`.reqntid`: 128,
+    or 192 with a producer and an MMA warp); a CTA pair's products need the cluster of two
+    along x (M) that `.reqnctapercluster` declares; the accumulators' columns fit the 512 of
+    an SM, and CTAs kept resident together share them."""
+    cols = feats.tmem_columns
+    if cols > TMEM_COLUMNS or cols < 32 or cols & (cols - 1):
+        raise TileLaunchError.at(
+            "E0724", f"the kernel's tcgen05 accumulators need {cols} tensor-memory columns; an "
+            f"allocation is a power of two from 32 to the {TMEM_COLUMNS} columns of an SM",
+            kernel_span, help="use a narrower tile (N) for the product, or split it")
+    if reqntid is None or prod(reqntid) not in (128, 192):    # plan/tensor_cores.py R4
+        raise InternalCompilerError.at(
+            "E0799", f"tcgen05 code with threads {_show(reqntid) if reqntid else 'not fixed'} "
+            f"(it needs `.reqntid` 128 or 192)", kernel_span)
+    if feats.tc5_pair and _pad3(spec.cluster or (1,)) != (2, 1, 1):
+        raise InternalCompilerError.at(
+            "E0799", f"a CTA pair's tcgen05 code with cluster {_show(spec.cluster or (1,))} "
+            f"(it needs (2, 1, 1))", kernel_span)
+    out = []
+    if spec.minctasm and spec.minctasm * cols > TMEM_COLUMNS:
+        out.append(Diagnostic(
+            Severity.WARNING, "W0728", f"`minctasm = {spec.minctasm}` keeps {spec.minctasm} "
+            f"CTAs on an SM, but each allocates {cols} of its {TMEM_COLUMNS} tensor-memory "
+            f"columns: the later ones wait in tcgen05.alloc until an earlier one ends",
+            spans.get("minctasm", kernel_span)))
+    return out
 
 
 def with_attrs(contract: KernelContract, **changes) -> KernelContract:

@@ -223,6 +223,9 @@ def _emit(kernel: Kernel, target: Target, block, facts: Mapping[str, ArrayFacts]
         kern = KernelEmitter(m, kernel, target, block=block, exact=mode, facts=facts,
                              fast_math=fast_math, tma=tma, lineinfo=lineinfo, plan=plan)
         kern.stats.wgmma_declined = plan.products.wgmma_declined
+        kern.stats.tmem_columns = plan.products.tmem_columns
+        kern.stats.tc5_pair = plan.loops.tc5_pair
+        kern.stats.tc5_declined = bool(plan.products.tc5_declined)
         if tma:
             kern.tensor_maps = MapParams(m, kern.fn)
         try:
@@ -349,7 +352,9 @@ def generate(module: IRModule, options: CompileOptions | None = None,
         feats = CodegenFeatures(cross_warp_reduction=exact and spec.reqntid is None,
                                 threads=None if spec.reqntid else block,
                                 wgmma="wgmma" in st.features or st.wgmma_declined,
-                                accumulator_regs=st.wgmma_acc_regs)
+                                accumulator_regs=st.wgmma_acc_regs,
+                                tmem_columns=st.tmem_columns, tc5_pair=st.tc5_pair,
+                                tc5_declined=st.tc5_declined)
         contracts[k.name] = decide_contract(k.name, spec, feats, tgt, kernel_span=k.span)
         for d in contracts[k.name].diagnostics:
             sink.add(d)

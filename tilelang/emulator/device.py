@@ -339,6 +339,12 @@ class EmulatorDevice:
             if tpb > lim:
                 raise LaunchRefused(f"launch of {name}: block {block} has {tpb} threads, more "
                                     f"than .maxntid {mx} allows ({lim})")
+        csize = cluster[0] * cluster[1] * cluster[2]
+        if csize % 2 and any(i.root == "tcgen05" and "cta_group::2" in i.opcode
+                             for i in prog.code):
+            raise LaunchRefused(f"launch of {name}: its tcgen05 instructions with "
+                                f".cta_group::2 run on CTA pairs, but the cluster {cluster} "
+                                f"has an odd number of CTAs")
         if ".reqnctapercluster" in d:
             req = _dim3(d[".reqnctapercluster"], ".reqnctapercluster")
             if req != cluster:

@@ -21,6 +21,8 @@ import numpy as np
 from .errors import (BarrierDivergence, DeviceAssertion, EmulatorError, ExecutionError,
                      NoProgress, WarpDivergence)
 from .ops_wgmma import check_pending_reads
+from .tmem import uncommitted
+from .tmemrace import check_ld_reads
 from .warpgroup import warpgroup_index
 
 # Per-thread PCs are int32 (half the memory traffic of the per-step passes over them).
@@ -106,6 +108,8 @@ def run_batch(st, max_steps: int = MAX_STEPS) -> None:
                 link.publish(st.epoch)
         if st.wg_regs and ins.reads and ins.root != "wgmma":
             check_pending_reads(st, ins, em)
+        if st.tc_ld_regs and ins.reads:
+            check_ld_reads(st, ins, em)
         ctrl = ins.ctrl
         if ins.sync == "mbar_wait":
             act = mask if mask is not None else np.ones(T, bool)
@@ -561,6 +565,7 @@ def _no_progress(st, pcs, spinning, waiting):
     if st.world_link is not None:            # and the other processes of the world
         msg += "; " + st.world_link.others_waiting()
     msg += ". On a GPU this launch hangs (a lock never released, a flag never set?)"
+    msg += uncommitted(st)
     raise st.error(NoProgress, msg, t)
 
 

@@ -27,6 +27,7 @@ from .tcgen05_mma import build_mma
 from .tcgen05_operands import descriptor, each, operand_offsets, tmem_address
 from .tmem import (COLUMNS, LANES, AsyncOp, check_cells, commit, commit_many, issue,
                    split, tmem)
+from .tmemrace import ld_issued, ld_waited
 
 _U32, _U64 = type_info("u32"), type_info("u64")
 
@@ -158,6 +159,8 @@ def _no_op(ctx, ins, parts):
             for ths in _warps(st, m, ins.opcode):
                 if st.races is not None and st.races.tmem is not None:
                     st.races.tmem.wait(st, ths, kind)     # the warp's ld/st finished
+                if kind == "ld" and st.tc_ld_regs:
+                    ld_waited(st, ths)
         return {"run": wait, "sync": "warp", "members": None}
     if parts[1] not in ("fence::before_thread_sync", "fence::after_thread_sync"):
         ctx.error(f"{ins.opcode} is not supported")
@@ -205,6 +208,7 @@ def _ld_st(ctx, ins, parts):
     ga = tmem_address(ctx, where)
     b32 = type_info("b32")
     puts = [ctx.dst(o, b32) for o in regs.items] if load else None
+    dests = [ctx.reg(o) for o in regs.items] if load else None
     gets = None if load else [ctx.src(o, b32) for o in regs.items]
     cols = np.arange(2 * n if packed else n)
 
@@ -256,6 +260,8 @@ def _ld_st(ctx, ins, parts):
         if load:
             for j, put in enumerate(puts):
                 put(st, out[:, j], m)
+            if st.races is not None and st.races.strict:
+                ld_issued(st, dests, st.active_index(m), ins.line)
     return {"run": run, "sync": "warp", "members": None}
 
 

@@ -88,6 +88,7 @@ class State:
         self.tc_issued = {}                        # thread -> tcgen05 ops not committed (tmem)
         self.tc_clock = {}                         # thread -> race clock of its committed ops
         self.tc_commits = []                       # tcgen05.commit records not arrived (tmem)
+        self.tc_ld_regs = {}                       # strict race check: register -> ld's line
         # spin detection (executor._spin_check): back edges taken, when to look next, the
         # register hash and loop of the last look, and the branch that closed the loop
         self.back_count = np.zeros(T, np.int64)

@@ -202,3 +202,14 @@ def check_released(st):
         raise st.error(ExecutionError, f"a CTA exited with {n} tensor memory column(s) still "
                        f"allocated: every tcgen05.alloc needs its tcgen05.dealloc before the "
                        f"kernel exits", b * st.tpb)
+
+
+def uncommitted(st) -> str:
+    """For a no-progress report: the PTX lines of tcgen05 operations issued and never
+    committed (nothing will arrive on an mbarrier for them), or ""."""
+    ops = sorted({op.line for v in st.tc_issued.values() for op in v})
+    if not ops:
+        return ""
+    lines = ", ".join(map(str, ops[:6]))
+    return (f" The tcgen05 operation(s) at PTX line(s) {lines} were issued but never "
+            f"committed: no tcgen05.commit will arrive on an mbarrier for them")

@@ -25,6 +25,10 @@ The PTX ISA's rules (tcgen05 chapter, "Memory consistency model"), as followed h
   ordered only after what the warp had seen at its last `tcgen05.fence::after_thread_sync`.
   Triton 3.9 emits none of these fences (its sm_100a kernels pass the default mode), which is
   why they are a separate, stricter level; Tile's kernels pass both (docs/emulator.md).
+  Strict mode also holds a `tcgen05.ld`'s registers unwritten until the warp's
+  `tcgen05.wait::ld`: an instruction reading one before is reported (the ISA leaves its
+  value undefined until then; LLVM places Triton's wait after the reads, and ptxas orders
+  them after the load, which is why only strict mode asks).
 """
 
 from __future__ import annotations
@@ -222,3 +226,36 @@ class TmemRaces:
                        f"tensor-memory race: {what} {doing} tensor memory (lanes "
                        f"{lane}..{lane + GROUP - 1}, column {int(col)}) that {done}, and "
                        f"nothing orders the two ({hint})", t)
+
+
+# -- strict: registers of a tcgen05.ld before its wait::ld ----------------------------------------
+def ld_issued(st, regs, idx, line: int):
+    """A `tcgen05.ld` of threads `idx` wrote registers `regs` (register numbers): until the
+    thread's `tcgen05.wait::ld` reading one is reported (check_ld_reads)."""
+    for r in regs:
+        pend = st.tc_ld_regs.get(r)
+        if pend is None:
+            pend = st.tc_ld_regs[r] = np.zeros(st.T, np.int32)
+        pend[idx] = line
+
+
+def ld_waited(st, idx):
+    for pend in st.tc_ld_regs.values():
+        pend[idx] = 0
+    st.tc_ld_regs = {r: p for r, p in st.tc_ld_regs.items() if p.any()}
+
+
+def check_ld_reads(st, ins, em):
+    """An instruction (executed by `em`, None: every thread) reading a register whose
+    tcgen05.ld the thread has not waited for."""
+    for r in ins.reads:
+        pend = st.tc_ld_regs.get(r)
+        if pend is None:
+            continue
+        hit = pend != 0 if em is None else (pend != 0) & em
+        if hit.any():
+            t = int(np.flatnonzero(hit)[0])
+            name = next((n for (_, n), i in st.prog.reg_index.items() if i == r), f"#{r}")
+            raise st.error(TensorMemoryRace, f"tensor-memory race: {ins.opcode} reads "
+                           f"{name}, which the tcgen05.ld at PTX line "
+                           f"{int(pend[t])} writes, before the warp's tcgen05.wait::ld", t)

@@ -117,6 +117,9 @@ class KernelStats:
     ws_share: int = 0            # a warp-specialized prefetch loop's even register share
     tensor_maps: list = rfield(default_factory=list)  # TensorMapSpecs the TMA loads want
     nvshmem: bool = False        # calls NVSHMEM: its device library is linked in (generate.py)
+    tmem_columns: int = 0        # tensor-memory columns its tcgen05 products allocate
+    tc5_pair: bool = False       # a tcgen05 ring on the cluster's CTA pair (cta_group::2)
+    tc5_declined: bool = False   # a product fits tcgen05 but for the block's thread count
 
 
 class KernelEmitter:

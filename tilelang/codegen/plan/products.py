@@ -31,6 +31,7 @@ class ProductDecision:
     # a block-scaled product's path (plan/scaled.py): its instruction, or the software path's
     # reason on the bf16 `mma` that dequantisation left in its place (`tilec --emit plan`)
     scaled: ScaledPath | None = None
+    declined_tc5: bool = False      # fits tcgen05 (R4) but for the block's thread count
 
 
 @record(frozen=True)
@@ -53,6 +54,11 @@ class ProductsPlan:
         """The TMEM columns the kernel allocates once for its tcgen05 products (0: none)."""
         return max((d.plan.tc5.columns for d in self.decisions
                     if d.plan is not None and d.plan.tc5 is not None), default=0)
+
+    @property
+    def tc5_declined(self) -> tuple[int, ...]:
+        """Shapes of the products that fit tcgen05 but for the block's thread count."""
+        return tuple(d.shape for d in self.decisions if d.declined_tc5)
 
     @property
     def wgmma_declined(self) -> bool:
@@ -79,7 +85,7 @@ def plan_products(inputs: PlanInputs, uses: UseCounts) -> ProductsPlan:
         return ProductsPlan((), {}, {})
     # the tensor-core layouts (layouts/mma.py, wgmma.py: a few ms of a cold compile) are
     # imported only for a kernel that has a product (tests/codegen/test_llvm_shape.py)
-    from tilelang.codegen.plan.tensor_cores import tensor_core_plan
+    from tilelang.codegen.plan.tensor_cores import tc5_declined, tensor_core_plan
     deferred: dict = {}
     for blk in _blocks(inputs.kernel.body):
         if any(isinstance(o, BuiltinOp) and o.name in PRODUCTS for o in blk.ops):
@@ -94,6 +100,7 @@ def plan_products(inputs: PlanInputs, uses: UseCounts) -> ProductsPlan:
         form = plan.scaled if plan is not None else None
         scaled = ScaledPath(form, "") if form is not None else None
         out.append(ProductDecision(op.name, op.result.id, tuple(op.result.type.shape), plan,
-                                   why, declined, ab, scaled))
+                                   why, declined, ab, scaled,
+                                   plan is not None and tc5_declined(inputs, op)))
     return ProductsPlan(tuple(out), {d.result: d for d in out}, deferred,
                         frozenset(d.plan.acc for d in out if d.plan is not None))

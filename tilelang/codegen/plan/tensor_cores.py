@@ -108,31 +108,44 @@ def tc5_acc_layout(shape: tuple[int, ...]) -> Layout:
 
 
 def _tc5_plan(kern, form: MmaForm, a_shape, b_shape, out_shape) -> tuple:
-    """(Tc5Shape or None, why not) for R4."""
+    """(Tc5Shape or None, why not, declined: the product fits but for the block) for R4."""
     if kern.target.name not in FEATURES["tcgen05"].arch_targets:
-        return None, ""
+        return None, "", False
     kind, acc = TC5_KINDS.get(form.ab, (None, None))
     if kind is None or form.acc != acc:
-        return None, f"tcgen05 not used: {form.ab} operands / {form.acc} accumulator"
+        return None, f"tcgen05 not used: {form.ab} operands / {form.acc} accumulator", False
     if len(out_shape) != 2:
-        return None, "tcgen05 not used: a batched product"
+        return None, "tcgen05 not used: a batched product", False
     m, n = out_shape
     k = a_shape[-1]
     if m not in (64, 128) or n < 16 or n > 256 or n & (n - 1):
         return None, f"tcgen05 not used: a {m} x {n} accumulator (128 or 64 x 2^k, " \
-                     f"N 16..256)"
+                     f"N 16..256)", False
     step = 32 // form.itemsize
     if k % step:
-        return None, f"tcgen05 not used: K = {k} is not a multiple of {step}"
+        return None, f"tcgen05 not used: K = {k} is not a multiple of {step}", False
     for mn in (m, n):
         if not (image_fits(k, form.itemsize) or
                 tc5_mn(form.itemsize) and image_fits(mn, form.itemsize)):
-            return None, "tcgen05 not used: an operand fits no 32-byte panel"
+            return None, "tcgen05 not used: an operand fits no 32-byte panel", False
     if not (kern.exact and kern.threads == kern.declared_threads == TC5_THREADS
             or tc5_ws_block(kern)):
         return None, f"tcgen05 not used: {kern.declared_threads} threads (it takes " \
-                     f"{TC5_THREADS}, or {TC5_WS_THREADS} with a producer and an MMA warp)"
-    return Tc5Shape(m, n, step, max(32, n), kind), ""
+                     f"{TC5_THREADS}, or {TC5_WS_THREADS} with a producer and an MMA warp)", \
+            kern.exact
+    return Tc5Shape(m, n, step, max(32, n), kind), "", False
+
+
+def tc5_declined(kern, op: BuiltinOp) -> bool:
+    """Whether `op` fits R4's tcgen05 product but for the block's thread count (an exact
+    block of neither 128 nor 192 threads): the launch contract says so (E0729)."""
+    if kern.target.name not in FEATURES["tcgen05"].arch_targets or op.name == "mma_scaled":
+        return False
+    args = op.arg_map
+    at, bt = (args[n].type for n in ("a", "b"))
+    got = mma_form(at.dtype.name, bt.dtype.name, op.result.type.dtype.name, kern.target.sm)
+    return got is not None and _tc5_plan(kern, got[0], at.shape, bt.shape,
+                                         op.result.type.shape)[2]
 
 
 def wgmma_ready(kern) -> bool:
@@ -230,7 +243,7 @@ def tensor_core_plan(kern, op: BuiltinOp) -> tuple:
         return None, "FMA: no warp tiling of the accumulator (R2)", False
     if op.name == "mma_scaled":
         return _scaled_plan(kern, op, form, b_class, tiling)
-    tc5, why_not5 = _tc5_plan(kern, form, at.shape, bt.shape, out.shape)
+    tc5, why_not5, _ = _tc5_plan(kern, form, at.shape, bt.shape, out.shape)
     if tc5 is not None:
         return (TensorCorePlan(form, b_class, tiling, tc5_acc_layout(tuple(out.shape)),
                                tc5=tc5),

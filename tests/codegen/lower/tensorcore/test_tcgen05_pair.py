@@ -9,10 +9,8 @@ an MMA warp (192 threads: the example's sm_100a default) the pair's ring is warp
 issues for both, the epilogue warps of both CTAs drain their own tensor memory.
 
 Results on the emulator (whose reading of the 2-CTA instructions Triton's Gluon kernel judges:
-tests/emulator/test_emu_tcgen05_pair.py) against NumPy. Its race check keeps clocks per block
-and does not follow the copies into one CTA completing on the other's mbarrier, so these
-launches run unchecked; the single-CTA ring keeps its race-checked tests
-(test_tcgen05.py)."""
+tests/emulator/test_emu_tcgen05_pair.py) against NumPy. The pair under the emulator's strict
+race check (clocks across the cluster's CTAs) is test_tcgen05_races.py's."""
 
 from __future__ import annotations
 
