@@ -150,7 +150,6 @@ def product(kern: KernelEmitter, plan: TensorCorePlan, a, b, acc: TileVal,
     tmem.thread_sync(kern)
     da, db, idesc = descriptors(plan, sops)
     if scales is not None:
-        assert not (da.trans or db.trans), "8-bit operands are K-major (register_cax)"
         def scaled_mmas():
             tcgen05_scaled.issue(kern, plan, da, db, tm.address, smem32,
                                  b_offset=offsets[1], k=k)

@@ -107,4 +107,5 @@ def issue(kern: KernelEmitter, plan: TensorCorePlan, da, db, taddr: ir.Value,
         tmem.void(kern, "{ .reg .pred p; setp.ne.b32 p, 1, 0; "
                         f"tcgen05.mma.cta_group::1.kind::{f.kind}.block_scale"
                         f".scale_vec::{f.scale_vec} [$0], $1, $2, $3, [$4], [$5], p; }}",
-                  [taddr, pa, pb, _c(instr_descriptor(plan, j, da.trans, db.trans)), sa, sb], "r,l,l,r,r,r")
+                  [taddr, pa, pb, _c(instr_descriptor(plan, j, da.trans, db.trans)), sa, sb],
+                  "r,l,l,r,r,r")
