@@ -36,7 +36,8 @@ A third table compares the warp-specialized forms on sm_100a, each warp's loop o
 examples/matmul.tile as written (192 threads in clusters of two along M: the specialized
 ring on the CTA pair, `cta_group::2`, M = 256) and without its cluster (the one-CTA
 specialized ring), against Triton's same kernel with `tl.range(..., warp_specialize=True)`
-(`num_warps = 4`, 3 stages). MMA loop: the backward-branch loop with UTCHMMA and no UTMALDG
+(`num_warps = 4`, 3 stages); and the example at BN = 64, whose clusters then share B by TMA
+multicast (no CTA pair for one panel of B), with and without them. MMA loop: the backward-branch loop with UTCHMMA and no UTMALDG
 with the fewest instructions per UTCHMMA, its K-steps its UTCHMMA over BK / 16 (a pair's
 K-step covers 256 rows of C); copy loop: the loop with UTMALDG and no UTCHMMA, its K-steps
 its expect-tx arrivals (`SYNCS.ARRIVE.TRANS64`, one a stage).
@@ -279,15 +280,23 @@ def analyze_scaled(b: Build, tile: tuple[int, int, int]) -> dict:
 
 def ws_tile_builds() -> list[Build]:
     """examples/matmul.tile on sm_100a as written (the specialized pair) and without its
-    cluster (the one-CTA specialized ring)."""
+    cluster (the one-CTA specialized ring); at BN = 64 (one panel of B: no pair) with its
+    cluster (B multicast) and without."""
     src = (ROOT / "examples" / "matmul.tile").read_text()
     alone = src.replace("    cluster = (2, 1, 1),\n", "")
     assert alone != src, "examples/matmul.tile's launch changed: update ws_tile_builds"
     out = []
+    bn = "const BN: i32 = by_target(sm_90a = 256, default = 128)"
+    assert bn in src, "examples/matmul.tile's BN changed: update ws_tile_builds"
+    narrow = src.replace(bn, "const BN: i32 = 64")
     for text, how in ((src, "as written: 192 threads, clusters of two along M, the "
                             "specialized ring on the CTA pair (cta_group::2, M = 256)"),
                       (alone, "without its cluster: 192 threads, the one-CTA specialized "
-                              "ring")):
+                              "ring"),
+                      (narrow, "with BN = 64 (128 x 64 x 64): clusters of two along M share "
+                               "B by TMA multicast"),
+                      (narrow.replace("    cluster = (2, 1, 1),\n", ""),
+                       "with BN = 64, without its cluster")):
         res = compile_source(text, "examples/matmul.tile", CompileOptions(target="sm_100a"),
                              until="ptx")
         assert res.ok, render_all(res.diagnostics)

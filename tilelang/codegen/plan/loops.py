@@ -27,6 +27,8 @@ Rules:
      warp-specialized (`spreads`);
   R4 a TMA ring in a cluster is *multicast* when every CTA of the cluster runs the same
      iterations and an operand's index does not depend on some clustered axis of `bid`;
+     a tcgen05 ring only when warp-specialized (R5) and not on a CTA pair (R9), whose
+     halves of B are its sharing (lower/tensorcore/tcgen05_ws.py);
   R5 the first TMA ring outside any run-time loop, in a block of 2^k warp groups and one
      more (plan/tensor_cores.producer_block), without multicast, is *warp-specialized*: the
      last warp group produces and then exits, so no later loop is; so is a tcgen05 ring's
@@ -794,6 +796,8 @@ def _decide(inputs: PlanInputs, products: ProductsPlan, op: ForOp, nested: bool,
             state.producer = state.tc5 = False
         pair, no_pair = _tc5_pair(inputs, products, op, lp, nested) if tma else \
             (False, "")
+        if lp.plan.tc5 is not None and ws and not pair:
+            mc = multicast_plan(inputs, op, lp.operands)    # R4 on sm_100a
         lp = LoopPlan(lp.mma, lp.operands, lp.axes, lp.scalars, lp.plan, lp.stages,
                       lp.image_bytes, lp.stages_why, bool(tma), mc, ws, nested, pair, no_pair)
         return LoopDecision(op.iv.id, lp, None, "")

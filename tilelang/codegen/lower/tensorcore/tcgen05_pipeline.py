@@ -24,7 +24,7 @@ import llvmlite.ir as ir
 
 from tilelang.codegen.emit.kernel import I32, I64, KernelEmitter, TileVal
 from tilelang.codegen.lower.tensorcore import (mma_sync, pipe_loop, tcgen05_tmem as tmem,
-                                               tma_load)
+                                               tma_load, tma_multicast)
 from tilelang.codegen.lower.tensorcore.cp_async import _c64
 from tilelang.codegen.lower.tensorcore.mma_epilogue import remember_acc_layout
 from tilelang.codegen.lower.tensorcore.mma_plan import to_layout
@@ -65,7 +65,9 @@ class Tc5Ring:
     step: ir.Value
     ivt: object
     positive: ir.Value
-    rank: ir.Value | None = None      # a CTA pair's (plan/loops.py R8): this CTA's rank
+    rank: ir.Value | None = None      # a CTA pair's (plan/loops.py R9): this CTA's rank
+    release: ir.Value | None = None   # a multicast ring's (R4): the CTAs (i16 mask) each
+                                      # stage is released to (tma_multicast.union_mask)
 
     @property
     def pair(self) -> bool:
@@ -99,9 +101,15 @@ class Tc5Ring:
         b = self.kern.builder
         return b.add(iv, b.mul(self.step, ir.Constant(self.step.type, s))) if s else iv
 
+    @property
+    def multicast(self):
+        return self.lp.multicast
+
     def copy(self, iv, s: int, slot, valid=None) -> None:
         """The issuing thread copies iteration iv + s * step (when it exists, or `valid`)
-        into the stage at byte offset `slot`, announcing its bytes on full[slot]."""
+        into the stage at byte offset `slot`, announcing its bytes on full[slot] (a
+        multicast ring's shared operands: by its sub-group's issuing CTA into each CTA of
+        the sub-group, tma_multicast.py)."""
         kern, b = self.kern, self.kern.builder
         kern.env[self.op.iv.id] = TileVal(self.ivt, kern.scalar_layout, (iv,))
         true = ir.Constant(ir.IntType(1), 1)
@@ -111,9 +119,13 @@ class Tc5Ring:
         if self.pair:                   # both CTAs' copies complete on the even CTA's
             full = tma_load._asm(kern, "mapa.shared::cluster.u32 $0, $1, 0;", [full],
                                  "=r,r", I32)
-        tma_load.issue_stage(kern, self.tma, env_iv, image, full,
-                             self.valid_ahead(iv, s) if valid is None else valid,
-                             leader=true, pair=self.pair)
+        valid = self.valid_ahead(iv, s) if valid is None else valid
+        if self.multicast is not None:
+            tma_multicast.issue_stage(kern, self.multicast, self.tma, env_iv, image, full,
+                                      valid, leader=true)
+            return
+        tma_load.issue_stage(kern, self.tma, env_iv, image, full, valid, leader=true,
+                             pair=self.pair)
 
     def mmas(self, slot) -> None:
         """The issuing thread's MMAs of the stage at byte offset `slot`, committed to its
@@ -121,7 +133,7 @@ class Tc5Ring:
         image = self.kern.builder.add(self.base, slot)
         issue_mmas(self.kern, self.da, self.db, self.idesc, self.kern.tmem.address, image,
                    b_offset=self.offs[1], k=self.k, kstep=self.lp.plan.tc5.k,
-                   bar=self.empty(slot), pair=self.pair)
+                   bar=self.empty(slot), pair=self.pair, mask=self.release)
 
     def finish(self, regs) -> None:
         """The loop's result: the accumulator read back from TMEM."""
@@ -162,21 +174,24 @@ def ring_setup(kern: KernelEmitter, op, lp, extra_bars: int = 0) -> Tc5Ring:
     k = sops[0].shape[-1]
     positive = b.icmp_signed(">", step, ir.Constant(step.type, 0)) if ivt.signed else \
         b.icmp_unsigned(">", step, ir.Constant(step.type, 0))
+    release = tma_multicast.union_mask(kern, lp.multicast) if lp.multicast else None
     return Tc5Ring(kern, op, lp, init, stage_bytes, offs, tma, base, bars, da, db, idesc, k,
-                   start, stop, step, ivt, positive, rank)
+                   start, stop, step, ivt, positive, rank, release)
 
 
 def init_bars(ring: Tc5Ring) -> None:
     """Thread 0 initializes full[s] and empty[s] (count 1 each: the issuing thread's
-    expect_tx, the MMAs' commit; a CTA pair's full[s] counts both CTAs' expect_tx)."""
+    expect_tx, the MMAs' commit; a CTA pair's full[s] counts both CTAs' expect_tx, a
+    multicast ring's empty[s] the commits of every CTA it shares stages with)."""
     kern, b = ring.kern, ring.kern.builder
     S = ring.lp.stages
+    empties = tma_multicast.union_size(ring.multicast) if ring.multicast else 1
 
     def init():
         for i in range(2 * S):
             tma_load.mbarrier_init(kern, b.add(ring.bars, _c(8 * i)),
-                                   2 if ring.pair and i < S else 1)
-        if ring.pair:                   # the other CTA arrives on them, its copies complete
+                                   (2 if ring.pair else 1) if i < S else empties)
+        if ring.pair or ring.multicast:     # other CTAs arrive on them, copies complete
             tmem.void(kern, "fence.mbarrier_init.release.cluster;")
     pipe_loop.on_thread0(kern, "tc5.ring.init", init)
 
