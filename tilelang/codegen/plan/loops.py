@@ -54,6 +54,14 @@ Rules:
      are then TMA's swizzled panels (1024-byte units, as wgmma's), which `ldmatrix` reads
      as it reads the cp.async images, and the ring depth is chosen again for them (R1).
      sm_120, the portable target, keeps cp.async, so its PTX runs on later GPUs unchanged.
+  R11 a top-level loop without carried values whose body is pure scalar ops, a tcgen05 TMA
+     ring (no multicast, no pair) whose accumulator starts from a value made outside the
+     loop, then ops without loops, branches or products, and no break/continue/return, in a
+     block of four warps and a producer and an MMA warp (R5's, when no ring took them)
+     runs as the *accumulator pipeline* (lower/tensorcore/tcgen05_persistent.py): the
+     producer and MMA warps run the loop over output tiles with the ring's copies and MMAs,
+     the MMAs of tile i into TMEM accumulator i mod 2, while the epilogue warps drain the
+     other one (examples/matmul_persistent.tile on sm_100a).
   R9 a tcgen05 ring that is not nested, the kernel's only tcgen05 product, in a cluster of
      two CTAs along x (M) whose B tile is the same for both (R4's sharing along x) and lies
      in an even number of panels along N, runs on the CTA pair (cta_group::2, M = 256, each
@@ -303,6 +311,7 @@ class LoopPlan:
     nested: bool = False           # inside another run-time loop (a persistent kernel's)
     pair: bool = False             # tcgen05 on the cluster's CTA pair (R9)
     no_pair: str = ""              # why a tcgen05 ring in a cluster of two is not (R9)
+    acc_buffers: int = 1           # TMEM accumulators the ring alternates between (R11)
 
 
 def _round(n: int, unit: int = 128) -> int:
@@ -671,6 +680,7 @@ class LoopDecision:
     why: str                              # why neither, or why not pipelined
     carried: tuple = ()                   # not pipelined: Carried or None per carried value
     carried_ids: tuple[int, ...] = ()     # the carried values' ids (the body's arguments)
+    acc_pipeline: bool = False            # R11: the tcgen05 accumulator pipeline runs it
 
 
 @record(frozen=True)
@@ -685,6 +695,18 @@ class LoopsPlan:
     def prefetch(self, op: ForOp) -> PrefetchPlan | None:
         d = self.by_iv.get(op.iv.id)
         return d.prefetch if d is not None else None
+
+    def acc_pipeline(self, op: ForOp) -> bool:
+        """R11: the loop over output tiles that the producer, MMA and epilogue warps each
+        run (lower/tensorcore/tcgen05_persistent.py)."""
+        d = self.by_iv.get(op.iv.id)
+        return d is not None and d.acc_pipeline
+
+    @property
+    def tc5_acc_buffers(self) -> int:
+        """How many accumulators a tcgen05 product keeps in tensor memory (R11: two)."""
+        return max((d.pipelined.acc_buffers for d in self.loops if d.pipelined is not None),
+                   default=1)
 
     @property
     def tc5_pair(self) -> bool:
@@ -703,6 +725,7 @@ def plan_loops(inputs: PlanInputs, products: ProductsPlan) -> LoopsPlan:
 
     def visit(block: Block, nested: bool) -> None:
         for op in block.ops:
+            first = len(out)
             if isinstance(op, ForOp) and any(
                     isinstance(o, BuiltinOp) and o.result is not None and
                     o.result.id in products.by_result for o in walk(op.body)):
@@ -710,6 +733,14 @@ def plan_loops(inputs: PlanInputs, products: ProductsPlan) -> LoopsPlan:
             inner = nested or isinstance(op, (ForOp, WhileOp))
             for r in op.regions:
                 visit(r, inner)
+            if isinstance(op, ForOp) and not nested and len(out) == first + 2 and state.tc5:
+                got = _acc_pipeline(products, op, out[first + 1])
+                if got is not None:             # R11
+                    state.producer = state.tc5 = False
+                    out[first] = LoopDecision(out[first].iv, None, None, out[first].why,
+                                              out[first].carried, out[first].carried_ids,
+                                              acc_pipeline=True)
+                    out[first + 1] = got
 
     visit(inputs.kernel.body, False)
     return LoopsPlan(tuple(out), {d.iv: d for d in out})
@@ -772,6 +803,40 @@ def _tc5_pair(inputs: PlanInputs, products: ProductsPlan, op: ForOp, lp: LoopPla
     if lp.axes[1] != 1 or span <= 0 or (n * itemsize // span) % 2:
         return False, "B's tile is not an even number of panels along N"
     return True, ""
+
+
+def _acc_pipeline(products: ProductsPlan, outer: ForOp, d: LoopDecision
+                  ) -> LoopDecision | None:
+    """R11: the decision for the ring `d` inside the top-level loop `outer` when `outer` runs
+    as the tcgen05 accumulator pipeline, else None."""
+    lp = d.pipelined
+    if lp is None or lp.plan.tc5 is None or not lp.tma or not lp.nested or \
+            lp.multicast is not None or lp.pair or outer.init:
+        return None
+    if 2 * lp.plan.tc5.columns > 512:                   # two accumulators in 512 columns
+        return None
+    ops = outer.body.ops
+    at = [i for i, o in enumerate(ops) if isinstance(o, ForOp)]
+    if len(at) != 1 or ops[at[0]].iv.id != d.iv:
+        return None
+    ring = ops[at[0]]
+    if not all(is_pure_scalar(o) for o in ops[:at[0]]):
+        return None                 # the producer and MMA warps evaluate these per tile
+    inside = {r.id for o in ops[:at[0]] for r in o.results}
+    if any(v.id in inside for v in ring.init):
+        return None                 # the accumulators are reset to a value from outside
+    for o in ops[at[0] + 1:]:
+        if isinstance(o, YieldOp):
+            continue
+        if not isinstance(o, (BuiltinOp, ConstantOp)) or (
+                o.result is not None and o.result.id in products.by_result):
+            return None             # the epilogue warps' part: no loops, branches, products
+    if any(isinstance(o, (BreakOp, ContinueOp, ReturnOp)) for o in walk(outer.body)):
+        return None
+    lp = LoopPlan(lp.mma, lp.operands, lp.axes, lp.scalars, lp.plan, lp.stages,
+                  lp.image_bytes, lp.stages_why, lp.tma, None, True, True, False, "",
+                  acc_buffers=2)
+    return LoopDecision(d.iv, lp, None, "")
 
 
 def _decide(inputs: PlanInputs, products: ProductsPlan, op: ForOp, nested: bool,

@@ -77,6 +77,17 @@ class Tc5Ring:
     def ring_bytes(self) -> int:
         return self.lp.stages * self.stage_bytes
 
+    def bind_bounds(self) -> None:
+        """The loop's bounds from the values in scope (a persistent kernel's ring binds them
+        per output tile: tcgen05_persistent.py)."""
+        kern, b = self.kern, self.kern.builder
+        self.start, self.stop, self.step = (kern.tile(v).value
+                                            for v in (self.op.start, self.op.stop,
+                                                      self.op.step))
+        zero = ir.Constant(self.step.type, 0)
+        self.positive = b.icmp_signed(">", self.step, zero) if self.ivt.signed else \
+            b.icmp_unsigned(">", self.step, zero)
+
     def full(self, slot) -> ir.Value:
         """full[s] of the stage at byte offset `slot` (an int or an i32 value)."""
         b = self.kern.builder
@@ -142,16 +153,19 @@ class Tc5Ring:
         remember_acc_layout(self.kern, self.lp.plan.acc)
 
 
-def ring_setup(kern: KernelEmitter, op, lp, extra_bars: int = 0) -> Tc5Ring:
+def ring_setup(kern: KernelEmitter, op, lp, bounds: bool = True, own: bool = False
+               ) -> Tc5Ring:
     """The ring's images and mbarriers (in the scratch buffer after the images, unless the
-    ring is nested in another run-time loop: then a static buffer of their own)."""
+    ring is nested in another run-time loop: then a static buffer of their own); without
+    `bounds` the loop's bounds are bound later (`Tc5Ring.bind_bounds`); `own`: the images in
+    dynamic shared memory of their own, for a ring whose copies run while other warps use
+    the scratch buffer (tcgen05_persistent.py)."""
     b = kern.builder
     plan, S = lp.plan, lp.stages
     form = plan.form
     kern.require_exact()
     kern.stats.features.add("tcgen05")
-    start, stop, step = (kern.tile(v).value for v in (op.start, op.stop, op.step))
-    ivt = kern.tile(op.start).dtype
+    ivt = op.start.type.dtype
     init = to_layout(kern, kern.tile(op.init[0]), plan.acc)
     stage_bytes, offs, sops = ring_images(lp, form.itemsize)
     rank = None
@@ -165,18 +179,22 @@ def ring_setup(kern: KernelEmitter, op, lp, extra_bars: int = 0) -> Tc5Ring:
         tma[1].pair_rank = rank
     ring_bytes = S * stage_bytes
     carried = lp.nested
-    ring = kern.smem(ring_bytes + (0 if carried else 16 * S), ir.IntType(8), 0)
-    align_smem(kern)
-    base = mma_sync.shared_address(kern, ring)
+    if own:
+        base = kern.dynamic_smem(ring_bytes, 1024)[0]
+    else:
+        ring = kern.smem(ring_bytes + (0 if carried else 16 * S), ir.IntType(8), 0)
+        align_smem(kern)
+        base = mma_sync.shared_address(kern, ring)
     bars = mma_sync.shared_address(kern, kern.kept_smem(16 * S, 8)) if carried else \
         b.add(base, _c(ring_bytes))
     da, db, idesc = descriptors(plan, sops, lp.pair)
     k = sops[0].shape[-1]
-    positive = b.icmp_signed(">", step, ir.Constant(step.type, 0)) if ivt.signed else \
-        b.icmp_unsigned(">", step, ir.Constant(step.type, 0))
     release = tma_multicast.union_mask(kern, lp.multicast) if lp.multicast else None
-    return Tc5Ring(kern, op, lp, init, stage_bytes, offs, tma, base, bars, da, db, idesc, k,
-                   start, stop, step, ivt, positive, rank, release)
+    ring = Tc5Ring(kern, op, lp, init, stage_bytes, offs, tma, base, bars, da, db, idesc, k,
+                   None, None, None, ivt, None, rank, release)
+    if bounds:
+        ring.bind_bounds()
+    return ring
 
 
 def init_bars(ring: Tc5Ring) -> None:
