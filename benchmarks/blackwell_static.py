@@ -37,7 +37,11 @@ examples/matmul.tile as written (192 threads in clusters of two along M: the spe
 ring on the CTA pair, `cta_group::2`, M = 256) and without its cluster (the one-CTA
 specialized ring), against Triton's same kernel with `tl.range(..., warp_specialize=True)`
 (`num_warps = 4`, 3 stages); and the example at BN = 64, whose clusters then share B by TMA
-multicast (no CTA pair for one panel of B), with and without them. MMA loop: the backward-branch loop with UTCHMMA and no UTMALDG
+multicast (no CTA pair for one panel of B), with and without them; and
+examples/matmul_persistent.tile (two TMEM accumulators, the epilogue of one tile beside the
+MMAs of the next) against Triton's persistent kernel in the same grouped order with its tile
+loop `tl.range(..., warp_specialize=True)` (Triton then double-buffers the accumulator in
+tensor memory too). MMA loop: the backward-branch loop with UTCHMMA and no UTMALDG
 with the fewest instructions per UTCHMMA, its K-steps its UTCHMMA over BK / 16 (a pair's
 K-step covers 256 rows of C); copy loop: the loop with UTMALDG and no UTCHMMA, its K-steps
 its expect-tx arrivals (`SYNCS.ARRIVE.TRANS64`, one a stage).
@@ -143,15 +147,42 @@ def ws_matmul(a_desc, b_desc, c_desc, M, N, K,
     c_desc.store([tm * BM, tn * BN], acc)
 
 
+@triton.jit
+def ws_persistent(a_desc, b_desc, c_desc, M, N, K,
+                  BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+                  GROUP: tl.constexpr, NUM_SMS: tl.constexpr):
+    # examples/matmul_persistent.tile's walk (grouped order), the tile loop specialized
+    first = tl.program_id(0)
+    tiles_m = tl.cdiv(M, BM)
+    tiles_n = tl.cdiv(N, BN)
+    per_group = GROUP * tiles_n
+    for t in tl.range(first, tiles_m * tiles_n, NUM_SMS, warp_specialize=True):
+        first_m = (t // per_group) * GROUP
+        rows = tl.minimum(tiles_m - first_m, GROUP)
+        tm = first_m + (t % rows)
+        tn = (t % per_group) // rows
+        acc = tl.zeros((BM, BN), dtype=tl.float32)
+        for s in range(tl.cdiv(K, BK)):
+            x = a_desc.load([tm * BM, s * BK])
+            y = b_desc.load([s * BK, tn * BN])
+            acc = tl.dot(x, y, acc)
+        c_desc.store([tm * BM, tn * BN], acc)
+
+
 bm, bn, bk, warps, stages = json.loads(sys.argv[2])
 sig = {"a_desc": f"tensordesc<fp16[{bm}, {bk}]>", "b_desc": f"tensordesc<fp16[{bk}, {bn}]>",
        "c_desc": f"tensordesc<fp32[{bm}, {bn}]>", "M": "i32", "N": "i32", "K": "i32"}
-k = triton.compile(ASTSource(ws_matmul, sig, {"BM": bm, "BN": bn, "BK": bk}, {}),
-                   target=GPUTarget("cuda", 100, 32),
-                   options={"num_warps": warps, "num_stages": stages})
-with open(os.path.join(sys.argv[1], "ws.ptx"), "w") as f:
-    f.write(k.asm["ptx"])
-print(json.dumps({"triton": triton.__version__, "shared": k.metadata.shared}))
+tile = {"BM": bm, "BN": bn, "BK": bk}
+persistent = dict(tile, GROUP=8, NUM_SMS=148)
+shared = {}
+for name, fn, consts in (("ws", ws_matmul, tile), ("ws_persistent", ws_persistent, persistent)):
+    k = triton.compile(ASTSource(fn, dict(sig, **{c: "constexpr" for c in consts}), consts, {}),
+                       target=GPUTarget("cuda", 100, 32),
+                       options={"num_warps": warps, "num_stages": stages})
+    with open(os.path.join(sys.argv[1], name + ".ptx"), "w") as f:
+        f.write(k.asm["ptx"])
+    shared[name] = k.metadata.shared
+print(json.dumps({"triton": triton.__version__, "shared": shared}))
 '''
 
 # (name, target, BM, BN, BK) of the block-scaled comparison
@@ -303,10 +334,18 @@ def ws_tile_builds() -> list[Build]:
         k = res.codegen.kernels[0]
         out.append(Build("sm_100a", "Tile", "examples/matmul.tile " + how, res.ptx,
                          k.static_smem + k.dynamic_smem))
+    src = (ROOT / "examples" / "matmul_persistent.tile").read_text()
+    res = compile_source(src, "examples/matmul_persistent.tile",
+                         CompileOptions(target="sm_100a"), until="ptx")
+    assert res.ok, render_all(res.diagnostics)
+    k = res.codegen.kernels[0]
+    out.append(Build("sm_100a", "Tile", "examples/matmul_persistent.tile as written: 192 "
+                     "threads, the accumulator pipeline (two TMEM accumulators)", res.ptx,
+                     k.static_smem + k.dynamic_smem))
     return out
 
 
-def ws_triton_build(py: str) -> Build:
+def ws_triton_builds(py: str) -> list[Build]:
     with tempfile.TemporaryDirectory() as d:
         script = Path(d) / "gen.py"
         script.write_text(TRITON_WS)
@@ -315,10 +354,13 @@ def ws_triton_build(py: str) -> Build:
         if proc.returncode:
             raise RuntimeError(f"Triton failed:\n{proc.stderr[-3000:]}")
         info = json.loads(proc.stdout.strip().splitlines()[-1])
-        ptx = (Path(d) / "ws.ptx").read_text()
-    return Build("sm_100a", f"Triton {info['triton']}",
-                 "tl.range(warp_specialize=True), tensor descriptors, tcgen05.mma, 3 stages",
-                 ptx, info["shared"])
+        ptx = {n: (Path(d) / f"{n}.ptx").read_text() for n in info["shared"]}
+    who = f"Triton {info['triton']}"
+    return [Build("sm_100a", who, "tl.range(warp_specialize=True), tensor descriptors, "
+                  "tcgen05.mma, 3 stages", ptx["ws"], info["shared"]["ws"]),
+            Build("sm_100a", who, "persistent (grouped order, 148 programs), the tile loop "
+                  "tl.range(warp_specialize=True), tensor descriptors, 3 stages",
+                  ptx["ws_persistent"], info["shared"]["ws_persistent"])]
 
 
 def analyze_ws(b: Build) -> dict:
@@ -451,7 +493,7 @@ def main(argv=None) -> int:
     else:
         builds += triton_builds(py)
         scaled += scaled_triton_builds(py)
-        ws.append(ws_triton_build(py))
+        ws += ws_triton_builds(py)
     builds.sort(key=lambda b: (TARGETS.index(b.target), b.who != "Tile"))
     rows = [(b, analyze(b)) for b in builds]
     scaled.sort(key=lambda x: (TARGETS.index(x[0].target), x[1], x[0].who != "Tile"))
