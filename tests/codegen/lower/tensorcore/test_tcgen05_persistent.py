@@ -61,6 +61,22 @@ def test_matches_numpy(m, n, k, blocks, dtype, exact):
         assert (np.abs(arrays["c"] - want) <= product_bound(a, b)).all()
 
 
+@pytest.mark.parametrize("bm,bn,m,n,k,blocks,columns", [
+    (64, 128, 200, 256, 136, 2, 256),    # M = 64: lanes 0-15 of each quarter, N columns each
+    (128, 64, 256, 200, 64, 3, 128),     # N = 64: two accumulators in 128 columns
+])
+def test_other_tiles(bm, bn, m, n, k, blocks, columns):
+    arrays = _arrays(m, n, k, bm + bn)
+    res, rep = run(SRC, "matmul_persistent", arrays, (blocks,), target="sm_100a",
+                   race_check=True, defines={"BM": str(bm), "BN": str(bn)})
+    assert re.search(r"tcgen05\.alloc\.cta_group::1\.sync\.aligned\.shared::cta\.b32 "
+                     rf"\[%r\d+\], {columns};", res.ptx)
+    assert "mbarrier.arrive.shared::cta.b64" in res.ptx     # the epilogue's release
+    assert rep.race_check == "checked: no shared-memory race"
+    assert np.array_equal(arrays["c"], arrays["a"].astype(np.float64) @
+                          arrays["b"].astype(np.float64))
+
+
 def test_protocol():
     ptx = compile_for(SRC, "matmul_persistent", _arrays(256, 256, 256, 0),
                       target="sm_100a").ptx
