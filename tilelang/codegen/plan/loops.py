@@ -65,7 +65,8 @@ Rules:
   R9 a tcgen05 ring that is not nested, the kernel's only tcgen05 product, in a cluster of
      two CTAs along x (M) whose B tile is the same for both (R4's sharing along x) and lies
      in an even number of panels along N, runs on the CTA pair (cta_group::2, M = 256, each
-     CTA copying its A rows and half of B's panels): lower/tensorcore/tcgen05_pair.py, or
+     CTA copying its A rows and half of B's panels, a stage holding that half: its depth
+     is chosen again, R1): lower/tensorcore/tcgen05_pair.py, or
      tcgen05_ws.py's producer and MMA warps when R5 specializes it.
 """
 
@@ -863,8 +864,12 @@ def _decide(inputs: PlanInputs, products: ProductsPlan, op: ForOp, nested: bool,
             (False, "")
         if lp.plan.tc5 is not None and ws and not pair:
             mc = multicast_plan(inputs, op, lp.operands)    # R4 on sm_100a
-        lp = LoopPlan(lp.mma, lp.operands, lp.axes, lp.scalars, lp.plan, lp.stages,
-                      lp.image_bytes, lp.stages_why, bool(tma), mc, ws, nested, pair, no_pair)
+        sizes, stages, why = lp.image_bytes, lp.stages, lp.stages_why
+        if pair:                    # R9: a stage holds this CTA's half of B; R1 again
+            sizes = (sizes[0], sizes[1] // 2)
+            stages, why = choose_stages(inputs, sum(sizes), lp.plan.acc.num_regs)
+        lp = LoopPlan(lp.mma, lp.operands, lp.axes, lp.scalars, lp.plan, stages, sizes, why,
+                      bool(tma), mc, ws, nested, pair, no_pair)
         return LoopDecision(op.iv.id, lp, None, "")
     carried = _carried(inputs, products, op)
     ids = tuple(c.id for c in op.carried)
