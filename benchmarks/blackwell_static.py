@@ -38,7 +38,12 @@ A third table compares the warp-specialized forms on sm_100a, each warp's loop o
 examples/matmul.tile as written (192 threads in clusters of two along M: the specialized
 ring on the CTA pair, `cta_group::2`, M = 256) and without its cluster (the one-CTA
 specialized ring), against Triton's same kernel with `tl.range(..., warp_specialize=True)`
-(`num_warps = 4`, 3 stages). MMA loop: the backward-branch loop with UTCHMMA and no UTMALDG
+(`num_warps = 4`, 3 stages); and the example at BN = 64, whose clusters then share B by TMA
+multicast (no CTA pair for one panel of B), with and without them; and
+examples/matmul_persistent.tile (two TMEM accumulators, the epilogue of one tile beside the
+MMAs of the next) against Triton's persistent kernel in the same grouped order with its tile
+loop `tl.range(..., warp_specialize=True)` (Triton then double-buffers the accumulator in
+tensor memory too). MMA loop: the backward-branch loop with UTCHMMA and no UTMALDG
 with the fewest instructions per UTCHMMA, its K-steps its UTCHMMA over BK / 16 (a pair's
 K-step covers 256 rows of C); copy loop: the loop with UTMALDG and no UTCHMMA, its K-steps
 its expect-tx arrivals (`SYNCS.ARRIVE.TRANS64`, one a stage).
@@ -153,15 +158,42 @@ def ws_matmul(a_desc, b_desc, c_desc, M, N, K,
     c_desc.store([tm * BM, tn * BN], acc)
 
 
+@triton.jit
+def ws_persistent(a_desc, b_desc, c_desc, M, N, K,
+                  BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+                  GROUP: tl.constexpr, NUM_SMS: tl.constexpr):
+    # examples/matmul_persistent.tile's walk (grouped order), the tile loop specialized
+    first = tl.program_id(0)
+    tiles_m = tl.cdiv(M, BM)
+    tiles_n = tl.cdiv(N, BN)
+    per_group = GROUP * tiles_n
+    for t in tl.range(first, tiles_m * tiles_n, NUM_SMS, warp_specialize=True):
+        first_m = (t // per_group) * GROUP
+        rows = tl.minimum(tiles_m - first_m, GROUP)
+        tm = first_m + (t % rows)
+        tn = (t % per_group) // rows
+        acc = tl.zeros((BM, BN), dtype=tl.float32)
+        for s in range(tl.cdiv(K, BK)):
+            x = a_desc.load([tm * BM, s * BK])
+            y = b_desc.load([s * BK, tn * BN])
+            acc = tl.dot(x, y, acc)
+        c_desc.store([tm * BM, tn * BN], acc)
+
+
 bm, bn, bk, warps, stages = json.loads(sys.argv[2])
 sig = {"a_desc": f"tensordesc<fp16[{bm}, {bk}]>", "b_desc": f"tensordesc<fp16[{bk}, {bn}]>",
        "c_desc": f"tensordesc<fp32[{bm}, {bn}]>", "M": "i32", "N": "i32", "K": "i32"}
-k = triton.compile(ASTSource(ws_matmul, sig, {"BM": bm, "BN": bn, "BK": bk}, {}),
-                   target=GPUTarget("cuda", 100, 32),
-                   options={"num_warps": warps, "num_stages": stages})
-with open(os.path.join(sys.argv[1], "ws.ptx"), "w") as f:
-    f.write(k.asm["ptx"])
-print(json.dumps({"triton": triton.__version__, "shared": k.metadata.shared}))
+tile = {"BM": bm, "BN": bn, "BK": bk}
+persistent = dict(tile, GROUP=8, NUM_SMS=148)
+shared = {}
+for name, fn, consts in (("ws", ws_matmul, tile), ("ws_persistent", ws_persistent, persistent)):
+    k = triton.compile(ASTSource(fn, dict(sig, **{c: "constexpr" for c in consts}), consts, {}),
+                       target=GPUTarget("cuda", 100, 32),
+                       options={"num_warps": warps, "num_stages": stages})
+    with open(os.path.join(sys.argv[1], name + ".ptx"), "w") as f:
+        f.write(k.asm["ptx"])
+    shared[name] = k.metadata.shared
+print(json.dumps({"triton": triton.__version__, "shared": shared}))
 '''
 
 # (name, target, BM, BN, BK) of the block-scaled comparison
@@ -412,25 +444,41 @@ def analyze_scaled(b: Build, tile: tuple[int, int, int]) -> dict:
 
 def ws_tile_builds() -> list[Build]:
     """examples/matmul.tile on sm_100a as written (the specialized pair) and without its
-    cluster (the one-CTA specialized ring)."""
+    cluster (the one-CTA specialized ring); at BN = 64 (one panel of B: no pair) with its
+    cluster (B multicast) and without."""
     src = (ROOT / "examples" / "matmul.tile").read_text()
     alone = src.replace("    cluster = (2, 1, 1),\n", "")
     assert alone != src, "examples/matmul.tile's launch changed: update ws_tile_builds"
     out = []
+    bn = "const BN: i32 = by_target(sm_90a = 256, default = 128)"
+    assert bn in src, "examples/matmul.tile's BN changed: update ws_tile_builds"
+    narrow = src.replace(bn, "const BN: i32 = 64")
     for text, how in ((src, "as written: 192 threads, clusters of two along M, the "
                             "specialized ring on the CTA pair (cta_group::2, M = 256)"),
                       (alone, "without its cluster: 192 threads, the one-CTA specialized "
-                              "ring")):
+                              "ring"),
+                      (narrow, "with BN = 64 (128 x 64 x 64): clusters of two along M share "
+                               "B by TMA multicast"),
+                      (narrow.replace("    cluster = (2, 1, 1),\n", ""),
+                       "with BN = 64, without its cluster")):
         res = compile_source(text, "examples/matmul.tile", CompileOptions(target="sm_100a"),
                              until="ptx")
         assert res.ok, render_all(res.diagnostics)
         k = res.codegen.kernels[0]
         out.append(Build("sm_100a", "Tile", "examples/matmul.tile " + how, res.ptx,
                          k.static_smem + k.dynamic_smem))
+    src = (ROOT / "examples" / "matmul_persistent.tile").read_text()
+    res = compile_source(src, "examples/matmul_persistent.tile",
+                         CompileOptions(target="sm_100a"), until="ptx")
+    assert res.ok, render_all(res.diagnostics)
+    k = res.codegen.kernels[0]
+    out.append(Build("sm_100a", "Tile", "examples/matmul_persistent.tile as written: 192 "
+                     "threads, the accumulator pipeline (two TMEM accumulators)", res.ptx,
+                     k.static_smem + k.dynamic_smem))
     return out
 
 
-def ws_triton_build(py: str) -> Build:
+def ws_triton_builds(py: str) -> list[Build]:
     with tempfile.TemporaryDirectory() as d:
         script = Path(d) / "gen.py"
         script.write_text(TRITON_WS)
@@ -439,10 +487,13 @@ def ws_triton_build(py: str) -> Build:
         if proc.returncode:
             raise RuntimeError(f"Triton failed:\n{proc.stderr[-3000:]}")
         info = json.loads(proc.stdout.strip().splitlines()[-1])
-        ptx = (Path(d) / "ws.ptx").read_text()
-    return Build("sm_100a", f"Triton {info['triton']}",
-                 "tl.range(warp_specialize=True), tensor descriptors, tcgen05.mma, 3 stages",
-                 ptx, info["shared"])
+        ptx = {n: (Path(d) / f"{n}.ptx").read_text() for n in info["shared"]}
+    who = f"Triton {info['triton']}"
+    return [Build("sm_100a", who, "tl.range(warp_specialize=True), tensor descriptors, "
+                  "tcgen05.mma, 3 stages", ptx["ws"], info["shared"]["ws"]),
+            Build("sm_100a", who, "persistent (grouped order, 148 programs), the tile loop "
+                  "tl.range(warp_specialize=True), tensor descriptors, 3 stages",
+                  ptx["ws_persistent"], info["shared"]["ws_persistent"])]
 
 
 def analyze_ws(b: Build) -> dict:
@@ -576,7 +627,7 @@ def main(argv=None) -> int:
     else:
         builds += triton_builds(py)
         scaled += scaled_triton_builds(py)
-        ws.append(ws_triton_build(py))
+        ws += ws_triton_builds(py)
         kinds += kinds_triton_builds(py)
     builds.sort(key=lambda b: (TARGETS.index(b.target), b.who != "Tile"))
     rows = [(b, analyze(b)) for b in builds]

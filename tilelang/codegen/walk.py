@@ -265,6 +265,16 @@ def carried_layouts(kern: KernelEmitter, op: ForOp, init: list[TileVal]) -> list
 
 
 def emit_for(kern: KernelEmitter, op: ForOp) -> None:
+    if products(kern) and kern.plan.loops.acc_pipeline(op):
+        # a persistent loop over tiles run by producer, MMA and epilogue warps (plan/loops.py
+        # R13); the epilogue warps run it as written, through _emit_loop
+        from tilelang.codegen.lower.tensorcore import tcgen05_persistent
+        tcgen05_persistent.emit_outer(kern, op, _emit_loop)
+        return
+    _emit_loop(kern, op)
+
+
+def _emit_loop(kern: KernelEmitter, op: ForOp) -> None:
     pf = None
     if products(kern):
         from tilelang.codegen.lower.tensorcore import mma_prefetch

@@ -111,6 +111,7 @@ def _loop(d: LoopDecision, name) -> list[str]:
                    f"{'yes' if lp.warp_specialized else 'no'}"
                    + ("; inside another run-time loop" if lp.nested else "")
                    + ("; CTA pair (cta_group::2, M = 256)" if lp.pair else "")
+                   + (f"; {lp.acc_buffers} TMEM accumulators" if lp.acc_buffers > 1 else "")
                    + (f"; not a CTA pair: {lp.no_pair}" if lp.no_pair else ""))
         return out
     if pf is not None:
@@ -127,6 +128,9 @@ def _loop(d: LoopDecision, name) -> list[str]:
         out.append(f"      warp-specialized: {'yes' if pf.warp_specialized else 'no'}"
                    + ("; copies spread over the warps, one each" if pf.spread else ""))
         return out + _carried(d, name)
+    if d.acc_pipeline:
+        return [head + "the tcgen05 accumulator pipeline: the producer, MMA and epilogue warps "
+                       "each run this loop over output tiles (R13)"]
     return [head + d.why] + _carried(d, name) + \
         ([f"      {d.resident.describe(name)}"] if d.resident is not None else [])
 

@@ -27,6 +27,8 @@ Rules:
      warp-specialized (`spreads`);
   R4 a TMA ring in a cluster is *multicast* when every CTA of the cluster runs the same
      iterations and an operand's index does not depend on some clustered axis of `bid`;
+     a tcgen05 ring only when warp-specialized (R5) and not on a CTA pair (R9), whose
+     halves of B are its sharing (lower/tensorcore/tcgen05_ws.py);
   R5 the first TMA ring outside any run-time loop, in a block of 2^k warp groups and one
      more (plan/tensor_cores.producer_block), without multicast, is *warp-specialized*: the
      last warp group produces and then exits, so no later loop is; so is a tcgen05 ring's
@@ -56,8 +58,9 @@ Rules:
      two CTAs along x (M) whose B tile is the same for both (R4's sharing along x) and lies
      in an even number of panels along N (or is K-major, N a multiple of 16), runs on the CTA
      pair (cta_group::2, M = 256, each CTA copying its A rows and half of B's panels, or of a
-     K-major B's rows): lower/tensorcore/tcgen05_pair.py, or tcgen05_ws.py's producer and MMA
-     warps when R5 specializes it.
+     K-major B's rows; a stage holds that half, so its depth is chosen again, R1):
+     lower/tensorcore/tcgen05_pair.py, or tcgen05_ws.py's producer and MMA warps when R5
+     specializes it.
   R11 a loop that is not pipelined keeps its carried tcgen05 accumulator in tensor memory
      (attention's output O, FlashAttention-4's way; plan/tmem_resident.py has the
      conditions, lower/tensorcore/tcgen05_attention.py the lowering).
@@ -67,6 +70,14 @@ Rules:
      with its 32 lanes into a fourth region of each stage, SCALE_UNIT bytes per 128 rows of A
      and per 128 columns of B (lower/tensorcore/tcgen05_scaled_ring.py); else each product
      stages its own operands and scales.
+  R13 a top-level loop without carried values whose body is pure scalar ops, a tcgen05 TMA
+     ring (no multicast, no pair) whose accumulator starts from a value made outside the
+     loop, then ops without loops, branches or products, and no break/continue/return, in a
+     block of four warps and a producer and an MMA warp (R5's, when no ring took them)
+     runs as the *accumulator pipeline* (lower/tensorcore/tcgen05_persistent.py): the
+     producer and MMA warps run the loop over output tiles with the ring's copies and MMAs,
+     the MMAs of tile i into TMEM accumulator i mod 2, while the epilogue warps drain the
+     other one (examples/matmul_persistent.tile on sm_100a).
 """
 
 from __future__ import annotations
@@ -317,6 +328,7 @@ class LoopPlan:
     pair: bool = False             # tcgen05 on the cluster's CTA pair (R9)
     no_pair: str = ""              # why a tcgen05 ring in a cluster of two is not (R9)
     scales: tuple = ()             # a block-scaled ring's (a_scale, b_scale) loads (R12)
+    acc_buffers: int = 1           # TMEM accumulators the ring alternates between (R13)
 
     @property
     def scale_bytes(self) -> int:
@@ -728,6 +740,7 @@ class LoopDecision:
     carried: tuple = ()                   # not pipelined: Carried or None per carried value
     carried_ids: tuple[int, ...] = ()     # the carried values' ids (the body's arguments)
     resident: TmemResident | None = None  # R11: the carried output stays in tensor memory
+    acc_pipeline: bool = False            # R13: the tcgen05 accumulator pipeline runs it
 
 
 @record(frozen=True)
@@ -742,6 +755,18 @@ class LoopsPlan:
     def prefetch(self, op: ForOp) -> PrefetchPlan | None:
         d = self.by_iv.get(op.iv.id)
         return d.prefetch if d is not None else None
+
+    def acc_pipeline(self, op: ForOp) -> bool:
+        """R13: the loop over output tiles that the producer, MMA and epilogue warps each
+        run (lower/tensorcore/tcgen05_persistent.py)."""
+        d = self.by_iv.get(op.iv.id)
+        return d is not None and d.acc_pipeline
+
+    @property
+    def tc5_acc_buffers(self) -> int:
+        """How many accumulators a tcgen05 product keeps in tensor memory (R13: two)."""
+        return max((d.pipelined.acc_buffers for d in self.loops if d.pipelined is not None),
+                   default=1)
 
     @property
     def tc5_pair(self) -> bool:
@@ -781,6 +806,7 @@ def plan_loops(inputs: PlanInputs, products: ProductsPlan) -> LoopsPlan:
 
     def visit(block: Block, nested: bool) -> None:
         for op in block.ops:
+            first = len(out)
             if isinstance(op, ForOp) and any(
                     isinstance(o, BuiltinOp) and o.result is not None and
                     o.result.id in products.by_result for o in walk(op.body)):
@@ -788,6 +814,14 @@ def plan_loops(inputs: PlanInputs, products: ProductsPlan) -> LoopsPlan:
             inner = nested or isinstance(op, (ForOp, WhileOp))
             for r in op.regions:
                 visit(r, inner)
+            if isinstance(op, ForOp) and not nested and len(out) == first + 2 and state.tc5:
+                got = _acc_pipeline(products, op, out[first + 1])
+                if got is not None:             # R13
+                    state.producer = state.tc5 = False
+                    out[first] = LoopDecision(out[first].iv, None, None, out[first].why,
+                                              out[first].carried, out[first].carried_ids,
+                                              acc_pipeline=True)
+                    out[first + 1] = got
 
     visit(inputs.kernel.body, False)
     out = link(inputs.kernel.body, pairs)       # R11: O handed from loop to loop in TMEM
@@ -856,6 +890,40 @@ def _tc5_pair(inputs: PlanInputs, products: ProductsPlan, op: ForOp, lp: LoopPla
     return True, ""
 
 
+def _acc_pipeline(products: ProductsPlan, outer: ForOp, d: LoopDecision
+                  ) -> LoopDecision | None:
+    """R13: the decision for the ring `d` inside the top-level loop `outer` when `outer` runs
+    as the tcgen05 accumulator pipeline, else None."""
+    lp = d.pipelined
+    if lp is None or lp.plan.tc5 is None or not lp.tma or not lp.nested or \
+            lp.multicast is not None or lp.pair or lp.scales or outer.init:
+        return None                 # (a block-scaled ring's scale columns are per stage)
+    if 2 * lp.plan.tc5.columns > 512:                   # two accumulators in 512 columns
+        return None
+    ops = outer.body.ops
+    at = [i for i, o in enumerate(ops) if isinstance(o, ForOp)]
+    if len(at) != 1 or ops[at[0]].iv.id != d.iv:
+        return None
+    ring = ops[at[0]]
+    if not all(is_pure_scalar(o) for o in ops[:at[0]]):
+        return None                 # the producer and MMA warps evaluate these per tile
+    inside = {r.id for o in ops[:at[0]] for r in o.results}
+    if any(v.id in inside for v in ring.init):
+        return None                 # the accumulators are reset to a value from outside
+    for o in ops[at[0] + 1:]:
+        if isinstance(o, YieldOp):
+            continue
+        if not isinstance(o, (BuiltinOp, ConstantOp)) or (
+                o.result is not None and o.result.id in products.by_result):
+            return None             # the epilogue warps' part: no loops, branches, products
+    if any(isinstance(o, (BreakOp, ContinueOp, ReturnOp)) for o in walk(outer.body)):
+        return None
+    lp = LoopPlan(lp.mma, lp.operands, lp.axes, lp.scalars, lp.plan, lp.stages,
+                  lp.image_bytes, lp.stages_why, lp.tma, None, True, True, False, "",
+                  acc_buffers=2)
+    return LoopDecision(d.iv, lp, None, "")
+
+
 def _decide(inputs: PlanInputs, products: ProductsPlan, op: ForOp, nested: bool,
             state: _Producer) -> LoopDecision:
     lp, why = _pipelined(inputs, products, op)
@@ -883,9 +951,14 @@ def _decide(inputs: PlanInputs, products: ProductsPlan, op: ForOp, nested: bool,
             state.producer = state.tc5 = False
         pair, no_pair = _tc5_pair(inputs, products, op, lp, nested) if tma else \
             (False, "")
-        lp = LoopPlan(lp.mma, lp.operands, lp.axes, lp.scalars, lp.plan, lp.stages,
-                      lp.image_bytes, lp.stages_why, bool(tma), mc, ws, nested, pair, no_pair,
-                      lp.scales)
+        if lp.plan.tc5 is not None and ws and not pair:
+            mc = multicast_plan(inputs, op, lp.operands)    # R4 on sm_100a
+        sizes, stages, why = lp.image_bytes, lp.stages, lp.stages_why
+        if pair:                    # R9: a stage holds this CTA's half of B; R1 again
+            sizes = (sizes[0], sizes[1] // 2)
+            stages, why = choose_stages(inputs, sum(sizes), lp.plan.acc.num_regs)
+        lp = LoopPlan(lp.mma, lp.operands, lp.axes, lp.scalars, lp.plan, stages, sizes, why,
+                      bool(tma), mc, ws, nested, pair, no_pair, lp.scales)
         return LoopDecision(op.iv.id, lp, None, "")
     carried = _carried(inputs, products, op)
     ids = tuple(c.id for c in op.carried)

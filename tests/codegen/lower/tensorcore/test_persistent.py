@@ -100,7 +100,9 @@ def test_matches_numpy_on_gpu():
 def test_a_replicating_warp_group_does_not_copy_again():
     # 384 threads inside the loop over tiles: the ring is the carried one (not specialized),
     # and the third warp group, a replica of the first, issues no TMA of its own
-    src = SRC.replace("reqntid = (128, 1, 1)", "reqntid = (384, 1, 1)")
+    src = SRC.replace("by_target(sm_100a = (192, 1, 1), default = (128, 1, 1))",
+                      "(384, 1, 1)")
+    assert src != SRC
     rng = np.random.default_rng(4)
     a = rng.integers(-3, 4, (200, 104)).astype(np.float16)
     b = rng.integers(-3, 4, (104, 136)).astype(np.float16)

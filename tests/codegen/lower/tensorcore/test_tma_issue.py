@@ -63,7 +63,9 @@ def test_persistent_ring_issues_each_copy_once(threads):
     # 2 x 3 tiles of 64 x 64 over 4 blocks, K = 96: 3 K-steps per tile. With 384 threads the
     # layouts use 256 and the third warp group replicates the first: warp 8 must not issue.
     m, n, k, blocks = 128, 192, 96, 4
-    src = PERSISTENT.replace("reqntid = (128, 1, 1)", f"reqntid = ({threads}, 1, 1)")
+    src = PERSISTENT.replace("by_target(sm_100a = (192, 1, 1), default = (128, 1, 1))",
+                             f"({threads}, 1, 1)")
+    assert src != PERSISTENT
     a, b, arrays = _operands(m, n, k)
     res, rep = run(src, "matmul_persistent", arrays, (blocks,), defines=SMALL)
     assert np.array_equal(arrays["c"], a.astype(np.float64) @ b.astype(np.float64))

@@ -25,8 +25,9 @@ from __future__ import annotations
 import llvmlite.ir as ir
 
 from tilelang.codegen.emit.kernel import I32, I64, KernelEmitter, TileVal
-from tilelang.codegen.lower.tensorcore import (pipe_loop, tcgen05_pair, tcgen05_pipeline,
-                                               tcgen05_ws, tma_load, wgmma_ops, wgmma_product)
+from tilelang.codegen.lower.tensorcore import (pipe_loop, tcgen05_pair, tcgen05_persistent,
+                                               tcgen05_pipeline, tcgen05_ws, tma_load,
+                                               wgmma_ops, wgmma_product)
 from tilelang.codegen.lower.tensorcore.cp_async import Stream, _c, _c64
 from tilelang.codegen.lower.tensorcore.mma_epilogue import remember_acc_layout
 from tilelang.codegen.lower.tensorcore.mma_operands import commit_group, wait_group
@@ -47,6 +48,10 @@ def loop_plan(kern: KernelEmitter, op: ForOp) -> LoopPlan | None:
 
 
 def emit_pipelined(kern: KernelEmitter, op: ForOp, lp: LoopPlan) -> None:
+    if lp.plan.tc5 is not None and lp.acc_buffers > 1:
+        # the epilogue warps' part of a persistent kernel's ring (plan/loops.py R13)
+        tcgen05_persistent.drain(kern, op, lp)
+        return
     if lp.plan.tc5 is not None:
         emit = tcgen05_ws.emit_specialized if lp.warp_specialized else \
             tcgen05_pair.emit_pair if lp.pair else tcgen05_pipeline.emit_pipelined

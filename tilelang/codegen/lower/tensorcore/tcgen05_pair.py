@@ -20,7 +20,7 @@ kernel, tests/emulator/test_emu_tcgen05_pair.py):
               even CTA commits to both CTAs' completion mbarriers
     everyone: wait for the completion; tcgen05.ld of its rows from its own TMEM; thread 0
               invalidates the ring's mbarriers; barrier
-Each CTA's B image holds half the tile's columns (the stage keeps the full tile's bytes).
+Each CTA's B image holds half the tile's columns, and a stage only that half (plan/loops.py R9).
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ import llvmlite.ir as ir
 
 from tilelang.codegen.emit.kernel import I32, I64, KernelEmitter, TileVal
 from tilelang.codegen.lower.tensorcore import (mma_sync, pipe_loop, tcgen05_scaled_ring,
-                                               tcgen05_tmem as tmem, tma_load)
+                                               tcgen05_tmem as tmem, tma_load, tma_multicast)
 from tilelang.codegen.lower.tensorcore.tcgen05_scaled_ring import SCALE_ARRIVALS
 from tilelang.codegen.lower.tensorcore.cp_async import _c64
 from tilelang.codegen.lower.tensorcore.mma_epilogue import remember_acc_layout
@@ -66,7 +66,9 @@ class Tc5Ring:
     step: ir.Value
     ivt: object
     positive: ir.Value
-    rank: ir.Value | None = None      # a CTA pair's (plan/loops.py R8): this CTA's rank
+    rank: ir.Value | None = None      # a CTA pair's (plan/loops.py R9): this CTA's rank
+    release: ir.Value | None = None   # a multicast ring's (R4): the CTAs (i16 mask) each
+                                      # stage is released to (tma_multicast.union_mask)
 
     @property
     def pair(self) -> bool:
@@ -75,6 +77,17 @@ class Tc5Ring:
     @property
     def ring_bytes(self) -> int:
         return self.lp.stages * self.stage_bytes
+
+    def bind_bounds(self) -> None:
+        """The loop's bounds from the values in scope (a persistent kernel's ring binds them
+        per output tile: tcgen05_persistent.py)."""
+        kern, b = self.kern, self.kern.builder
+        self.start, self.stop, self.step = (kern.tile(v).value
+                                            for v in (self.op.start, self.op.stop,
+                                                      self.op.step))
+        zero = ir.Constant(self.step.type, 0)
+        self.positive = b.icmp_signed(">", self.step, zero) if self.ivt.signed else \
+            b.icmp_unsigned(">", self.step, zero)
 
     def full(self, slot) -> ir.Value:
         """full[s] of the stage at byte offset `slot` (an int or an i32 value)."""
@@ -100,9 +113,15 @@ class Tc5Ring:
         b = self.kern.builder
         return b.add(iv, b.mul(self.step, ir.Constant(self.step.type, s))) if s else iv
 
+    @property
+    def multicast(self):
+        return self.lp.multicast
+
     def copy(self, iv, s: int, slot, valid=None) -> None:
         """The issuing thread copies iteration iv + s * step (when it exists, or `valid`)
-        into the stage at byte offset `slot`, announcing its bytes on full[slot]."""
+        into the stage at byte offset `slot`, announcing its bytes on full[slot] (a
+        multicast ring's shared operands: by its sub-group's issuing CTA into each CTA of
+        the sub-group, tma_multicast.py)."""
         kern, b = self.kern, self.kern.builder
         kern.env[self.op.iv.id] = TileVal(self.ivt, kern.scalar_layout, (iv,))
         true = ir.Constant(ir.IntType(1), 1)
@@ -112,9 +131,13 @@ class Tc5Ring:
         if self.pair:                   # both CTAs' copies complete on the even CTA's
             full = tma_load._asm(kern, "mapa.shared::cluster.u32 $0, $1, 0;", [full],
                                  "=r,r", I32)
-        tma_load.issue_stage(kern, self.tma, env_iv, image, full,
-                             self.valid_ahead(iv, s) if valid is None else valid,
-                             leader=true, pair=self.pair)
+        valid = self.valid_ahead(iv, s) if valid is None else valid
+        if self.multicast is not None:
+            tma_multicast.issue_stage(kern, self.multicast, self.tma, env_iv, image, full,
+                                      valid, leader=true)
+            return
+        tma_load.issue_stage(kern, self.tma, env_iv, image, full, valid, leader=true,
+                             pair=self.pair)
 
     def mmas(self, slot) -> None:
         """The issuing thread's MMAs of the stage at byte offset `slot`, committed to its
@@ -126,7 +149,8 @@ class Tc5Ring:
         image = self.kern.builder.add(self.base, slot)
         issue_mmas(self.kern, self.da, self.db, self.idesc, self.kern.tmem.address, image,
                    b_offset=self.offs[1], k=self.k, kstep=self.lp.plan.tc5.k,
-                   bar=self.empty(slot), pair=self.pair, kind=self.lp.plan.tc5.kind)
+                   bar=self.empty(slot), pair=self.pair, kind=self.lp.plan.tc5.kind,
+                   mask=self.release)
 
     def finish(self, regs) -> None:
         """The loop's result: the accumulator read back from TMEM."""
@@ -135,16 +159,19 @@ class Tc5Ring:
         remember_acc_layout(self.kern, self.lp.plan.acc)
 
 
-def ring_setup(kern: KernelEmitter, op, lp, extra_bars: int = 0) -> Tc5Ring:
+def ring_setup(kern: KernelEmitter, op, lp, bounds: bool = True, own: bool = False
+               ) -> Tc5Ring:
     """The ring's images and mbarriers (in the scratch buffer after the images, unless the
-    ring is nested in another run-time loop: then a static buffer of their own)."""
+    ring is nested in another run-time loop: then a static buffer of their own); without
+    `bounds` the loop's bounds are bound later (`Tc5Ring.bind_bounds`); `own`: the images in
+    dynamic shared memory of their own, for a ring whose copies run while other warps use
+    the scratch buffer (tcgen05_persistent.py)."""
     b = kern.builder
     plan, S = lp.plan, lp.stages
     form = plan.form
     kern.require_exact()
     kern.stats.features.add("tcgen05")
-    start, stop, step = (kern.tile(v).value for v in (op.start, op.stop, op.step))
-    ivt = kern.tile(op.start).dtype
+    ivt = op.start.type.dtype
     init = to_layout(kern, kern.tile(op.init[0]), plan.acc)
     stage_bytes, offs, sops = ring_images(lp, form.itemsize)
     stage_bytes += lp.scale_bytes       # a block-scaled ring's scale tiles (R12)
@@ -161,31 +188,39 @@ def ring_setup(kern: KernelEmitter, op, lp, extra_bars: int = 0) -> Tc5Ring:
         tma[1].pair_rank = rank
     ring_bytes = S * stage_bytes
     carried = lp.nested
-    ring = kern.smem(ring_bytes + (0 if carried else 16 * S), ir.IntType(8), 0)
-    align_smem(kern)
-    base = mma_sync.shared_address(kern, ring)
+    if own:
+        base = kern.dynamic_smem(ring_bytes, 1024)[0]
+    else:
+        ring = kern.smem(ring_bytes + (0 if carried else 16 * S), ir.IntType(8), 0)
+        align_smem(kern)
+        base = mma_sync.shared_address(kern, ring)
     bars = mma_sync.shared_address(kern, kern.kept_smem(16 * S, 8)) if carried else \
         b.add(base, _c(ring_bytes))
     da, db, idesc = descriptors(plan, sops, lp.pair)
     k = sops[0].shape[-1]
-    positive = b.icmp_signed(">", step, ir.Constant(step.type, 0)) if ivt.signed else \
-        b.icmp_unsigned(">", step, ir.Constant(step.type, 0))
-    return Tc5Ring(kern, op, lp, init, stage_bytes, offs, tma, base, bars, da, db, idesc, k,
-                   start, stop, step, ivt, positive, rank)
+    release = tma_multicast.union_mask(kern, lp.multicast) if lp.multicast else None
+    ring = Tc5Ring(kern, op, lp, init, stage_bytes, offs, tma, base, bars, da, db, idesc, k,
+                   None, None, None, ivt, None, rank, release)
+    if bounds:
+        ring.bind_bounds()
+    return ring
 
 
 def init_bars(ring: Tc5Ring) -> None:
     """Thread 0 initializes full[s] and empty[s] (count 1 each: the issuing thread's
     expect_tx, the MMAs' commit; a CTA pair's full[s] counts both CTAs' expect_tx, a
-    block-scaled ring's the producer lanes' arrivals after their scale stores too)."""
+    block-scaled ring's the producer lanes' arrivals after their scale stores too; a
+    multicast ring's empty[s] the commits of every CTA it shares stages with)."""
     kern, b = ring.kern, ring.kern.builder
     S = ring.lp.stages
+    empties = tma_multicast.union_size(ring.multicast) if ring.multicast else 1
 
     def init():
         for i in range(2 * S):
             full = 2 if ring.pair else 1 + (SCALE_ARRIVALS if ring.lp.scales else 0)
-            tma_load.mbarrier_init(kern, b.add(ring.bars, _c(8 * i)), full if i < S else 1)
-        if ring.pair:                   # the other CTA arrives on them, its copies complete
+            tma_load.mbarrier_init(kern, b.add(ring.bars, _c(8 * i)),
+                                   full if i < S else empties)
+        if ring.pair or ring.multicast:     # other CTAs arrive on them, copies complete
             tmem.void(kern, "fence.mbarrier_init.release.cluster;")
     pipe_loop.on_thread0(kern, "tc5.ring.init", init)
 

@@ -191,11 +191,13 @@ def descriptors(plan: TensorCorePlan, sops, pair: bool = False) -> tuple:
 
 def issue_mmas(kern: KernelEmitter, da: Descriptors, db: Descriptors, idesc: int,
                taddr: ir.Value, image: ir.Value, *, b_offset: int, k: int, kstep: int,
-               bar: ir.Value, pair: bool = False, kind: str = "f16") -> None:
+               bar: ir.Value, pair: bool = False, kind: str = "f16",
+               mask: ir.Value | None = None) -> None:
     """The issuing thread's tcgen05.mma.kind::`kind` per k-step (accumulating into TMEM at
     `taddr`) over the images at 32-bit shared address `image` (B `b_offset` bytes past A), then
     tcgen05.commit to the mbarrier `bar`. `pair`: the CTA pair's products (cta_group::2),
-    committed to `bar`'s offset in both CTAs."""
+    committed to `bar`'s offset in both CTAs; `mask` (i16): committed to `bar`'s offset in
+    each CTA it names (a multicast ring's release, tcgen05_ws.py)."""
     bld = kern.builder
     group = "cta_group::2" if pair else "cta_group::1"
     starts = (da.base(kern, image), db.base(kern, bld.add(image, _c(b_offset))))
@@ -205,12 +207,17 @@ def issue_mmas(kern: KernelEmitter, da: Descriptors, db: Descriptors, idesc: int
         _void(kern, "{ .reg .pred p; setp.ne.b32 p, 1, 0; "
                     f"tcgen05.mma.{group}.kind::{kind} [$0], $1, $2, $3, p; }}",
               [taddr, pa, pb, _c(idesc)], "r,l,l,r")
-    commit(kern, bar, pair)
+    commit(kern, bar, pair, mask)
 
 
-def commit(kern: KernelEmitter, bar: ir.Value, pair: bool = False) -> None:
+def commit(kern: KernelEmitter, bar: ir.Value, pair: bool = False,
+           mask: ir.Value | None = None) -> None:
     """tcgen05.commit of the thread's MMAs to the mbarrier `bar` (a CTA pair's: to `bar`'s
-    offset in both CTAs, mask 0b11)."""
+    offset in both CTAs, mask 0b11; with `mask`, an i16: in each CTA it names)."""
+    if mask is not None:
+        _void(kern, "tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster."
+                    "multicast::cluster.b64 [$0], $1;", [bar, mask], "r,h")
+        return
     if not pair:
         _void(kern, "tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 "
                     "[$0];", [bar], "r")

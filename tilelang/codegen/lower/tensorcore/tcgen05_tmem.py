@@ -31,6 +31,8 @@ class Tmem:
     address: ir.Value          # the allocation's TMEM address (lane 0, column 0)
     bar: ir.Value              # 32-bit shared address of the completion mbarrier
     parity: ir.Value           # i32 variable: the phase the next product waits for
+    pipe: object = None        # a persistent kernel's accumulator pipeline
+                               # (tcgen05_persistent.AccPipe)
 
 
 def _c(v: int) -> ir.Constant:
@@ -76,8 +78,10 @@ def thread_sync(kern: KernelEmitter) -> None:
 
 
 def setup(kern: KernelEmitter) -> None:
-    # the widest product's columns, or S's and the output's (plan/loops.py R11)
-    cols = max(kern.plan.products.tmem_columns, kern.plan.loops.tmem_columns)
+    # the widest product's columns (twice for two accumulators: plan/loops.py R13), or S's
+    # and the output's (R11)
+    cols = max(kern.plan.products.tmem_columns * kern.plan.loops.tc5_acc_buffers,
+               kern.plan.loops.tmem_columns)
     if not cols:
         return
     b = kern.builder

@@ -30,6 +30,17 @@ mbarriers (multicast, mask 0b11); the odd CTA's MMA warp has nothing to do. Each
 epilogue warps read their 128 rows from their own tensor memory. The producer and MMA warps
 do not leave before the teardown's cluster barrier (tcgen05_tmem.py), which frees the pair's
 columns once both CTAs are done with them.
+
+A multicast ring (plan/loops.py R4: a cluster whose CTAs share an operand's tile, not a CTA
+pair) copies each shared operand once per sub-group, by its issuing CTA into every CTA of
+the sub-group (tma_multicast.py); every CTA still announces its whole stage on its own
+full[s]. A stage must be free in every CTA a copy writes into: the MMA thread commits each
+stage to empty[s] of every CTA it shares a stage with (`tcgen05.commit...multicast::cluster`
+with tma_multicast.union_mask), and empty[s] counts that many commits, so a producer's wait
+for its own empty[s] covers its sub-groups. Setup: `fence.mbarrier_init.release.cluster`
+and a cluster barrier before any copy or commit reaches a peer. After its loop the producer
+waits for the releases of the last S stages (the peers' commits arrive on its mbarriers),
+then arrives on a named barrier the epilogue warps wait at before they invalidate them.
 """
 
 from __future__ import annotations
@@ -47,6 +58,8 @@ from tilelang.codegen.lower.tensorcore.tcgen05_product import lane_quarter, tmem
 EPILOGUE = 128              # the epilogue warps' threads (the layouts' P)
 PRODUCER = EPILOGUE         # the producer warp's first thread
 ISSUER = EPILOGUE + 32      # the MMA warp's first thread
+TAIL_BARRIER = 2            # a multicast ring's producer -> epilogue named barrier (1: the
+                            # epilogue warps' own, KernelEmitter.barrier)
 
 
 def _c(v: int) -> ir.Constant:
@@ -62,9 +75,9 @@ def emit_specialized(kern: KernelEmitter, op, lp) -> None:
     _on_epilogue(kern, "tc5.ws.init", lambda: tmem_io(
         kern, mine, list(ring.init.regs), lp.plan.tc5.n, lp.plan.tc5.m))
     tmem.thread_sync(kern)              # also publishes the mbarriers' initialization
-    if ring.pair:
+    if ring.pair or ring.multicast:
         kern.stats.features.add("cluster")
-        tmem.cluster_sync(kern)         # the peer's mbarriers and accumulator are ready
+        tmem.cluster_sync(kern)         # the peers' mbarriers (and accumulator) are ready
 
     epilogue = kern.fn.append_basic_block("tc5.ws.epilogue")
     workers = kern.fn.append_basic_block("tc5.ws.workers")
@@ -77,6 +90,14 @@ def emit_specialized(kern: KernelEmitter, op, lp) -> None:
     b.position_at_end(producer)
     if lp.scales:                       # every lane stages scales (tcgen05_scaled_ring.py)
         _produce_scaled(ring)
+        b.branch(gone)
+    elif ring.multicast:
+        # the producer warp tells the epilogue warps that no peer arrives on this CTA's
+        # mbarriers any more (its tail waited for every release), so they may invalidate
+        produced = kern.fn.append_basic_block("tc5.ws.produced")
+        _lead(kern, PRODUCER, produced, lambda: _produce(ring))
+        b.position_at_end(produced)
+        tmem.void(kern, f"barrier.arrive {TAIL_BARRIER}, {EPILOGUE + 32};")
         b.branch(gone)
     else:
         _lead(kern, PRODUCER, gone, lambda: _produce(ring))
@@ -92,6 +113,8 @@ def emit_specialized(kern: KernelEmitter, op, lp) -> None:
     b.position_at_end(epilogue)
     regs = read_back(ring, mine)
     kern.barrier_threads = EPILOGUE
+    if ring.multicast:
+        tmem.void(kern, f"barrier.sync {TAIL_BARRIER}, {EPILOGUE + 32};")
     invalidate(ring)
     kern.barrier()                      # the ring is free for the next user
     ring.finish(regs)
@@ -155,6 +178,22 @@ def _produce(ring: Tc5Ring) -> None:
     ring.copy(iv, 0, slot, valid=ir.Constant(ir.IntType(1), 1))   # the loop's test holds
     _latch(ring, header, iv, slot, par)
     b.position_at_end(exit_)
+    if ring.multicast:
+        _tail(ring, slot, par)
+
+
+def _tail(ring: Tc5Ring, slot, par) -> None:
+    """A multicast ring's producer after its loop: the waits of S more iterations, i.e. for
+    the releases of the last S stages, by this CTA's MMAs and those of every CTA it shares
+    stages with (their commits arrive on this CTA's empty mbarriers), so that nothing is in
+    flight towards its mbarriers when they are invalidated."""
+    b = ring.kern.builder
+    for _ in range(ring.lp.stages):
+        tma_load.wait_parity(ring.kern, ring.empty(slot), b.xor(par, _c(1)))
+        nxt = b.add(slot, _c(ring.stage_bytes))
+        wrap = b.icmp_unsigned("==", nxt, _c(ring.ring_bytes))
+        slot = b.select(wrap, _c(0), nxt)
+        par = b.xor(par, b.zext(wrap, I32))
 
 
 def _produce_scaled(ring: Tc5Ring) -> None:

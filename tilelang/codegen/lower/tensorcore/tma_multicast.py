@@ -186,15 +186,37 @@ def _sub_groups(kern: KernelEmitter, mc: Multicast) -> list[tuple]:
     return out
 
 
+def union_mask(kern: KernelEmitter, mc: Multicast) -> ir.Value:
+    """The CTAs (i16 mask) of this CTA's sub-groups, itself included: those that write into
+    its stages or whose stages it writes into (a tcgen05 ring releases a stage to all of
+    them, tcgen05_ws.py)."""
+    b = kern.builder
+    out = None
+    for _, _, mask in _sub_groups(kern, mc):
+        out = mask if out is None else b.or_(out, mask)
+    return out
+
+
+def union_size(mc: Multicast) -> int:
+    """How many CTAs `union_mask` names (the same for every CTA: CTA 0's union of the
+    patterns, shifted)."""
+    m = 0
+    for g in mc.sets:
+        m |= mc.pattern(g)
+    return bin(m).count("1")
+
+
 def issue_stage(kern: KernelEmitter, mc: Multicast, ops: list, env_iv, image: ir.Value,
-                bar: ir.Value, valid: ir.Value, refill: tuple | None = None) -> None:
+                bar: ir.Value, valid: ir.Value, refill: tuple | None = None,
+                leader: ir.Value | None = None) -> None:
     """tma_load.issue_stage with multicast: thread 0 of every CTA announces the stage's
     bytes and copies the operands of its own; the issuing CTA of each sub-group also copies
     the operands it shares into every CTA of the sub-group. `refill`: (the slot's first
     empty mbarrier, the phase parity, S, `remote_empties`, the first slot's empty mbarrier)
     when the slot held an earlier iteration: every CTA releases it to each issuer that writes
     into it, and each issuing CTA waits for its sub-group's releases before its multicast;
-    the k-th pattern's empty mbarriers are S (`refill[2]`) mbarriers further on."""
+    the k-th pattern's empty mbarriers are S (`refill[2]`) mbarriers further on. `leader`:
+    the issuing thread when it is not the block's (a producer warp's), without `refill`."""
     b = kern.builder
     coords = []
     for op in ops:
@@ -224,7 +246,7 @@ def issue_stage(kern: KernelEmitter, mc: Multicast, ops: list, env_iv, image: ir
         for k, (_, mine, _) in enumerate(subs):
             _when(kern, b.and_(valid, mine), lambda k=k: _acquire(
                 kern, b.add(refill[0], _c(8 * refill[2] * k)), refill[1]))
-    go = b.and_(valid, tma_load.issuer(kern))                        # not a replica
+    go = b.and_(valid, tma_load.issuer(kern) if leader is None else leader)  # not a replica
     then = kern.fn.append_basic_block("tma.issue")
     after = kern.fn.append_basic_block("tma.issued")
     b.cbranch(go, then, after)
