@@ -33,6 +33,7 @@ class TmemResident:
     """One loop's output kept in tensor memory (R11)."""
 
     index: int                  # which carried value (and result) is O
+    result: int                 # the loop's result for O
     carried: int                # O's value id inside the body
     product: int                # result id of P (O += A @ B, A = P through TMEM)
     rescale: int | None         # result id of `O * f` (P's accumulator), None: O itself
@@ -45,8 +46,19 @@ class TmemResident:
                                     # first k-step does not read the accumulator
     p_source: int | None = None     # P = astype(x, T) used by the product alone: x's id
                                     # (packed straight from f32, two to a cvt)
+    p_cast: int | None = None       # ... and the astype's result, never materialized
     init_in_tmem: bool = False  # O's initial value is the previous resident loop's result
     result_in_tmem: bool = False    # the result only starts the next resident loop
+
+    @property
+    def values(self) -> frozenset:
+        """The values that never live in registers (O inside the loop, its rescale and
+        product, the loop's result when the next loop takes it over, a P packed from f32)."""
+        ids = {self.carried, self.product} | {x for x in (self.rescale, self.p_cast)
+                                              if x is not None}
+        if self.result_in_tmem:
+            ids.add(self.result)
+        return frozenset(ids)
 
     def describe(self, name) -> str:
         how = "" if self.rescale is None else \
@@ -122,8 +134,9 @@ def resident(inputs, products: ProductsPlan, op: ForOp, carried: tuple) -> tuple
         p_src = src.id if src is not None and len(_uses(body, a.id)) == 1 and \
             getattr(src.type, "dtype", None) is not None and src.type.dtype.name == "f32" \
             else None
-        return TmemResident(i, arg.id, p.result.id, rescale, factor, o_col, n, cols,
-                            _scores(inputs, products, body, p), p_src), ""
+        return TmemResident(i, op.results[i].id, arg.id, p.result.id, rescale, factor,
+                            o_col, n, cols, _scores(inputs, products, body, p), p_src,
+                            a.id if p_src is not None else None), ""
     return None, ""
 
 

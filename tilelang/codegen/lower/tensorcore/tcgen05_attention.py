@@ -205,10 +205,6 @@ def product(kern: KernelEmitter, r: TmemResident, op, a, v) -> TileVal:
     assert plan is not None and plan.tc5 is not None and plan.tc5.m == 128, "R11 plans it"
     bld = kern.builder
     tm = kern.tmem
-    if r.rescale is not None:
-        f = kern.env[r.factor]
-        f = to_layout(kern, f, drop_axes(tc5_acc_layout((128, r.d)), (1,), True))
-        _rescale(kern, r, f.regs[0])
     a = mma_operands.materialize(kern, a) if isinstance(a, mma_operands.DeferredLoad) else a
     k = a.shape[-1]
     if r.p_source is not None:          # P = astype(x, T): packed from x's f32 directly
@@ -217,6 +213,10 @@ def product(kern: KernelEmitter, r: TmemResident, op, a, v) -> TileVal:
     else:
         words = _packed(kern, to_layout(kern, a, tc5_acc_layout((128, k))))
     _st_words(kern, lane_quarter(kern, tm.address), words)
+    if r.rescale is not None:           # after P's store: P's f32 registers are dead by then
+        f = kern.env[r.factor]
+        f = to_layout(kern, f, drop_axes(tc5_acc_layout((128, r.d)), (1,), True))
+        _rescale(kern, r, f.regs[0])
     shape = tuple(v.shape)
     sop, src, _ = place_image(kern, v, shape, 0, plan.form.itemsize, 0)
     align_smem(kern)

@@ -1,0 +1,205 @@
+"""examples/attention.tile on sm_100a at its default tiles (BM = BN = 128, four warps): the
+output O stays in tensor memory across the key loop (plan/loops.py R11), P goes through tensor
+memory into the ts form of tcgen05.mma, O is rescaled there (skipped where the factor is 1),
+S comes from a zero accumulator without a store (docs/codegen.md, "Attention with S, P and O
+in tensor memory"). Results on the emulator against NumPy's float64 attention, with the race
+checker; the PTX protocol; the plan; the rule's refusals; no spills."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import pathlib
+import re
+
+import numpy as np
+import pytest
+
+from tilelang.diagnostics import render_all
+from tilelang.driver import compile_source
+from tilelang.options import CompileOptions
+
+from wgmma_support import attention_reference, run
+
+ROOT = pathlib.Path(__file__).resolve().parents[4]
+ATTENTION = (ROOT / "examples" / "attention.tile").read_text()
+
+
+def _inputs(dtype, d, seq, heads, seed, kind="random"):
+    import ml_dtypes
+    npdt = np.float16 if dtype == "f16" else ml_dtypes.bfloat16
+    rng = np.random.default_rng(seed)
+    q, k, v = (rng.standard_normal((heads, seq, d)) for _ in range(3))
+    if kind == "first-tile-max":        # every row's maximum in key tile 0: factor 1 after it
+        q = np.abs(q)
+        k = 0.05 * k
+        k[:, :128] = np.abs(k[:, :128]) + 1.0
+    elif kind == "growing":             # each key tile scores higher: every row rescales
+        q = np.abs(q)
+        k = 0.1 * np.abs(k) + (np.arange(seq) // 128)[None, :, None] * 0.5
+    return tuple(x.astype(npdt) for x in (q, k, v))
+
+
+def _attention(dtype, d, causal, seq, heads=2, seed=0, kind="random"):
+    q, k, v = _inputs(dtype, d, seq, heads, seed, kind)
+    o = np.full((heads, seq, d), np.nan, q.dtype)
+    scale = 1.0 / np.sqrt(d)
+    res, rep = run(ATTENTION, "attention", {"q": q, "k": k, "v": v, "o": o},
+                   (-(-seq // 128), heads), scalars=[np.float32(scale)], target="sm_100a",
+                   defines={"T": dtype, "D": str(d), "CAUSAL": causal}, race_check=True)
+    want = np.stack([attention_reference(q[h], k[h], v[h], scale, causal)
+                     for h in range(heads)])
+    err = np.abs(o.astype(np.float64) - want).max() / np.abs(want).max()
+    return res, rep, err
+
+
+def _check(rep, err, dtype):
+    assert rep.race_check == "checked: no shared-memory race"
+    # P is rounded to the dtype before P V (f16: 2^-11, bf16: 2^-8 relative) and so is O
+    assert np.isfinite(err) and err <= (2e-2 if dtype == "bf16" else 4e-3), err
+
+
+@pytest.mark.parametrize("dtype,d,causal,seq", [
+    ("f16", 64, "false", 200),       # a whole key tile and a ragged one
+    ("f16", 64, "true", 200),        # causal: the masked loop takes O over in TMEM
+    ("bf16", 128, "true", 77),       # one ragged tile, rows past the end dropped
+])
+def test_attention_matches_numpy(dtype, d, causal, seq):
+    res, rep, err = _attention(dtype, d, causal, seq)
+    assert "mma.sync" not in res.ptx
+    _check(rep, err, dtype)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dtype,d,causal,seq", [
+    ("bf16", 128, "false", 300),
+    ("f16", 128, "false", 256),
+    ("bf16", 64, "true", 385),
+    ("f16", 128, "true", 130),
+])
+def test_attention_matches_numpy_more_shapes(dtype, d, causal, seq):
+    _, rep, err = _attention(dtype, d, causal, seq)
+    _check(rep, err, dtype)
+
+
+@pytest.mark.parametrize("kind", ["first-tile-max", "growing"])
+def test_rescale_skipped_and_taken(kind):
+    # the factor is exactly 1 for every row after key tile 0 (each warp skips the rescale),
+    # or below 1 for every row of every tile (each warp rescales): both match NumPy
+    _, rep, err = _attention("f16", 64, "false", 384, heads=1, seed=3, kind=kind)
+    _check(rep, err, "f16")
+
+
+def _ptx(**defines):
+    res = compile_source(ATTENTION, "attention.tile", CompileOptions(
+        target="sm_100a", defines={k: str(v) for k, v in defines.items()}), until="ptx")
+    assert res.ok, render_all(res.diagnostics)
+    return res
+
+
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+def test_ptx_protocol(dtype):
+    ptx = _ptx(T=dtype, D=128, CAUSAL="true").ptx
+    # S (128 columns) and O (D = 128 after it): 256 columns
+    assert "tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [%r" in ptx
+    assert re.search(r"tcgen05\.alloc\.[^;]*, 256;", ptx)
+    # P V in the ts form: A from tensor memory, one instruction per k-step of 16 (8 columns)
+    ts = re.findall(r"tcgen05\.mma\.cta_group::1\.kind::f16 \[%r\d+\], \[%r\d+\], %rd\d+", ptx)
+    assert len(ts) == 2 * 128 // 16                      # the unmasked and the masked loop
+    # S from a zero accumulator: enable-input-d from a register (0 on the first k-step)
+    assert len(re.findall(r"setp\.ne\.b32 p, %r\d+, 0; tcgen05\.mma", ptx)) == 2 * 128 // 16
+    # P packed two to a word and stored over S's columns; O rescaled 32 columns at a time
+    assert ptx.count(f"cvt.rn.{dtype}x2.f32") >= 2 * 64
+    assert ptx.count("tcgen05.st.sync.aligned.32x32b.x64.b32") == 2
+    assert ptx.count("tcgen05.ld.sync.aligned.32x32b.x32.b32") == 2 * 128 // 32
+    assert "vote.sync.all.pred" in ptx
+    # S read back once per key tile (x128), O once after both loops
+    assert ptx.count("tcgen05.ld.sync.aligned.32x32b.x128.b32") == 3
+    assert "mma.sync" not in ptx and ".local" not in ptx
+
+
+def _plan(*defines) -> str:
+    from tilelang.cli import main
+    out = io.StringIO()
+    args = [str(ROOT / "examples" / "attention.tile"), "--arch", "sm_100a", "--emit", "plan"]
+    for d in defines:
+        args += ["-D", d]
+    with contextlib.redirect_stdout(out):
+        rc = main(args)
+    assert rc in (0, None)
+    return out.getvalue()
+
+
+def test_plan_shows_the_output_in_tensor_memory():
+    text = _plan("CAUSAL=true")
+    assert "BM = 128 (by_target: sm_100a), BN = 128 (by_target: sm_100a)" in text
+    assert text.count("tcgen05 kind::f16 m128n128k16") >= 2
+    lines = [ln.strip() for ln in text.splitlines() if "O resident in TMEM" in ln]
+    assert len(lines) == 2                  # the key loop split in two for the mask
+    assert "left there for the next loop" in lines[0]
+    assert "from the previous loop" in lines[1]
+    assert all("columns 128..191 of 256" in ln and "takes A from TMEM (ts)" in ln and
+               "rescaled on TMEM (skipped where the factor is 1)" in ln and
+               "not stored first (enable-input-d off)" in ln for ln in lines)
+
+
+def test_m64_tiles_keep_the_register_output():
+    text = _plan("BM=64", "BN=64")
+    assert "O resident" not in text
+    assert "O not resident in TMEM: M = 64 (the ts form takes 128)" in text
+
+
+OTHER_USE = """
+kernel k(q: Array[f16, 2], kk: Array[f16, 2], v: Array[f16, 2], o: Array[f32, 2],
+         t: Array[f32, 2]) {
+    let tq = load(q, index = (0, 0), shape = (128, 64));
+    var acc = zeros((128, 64), f32);
+    var tot = zeros((128, 1), f32);
+    for j in range(cdiv(dim(kk, 0), 128)) {
+        let tk = load(kk, index = (j, 0), shape = (128, 64));
+        let tv = load(v, index = (j, 0), shape = (128, 64));
+        let s = mma(tq, transpose(tk), zeros((128, 128), f32));
+        tot = tot + sum(acc, axis = 1, keepdims = true);
+        acc = mma(astype(s, f16), tv, acc);
+    }
+    store(o, index = (0, 0), tile = acc);
+    store(t, index = (0, 0), tile = tot);
+}
+"""
+
+
+def test_an_output_used_elsewhere_in_the_body_stays_in_registers():
+    from tilelang.cli import main
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        f = pathlib.Path(tmp) / "other.tile"
+        f.write_text(OTHER_USE)
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            rc = main([str(f), "--arch", "sm_100a", "--emit", "plan", "--block", "128"])
+    text = out.getvalue()
+    assert rc in (0, None), text
+    assert "O not resident in TMEM: O has another use in the body" in text
+    assert "O resident" not in text
+
+
+def test_no_register_warning_at_the_default_tiles():
+    # the estimate does not count O in registers (it lives in tensor memory)
+    for d in (64, 128):
+        res = _ptx(D=d, CAUSAL="true")
+        assert not [x for x in res.diagnostics if x.code == "W0787"]
+
+
+@pytest.mark.parametrize("d", [64, 128])
+def test_links_without_local_memory(d):
+    from tilelang import nvjitlink as lib
+    try:
+        lib.library()
+    except lib.NvJitLinkUnavailable:
+        pytest.skip("nvJitLink is not installed")
+    for causal in ("false", "true"):
+        res = compile_source(ATTENTION, "attention.tile", CompileOptions(
+            target="sm_100a", defines={"D": str(d), "CAUSAL": causal}), until="cubin")
+        assert res.ok, render_all(res.diagnostics)
+        r = res.link.resources["attention"]
+        assert (r.spill_stores, r.spill_loads, r.stack_frame) == (0, 0, 0)
