@@ -10,7 +10,8 @@ A loop that is not pipelined keeps its carried value O in TMEM when
   - P's A operand is a 16-bit register value (`astype(p, T)`: P packed into TMEM over the
     first K / 2 columns, which the kernel's other products use only inside their own
     lowering) and its B a value the product stages in shared memory;
-  - the body has no break or continue, and O's columns (after the widest product's, at least
+  - the block is the four warps whose lane quarters cover the 128 rows, the body has no
+    break or continue, and O's columns (after the widest product's, at least
     32) fit the 512 of an SM's tensor memory.
 Loops that follow one another hand O on in TMEM: a resident loop whose result is used only as
 the initial value of the next resident loop's O leaves it there (`result_in_tmem`), and that
@@ -20,6 +21,7 @@ loop does not store it again (`init_in_tmem`).
 from __future__ import annotations
 
 from tilelang.codegen.plan.products import ProductsPlan
+from tilelang.codegen.plan.tensor_cores import TC5_THREADS
 from tilelang.ir.ops import BreakOp, BuiltinOp, ContinueOp, ForOp, YieldOp, walk
 from tilelang.record import record, replace
 from tilelang.sema.constants import ConstValue
@@ -80,6 +82,11 @@ def resident(inputs, products: ProductsPlan, op: ForOp, carried: tuple) -> tuple
     """(TmemResident or None, why not: "" when the rule does not concern the loop)."""
     if inputs.target.name not in FEATURES["tcgen05"].arch_targets or not carried:
         return None, ""
+    if inputs.declared_threads != TC5_THREADS:
+        # a producer and an MMA warp beside the four would replicate warps 0 and 1's lanes
+        # outside their ring: their rescale of O would run twice
+        return None, f"O not resident in TMEM: {inputs.declared_threads} threads (it takes " \
+                     f"{TC5_THREADS})"
     term = op.body.terminator
     if not isinstance(term, YieldOp):
         return None, ""

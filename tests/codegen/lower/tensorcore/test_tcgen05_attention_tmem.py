@@ -203,3 +203,20 @@ def test_links_without_local_memory(d):
         assert res.ok, render_all(res.diagnostics)
         r = res.link.resources["attention"]
         assert (r.spill_stores, r.spill_loads, r.stack_frame) == (0, 0, 0)
+
+
+def test_a_block_with_producer_and_mma_warps_keeps_the_register_output(tmp_path):
+    # 192 threads: warps 4 and 5 would replicate warps 0 and 1's lanes and rescale O twice
+    from tilelang.cli import main
+    src = ATTENTION.replace("reqntid = by_target(sm_90a = (256, 1, 1), default = (128, 1, 1))",
+                            "reqntid = (192, 1, 1)")
+    assert src != ATTENTION
+    f = tmp_path / "attention192.tile"
+    f.write_text(src)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        rc = main([str(f), "--arch", "sm_100a", "--emit", "plan"])
+    text = out.getvalue()
+    assert rc in (0, None), text
+    assert "O resident" not in text
+    assert "O not resident in TMEM: 192 threads (it takes 128)" in text
