@@ -82,12 +82,17 @@ def test_attention_matches_numpy_more_shapes(dtype, d, causal, seq):
     _check(rep, err, dtype)
 
 
-@pytest.mark.parametrize("kind", ["first-tile-max", "growing"])
-def test_rescale_skipped_and_taken(kind):
-    # the factor is exactly 1 for every row after key tile 0 (each warp skips the rescale),
-    # or below 1 for every row of every tile (each warp rescales): both match NumPy
+@pytest.mark.parametrize("kind,rescaled", [("first-tile-max", 1), ("growing", 3)])
+def test_rescale_skipped_and_taken(kind, rescaled):
+    # the factor is exactly 1 for every row after key tile 0 (each warp skips the rescale
+    # but in tile 0, whose factor is exp2(-inf) = 0), or below 1 for every row of every tile
+    # (each warp rescales): both match NumPy
     _, rep, err = _attention("f16", 64, "false", 384, heads=1, seed=3, kind=kind)
     _check(rep, err, "f16")
+    # 3 blocks x 128 threads, 3 key tiles each; a rescale is D / 32 = 2 loads of 32 columns
+    assert rep.instructions["vote.sync.all.pred"] == 3 * 128 * 3
+    assert rep.instructions["tcgen05.ld.sync.aligned.32x32b.x32.b32"] == \
+        3 * 128 * rescaled * 2
 
 
 def _ptx(**defines):
