@@ -14,8 +14,10 @@ A loop that is not pipelined keeps its carried value O in TMEM when
     break or continue, and O's columns (after the widest product's, at least
     32) fit the 512 of an SM's tensor memory.
 Loops that follow one another hand O on in TMEM: a resident loop whose result is used only as
-the initial value of the next resident loop's O leaves it there (`result_in_tmem`), and that
-loop does not store it again (`init_in_tmem`).
+the initial value of the next resident loop's O — later in the same block, with no resident
+loop between them (not a loop run again by an outer one, which must start from the same
+value each time) — leaves it there (`result_in_tmem`), and that loop does not store it again
+(`init_in_tmem`).
 """
 
 from __future__ import annotations
@@ -179,6 +181,7 @@ def link(kernel_body, decisions: list) -> list:
         for v in getattr(o, "operands", ()):
             uses.setdefault(v.id, []).append(o)
     out = {id(op): d for op, d in decisions}
+    resident = {id(op) for op, d in decisions if d.resident is not None}
     for op, d in decisions:
         r = d.resident
         if r is None:
@@ -187,7 +190,8 @@ def link(kernel_body, decisions: list) -> list:
         users = uses.get(res, [])
         nxt = users[0] if len(users) == 1 and isinstance(users[0], ForOp) else None
         nd = out.get(id(nxt)) if nxt is not None else None
-        if nd is None or nd.resident is None or \
+        if nd is None or nd.resident is None or not _straight(kernel_body, op, nxt, resident) \
+                or \
                 [v.id for v in nxt.init].count(res) != 1 or \
                 nxt.init[nd.resident.index].id != res or \
                 nd.resident.o_column != r.o_column or nd.resident.columns != r.columns:
@@ -195,3 +199,32 @@ def link(kernel_body, decisions: list) -> list:
         out[id(op)] = replace(out[id(op)], resident=replace(r, result_in_tmem=True))
         out[id(nxt)] = replace(nd, resident=replace(nd.resident, init_in_tmem=True))
     return [out[id(op)] for op, _ in decisions]
+
+
+def _straight(kernel_body, first: ForOp, second: ForOp, resident: set) -> bool:
+    """`second` follows `first` in the same block (it runs once each time `first` does, right
+    after it) and no resident loop runs between them (its O would take the same columns)."""
+    for blk in _blocks(kernel_body):
+        ops = list(blk.ops)
+        if any(o is first for o in ops):
+            i = next(k for k, o in enumerate(ops) if o is first)
+            j = next((k for k, o in enumerate(ops) if o is second), None)
+            if j is None or j < i:
+                return False
+            between = [x for o in ops[i + 1:j] for x in _walk_op(o)]
+            return not any(isinstance(x, ForOp) and id(x) in resident for x in between)
+    return False
+
+
+def _blocks(block):
+    yield block
+    for o in block.ops:
+        for r in o.regions:
+            yield from _blocks(r)
+
+
+def _walk_op(op):
+    """`op` and every op nested in its regions."""
+    yield op
+    for r in op.regions:
+        yield from walk(r)

@@ -225,3 +225,51 @@ def test_a_block_with_producer_and_mma_warps_keeps_the_register_output(tmp_path)
     assert rc in (0, None), text
     assert "O resident" not in text
     assert "O not resident in TMEM: 192 threads (it takes 128)" in text
+
+
+NESTED = """
+@launch(reqntid = (128, 1, 1))
+kernel k(a: Array[f32, 2], b: Array[f16, 2], o: Array[f32, 3], s: Array[f32, 2]) {
+    let ta = astype(load(a, index = (0, 0), shape = (128, 64)), f16);
+    var acc = zeros((128, 64), f32);
+    var tot = zeros((128, 1), f32);
+    for j in range(2) {
+        let tb = load(b, index = (j, 0), shape = (64, 64));
+        let f = full((128, 1), 0.5, f32);
+        tot = tot + f;
+        acc = mma(ta, tb, acc * f);
+    }
+    for r in range(2) {
+        var acc2 = acc;
+        var tot2 = tot;
+        for j in range(2) {
+            let tb = load(b, index = (j, 0), shape = (64, 64));
+            let f = full((128, 1), 0.5, f32);
+            tot2 = tot2 + f;
+            acc2 = mma(ta, tb, acc2 * f);
+        }
+        store(o, index = (r, 0, 0), tile = reshape(acc2, (1, 128, 64)));
+        store(s, index = (r, 0), tile = tot2);
+    }
+}
+"""
+
+
+def test_a_loop_run_again_does_not_take_the_output_over_in_tensor_memory():
+    # the second resident loop starts from the first's result on every run of the outer
+    # loop: O is read back after the first and stored again before each run, not handed on
+    rng = np.random.default_rng(9)
+    a = rng.standard_normal((128, 64)).astype(np.float32)
+    b = rng.standard_normal((128, 64)).astype(np.float16)
+    o = np.full((2, 128, 64), np.nan, np.float32)
+    s = np.zeros((2, 128), np.float32)
+    res, rep = run(NESTED, "k", {"a": a, "b": b, "o": o, "s": s}, (1, 1), target="sm_100a",
+                   race_check=True)
+    assert len(re.findall(r"kind::f16 \[%r\d+\], \[%r\d+\]", res.ptx)) == 2 * 64 // 16
+    assert rep.race_check == "checked: no shared-memory race"
+    A = a.astype(np.float16).astype(np.float64)
+    b0, b1 = (b[i * 64:(i + 1) * 64].astype(np.float64) for i in range(2))
+    acc = (A @ b0) * 0.5 + A @ b1                      # 0 * 0.5 + A B0, then * 0.5 + A B1
+    want = (acc * 0.5 + A @ b0) * 0.5 + A @ b1         # the same for both runs
+    for r in range(2):
+        np.testing.assert_allclose(o[r], want, rtol=1e-5, atol=1e-4)
