@@ -11,7 +11,7 @@ A loop that is not pipelined keeps its carried value O in TMEM when
     first K / 2 columns, which the kernel's other products use only inside their own
     lowering) and its B a value the product stages in shared memory;
   - the block is the four warps whose lane quarters cover the 128 rows, the body has no
-    break or continue, and O's columns (after the widest product's, at least
+    break or continue nor a loop with tcgen05 products, and O's columns (after the widest product's, at least
     32) fit the 512 of an SM's tensor memory.
 Loops that follow one another hand O on in TMEM: a resident loop whose result is used only as
 the initial value of the next resident loop's O — later in the same block, with no resident
@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from tilelang.codegen.plan.products import ProductsPlan
 from tilelang.codegen.plan.tensor_cores import TC5_THREADS
-from tilelang.ir.ops import BreakOp, BuiltinOp, ContinueOp, ForOp, YieldOp, walk
+from tilelang.ir.ops import BreakOp, BuiltinOp, ContinueOp, ForOp, WhileOp, YieldOp, walk
 from tilelang.record import record, replace
 from tilelang.sema.constants import ConstValue
 from tilelang.targets import FEATURES
@@ -95,6 +95,13 @@ def resident(inputs, products: ProductsPlan, op: ForOp, carried: tuple) -> tuple
     body = list(walk(op.body))
     if any(isinstance(o, (BreakOp, ContinueOp)) for o in body):
         return None, "O not resident in TMEM: the body breaks or continues"
+    if any(isinstance(o, (ForOp, WhileOp)) and any(
+            isinstance(x, BuiltinOp) and x.result is not None and
+            x.result.id in products.by_result and products.by_result[x.result.id].plan
+            is not None and products.by_result[x.result.id].plan.tc5 is not None
+            for r in o.regions for x in walk(r)) for o in body):
+        # an inner loop's products (or its own O) would share the tensor memory
+        return None, "O not resident in TMEM: a loop in the body has tcgen05 products"
     defs = {o.result.id: o for o in body if isinstance(o, BuiltinOp) and o.result is not None}
     for i, (arg, c, yv) in enumerate(zip(op.carried, carried, term.values)):
         if c is None or c.product is None:

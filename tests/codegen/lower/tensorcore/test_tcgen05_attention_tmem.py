@@ -273,3 +273,65 @@ def test_a_loop_run_again_does_not_take_the_output_over_in_tensor_memory():
     want = (acc * 0.5 + A @ b0) * 0.5 + A @ b1         # the same for both runs
     for r in range(2):
         np.testing.assert_allclose(o[r], want, rtol=1e-5, atol=1e-4)
+
+
+OUTER = """
+@launch(reqntid = (128, 1, 1))
+kernel k(a: Array[f32, 2], b: Array[f16, 2], o: Array[f32, 2], s: Array[f32, 2]) {
+    let ta = astype(load(a, index = (0, 0), shape = (128, 64)), f16);
+    var acc = zeros((128, 64), f32);
+    var tot = zeros((128, 1), f32);
+    for r in range(2) {
+        var acc2 = zeros((128, 64), f32);
+        var tot2 = tot;
+        for j in range(2) {
+            let tb = load(b, index = (j, 0), shape = (64, 64));
+            let f = full((128, 1), 0.5, f32);
+            tot2 = tot2 + f;
+            acc2 = mma(ta, tb, acc2 * f);
+        }
+        let tb = load(b, index = (r, 0), shape = (64, 64));
+        tot = tot2;
+        acc = mma(astype(acc2, f16), tb, acc);
+    }
+    store(o, index = (0, 0), tile = acc);
+    store(s, index = (0, 0), tile = tot);
+}
+"""
+
+
+def test_a_loop_around_a_resident_loop_keeps_its_own_output_in_registers():
+    # the outer loop's body has a loop with tcgen05 products: only the inner loop keeps its O
+    # in tensor memory (the outer product's accumulator goes through TMEM on its own)
+    rng = np.random.default_rng(10)
+    a = rng.standard_normal((128, 64)).astype(np.float32)
+    b = rng.standard_normal((128, 64)).astype(np.float16)
+    o = np.full((128, 64), np.nan, np.float32)
+    s = np.zeros((128, 1), np.float32)
+    res, rep = run(OUTER, "k", {"a": a, "b": b, "o": o, "s": s}, (1, 1), target="sm_100a",
+                   race_check=True)
+    assert rep.race_check == "checked: no shared-memory race"
+    text = _plan_of(OUTER)
+    assert text.count("O resident in TMEM") == 1
+    assert "O not resident in TMEM: a loop in the body has tcgen05 products" in text
+    A = a.astype(np.float16).astype(np.float64)
+    b0, b1 = (b[i * 64:(i + 1) * 64].astype(np.float64) for i in range(2))
+    x = (A @ b0) * 0.5 + A @ b1
+    want = x.astype(np.float16).astype(np.float64) @ (b0 + b1)
+    # x is rounded to f16 on both sides: at most one f16 ulp (2^-10 |x|) apart per element
+    bound = 2.0 ** -10 * np.abs(x) @ (np.abs(b0) + np.abs(b1)) + 1e-4
+    assert (np.abs(o - want) <= bound).all()
+    np.testing.assert_array_equal(s, np.full((128, 1), 2.0, np.float32))
+
+
+def _plan_of(src: str) -> str:
+    from tilelang.cli import main
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        f = pathlib.Path(tmp) / "k.tile"
+        f.write_text(src)
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            rc = main([str(f), "--arch", "sm_100a", "--emit", "plan"])
+    assert rc in (0, None), out.getvalue()
+    return out.getvalue()
