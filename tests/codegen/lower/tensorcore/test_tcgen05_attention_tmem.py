@@ -335,3 +335,42 @@ def _plan_of(src: str) -> str:
             rc = main([str(f), "--arch", "sm_100a", "--emit", "plan"])
     assert rc in (0, None), out.getvalue()
     return out.getvalue()
+
+
+ODD = """
+@launch(reqntid = (128, 1, 1))
+kernel k(a: Array[f32, 2], b: Array[f16, 2], o: Array[f32, 2], s: Array[f32, 2]) {
+    var acc = zeros((128, 16), f32);
+    var tot = zeros((128, 1), f32);
+    for j in range(3) {
+        let ta = astype(load(a, index = (0, j), shape = (128, 32)), f16);
+        let tb = load(b, index = (j, 0), shape = (32, 16));
+        let f = full((128, 1), 0.5, f32);
+        tot = tot + f;
+        acc = mma(ta, tb, acc * f);
+    }
+    store(o, index = (0, 0), tile = acc);
+    store(s, index = (0, 0), tile = tot);
+}
+"""
+
+
+def test_a_narrow_output():
+    # O of N = 16 columns (rescaled 16 at a time, not past its columns), P of K = 32 (16 words)
+    rng = np.random.default_rng(11)
+    a = rng.standard_normal((128, 96)).astype(np.float32)
+    b = rng.standard_normal((96, 16)).astype(np.float16)
+    o = np.full((128, 16), np.nan, np.float32)
+    s = np.zeros((128, 1), np.float32)
+    res, rep = run(ODD, "k", {"a": a, "b": b, "o": o, "s": s}, (1, 1), target="sm_100a",
+                   race_check=True)
+    assert "O resident in TMEM" in _plan_of(ODD)
+    assert res.ptx.count("tcgen05.ld.sync.aligned.32x32b.x16.b32") == 2   # rescale, the end
+    assert "tcgen05.ld.sync.aligned.32x32b.x32.b32" not in res.ptx
+    assert rep.race_check == "checked: no shared-memory race"
+    A = a.astype(np.float16).astype(np.float64)
+    B = b.astype(np.float64)
+    want = np.zeros((128, 16))
+    for j in range(3):
+        want = want * 0.5 + A[:, 32 * j:32 * (j + 1)] @ B[32 * j:32 * (j + 1)]
+    np.testing.assert_allclose(o, want, rtol=1e-5, atol=1e-4)

@@ -81,7 +81,7 @@ def leave(kern: KernelEmitter, r: TmemResident, results) -> None:
 def _st_words(kern: KernelEmitter, taddr: ir.Value, words: list) -> None:
     """tcgen05.st.32x32b of this thread's 32-bit `words` (column j: word j), then the wait."""
     for c0 in range(0, len(words), LD_CHUNK):
-        w = min(LD_CHUNK, len(words) - c0)
+        w = min(LD_CHUNK, len(words) - c0)      # K is a power of two (tile shapes are)
         addr = kern.builder.add(taddr, _c(c0)) if c0 else taddr
         names = ", ".join(f"${i + 1}" for i in range(w))
         _void(kern, f"tcgen05.st.sync.aligned.32x32b.x{w}.b32 [$0], {{{names}}};",
@@ -130,10 +130,11 @@ def _rescale(kern: KernelEmitter, r: TmemResident, f: ir.Value) -> None:
     b.cbranch(_all_one(kern, f), after, then)
     b.position_at_end(then)
     lanes = _o_lanes(kern, r)
-    for c0 in range(0, r.d, RESCALE_CHUNK):
+    chunk = min(RESCALE_CHUNK, r.d)     # D is a power of two (R4's N)
+    for c0 in range(0, r.d, chunk):
         addr = b.add(lanes, _c(c0)) if c0 else lanes
-        regs = tmem_io(kern, addr, None, RESCALE_CHUNK)
-        tmem_io(kern, addr, [b.fmul(x, f) for x in regs], RESCALE_CHUNK)
+        regs = tmem_io(kern, addr, None, chunk)
+        tmem_io(kern, addr, [b.fmul(x, f) for x in regs], chunk)
     b.branch(after)
     b.position_at_end(after)
 
