@@ -11,8 +11,8 @@ A loop that is not pipelined keeps its carried value O in TMEM when
     first K / 2 columns, which the kernel's other products use only inside their own
     lowering) and its B a value the product stages in shared memory;
   - the block is the four warps whose lane quarters cover the 128 rows, the body has no
-    break or continue nor a loop with tcgen05 products, and O's columns (after the widest product's, at least
-    32) fit the 512 of an SM's tensor memory.
+    break or continue nor a loop with tcgen05 products, and O's columns (after the widest
+    product's, at least 32) fit the 512 of an SM's tensor memory.
 Loops that follow one another hand O on in TMEM: a resident loop whose result is used only as
 the initial value of the next resident loop's O — later in the same block, with no resident
 loop between them (not a loop run again by an outer one, which must start from the same
