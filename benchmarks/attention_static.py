@@ -3,6 +3,7 @@
     python3 benchmarks/attention_static.py [--triton-python PY] [--out FILE.md]
     python3 benchmarks/attention_static.py --backward     # the backward rows only, printed
     python3 benchmarks/attention_static.py --backward --tiles 32,128,128,32   # other tiles
+    python3 benchmarks/attention_static.py --arch sm_100a  # the forward on sm_100a (below)
 
 For each configuration both compilers build the same tiles with the same warps, and both PTX
 texts are assembled by the same nvJitLink for sm_90a and disassembled with cuobjdump
@@ -21,6 +22,15 @@ Backward: `examples/attention_backward.tile` (when present) against the tutorial
 kernel with the same tiles: the dK/dV loop (one step: a query tile of BM1 rows against the
 block's BN1 keys, four products) and the dQ loop (one step: a key tile of BN2 keys against the
 block's BM2 queries, three products), counted separately.
+
+sm_100a (`--arch sm_100a`, forward only): both at 128 x 128 over 4 warps, D = 64 and 128,
+causal or not (examples/attention.tile's sm_100a default: S, P and O in tensor memory), Triton
+compiled for GPUTarget('cuda', 100, 32), where its `tl.dot`s become tcgen05.mma with the
+accumulators in tensor memory. UTCHMMA carries no shape in the disassembly, so the loop
+counted is the one with the most UTCHMMA (the shorter on ties: the unmasked loop) and a key
+tile is D / 16 + BN / 16 of them (one K = 16 instruction each, both compilers). Shared memory:
+Tile's static and dynamic bytes, Triton's metadata. The table goes to
+benchmarks/results/attention-static-sm100a-<date>-cpu.md (or --out).
 
 Triton runs in its own Python (`--triton-python`, else $TRITON_PYTHON, else this Python when it
 can import triton); without one the Triton columns are left empty with a note. The table goes
@@ -74,6 +84,12 @@ FORWARD = (Forward("D64, 64x64, 4 warps", 64, 64, 64, False, 4),
            Forward("D128 causal", 64, 64, 128, True, 4),
            Forward("D128, 128x128, 8 warps", 128, 128, 128, False, 8))
 
+# sm_100a (--arch sm_100a): the example's default tile on both sides
+FORWARD_SM100 = (Forward("D64, 128x128, 4 warps", 128, 128, 64, False, 4),
+                 Forward("D64 causal", 128, 128, 64, True, 4),
+                 Forward("D128, 128x128, 4 warps", 128, 128, 128, False, 4),
+                 Forward("D128 causal", 128, 128, 128, True, 4))
+
 # dK/dV for BN1 keys walking query tiles of BM1, dQ for BM2 queries walking key tiles of BN2;
 # 4 warps. examples/attention_backward.tile's defaults: the tutorial's (32, 128, 128, 32)
 # halved but for BN2 (at the tutorial's, Triton's kernel spills and Tile's keeps its registers
@@ -101,15 +117,18 @@ def triton_python(arg: str | None) -> str | None:
         return None
 
 
-def triton_ptx(py: str, forward: bool = True) -> tuple[dict[str, str], str]:
+def triton_ptx(py: str, forward: bool = True, backward: bool = True,
+               shared: dict | None = None) -> tuple[dict[str, str], str]:
     """PTX per configuration name ("fwd0".., "bwd", "bwd_causal") and Triton's version
-    (without the forward configurations when `forward` is false)."""
+    (without the forward configurations when `forward` is false, the backward ones when
+    `backward` is); `shared` gets each configuration's shared-memory bytes."""
+    arch = int(ARCH[3:].rstrip("a"))
     configs = [{"name": f"fwd{i}", "kind": "fwd", "BM": f.BM, "BN": f.BN, "D": f.D,
-                "causal": f.causal, "warps": f.warps, "stages": 3}
-               for i, f in enumerate(FORWARD) if forward]
-    for causal in (False, True):
+                "causal": f.causal, "warps": f.warps, "stages": 3, "arch": arch}
+               for i, f in enumerate(forward_configs()) if forward]
+    for causal in (False, True) if backward else ():
         configs.append(dict(BACKWARD, name="bwd_causal" if causal else "bwd", kind="bwd",
-                            causal=causal, stages=5))
+                            causal=causal, stages=5, arch=arch))
     env = dict(os.environ, TRITON_DEFAULT_FP_FUSION="1")
     with tempfile.TemporaryDirectory(prefix="tile-attn-static-") as d:
         proc = subprocess.run([py, str(GEN), "--out", d, "--config", json.dumps(configs)],
@@ -117,7 +136,15 @@ def triton_ptx(py: str, forward: bool = True) -> tuple[dict[str, str], str]:
         if proc.returncode:
             raise RuntimeError(f"Triton failed:\n{proc.stderr[-3000:]}")
         version = json.loads(proc.stdout.strip().splitlines()[-1])["triton"]
+        for c in configs:
+            if shared is not None:
+                info = json.loads((Path(d) / f"{c['name']}.json").read_text())
+                shared[c["name"]] = info["shared_bytes"]
         return {c["name"]: (Path(d) / f"{c['name']}.ptx").read_text() for c in configs}, version
+
+
+def forward_configs() -> tuple[Forward, ...]:
+    return FORWARD_SM100 if ARCH == "sm_100a" else FORWARD
 
 
 def forward_kernel(src: str) -> str:
@@ -145,7 +172,9 @@ def with_threads(src: str, threads: int) -> str:
     return out
 
 
-def tile_forward(f: Forward) -> str:
+def tile_forward(f: Forward, shared: dict | None = None) -> str:
+    """The PTX of the example's f16 forward kernel for `f` (`shared`, if given, gets its
+    static and dynamic shared-memory bytes under "tile")."""
     src = (ROOT / "examples" / "attention.tile").read_text()
     defines = {"BM": str(f.BM), "BN": str(f.BN), "D": str(f.D),
                "CAUSAL": "true" if f.causal else "false"}
@@ -154,6 +183,9 @@ def tile_forward(f: Forward) -> str:
                          kernels=[forward_kernel(src)], until="ptx")
     if not res.ok:
         raise SystemExit(render_all(res.diagnostics))
+    if shared is not None:
+        k = res.codegen.kernels[0]
+        shared["tile"] = k.static_smem + k.dynamic_smem
     return res.ptx
 
 
@@ -189,7 +221,80 @@ def loop_stats(res, instrs, lp: sass.Loop | None, step_macs: int) -> dict:
 
 def forward_stats(ptx: str, f: Forward) -> dict:
     (res, instrs), = link(ptx).values()
+    if ARCH == "sm_100a":
+        return tc5_stats(res, instrs, f)
     return loop_stats(res, instrs, sass.main_loop(instrs), f.step_macs())
+
+
+def tc5_stats(res, instrs, f: Forward) -> dict:
+    """loop_stats on sm_100a: the loop with the most UTCHMMA (the shorter on ties), a key tile
+    being D / 16 + BN / 16 of them (module docstring)."""
+    def count(lp):
+        return sum(1 for i in lp.instrs if i.op == "UTCHMMA")
+    lps = [lp for lp in sass.loops(instrs) if count(lp)]
+    out = {"registers": res.registers, "spills": res.spill_stores + res.spill_loads,
+           "local": sum(1 for i in instrs if i.op in ("LDL", "STL")), "per_step": None}
+    if lps:
+        most = max(count(lp) for lp in lps)
+        lp = min((lp for lp in lps if count(lp) == most), key=lambda x: len(x.instrs))
+        out["per_step"] = round(len(lp.instrs) / (most / ((f.D + f.BN) // 16)), 1)
+        out["utchmma"] = most
+    return out
+
+
+def sm100_table(rows) -> str:
+    lines = ["| configuration | Tile registers | Tile spills | Tile shared KiB | Tile SASS per "
+             "key tile | Triton registers | Triton spills | Triton shared KiB | Triton SASS "
+             "per key tile | Tile / Triton |", "|" + "---|" * 10]
+    for name, ours, theirs in rows:
+        def kib(m):
+            return "-" if m is None or m.get("shared") is None else f"{m['shared'] / 1024:.1f}"
+        lines.append(f"| {name} | {cell(ours, 'registers')} | {cell(ours, 'spills')} | "
+                     f"{kib(ours)} | {cell(ours, 'per_step')} | {cell(theirs, 'registers')} | "
+                     f"{cell(theirs, 'spills')} | {kib(theirs)} | {cell(theirs, 'per_step')} | "
+                     f"{ratio(ours, theirs)} |")
+    return "\n".join(lines)
+
+
+def main_sm100(args) -> int:
+    """`--arch sm_100a`: the forward rows on sm_100a (module docstring)."""
+    py = triton_python(args.triton_python)
+    theirs, version, note, shared = {}, None, "", {}
+    if py is None:
+        note = "\nTriton not available: its columns are empty.\n"
+    else:
+        theirs, version = triton_ptx(py, backward=False, shared=shared)
+    rows = []
+    for i, f in enumerate(FORWARD_SM100):
+        t = None
+        if theirs:
+            t = forward_stats(theirs[f"fwd{i}"], f)
+            t["shared"] = shared.get(f"fwd{i}")
+        mine_shared: dict = {}
+        ours = forward_stats(tile_forward(f, mine_shared), f)
+        ours["shared"] = mine_shared.get("tile")
+        rows.append((f.name, ours, t))
+    today = datetime.date.today().isoformat()
+    text = (f"# Attention static comparison on sm_100a, {today} (no GPU)\n\n"
+            f"`python3 benchmarks/attention_static.py --arch sm_100a`: f16, both PTX texts "
+            f"assembled by the same nvJitLink for sm_100a, SASS counted from the cubin "
+            f"(cuobjdump).\n\n"
+            f"- Tile: `examples/attention.tile`'s f16 kernel at its sm_100a default (128 x 128, "
+            f"4 warps): S = Q K^T in tensor memory read a row a thread, P packed into tensor "
+            f"memory over S and P V issued with A from tensor memory, O kept in tensor memory "
+            f"across the key loop and rescaled there (skipped where the factor is 1); "
+            f"K and V by cp.async, one issuing thread, each product waited for.\n"
+            f"- Triton {version or '(absent)'}: benchmarks/triton_ref/gen_attention_tutorial.py "
+            f"(the tutorial's structure: tensor descriptors, unmasked loop plus the masked "
+            f"diagonal, 3 stages, FP fusion on) for GPUTarget('cuda', 100, 32), the same "
+            f"tile and warps.\n"
+            f"- The loop counted: the one with the most UTCHMMA (the unmasked one); a key tile "
+            f"is D / 16 + BN / 16 UTCHMMA.\n\n" + sm100_table(rows) + "\n" + note)
+    out = Path(args.out) if args.out else \
+        ROOT / "benchmarks" / "results" / f"attention-static-sm100a-{today}-cpu.md"
+    out.write_text(text)
+    print(text)
+    return 0
 
 
 def backward_stats(ptx_by_kernel: dict[str, str]) -> dict[str, dict]:
@@ -268,7 +373,13 @@ def main(argv=None) -> int:
     ap.add_argument("--tiles", help="the backward tiles BM1,BN1,BM2,BN2 (with --backward; "
                     "default: %s)" % ",".join(str(BACKWARD[k]) for k in ("BM1", "BN1", "BM2",
                                                                           "BN2")))
+    ap.add_argument("--arch", choices=("sm_90a", "sm_100a"), default="sm_90a",
+                    help="sm_100a: the forward rows on sm_100a (module docstring)")
     args = ap.parse_args(argv)
+    global ARCH
+    ARCH = args.arch
+    if ARCH == "sm_100a" and (args.backward or args.tiles):
+        ap.error("--arch sm_100a compares the forward only")
     if args.tiles:
         if not args.backward:
             ap.error("--tiles needs --backward")
@@ -281,6 +392,8 @@ def main(argv=None) -> int:
         print("cuobjdump/nvdisasm not found (pip install nvidia-cuda-cuobjdump "
               "nvidia-cuda-nvdisasm)", file=sys.stderr)
         return 1
+    if ARCH == "sm_100a":
+        return main_sm100(args)
     py = triton_python(args.triton_python)
     theirs, version, note = {}, None, ""
     if py is None:

@@ -31,15 +31,17 @@ BM = None                   # query rows a block; None: the kernel's default for
 
 def default(kernel, name: str):
     """A const parameter's default on the module's target (`by_target` in the .tile: 128 x 128
-    over 8 warps on sm_90a, 64 x 64 over 4 warps elsewhere)."""
+    over 8 warps on sm_90a, over 4 warps on sm_100a, 64 x 64 over 4 warps elsewhere)."""
     return next(p.default for p in kernel.info.params if p.name == name)
 
 
 def key_tile(d: int, target: str, default_bn: int) -> int:
     """BN for head dimension `d` on `target`: at D = 128 the mma.sync targets (each warp holds
     32 query rows of q and of the output in registers) keep every register only with key
-    tiles of 32; otherwise the kernel's default."""
-    return 32 if d == 128 and not str(target).startswith("sm_90") else default_bn
+    tiles of 32; otherwise (sm_90a's warp groups, sm_100a's output in tensor memory) the
+    kernel's default."""
+    t = str(target)
+    return 32 if d == 128 and not t.startswith(("sm_90", "sm_100")) else default_bn
 
 
 def reference(q, k, v, scale, causal):

@@ -51,3 +51,28 @@ def test_the_five_configurations_compile_at_their_own_warps():
                              kernels=["attention"], until="ptx")
         assert res.ok, f.name
         assert f".reqntid {32 * f.warps}, 1, 1" in res.ptx, f.name
+
+
+def test_sm100a_rows_count_the_unmasked_tcgen05_loop(monkeypatch):
+    # --arch sm_100a: the loop with the most UTCHMMA, the shorter of the two (the unmasked
+    # one), a key tile being D / 16 + BN / 16 of them; no spills and S, P, O in tensor memory
+    from tilelang import nvjitlink as lib
+    from tilelang.tools import sass
+    try:
+        lib.library()
+    except lib.NvJitLinkUnavailable:
+        pytest.skip("nvJitLink is not installed")
+    if not sass.tools_available():
+        pytest.skip("cuobjdump/nvdisasm not installed")
+    bench = _bench()
+    monkeypatch.setattr(bench, "ARCH", "sm_100a")
+    assert bench.forward_configs() == bench.FORWARD_SM100
+    f = bench.FORWARD_SM100[1]                      # D = 64, causal: two key loops
+    shared: dict = {}
+    ptx = bench.tile_forward(f, shared)
+    # Q's image and one K or V image, and the 16 bytes of mbarrier and TMEM address
+    assert "tcgen05.mma" in ptx and shared["tile"] == 32 * 1024 + 16
+    m = bench.forward_stats(ptx, f)
+    assert m["spills"] == 0 and m["local"] == 0
+    assert m["utchmma"] == (f.D + f.BN) // 16                  # one key tile per iteration
+    assert 0 < m["per_step"] < 2000

@@ -250,7 +250,8 @@ def check_limits(kernel: Kernel, spec: LaunchSpec, target: Target,
                     fast_math=fast_math, tma=tma)
     check_elements_per_thread(kernel, block, plan.fusion.fused)
     if sink is not None:
-        check_registers(kernel, block, spec.maxnreg, sink, plan.fusion.piecewise())
+        check_registers(kernel, block, spec.maxnreg, sink, plan.fusion.piecewise(),
+                        plan.loops.tmem_values)
 
 
 def _software_paths(module: IRModule, target: Target, why: dict | None = None) -> IRModule:

@@ -77,11 +77,14 @@ def register_cap(block, maxnreg: int | None = None) -> int:
 
 
 def estimate_registers(kernel, block, maxnreg: int | None = None,
-                       piecewise: Mapping[int, object] | None = None) -> RegisterEstimate:
+                       piecewise: Mapping[int, object] | None = None,
+                       elsewhere: frozenset = frozenset()) -> RegisterEstimate:
     """Peak live tile registers per thread of `kernel` (a Tile IR Kernel) for `block`.
     `piecewise` maps the values code generation never holds whole (docs/codegen.md, Plans:
     fusion) to the op that computes them one register at a time: they count nothing, and
-    what they read is live until that op."""
+    what they read is live until that op. `elsewhere`: the ids of values code generation
+    keeps outside registers (attention's output in tensor memory, docs/codegen.md): they
+    count nothing."""
     threads = _floor_pow2(prod(block))
     piecewise = piecewise or {}
     at_op: dict[int, int] = {}            # id(op) -> its index
@@ -148,7 +151,8 @@ def estimate_registers(kernel, block, maxnreg: int | None = None,
                 end = max(end, stop)
         last[k] = end
     defs = {k: max(d, 0) for k, d in defs.items()
-            if k not in staged - other_use and k not in splats and k not in piecewise}
+            if k not in staged - other_use and k not in splats and k not in piecewise
+            and k not in elsewhere}
     n = 2 * len(spans) + 2
     delta = [0] * (n + 1)
     for k, d in defs.items():
@@ -174,10 +178,11 @@ def estimate_registers(kernel, block, maxnreg: int | None = None,
 
 
 def check_registers(kernel, block, maxnreg: int | None, sink: DiagnosticSink,
-                    piecewise: Mapping[int, object] | None = None) -> RegisterEstimate:
+                    piecewise: Mapping[int, object] | None = None,
+                    elsewhere: frozenset = frozenset()) -> RegisterEstimate:
     """W0787 when the estimate passes the cap, E0787 when the spill would pass the limit
-    (`piecewise`: estimate_registers')."""
-    est = estimate_registers(kernel, block, maxnreg, piecewise)
+    (`piecewise`, `elsewhere`: estimate_registers')."""
+    est = estimate_registers(kernel, block, maxnreg, piecewise, elsewhere)
     if est.words <= est.cap + MARGIN_REGS:
         return est
     where = est.peak_span or kernel.span

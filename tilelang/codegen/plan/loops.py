@@ -780,6 +780,12 @@ class LoopsPlan:
         return max((d.resident.columns for d in self.loops if d.resident is not None),
                    default=0)
 
+    @property
+    def tmem_values(self) -> frozenset:
+        """The ids of values R11 keeps in tensor memory, not registers."""
+        return frozenset().union(*(d.resident.values for d in self.loops
+                                   if d.resident is not None))
+
     def resident_product(self, result_id: int) -> TmemResident | None:
         """R11's record of the loop whose product `result_id` accumulates into O."""
         return next((d.resident for d in self.loops if d.resident is not None

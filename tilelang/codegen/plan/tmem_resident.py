@@ -10,17 +10,21 @@ A loop that is not pipelined keeps its carried value O in TMEM when
   - P's A operand is a 16-bit register value (`astype(p, T)`: P packed into TMEM over the
     first K / 2 columns, which the kernel's other products use only inside their own
     lowering) and its B a value the product stages in shared memory;
-  - the body has no break or continue, and O's columns (after the widest product's, at least
-    32) fit the 512 of an SM's tensor memory.
+  - the block is the four warps whose lane quarters cover the 128 rows, the body has no
+    break or continue nor a loop with tcgen05 products, and O's columns (after the widest
+    product's, at least 32) fit the 512 of an SM's tensor memory.
 Loops that follow one another hand O on in TMEM: a resident loop whose result is used only as
-the initial value of the next resident loop's O leaves it there (`result_in_tmem`), and that
-loop does not store it again (`init_in_tmem`).
+the initial value of the next resident loop's O — later in the same block, with no resident
+loop between them (not a loop run again by an outer one, which must start from the same
+value each time) — leaves it there (`result_in_tmem`), and that loop does not store it again
+(`init_in_tmem`).
 """
 
 from __future__ import annotations
 
 from tilelang.codegen.plan.products import ProductsPlan
-from tilelang.ir.ops import BreakOp, BuiltinOp, ContinueOp, ForOp, YieldOp, walk
+from tilelang.codegen.plan.tensor_cores import TC5_THREADS
+from tilelang.ir.ops import BreakOp, BuiltinOp, ContinueOp, ForOp, WhileOp, YieldOp, walk
 from tilelang.record import record, replace
 from tilelang.sema.constants import ConstValue
 from tilelang.targets import FEATURES
@@ -33,6 +37,7 @@ class TmemResident:
     """One loop's output kept in tensor memory (R11)."""
 
     index: int                  # which carried value (and result) is O
+    result: int                 # the loop's result for O
     carried: int                # O's value id inside the body
     product: int                # result id of P (O += A @ B, A = P through TMEM)
     rescale: int | None         # result id of `O * f` (P's accumulator), None: O itself
@@ -45,8 +50,19 @@ class TmemResident:
                                     # first k-step does not read the accumulator
     p_source: int | None = None     # P = astype(x, T) used by the product alone: x's id
                                     # (packed straight from f32, two to a cvt)
+    p_cast: int | None = None       # ... and the astype's result, never materialized
     init_in_tmem: bool = False  # O's initial value is the previous resident loop's result
     result_in_tmem: bool = False    # the result only starts the next resident loop
+
+    @property
+    def values(self) -> frozenset:
+        """The values that never live in registers (O inside the loop, its rescale and
+        product, the loop's result when the next loop takes it over, a P packed from f32)."""
+        ids = {self.carried, self.product} | {x for x in (self.rescale, self.p_cast)
+                                              if x is not None}
+        if self.result_in_tmem:
+            ids.add(self.result)
+        return frozenset(ids)
 
     def describe(self, name) -> str:
         how = "" if self.rescale is None else \
@@ -68,12 +84,24 @@ def resident(inputs, products: ProductsPlan, op: ForOp, carried: tuple) -> tuple
     """(TmemResident or None, why not: "" when the rule does not concern the loop)."""
     if inputs.target.name not in FEATURES["tcgen05"].arch_targets or not carried:
         return None, ""
+    if inputs.declared_threads != TC5_THREADS:
+        # a producer and an MMA warp beside the four would replicate warps 0 and 1's lanes
+        # outside their ring: their rescale of O would run twice
+        return None, f"O not resident in TMEM: {inputs.declared_threads} threads (it takes " \
+                     f"{TC5_THREADS})"
     term = op.body.terminator
     if not isinstance(term, YieldOp):
         return None, ""
     body = list(walk(op.body))
     if any(isinstance(o, (BreakOp, ContinueOp)) for o in body):
         return None, "O not resident in TMEM: the body breaks or continues"
+    if any(isinstance(o, (ForOp, WhileOp)) and any(
+            isinstance(x, BuiltinOp) and x.result is not None and
+            x.result.id in products.by_result and products.by_result[x.result.id].plan
+            is not None and products.by_result[x.result.id].plan.tc5 is not None
+            for r in o.regions for x in walk(r)) for o in body):
+        # an inner loop's products (or its own O) would share the tensor memory
+        return None, "O not resident in TMEM: a loop in the body has tcgen05 products"
     defs = {o.result.id: o for o in body if isinstance(o, BuiltinOp) and o.result is not None}
     for i, (arg, c, yv) in enumerate(zip(op.carried, carried, term.values)):
         if c is None or c.product is None:
@@ -122,8 +150,9 @@ def resident(inputs, products: ProductsPlan, op: ForOp, carried: tuple) -> tuple
         p_src = src.id if src is not None and len(_uses(body, a.id)) == 1 and \
             getattr(src.type, "dtype", None) is not None and src.type.dtype.name == "f32" \
             else None
-        return TmemResident(i, arg.id, p.result.id, rescale, factor, o_col, n, cols,
-                            _scores(inputs, products, body, p), p_src), ""
+        return TmemResident(i, op.results[i].id, arg.id, p.result.id, rescale, factor,
+                            o_col, n, cols, _scores(inputs, products, body, p), p_src,
+                            a.id if p_src is not None else None), ""
     return None, ""
 
 
@@ -159,6 +188,7 @@ def link(kernel_body, decisions: list) -> list:
         for v in getattr(o, "operands", ()):
             uses.setdefault(v.id, []).append(o)
     out = {id(op): d for op, d in decisions}
+    resident = {id(op) for op, d in decisions if d.resident is not None}
     for op, d in decisions:
         r = d.resident
         if r is None:
@@ -167,7 +197,8 @@ def link(kernel_body, decisions: list) -> list:
         users = uses.get(res, [])
         nxt = users[0] if len(users) == 1 and isinstance(users[0], ForOp) else None
         nd = out.get(id(nxt)) if nxt is not None else None
-        if nd is None or nd.resident is None or \
+        if nd is None or nd.resident is None or not _straight(kernel_body, op, nxt, resident) \
+                or \
                 [v.id for v in nxt.init].count(res) != 1 or \
                 nxt.init[nd.resident.index].id != res or \
                 nd.resident.o_column != r.o_column or nd.resident.columns != r.columns:
@@ -175,3 +206,32 @@ def link(kernel_body, decisions: list) -> list:
         out[id(op)] = replace(out[id(op)], resident=replace(r, result_in_tmem=True))
         out[id(nxt)] = replace(nd, resident=replace(nd.resident, init_in_tmem=True))
     return [out[id(op)] for op, _ in decisions]
+
+
+def _straight(kernel_body, first: ForOp, second: ForOp, resident: set) -> bool:
+    """`second` follows `first` in the same block (it runs once each time `first` does, right
+    after it) and no resident loop runs between them (its O would take the same columns)."""
+    for blk in _blocks(kernel_body):
+        ops = list(blk.ops)
+        if any(o is first for o in ops):
+            i = next(k for k, o in enumerate(ops) if o is first)
+            j = next((k for k, o in enumerate(ops) if o is second), None)
+            if j is None or j < i:
+                return False
+            between = [x for o in ops[i + 1:j] for x in _walk_op(o)]
+            return not any(isinstance(x, ForOp) and id(x) in resident for x in between)
+    return False
+
+
+def _blocks(block):
+    yield block
+    for o in block.ops:
+        for r in o.regions:
+            yield from _blocks(r)
+
+
+def _walk_op(op):
+    """`op` and every op nested in its regions."""
+    yield op
+    for r in op.regions:
+        yield from walk(r)

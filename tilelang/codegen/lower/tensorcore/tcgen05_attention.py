@@ -81,7 +81,7 @@ def leave(kern: KernelEmitter, r: TmemResident, results) -> None:
 def _st_words(kern: KernelEmitter, taddr: ir.Value, words: list) -> None:
     """tcgen05.st.32x32b of this thread's 32-bit `words` (column j: word j), then the wait."""
     for c0 in range(0, len(words), LD_CHUNK):
-        w = min(LD_CHUNK, len(words) - c0)
+        w = min(LD_CHUNK, len(words) - c0)      # K is a power of two (tile shapes are)
         addr = kern.builder.add(taddr, _c(c0)) if c0 else taddr
         names = ", ".join(f"${i + 1}" for i in range(w))
         _void(kern, f"tcgen05.st.sync.aligned.32x32b.x{w}.b32 [$0], {{{names}}};",
@@ -130,10 +130,11 @@ def _rescale(kern: KernelEmitter, r: TmemResident, f: ir.Value) -> None:
     b.cbranch(_all_one(kern, f), after, then)
     b.position_at_end(then)
     lanes = _o_lanes(kern, r)
-    for c0 in range(0, r.d, RESCALE_CHUNK):
+    chunk = min(RESCALE_CHUNK, r.d)     # D is a power of two (R4's N)
+    for c0 in range(0, r.d, chunk):
         addr = b.add(lanes, _c(c0)) if c0 else lanes
-        regs = tmem_io(kern, addr, None, RESCALE_CHUNK)
-        tmem_io(kern, addr, [b.fmul(x, f) for x in regs], RESCALE_CHUNK)
+        regs = tmem_io(kern, addr, None, chunk)
+        tmem_io(kern, addr, [b.fmul(x, f) for x in regs], chunk)
     b.branch(after)
     b.position_at_end(after)
 
@@ -205,10 +206,6 @@ def product(kern: KernelEmitter, r: TmemResident, op, a, v) -> TileVal:
     assert plan is not None and plan.tc5 is not None and plan.tc5.m == 128, "R11 plans it"
     bld = kern.builder
     tm = kern.tmem
-    if r.rescale is not None:
-        f = kern.env[r.factor]
-        f = to_layout(kern, f, drop_axes(tc5_acc_layout((128, r.d)), (1,), True))
-        _rescale(kern, r, f.regs[0])
     a = mma_operands.materialize(kern, a) if isinstance(a, mma_operands.DeferredLoad) else a
     k = a.shape[-1]
     if r.p_source is not None:          # P = astype(x, T): packed from x's f32 directly
@@ -217,6 +214,10 @@ def product(kern: KernelEmitter, r: TmemResident, op, a, v) -> TileVal:
     else:
         words = _packed(kern, to_layout(kern, a, tc5_acc_layout((128, k))))
     _st_words(kern, lane_quarter(kern, tm.address), words)
+    if r.rescale is not None:           # after P's store: P's f32 registers are dead by then
+        f = kern.env[r.factor]
+        f = to_layout(kern, f, drop_axes(tc5_acc_layout((128, r.d)), (1,), True))
+        _rescale(kern, r, f.regs[0])
     shape = tuple(v.shape)
     sop, src, _ = place_image(kern, v, shape, 0, plan.form.itemsize, 0)
     align_smem(kern)
