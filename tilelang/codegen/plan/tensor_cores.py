@@ -189,7 +189,7 @@ def tensor_core_plan(kern, op: BuiltinOp) -> tuple:
         # a block that is not whole warps: its replica threads past the layouts' would run
         # ldmatrix / mma.sync (.aligned, whole warps only) in a partial warp
         return None, f"FMA: {kern.declared_threads} threads are not whole warps (R1)", False
-    got = mma_form(at.dtype.name, bt.dtype.name, out.dtype.name, sm)
+    got = mma_form(*(_carrier(op, t.dtype.name) for t in (at, bt)), out.dtype.name, sm)
     if got is None:
         return None, f"FMA: no mma.sync form for {at.dtype.name} x {bt.dtype.name} -> " \
                      f"{out.dtype.name} (R2)", False
@@ -219,6 +219,13 @@ def tensor_core_plan(kern, op: BuiltinOp) -> tuple:
                                                              tiling)),
             f"mma.sync k{form.k}: {tiling.warps_m} x {tiling.warps_n} warps"
             + (f" ({why_not})" if why_not else "") + " (R2)", declined)
+
+
+def _carrier(op: BuiltinOp, dtype: str) -> str:
+    """The dtype whose mma.sync fragments an operand's bytes take: packed FP4 of a block-scaled
+    product moves as e4m3 bytes do (plan/scaled.py S3: m16n8k64's e2m1 fragments are
+    m16n8k32's 8-bit ones of the byte image)."""
+    return "f8e4m3" if op.name == "mma_scaled" and dtype == "f4e2m1x2" else dtype
 
 
 def _scaled_plan(kern, op: BuiltinOp, form: MmaForm, b_class: str, tiling: WarpTiling) -> tuple:

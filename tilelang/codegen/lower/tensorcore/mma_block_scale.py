@@ -11,6 +11,13 @@ block scaling"). So lane l loads row l / 4 + 8 (l mod 2) of a_scale and column l
 b_scale (the lanes the instruction does not read load a neighbour's, harmlessly), one byte
 each from the scale tiles that the product first writes to shared memory row-major beside
 its operand images; each is loaded once per k-step and m-tile (n-tile).
+
+Packed FP4 (`f4e2m1x2`): `mma.sync.aligned.m16n8k64.row.col.kind::mxf4nvf4.block_scale
+.scale_vec::{2X,4X}.f32.e2m1.e2m1.f32.{ue8m0,ue4m3}` on the same byte fragments (plan/scaled.py
+S3), one instruction per 32 bytes (64 elements) of K, with two (MXFP4, one per 32) or four
+(NVFP4, one per 16) scales per row and column in the bytes of one register, the scale of the
+lower K first (byte-id 0). A row's are adjacent in the row-major a_scale tile (one 16- or
+32-bit load); a column's are a column of b_scale (2 or 4 byte loads, shifted into place).
 """
 
 from __future__ import annotations
@@ -48,7 +55,8 @@ class BlockScaledMma:
         b = kern.builder
         self.kern, self.form = kern, form
         self.sa, self.sb = sa, sb
-        self.ka, self.n = k // form.block, n
+        # k: bytes of K in the operand tiles; ka: scales per row of a_scale
+        self.ka, self.n = k * form.per_byte // form.block, n
         lane = kern.lane()
         quad = b.lshr(lane, _c(2))
         row = b.add(quad, b.shl(b.and_(lane, _c(1)), _c(3)))
@@ -68,18 +76,40 @@ class BlockScaledMma:
         b = self.kern.builder
         return b.zext(b.load(b.gep(ptr, [index])), I32)
 
+    def _bytes(self, ptr: ir.Value, index: ir.Value) -> ir.Value:
+        """The instruction's scales_per_instr adjacent bytes at `index`, byte j in bits
+        8j .. 8j + 7 (one aligned load: the row's scales start at a multiple of it)."""
+        n = self.form.scales_per_instr
+        if n == 1:
+            return self._byte(ptr, index)
+        b = self.kern.builder
+        wide = ir.IntType(8 * n)
+        p = b.bitcast(b.gep(ptr, [index]), wide.as_pointer(ptr.type.addrspace))
+        v = b.load(p, align=n)
+        return v if n == 4 else b.zext(v, I32)
+
+    def _k_index(self, k0: int) -> int:
+        """The scale column (a_scale) or row (b_scale) of the instruction at byte offset k0."""
+        return k0 * self.form.per_byte // self.form.block
+
     def _scale_a(self, mi: int, k0: int) -> ir.Value:
         key = (mi, k0)
         if key not in self._a:
-            off = mi * 16 * self.ka + k0 // self.form.block
-            self._a[key] = self._byte(self.sa, self.kern.builder.add(self.a_base, _c(off)))
+            off = mi * 16 * self.ka + self._k_index(k0)
+            self._a[key] = self._bytes(self.sa, self.kern.builder.add(self.a_base, _c(off)))
         return self._a[key]
 
     def _scale_b(self, ni: int, k0: int) -> ir.Value:
         key = (ni, k0)
         if key not in self._b:
-            off = (k0 // self.form.block) * self.n + ni * 8
-            self._b[key] = self._byte(self.sb, self.kern.builder.add(self.b_base, _c(off)))
+            b = self.kern.builder
+            word = None
+            for j in range(self.form.scales_per_instr):     # a column: one row apart each
+                off = (self._k_index(k0) + j) * self.n + ni * 8
+                byte = self._byte(self.sb, b.add(self.b_base, _c(off)))
+                byte = b.shl(byte, _c(8 * j)) if j else byte
+                word = byte if word is None else b.or_(word, byte)
+            self._b[key] = word
         return self._b[key]
 
     def call(self, afr: list, bfr: list, c: list, mi: int, ni: int, k0: int) -> ir.Value:
