@@ -30,7 +30,12 @@ kernel, 4 warps, 2 stages) at the same tiles: examples/matmul_mxfp8.tile as writ
 tcgen05 kind::f16, the block-scaled kinds taking M = 128) and, on sm_100a, the same kernel at
 128 x 64 x 64 (block-scaled tcgen05 on both sides). Its SASS per K-step: the main loop's
 instructions over its tensor-core instructions per K-step (QMMA: BM * BN * BK / (16 * 8 * 32)
-/ warps a warp; UTCHMMA: BK / 16; UTCQMMA: BK / 32).
+/ warps a warp; UTCHMMA: BK / 16; UTCQMMA: BK / 32). NVFP4 rows (packed e2m1 operands, one
+f8e4m3 scale per 16 along K; Triton's kernel with `--fmt e2m1 --scale e4m3`) compare
+examples/matmul_nvfp4.tile as written (64 x 64 x 64 on sm_120a, 128 x 64 x 64 on sm_100a)
+and at Triton's fixture tile 128 x 64 x 128 on sm_120a: OMMA (mma.sync m16n8k64) is
+BM * BN * BK / (16 * 8 * 64) / warps a warp per K-step, UTCOMMA (tcgen05 kind::mxf4nvf4)
+BK / 64.
 
 Triton runs in its own Python (`--triton-python`, else $TRITON_PYTHON, else
 /tmp/tritonenv/bin/python, else this Python when it imports triton); without one its rows
@@ -96,9 +101,14 @@ from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 from gen_scaled_matmul_ptx import scaled_matmul, SIGNATURE
 out = {"triton": triton.__version__, "shared": {}}
-for name, arch, bm, bn, bk in json.loads(sys.argv[3]):
-    consts = {"BM": bm, "BN": bn, "BK": bk, "FMT": "e4m3"}
-    k = triton.compile(ASTSource(scaled_matmul, SIGNATURE, consts, {}),
+for name, arch, bm, bn, bk, fmt in json.loads(sys.argv[3]):
+    nv = fmt == "nvfp4"                 # e2m1 operands, f8e4m3 scales per 16
+    consts = {"BM": bm, "BN": bn, "BK": bk, "FMT": "e2m1" if nv else "e4m3",
+              "G": 16 if nv else 32}
+    sig = dict(SIGNATURE)
+    if nv:
+        sig["a_scale"] = sig["b_scale"] = "*fp8e4nv"
+    k = triton.compile(ASTSource(scaled_matmul, sig, consts, {}),
                        target=GPUTarget("cuda", arch, 32),
                        options={"num_warps": 4, "num_stages": 2})
     with open(os.path.join(sys.argv[1], name + ".ptx"), "w") as f:
@@ -107,10 +117,19 @@ for name, arch, bm, bn, bk in json.loads(sys.argv[3]):
 print(json.dumps(out))
 '''
 
-# (name, target, BM, BN, BK) of the block-scaled comparison
-SCALED = (("sm_120a-64", "sm_120a", 64, 64, 64), ("sm_100a-64", "sm_100a", 64, 64, 64),
-          ("sm_100a-128", "sm_100a", 128, 64, 64))
-SCALED_MMA = {"QMMA": 32, "UTCHMMA": 16, "UTCQMMA": 32}    # K of one instruction
+# (name, target, BM, BN, BK, format) of the block-scaled comparison
+SCALED = (("sm_120a-64", "sm_120a", 64, 64, 64, "mxfp8"),
+          ("sm_100a-64", "sm_100a", 64, 64, 64, "mxfp8"),
+          ("sm_100a-128", "sm_100a", 128, 64, 64, "mxfp8"),
+          ("nvfp4-sm_120a-64", "sm_120a", 64, 64, 64, "nvfp4"),
+          ("nvfp4-sm_120a-128", "sm_120a", 128, 64, 128, "nvfp4"),
+          ("nvfp4-sm_100a-128", "sm_100a", 128, 64, 64, "nvfp4"))
+SCALED_MMA = {"QMMA": 32, "OMMA": 64, "UTCHMMA": 16, "UTCQMMA": 32,   # K of one instruction
+              "UTCOMMA": 64}
+SCALED_EXAMPLE = {"mxfp8": "matmul_mxfp8.tile", "nvfp4": "matmul_nvfp4.tile"}
+# the example's BM as written, per format and target
+_AS_WRITTEN_BM = {("mxfp8", "sm_120a"): 64, ("mxfp8", "sm_100a"): 64,
+                  ("nvfp4", "sm_120a"): 64, ("nvfp4", "sm_100a"): 128}
 
 
 @dataclass(frozen=True)
@@ -166,22 +185,28 @@ def tile_builds() -> list[Build]:
 
 
 def scaled_tile_builds() -> list[tuple]:
-    """(Build, (BM, BN, BK)) of examples/matmul_mxfp8.tile at each SCALED tile (BM = 128
-    through its constant)."""
-    src = (ROOT / "examples" / "matmul_mxfp8.tile").read_text()
+    """(Build, (BM, BN, BK), format) of examples/matmul_mxfp8.tile and matmul_nvfp4.tile at
+    each SCALED tile (other tiles through their constants)."""
     out = []
-    for _, t, bm, bn, bk in SCALED:
-        text = src.replace("const BM: i32 = 64", f"const BM: i32 = {bm}")
-        res = compile_source(text, "examples/matmul_mxfp8.tile", CompileOptions(target=t),
+    for _, t, bm, bn, bk, fmt in SCALED:
+        name = SCALED_EXAMPLE[fmt]
+        text = (ROOT / "examples" / name).read_text()
+        text = text.replace("const BM: i32 = by_target(sm_100a = 128, default = 64)",
+                            "const BM: i32 = 64")
+        text = text.replace("const BM: i32 = 64", f"const BM: i32 = {bm}") \
+            .replace("const BK: i32 = 64", f"const BK: i32 = {bk}")
+        res = compile_source(text, f"examples/{name}", CompileOptions(target=t),
                              until="ptx")
         assert res.ok, render_all(res.diagnostics)
         k = res.codegen.kernels[0]
-        how = "examples/matmul_mxfp8.tile" + (f", BM = {bm}" if bm != 64 else "") + ": " + (
+        changed = [f"{c} = {v}" for c, v, w in (("BM", bm, _AS_WRITTEN_BM[fmt, t]),
+                                                 ("BK", bk, 64)) if v != w]
+        how = f"examples/{name}" + "".join(", " + c for c in changed) + ": " + (
             "block-scaled mma.sync" if "block_scale" in res.ptx and t == "sm_120a" else
             "block-scaled tcgen05.mma, scales in TMEM" if "block_scale" in res.ptx else
             "bf16 dequantisation, tcgen05 kind::f16")
         out.append((Build(t, "Tile", how, res.ptx, k.static_smem + k.dynamic_smem),
-                    (bm, bn, bk)))
+                    (bm, bn, bk), fmt))
     return out
 
 
@@ -189,7 +214,7 @@ def scaled_triton_builds(py: str) -> list[tuple]:
     with tempfile.TemporaryDirectory() as d:
         script = Path(d) / "gen.py"
         script.write_text(TRITON_SCALED)
-        arches = [[n, int(t[3:6]), bm, bn, bk] for n, t, bm, bn, bk in SCALED]
+        arches = [[n, int(t[3:6]), bm, bn, bk, f] for n, t, bm, bn, bk, f in SCALED]
         proc = subprocess.run([py, str(script), d, str(ROOT / "benchmarks" / "triton_ref"),
                                json.dumps(arches)], capture_output=True, text=True,
                               timeout=600)
@@ -197,14 +222,14 @@ def scaled_triton_builds(py: str) -> list[tuple]:
             raise RuntimeError(f"Triton failed:\n{proc.stderr[-3000:]}")
         info = json.loads(proc.stdout.strip().splitlines()[-1])
         out = []
-        for n, t, bm, bn, bk in SCALED:
+        for n, t, bm, bn, bk, fmt in SCALED:
             ptx = (Path(d) / f"{n}.ptx").read_text()
             how = "tl.dot_scaled, " + (
                 "block-scaled mma.sync" if t == "sm_120a" else
                 "block-scaled tcgen05.mma" if "block_scale" in ptx else
                 "bf16 dequantisation, tcgen05 kind::f16")
             out.append((Build(t, f"Triton {info['triton']}", how, ptx,
-                              info["shared"][n]), (bm, bn, bk)))
+                              info["shared"][n]), (bm, bn, bk), fmt))
     return out
 
 
@@ -221,21 +246,23 @@ def analyze_scaled(b: Build, tile: tuple[int, int, int]) -> dict:
     lp = max(sass.loops(instrs), key=lambda x: (mmas(x), -len(x.instrs)))
     ops = [i.op.split(".")[0] for i in lp.instrs]
     kind = next(o for o in ops if o in SCALED_MMA)
-    per_step = bk // SCALED_MMA[kind] * (bm * bn // (16 * 8) // WARPS if kind == "QMMA" else 1)
+    per_step = bk // SCALED_MMA[kind] * (bm * bn // (16 * 8) // WARPS
+                                         if kind in ("QMMA", "OMMA") else 1)
     return {"registers": r.registers, "spills": r.spill_stores + r.spill_loads,
             "local": sass.summarize(instrs).local, "mma": f"{mmas(lp)} {kind}",
             "per_k_step": round(len(ops) / (mmas(lp) / per_step), 1),
             "total": sass.summarize(instrs).total}
 
 
-SCALED_HEAD = ("| target | tile | compiler | how built | registers | spill bytes | LDL/STL | "
-               "shared KiB | MMA in loop | SASS per K-step | SASS in all |")
+SCALED_HEAD = ("| target | format | tile | compiler | how built | registers | spill bytes | "
+               "LDL/STL | shared KiB | MMA in loop | SASS per K-step | SASS in all |")
 
 
 def scaled_table(rows) -> str:
-    lines = [SCALED_HEAD, "|" + "---|" * 11]
-    for b, tile, m in rows:
-        lines.append(f"| {b.target} | {'x'.join(map(str, tile))} | {b.who} | {b.how} | "
+    lines = [SCALED_HEAD, "|" + "---|" * 12]
+    for b, tile, fmt, m in rows:
+        lines.append(f"| {b.target} | {fmt.upper()} | {'x'.join(map(str, tile))} | {b.who} | "
+                     f"{b.how} | "
                      f"{m['registers']} | {m['spills']} | {m['local']} | "
                      f"{b.shared / 1024:.1f} | {m['mma']} | {m['per_k_step']} | "
                      f"{m['total']} |")
@@ -318,11 +345,12 @@ def main(argv=None) -> int:
         scaled += scaled_triton_builds(py)
     builds.sort(key=lambda b: (TARGETS.index(b.target), b.who != "Tile"))
     rows = [(b, analyze(b)) for b in builds]
-    scaled.sort(key=lambda x: (TARGETS.index(x[0].target), x[1], x[0].who != "Tile"))
-    srows = [(b, tile, analyze_scaled(b, tile)) for b, tile in scaled]
+    scaled.sort(key=lambda x: (x[2], TARGETS.index(x[0].target), x[1], x[0].who != "Tile"))
+    srows = [(b, tile, fmt, analyze_scaled(b, tile)) for b, tile, fmt in scaled]
     today = datetime.date.today().isoformat()
     text = (f"# Blackwell static comparison, {today} (no GPU)\n\n{INTRO}\n\n"
-            + table(rows) + "\n\n## Block-scaled (MXFP8)\n\n" + scaled_table(srows) + "\n"
+            + table(rows) + "\n\n## Block-scaled (MXFP8, NVFP4)\n\n" + scaled_table(srows)
+            + "\n"
             + note)
     out = Path(args.out) if args.out else \
         ROOT / "benchmarks" / "results" / f"blackwell-static-{today}-cpu.md"

@@ -25,7 +25,8 @@ scales per row and step). `--fmt e2m1 --scale e4m3` is NVFP4: one f8e4m3 scale p
 (a_scale [M, K/16], b_scale [N, K/16]), which Triton multiplies with `tcgen05.mma...
 kind::mxf4nvf4.block_scale.block16` (`--name triton_scaled_matmul_nvfp4_sm100`) and
 `mma.sync...m16n8k64...kind::mxf4nvf4.block_scale.scale_vec::4X...ue4m3` (`--arch 120
---name triton_scaled_matmul_nvfp4_sm120`). `--bk 64 --name triton_scaled_matmul_bk64_sm100`: two scales per row
+--name triton_scaled_matmul_nvfp4_sm120`); `--bk 64 --name triton_scaled_matmul_nvfp4_bk64_sm100`
+is the sm_100a tile Tile's tcgen05 FP4 form takes (one instruction a K-step). `--bk 64 --name triton_scaled_matmul_bk64_sm100`: two scales per row
 a tile, which Triton stores into tensor memory with `tcgen05.st.32x32b.xN.unpack::16b`.
 """
 

@@ -352,9 +352,11 @@ def _nvfp4_operands(M, N, K, seed):
 @pytest.mark.parametrize("stem,form", [
     ("triton_scaled_matmul_nvfp4_sm100", "tcgen05.mma.cta_group::1.kind::mxf4nvf4.block_scale."
                                          "block16"),
+    ("triton_scaled_matmul_nvfp4_bk64_sm100", "tcgen05.mma.cta_group::1.kind::mxf4nvf4."
+                                              "block_scale.block16"),
     ("triton_scaled_matmul_nvfp4_sm120", "mma.sync.aligned.m16n8k64.row.col.kind::mxf4nvf4."
                                          "block_scale.scale_vec::4X.f32.e2m1.e2m1.f32.ue4m3")],
-    ids=["sm100a", "sm120a"])
+    ids=["sm100a", "sm100a-bk64", "sm120a"])
 @pytest.mark.parametrize("shape", [(128, 64, 128), (256, 128, 384)], ids=["one-tile", "six"])
 def test_block_scaled_nvfp4_matmul(stem, form, shape):
     """NVFP4 (gen_scaled_matmul_ptx.py --fmt e2m1 --scale e4m3): Triton 3.9's `tl.dot_scaled`
