@@ -265,13 +265,14 @@ def test_the_block_scaled_mma_sync_in_the_ptx():
 def test_nvfp4_on_sm_120a_takes_the_block_scaled_mma_sync():
     """examples/matmul_nvfp4.tile on sm_120a: per K step of 64 elements (32 bytes) each of
     the 2 x 2 warps issues 2 m-tiles x 4 n-tiles of `m16n8k64...kind::mxf4nvf4.block_scale
-    .scale_vec::4X...ue4m3` (8), each A scale word one 32-bit load per m-tile (2), each B
-    scale word four byte loads per n-tile (16); no bf16 product, nothing unpacked."""
+    .scale_vec::4X...ue4m3` (8), each scale word one 32-bit load per m-tile (2) and n-tile
+    (4: b_scale goes to shared memory transposed), no byte loads; no bf16 product, nothing
+    unpacked."""
     ptx = _example_ptx("matmul_nvfp4.tile", "sm_120a")
     instr = ("mma.sync.aligned.m16n8k64.row.col.kind::mxf4nvf4.block_scale.scale_vec::4X"
              ".f32.e2m1.e2m1.f32.ue4m3")
     assert ptx.count(instr) == 8
-    assert ptx.count("ld.shared.b32") == 2 and ptx.count("ld.shared.b8") == 16
+    assert ptx.count("ld.shared.b32") == 6 and ptx.count("ld.shared.b8") == 0
     assert "bf16" not in ptx and ".target sm_120a" in ptx
 
 
@@ -428,7 +429,7 @@ def test_nvfp4_no_more_sass_per_k_step_than_triton(target, op, bk, fixture):
     x BK, 4 warps; gen_scaled_matmul_ptx.py --fmt e2m1 --scale e4m3), both on the FP4
     block-scaled instruction (OMMA: mma.sync m16n8k64; UTCOMMA: tcgen05 kind::mxf4nvf4), the
     same count per K-step, assembled by the same nvJitLink: measured SASS per instruction
-    sm_120a 16.0 against 22.6, sm_100a 320 against 335 (benchmarks/blackwell_static.py)."""
+    sm_120a 12.9 against 22.6, sm_100a 320 against 335 (benchmarks/blackwell_static.py)."""
     import pathlib
     from tilelang.driver import compile_source
     from tilelang.options import CompileOptions
@@ -481,6 +482,26 @@ def test_scales_in_other_layouts(arch, how):
         "broadcast": (np.repeat(sa[:, :1], 2, 1), sb),
         "constant": (np.full((128, 2), 0.5), np.full((2, 64), 4.0))}[how]
     _check(c, a, np.asarray(want_sa, np.float64), b, np.asarray(want_sb, np.float64), 32)
+
+
+@pytest.mark.parametrize("how", ["transposed", "broadcast"])
+def test_packed_fp4_scales_in_other_layouts(how):
+    """sm_120a's FP4 form writes b_scale transposed to shared memory (a column's four
+    scales adjacent): from a transposed load and from a broadcast row as from a plain one."""
+    sb_src = {"transposed": "transpose(load(sb, index = (0, 0), shape = (32, 4)))",
+              "broadcast": "broadcast_to(load(sb, index = (0, 0), shape = (1, 32)), (4, 32))"}
+    src = PACKED.replace("TS", "f8e4m3").replace("V", "16").replace(
+        "load(sb, index = (k, n), shape = (floordiv(64, 16), 32), padding = 0)", sb_src[how])
+    assert sb_src[how] in src
+    mod = tilelang.compile(src, arch="sm_120a", backend="emulator", cache=False)
+    rng = np.random.default_rng(4)
+    a, b = _elements(rng, (64, 64), "f4e2m1"), _elements(rng, (64, 32), "f4e2m1")
+    sa = _scales(rng, (64, 4), "f8e4m3")
+    sb = _scales(rng, (32, 4) if how == "transposed" else (1, 32), "f8e4m3")
+    want_sb = sb.T if how == "transposed" else np.repeat(sb, 4, 0)
+    c = np.zeros((64, 32), np.float32)
+    mod.mmp[(1, 1)](tilelang.pack_f4(a), sa, tilelang.pack_f4(b, axis=0), sb, c)
+    _check(c, a, sa, b, np.asarray(want_sb.astype(np.float64)), 16)
 
 
 @pytest.mark.parametrize("arch", ["sm_120a", "sm_100a"])

@@ -16,8 +16,9 @@ Packed FP4 (`f4e2m1x2`): `mma.sync.aligned.m16n8k64.row.col.kind::mxf4nvf4.block
 .scale_vec::{2X,4X}.f32.e2m1.e2m1.f32.{ue8m0,ue4m3}` on the same byte fragments (plan/scaled.py
 S3), one instruction per 32 bytes (64 elements) of K, with two (MXFP4, one per 32) or four
 (NVFP4, one per 16) scales per row and column in the bytes of one register, the scale of the
-lower K first (byte-id 0). A row's are adjacent in the row-major a_scale tile (one 16- or
-32-bit load); a column's are a column of b_scale (2 or 4 byte loads, shifted into place).
+lower K first (byte-id 0). A row's are adjacent in the row-major a_scale tile, and b_scale
+is written transposed (`transposed_b`) so that a column's are adjacent too: one 16- or 32-bit
+load per m-tile (n-tile) and instruction.
 """
 
 from __future__ import annotations
@@ -34,16 +35,29 @@ def _c(v: int) -> ir.Constant:
     return ir.Constant(I32, v)
 
 
-def store_rows(kern: KernelEmitter, t: TileVal, base: ir.Value) -> None:
+def store_rows(kern: KernelEmitter, t: TileVal, base: ir.Value,
+               transposed: bool = False) -> None:
     """Write tile `t` (one byte per element) row-major, unpadded, at `base` (i8
-    addrspace(3)*): each thread its owned registers."""
+    addrspace(3)*): each thread its owned registers. `transposed`: a 2-d tile's transpose
+    (its columns contiguous)."""
     b = kern.builder
     lay = t.layout
     assert lay.is_one_hot(), "store_rows adds register offsets to the thread's base"
-    wbase = kern.thread_linear(lay.thread_weights())
+    if transposed:                      # one-hot bases: each is one bit of the index
+        rows = lay.shape[0]
+        lin = lambda c: c[1] * rows + c[0]                   # noqa: E731
+    else:
+        lin = lay.linear
+    wbase = kern.thread_linear(tuple(lin(x) for x in lay.thread_bases))
     for r in lay.owned_regs():
-        i = b.add(wbase, _c(lay.reg_linear(r)))
+        i = b.add(wbase, _c(lin(lay.reg_coord(r))))
         b.store(kern.to_storage(t.regs[r], t.dtype), b.gep(base, [i]))
+
+
+def transposed_b(form: ScaledForm) -> bool:
+    """Whether b_scale goes to shared memory transposed: when an instruction reads several
+    scales of a column (FP4), so that they are adjacent bytes."""
+    return form.scales_per_instr > 1
 
 
 class BlockScaledMma:
@@ -103,13 +117,12 @@ class BlockScaledMma:
         key = (ni, k0)
         if key not in self._b:
             b = self.kern.builder
-            word = None
-            for j in range(self.form.scales_per_instr):     # a column: one row apart each
-                off = (self._k_index(k0) + j) * self.n + ni * 8
-                byte = self._byte(self.sb, b.add(self.b_base, _c(off)))
-                byte = b.shl(byte, _c(8 * j)) if j else byte
-                word = byte if word is None else b.or_(word, byte)
-            self._b[key] = word
+            if transposed_b(self.form):     # b_scale's transpose: column n at n * ka
+                row = b.mul(b.add(self.b_base, _c(ni * 8)), _c(self.ka))
+                self._b[key] = self._bytes(self.sb, b.add(row, _c(self._k_index(k0))))
+            else:
+                off = self._k_index(k0) * self.n + ni * 8
+                self._b[key] = self._byte(self.sb, b.add(self.b_base, _c(off)))
         return self._b[key]
 
     def call(self, afr: list, bfr: list, c: list, mi: int, ni: int, k0: int) -> ir.Value:
