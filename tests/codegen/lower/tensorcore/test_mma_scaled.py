@@ -5,7 +5,9 @@ mma.sync and sm_100a's block-scaled tcgen05.mma (the 8-bit floats with ue8m0 sca
 plan/scaled.py; tcgen05 at M = 128) and otherwise through the
 software path (ir/passes/scaled.py: dequantize to bf16, then the target's bf16 product:
 mma.sync on sm_80 and sm_120a, wgmma on sm_90a, tcgen05 on sm_100a); ragged shapes (the loads
-pad) and a batched product.
+pad) and a batched product. Packed FP4 (f4e2m1x2, MXFP4 and NVFP4) runs on sm_120a's
+`mma.sync...m16n8k64.kind::mxf4nvf4` and sm_100a's `tcgen05.mma...kind::mxf4` /
+`kind::mxf4nvf4` and, elsewhere, unpacked by the software path (ir/passes/packed_f4.py).
 
 Tolerance: every element times its scale is exact in bf16 here (scales 2^-6 .. 2^6) and
 every product of two is exact in f32, so only the f32 sums round: at most K roundings of
