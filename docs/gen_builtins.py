@@ -144,6 +144,9 @@ def dtypes_table() -> str:
     for d in T.ALL_DTYPES:
         if d.is_bool:
             rng, note = "`false`, `true`", "stored as one byte"
+        elif d.name == "f4e2m1x2":       # packed FP4: a byte of two codes
+            rng, note = "two ±6", ("packed FP4: two f4e2m1 a byte, the even element in bits "
+                                   "0-3 (§3.1.1)")
         elif d.is_int:
             rng, note = f"{d.min} … {d.max}", "signed" if d.signed else "unsigned"
         elif not d.signed:              # ue8m0, the MX scale
@@ -157,7 +160,7 @@ def dtypes_table() -> str:
                 note += f", stored in {d.itemsize * 8} bits"
         kind = {"bool": "bool", "int": "integer", "float": "float"}[d.category]
         if d.restricted:
-            kind = "restricted float"
+            kind = "packed bytes" if d.name == "f4e2m1x2" else "restricted float"
         if d.name == "tf32":
             note += ", 32 bits in memory"
         lines.append(f"| `{d.name}` | {kind} | {d.bits} | {rng} | {note} |")

@@ -18,7 +18,8 @@ from .runtime import errors as _runtime_errors  # noqa: F401,E402  (registers E0
 
 _API = ("compile", "launch", "to_device", "empty", "get_backend", "cdiv", "Module", "Kernel",
         "DeviceArray", "LaunchConfigError", "KernelArgumentError", "BackendUnavailable",
-        "KernelNotFound", "DeviceError", "RuntimeUsageError", "ArrayUsageError")
+        "KernelNotFound", "DeviceError", "RuntimeUsageError", "ArrayUsageError", "pack_f4",
+        "unpack_f4")
 
 __all__ = ["__version__", *_API]
 

@@ -72,11 +72,12 @@ FALLBACK_BUILTINS = (
     "pad", "peer", "permute", "pow", "print", "prod", "rand", "randint", "randn", "rank",
     "reduce", "reshape", "rint", "round", "rsqrt", "scan", "scatter", "sigmoid", "sign",
     "signal", "sin", "sinh", "sort", "sqrt", "static_assert", "store", "stride", "sum", "take",
-    "tan", "tanh", "topk", "transpose", "trunc", "wait_until", "where", "world_size", "zeros",
+    "tan", "tanh", "topk", "transpose", "trunc", "unpack_f4", "wait_until", "where",
+    "world_size", "zeros",
 )
 FALLBACK_DTYPES = (
     "bool", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "f16", "bf16", "f32", "f64",
-    "tf32", "f8e4m3", "f8e5m2", "f4e2m1", "f6e2m3", "f6e3m2", "ue8m0",
+    "tf32", "f8e4m3", "f8e5m2", "f4e2m1", "f6e2m3", "f6e3m2", "ue8m0", "f4e2m1x2",
 )
 # END GENERATED fallback
 

@@ -85,6 +85,8 @@ FEATURES: dict[str, Feature] = {f.name: f for f in (
     # has TMA (not arch-specific) but neither wgmma nor tcgen05
     Feature("setmaxnreg", 90, (8, 0), ("sm_90a", "sm_100a", "sm_120a")),
     Feature("tcgen05", 100, (8, 6), ("sm_100a",)),
+    # tcgen05.mma .kind::mxf4 / .kind::mxf4nvf4 with .scale_vec::2X/4X (packed FP4): PTX ISA 8.7
+    Feature("tcgen05_mxf4", 100, (8, 7), ("sm_100a",)),
     # cvt of e2m1x2/e2m3x2/e3m2x2/ue8m0x2 (PTX ISA: sm_100a, sm_101a and sm_120a)
     Feature("mx_cvt", 100, (8, 6), ("sm_100a", "sm_120a")),
     # mma.sync.aligned.m16n8k32...kind::mxf8f6f4.block_scale (PTX ISA 8.7, sm_120a only)

@@ -21,7 +21,12 @@ triton_scaled_matmul_sm120` (sm_120a, consumer Blackwell: no tcgen05) gives
 `mma.sync.aligned.m16n8k32.row.col.kind::mxf8f6f4.block_scale.scale_vec::1X` with the scales
 in registers; with `--fmt e2m1 --name triton_scaled_matmul_e2m1_sm120`,
 `mma.sync.aligned.m16n8k64.row.col.kind::mxf4nvf4.block_scale.scale_vec::2X` (e2m1, two ue8m0
-scales per row and step). `--bk 64 --name triton_scaled_matmul_bk64_sm100`: two scales per row
+scales per row and step). `--fmt e2m1 --scale e4m3` is NVFP4: one f8e4m3 scale per 16 K
+(a_scale [M, K/16], b_scale [N, K/16]), which Triton multiplies with `tcgen05.mma...
+kind::mxf4nvf4.block_scale.block16` (`--name triton_scaled_matmul_nvfp4_sm100`) and
+`mma.sync...m16n8k64...kind::mxf4nvf4.block_scale.scale_vec::4X...ue4m3` (`--arch 120
+--name triton_scaled_matmul_nvfp4_sm120`); `--bk 64 --name triton_scaled_matmul_nvfp4_bk64_sm100`
+is the sm_100a tile Tile's tcgen05 FP4 form takes (one instruction a K-step). `--bk 64 --name triton_scaled_matmul_bk64_sm100`: two scales per row
 a tile, which Triton stores into tensor memory with `tcgen05.st.32x32b.xN.unpack::16b`.
 """
 
@@ -41,14 +46,15 @@ from triton.compiler import ASTSource
 
 @triton.jit
 def scaled_matmul(a, a_scale, b, b_scale, c, M, N, K,
-                  BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, FMT: tl.constexpr):
-    # c[M, N] = (a * 2^(a_scale - 127)) @ (b * 2^(b_scale - 127)), one scale per 32 K
+                  BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, FMT: tl.constexpr,
+                  G: tl.constexpr):
+    # c[M, N] = (a * a_scale) @ (b * b_scale), one scale per G (32: ue8m0, 16: f8e4m3) K
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
     rm = pid_m * BM + tl.arange(0, BM)
     rn = pid_n * BN + tl.arange(0, BN)
     rk = tl.arange(0, BK)
-    rs = tl.arange(0, BK // 32)
+    rs = tl.arange(0, BK // G)
     acc = tl.zeros((BM, BN), dtype=tl.float32)
     for k0 in range(0, K, BK):
         if FMT == "e2m1":           # two values a byte along K, the even one in bits 0-3
@@ -57,15 +63,15 @@ def scaled_matmul(a, a_scale, b, b_scale, c, M, N, K,
         else:
             x = tl.load(a + rm[:, None] * K + (k0 + rk)[None, :])
             y = tl.load(b + (k0 + rk)[:, None] * N + rn[None, :])
-        xs = tl.load(a_scale + rm[:, None] * (K // 32) + (k0 // 32 + rs)[None, :])
-        ys = tl.load(b_scale + rn[:, None] * (K // 32) + (k0 // 32 + rs)[None, :])
+        xs = tl.load(a_scale + rm[:, None] * (K // G) + (k0 // G + rs)[None, :])
+        ys = tl.load(b_scale + rn[:, None] * (K // G) + (k0 // G + rs)[None, :])
         acc = tl.dot_scaled(x, xs, FMT, y, ys, FMT, acc)
     tl.store(c + rm[:, None] * N + rn[None, :], acc)
 
 
 SIGNATURE = {"a": "*u8", "a_scale": "*u8", "b": "*u8", "b_scale": "*u8", "c": "*fp32",
              "M": "i32", "N": "i32", "K": "i32", "BM": "constexpr", "BN": "constexpr",
-             "BK": "constexpr", "FMT": "constexpr"}
+             "BK": "constexpr", "FMT": "constexpr", "G": "constexpr"}
 
 
 def main(argv=None) -> int:
@@ -75,12 +81,19 @@ def main(argv=None) -> int:
     ap.add_argument("--fmt", choices=("e4m3", "e2m1"), default="e4m3")
     ap.add_argument("--arch", type=int, choices=(100, 120), default=100)
     ap.add_argument("--bk", type=int, choices=(64, 128), default=128)
+    ap.add_argument("--scale", choices=("e8m0", "e4m3"), default="e8m0")
     args = ap.parse_args(argv)
+    if args.scale == "e4m3" and args.fmt != "e2m1":
+        ap.error("--scale e4m3 (NVFP4) takes --fmt e2m1")
+    sig = dict(SIGNATURE)
+    if args.scale == "e4m3":
+        sig["a_scale"] = sig["b_scale"] = "*fp8e4nv"
     os.environ.setdefault("TRITON_CACHE_DIR", tempfile.mkdtemp(prefix="triton-cache-"))
     os.environ.setdefault("TRITON_DISABLE_LINE_INFO", "1")
     os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
-    consts = {"BM": 128, "BN": 64, "BK": args.bk, "FMT": args.fmt}
-    k = triton.compile(ASTSource(scaled_matmul, SIGNATURE, consts, {}),
+    consts = {"BM": 128, "BN": 64, "BK": args.bk, "FMT": args.fmt,
+              "G": 16 if args.scale == "e4m3" else 32}
+    k = triton.compile(ASTSource(scaled_matmul, sig, consts, {}),
                        target=GPUTarget("cuda", args.arch, 32),
                        options={"num_warps": 4, "num_stages": 2})
     os.makedirs(args.out, exist_ok=True)

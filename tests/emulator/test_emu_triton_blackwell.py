@@ -158,8 +158,10 @@ def test_tma_fed_mma_sync_matmul_sm120a(shape):
     assert np.all(np.abs(C - a @ b) <= _bound(a, b))
 
 
-def _scaled_launch(stem, A_bytes, sa, B_bytes, sb, M, N, K):
+def _scaled_launch(stem, A_bytes, sa, B_bytes, sb, M, N, K, edit=None):
     ptx = (FIXTURES / f"{stem}.ptx").read_text()
+    if edit is not None:
+        ptx = edit(ptx)
     info = json.loads((FIXTURES / f"{stem}.json").read_text())
     dev = EmulatorDevice(race_check=True)
     fn = dev.load_module(ptx).get_function(info["kernel"])
@@ -325,3 +327,73 @@ def test_attention_forward_with_s_and_o_in_tensor_memory():
     # P is rounded to f16 before P @ V (relative 2^-11) and the output is f16
     np.testing.assert_allclose(out, ref, atol=3e-3, rtol=0)
 
+
+
+def _nvfp4_operands(M, N, K, seed):
+    """NVFP4 operands: e2m1 values (every code but -0, so a misread nibble shows), and f8e4m3
+    scales, one per 16 of K, spanning 2^-9 .. 448 (subnormal scales included), as the bytes
+    the kernel reads: a [M, K/2], b [K/2, N] packed along K, a_scale [M, K/16], b_scale
+    [N, K/16] (Triton's orientation for B's scales)."""
+    import ml_dtypes
+    from tilelang.runtime.mx_formats import pack_f4e2m1
+    rng = np.random.default_rng(seed)
+    grid = np.array([0, 0.5, 1, 1.5, 2, 3, 4, 6])
+    A = rng.choice(np.concatenate([grid, -grid[1:]]), (M, K))
+    B = rng.choice(np.concatenate([grid, -grid[1:]]), (K, N))
+    codes = np.arange(1, 0x7F)                          # every positive e4m3 (no 0, no NaN)
+    sa = rng.choice(codes, (M, K // 16)).astype(np.uint8)
+    sb = rng.choice(codes, (N, K // 16)).astype(np.uint8)
+    val = lambda c: c.view(ml_dtypes.float8_e4m3fn).astype(np.float64)  # noqa: E731
+    a = A * np.repeat(val(sa), 16, axis=1)
+    b = B * np.repeat(val(sb), 16, axis=1).T
+    return (pack_f4e2m1(A), sa, np.ascontiguousarray(pack_f4e2m1(B.T).T), sb), a, b
+
+
+@pytest.mark.parametrize("stem,form", [
+    ("triton_scaled_matmul_nvfp4_sm100", "tcgen05.mma.cta_group::1.kind::mxf4nvf4.block_scale."
+                                         "block16"),
+    ("triton_scaled_matmul_nvfp4_bk64_sm100", "tcgen05.mma.cta_group::1.kind::mxf4nvf4."
+                                              "block_scale.block16"),
+    ("triton_scaled_matmul_nvfp4_sm120", "mma.sync.aligned.m16n8k64.row.col.kind::mxf4nvf4."
+                                         "block_scale.scale_vec::4X.f32.e2m1.e2m1.f32.ue4m3")],
+    ids=["sm100a", "sm100a-bk64", "sm120a"])
+@pytest.mark.parametrize("shape", [(128, 64, 128), (256, 128, 384)], ids=["one-tile", "six"])
+def test_block_scaled_nvfp4_matmul(stem, form, shape):
+    """NVFP4 (gen_scaled_matmul_ptx.py --fmt e2m1 --scale e4m3): Triton 3.9's `tl.dot_scaled`
+    with f8e4m3 scales per 16 of K. sm_100a stages the scales in tensor memory (four bytes a
+    cell, one per 16 of K, the idesc's scale type bit 23 clear for ue4m3); sm_120a passes them
+    in registers, all four bytes of a word (byte-id 0). A scale read from the wrong byte, lane
+    or format scales 16 products by a different e4m3 value; every product here is exact in
+    f64 and the f32 sum is within one rounding per 16 terms."""
+    M, N, K = shape
+    (A8, sa, B8, sb), a, b = _nvfp4_operands(M, N, K, seed=M + N + K)
+    ptx, C = _scaled_launch(stem, A8, sa, B8, sb, M, N, K)
+    assert form in ptx
+    ref = a @ b
+    bound = K / 16 * 2.0 ** -23 * (np.abs(a) @ np.abs(b))
+    assert np.all(np.abs(C - ref) <= bound)
+
+
+@pytest.mark.parametrize("stem,old,new,error,message", [
+    ("triton_scaled_matmul_nvfp4_sm100", "block_scale.block16", "block_scale.block32",
+     "ExecutionError", r"instruction descriptor 0x08100480: bit 23: ue4m3 scales \(0\) are for "
+                       r"\.kind::mxf4nvf4 with 16-element blocks"),
+    ("triton_scaled_matmul_nvfp4_sm100", "mov.b32 \t%r444, 135267456;",
+     f"mov.b32 \t%r444, {135267456 | 2 << 29};", "ExecutionError",
+     r"scale byte fields 2/0 \(bits 29-30 / 4-5\): with 4 scales a row each instruction they "
+     r"are 0"),
+    ("triton_scaled_matmul_nvfp4_sm120", "%r299, { 0, 0 }", "%r299, { 2, 0 }", "PTXParseError",
+     r"byte-id is 0 and thread-id 0 or 1"),
+    ("triton_scaled_matmul_nvfp4_sm120", "scale_vec::4X", "scale_vec::2X", "PTXParseError",
+     r"scale_vec::4X \(e2m1, \.ue4m3 or \.ue8m0\)"),
+], ids=["ue4m3-block32", "scale-byte-2", "byte-id-2", "ue4m3-2X"])
+def test_nvfp4_forms_the_isa_refuses(stem, old, new, error, message):
+    """The scale forms the PTX ISA does not have are errors naming the field, not products
+    with wrong scales: ue4m3 needs 16-element blocks, and four scales a row fill the whole
+    32-bit scale word (byte 0)."""
+    from tilelang.emulator import errors
+    (A8, sa, B8, sb), _, _ = _nvfp4_operands(128, 64, 128, seed=1)
+    assert old in (FIXTURES / f"{stem}.ptx").read_text()
+    with pytest.raises(getattr(errors, error), match=message):
+        _scaled_launch(stem, A8, sa, B8, sb, 128, 64, 128,
+                       edit=lambda t: t.replace(old, new))

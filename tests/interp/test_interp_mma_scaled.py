@@ -1,6 +1,6 @@
 """The reference interpreter runs `mma_scaled` through its registry reference (exact products,
-one rounding to f32): examples/matmul_nvfp4.tile on f4e2m1 / f8e4m3 values held as float32,
-against a float64 NumPy product; ragged, so the loads' padding (0, for scales 2^-127 or 0)
+one rounding to f32): examples/matmul_nvfp4.tile on packed FP4 bytes (uint8, two f4e2m1 a
+byte along K) and f8e4m3 scales held as float32, against a float64 NumPy product; ragged, so the loads' padding (0, for scales 2^-127 or 0)
 takes part."""
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ def test_nvfp4_example_in_the_interpreter():
     sa = round_to_dtype(rng.uniform(0.01, 400, (m, k // 16)), e4)
     sb = round_to_dtype(rng.uniform(0.01, 400, (k // 16, n)), e4)
     c = np.zeros((m, n), np.float32)
-    run_kernel(res.ir, [a, sa, b, sb, c], grid=(2, 2))
+    from tilelang.runtime.mx_formats import pack_f4
+    run_kernel(res.ir, [pack_f4(a), sa, pack_f4(b, axis=0), sb, c], grid=(2, 2))
     av = a.astype(np.float64) * np.repeat(sa.astype(np.float64), 16, 1)
     bv = b.astype(np.float64) * np.repeat(sb.astype(np.float64), 16, 0)
     want, first = av @ bv, av[:, :64] @ bv[:64]     # K tiles of 64: 0..63, then 64..79

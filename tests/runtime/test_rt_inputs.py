@@ -13,7 +13,7 @@ from tilelang.diagnostics import TileError
 from tilelang.runtime.errors import ArrayUsageError, DeviceError, KernelArgumentError
 
 DTYPES = ("bool, i8, u8, i16, u16, f16, bf16, i32, u32, f32, tf32, i64, u64, f64, f8e4m3, f8e5m2, "
-          "f4e2m1, f6e2m3, f6e3m2, ue8m0")
+          "f4e2m1, f6e2m3, f6e3m2, ue8m0, f4e2m1x2")
 
 
 def usage(fn):

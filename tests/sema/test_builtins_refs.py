@@ -384,12 +384,13 @@ def test_dtype_queries_fold_and_evaluate():
     table_bits = {"bool": 1, "i8": 8, "i16": 16, "i32": 32, "i64": 64, "u8": 8, "u16": 16,
                   "u32": 32, "u64": 64, "f16": 16, "bf16": 16, "f32": 32, "f64": 64,
                   "tf32": 32, "f8e4m3": 8, "f8e5m2": 8, "f4e2m1": 4, "f6e2m3": 6, "f6e3m2": 6,
-                  "ue8m0": 8}
+                  "ue8m0": 8, "f4e2m1x2": 8}
     floats = {"f16", "bf16", "f32", "f64", "tf32", "f8e4m3", "f8e5m2", "f4e2m1", "f6e2m3",
               "f6e3m2", "ue8m0"}
     for dt in ALL_DTYPES:
         for name, want in (("is_floating", dt.name in floats),
                            ("is_integer", dt.name[0] in "iu" and dt.name not in floats),
+                           # packed FP4 is neither: bytes of two f4e2m1 values
                            ("bits", table_bits[dt.name])):
             b = lookup(name)
             bound = bind(name, D(dt.name))
@@ -746,6 +747,42 @@ def test_mma_scaled_mx_and_nvfp4_against_exact_sums():
         np.testing.assert_array_equal(r, np.array(want).astype(np.float32), err_msg=elem)
 
 
+def test_packed_fp4_mma_scaled_and_unpack_f4():
+    """Packed FP4 (f4e2m1x2): `unpack_f4` gives every code's value (the even element in bits
+    0-3, against ml_dtypes), along either axis; `mma_scaled` of packed operands (a packed along
+    its rows' K, b along its columns' K) equals the unpacked product exactly."""
+    import ml_dtypes
+    from tilelang.sema.types import round_to_dtype, DTYPES as DT
+    codes = np.arange(256, dtype=np.uint8).reshape(16, 16)
+    lo = codes & 0xF
+    hi = codes >> 4
+    val = lambda c: c.astype(np.uint8).view(ml_dtypes.float4_e2m1fn).astype(np.float32)  # noqa
+    u = ev("unpack_f4", (T("f4e2m1x2", 16, 16),), {"x": codes})
+    assert u.shape == (16, 32)
+    np.testing.assert_array_equal(u[:, 0::2], val(lo))
+    np.testing.assert_array_equal(u[:, 1::2], val(hi))
+    assert np.signbit(u[0, 16]) and u[0, 16] == 0          # code 8 is -0
+    u0 = ev("unpack_f4", (T("f4e2m1x2", 16, 16),), {"x": codes, "axis": 0})
+    np.testing.assert_array_equal(u0[0::2], val(lo))
+    np.testing.assert_array_equal(u0[1::2], val(hi))
+    m, k, n = 4, 64, 3
+    a = round_to_dtype(rng.standard_normal((m, k)) * 3, DT["f4e2m1"])
+    b = round_to_dtype(rng.standard_normal((k, n)) * 3, DT["f4e2m1"])
+    sa = round_to_dtype(np.abs(rng.standard_normal((m, k // 16))) + 0.1, DT["f8e4m3"])
+    sb = round_to_dtype(np.abs(rng.standard_normal((k // 16, n))) + 0.1, DT["f8e4m3"])
+    acc = rng.standard_normal((m, n)).astype(np.float32)
+    code = lambda x: x.astype(ml_dtypes.float4_e2m1fn).view(np.uint8)  # noqa: E731
+    ap = code(a[:, 0::2]) | (code(a[:, 1::2]) << 4)
+    bp = code(b[0::2]) | (code(b[1::2]) << 4)
+    r = ev("mma_scaled", (T("f4e2m1x2", m, k // 2), T("f8e4m3", m, k // 16),
+                          T("f4e2m1x2", k // 2, n), T("f8e4m3", k // 16, n), T("f32", m, n)),
+           {"a": ap, "a_scale": sa, "b": bp, "b_scale": sb, "acc": acc})
+    want = [[math.fsum([float(a[i, q]) * float(sa[i, q // 16]) * float(b[q, j]) *
+                        float(sb[q // 16, j]) for q in range(k)] + [float(acc[i, j])])
+             for j in range(n)] for i in range(m)]
+    np.testing.assert_array_equal(r, np.array(want).astype(np.float32))
+
+
 def test_matmul_i8_wraps_into_i32_and_operator():
     a = np.full((4, 64), 127, np.int8)
     b = np.full((64, 2), 127, np.int8)
@@ -805,7 +842,7 @@ def test_every_builtin_reference_is_exercised_here():
     missing = [n for n in BUILTINS if f'"{n}"' not in text
                and n not in ("i8", "u16", "u32", "u64", "i32", "i64", "f32", "f64", "tf32",
                              "f8e4m3", "f8e5m2", "f4e2m1", "f6e2m3", "f6e3m2", "ue8m0",
-                             "bool", "atomic_max", "atomic_min",
+                             "f4e2m1x2", "bool", "atomic_max", "atomic_min",
                              "atomic_and", "atomic_or", "atomic_xor", "atomic_xchg")]
     # dtype constructors share one reference (convert_values); the int atomics are
     # parametrized by name above

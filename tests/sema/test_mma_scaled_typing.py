@@ -66,7 +66,7 @@ def test_nvfp4_scales_take_only_f4_elements():
 def test_element_scale_and_accumulator_dtypes():
     assert _error(_load_src(a="f16", b="f16")).splitlines()[0] == (
         "error[E0508]: `mma_scaled`: parameter `a` is Tile[f16, 16, 64], but block-scaled "
-        "products take f8e4m3, f8e5m2, f6e2m3, f6e3m2, f4e2m1")
+        "products take f8e4m3, f8e5m2, f6e2m3, f6e3m2, f4e2m1, f4e2m1x2")
     assert _error(_load_src(sa="u8", sb="u8")).splitlines()[0] == (
         "error[E0508]: `mma_scaled`: parameter `a_scale` is Tile[u8, 16, 2], but scales are "
         "ue8m0 (MX) or f8e4m3 (NVFP4)")
@@ -96,3 +96,49 @@ def test_plain_mma_of_a_block_scaled_format_points_to_mma_scaled():
                                       "matrix products take f16, ")
     assert errs[0].help == ("block-scaled formats multiply with `mma_scaled(a, a_scale, b, "
                             "b_scale, acc)`")
+
+
+def _packed_src(a="f4e2m1x2", b="f4e2m1x2", sa="f8e4m3", ka=32, kb=32, sk=4):
+    """a (16, ka) and b (kb, 8) tiles; packed FP4 holds two elements of K a byte."""
+    return (f"kernel k(pa: Array[{a}, 2], psa: Array[{sa}, 2], pb: Array[{b}, 2], "
+            f"c: Array[f32, 2]) {{\n"
+            f"    let x = load(pa, (0, 0), (16, {ka}));\n"
+            f"    let xs = load(psa, (0, 0), (16, {sk}));\n"
+            f"    let y = load(pb, (0, 0), ({kb}, 8));\n"
+            f"    let ys = load(psa, (0, 0), ({sk}, 8));\n"
+            f"    store(c, (0, 0), mma_scaled(x, xs, y, ys, zeros((16, 8), f32)));\n"
+            f"}}\n")
+
+
+@pytest.mark.parametrize("sa,sk", [("f8e4m3", 4), ("ue8m0", 2)], ids=["nvfp4", "mxfp4"])
+def test_packed_fp4_counts_k_in_elements(sa, sk):
+    """(16, 32) bytes x (32, 8) bytes is K = 64: four f8e4m3 scales a row (NVFP4) or two
+    ue8m0 ones (MXFP4)."""
+    assert not errors_of(run_check(_packed_src(sa=sa, sk=sk)))
+
+
+def test_packed_fp4_scale_shape_counts_elements():
+    text = _error(_packed_src(sk=2))
+    assert text.splitlines()[0] == ("error[E0509]: `mma_scaled`: parameter `a_scale` is "
+                                    "Tile[f8e4m3, 16, 2], but one scale per 16 elements of K "
+                                    "needs shape (16, 4)")
+
+
+def test_packed_fp4_with_unpacked_operand_is_refused():
+    text = _error(_packed_src(b="f4e2m1", kb=64))
+    assert text.splitlines()[0] == ("error[E0508]: `mma_scaled`: parameter `b` is "
+                                    "Tile[f4e2m1, 64, 8], but `a` is Tile[f4e2m1x2, 16, 32]: "
+                                    "packed FP4 multiplies packed FP4")
+    assert "help: pack both operands two f4e2m1 a byte (f4e2m1x2) or neither" in text
+    assert text.splitlines()[1] == " --> t.tile:6:40"          # at `y`
+    text = _error(_packed_src(a="f8e4m3", ka=64, sa="ue8m0", sk=2))
+    assert text.splitlines()[0].startswith("error[E0508]: `mma_scaled`: parameter `a` is "
+                                           "Tile[f8e4m3, 16, 64], but `b` is Tile[f4e2m1x2")
+
+
+def test_packed_fp4_k_must_fill_scale_blocks():
+    """(16, 4) bytes are K = 8: not a whole 16-element NVFP4 block."""
+    text = _error(_packed_src(ka=4, kb=4, sk=1))
+    assert text.splitlines()[0] == ("error[E0509]: `mma_scaled`: parameter `a` is "
+                                    "Tile[f4e2m1x2, 16, 4]: K (8 = 4 bytes of two) must be a "
+                                    "multiple of the scale block (16)")

@@ -12,29 +12,31 @@ from tilelang.sema.constants import operand_dtype
 from tilelang.sema.promotion import broadcast_all, broadcast_shapes, promote, promote_loose
 from tilelang.sema.types import DTYPES, Sym
 
-# S: signed with unsigned (E0302)  H: f16 with bf16 (E0304)  R: restricted float (E0303)
+# S: signed with unsigned (E0302)  H: f16 with bf16 (E0304)  R: restricted float or packed FP4
+# (E0303)
 TABLE = """
-        bool   i8     i16    i32    i64    u8     u16    u32    u64    f16    bf16   f32    f64    tf32   f8e4m3 f8e5m2 f4e2m1 f6e2m3 f6e3m2 ue8m0
-bool    bool   i8     i16    i32    i64    u8     u16    u32    u64    f16    bf16   f32    f64    R      R      R      R      R      R      R
-i8      i8     i8     i16    i32    i64    S      S      S      S      f16    bf16   f32    f64    R      R      R      R      R      R      R
-i16     i16    i16    i16    i32    i64    S      S      S      S      f16    bf16   f32    f64    R      R      R      R      R      R      R
-i32     i32    i32    i32    i32    i64    S      S      S      S      f16    bf16   f32    f64    R      R      R      R      R      R      R
-i64     i64    i64    i64    i64    i64    S      S      S      S      f16    bf16   f32    f64    R      R      R      R      R      R      R
-u8      u8     S      S      S      S      u8     u16    u32    u64    f16    bf16   f32    f64    R      R      R      R      R      R      R
-u16     u16    S      S      S      S      u16    u16    u32    u64    f16    bf16   f32    f64    R      R      R      R      R      R      R
-u32     u32    S      S      S      S      u32    u32    u32    u64    f16    bf16   f32    f64    R      R      R      R      R      R      R
-u64     u64    S      S      S      S      u64    u64    u64    u64    f16    bf16   f32    f64    R      R      R      R      R      R      R
-f16     f16    f16    f16    f16    f16    f16    f16    f16    f16    f16    H      f32    f64    R      R      R      R      R      R      R
-bf16    bf16   bf16   bf16   bf16   bf16   bf16   bf16   bf16   bf16   H      bf16   f32    f64    R      R      R      R      R      R      R
-f32     f32    f32    f32    f32    f32    f32    f32    f32    f32    f32    f32    f32    f64    R      R      R      R      R      R      R
-f64     f64    f64    f64    f64    f64    f64    f64    f64    f64    f64    f64    f64    f64    R      R      R      R      R      R      R
-tf32    R      R      R      R      R      R      R      R      R      R      R      R      R      tf32   R      R      R      R      R      R
-f8e4m3  R      R      R      R      R      R      R      R      R      R      R      R      R      R      f8e4m3 R      R      R      R      R
-f8e5m2  R      R      R      R      R      R      R      R      R      R      R      R      R      R      R      f8e5m2 R      R      R      R
-f4e2m1  R      R      R      R      R      R      R      R      R      R      R      R      R      R      R      R      f4e2m1 R      R      R
-f6e2m3  R      R      R      R      R      R      R      R      R      R      R      R      R      R      R      R      R      f6e2m3 R      R
-f6e3m2  R      R      R      R      R      R      R      R      R      R      R      R      R      R      R      R      R      R      f6e3m2 R
-ue8m0   R      R      R      R      R      R      R      R      R      R      R      R      R      R      R      R      R      R      R      ue8m0
+         bool   i8     i16    i32    i64    u8     u16    u32    u64    f16    bf16   f32    f64    tf32   f8e4m3 f8e5m2 f4e2m1 f6e2m3 f6e3m2 ue8m0  f4e2m1x2
+bool     bool   i8     i16    i32    i64    u8     u16    u32    u64    f16    bf16   f32    f64    R      R      R      R      R      R      R      R
+i8       i8     i8     i16    i32    i64    S      S      S      S      f16    bf16   f32    f64    R      R      R      R      R      R      R      R
+i16      i16    i16    i16    i32    i64    S      S      S      S      f16    bf16   f32    f64    R      R      R      R      R      R      R      R
+i32      i32    i32    i32    i32    i64    S      S      S      S      f16    bf16   f32    f64    R      R      R      R      R      R      R      R
+i64      i64    i64    i64    i64    i64    S      S      S      S      f16    bf16   f32    f64    R      R      R      R      R      R      R      R
+u8       u8     S      S      S      S      u8     u16    u32    u64    f16    bf16   f32    f64    R      R      R      R      R      R      R      R
+u16      u16    S      S      S      S      u16    u16    u32    u64    f16    bf16   f32    f64    R      R      R      R      R      R      R      R
+u32      u32    S      S      S      S      u32    u32    u32    u64    f16    bf16   f32    f64    R      R      R      R      R      R      R      R
+u64      u64    S      S      S      S      u64    u64    u64    u64    f16    bf16   f32    f64    R      R      R      R      R      R      R      R
+f16      f16    f16    f16    f16    f16    f16    f16    f16    f16    f16    H      f32    f64    R      R      R      R      R      R      R      R
+bf16     bf16   bf16   bf16   bf16   bf16   bf16   bf16   bf16   bf16   H      bf16   f32    f64    R      R      R      R      R      R      R      R
+f32      f32    f32    f32    f32    f32    f32    f32    f32    f32    f32    f32    f32    f64    R      R      R      R      R      R      R      R
+f64      f64    f64    f64    f64    f64    f64    f64    f64    f64    f64    f64    f64    f64    R      R      R      R      R      R      R      R
+tf32     R      R      R      R      R      R      R      R      R      R      R      R      R      tf32   R      R      R      R      R      R      R
+f8e4m3   R      R      R      R      R      R      R      R      R      R      R      R      R      R      f8e4m3 R      R      R      R      R      R
+f8e5m2   R      R      R      R      R      R      R      R      R      R      R      R      R      R      R      f8e5m2 R      R      R      R      R
+f4e2m1   R      R      R      R      R      R      R      R      R      R      R      R      R      R      R      R      f4e2m1 R      R      R      R
+f6e2m3   R      R      R      R      R      R      R      R      R      R      R      R      R      R      R      R      R      f6e2m3 R      R      R
+f6e3m2   R      R      R      R      R      R      R      R      R      R      R      R      R      R      R      R      R      R      f6e3m2 R      R
+ue8m0    R      R      R      R      R      R      R      R      R      R      R      R      R      R      R      R      R      R      R      ue8m0  R
+f4e2m1x2 R      R      R      R      R      R      R      R      R      R      R      R      R      R      R      R      R      R      R      R      f4e2m1x2
 """
 CODES = {"S": "E0302", "H": "E0304", "R": "E0303"}
 
@@ -53,16 +55,17 @@ LOOSE = {
             "u16": "u16", "u32": "u32", "u64": "u64", "f16": "f16", "bf16": "bf16",
             "f32": "f32", "f64": "f64", "tf32": "tf32", "f8e4m3": "f8e4m3",
             "f8e5m2": "f8e5m2", "f4e2m1": "f4e2m1", "f6e2m3": "f6e2m3", "f6e3m2": "f6e3m2",
-            "ue8m0": "ue8m0"},
+            "ue8m0": "ue8m0", "f4e2m1x2": "f4e2m1x2"},
     "float": {"bool": "f32", "i8": "f32", "i16": "f32", "i32": "f32", "i64": "f32",
               "u8": "f32", "u16": "f32", "u32": "f32", "u64": "f32", "f16": "f16",
               "bf16": "bf16", "f32": "f32", "f64": "f64", "tf32": "tf32", "f8e4m3": "f8e4m3",
               "f8e5m2": "f8e5m2", "f4e2m1": "f4e2m1", "f6e2m3": "f6e2m3", "f6e3m2": "f6e3m2",
-              "ue8m0": "ue8m0"},
+              "ue8m0": "ue8m0", "f4e2m1x2": "f32"},
 }
 INT_RANGE = {"i8": (-128, 127), "i16": (-32768, 32767), "i32": (-2147483648, 2147483647),
              "i64": (-9223372036854775808, 9223372036854775807), "u8": (0, 255),
-             "u16": (0, 65535), "u32": (0, 4294967295), "u64": (0, 18446744073709551615)}
+             "u16": (0, 65535), "u32": (0, 4294967295), "u64": (0, 18446744073709551615),
+             "f4e2m1x2": (0, 255)}
 FLOAT_MAX = {"f16": 65504.0, "bf16": 3.3895313892515355e38, "f32": 3.4028234663852886e38,
              "f64": 1.7976931348623157e308, "tf32": 3.4011621342146535e38,
              "f8e4m3": 448.0, "f8e5m2": 57344.0, "f4e2m1": 6.0, "f6e2m3": 7.5, "f6e3m2": 28.0,
@@ -73,7 +76,7 @@ names = st.sampled_from(sorted(DTYPES))
 
 
 def test_table_is_complete():
-    assert len(EXPECTED) == 20 * 20 == len(DTYPES) ** 2
+    assert len(EXPECTED) == 21 * 21 == len(DTYPES) ** 2
 
 
 @settings(max_examples=400, deadline=None)

@@ -28,7 +28,8 @@ def test_float_limits():
     assert T.F8E5M2.max_finite == 57344.0 and T.F8E5M2.has_inf
     assert T.F8E4M3.min == -448.0
     assert [d.name for d in T.ALL_DTYPES if d.restricted] == ["tf32", "f8e4m3", "f8e5m2", "f4e2m1",
-                                                             "f6e2m3", "f6e3m2", "ue8m0"]
+                                                             "f6e2m3", "f6e3m2", "ue8m0",
+                                                             "f4e2m1x2"]
     assert T.BF16.np_dtype is None and T.BF16.storage_np_dtype == np.float32
     assert T.TF32.itemsize == 4 and T.F8E5M2.itemsize == 1 and T.BOOL.itemsize == 1
 

@@ -29,11 +29,13 @@ _C_TYPES = {"bool": "bool", "i8": "int8_t", "u8": "uint8_t", "i16": "int16_t",
             "u16": "uint16_t", "i32": "int32_t", "u32": "uint32_t", "i64": "int64_t",
             "u64": "uint64_t", "f32": "float", "tf32": "float", "f64": "double",
             "f16": "uint16_t", "bf16": "uint16_t", "f8e4m3": "uint8_t", "f8e5m2": "uint8_t",
-            "f4e2m1": "uint8_t", "f6e2m3": "uint8_t", "f6e3m2": "uint8_t", "ue8m0": "uint8_t"}
+            "f4e2m1": "uint8_t", "f6e2m3": "uint8_t", "f6e3m2": "uint8_t", "ue8m0": "uint8_t",
+            "f4e2m1x2": "uint8_t"}
 _BITS_NOTE = {"f16": "the bits of an IEEE binary16", "bf16": "the bits of a bfloat16",
               "f8e4m3": "the bits of an FP8 E4M3", "f8e5m2": "the bits of an FP8 E5M2",
               "f4e2m1": "an FP4 E2M1 code in bits 0-3", "f6e2m3": "an FP6 E2M3 code in bits 0-5",
               "f6e3m2": "an FP6 E3M2 code in bits 0-5", "ue8m0": "an E8M0 scale 2^(c - 127)",
+              "f4e2m1x2": "two FP4 E2M1 codes, the even element in bits 0-3",
               "tf32": "an f32 whose low 13 mantissa bits the kernel ignores"}
 _MAP_TYPES = {0: "UINT8", 1: "UINT16", 2: "UINT32", 3: "INT32", 4: "UINT64", 5: "INT64",
               6: "FLOAT16", 7: "FLOAT32", 8: "FLOAT64", 9: "BFLOAT16", 11: "TFLOAT32"}

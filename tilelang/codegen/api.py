@@ -126,8 +126,8 @@ def scalar_storage(dtype: DType) -> str:
         return "float16"
     if n in ("bf16",):
         return "uint16"         # raw bits; the runtime converts
-    if n in ("f8e4m3", "f8e5m2", "f4e2m1", "f6e2m3", "f6e3m2", "ue8m0"):
-        return "uint8"          # raw bits (one code per byte)
+    if n in ("f8e4m3", "f8e5m2", "f4e2m1", "f6e2m3", "f6e3m2", "ue8m0", "f4e2m1x2"):
+        return "uint8"          # raw bits (one code per byte; packed FP4: two)
     if n == "tf32":
         return "float32"
     return {"i8": "int8", "i16": "int16", "i32": "int32", "i64": "int64", "u8": "uint8",

@@ -257,10 +257,12 @@ def check_limits(kernel: Kernel, spec: LaunchSpec, target: Target,
 def _software_paths(module: IRModule, target: Target, why: dict | None = None) -> IRModule:
     """Ops the target has no instruction for, rewritten into ordinary ops first: block-scaled
     products without a block-scaled tensor-core form (plan/scaled.py S1-S3) dequantize into a
-    bf16 product (ir/passes/scaled.py). `why`, if given, gets (kernel name, result id) ->
+    bf16 product (ir/passes/scaled.py); `unpack_f4` becomes integer and f32 ops
+    (ir/passes/packed_f4.py). `why`, if given, gets (kernel name, result id) ->
     the ScaledPath of each product rewritten (the bf16 `mma` keeps the result's id)."""
     from tilelang.codegen.plan.scaled import scaled_path
-    from tilelang.ir.passes.scaled import expand_scaled_products
+    from tilelang.ir.passes.packed_f4 import expand_unpack_f4
+    from tilelang.ir.passes.scaled import expand_scaled_products, fresh_ids
     from tilelang.record import replace
 
     def expanded(k):
@@ -273,7 +275,8 @@ def _software_paths(module: IRModule, target: Target, why: dict | None = None) -
             if why is not None and path.form is None:
                 why[(k.name, op.result.id)] = path
             return path.form is not None
-        return expand_scaled_products(k, keep)
+        k = expand_scaled_products(k, keep)
+        return expand_unpack_f4(k, fresh_ids(k))
     kernels = tuple(expanded(k) for k in module.kernels)
     if all(new is old for new, old in zip(kernels, module.kernels)):
         return module

@@ -78,6 +78,16 @@ def decode_ue8m0(codes) -> np.ndarray:
     return UE8M0[np.asarray(codes).astype(np.intp) & 0xFF]
 
 
+def decode_scale(codes, fmt: str) -> np.ndarray:
+    """Block-scale bytes of the block-scaled products as float64: `ue8m0` 2^(c - 127) (0xFF
+    NaN) or `ue4m3`, NVFP4's unsigned e4m3 (bits 0-6 read as an e4m3 code; 0x7F is NaN).
+    The PTX ISA calls ue4m3 unsigned and does not say what a set bit 7 does: the emulator
+    ignores it."""
+    if fmt == "ue8m0":
+        return decode_ue8m0(codes)
+    return E4M3[np.asarray(codes).astype(np.intp) & 0x7F]
+
+
 def encode_ue8m0(x, mode: str, satfinite: bool) -> np.ndarray:
     """`cvt.{rz,rp}{.satfinite}.ue8m0x2`: |x| rounded to a power of two 2^(c - 127) toward zero
     (rz) or up (rp); below 2^-127 gives code 0. A value past 2^127 (rp), an infinity or NaN

@@ -24,22 +24,29 @@ def _block_scale(ctx, ins, parts, shape, atype, btype, dtype_):
     {byte-id-b, thread-id-b}` (sm_120a): one ue8m0 scale 2^(e - 127) per row of A and column
     of B and 32 K. Row m's scale is byte byte-id-a of lane 4(m mod 8) + 2 thread-id-a + m / 8,
     column n's byte byte-id-b of lane 4n + thread-id-b. `m16n8k64...kind::mxf4nvf4.
-    block_scale.scale_vec::2X...e2m1.e2m1.f32.ue8m0`: two scales each (K = 64), bytes byte-id
-    and byte-id + 1 of the same lanes. (The reading Triton 3.9's sm_120a `tl.dot_scaled`
-    kernels confirm: tests/emulator/test_emu_triton_blackwell.py.) Returns
+    block_scale.scale_vec::2X...e2m1.e2m1.f32.ue8m0`: two scales each (K = 64, one per 32),
+    bytes byte-id and byte-id + 1 (byte-id 0 or 2) of the same lanes; `scale_vec::4X` with
+    `.ue4m3` (NVFP4) or `.ue8m0`: four scales each (one per 16 of K), all four bytes (byte-id
+    0), byte j scaling K elements 16 j .. 16 j + 15. (The reading Triton 3.9's sm_120a
+    `tl.dot_scaled` kernels confirm: tests/emulator/test_emu_triton_blackwell.py.) Returns
     `scales(st, fetch) -> ((W, 16, K), (W, 8, K))`. The mxf8f6f4 operand types are any of
     CONTAINED, one element per byte (fragments.contained_elements)."""
+    from .fp8 import decode_scale
     mx8 = ("kind::mxf8f6f4" in parts and "scale_vec::1X" in parts and shape == "m16n8k32"
            and atype in CONTAINED and btype in CONTAINED)
-    mx4 = ("kind::mxf4nvf4" in parts and "scale_vec::2X" in parts and shape == "m16n8k64"
-           and atype == btype == "e2m1")
-    if not (mx8 or mx4) or "ue8m0" not in parts or dtype_ != "f32":
+    vec = next((p for p in parts if p in ("scale_vec::2X", "scale_vec::4X")), None)
+    mx4 = (("kind::mxf4nvf4" in parts or ("kind::mxf4" in parts and vec == "scale_vec::2X"))
+           and vec is not None and shape == "m16n8k64" and atype == btype == "e2m1")
+    sfmt = next((p for p in parts if p in ("ue8m0", "ue4m3")), None)
+    if not (mx8 or mx4) or sfmt is None or dtype_ != "f32" or \
+            (sfmt == "ue4m3" and vec != "scale_vec::4X"):
         ctx.error(f"{ins.opcode}: the emulator runs block-scaled mma.sync as m16n8k32 "
-                  f".kind::mxf8f6f4.block_scale.scale_vec::1X (e4m3, e5m2, e2m3, e3m2, e2m1 "
-                  f"in 8-bit containers) or m16n8k64 "
-                  f".kind::mxf4nvf4.block_scale.scale_vec::2X (e2m1), f32 accumulators and "
-                  f".ue8m0 scales")
-    nsf = 2 if mx4 else 1
+                  f".kind::mxf8f6f4.block_scale.scale_vec::1X (e4m3, e5m2, e2m3, e3m2, e2m1 in "
+                  f"8-bit containers, .ue8m0), m16n8k64 "
+                  f".kind::mxf4nvf4.block_scale.scale_vec::2X (e2m1, .ue8m0) or "
+                  f"scale_vec::4X (e2m1, .ue4m3 or .ue8m0), with f32 accumulators")
+    nsf = 1 if mx8 else (4 if vec == "scale_vec::4X" else 2)
+    block = (32 if mx8 else 64) // nsf                    # K elements per scale
     ops = ins.operands
     if len(ops) != 8 or not all(isinstance(ops[k], Vec) and len(ops[k].items) == 2 and
                                 all(isinstance(x, Imm) for x in ops[k].items) for k in (5, 7)):
@@ -50,8 +57,8 @@ def _block_scale(ctx, ins, parts, shape, atype, btype, dtype_):
         (int(ctx.src(x, u32)(None)) for x in ops[k].items) for k in (5, 7))
     if bid_a > 4 - nsf or bid_b > 4 - nsf or bid_a % nsf or bid_b % nsf or tid_a > 1 or \
             tid_b > 1:
-        ctx.error(f"{ins.opcode}: byte-id is {'0 or 2' if nsf == 2 else '0 to 3'} and "
-                  f"thread-id 0 or 1")
+        ctx.error(f"{ins.opcode}: byte-id is {({1: '0 to 3', 2: '0 or 2', 4: '0'})[nsf]} "
+                  f"and thread-id 0 or 1")
     gsa, gsb = ctx.src(ops[4], u32), ctx.src(ops[6], u32)
     m, n = np.arange(16), np.arange(8)
     lane_a = 4 * (m % 8) + 2 * tid_a + m // 8
@@ -63,8 +70,7 @@ def _block_scale(ctx, ins, parts, shape, atype, btype, dtype_):
             words = fetch([g])[..., 0].astype(np.uint32)[:, lanes]      # (W, rows)
             e = np.stack([(words >> np.uint32(8 * (bid + j))) & np.uint32(0xFF)
                           for j in range(nsf)], -1)                    # (W, rows, nsf)
-            s = np.where(e == 255, np.nan, 2.0 ** (e.astype(np.float64) - 127))
-            out.append(np.repeat(s, 32, axis=-1))                      # one per 32 of K
+            out.append(np.repeat(decode_scale(e, sfmt), block, axis=-1))
         return out
     return scales
 

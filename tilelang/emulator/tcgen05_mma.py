@@ -1,5 +1,5 @@
 """tcgen05.mma (sm_100a): the dense kinds f16, tf32, f8f6f4 (8-bit) and i8, and the
-block-scaled mxf8f6f4 and mxf4 (docs/emulator.md, "tcgen05 and tensor memory").
+block-scaled mxf8f6f4, mxf4 and mxf4nvf4 (docs/emulator.md, "tcgen05 and tensor memory").
 
 Each thread that executes it issues one MMA (a GPU does too; kernels elect one), recorded as an
 asynchronous operation that its tcgen05.commit completes (tmem.py). The instruction descriptor
@@ -25,6 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from .errors import ExecutionError
+from .fp8 import decode_scale
 from .ptx_ast import Addr, Imm, Vec
 from .ptx_types import type_info
 from .tcgen05_operands import (d_lanes, descriptor, each, element_values, mx_elements,
@@ -262,13 +263,15 @@ def _compute(st, ins, kind, f, t, b, col, adesc, bdesc, enable, shift, keep,
 # -- block-scaled tcgen05.mma -------------------------------------------------------------------
 # idesc of the block-scaled kinds (PTX ISA, "Instruction descriptor" for .kind::mxf8f6f4):
 # B's scale byte (bits 4-5), A/B types (7-9, 10-12: e4m3 0, e5m2 1), negate (13, 14),
-# MN-major (15, 16), N >> 3 (17-22), scale type (23: 1 ue8m0), M >> 4 (24-28), A's scale
-# byte (29-30)
-# (.kind::mxf4: e2m1 is type 1, and the operands are K-major)
-_MX_TYPES = {"mxf8f6f4": {0: "e4m3", 1: "e5m2"}, "mxf4": {1: "e2m1"}}
+# MN-major (15, 16), N >> 3 (17-22), scale type (23: 1 ue8m0, 0 ue4m3), M >> 4 (24-28), A's
+# scale byte (29-30)
+# (.kind::mxf4 and ::mxf4nvf4: e2m1 is type 1, and the operands are K-major; ue4m3 scales
+# are for ::mxf4nvf4 with 16-element blocks only)
+_MX_TYPES = {"mxf8f6f4": {0: "e4m3", 1: "e5m2"}, "mxf4": {1: "e2m1"},
+             "mxf4nvf4": {1: "e2m1"}}
 
 
-def _decode_idesc_scaled(st, v, t, opcode, kind):
+def _decode_idesc_scaled(st, v, t, opcode, kind, nsf):
     def bad(msg):
         return st.error(ExecutionError, f"{opcode}: instruction descriptor {v:#010x}: {msg}", t)
     if v & 0b100:
@@ -278,17 +281,23 @@ def _decode_idesc_scaled(st, v, t, opcode, kind):
     if aty is None or bty is None:
         raise bad(f"A/B type codes {(v >> 7) & 7}/{(v >> 10) & 7}: the emulator reads "
                   f"{' and '.join(codes.values())} operands of .kind::{kind}")
-    if kind == "mxf4" and ((v >> 15) & 3 or v >> 31):
-        raise bad(".kind::mxf4 operands are K-major (bits 15-16) with K = 64 (bit 31)")
-    if not (v >> 23) & 1:
-        raise bad("bit 23: .kind::mxf8f6f4 takes ue8m0 scales (1)")
+    if kind != "mxf8f6f4" and ((v >> 15) & 3 or v >> 31):
+        raise bad(f".kind::{kind} operands are K-major (bits 15-16) with K = 64 (bit 31)")
+    sfmt = "ue8m0" if (v >> 23) & 1 else "ue4m3"
+    if sfmt == "ue4m3" and nsf != 4:
+        raise bad("bit 23: ue4m3 scales (0) are for .kind::mxf4nvf4 with 16-element blocks "
+                  "(.block16 / .scale_vec::4X); these blocks take ue8m0 (1)")
+    sf_a, sf_b = (v >> 29) & 3, (v >> 4) & 3
+    if sf_a % nsf or sf_b % nsf:
+        raise bad(f"scale byte fields {sf_a}/{sf_b} (bits 29-30 / 4-5): with {nsf} scales a "
+                  f"row each instruction they are {'0' if nsf == 4 else '0 or 2'}")
     N, M = ((v >> 17) & 0x3F) << 3, ((v >> 24) & 0x1F) << 4
     if M != 128 or not (16 <= N <= 256 and N % 16 == 0):
         raise bad(f"M = {M}, N = {N}: the emulator runs block-scaled products with M = 128 "
                   f"and N from 16 to 256")
     return {"a": aty, "b": bty, "M": M, "N": N, "neg_a": bool((v >> 13) & 1),
             "neg_b": bool((v >> 14) & 1), "a_mn": bool((v >> 15) & 1),
-            "b_mn": bool((v >> 16) & 1), "sf_a": (v >> 29) & 3, "sf_b": (v >> 4) & 3}
+            "b_mn": bool((v >> 16) & 1), "sf_a": sf_a, "sf_b": sf_b, "sfmt": sfmt}
 
 
 def _mma_scaled(ctx, ins, parts):
@@ -296,15 +305,24 @@ def _mma_scaled(ctx, ins, parts):
     a-desc or [a-tmem], b-desc, idesc, [scale-a], [scale-b], enable-input-d`: one ue8m0 scale
     per row and 32 K elements. A in TMEM: row i in lane i, element k in byte k of the row's
     cells from the address's column. Scales: row i of A (column n of B) in lane i (lane n) of
-    the scale address's column, in the byte the idesc's scale byte field selects."""
-    kind = "mxf4" if "kind::mxf4" in parts else "mxf8f6f4"
-    vec = "scale_vec::2X" if kind == "mxf4" else "scale_vec::1X"
-    if not {"kind::mxf8f6f4", "kind::mxf4"} & set(parts) or \
-            not ({"block32", vec} & set(parts)):
-        ctx.error(f"{ins.opcode}: the emulator runs .kind::mxf8f6f4 and .kind::mxf4 "
-                  f".block_scale with 32-element blocks (.block32, .scale_vec::1X / ::2X)")
+    the scale address's column, in the byte the idesc's scale byte field selects.
+    `.kind::mxf4` (`.block32` / `.scale_vec::2X`) and `.kind::mxf4nvf4` with `.block32` /
+    `.scale_vec::2X` (two ue8m0 scales a row: bytes b and b + 1) or `.block16` /
+    `.scale_vec::4X` (four ue4m3 or ue8m0 scales a row, bytes 0-3, one per 16 of K: NVFP4)
+    multiply K = 64 e2m1 elements packed two a byte."""
+    kind = next((p[6:] for p in parts if p in ("kind::mxf8f6f4", "kind::mxf4",
+                                               "kind::mxf4nvf4")), None)
+    vecs = {"mxf8f6f4": {"block32": 1, "scale_vec::1X": 1},
+            "mxf4": {"block32": 2, "scale_vec::2X": 2},
+            "mxf4nvf4": {"block32": 2, "scale_vec::2X": 2, "block16": 4, "scale_vec::4X": 4}}
+    vec = next((p for p in parts if p in vecs.get(kind, {})), None)
+    if kind is None or vec is None:
+        ctx.error(f"{ins.opcode}: the emulator runs .kind::mxf8f6f4 (.block32 / "
+                  f".scale_vec::1X), .kind::mxf4 (.block32 / .scale_vec::2X) and "
+                  f".kind::mxf4nvf4 (those, or .block16 / .scale_vec::4X) .block_scale")
     # K per instruction: 32 8-bit or 64 4-bit elements (32 bytes a row); scales per row
-    K, nsf = (64, 2) if kind == "mxf4" else (32, 1)
+    nsf = vecs[kind][vec]
+    K = 32 if kind == "mxf8f6f4" else 64
     ops = list(ins.operands)
     if len(ops) != 7 or not isinstance(ops[0], Addr) or not isinstance(ops[4], Addr) or \
             not isinstance(ops[5], Addr):
@@ -322,7 +340,7 @@ def _mma_scaled(ctx, ins, parts):
         e_all = np.broadcast_to(np.asarray(ge(st), bool), (st.T,))[idx]
         for k, t in enumerate(idx.tolist()):
             d, a, bd, iv, sa, sb = (int(v[k]) for v in vals)
-            f = _decode_idesc_scaled(st, iv, t, ins.opcode, kind)
+            f = _decode_idesc_scaled(st, iv, t, ins.opcode, kind, nsf)
             lane, col = split(d)
             if lane:
                 raise st.error(ExecutionError, f"{ins.opcode}: d-tmem names lane {lane}; the "
@@ -374,8 +392,7 @@ def _mma_scaled(ctx, ins, parts):
                     cell = tmem(st).cells[b, sl + r % 32, sc + r // 32]
                     e = np.stack([(cell >> np.uint32(8 * (byte + j))) & np.uint32(0xFF)
                                   for j in range(nsf)], -1)          # (rows, scales)
-                    s = np.where(e == 255, np.nan, 2.0 ** (e.astype(np.float64) - 127))
-                    scale.append(np.repeat(s, 32, axis=1))             # one per 32 of K
+                    scale.append(np.repeat(decode_scale(e, f["sfmt"]), K // nsf, axis=1))
                 A = A * scale[0] * (-1.0 if f["neg_a"] else 1.0)
                 B = B * scale[1] * (-1.0 if f["neg_b"] else 1.0)
                 D = A @ B.T

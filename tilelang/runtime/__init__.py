@@ -18,6 +18,7 @@ _EXPORTS = {
     "BackendUnavailable": "errors", "KernelNotFound": "errors", "DeviceError": "errors",
     "RuntimeUsageError": "errors", "ArrayUsageError": "errors",
     "HostFunction": "host_fn",
+    "pack_f4": "mx_formats", "unpack_f4": "mx_formats",
 }
 
 __all__ = sorted(_EXPORTS) + ["to_device", "empty", "cdiv"]

@@ -15,7 +15,7 @@ import numpy as np
 
 from .dlpack import KDL_CPU, KDL_CUDA, KDL_CUDA_HOST, KDL_CUDA_MANAGED, read_dlpack
 from .device_array import DeviceArray, c_strides
-from .dtypes import (DLPACK_TO_TILE, INT_RANGE, ITEMSIZE, NUMPY_TO_TILE, TORCH_TO_TILE,
+from .dtypes import (DLPACK_TO_TILE, INT_RANGE, ITEMSIZE, NUMPY_TO_TILE, TORCH_TO_TILE, accepts,
                      numpy_problem)
 from .errors import arg_error
 from .facts import (ABSENT, facts_key, facts_of, mappable, shape_links,  # noqa: F401
@@ -200,7 +200,7 @@ def same_driver(a, b) -> bool:
 
 
 def _dtype_ok(param: str, arg: str) -> bool:
-    return arg == param or (param == "tf32" and arg == "f32")
+    return accepts(param, arg)
 
 
 def _a(obj) -> str:

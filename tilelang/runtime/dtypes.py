@@ -24,8 +24,12 @@ NUMPY_TO_TILE = {
 # Dtypes whose elements are one code byte (f8, f6, f4 one per byte, ue8m0): host arrays of
 # uint8 are taken as the codes themselves, and NumPy needs ml_dtypes to name them.
 CODE_BYTES = ("f8e4m3", "f8e5m2", "f4e2m1", "f6e2m3", "f6e3m2", "ue8m0")
+# Packed FP4 (two f4e2m1 codes a byte, the even element in bits 0-3: docs/language.md "Packed
+# FP4"): its host arrays are the bytes, uint8 (NumPy, torch) or torch's float4_e2m1fn_x2.
+PACKED_F4 = "f4e2m1x2"
 
 TORCH_TO_TILE = {f"torch.{k}": v for k, v in NUMPY_TO_TILE.items()}
+TORCH_TO_TILE["torch.float4_e2m1fn_x2"] = PACKED_F4
 
 # DLPack (type code, bits) -> Tile dtype. Codes: 0 int, 1 uint, 2 float, 4 bfloat, 6 bool,
 # 10 float8_e4m3fn, 12 float8_e5m2 (dlpack.h, DLDataTypeCode).
@@ -38,11 +42,13 @@ DLPACK_TO_TILE = {
 
 ITEMSIZE = {"bool": 1, "i8": 1, "u8": 1, "i16": 2, "u16": 2, "f16": 2, "bf16": 2,
             "i32": 4, "u32": 4, "f32": 4, "tf32": 4, "i64": 8, "u64": 8, "f64": 8,
-            "f8e4m3": 1, "f8e5m2": 1, "f4e2m1": 1, "f6e2m3": 1, "f6e3m2": 1, "ue8m0": 1}
+            "f8e4m3": 1, "f8e5m2": 1, "f4e2m1": 1, "f6e2m3": 1, "f6e3m2": 1, "ue8m0": 1,
+            PACKED_F4: 1}
 
 # The NumPy dtype a Tile dtype's host arrays have (bf16 and f8 only with ml_dtypes installed).
 TILE_TO_NUMPY = {v: k for k, v in NUMPY_TO_TILE.items()}
 TILE_TO_NUMPY["tf32"] = "float32"
+TILE_TO_NUMPY[PACKED_F4] = "uint8"
 
 
 def numpy_dtype(tile: str) -> np.dtype:
@@ -64,8 +70,10 @@ def tile_of_numpy(dt: np.dtype) -> str | None:
 
 def accepts(param_dtype: str, arg_dtype: str | None) -> bool:
     """An array of `arg_dtype` may be passed as `Array[param_dtype, N]`. tf32 arrays are
-    stored as 32-bit floats, so f32 arrays are what they are made of."""
-    return arg_dtype == param_dtype or (param_dtype == "tf32" and arg_dtype == "f32")
+    stored as 32-bit floats, so f32 arrays are what they are made of; packed FP4 arrays are
+    bytes, so u8 arrays are."""
+    return arg_dtype == param_dtype or (param_dtype == "tf32" and arg_dtype == "f32") or \
+        (param_dtype == PACKED_F4 and arg_dtype == "u8")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -74,7 +82,7 @@ def accepts(param_dtype: str, arg_dtype: str | None) -> bool:
 STRUCT_CHAR = {"bool": "B", "i8": "b", "u8": "B", "i16": "h", "u16": "H", "i32": "i",
                "u32": "I", "i64": "q", "u64": "Q", "f16": "e", "f32": "f", "tf32": "f",
                "f64": "d", "bf16": "H", "f8e4m3": "B", "f8e5m2": "B", "f4e2m1": "B",
-               "f6e2m3": "B", "f6e3m2": "B", "ue8m0": "B"}
+               "f6e2m3": "B", "f6e3m2": "B", "ue8m0": "B", PACKED_F4: "B"}
 
 INT_RANGE = {"i8": (-2**7, 2**7), "u8": (0, 2**8), "i16": (-2**15, 2**15), "u16": (0, 2**16),
              "i32": (-2**31, 2**31), "u32": (0, 2**32), "i64": (-2**63, 2**63),

@@ -74,3 +74,39 @@ def unpack_f4e2m1(packed) -> np.ndarray:
     p = np.asarray(packed, np.uint8)
     c = np.stack([p & 0xF, p >> 4], -1).reshape(p.shape[:-1] + (2 * p.shape[-1],))
     return values(c, "f4e2m1")
+
+
+def pack_f4(x, axis: int = -1) -> np.ndarray:
+    """Packed FP4 (`f4e2m1x2`) bytes of f4e2m1 values along `axis` (docs/language.md "Packed
+    FP4"): element 2j in bits 0-3 of byte j, 2j + 1 in bits 4-7, as PTX's `.e2m1x2` and torch's
+    `float4_e2m1fn_x2` hold them. `x`: an ml_dtypes float4_e2m1fn array, or any numbers, rounded
+    to nearest even (ValueError beyond ±6 or for NaN); `axis` must have an even length. A
+    (M, K) operand of `mma_scaled` packs along K with axis -1, a (K, N) one with axis 0."""
+    a = np.asarray(x)
+    if a.ndim == 0:
+        raise ValueError("pack_f4 packs an array, not a scalar")
+    ax = _axis(axis, a.ndim)
+    return np.ascontiguousarray(np.moveaxis(pack_f4e2m1(np.moveaxis(a, ax, -1)), -1, ax))
+
+
+def unpack_f4(packed, axis: int = -1) -> np.ndarray:
+    """The f4e2m1 values of packed FP4 bytes (uint8, or torch's float4_e2m1fn_x2 viewed as
+    uint8), `axis` doubled, as an ml_dtypes float4_e2m1fn array (exact; `.astype(np.float32)`
+    gives the numbers): `pack_f4`'s inverse."""
+    import ml_dtypes
+    p = np.asarray(packed)
+    if p.dtype != np.uint8:
+        raise ValueError(f"unpack_f4 takes packed bytes (uint8), not {p.dtype}")
+    if p.ndim == 0:
+        raise ValueError("unpack_f4 unpacks an array, not a scalar")
+    ax = _axis(axis, p.ndim)
+    v = np.moveaxis(unpack_f4e2m1(np.moveaxis(p, ax, -1)), -1, ax)
+    return np.ascontiguousarray(v.astype(ml_dtypes.float4_e2m1fn))
+
+
+def _axis(axis: int, ndim: int) -> int:
+    import operator
+    axis = operator.index(axis)
+    if not -ndim <= axis < ndim:
+        raise ValueError(f"axis {axis} is out of range for an array of {ndim} dimensions")
+    return axis % ndim

@@ -24,12 +24,12 @@ MAP_BYTES = 128
 MAP_ALIGN = 64
 # CUtensorMapDataType (the emulator's encoding uses the same numbering)
 DATA_TYPES = {"u8": 0, "i8": 0, "f8e4m3": 0, "f8e5m2": 0, "f4e2m1": 0, "f6e2m3": 0, "f6e3m2": 0,
-              "ue8m0": 0, "u16": 1, "u32": 2, "i32": 3,
+              "ue8m0": 0, "f4e2m1x2": 0, "u16": 1, "u32": 2, "i32": 3,
               "u64": 4, "i64": 5, "f16": 6, "f32": 7, "f64": 8, "bf16": 9, "tf32": 11}
 SWIZZLE_CODES = {0: 0, 32: 1, 64: 2, 128: 3}       # CUtensorMapSwizzle
 L2_PROMOTION_128B = 2
 ITEMSIZE = {"u8": 1, "i8": 1, "f8e4m3": 1, "f8e5m2": 1, "f4e2m1": 1, "f6e2m3": 1, "f6e3m2": 1,
-            "ue8m0": 1, "u16": 2, "f16": 2, "bf16": 2,
+            "ue8m0": 1, "f4e2m1x2": 1, "u16": 2, "f16": 2, "bf16": 2,
             "u32": 4, "i32": 4, "f32": 4, "tf32": 4, "u64": 8, "i64": 8, "f64": 8}
 
 

@@ -12,6 +12,10 @@ On constants it folds with the same rules (so `astype(300, i8)` is `i8(44)`).
 
 `bitcast` reinterprets the bits: same bit width, no bools (tf32 counts as 32 bits).
 
+Packed FP4 (`f4e2m1x2`, two f4e2m1 codes a byte, the even element in bits 0-3) is not a value
+`astype` converts: `unpack_f4(x, axis)` gives its f4e2m1 elements (the axis doubled) and
+`bitcast` its bytes (u8/i8); docs/language.md "Packed FP4".
+
 `is_floating(T)`, `is_integer(T)` and `bits(T)` ask about a dtype at compile time; their
 results are constants, so a generic kernel picks its code path with them (docs/language.md,
 "Generic kernels").
@@ -24,11 +28,13 @@ from collections.abc import Mapping
 
 from tilelang.lazy import lazy_module
 
-from tilelang.sema.builtins_core import (DTYPE, Builtin, BoundArgs, Param, arg, dtype_arg,
-                                         fail, found, register, tile_of)
-from tilelang.sema.constants import ConstValue, construct, round_float
-from tilelang.sema.types import (ALL_DTYPES, BF16, BOOL, F8E4M3, F8E5M2, LOOSE_INT, TF32,
-                                 DType, TileType, Type, round_to_dtype, scalar)
+from tilelang.sema.builtins_core import (CONST, DTYPE, Builtin, BoundArgs, Param, arg,
+                                         dtype_arg, fail, found, register, tile_of)
+from tilelang.sema.constants import ConstValue, construct, loose, round_float
+from tilelang.sema.types import (ALL_DTYPES, BF16, BOOL, F4E2M1, F8E4M3, F8E5M2, LOOSE_INT,
+                                 TF32, DType, TileType, Type, round_to_dtype, scalar)
+
+PACKED_F4 = "f4e2m1x2"
 
 np = lazy_module("numpy")
 
@@ -81,6 +87,15 @@ def convert_value(v, dtype: DType):
 def _astype_typing(bound: BoundArgs, span) -> Type:
     t = tile_of(bound, "x", span)
     dt = dtype_arg(bound, "dtype")
+    if dt.name == PACKED_F4:
+        raise fail("E0508", bound, "dtype", "cannot be f4e2m1x2: a packed byte holds two "
+                                            "values, not one", span,
+                   help="pack on the host (`tilelang.pack_f4`) or reinterpret bytes with "
+                        "`bitcast(x, f4e2m1x2)`")
+    if isinstance(t, TileType) and t.dtype.name == PACKED_F4:
+        raise fail("E0508", bound, "x", f"is {t}: a packed byte holds two values, not one",
+                   span, help="`unpack_f4(x)` gives its f4e2m1 elements (the last axis "
+                              "doubled); `bitcast(x, u8)` its bytes")
     return TileType(dt, t.shape if isinstance(t, TileType) else ())
 
 
@@ -233,6 +248,50 @@ register(Builtin("bitcast", "dtype", (Param("x"), Param("dtype", DTYPE)), _bitca
 
 
 # ---------------------------------------------------------------------------------------------
+# Packed FP4: unpack_f4(x, axis)
+
+def unpacked_f4(x, axis: int = -1) -> np.ndarray:
+    """The f4e2m1 values (float32) of packed bytes, twice as many along `axis`: byte j gives
+    elements 2j (bits 0-3) and 2j + 1 (bits 4-7)."""
+    p = np.asarray(x).astype(np.uint8)
+    ax = axis % p.ndim
+    pairs = np.stack([p & 0xF, p >> 4], axis=ax + 1)
+    shape = p.shape[:ax] + (2 * p.shape[ax],) + p.shape[ax + 1:]
+    return F8_DECODE["f4e2m1"][pairs.reshape(shape).astype(np.intp)]
+
+
+def _unpack_axis(bound: BoundArgs, t: TileType, span) -> int:
+    c = arg(bound, "axis").const
+    ax = c.value if isinstance(c, ConstValue) else None
+    if not isinstance(ax, int) or isinstance(ax, bool) or not -t.rank <= ax < t.rank:
+        raise fail("E0507", bound, "axis", f"must be a constant axis of {t} (from {-t.rank} "
+                                           f"to {t.rank - 1})", span)
+    return ax % t.rank
+
+
+def _unpack_f4_typing(bound: BoundArgs, span) -> Type:
+    t = tile_of(bound, "x", span)
+    if not isinstance(t, TileType) or t.dtype.name != PACKED_F4 or not t.shape:
+        raise fail("E0508", bound, "x", f"must be a packed FP4 tile (f4e2m1x2), found "
+                                        f"{found(arg(bound, 'x'))}", span,
+                   help="bitcast bytes first: `bitcast(x, f4e2m1x2)`")
+    ax = _unpack_axis(bound, t, span)
+    d = t.shape[ax]
+    shape = t.shape[:ax] + ((2 * d) if isinstance(d, int) else d,) + t.shape[ax + 1:]
+    return TileType(F4E2M1, shape)
+
+
+def _unpack_f4_ref(x, axis: int = -1):
+    return unpacked_f4(x, axis)
+
+
+register(Builtin("unpack_f4", "dtype", (Param("x"), Param("axis", CONST, loose(-1))),
+                 _unpack_f4_typing, _unpack_f4_ref,
+                 doc="the f4e2m1 elements of packed FP4 bytes (f4e2m1x2), `axis` doubled: "
+                     "byte j gives elements 2j (bits 0-3) and 2j + 1"))
+
+
+# ---------------------------------------------------------------------------------------------
 # Strict constructors: `i16(5)` is a strictly typed i16 constant (docs/language.md §4.3).
 
 def _constructor(dt: DType) -> Builtin:
@@ -282,7 +341,7 @@ def _query(name: str, answer, result: Type, doc: str) -> Builtin:
 
 register(_query("is_floating", lambda d: d.is_float, scalar(BOOL),
                 "whether `dtype` is a float (f16, bf16, f32, f64 and the restricted floats)"))
-register(_query("is_integer", lambda d: d.is_int, scalar(BOOL),
-                "whether `dtype` is a signed or unsigned integer (not bool)"))
+register(_query("is_integer", lambda d: d.is_int and not d.restricted, scalar(BOOL),
+                "whether `dtype` is a signed or unsigned integer (not bool, not f4e2m1x2)"))
 register(_query("bits", lambda d: d.bits, LOOSE_INT,
                 "the width of `dtype` in bits (bool: 1, tf32: 32)"))

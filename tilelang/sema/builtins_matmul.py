@@ -23,6 +23,13 @@ Shapes: a (M, K), a_scale (M, K / V), b (K, N), b_scale (K / V, N), acc (M, N) f
 batched with a leading B. `a_scale[m, j]` scales a[m, 32 j .. 32 j + 31] (for V = 32) and
 `b_scale[j, n]` scales b[32 j .. 32 j + 31, n].
 
+Packed FP4 (`f4e2m1x2`, two f4e2m1 a byte, docs/language.md "Packed FP4"): a (M, K / 2) and
+b (K / 2, N), both packed along K — byte a[m, j] holds elements 2j (bits 0-3) and 2j + 1 of
+row m, byte b[j, n] elements 2j and 2j + 1 of column n — as the tensor cores read them (each
+row of A and column of B is K-contiguous) and as torch's `float4_e2m1fn_x2` matrices and
+Triton's `dot_scaled` pack them. Both operands are packed or neither; the scales count K
+elements, not bytes.
+
 Reference: every element times its scale is exact in double (at most 4 significant bits times
 a power of two), products and the sum are formed in double and rounded once to f32, as `mma`'s.
 """
@@ -42,7 +49,7 @@ MMA_ACC: dict[str, tuple[str, ...]] = {
     "f8e5m2": ("f32",), "i8": ("i32",), "u8": ("i32",), "f32": ("f32",),
 }
 _MIXABLE = ({"f8e4m3", "f8e5m2"}, {"i8", "u8"})
-_BLOCK_SCALED = ("f6e2m3", "f6e3m2", "f4e2m1", "ue8m0")   # only mma_scaled takes them
+_BLOCK_SCALED = ("f6e2m3", "f6e3m2", "f4e2m1", "ue8m0", "f4e2m1x2")   # only mma_scaled takes them
 
 
 def _check_product_shapes(bound: BoundArgs, a, b, span) -> None:
@@ -139,11 +146,12 @@ register_operator("@", register(Builtin(
 # ---------------------------------------------------------------------------------------------
 # Block-scaled products (OCP MX, NVFP4)
 
-SCALED_ELEMENTS = ("f8e4m3", "f8e5m2", "f6e2m3", "f6e3m2", "f4e2m1")
+SCALED_ELEMENTS = ("f8e4m3", "f8e5m2", "f6e2m3", "f6e3m2", "f4e2m1", "f4e2m1x2")
+PACKED_F4 = "f4e2m1x2"    # two f4e2m1 a byte, packed along K
 # scale dtype → (elements per scale, element dtypes it scales)
 SCALE_BLOCKS: dict[str, tuple[int, tuple[str, ...]]] = {
     "ue8m0": (32, SCALED_ELEMENTS),
-    "f8e4m3": (16, ("f4e2m1",)),
+    "f8e4m3": (16, ("f4e2m1", PACKED_F4)),
 }
 
 
@@ -178,14 +186,36 @@ def block_size(bound: BoundArgs, span) -> int:
     return v
 
 
+def is_packed(t: TileType) -> bool:
+    """A packed FP4 operand (two f4e2m1 a byte along K)."""
+    return t.dtype.name == PACKED_F4
+
+
+def _check_packing(bound: BoundArgs, a: TileType, b: TileType, span) -> None:
+    """Both operands packed FP4, or neither (E0508 otherwise)."""
+    if is_packed(a) != is_packed(b):
+        name, t, other = ("b", b, a) if is_packed(a) else ("a", a, b)
+        raise fail("E0508", bound, name, f"is {t}, but `{'a' if name == 'b' else 'b'}` is "
+                                         f"{other}: packed FP4 multiplies packed FP4", span,
+                   help="pack both operands two f4e2m1 a byte (f4e2m1x2) or neither; "
+                        "`unpack_f4(x, axis)` unpacks one")
+
+
+def k_elements(a: TileType):
+    """K in elements: a packed operand holds two a byte."""
+    return 2 * a.shape[-1] if is_packed(a) and isinstance(a.shape[-1], int) else a.shape[-1]
+
+
 def _mma_scaled_typing(bound: BoundArgs, span) -> Type:
     a, b = _element(bound, "a", span), _element(bound, "b", span)
+    _check_packing(bound, a, b, span)
     _check_product_shapes(bound, a, b, span)
     v = block_size(bound, span)
-    k = a.shape[-1]
+    k = k_elements(a)
     if not isinstance(k, int) or k % v:
-        raise fail("E0509", bound, "a", f"is {a}: K ({k}) must be a multiple of the scale "
-                                        f"block ({v})", span)
+        packed = f" = {a.shape[-1]} bytes of two" if is_packed(a) else ""
+        raise fail("E0509", bound, "a", f"is {a}: K ({k}{packed}) must be a multiple of the "
+                                        f"scale block ({v})", span)
     batch = a.shape[:-2]
     for name, want in (("a_scale", batch + (a.shape[-2], k // v)),
                        ("b_scale", batch + (k // v, b.shape[-1]))):
@@ -212,14 +242,23 @@ def dequantized(x, scale, axis: int) -> np.ndarray:
     return x * np.repeat(s, v, axis=axis)
 
 
-def _mma_scaled_ref(a, a_scale, b, b_scale, acc):
+def _mma_scaled_ref(a, a_scale, b, b_scale, acc, packed: bool = False):
+    if packed:
+        from tilelang.sema.builtins_dtype import unpacked_f4
+        a, b = unpacked_f4(a, -1), unpacked_f4(b, -2)
     r = np.matmul(dequantized(a, a_scale, -1), dequantized(b, b_scale, -2))
     return round_to_dtype(r + np.asarray(acc, np.float64), DTYPES["f32"])
+
+
+def _mma_scaled_hints(bound: BoundArgs, span) -> dict:
+    return {"packed": is_packed(tile_arg(bound, "a", span))}
 
 
 register(Builtin("mma_scaled", "matmul",
                  (Param("a"), Param("a_scale"), Param("b"), Param("b_scale"), Param("acc")),
                  _mma_scaled_typing, _mma_scaled_ref,
                  doc="acc + (a × a_scale) @ (b × b_scale): block-scaled MX / NVFP4 product, "
-                     "one scale per 32 (ue8m0) or 16 (f8e4m3) elements along K",
+                     "one scale per 32 (ue8m0) or 16 (f8e4m3) elements along K; packed FP4 "
+                     "(f4e2m1x2) operands are packed along K",
+                 ref_hints=_mma_scaled_hints,
                  extra={"scale_blocks": SCALE_BLOCKS}))

@@ -38,6 +38,12 @@ def promote(a: DType, b: DType, span: Span | None) -> DType:
     if a.restricted or b.restricted:
         r = a if a.restricted else b
         other = b if r is a else a
+        if r.name == "f4e2m1x2":        # bytes of two values: nothing converts them
+            raise TileSemanticError.at(
+                "E0303", f"cannot mix {a} and {b}: {r} is packed FP4 (two values a byte), "
+                         f"never promoted implicitly", span,
+                help="`astype` does not convert it: `unpack_f4(x)` gives its f4e2m1 "
+                     "elements, `bitcast(x, u8)` its bytes")
         raise TileSemanticError.at(
             "E0303", f"cannot mix {a} and {b}: {r} is a restricted float that is never "
                      f"promoted implicitly", span,

@@ -16,6 +16,11 @@ Decisions (also in docs/language.md §3 once the reference is written):
   restricted floats too: f4e2m1, f6e2m3 and f6e3m2 have no infinity and no NaN (converting
   saturates, and NaN becomes the largest positive value, as the emulator's `cvt` does);
   ue8m0 is an unsigned power of two 2^(c - 127), c = 0..254, code 255 NaN.
+- `f4e2m1x2` is packed FP4 (docs/language.md "Packed FP4"): one byte holding two f4e2m1 codes,
+  the even element in bits 0-3 and the odd one in bits 4-7 (PTX's `.e2m1x2`, torch's
+  `float4_e2m1fn_x2`). It is not a number: its reference value is the byte (uint8), nothing
+  converts it but `unpack_f4` and `bitcast` (to and from u8/i8), and `mma_scaled` multiplies
+  it as the two values it holds.
 """
 
 from __future__ import annotations
@@ -162,17 +167,20 @@ F6E3M2 = _float("f6e3m2", 6, 3, 2, restricted=True, has_inf=False, max_finite=28
 # The MX scale: an unsigned power of two (8 exponent bits, no sign, no fraction).
 UE8M0 = DType("ue8m0", FLOAT_CAT, 8, False, True, 0, 8, 2.0 ** 127, False)
 MX_ELEMENTS = (F4E2M1, F6E2M3, F6E3M2)
+# Packed FP4: two f4e2m1 codes a byte (a restricted byte, held as uint8 by the reference).
+F4E2M1X2 = DType("f4e2m1x2", INT_CAT, 8, signed=False, restricted=True)
 
 ALL_DTYPES: tuple[DType, ...] = (BOOL, I8, I16, I32, I64, U8, U16, U32, U64,
                                  F16, BF16, F32, F64, TF32, F8E4M3, F8E5M2,
-                                 F4E2M1, F6E2M3, F6E3M2, UE8M0)
+                                 F4E2M1, F6E2M3, F6E3M2, UE8M0, F4E2M1X2)
 DTYPES: dict[str, DType] = {d.name: d for d in ALL_DTYPES}
 DEFAULT_INT = I32    # a loose int that must take a width on its own
 DEFAULT_FLOAT = F32  # a loose float that must take a width on its own (like Triton/cuTile)
 
 _NP_NAMES = {"bool": "bool_", "i8": "int8", "i16": "int16", "i32": "int32", "i64": "int64",
              "u8": "uint8", "u16": "uint16", "u32": "uint32", "u64": "uint64",
-             "f16": "float16", "f32": "float32", "f64": "float64"}
+             "f16": "float16", "f32": "float32", "f64": "float64",
+             "f4e2m1x2": "uint8"}   # after u8: a NumPy uint8 array is u8
 _NP_EXACT_CACHE: dict = {}
 
 

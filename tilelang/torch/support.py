@@ -13,7 +13,7 @@ _TORCH_DTYPE = {
     "u8": "uint8", "u16": "uint16", "u32": "uint32", "u64": "uint64",
     "f16": "float16", "bf16": "bfloat16", "f32": "float32", "tf32": "float32",
     "f64": "float64", "f8e4m3": "float8_e4m3fn", "f8e5m2": "float8_e5m2",
-    "ue8m0": "float8_e8m0fnu",  # torch has f4 only packed (float4_e2m1fn_x2) and no f6
+    "ue8m0": "float8_e8m0fnu", "f4e2m1x2": "float4_e2m1fn_x2",  # torch has no f6, f4 only packed
 }
 
 

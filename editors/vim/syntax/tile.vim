@@ -25,7 +25,7 @@ syn keyword tileInclude as from import
 syn keyword tileOperatorWord and not or
 syn keyword tileBoolean false true
 syn keyword tileType bool i8 i16 i32 i64 u8 u16 u32 u64 f16 bf16 f32 f64 tf32 f8e4m3 f8e5m2 f4e2m1
-      \ f6e2m3 f6e3m2 ue8m0
+      \ f6e2m3 f6e3m2 ue8m0 f4e2m1x2
 syn keyword tileTypeConstructor Tile Array Optional List Symmetric
 syn keyword tileFloatWord inf nan
 syn keyword tileAttributeHelper by_target
@@ -39,7 +39,7 @@ syn keyword tileBuiltin abs acos acosh arange argmax argmin argsort asin asinh a
       \ multimem_store num_blocks num_tiles ones pad peer permute pow print prod rand
       \ randint randn rank reduce reshape rint round rsqrt scan scatter sigmoid sign
       \ signal sin sinh sort sqrt static_assert store stride sum take tan tanh topk
-      \ transpose trunc wait_until where world_size zeros
+      \ transpose trunc unpack_f4 wait_until where world_size zeros
 " END GENERATED
 
 " Operators first: the matches defined later win where they start at the same column.

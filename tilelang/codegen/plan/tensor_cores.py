@@ -208,12 +208,6 @@ def _wg_plan(kern, form: MmaForm, a_shape, b_shape, out_shape) -> tuple:
     return t, "" if t is not None else "no warp-group tiling of the accumulator", False
 
 
-def _container(name: str) -> str:
-    """A block-scaled operand's fragments: the 6- and 4-bit MX floats are held one per byte,
-    as 8-bit floats are (plan/scaled.py S2), so their product has the f8 product's form."""
-    return "f8e4m3" if name in ("f6e2m3", "f6e3m2", "f4e2m1") else name
-
-
 def k_steps(at, tc5: Tc5Shape) -> int:
     return at.shape[-1] // tc5.k
 
@@ -230,8 +224,7 @@ def tensor_core_plan(kern, op: BuiltinOp) -> tuple:
         # a block that is not whole warps: its replica threads past the layouts' would run
         # ldmatrix / mma.sync (.aligned, whole warps only) in a partial warp
         return None, f"FMA: {kern.declared_threads} threads are not whole warps (R1)", False
-    got = mma_form(*(_container(t.dtype.name) if op.name == "mma_scaled" else t.dtype.name
-                     for t in (at, bt)), out.dtype.name, sm)
+    got = mma_form(*(_carrier(op, t.dtype.name) for t in (at, bt)), out.dtype.name, sm)
     if got is None:
         return None, f"FMA: no mma.sync form for {at.dtype.name} x {bt.dtype.name} -> " \
                      f"{out.dtype.name} (R2)", False
@@ -261,6 +254,18 @@ def tensor_core_plan(kern, op: BuiltinOp) -> tuple:
                                                              tiling)),
             f"mma.sync k{form.k}: {tiling.warps_m} x {tiling.warps_n} warps"
             + (f" ({why_not})" if why_not else "") + " (R2)", declined)
+
+
+# block-scaled operands whose fragments are those of their bytes (plan/scaled.py S2-S3)
+_BYTE_IMAGES = ("f4e2m1x2", "f6e2m3", "f6e3m2", "f4e2m1")
+
+
+def _carrier(op: BuiltinOp, dtype: str) -> str:
+    """The dtype whose mma.sync fragments an operand's bytes take: a block-scaled product's
+    6- and 4-bit MX floats, held one per byte, and packed FP4 move as e4m3 bytes do
+    (plan/scaled.py S2-S3: m16n8k64's e2m1 fragments are m16n8k32's 8-bit ones of the byte
+    image)."""
+    return "f8e4m3" if op.name == "mma_scaled" and dtype in _BYTE_IMAGES else dtype
 
 
 def _scaled_plan(kern, op: BuiltinOp, form: MmaForm, b_class: str, tiling: WarpTiling) -> tuple:

@@ -5,7 +5,8 @@
     b' = astype(b, bf16) * repeat(astype(b_scale, bf16), V along K)
     mma(a', b', acc)
 
-where `repeat` is expand_dims → broadcast_to → reshape. Every element format has at most 4
+where `repeat` is expand_dims → broadcast_to → reshape. Packed FP4 operands (f4e2m1x2) are
+unpacked along K first (ir/passes/packed_f4.py: a along its last axis, b along its first). Every element format has at most 4
 significant bits and every scale is a power of two (ue8m0) or has 4 significant bits (an
 f8e4m3 scale), so each element times its scale is exact in bf16 whenever it lies in bf16's
 range (8 exponent bits, as f32's): the product then differs from the reference only by the
@@ -26,11 +27,12 @@ from tilelang.ir.builder import Builder
 from tilelang.ir.ops import Block, BuiltinOp, ForOp, IfOp, Kernel, Op, WhileOp, walk
 from tilelang.ir.passes.rewrite import with_ops, with_regions
 from tilelang.record import replace
-from tilelang.sema.builtins_matmul import SCALE_BLOCKS
+from tilelang.ir.passes.packed_f4 import unpacked_values
+from tilelang.sema.builtins_matmul import PACKED_F4, SCALE_BLOCKS
 from tilelang.sema.types import BF16
 
 
-def _fresh_ids(k: Kernel) -> Iterator[int]:
+def fresh_ids(k: Kernel) -> Iterator[int]:
     top = max((v.id for op in walk(k.body) for v in (*op.results, *(
         a for r in op.regions for a in r.args))), default=0)
     return itertools.count(max([top, *(p.id for p in k.params)]) + 1)
@@ -50,6 +52,8 @@ def _repeat(b: Builder, s, axis: int, v: int, span):
 
 
 def _dequantize(b: Builder, x, s, axis: int, v: int, span):
+    if x.type.dtype.name == PACKED_F4:
+        x = unpacked_values(b, x, axis, span)
     return b.op("*", b.op("astype", x, BF16, span=span), _repeat(b, s, axis, v, span), span=span)
 
 
@@ -67,7 +71,7 @@ def _expand(ids: Iterator[int], op: BuiltinOp) -> list[Op]:
 
 class _Expander:
     def __init__(self, k: Kernel, keep: Callable[[BuiltinOp], bool]):
-        self.ids = _fresh_ids(k)
+        self.ids = fresh_ids(k)
         self.keep = keep
 
     def block(self, block: Block) -> Block:

@@ -5,7 +5,9 @@ mma.sync and sm_100a's block-scaled tcgen05.mma (the 8-bit floats with ue8m0 sca
 plan/scaled.py; tcgen05 at M = 128) and otherwise through the
 software path (ir/passes/scaled.py: dequantize to bf16, then the target's bf16 product:
 mma.sync on sm_80 and sm_120a, wgmma on sm_90a, tcgen05 on sm_100a); ragged shapes (the loads
-pad) and a batched product.
+pad) and a batched product. Packed FP4 (f4e2m1x2, MXFP4 and NVFP4) runs on sm_120a's
+`mma.sync...m16n8k64.kind::mxf4nvf4` and sm_100a's `tcgen05.mma...kind::mxf4` /
+`kind::mxf4nvf4` and, elsewhere, unpacked by the software path (ir/passes/packed_f4.py).
 
 Tolerance: every element times its scale is exact in bf16 here (scales 2^-6 .. 2^6) and
 every product of two is exact in f32, so only the f32 sums round: at most K roundings of
@@ -127,6 +129,68 @@ def test_exact_sums_give_the_exact_product_f8(arch):
     assert np.array_equal(c, want.astype(np.float32))
 
 
+PACKED = """
+@launch(reqntid = (128, 1, 1))
+kernel mmp(a: Array[f4e2m1x2, 2], sa: Array[TS, 2], b: Array[f4e2m1x2, 2], sb: Array[TS, 2],
+           c: Array[f32, 2]) {
+    let m = bid(0);
+    let n = bid(1);
+    var acc = zeros((64, 32), f32);
+    for k in range(num_tiles(a, axis = 1, shape = (64, 32))) {
+        let ta = load(a, index = (m, k), shape = (64, 32), padding = 0);
+        let ts = load(sa, index = (m, k), shape = (64, floordiv(64, V)), padding = 0);
+        let tb = load(b, index = (k, n), shape = (32, 32), padding = 0);
+        let us = load(sb, index = (k, n), shape = (floordiv(64, V), 32), padding = 0);
+        acc = mma_scaled(ta, ts, tb, us, acc);
+    }
+    store(c, index = (m, n), tile = acc);
+}
+"""
+
+
+@pytest.mark.parametrize("ts,v", [("ue8m0", 32), ("f8e4m3", 16)], ids=["mxfp4", "nvfp4"])
+def test_packed_fp4_on_the_emulator(arch, ts, v):
+    """Packed FP4 (f4e2m1x2, two a byte along K: a (M, K / 2), b (K / 2, N) bytes from
+    `tilelang.pack_f4`), MXFP4 and NVFP4 scales; ragged (K = 96 elements, 48 bytes, not a
+    tile multiple: the padding bytes are two zeros)."""
+    src = PACKED.replace("TS", ts).replace("V", str(v))
+    mod = tilelang.compile(src, arch=arch, backend="emulator", cache=False)
+    rng = np.random.default_rng(v)
+    m, n, k = 80, 48, 96
+    a, b = _elements(rng, (m, k), "f4e2m1"), _elements(rng, (k, n), "f4e2m1")
+    sa, sb = _scales(rng, (m, k // v), ts), _scales(rng, (k // v, n), ts)
+    c = np.zeros((m, n), np.float32)
+    mod.mmp[(2, 2)](tilelang.pack_f4(a), sa, tilelang.pack_f4(b, axis=0), sb, c)
+    _check(c, a, sa, b, sb, v)
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_120a"])
+@pytest.mark.parametrize("ts,v", [("ue8m0", 32), ("f8e4m3", 16)], ids=["mxfp4", "nvfp4"])
+def test_packed_fp4_exact_sums_and_every_code(arch, ts, v):
+    """All 16 codes in a and b (so a nibble read from the wrong half or sign shows), scales
+    that differ per row of a, column of b and block of K — powers of two 2^-2 .. 2^2 (ue8m0)
+    or e4m3 values with two significant bits — so every partial sum is exact in f32 and the
+    software path (sm_80) and the block-scaled mma.sync (sm_120a: `kind::mxf4nvf4`
+    `scale_vec::2X`/`4X`) must both give exactly NumPy's product."""
+    src = PACKED.replace("TS", ts).replace("V", str(v))
+    mod = tilelang.compile(src, arch=arch, backend="emulator", cache=False)
+    rng = np.random.default_rng(9)
+    a = np.arange(16, dtype=np.uint8)[rng.integers(0, 16, (64, 64))].view(ML["f4e2m1"])
+    b = np.arange(16, dtype=np.uint8)[rng.integers(0, 16, (64, 32))].view(ML["f4e2m1"])
+    if ts == "ue8m0":
+        sa = rng.integers(125, 130, (64, 64 // v)).astype(np.uint8).view(ML["ue8m0"])
+        sb = rng.integers(125, 130, (64 // v, 32)).astype(np.uint8).view(ML["ue8m0"])
+    else:
+        pick = np.array([0.25, 0.375, 0.5, 0.75, 1, 1.5, 2, 3])
+        sa = rng.choice(pick, (64, 64 // v)).astype(ML["f8e4m3"])
+        sb = rng.choice(pick, (64 // v, 32)).astype(ML["f8e4m3"])
+    c = np.zeros((64, 32), np.float32)
+    mod.mmp[(1, 1)](tilelang.pack_f4(a), sa, tilelang.pack_f4(b, axis=0), sb, c)
+    want = (a.astype(np.float64) * np.repeat(sa.astype(np.float64), v, 1)) @ \
+        (b.astype(np.float64) * np.repeat(sb.astype(np.float64), v, 0))
+    assert np.array_equal(c, want.astype(np.float32))
+
+
 @pytest.mark.parametrize("arch", ["sm_80", "sm_120a"])
 def test_exact_sums_give_the_exact_product(arch):
     """Elements ±1, ±0.5 and scales 2^-2 .. 2^2: every partial sum is a small multiple of
@@ -214,14 +278,18 @@ def test_the_block_scaled_mma_sync_in_the_ptx():
     assert ".target sm_120a" in ptx
 
 
-def test_nvfp4_on_sm_120a_takes_the_software_path():
-    """NVFP4 (f8e4m3 scales per 16) has no block-scaled form in Tile: sm_120a dequantizes with
-    its MX conversions (`cvt.rn.f16x2.e2m1x2`, arch-specific there as on sm_100a) into the bf16
-    mma.sync product."""
+def test_nvfp4_on_sm_120a_takes_the_block_scaled_mma_sync():
+    """examples/matmul_nvfp4.tile on sm_120a: per K step of 64 elements (32 bytes) each of
+    the 2 x 2 warps issues 2 m-tiles x 4 n-tiles of `m16n8k64...kind::mxf4nvf4.block_scale
+    .scale_vec::4X...ue4m3` (8), each scale word one 32-bit load per m-tile (2) and n-tile
+    (4: b_scale goes to shared memory transposed), no byte loads; no bf16 product, nothing
+    unpacked."""
     ptx = _example_ptx("matmul_nvfp4.tile", "sm_120a")
-    assert ptx.count("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32") == 32
-    assert "cvt.rn.f16x2.e2m1x2" in ptx and "block_scale" not in ptx
-    assert ".target sm_120a" in ptx
+    instr = ("mma.sync.aligned.m16n8k64.row.col.kind::mxf4nvf4.block_scale.scale_vec::4X"
+             ".f32.e2m1.e2m1.f32.ue4m3")
+    assert ptx.count(instr) == 8
+    assert ptx.count("ld.shared.b32") == 6 and ptx.count("ld.shared.b8") == 0
+    assert "bf16" not in ptx and ".target sm_120a" in ptx
 
 
 def _plan_text(name: str, target: str) -> str:
@@ -242,8 +310,13 @@ def test_the_plan_says_which_path():
     assert ("64x64: block-scaled mma.sync kind::mxf8f6f4 m16n8k32 scale_vec::1X .ue8m0: "
             "2 x 2 warps (R5)") in text
     assert "software dequantisation" not in text
-    assert "mma_scaled: software dequantisation: f4e2m1 x f4e2m1 with f8e4m3 scales (S2)" \
-        in _plan_text("matmul_nvfp4.tile", "sm_120a")
+    assert ("64x64: block-scaled mma.sync kind::mxf4nvf4 m16n8k64 scale_vec::4X .ue4m3: "
+            "2 x 2 warps (R5)") in _plan_text("matmul_nvfp4.tile", "sm_120a")
+    assert ("128x64: block-scaled tcgen05 kind::mxf4nvf4 m128n64k64 scale_vec::4X .ue4m3: "
+            "1 instruction(s) per product, 128 TMEM columns (R5)") \
+        in _plan_text("matmul_nvfp4.tile", "sm_100a")
+    assert "software dequantisation: no block-scaled tensor-core instruction for sm_90a" \
+        in _plan_text("matmul_nvfp4.tile", "sm_90a")
     assert "mma_scaled: software dequantisation: no block-scaled tensor-core instruction " \
         "for sm_80 in Tile (S1)" in _plan_text("matmul_mxfp8.tile", "sm_80")
 
@@ -389,6 +462,31 @@ def test_no_more_sass_per_k_step_than_triton(target, op, bk, fixture):
     assert _loop_per_mma(ours, target, op) <= _loop_per_mma(theirs, target, op)
 
 
+@pytest.mark.parametrize("target,op,bk,fixture", [
+    ("sm_120a", "OMMA", 128, "triton_scaled_matmul_nvfp4_sm120.ptx"),
+    ("sm_100a", "UTCOMMA", 64, "triton_scaled_matmul_nvfp4_bk64_sm100.ptx")])
+def test_nvfp4_no_more_sass_per_k_step_than_triton(target, op, bk, fixture):
+    """examples/matmul_nvfp4.tile at Triton 3.9's NVFP4 `tl.dot_scaled` fixture tile (128 x 64
+    x BK, 4 warps; gen_scaled_matmul_ptx.py --fmt e2m1 --scale e4m3), both on the FP4
+    block-scaled instruction (OMMA: mma.sync m16n8k64; UTCOMMA: tcgen05 kind::mxf4nvf4), the
+    same count per K-step, assembled by the same nvJitLink: measured SASS per instruction
+    sm_120a 12.9 against 22.6, sm_100a 320 against 335 (benchmarks/blackwell_static.py)."""
+    import pathlib
+    from tilelang.driver import compile_source
+    from tilelang.options import CompileOptions
+    from tilelang.tools import sass
+    if not sass.tools_available():
+        pytest.skip("cuobjdump/nvdisasm not installed")
+    root = pathlib.Path(__file__).resolve().parents[4]
+    src = (root / "examples" / "matmul_nvfp4.tile").read_text("utf-8") \
+        .replace("const BM: i32 = by_target(sm_100a = 128, default = 64)",
+                 "const BM: i32 = 128") \
+        .replace("const BK: i32 = 64", f"const BK: i32 = {bk}")
+    ours = compile_source(src, "m.tile", CompileOptions(target=target), until="ptx").ptx
+    theirs = (root / "tests" / "emulator" / "fixtures" / fixture).read_text()
+    assert _loop_per_mma(ours, target, op) <= _loop_per_mma(theirs, target, op)
+
+
 LAYOUTS = """
 @launch(reqntid = (128, 1, 1))
 kernel mms(a: Array[f8e4m3, 2], sa: Array[ue8m0, 2], b: Array[f8e4m3, 2], sb: Array[ue8m0, 2],
@@ -488,3 +586,99 @@ def test_f6_f4_in_8_bit_containers_on_sm_120a(ta, tb, four, six):
     assert "bf16" not in ptx
     assert ptx.count("1010580540") == four          # 0x3C3C3C3C
     assert ptx.count("1061109567") == six           # 0x3F3F3F3F
+
+
+@pytest.mark.parametrize("how", ["transposed", "broadcast"])
+def test_packed_fp4_scales_in_other_layouts(how):
+    """sm_120a's FP4 form writes b_scale transposed to shared memory (a column's four
+    scales adjacent): from a transposed load and from a broadcast row as from a plain one."""
+    sb_src = {"transposed": "transpose(load(sb, index = (0, 0), shape = (32, 4)))",
+              "broadcast": "broadcast_to(load(sb, index = (0, 0), shape = (1, 32)), (4, 32))"}
+    src = PACKED.replace("TS", "f8e4m3").replace("V", "16").replace(
+        "load(sb, index = (k, n), shape = (floordiv(64, 16), 32), padding = 0)", sb_src[how])
+    assert sb_src[how] in src
+    mod = tilelang.compile(src, arch="sm_120a", backend="emulator", cache=False)
+    rng = np.random.default_rng(4)
+    a, b = _elements(rng, (64, 64), "f4e2m1"), _elements(rng, (64, 32), "f4e2m1")
+    sa = _scales(rng, (64, 4), "f8e4m3")
+    sb = _scales(rng, (32, 4) if how == "transposed" else (1, 32), "f8e4m3")
+    want_sb = sb.T if how == "transposed" else np.repeat(sb, 4, 0)
+    c = np.zeros((64, 32), np.float32)
+    mod.mmp[(1, 1)](tilelang.pack_f4(a), sa, tilelang.pack_f4(b, axis=0), sb, c)
+    _check(c, a, sa, b, np.asarray(want_sb.astype(np.float64)), 16)
+
+
+@pytest.mark.parametrize("arch", ["sm_120a", "sm_100a"])
+def test_nvfp4_example_at_its_defaults(arch):
+    """examples/matmul_nvfp4.tile at its default tiles on the block-scaled instruction,
+    ragged in M, N and K (the loads pad bytes with two zeros and scales with 0), against
+    NumPy: f8e4m3 scales over their whole range, within one f32 rounding per product term."""
+    import pathlib
+    path = pathlib.Path(__file__).resolve().parents[4] / "examples" / "matmul_nvfp4.tile"
+    mod = tilelang.compile(str(path), arch=arch, backend="emulator", cache=False)
+    rng = np.random.default_rng(11)
+    m, n, k = 96, 80, 160
+    a, b = _elements(rng, (m, k), "f4e2m1"), _elements(rng, (k, n), "f4e2m1")
+    sa = rng.uniform(0.01, 400, (m, k // 16)).astype(ML["f8e4m3"])
+    sb = rng.uniform(0.01, 400, (k // 16, n)).astype(ML["f8e4m3"])
+    c = np.zeros((m, n), np.float32)
+    bm = 128 if arch == "sm_100a" else 64               # by_target(sm_100a = 128, ...)
+    mod.matmul_nvfp4[(-(-m // bm), 2)](tilelang.pack_f4(a), sa, tilelang.pack_f4(b, axis=0),
+                                       sb, c)
+    _check(c, a, sa, b, sb, 16)
+
+
+TC5_PACKED = """
+@launch(reqntid = (128, 1, 1))
+kernel mmq(a: Array[f4e2m1x2, 2], sa: Array[TS, 2], b: Array[f4e2m1x2, 2], sb: Array[TS, 2],
+           c: Array[f32, 2]) {
+    let m = bid(0);
+    let n = bid(1);
+    var acc = zeros((128, BN), f32);
+    for k in range(num_tiles(a, axis = 1, shape = (128, KB))) {
+        let ta = load(a, index = (m, k), shape = (128, KB), padding = 0);
+        let ts = load(sa, index = (m, k), shape = (128, floordiv(2 * KB, V)), padding = 0);
+        let tb = load(b, index = (k, n), shape = (KB, BN), padding = 0);
+        let us = load(sb, index = (k, n), shape = (floordiv(2 * KB, V), BN), padding = 0);
+        acc = mma_scaled(ta, ts, tb, us, acc);
+    }
+    store(c, index = (m, n), tile = acc);
+}
+"""
+
+
+@pytest.mark.parametrize("ts,v,kb,bn,kind", [
+    ("ue8m0", 32, 64, 64, "kind::mxf4.block_scale.scale_vec::2X"),        # two per product
+    ("f8e4m3", 16, 32, 128, "kind::mxf4nvf4.block_scale.scale_vec::4X"),
+    ("f8e4m3", 16, 32, 32, "kind::mxf4nvf4.block_scale.scale_vec::4X")],
+    ids=["mxfp4-k128-n64", "nvfp4-k64-n128", "nvfp4-k64-n32"])
+def test_packed_fp4_tcgen05_exact(ts, v, kb, bn, kind):
+    """sm_100a: packed FP4 on `tcgen05.mma...kind::mxf4` (MXFP4: K = 128 elements a tile is
+    two instructions, the second reading scale bytes 2-3) and `kind::mxf4nvf4 ...
+    scale_vec::4X` (NVFP4, ue4m3 scales); every code in a and b, scales differing per row,
+    column and block, every partial sum exact in f32: equal to NumPy's product. Ragged in
+    N (two column blocks, the second partial)."""
+    src = TC5_PACKED.replace("TS", ts).replace("V", str(v)).replace("KB", str(kb)) \
+        .replace("BN", str(bn))
+    mod = tilelang.compile(src, arch="sm_100a", backend="emulator", cache=False)
+    rng = np.random.default_rng(kb + bn)
+    m, n, k = 128, bn + bn // 2, 4 * kb
+    a = np.arange(16, dtype=np.uint8)[rng.integers(0, 16, (m, k))].view(ML["f4e2m1"])
+    b = np.arange(16, dtype=np.uint8)[rng.integers(0, 16, (k, n))].view(ML["f4e2m1"])
+    if ts == "ue8m0":
+        sa = rng.integers(125, 130, (m, k // v)).astype(np.uint8).view(ML["ue8m0"])
+        sb = rng.integers(125, 130, (k // v, n)).astype(np.uint8).view(ML["ue8m0"])
+    else:
+        pick = np.array([0.25, 0.375, 0.5, 0.75, 1, 1.5, 2, 3])
+        sa = rng.choice(pick, (m, k // v)).astype(ML["f8e4m3"])
+        sb = rng.choice(pick, (k // v, n)).astype(ML["f8e4m3"])
+    c = np.zeros((m, n), np.float32)
+    mod.mmq[(1, 2)](tilelang.pack_f4(a), sa, tilelang.pack_f4(b, axis=0), sb, c)
+    want = (a.astype(np.float64) * np.repeat(sa.astype(np.float64), v, 1)) @ \
+        (b.astype(np.float64) * np.repeat(sb.astype(np.float64), v, 0))
+    assert np.array_equal(c, want.astype(np.float32))
+    from tilelang.driver import compile_source
+    from tilelang.options import CompileOptions
+    res = compile_source(src, "t.tile", CompileOptions(target="sm_100a"), until="ptx")
+    assert res.ok and res.ptx.count(f"tcgen05.mma.cta_group::1.{kind}") == 2 * kb // 64
+    assert "bf16" not in res.ptx

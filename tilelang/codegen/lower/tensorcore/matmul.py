@@ -138,8 +138,9 @@ def _tensor_core(kern: KernelEmitter, plan: TensorCorePlan, a, b, acc: TileVal,
         scale_bases.append(kern.smem(prod(t.shape), ir.IntType(8), offset))
         offset += -(-prod(t.shape) // 16) * 16
     kern.barrier()
-    for t, base in zip(scales or (), scale_bases):
-        mma_block_scale.store_rows(kern, t, base)
+    for i, (t, base) in enumerate(zip(scales or (), scale_bases)):
+        flip = i == 1 and mma_block_scale.transposed_b(plan.scaled)    # b_scale of FP4
+        mma_block_scale.store_rows(kern, t, base, transposed=flip)
     copies = False
     smem32 = mma_sync.shared_address(kern, ops[0].base)
     for x, sop, off in zip(sources, ops, (0, offsets[1])):

@@ -125,9 +125,10 @@ def product(kern: KernelEmitter, plan: TensorCorePlan, a, b, acc: TileVal,
     shapes = [tuple(x.shape) for x in (a, b)]
     k = shapes[0][-1]
     sops, sources, offsets, offset = [], [], [], 0
+    # packed FP4's nibble pairs run along K: its kinds read K-major images only
+    mn = tc5_mn(form.itemsize) and not (scales is not None and plan.scaled.per_byte == 2)
     for x, shape, k_axis in ((a, shapes[0], 1), (b, shapes[1], 0)):
-        sop, x, nbytes = place_image(kern, x, shape, k_axis, form.itemsize, offset,
-                                     tc5_mn(form.itemsize))
+        sop, x, nbytes = place_image(kern, x, shape, k_axis, form.itemsize, offset, mn)
         sops.append(sop)
         sources.append(x)
         offsets.append(offset)

@@ -1,7 +1,10 @@
 """Block-scaled tcgen05 products on sm_100a (plan/scaled.py S4; docs/codegen.md
 "Block-scaled products"): `tcgen05.mma.cta_group::1.kind::mxf8f6f4.block_scale
 .scale_vec::1X [d], a-desc, b-desc, idesc, [scale-a], [scale-b], enable-input-d`, one per
-k-step of 32, with the ue8m0 scales in tensor memory beside the accumulator.
+k-step of 32, with the ue8m0 scales in tensor memory beside the accumulator; packed FP4
+takes `kind::mxf4 ... scale_vec::2X` (MXFP4) or `kind::mxf4nvf4 ... scale_vec::4X` (NVFP4,
+ue4m3) on the same byte images, one per 32 bytes (64 elements) of K, the scales of a row
+in the bytes of one cell in K order.
 
 Scales in TMEM (the reading Triton 3.9's sm_100a `tl.dot_scaled` kernels confirm on the
 emulator, tests/emulator/test_emu_triton_blackwell.py): row r of A (column n of B) has its
@@ -26,7 +29,7 @@ from tilelang.codegen.lower.tensorcore import tcgen05_tmem as tmem
 from tilelang.codegen.lower.tensorcore.mma_plan import TensorCorePlan
 
 I8 = ir.IntType(8)
-_TYPE = {"e4m3": 0, "e5m2": 1}
+_TYPE = {"e4m3": 0, "e5m2": 1, "e2m1": 1}     # e2m1: of kind::mxf4 / mxf4nvf4
 
 
 def _c(v: int) -> ir.Constant:
@@ -81,10 +84,15 @@ def instr_descriptor(plan: TensorCorePlan, k_step: int, a_mn: bool = False,
     """The kind::mxf8f6f4 instruction descriptor (PTX ISA, tcgen05 "Instruction descriptor"):
     B's scale byte (bits 4-5), A and B types (7-9, 10-12: e4m3 0, e5m2 1), A / B MN-major
     (15, 16: a ring's TMA image of a row-major B), N >> 3 (17-22), ue8m0 scales (23), M >> 4
-    (24-28), A's scale byte (29-30); k-step j reads byte j of each scale word."""
+    (24-28), A's scale byte (29-30); k-step j reads byte j of each scale word. Packed FP4
+    (`kind::mxf4`, `kind::mxf4nvf4`, K-major only): e2m1 is type 1, bit 23 is clear for
+    ue4m3 scales, and k-step j's first scale byte is j times the scales an instruction reads
+    (2X: bytes 2j, 2j + 1; 4X: all four, j = 0)."""
     f, t = plan.scaled, plan.tc5
-    return k_step << 4 | _TYPE[f.a] << 7 | _TYPE[f.b] << 10 | int(a_mn) << 15 | \
-        int(b_mn) << 16 | (t.n >> 3) << 17 | 1 << 23 | (t.m >> 4) << 24 | k_step << 29
+    sf = k_step * f.scales_per_instr
+    return sf << 4 | _TYPE[f.a] << 7 | _TYPE[f.b] << 10 | int(a_mn) << 15 | \
+        int(b_mn) << 16 | (t.n >> 3) << 17 | (f.scale == "ue8m0") << 23 | (t.m >> 4) << 24 | \
+        sf << 29
 
 
 def issue(kern: KernelEmitter, plan: TensorCorePlan, da, db, taddr: ir.Value,
@@ -95,6 +103,8 @@ def issue(kern: KernelEmitter, plan: TensorCorePlan, da, db, taddr: ir.Value,
     `columns`'."""
     bld = kern.builder
     f = plan.scaled
+    if f.kind != "mxf8f6f4":                # the FP4 kinds need PTX ISA 8.7
+        kern.stats.features.add("tcgen05_mxf4")
     if scale_cols is None:
         col_a, col_b = columns(plan)
         sa, sb = bld.add(taddr, _c(col_a)), bld.add(taddr, _c(col_b))
