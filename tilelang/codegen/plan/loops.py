@@ -812,7 +812,7 @@ def plan_loops(inputs: PlanInputs, products: ProductsPlan) -> LoopsPlan:
 
     def visit(block: Block, nested: bool) -> None:
         for op in block.ops:
-            first = len(out)
+            first = len(pairs)
             if isinstance(op, ForOp) and any(
                     isinstance(o, BuiltinOp) and o.result is not None and
                     o.result.id in products.by_result for o in walk(op.body)):
@@ -820,14 +820,14 @@ def plan_loops(inputs: PlanInputs, products: ProductsPlan) -> LoopsPlan:
             inner = nested or isinstance(op, (ForOp, WhileOp))
             for r in op.regions:
                 visit(r, inner)
-            if isinstance(op, ForOp) and not nested and len(out) == first + 2 and state.tc5:
-                got = _acc_pipeline(products, op, out[first + 1])
+            if isinstance(op, ForOp) and not nested and len(pairs) == first + 2 and state.tc5:
+                got = _acc_pipeline(products, op, pairs[first + 1][1])
                 if got is not None:             # R13
                     state.producer = state.tc5 = False
-                    out[first] = LoopDecision(out[first].iv, None, None, out[first].why,
-                                              out[first].carried, out[first].carried_ids,
-                                              acc_pipeline=True)
-                    out[first + 1] = got
+                    d = pairs[first][1]
+                    pairs[first] = (op, LoopDecision(d.iv, None, None, d.why, d.carried,
+                                                     d.carried_ids, acc_pipeline=True))
+                    pairs[first + 1] = (pairs[first + 1][0], got)
 
     visit(inputs.kernel.body, False)
     out = link(inputs.kernel.body, pairs)       # R11: O handed from loop to loop in TMEM
