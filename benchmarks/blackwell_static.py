@@ -32,7 +32,13 @@ and use tcgen05 kind::f16, the block-scaled kinds taking M = 128), on sm_100a at
 threads (Tile's warp-specialized block-scaled ring; the loop counted is the MMA warp's).
 Its SASS per K-step: the main loop's
 instructions over its tensor-core instructions per K-step (QMMA: BM * BN * BK / (16 * 8 * 32)
-/ warps a warp; UTCHMMA: BK / 16; UTCQMMA: BK / 32).
+/ warps a warp; UTCHMMA: BK / 16; UTCQMMA: BK / 32). NVFP4 rows (packed e2m1 operands, one
+f8e4m3 scale per 16 along K; Triton's kernel with `--fmt e2m1 --scale e4m3`) compare
+examples/matmul_nvfp4.tile as written (64 x 64 x 64 on sm_120a, 128 x 64 x 64 on sm_100a, 4
+warps on both) and at Triton's fixture tile 128 x 64 x 128 on sm_120a: OMMA (mma.sync
+m16n8k64) is BM * BN * BK / (16 * 8 * 64) / warps a warp per K-step, UTCOMMA (tcgen05
+kind::mxf4nvf4) BK / 64. A row is "as written" when its tile is the example's defaults on
+its target (read from the example's constants); other rows set the constants and four warps.
 
 A third table compares the warp-specialized forms on sm_100a, each warp's loop on its own:
 examples/matmul.tile as written (192 threads in clusters of two along M: the specialized
@@ -69,6 +75,7 @@ import argparse
 import datetime
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -121,9 +128,14 @@ from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 from gen_scaled_matmul_ptx import scaled_matmul, SIGNATURE
 out = {"triton": triton.__version__, "shared": {}}
-for name, arch, bm, bn, bk in json.loads(sys.argv[3]):
-    consts = {"BM": bm, "BN": bn, "BK": bk, "FMT": "e4m3"}
-    k = triton.compile(ASTSource(scaled_matmul, SIGNATURE, consts, {}),
+for name, arch, bm, bn, bk, fmt in json.loads(sys.argv[3]):
+    nv = fmt == "nvfp4"                 # e2m1 operands, f8e4m3 scales per 16
+    consts = {"BM": bm, "BN": bn, "BK": bk, "FMT": "e2m1" if nv else "e4m3",
+              "G": 16 if nv else 32}
+    sig = dict(SIGNATURE)
+    if nv:
+        sig["a_scale"] = sig["b_scale"] = "*fp8e4nv"
+    k = triton.compile(ASTSource(scaled_matmul, sig, consts, {}),
                        target=GPUTarget("cuda", arch, 32),
                        options={"num_warps": 4, "num_stages": 2})
     with open(os.path.join(sys.argv[1], name + ".ptx"), "w") as f:
@@ -196,11 +208,18 @@ for name, fn, consts in (("ws", ws_matmul, tile), ("ws_persistent", ws_persisten
 print(json.dumps({"triton": triton.__version__, "shared": shared}))
 '''
 
-# (name, target, BM, BN, BK) of the block-scaled comparison
-SCALED = (("sm_120a-64", "sm_120a", 64, 64, 64), ("sm_100a-64", "sm_100a", 64, 64, 64),
-          ("sm_100a-128", "sm_100a", 128, 64, 64), ("sm_100a-ring", "sm_100a", 128, 128, 128))
-RING = "sm_100a-ring"       # the example's sm_100a defaults: the warp-specialized ring
-SCALED_MMA = {"QMMA": 32, "UTCHMMA": 16, "UTCQMMA": 32}    # K of one instruction
+# (name, target, BM, BN, BK, format) of the block-scaled comparison
+SCALED = (("sm_120a-64", "sm_120a", 64, 64, 64, "mxfp8"),
+          ("sm_100a-64", "sm_100a", 64, 64, 64, "mxfp8"),
+          ("sm_100a-128", "sm_100a", 128, 64, 64, "mxfp8"),
+          ("sm_100a-ring", "sm_100a", 128, 128, 128, "mxfp8"),
+          ("nvfp4-sm_120a-64", "sm_120a", 64, 64, 64, "nvfp4"),
+          ("nvfp4-sm_120a-128", "sm_120a", 128, 64, 128, "nvfp4"),
+          ("nvfp4-sm_100a-128", "sm_100a", 128, 64, 64, "nvfp4"))
+RING = "sm_100a-ring"       # the MXFP8 example's sm_100a defaults: the warp-specialized ring
+SCALED_MMA = {"QMMA": 32, "OMMA": 64, "UTCHMMA": 16, "UTCQMMA": 32,   # K of one instruction
+              "UTCOMMA": 64}
+SCALED_EXAMPLE = {"mxfp8": "matmul_mxfp8.tile", "nvfp4": "matmul_nvfp4.tile"}
 
 
 TRITON_KINDS = r'''
@@ -296,34 +315,58 @@ def tile_builds() -> list[Build]:
 
 
 def scaled_tile_builds() -> list[tuple]:
-    """(Build, (BM, BN, BK)) of examples/matmul_mxfp8.tile at each SCALED tile (BM = 128
-    through its constant)."""
-    src = (ROOT / "examples" / "matmul_mxfp8.tile").read_text()
+    """(Build, (BM, BN, BK), format) of examples/matmul_mxfp8.tile and matmul_nvfp4.tile at
+    each SCALED tile: as written where the tile is the example's defaults on the target,
+    else through its constants on four warps."""
     out = []
-    for name, t, bm, bn, bk in SCALED:
-        text = src if name == RING else _fixed_tiles(src, bm, bn, bk)
-        res = compile_source(text, "examples/matmul_mxfp8.tile", CompileOptions(target=t),
-                             until="ptx")
+    for name, t, bm, bn, bk, fmt in SCALED:
+        path = "examples/" + SCALED_EXAMPLE[fmt]
+        src = (ROOT / path).read_text()
+        as_written = (bm, bn, bk) == example_defaults(src, t)
+        assert as_written or name != RING, f"{path}'s {t} defaults changed: update SCALED"
+        text = src if as_written else _fixed_tiles(src, bm, bn, bk)
+        res = compile_source(text, path, CompileOptions(target=t), until="ptx")
         assert res.ok, render_all(res.diagnostics)
         k = res.codegen.kernels[0]
-        how = "examples/matmul_mxfp8.tile" + (
-            " at its sm_100a defaults (192 threads): block-scaled tcgen05.mma, warp-specialized "
-            "TMA ring, scales by tcgen05.cp" if name == RING else
-            f" at {bm} x {bn} x {bk}, 4 warps: " + (
+        scales = "tcgen05.cp" if "tcgen05.cp" in res.ptx else "tcgen05.st"
+        how = path + (
+            f" at its {t} defaults (192 threads): block-scaled tcgen05.mma, warp-specialized "
+            f"TMA ring, scales by {scales}" if name == RING else
+            f" at {bm} x {bn} x {bk}{' (as written)' if as_written else ''}, 4 warps: " + (
                 "block-scaled mma.sync" if "block_scale" in res.ptx and t == "sm_120a" else
-                "block-scaled tcgen05.mma, scales in TMEM by tcgen05.st" if "block_scale" in
+                f"block-scaled tcgen05.mma, scales in TMEM by {scales}" if "block_scale" in
                 res.ptx else "bf16 dequantisation, tcgen05 kind::f16"))
         out.append((Build(t, "Tile", how, res.ptx, k.static_smem + k.dynamic_smem),
-                    (bm, bn, bk)))
+                    (bm, bn, bk), fmt))
     return out
+
+
+def _const_line(c: str) -> re.Pattern:
+    """An example's `const C: i32 = VALUE,` parameter line (VALUE may hold commas)."""
+    return re.compile(rf"^(\s*const {c}: i32 = )(.*?)(,?)$", re.M)
+
+
+def example_defaults(src: str, target: str) -> tuple[int, int, int]:
+    """(BM, BN, BK) as the example gives them on `target`: an integer, or
+    `by_target(name = value, ..., default = value)`."""
+    vals = []
+    for c in ("BM", "BN", "BK"):
+        m, = _const_line(c).finditer(src)
+        v = m.group(2).strip()
+        if v.startswith("by_target("):
+            arms = dict(re.findall(r"(\w+)\s*=\s*(\d+)", v))
+            v = arms.get(target, arms["default"])
+        vals.append(int(v))
+    return tuple(vals)
 
 
 def _fixed_tiles(src: str, bm: int, bn: int, bk: int) -> str:
     """The example at BM x BN x BK on four warps (Triton's fixture tiles), every target."""
     out = src.replace("by_target(sm_100a = (192, 1, 1), default = (128, 1, 1))", "(128, 1, 1)")
     for c, v in (("BM", bm), ("BN", bn), ("BK", bk)):
-        out = out.replace(f"const {c}: i32 = by_target(sm_100a = 128, default = 64)",
-                          f"const {c}: i32 = {v}")
+        out, n = _const_line(c).subn(rf"\g<1>{v}\g<3>", out)
+        assert n == 1, f"the example's {c} is not one `const {c}: i32 = ...` line"
+    assert "reqntid = (128, 1, 1)" in out, "the example's launch changed: update _fixed_tiles"
     return out
 
 
@@ -331,7 +374,7 @@ def scaled_triton_builds(py: str) -> list[tuple]:
     with tempfile.TemporaryDirectory() as d:
         script = Path(d) / "gen.py"
         script.write_text(TRITON_SCALED)
-        arches = [[n, int(t[3:6]), bm, bn, bk] for n, t, bm, bn, bk in SCALED]
+        arches = [[n, int(t[3:6]), bm, bn, bk, f] for n, t, bm, bn, bk, f in SCALED]
         proc = subprocess.run([py, str(script), d, str(ROOT / "benchmarks" / "triton_ref"),
                                json.dumps(arches)], capture_output=True, text=True,
                               timeout=600)
@@ -339,14 +382,14 @@ def scaled_triton_builds(py: str) -> list[tuple]:
             raise RuntimeError(f"Triton failed:\n{proc.stderr[-3000:]}")
         info = json.loads(proc.stdout.strip().splitlines()[-1])
         out = []
-        for n, t, bm, bn, bk in SCALED:
+        for n, t, bm, bn, bk, fmt in SCALED:
             ptx = (Path(d) / f"{n}.ptx").read_text()
             how = "tl.dot_scaled, " + (
                 "block-scaled mma.sync" if t == "sm_120a" else
                 "block-scaled tcgen05.mma" if "block_scale" in ptx else
                 "bf16 dequantisation, tcgen05 kind::f16")
             out.append((Build(t, f"Triton {info['triton']}", how, ptx,
-                              info["shared"][n]), (bm, bn, bk)))
+                              info["shared"][n]), (bm, bn, bk), fmt))
     return out
 
 
@@ -435,7 +478,8 @@ def analyze_scaled(b: Build, tile: tuple[int, int, int]) -> dict:
     lp = max(sass.loops(instrs), key=lambda x: (mmas(x), -len(x.instrs)))
     ops = [i.op.split(".")[0] for i in lp.instrs]
     kind = next(o for o in ops if o in SCALED_MMA)
-    per_step = bk // SCALED_MMA[kind] * (bm * bn // (16 * 8) // WARPS if kind == "QMMA" else 1)
+    per_step = bk // SCALED_MMA[kind] * (bm * bn // (16 * 8) // WARPS
+                                         if kind in ("QMMA", "OMMA") else 1)
     return {"registers": r.registers, "spills": r.spill_stores + r.spill_loads,
             "local": sass.summarize(instrs).local, "mma": f"{mmas(lp)} {kind}",
             "per_k_step": round(len(ops) / (mmas(lp) / per_step), 1),
@@ -537,14 +581,15 @@ def ws_table(rows) -> str:
     return "\n".join(lines)
 
 
-SCALED_HEAD = ("| target | tile | compiler | how built | registers | spill bytes | LDL/STL | "
-               "shared KiB | MMA in loop | SASS per K-step | SASS in all |")
+SCALED_HEAD = ("| target | format | tile | compiler | how built | registers | spill bytes | "
+               "LDL/STL | shared KiB | MMA in loop | SASS per K-step | SASS in all |")
 
 
 def scaled_table(rows) -> str:
-    lines = [SCALED_HEAD, "|" + "---|" * 11]
-    for b, tile, m in rows:
-        lines.append(f"| {b.target} | {'x'.join(map(str, tile))} | {b.who} | {b.how} | "
+    lines = [SCALED_HEAD, "|" + "---|" * 12]
+    for b, tile, fmt, m in rows:
+        lines.append(f"| {b.target} | {fmt.upper()} | {'x'.join(map(str, tile))} | {b.who} | "
+                     f"{b.how} | "
                      f"{m['registers']} | {m['spills']} | {m['local']} | "
                      f"{b.shared / 1024:.1f} | {m['mma']} | {m['per_k_step']} | "
                      f"{m['total']} |")
@@ -631,13 +676,13 @@ def main(argv=None) -> int:
         kinds += kinds_triton_builds(py)
     builds.sort(key=lambda b: (TARGETS.index(b.target), b.who != "Tile"))
     rows = [(b, analyze(b)) for b in builds]
-    scaled.sort(key=lambda x: (TARGETS.index(x[0].target), x[1], x[0].who != "Tile"))
-    srows = [(b, tile, analyze_scaled(b, tile)) for b, tile in scaled]
+    scaled.sort(key=lambda x: (x[2], TARGETS.index(x[0].target), x[1], x[0].who != "Tile"))
+    srows = [(b, tile, fmt, analyze_scaled(b, tile)) for b, tile, fmt in scaled]
     kinds.sort(key=lambda x: (list(KINDS).index(x[1]), x[0].who != "Tile"))
     krows = [(b, kind, bk, analyze_kind(b, kind)) for b, kind, bk in kinds]
     today = datetime.date.today().isoformat()
     text = (f"# Blackwell static comparison, {today} (no GPU)\n\n{INTRO}\n\n"
-            + table(rows) + "\n\n## Block-scaled (MXFP8)\n\n" + scaled_table(srows)
+            + table(rows) + "\n\n## Block-scaled (MXFP8, NVFP4)\n\n" + scaled_table(srows)
             + "\n\n## Warp-specialized (sm_100a)\n\n"
             + ws_table([(b, analyze_ws(b)) for b in ws]) + "\n"
             + "\n## Dense kinds beside f16 (sm_100a)\n\n" + kinds_table(krows) + "\n"
