@@ -33,7 +33,7 @@ def _arrays(m, n, k, seed):
 
 
 @pytest.mark.parametrize("src,form", [
-    (EXAMPLE, "tcgen05.mma.cta_group::1"),          # warp-specialized: producer, MMA warp
+    (EXAMPLE, "tcgen05.mma.cta_group::2"),          # warp-specialized on the CTA pair
     (NO_CLUSTER, "tcgen05.mma.cta_group::1"),       # the ring in one warp group
     (ONE_GROUP, "tcgen05.mma.cta_group::2"),        # the CTA pair
 ], ids=["ws192", "ring128", "pair"])
