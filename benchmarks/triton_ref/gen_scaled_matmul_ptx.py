@@ -23,6 +23,8 @@ in registers; with `--fmt e2m1 --name triton_scaled_matmul_e2m1_sm120`,
 `mma.sync.aligned.m16n8k64.row.col.kind::mxf4nvf4.block_scale.scale_vec::2X` (e2m1, two ue8m0
 scales per row and step). `--bk 64 --name triton_scaled_matmul_bk64_sm100`: two scales per row
 a tile, which Triton stores into tensor memory with `tcgen05.st.32x32b.xN.unpack::16b`.
+`--bm 64 --bk 64 --name triton_scaled_matmul_bm64_sm100`: 64 x 64 x 64, where no block-scaled
+tcgen05 form applies (M = 64): Triton dequantizes to bf16 and multiplies with kind::f16.
 """
 
 from __future__ import annotations
@@ -75,11 +77,13 @@ def main(argv=None) -> int:
     ap.add_argument("--fmt", choices=("e4m3", "e2m1"), default="e4m3")
     ap.add_argument("--arch", type=int, choices=(100, 120), default=100)
     ap.add_argument("--bk", type=int, choices=(64, 128), default=128)
+    ap.add_argument("--bm", type=int, choices=(64, 128), default=128)
+    ap.add_argument("--bn", type=int, choices=(64,), default=64)
     args = ap.parse_args(argv)
     os.environ.setdefault("TRITON_CACHE_DIR", tempfile.mkdtemp(prefix="triton-cache-"))
     os.environ.setdefault("TRITON_DISABLE_LINE_INFO", "1")
     os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
-    consts = {"BM": 128, "BN": 64, "BK": args.bk, "FMT": args.fmt}
+    consts = {"BM": args.bm, "BN": args.bn, "BK": args.bk, "FMT": args.fmt}
     k = triton.compile(ASTSource(scaled_matmul, SIGNATURE, consts, {}),
                        target=GPUTarget("cuda", args.arch, 32),
                        options={"num_warps": 4, "num_stages": 2})
