@@ -28,6 +28,8 @@ kind::mxf4nvf4.block_scale.block16` (`--name triton_scaled_matmul_nvfp4_sm100`) 
 --name triton_scaled_matmul_nvfp4_sm120`); `--bk 64 --name triton_scaled_matmul_nvfp4_bk64_sm100`
 is the sm_100a tile Tile's tcgen05 FP4 form takes (one instruction a K-step). `--bk 64 --name triton_scaled_matmul_bk64_sm100`: two scales per row
 a tile, which Triton stores into tensor memory with `tcgen05.st.32x32b.xN.unpack::16b`.
+`--bm 64 --bk 64 --name triton_scaled_matmul_bm64_sm100`: 64 x 64 x 64, where no block-scaled
+tcgen05 form applies (M = 64): Triton dequantizes to bf16 and multiplies with kind::f16.
 """
 
 from __future__ import annotations
@@ -82,6 +84,8 @@ def main(argv=None) -> int:
     ap.add_argument("--arch", type=int, choices=(100, 120), default=100)
     ap.add_argument("--bk", type=int, choices=(64, 128), default=128)
     ap.add_argument("--scale", choices=("e8m0", "e4m3"), default="e8m0")
+    ap.add_argument("--bm", type=int, choices=(64, 128), default=128)
+    ap.add_argument("--bn", type=int, choices=(64,), default=64)
     args = ap.parse_args(argv)
     if args.scale == "e4m3" and args.fmt != "e2m1":
         ap.error("--scale e4m3 (NVFP4) takes --fmt e2m1")
@@ -91,7 +95,7 @@ def main(argv=None) -> int:
     os.environ.setdefault("TRITON_CACHE_DIR", tempfile.mkdtemp(prefix="triton-cache-"))
     os.environ.setdefault("TRITON_DISABLE_LINE_INFO", "1")
     os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
-    consts = {"BM": 128, "BN": 64, "BK": args.bk, "FMT": args.fmt,
+    consts = {"BM": args.bm, "BN": args.bn, "BK": args.bk, "FMT": args.fmt,
               "G": 16 if args.scale == "e4m3" else 32}
     k = triton.compile(ASTSource(scaled_matmul, sig, consts, {}),
                        target=GPUTarget("cuda", args.arch, 32),

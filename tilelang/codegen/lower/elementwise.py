@@ -15,6 +15,7 @@ from __future__ import annotations
 from tilelang.codegen.emit.kernel import InternalCompilerError, KernelEmitter, TileVal
 from tilelang.codegen.emit.sync import broadcast
 from tilelang.codegen.lower.table import lowers, lowers_group
+from tilelang.codegen.scalar.cast import F8_SPEC, f8_pair_decode
 from tilelang.codegen.scalar.emitter import ELEMENTWISE
 from tilelang.codegen.scalar.rounding import f32
 from tilelang.ir.ops import BuiltinOp
@@ -76,10 +77,28 @@ def emit_elementwise(kern: KernelEmitter, op: BuiltinOp) -> TileVal:
         else:
             cols.append((kern.se.constant(t.value, t.dtype),) * layout.num_regs)
             dtypes.append(t.dtype)
+    if op.name == "astype" and dtypes[0] is not None and dtypes[0].name in F8_SPEC:
+        pairs = _f8_pairs(kern, cols[0], dtypes[0], rt.dtype)
+        if pairs is not None:
+            return TileVal(rt.dtype, layout, pairs)
     regs = []
     for r in range(layout.num_regs):
         regs.append(kern.se.emit(op.name, [c[r] for c in cols], dtypes, rt.dtype, params))
     return TileVal(rt.dtype, layout, tuple(regs))
+
+
+def _f8_pairs(kern: KernelEmitter, regs, src: DType, dst: DType) -> tuple | None:
+    """`astype` of f8 registers two at a time (scalar/cast.f8_pair_decode: one cvt for
+    both, from their 16 bits as loaded), or None where that does not apply."""
+    if len(regs) % 2:
+        return None
+    out = []
+    for r in range(0, len(regs), 2):
+        pair = f8_pair_decode(kern.se, regs[r], regs[r + 1], src.name, dst)
+        if pair is None:
+            return None
+        out.extend(pair)
+    return tuple(out)
 
 
 def _shared_reciprocal(kern: KernelEmitter, d, layout, dtype: DType, params: dict):

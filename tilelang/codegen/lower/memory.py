@@ -36,6 +36,7 @@ from tilelang.codegen.emit.sync import (broadcast, convert, gather_elements, rea
 from tilelang.codegen.plan.access import (access_layout, access_vector_width,  # noqa: F401
                                           tile_indexed, vectorizable)
 from tilelang.codegen.lower.predicated import predicated_load, predicated_store
+from tilelang.codegen.scalar.cast import F8_SPEC
 from tilelang.codegen.lower.rearrange import tile_gather
 from tilelang.codegen.lower.table import lowers
 from tilelang.ir.ops import BuiltinOp
@@ -288,20 +289,30 @@ class TileAccess:
         join = kern.fn.append_basic_block("load.join")
         b.cbranch(self.outside(), edge_bb, fast_bb).set_weights([1, 1024])
 
+        # f8 codes meet as whole vectors: a value per byte across the join would be moved out
+        # of its word on each side (a PRMT per byte), where their conversion reads two at once
+        # from the word (elementwise._f8_pairs)
+        packed = vw > 1 and self.arr.dtype.name in F8_SPEC
         b.position_at_end(fast_bb)
         fast = []
         for g in range(0, n, vw):
-            fast += self._load_vector(g, vw)
+            fast += self._load_vector(g, vw, packed)
         fast_end = b.block
         b.branch(join)
 
         b.position_at_end(edge_bb)
         part = edge()
+        if packed:
+            part = [_vector(b, part[g:g + vw]) for g in range(0, n, vw)]
         edge_end = b.block
         b.branch(join)
 
         b.position_at_end(join)
-        return tuple(_phi2(b, f, fast_end, e, edge_end) for f, e in zip(fast, part))
+        merged = [_phi2(b, f, fast_end, e, edge_end) for f, e in zip(fast, part)]
+        if packed:
+            merged = [b.extract_element(v, ir.Constant(I32, k)) for v in merged
+                      for k in range(vw)]
+        return tuple(merged)
 
     def _uniform(self, grp: list[int]) -> bool:
         """The group's elements are all in or all out: a vector starts on a multiple of its
@@ -342,13 +353,16 @@ class TileAccess:
             predicated_store(b, p, b.and_(ok, part), [vals[k]], size, i)
         return None
 
-    def _load_vector(self, g: int, vw: int) -> list[ir.Value]:
+    def _load_vector(self, g: int, vw: int, whole: bool = False) -> list[ir.Value]:
+        """The registers of vector group `g` (`whole`: the vector itself, in a list)."""
         b = self.kern.builder
         ptr, _ = self.element(g)
         if vw == 1:
             return [self.kern.from_storage(b.load(ptr, align=self.itemsize), self.arr.dtype)]
         vty = ir.VectorType(self.elem, vw)
         vec = b.load(b.bitcast(ptr, ir.PointerType(vty, addrspace=1)), align=vw * self.itemsize)
+        if whole:
+            return [vec]
         return [self.kern.from_storage(b.extract_element(vec, ir.Constant(I32, k)),
                                        self.arr.dtype) for k in range(vw)]
 
@@ -401,6 +415,13 @@ class TileAccess:
             vec = b.insert_element(vec, kern.to_storage(regs[r], dt), ir.Constant(I32, k))
         b.store(vec, b.bitcast(ptr, ir.PointerType(vty, addrspace=1)),
                 align=len(grp) * self.itemsize)
+
+
+def _vector(b: ir.IRBuilder, regs) -> ir.Value:
+    vec = ir.Constant(ir.VectorType(regs[0].type, len(regs)), ir.Undefined)
+    for k, v in enumerate(regs):
+        vec = b.insert_element(vec, v, ir.Constant(I32, k))
+    return vec
 
 
 def _phi2(b: ir.IRBuilder, x: ir.Value, bx: ir.Block, y: ir.Value, by: ir.Block) -> ir.Value:

@@ -215,6 +215,27 @@ def f8_decode(k: IRKit, code, name: str):
     return b.select(is_nan, k.c(F32, float("nan")), val)
 
 
+def f8_pair_decode(k: IRKit, lo, hi, name: str, dst: DType) -> tuple | None:
+    """`astype` of two f8 codes (i8) to the float `dst` with one `cvt.rn.f16x2.{e4m3x2,
+    e5m2x2}` for both (sm_90+): the codes side by side in 16 bits, as a loaded word holds
+    two neighbours, so no byte is moved out on its own; None where the target has no such
+    cvt (the caller converts each element). Every f8 value is exact in f16, bf16 and f32."""
+    target = getattr(k, "target", None)
+    if not _hw_f8(target) or dst.name not in ("f16", "bf16", "f32"):
+        return None
+    b = k.builder
+    fmt = "e4m3x2" if name == "f8e4m3" else "e5m2x2"
+    fn = k.declare(f"llvm.nvvm.{fmt}.to.f16x2.rn", ir.VectorType(F16, 2), [I16])
+    word = b.or_(b.zext(lo, I16), b.shl(b.zext(hi, I16), ir.Constant(I16, 8)))
+    pair = b.call(fn, [word])
+    out = []
+    for i in range(2):
+        h = b.extract_element(pair, ir.Constant(I32, i))
+        out.append(h if dst.name == "f16" else b.fpext(h, F32) if dst.name == "f32" else
+                   b.fptrunc(b.fpext(h, F32), BF16))
+    return tuple(out)
+
+
 def f8_encode(k: IRKit, x, name: str):
     """f32 → f8 code: round to nearest even, finite overflow and ±inf saturate to the largest
     finite value, NaN → 0x7F (PTX cvt.rn.satfinite)."""
