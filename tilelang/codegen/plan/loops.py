@@ -93,7 +93,6 @@ from tilelang.codegen.plan.access import tile_indexed
 from tilelang.codegen.plan.operands import DeferredLoad, async_axis, is_pure_scalar
 from tilelang.codegen.plan.products import ProductsPlan
 from tilelang.codegen.plan.tmem_resident import TmemResident, link, resident
-from tilelang.codegen.plan.tensor_cores import tc5_mn
 from tilelang.ir.args import arg_values
 from tilelang.ir.ops import (Block, BreakOp, BuiltinOp, ConstantOp, ContinueOp, ForOp,
                              ReturnOp, WhileOp, YieldOp, walk)
@@ -418,6 +417,7 @@ def _pipelined(kern, products: ProductsPlan, op: ForOp) -> tuple[LoopPlan | None
     images = plan.wg is not None or plan.tc5 is not None     # swizzled, 1024-byte aligned
     if images:
         # tcgen05 reads MN-major 16- and 8-bit images (a block-scaled ring's too, R12)
+        from tilelang.codegen.plan.tensor_cores import tc5_mn
         mn = tc5_mn(plan.form.itemsize) if plan.tc5 is not None else None
         axes = tuple(deferred_cax(kern, d, k_axis, plan.form.itemsize, mn)
                      for d, k_axis in zip(ops, (rank - 1, rank - 2)))

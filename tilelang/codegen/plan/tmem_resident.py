@@ -23,7 +23,6 @@ value each time) — leaves it there (`result_in_tmem`), and that loop does not 
 from __future__ import annotations
 
 from tilelang.codegen.plan.products import ProductsPlan
-from tilelang.codegen.plan.tensor_cores import TC5_THREADS
 from tilelang.ir.ops import BreakOp, BuiltinOp, ContinueOp, ForOp, WhileOp, YieldOp, walk
 from tilelang.record import record, replace
 from tilelang.sema.constants import ConstValue
@@ -84,6 +83,9 @@ def resident(inputs, products: ProductsPlan, op: ForOp, carried: tuple) -> tuple
     """(TmemResident or None, why not: "" when the rule does not concern the loop)."""
     if inputs.target.name not in FEATURES["tcgen05"].arch_targets or not carried:
         return None, ""
+    # (imported here: plan/tensor_cores.py loads the wgmma layouts, which a kernel without
+    # products never needs)
+    from tilelang.codegen.plan.tensor_cores import TC5_THREADS
     if inputs.declared_threads != TC5_THREADS:
         # a producer and an MMA warp beside the four would replicate warps 0 and 1's lanes
         # outside their ring: their rescale of O would run twice

@@ -207,7 +207,7 @@ def union_size(mc: Multicast) -> int:
 
 
 def issue_stage(kern: KernelEmitter, mc: Multicast, ops: list, env_iv, image: ir.Value,
-                bar: ir.Value, valid: ir.Value, refill: tuple | None = None,
+                bar: ir.Value, valid: ir.Value, refill: tuple | None = None, *,
                 leader: ir.Value | None = None) -> None:
     """tma_load.issue_stage with multicast: thread 0 of every CTA announces the stage's
     bytes and copies the operands of its own; the issuing CTA of each sub-group also copies
