@@ -116,17 +116,13 @@ until_() {
 # pytest -m gpu into $work: junit XML, -v outcomes (a run stopped by its timeout still says
 # how far it got), a line of counts in the summary
 gpu_tests() {
-    local name=$1 box=$2; shift 2
-    local extra=()
-    # a per-test limit: pytest-timeout where installed, else tools/pytest_test_alarm.py
-    if python3 -c 'import pytest_timeout' 2>/dev/null; then
-        extra+=(--timeout="$TEST_LIMIT")
-    else
-        extra+=(-p pytest_test_alarm --test-alarm="$TEST_LIMIT")
-    fi
-    PYTHONPATH=$PWD/tools:$PYTHONPATH until_ "$name" "$box" python3 -m pytest -m gpu \
+    local name=$1 at=$2; shift 2
+    # each test at most TEST_LIMIT s, and none starting within 15 s of the box's end, so that
+    # pytest ends by itself and writes the junit XML (tools/pytest_test_alarm.py)
+    PYTHONPATH=$PWD/tools:$PYTHONPATH until_ "$name" "$at" python3 -m pytest -m gpu \
         -p no:cacheprovider -v -rfEs --durations=0 --junitxml="$work/junit.xml" \
-        "${extra[@]}" "$@"
+        -p pytest_test_alarm --test-alarm="$TEST_LIMIT" --test-deadline=$(( start + at - 15 )) \
+        "$@"
     grep -E ' (PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)' "$work/$name.log" \
         | cut -c1-200 >"$work/outcomes.txt"
     echo "outcomes: $(grep -oE ' (PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)' \
@@ -140,7 +136,8 @@ gpu_tests() {
 # the wheels' folder: a fresh machine's /tmp (GPU_SITE elsewhere: a dry run here)
 site=${GPU_SITE:-/tmp/site}
 setup() {
-    if ls .whl/*.whl .whl/*.tar.xz >/dev/null 2>&1; then
+    local wheels=
+    if compgen -G '.whl/*.whl' >/dev/null || compgen -G '.whl/*.tar.xz' >/dev/null; then
         if ! [ -f "$site/.tile-installed" ]; then
             mkdir -p "$site" || return 1
             # tools/gpu_wheels_xz.sh's archive: the wheels' files, unpacked as pip would
@@ -148,12 +145,13 @@ setup() {
                 [ -f "$x" ] || continue
                 timeout 60 tar -xJf "$x" -C "$site" || return 1
             done
-            if ls .whl/*.whl >/dev/null 2>&1; then
+            if compgen -G '.whl/*.whl' >/dev/null; then
                 timeout 120 python3 -m pip install -q --no-index --no-deps --no-compile \
                     --target "$site" .whl/*.whl || return 1
             fi
             touch "$site/.tile-installed"
         fi
+        wheels=$site
         # tests and benchmarks that start Python with their own PYTHONPATH must see the wheels
         # too: a .pth file that puts $site first. Only on the device machine (the device
         # tool sets OUT there; $OUT is unset on a developer's machine)
@@ -165,8 +163,13 @@ setup() {
         fi
     fi
     export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
-    timeout 120 python3 -c 'import lark, llvmlite, numpy, tilelang, tilelang.driver
-print("llvmlite", llvmlite.__version__, "lark", lark.__version__, "numpy", numpy.__version__)'
+    # the wheels' llvmlite must be the one imported (an older one comes with Numba)
+    timeout 120 python3 -c 'import sys, lark, llvmlite, numpy, tilelang, tilelang.driver
+for m in (llvmlite, lark, numpy, tilelang):
+    print(m.__name__, getattr(m, "__version__", "?"), m.__file__)
+if sys.argv[1] and not llvmlite.__file__.startswith(sys.argv[1] + "/"):
+    sys.exit(f"llvmlite comes from {llvmlite.__file__}, not from the wheels in {sys.argv[1]}")
+' "$wheels"
 }
 # in this shell (it exports PYTHONPATH), so not through step's timeout
 t0=$(date +%s)
@@ -197,7 +200,11 @@ all)
     TEST_LIMIT=${TEST_LIMIT:-60}
     at=$(( $(date +%s) - start ))
     until_ env-record $(( at + 30 )) python3 tools/gpu_env.py "$work/env.json"
-    until_ nvidia-smi $(( at + 45 )) nvidia-smi -q
+    if command -v nvidia-smi >/dev/null; then
+        until_ nvidia-smi $(( at + 45 )) nvidia-smi -q
+    else
+        echo "absent: nvidia-smi (not on PATH)" >>"$summary"
+    fi
     mkdir -p "$work/results"
     weights=(pytest-gpu:40 bench-matmul:17 bench-attention:17 bench-memory:14 bench-launch:6)
     wsum=0; for s in "${weights[@]}"; do wsum=$(( wsum + ${s#*:} )); done
