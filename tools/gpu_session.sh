@@ -154,15 +154,17 @@ setup() {
         wheels=$site
         # tests and benchmarks that start Python with their own PYTHONPATH must see the wheels
         # too: a .pth file that puts $site first. Only on the device machine (the device
-        # tool sets OUT there; $OUT is unset on a developer's machine)
-        if [ -n "${OUT:-}" ]; then
+        # tool sets OUT there and sends no .git) or in a virtual environment (a dry run):
+        # never into a developer's own Python
+        local venv; venv=$(python3 -c 'import sys; print(int(sys.prefix != sys.base_prefix))')
+        if [ -n "${OUT:-}" ] && { [ ! -e .git ] || [ "$venv" = 1 ]; }; then
             local sp; sp=$(python3 -c 'import site; print(site.getsitepackages()[0])') \
                 || return 1
             echo "import sys; sys.path.insert(0, '$site')" \
                 >"$sp/00-tile-gpu-session.pth" || return 1
         fi
     fi
-    export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+    export PYTHONPATH=${wheels:+$wheels:}$PWD${PYTHONPATH:+:$PYTHONPATH}
     # the wheels' llvmlite must be the one imported (an older one comes with Numba)
     timeout 120 python3 -c 'import sys, lark, llvmlite, numpy, tilelang, tilelang.driver
 for m in (llvmlite, lark, numpy, tilelang):
