@@ -194,11 +194,15 @@ all)
     # the boxes (docs/python-api.md, "A GPU session"): after the environment record, the
     # time left (less 25 s to pack) is shared among the steps still to run in proportion
     # to their weights, so time a step leaves unused passes to all the later ones and a
-    # hanging step takes only its own share. Estimates for an H200 at 540 s: the gpu tests
-    # compile some 60 kernels (about 100 s); matmul compiles Tile and Triton twice each
-    # (f16, bf16) and times 8 sizes x 3 of at most 1.6 ms x 40; attention compiles 8 Tile
-    # tiles (2 x D x causal) and 4 Triton kernels; memory 4 vadd tiles, 3 row kernels and
-    # Triton's; launch: host time only
+    # hanging step takes only its own share; pytest skips the tests that would start in the
+    # last 15 s of its share, so its junit XML is always written. At 540 s the shares start
+    # at about 200 s for the tests, 85 each for matmul and attention, 70 memory, 30 launch.
+    # Estimates for an H200 (not measured yet): pytest -m gpu is some 215 tests, compiles
+    # dominate (the emulator's own share of the dry run, e.g. 43 s of test_spin_lock, is
+    # GPU time there), 100-200 s; matmul compiles Tile and Triton twice each (f16, bf16)
+    # and times 8 sizes x 3 implementations x 40 runs of at most ~2 ms (8192^3), ~30 s;
+    # attention compiles 8 Tile tiles (2 per D x causal) and 4 Triton kernels, ~50 s;
+    # memory some 15 Tile and 15 Triton row kernels at 5 widths, ~60 s; launch ~15 s
     TEST_LIMIT=${TEST_LIMIT:-60}
     at=$(( $(date +%s) - start ))
     until_ env-record $(( at + 30 )) python3 tools/gpu_env.py "$work/env.json"

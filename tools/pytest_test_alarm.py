@@ -13,8 +13,9 @@ log show where it hung. POSIX main thread only; elsewhere the option does nothin
 
 --test-deadline (seconds since the epoch, as `date +%s`) ends the run in time for its
 outcomes to be written: a test that would start after it is skipped ("no time left"), and
-the limit of one that starts before it is cut to what is left, so the junit XML is complete
-when a time box ends the session's tests.
+the limit of one that starts before it is cut to what is left (a test stopped there is
+skipped, not failed: its own limit was not reached), so the junit XML is complete when a time
+box ends the session's tests.
 See docs/python-api.md, "A GPU session".
 """
 
@@ -49,24 +50,28 @@ def _left(item) -> float | None:
     return deadline - time.time() if deadline > 0 else None
 
 
-def _armed(item) -> float:
+def _armed(item) -> tuple[float, bool]:
+    """(the phase's limit in seconds or 0 for none, whether the deadline set it)."""
     s = item.config.getoption("test_alarm") or 0.0
     left = _left(item)
-    if left is not None:
-        s = max(min(s, left), 1.0) if s > 0 else max(left, 1.0)
+    cut = left is not None and (s <= 0 or left < s)
+    if cut:
+        s = max(left, 1.0)
     if s <= 0 or not hasattr(signal, "setitimer") \
             or threading.current_thread() is not threading.main_thread():
-        return 0.0
-    return s
+        return 0.0, False
+    return s, cut
 
 
 def _limit(item, when: str):
-    seconds = _armed(item)
+    seconds, cut = _armed(item)
     if not seconds:
         yield
         return
 
     def ring(signum, frame):
+        if cut:     # the session's time ran out, not the test's: skipped, not failed
+            pytest.skip(f"stopped after {seconds:.0f} s at --test-deadline (no time left)")
         raise TestAlarm(f"{item.nodeid}: {when} ran past --test-alarm={seconds:g} s")
     old = signal.signal(signal.SIGALRM, ring)
     signal.setitimer(signal.ITIMER_REAL, seconds)

@@ -9,6 +9,7 @@ import pathlib
 import re
 import subprocess
 import textwrap
+import time
 
 import pytest
 
@@ -127,3 +128,23 @@ def test_alarm_fails_a_slow_test_and_runs_the_next(tmp_path):
     assert p.returncode == 1
     assert "test_x.py::test_slow: call ran past --test-alarm=0.5 s" in p.stdout
     assert "1 failed, 1 passed" in p.stdout
+
+
+def test_deadline_skips_what_it_stops_and_what_would_start_after_it(tmp_path):
+    (tmp_path / "test_y.py").write_text(textwrap.dedent("""
+        import time
+        def test_first():
+            time.sleep(30)
+        def test_second():
+            pass
+    """))
+    env = dict(os.environ, PYTHONPATH=f"{ROOT / 'tools'}")
+    deadline = time.time() + 4        # pytest's start-up takes about 1 s of it
+    p = subprocess.run(["python3", "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "-p",
+                        "pytest_test_alarm", "--test-alarm=60", f"--test-deadline={deadline}",
+                        "test_y.py"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                       timeout=60)
+    assert p.returncode == 0, p.stdout
+    assert re.search(r"stopped after \d+ s at --test-deadline \(no time left\)", p.stdout)
+    assert "no time left before --test-deadline" in p.stdout
+    assert "2 skipped" in p.stdout and "failed" not in p.stdout
