@@ -2,6 +2,7 @@
 """Every benchmark of the suite in one run: tables, a results file and plots.
 
     python3 benchmarks/run.py [--quick] [--only FAMILY ...] [--no-write] [--out-dir DIR]
+                              [--gpu-only]
 
 Families, each on the same shapes for every implementation in one process:
 
@@ -53,6 +54,8 @@ class Report:
         self.blocks: dict[str, str] = {}       # family -> its sections as markdown
         self.skipped: list[str] = []           # the whole run's
         self.plots: list[str] = []
+        self.counts = True                     # the emulator-count tables (--gpu-only: not
+                                               # where a GPU times the family)
 
     def add(self, title: str, text: str) -> None:
         self.blocks[self.family] = self.blocks.get(self.family, "") + \
@@ -129,6 +132,8 @@ def family_memory(rep: Report, gpu: bool, quick: bool, data: dict) -> None:
                 "counts the bytes each kernel must move; median of do_bench.\n\n"
                 + mb.GPU_HEADER + "\n" + "\n".join(mb.fmt_gpu(r) for r in rows))
         data["memory"] = rows
+        if not rep.counts:
+            return
     rows = mb.emulator_rows()
     rep.add("Memory-bound kernels (emulator counts)",
             "Thread-instructions per element and 32-byte global sectors against the fewest "
@@ -145,6 +150,8 @@ def family_matmul(rep: Report, gpu: bool, quick: bool, data: dict) -> None:
         rep.add("Matmul (GPU)", f"{note}; TFLOP/s = 2 N^3 / median time.\n\n"
                 + matmul.HEADER + "\n" + "\n".join(matmul.fmt_row(r) for r in rows))
         data["matmul"] = rows
+        if not rep.counts:
+            return
     rep.add("Matmul (emulator counts)", matmul_emulator())
 
 
@@ -189,6 +196,8 @@ def family_attention(rep: Report, gpu: bool, quick: bool, data: dict) -> None:
                 "causal) / median time.\n\n" + attention.GPU_HEADER + "\n"
                 + "\n".join(attention.fmt_gpu(r) for r in rows))
         data["attention"] = rows
+        if not rep.counts:
+            return
     rows = attention.emulator_rows()
     rep.add("Attention (emulator counts)", attention.EMU_HEADER + "\n"
             + "\n".join(attention.fmt_emu(r) for r in rows))
@@ -372,12 +381,17 @@ def main(argv=None) -> int:
                     help=f"run only these ({', '.join(FAMILIES)})")
     ap.add_argument("--out-dir", default=os.path.join(HERE, "results"))
     ap.add_argument("--no-write", action="store_true", help="print only")
+    ap.add_argument("--gpu-only", action="store_true",
+                    help="where a GPU times a family, leave out its emulator-count table (CPU "
+                         "work a run without a GPU makes as well: a time-boxed GPU session "
+                         "spends its seconds on the GPU)")
     args = ap.parse_args(argv)
     os.environ.setdefault("TILELANG_CACHE_DIR", os.path.join(tempfile.gettempdir(),
                                                              "tilelang-bench-cache"))
     rep = Report()
     reason = gpu_reason()
     gpu = reason is None
+    rep.counts = not (gpu and args.gpu_only)
     title, slug = device_slug()
     date = datetime.date.today().isoformat()
     print(f"# Benchmarks, {date}, {title}")
@@ -416,7 +430,8 @@ def main(argv=None) -> int:
     import tilelang
     env.append(f"tilelang {tilelang.__version__}")
     run_line = (f"- `python3 benchmarks/run.py{' --quick' if args.quick else ''}"
-                f"{' --only ' + ' '.join(args.only) if args.only else ''}` — "
+                f"{' --only ' + ' '.join(args.only) if args.only else ''}"
+                f"{' --gpu-only' if args.gpu_only else ''}` — "
                 f"{', '.join(env)}; {wall:.0f} s.")
     path = os.path.join(args.out_dir, f"{stem}.md")
     if args.only:                 # add to the day's file: the other families stay

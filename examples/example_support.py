@@ -52,8 +52,10 @@ class Example:
         if self.backend.name == "cuda":
             try:
                 import torch
-                # without PyTorch, `import torch` finds the folder examples/torch instead
-                self.torch = torch if hasattr(torch, "from_numpy") else None
+                # without PyTorch, `import torch` finds the folder examples/torch instead; a
+                # CPU-only build cannot hold the arrays on the GPU
+                self.torch = torch if hasattr(torch, "from_numpy") \
+                    and torch.cuda.is_available() else None
             except ImportError:
                 pass
 
@@ -63,7 +65,10 @@ class Example:
         if self.backend.name == "emulator":
             return host.copy()
         if self.torch is not None:
-            return self.torch.from_numpy(host).cuda()
+            try:
+                return self.torch.from_numpy(host).cuda()
+            except TypeError:    # a dtype torch has no NumPy conversion for (ml_dtypes' fp8, fp4)
+                pass
         return tilelang.to_device(host, backend=self.backend)
 
     def get(self, dev) -> np.ndarray:

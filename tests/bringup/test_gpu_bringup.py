@@ -94,8 +94,15 @@ def test_report_matches_the_driver(path):
                     fn, driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                     k.dynamic_smem))
             threads = int(np.prod(k.block))
-            blocks = _ok(driver.cuOccupancyMaxActiveBlocksPerMultiprocessor(
-                fn, threads, k.dynamic_smem))
+            occ = driver.cuOccupancyMaxActiveBlocksPerMultiprocessor(fn, threads,
+                                                                     k.dynamic_smem)
+            if os.environ.get("TILELANG_TEST_EMULATED_GPU") == "1" \
+                    and occ[0] == driver.CUresult.CUDA_ERROR_NOT_SUPPORTED:
+                # tests/emulated_cuda.py has no occupancy of its own (it would be the model
+                # compared with itself): the registers the report prints are still checked
+                assert rows[k.name][0] == regs, (k.name, rows[k.name])
+                continue
+            blocks = _ok(occ)
             model = occupancy(target, threads, regs, static, k.dynamic_smem).blocks_per_sm
             assert model == blocks, (k.name, regs, threads, static, k.dynamic_smem)
             assert rows[k.name] == (regs, blocks), (k.name, rows[k.name])

@@ -7,6 +7,7 @@ with a different shape is rejected by the driver". Seed 004_c6dc5fc6aab2fa35.txt
 from __future__ import annotations
 
 import ctypes
+import os
 
 import numpy as np
 import pytest
@@ -16,7 +17,7 @@ from tilelang.sema.launch_attrs import AttrValue, resolve_launch
 from tilelang.codegen.target.link import link_ptx
 from tilelang.codegen.occupancy import occupancy
 from tilelang.codegen.target.ptx_header import rewrite_ptx
-from tilelang.targets import validate_target
+from tilelang.targets import get_target, validate_target
 
 pytestmark = pytest.mark.gpu
 
@@ -87,7 +88,6 @@ def load(driver, target, launch_line_attrs):
 
 
 def plan_target(name):
-    from tilelang.targets import get_target
     return get_target(name)
 
 
@@ -131,6 +131,10 @@ def test_occupancy_model_matches_driver(device):
     regs = _check(driver.cuFuncGetAttribute(
         driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_NUM_REGS, fn))
     assert regs == linked.resources["k"].registers      # the info log tells the truth
+    if os.environ.get("TILELANG_TEST_EMULATED_GPU") == "1" and \
+            driver.cuOccupancyMaxActiveBlocksPerMultiprocessor(fn, 32, 0)[0] == \
+            driver.CUresult.CUDA_ERROR_NOT_SUPPORTED:
+        pytest.skip("tests/emulated_cuda.py has no occupancy of its own (registers checked)")
     for threads in (32, 96, 128, 256, 640, 1024):
         blocks = _check(driver.cuOccupancyMaxActiveBlocksPerMultiprocessor(fn, threads, 0))
         assert occupancy(target, threads, regs).blocks_per_sm == blocks, (regs, threads)

@@ -32,8 +32,8 @@ def test_session_script_refuses_an_unknown_phase():
     r = subprocess.run(["bash", SCRIPT, "everything"], capture_output=True, text=True,
                        cwd=ROOT, timeout=60)
     assert r.returncode == 2
-    assert r.stderr == "usage: bash tools/gpu_session.sh env|tests|bench|tools " \
-                       "[SECONDS] [ARGS...]\n"
+    assert r.stderr == "usage: bash tools/gpu_session.sh all|env|tests|bench|tools " \
+                       "[SECONDS] [ARGS...] (or: digest)\n"
     r = subprocess.run(["bash", SCRIPT, "tests", "5m"], capture_output=True, text=True,
                        cwd=ROOT, timeout=60)
     assert r.returncode == 2 and r.stderr == "gpu_session: SECONDS must be a whole number\n"
