@@ -92,9 +92,13 @@ class Tc5Ring:
     def full(self, slot) -> ir.Value:
         """full[s] of the stage at byte offset `slot` (an int or an i32 value)."""
         b = self.kern.builder
-        idx = _c(slot // self.stage_bytes) if isinstance(slot, int) else \
-            b.udiv(slot, _c(self.stage_bytes))
-        return b.add(self.bars, b.shl(idx, _c(3)))
+        if isinstance(slot, int):
+            return b.add(self.bars, _c(slot // self.stage_bytes * 8))
+        # `slot` is a multiple of the stage's bytes (a multiple of 8), so its mbarrier's
+        # offset slot / (stage / 8) is an exact division: one shift for a power-of-two
+        # stage (a plain udiv and shl leave LLVM a shift and a mask), a shift and one
+        # multiplication by the inverse otherwise (docs/codegen.md, "The pipelined loop")
+        return b.add(self.bars, b.udiv(slot, _c(self.stage_bytes // 8), flags=("exact",)))
 
     def empty(self, slot) -> ir.Value:
         return self.kern.builder.add(self.full(slot), _c(8 * self.lp.stages))
