@@ -32,8 +32,9 @@ from tilelang.codegen.lower.tensorcore.mma_plan import to_layout
 from tilelang.codegen.lower.tensorcore.tcgen05_product import (acc_type, commit,
                                                                descriptors, issue_mmas,
                                                                lane_quarter, tmem_io)
-from tilelang.codegen.lower.tensorcore.wgmma_product import (_carried_state, _ring_add,
-                                                             align_smem, ring_images)
+from tilelang.codegen.lower.tensorcore.wgmma_product import (_ahead_limit, _carried_state,
+                                                             _ring_add, align_smem,
+                                                             ring_images)
 from tilelang.record import record
 
 
@@ -281,6 +282,9 @@ def emit_pipelined(kern: KernelEmitter, op, lp) -> None:
     for s in range(S - 1):
         ring.copy(start, s, _ring_add(kern, slot0, s * stage_bytes, ring_bytes) if carried
                   else s * stage_bytes)
+    # the refill's test of its iteration's existence: one 32-bit compare with a bound made
+    # here (valid_ahead's 64-bit one is two SASS compares a K-step)
+    ahead = _ahead_limit(kern, stop, step, ring.ivt, S - 1)
     iv, (slot, phase, started), _, header, exit_ = pipe_loop.loop_header(
         kern, "tc5.pipe", "tc5.pipe.body", "tc5.pipe.exit", start, stop, ring.ivt,
         ring.positive, named=[("slot", I32, slot0), ("phase", I32, phase0),
@@ -299,7 +303,8 @@ def emit_pipelined(kern: KernelEmitter, op, lp) -> None:
     tma_load.wait_parity(kern, ring.empty(wslot), wpar)
     b.branch(refill)
     b.position_at_end(refill)
-    ring.copy(iv, S - 1, wslot)
+    ring.copy(iv, S - 1, wslot, None if ahead is None else
+              b.and_(ring.positive, b.icmp_signed("<", iv, ahead)))
     nxt = b.add(slot, _c(stage_bytes))
     wrap = b.icmp_unsigned("==", nxt, _c(ring_bytes))
     tail = b.block
