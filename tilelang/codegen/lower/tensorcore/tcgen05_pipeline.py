@@ -285,17 +285,24 @@ def emit_pipelined(kern: KernelEmitter, op, lp) -> None:
     # the refill's test of its iteration's existence: one 32-bit compare with a bound made
     # here (valid_ahead's 64-bit one is two SASS compares a K-step)
     ahead = _ahead_limit(kern, stop, step, ring.ivt, S - 1)
-    iv, (slot, phase, started), _, header, exit_ = pipe_loop.loop_header(
+    # iteration j refills iteration j-1's stage, once empty's completion of that use
+    # (iteration j-1's full parity) says it is free: carried as the previous iteration's slot
+    # and parity rather than computed back from this one's (a compare and three selects a
+    # K-step)
+    last = _c(ring_bytes - stage_bytes)
+    if carried:
+        first = b.icmp_unsigned("==", slot0, _c(0))
+        wslot0 = b.select(first, last, b.sub(slot0, _c(stage_bytes)))
+        wpar0 = b.select(first, b.xor(phase0, _c(1)), phase0)
+    else:
+        wslot0, wpar0 = last, _c(1)
+    iv, (slot, phase, wslot, wpar, started), _, header, exit_ = pipe_loop.loop_header(
         kern, "tc5.pipe", "tc5.pipe.body", "tc5.pipe.exit", start, stop, ring.ivt,
         ring.positive, named=[("slot", I32, slot0), ("phase", I32, phase0),
+                              ("wslot", I32, wslot0), ("wpar", I32, wpar0),
                               ("started", ir.IntType(1), ir.Constant(ir.IntType(1), 0))])
     tma_load.wait_parity(kern, ring.full(slot), phase)
     ring.mmas(slot)
-    # iteration j-1's slot: free once its MMAs are done (empty's completion of that use:
-    # this round's parity, or the previous round's when slot j wrapped to 0)
-    wslot = b.select(b.icmp_unsigned("==", slot, _c(0)), _c(ring_bytes - stage_bytes),
-                     b.sub(slot, _c(stage_bytes)))
-    wpar = b.select(b.icmp_unsigned("==", slot, _c(0)), b.xor(phase, _c(1)), phase)
     wait = kern.fn.append_basic_block("tc5.wait.empty")
     refill = kern.fn.append_basic_block("tc5.refill")
     b.cbranch(started, wait, refill)
@@ -311,6 +318,8 @@ def emit_pipelined(kern: KernelEmitter, op, lp) -> None:
     iv.add_incoming(b.add(iv, step), tail)
     slot.add_incoming(b.select(wrap, _c(0), nxt), tail)
     phase.add_incoming(b.xor(phase, b.zext(wrap, I32)), tail)
+    wslot.add_incoming(slot, tail)
+    wpar.add_incoming(phase, tail)
     started.add_incoming(true, tail)
     b.branch(header)
     b.position_at_end(exit_)
