@@ -194,7 +194,10 @@ def ring_setup(kern: KernelEmitter, op, lp, bounds: bool = True, own: bool = Fal
     ring_bytes = S * stage_bytes
     carried = lp.nested
     if own:
-        base = kern.dynamic_smem(ring_bytes, 1024)[0]
+        # the images' address past the buffers before them, made opaque: otherwise LLVM
+        # moves that constant offset after the stage's, one more add a K-step per image
+        dyn = kern.dynamic_smem(ring_bytes, 1024)[0]
+        base = tma_load._asm(kern, "mov.u32 $0, $1;", [dyn], "=r,r", I32)
     else:
         ring = kern.smem(ring_bytes + (0 if carried else 16 * S), ir.IntType(8), 0)
         align_smem(kern)
