@@ -32,8 +32,9 @@ from tilelang.codegen.lower.tensorcore.mma_plan import to_layout
 from tilelang.codegen.lower.tensorcore.tcgen05_product import (acc_type, commit,
                                                                descriptors, issue_mmas,
                                                                lane_quarter, tmem_io)
-from tilelang.codegen.lower.tensorcore.wgmma_product import (_carried_state, _ring_add,
-                                                             align_smem, ring_images)
+from tilelang.codegen.lower.tensorcore.wgmma_product import (_ahead_limit, _carried_state,
+                                                             _ring_add, align_smem,
+                                                             ring_images)
 from tilelang.record import record
 
 
@@ -92,9 +93,13 @@ class Tc5Ring:
     def full(self, slot) -> ir.Value:
         """full[s] of the stage at byte offset `slot` (an int or an i32 value)."""
         b = self.kern.builder
-        idx = _c(slot // self.stage_bytes) if isinstance(slot, int) else \
-            b.udiv(slot, _c(self.stage_bytes))
-        return b.add(self.bars, b.shl(idx, _c(3)))
+        if isinstance(slot, int):
+            return b.add(self.bars, _c(slot // self.stage_bytes * 8))
+        # `slot` is a multiple of the stage's bytes (a multiple of 8), so its mbarrier's
+        # offset slot / (stage / 8) is an exact division: one shift for a power-of-two
+        # stage (a plain udiv and shl leave LLVM a shift and a mask), a shift and one
+        # multiplication by the inverse otherwise (docs/codegen.md, "The pipelined loop")
+        return b.add(self.bars, b.udiv(slot, _c(self.stage_bytes // 8), flags=("exact",)))
 
     def empty(self, slot) -> ir.Value:
         return self.kern.builder.add(self.full(slot), _c(8 * self.lp.stages))
@@ -189,7 +194,10 @@ def ring_setup(kern: KernelEmitter, op, lp, bounds: bool = True, own: bool = Fal
     ring_bytes = S * stage_bytes
     carried = lp.nested
     if own:
-        base = kern.dynamic_smem(ring_bytes, 1024)[0]
+        # the images' address past the buffers before them, made opaque: otherwise LLVM
+        # moves that constant offset after the stage's, one more add a K-step per image
+        dyn = kern.dynamic_smem(ring_bytes, 1024)[0]
+        base = tma_load._asm(kern, "mov.u32 $0, $1;", [dyn], "=r,r", I32)
     else:
         ring = kern.smem(ring_bytes + (0 if carried else 16 * S), ir.IntType(8), 0)
         align_smem(kern)
@@ -277,17 +285,27 @@ def emit_pipelined(kern: KernelEmitter, op, lp) -> None:
     for s in range(S - 1):
         ring.copy(start, s, _ring_add(kern, slot0, s * stage_bytes, ring_bytes) if carried
                   else s * stage_bytes)
-    iv, (slot, phase, started), _, header, exit_ = pipe_loop.loop_header(
+    # the refill's test of its iteration's existence: one 32-bit compare with a bound made
+    # here (valid_ahead's 64-bit one is two SASS compares a K-step)
+    ahead = _ahead_limit(kern, stop, step, ring.ivt, S - 1)
+    # iteration j refills iteration j-1's stage, once empty's completion of that use
+    # (iteration j-1's full parity) says it is free: carried as the previous iteration's slot
+    # and parity rather than computed back from this one's (a compare and three selects a
+    # K-step)
+    last = _c(ring_bytes - stage_bytes)
+    if carried:
+        first = b.icmp_unsigned("==", slot0, _c(0))
+        wslot0 = b.select(first, last, b.sub(slot0, _c(stage_bytes)))
+        wpar0 = b.select(first, b.xor(phase0, _c(1)), phase0)
+    else:
+        wslot0, wpar0 = last, _c(1)
+    iv, (slot, phase, wslot, wpar, started), _, header, exit_ = pipe_loop.loop_header(
         kern, "tc5.pipe", "tc5.pipe.body", "tc5.pipe.exit", start, stop, ring.ivt,
         ring.positive, named=[("slot", I32, slot0), ("phase", I32, phase0),
+                              ("wslot", I32, wslot0), ("wpar", I32, wpar0),
                               ("started", ir.IntType(1), ir.Constant(ir.IntType(1), 0))])
     tma_load.wait_parity(kern, ring.full(slot), phase)
     ring.mmas(slot)
-    # iteration j-1's slot: free once its MMAs are done (empty's completion of that use:
-    # this round's parity, or the previous round's when slot j wrapped to 0)
-    wslot = b.select(b.icmp_unsigned("==", slot, _c(0)), _c(ring_bytes - stage_bytes),
-                     b.sub(slot, _c(stage_bytes)))
-    wpar = b.select(b.icmp_unsigned("==", slot, _c(0)), b.xor(phase, _c(1)), phase)
     wait = kern.fn.append_basic_block("tc5.wait.empty")
     refill = kern.fn.append_basic_block("tc5.refill")
     b.cbranch(started, wait, refill)
@@ -295,13 +313,16 @@ def emit_pipelined(kern: KernelEmitter, op, lp) -> None:
     tma_load.wait_parity(kern, ring.empty(wslot), wpar)
     b.branch(refill)
     b.position_at_end(refill)
-    ring.copy(iv, S - 1, wslot)
+    ring.copy(iv, S - 1, wslot, None if ahead is None else
+              b.and_(ring.positive, b.icmp_signed("<", iv, ahead)))
     nxt = b.add(slot, _c(stage_bytes))
     wrap = b.icmp_unsigned("==", nxt, _c(ring_bytes))
     tail = b.block
     iv.add_incoming(b.add(iv, step), tail)
     slot.add_incoming(b.select(wrap, _c(0), nxt), tail)
     phase.add_incoming(b.xor(phase, b.zext(wrap, I32)), tail)
+    wslot.add_incoming(slot, tail)
+    wpar.add_incoming(phase, tail)
     started.add_incoming(true, tail)
     b.branch(header)
     b.position_at_end(exit_)
