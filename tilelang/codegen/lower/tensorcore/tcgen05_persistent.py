@@ -41,7 +41,8 @@ from tilelang.codegen.lower.tensorcore.tcgen05_pipeline import (Tc5Ring, init_ba
                                                                 invalidate, ring_setup)
 from tilelang.codegen.lower.tensorcore.tcgen05_product import (commit, issue_mmas,
                                                                lane_quarter, tmem_io)
-from tilelang.codegen.lower.tensorcore.tcgen05_ws import EPILOGUE, ISSUER, PRODUCER
+from tilelang.codegen.lower.tensorcore.tcgen05_ws import (EPILOGUE, ISSUER, PRODUCER, latch,
+                                                          lead, on_epilogue, split_roles)
 from tilelang.ir.ops import BuiltinOp, ForOp
 from tilelang.record import record
 
@@ -87,26 +88,20 @@ def emit_outer(kern: KernelEmitter, op: ForOp, emit_loop) -> None:
                                1 if i < BUFFERS else EPILOGUE)
         for i in range(2 * BUFFERS)])
     mine = lane_quarter(kern, kern.tmem.address)
-    _on_epilogue(kern, "tc5.acc.reset", lambda: [
+    on_epilogue(kern, "tc5.acc.reset", lambda: [
         tmem_io(kern, b.add(mine, _c(buf * n)), list(ring.init.regs), n, m)
         for buf in range(BUFFERS)])
     tmem.thread_sync(kern)              # also publishes the mbarriers' initialization
     kern.tmem.pipe = pipe
 
-    epilogue = kern.fn.append_basic_block("tc5.acc.epilogue")
-    workers = kern.fn.append_basic_block("tc5.acc.workers")
-    b.cbranch(b.icmp_unsigned("<", kern.tid, _c(EPILOGUE)), epilogue, workers)
-    b.position_at_end(workers)
-    producer = kern.fn.append_basic_block("tc5.acc.producer")
-    mma = kern.fn.append_basic_block("tc5.acc.mma")
-    gone = kern.fn.append_basic_block("tc5.acc.gone")
-    b.cbranch(b.icmp_unsigned("<", kern.tid, _c(ISSUER)), producer, mma)
-    b.position_at_end(producer)
-    _lead(kern, PRODUCER, gone, lambda: (tma_load.hoist(kern, ring.tma),
-                                         _tiles(kern, op, pre, ring, _produce, [])))
+    epilogue, mma, gone = split_roles(kern, "tc5.acc")
+    lead(kern, PRODUCER, gone, lambda: (tma_load.hoist(kern, ring.tma),
+                                        _tiles(kern, op, pre, ring, _produce, [])),
+         name="tc5.acc.lead")
     b.position_at_end(mma)
-    _lead(kern, ISSUER, gone, lambda: _tiles(kern, op, pre, ring,
-                                             lambda r, st: _issue(pipe, st), [_c(0)]))
+    lead(kern, ISSUER, gone, lambda: _tiles(kern, op, pre, ring,
+                                            lambda r, st: _issue(pipe, st), [_c(0)]),
+         name="tc5.acc.lead")
     b.position_at_end(gone)
     b.branch(kern.return_target)
 
@@ -153,26 +148,6 @@ def _counter(kern: KernelEmitter) -> ir.Value:
     return var
 
 
-def _on_epilogue(kern: KernelEmitter, name: str, fn) -> None:
-    b = kern.builder
-    then = kern.fn.append_basic_block(name)
-    after = kern.fn.append_basic_block(f"{name}.end")
-    b.cbranch(b.icmp_unsigned("<", kern.tid, _c(EPILOGUE)), then, after)
-    b.position_at_end(then)
-    fn()
-    b.branch(after)
-    b.position_at_end(after)
-
-
-def _lead(kern: KernelEmitter, first: int, gone, fn) -> None:
-    b = kern.builder
-    lead = kern.fn.append_basic_block(f"tc5.acc.lead{first}")
-    b.cbranch(tma_load.issuer(kern, first), lead, gone)
-    b.position_at_end(lead)
-    fn()
-    b.branch(gone)
-
-
 def _tiles(kern: KernelEmitter, op: ForOp, pre, ring: Tc5Ring, body, extra: list) -> None:
     """The loop over output tiles for one issuing thread: per tile the body's scalars, the
     ring's bounds, then `body(ring, state)`, which returns the next state; the state is the
@@ -211,24 +186,13 @@ def _ring_loop(ring: Tc5Ring, name: str, slot, par):
     return iv, s, p, header, exit_
 
 
-def _latch(ring: Tc5Ring, header, iv, slot, par) -> None:
-    b = ring.kern.builder
-    nxt = b.add(slot, _c(ring.stage_bytes))
-    wrap = b.icmp_unsigned("==", nxt, _c(ring.ring_bytes))
-    tail = b.block
-    iv.add_incoming(b.add(iv, ring.step), tail)
-    slot.add_incoming(b.select(wrap, _c(0), nxt), tail)
-    par.add_incoming(b.xor(par, b.zext(wrap, I32)), tail)
-    b.branch(header)
-
-
 def _produce(ring: Tc5Ring, state: list) -> list:
     """One tile's copies: as tcgen05_ws.py's producer, from the carried slot and phase."""
     b = ring.kern.builder
     iv, slot, par, header, exit_ = _ring_loop(ring, "tc5.acc.produce", *state)
     tma_load.wait_parity(ring.kern, ring.empty(slot), b.xor(par, _c(1)))
     ring.copy(iv, 0, slot, valid=ir.Constant(ir.IntType(1), 1))   # the loop's test holds
-    _latch(ring, header, iv, slot, par)
+    latch(ring, header, iv, slot, par)
     b.position_at_end(exit_)
     return [slot, par]
 
@@ -250,7 +214,7 @@ def _issue(pipe: AccPipe, state: list) -> list:
     issue_mmas(kern, ring.da, ring.db, ring.idesc, acc, b.add(ring.base, slot),
                b_offset=ring.offs[1], k=ring.k, kstep=ring.lp.plan.tc5.k,
                bar=ring.empty(slot))
-    _latch(ring, header, iv, slot, par)
+    latch(ring, header, iv, slot, par)
     b.position_at_end(exit_)
     commit(kern, pipe.full(buf))
     return [slot, par, b.add(i, _c(1))]

@@ -72,22 +72,14 @@ def emit_specialized(kern: KernelEmitter, op, lp) -> None:
     kern.barrier()                      # earlier users of the scratch buffer are done
     init_bars(ring)
     mine = lane_quarter(kern, kern.tmem.address)
-    _on_epilogue(kern, "tc5.ws.init", lambda: tmem_io(
+    on_epilogue(kern, "tc5.ws.init", lambda: tmem_io(
         kern, mine, list(ring.init.regs), lp.plan.tc5.n, lp.plan.tc5.m))
     tmem.thread_sync(kern)              # also publishes the mbarriers' initialization
     if ring.pair or ring.multicast:
         kern.stats.features.add("cluster")
         tmem.cluster_sync(kern)         # the peers' mbarriers (and accumulator) are ready
 
-    epilogue = kern.fn.append_basic_block("tc5.ws.epilogue")
-    workers = kern.fn.append_basic_block("tc5.ws.workers")
-    b.cbranch(b.icmp_unsigned("<", kern.tid, _c(EPILOGUE)), epilogue, workers)
-    b.position_at_end(workers)
-    producer = kern.fn.append_basic_block("tc5.ws.producer")
-    mma = kern.fn.append_basic_block("tc5.ws.mma")
-    gone = kern.fn.append_basic_block("tc5.ws.gone")
-    b.cbranch(b.icmp_unsigned("<", kern.tid, _c(ISSUER)), producer, mma)
-    b.position_at_end(producer)
+    epilogue, mma, gone = split_roles(kern, "tc5.ws")
     if lp.scales:                       # every lane stages scales (tcgen05_scaled_ring.py)
         _produce_scaled(ring)
         b.branch(gone)
@@ -95,18 +87,18 @@ def emit_specialized(kern: KernelEmitter, op, lp) -> None:
         # the producer warp tells the epilogue warps that no peer arrives on this CTA's
         # mbarriers any more (its tail waited for every release), so they may invalidate
         produced = kern.fn.append_basic_block("tc5.ws.produced")
-        _lead(kern, PRODUCER, produced, lambda: _produce(ring))
+        lead(kern, PRODUCER, produced, lambda: _produce(ring))
         b.position_at_end(produced)
         tmem.void(kern, f"barrier.arrive {TAIL_BARRIER}, {EPILOGUE + 32};")
         b.branch(gone)
     else:
-        _lead(kern, PRODUCER, gone, lambda: _produce(ring))
+        lead(kern, PRODUCER, gone, lambda: _produce(ring))
     b.position_at_end(mma)
     if ring.pair:                       # the even CTA's MMA thread issues for both
         issuing = kern.fn.append_basic_block("tc5.ws.pair.mma")
         b.cbranch(b.icmp_unsigned("==", ring.rank, _c(0)), issuing, gone)
         b.position_at_end(issuing)
-    _lead(kern, ISSUER, gone, lambda: _issue(ring))
+    lead(kern, ISSUER, gone, lambda: _issue(ring))
     b.position_at_end(gone)
     b.branch(kern.return_target)
 
@@ -120,7 +112,24 @@ def emit_specialized(kern: KernelEmitter, op, lp) -> None:
     ring.finish(regs)
 
 
-def _on_epilogue(kern: KernelEmitter, name: str, fn) -> None:
+def split_roles(kern: KernelEmitter, name: str) -> tuple:
+    """Branch the block into its warps' roles: the epilogue warps (threads below EPILOGUE),
+    the producer warp and the MMA warp. Returns the (epilogue, mma, gone) blocks, the builder
+    left in the producer's; the producer and MMA warps end in `gone`."""
+    b = kern.builder
+    epilogue = kern.fn.append_basic_block(f"{name}.epilogue")
+    workers = kern.fn.append_basic_block(f"{name}.workers")
+    b.cbranch(b.icmp_unsigned("<", kern.tid, _c(EPILOGUE)), epilogue, workers)
+    b.position_at_end(workers)
+    producer = kern.fn.append_basic_block(f"{name}.producer")
+    mma = kern.fn.append_basic_block(f"{name}.mma")
+    gone = kern.fn.append_basic_block(f"{name}.gone")
+    b.cbranch(b.icmp_unsigned("<", kern.tid, _c(ISSUER)), producer, mma)
+    b.position_at_end(producer)
+    return epilogue, mma, gone
+
+
+def on_epilogue(kern: KernelEmitter, name: str, fn) -> None:
     """`fn()` in the epilogue warps only (whole warps: tcgen05.st is .sync.aligned)."""
     b = kern.builder
     then = kern.fn.append_basic_block(name)
@@ -132,13 +141,13 @@ def _on_epilogue(kern: KernelEmitter, name: str, fn) -> None:
     b.position_at_end(after)
 
 
-def _lead(kern: KernelEmitter, first: int, gone, fn) -> None:
+def lead(kern: KernelEmitter, first: int, gone, fn, name: str = "tc5.ws.lead") -> None:
     """`fn()` by the elected thread of the warp starting at thread `first`; then the warp
     goes to `gone`."""
     b = kern.builder
-    lead = kern.fn.append_basic_block(f"tc5.ws.lead{first}")
-    b.cbranch(tma_load.issuer(kern, first), lead, gone)
-    b.position_at_end(lead)
+    block = kern.fn.append_basic_block(f"{name}{first}")
+    b.cbranch(tma_load.issuer(kern, first), block, gone)
+    b.position_at_end(block)
     fn()
     b.branch(gone)
 
@@ -153,7 +162,7 @@ def _ring_loop(ring: Tc5Ring, name: str, extra=()):
     return iv, slot, par, phis, header, exit_
 
 
-def _latch(ring: Tc5Ring, header, iv, slot, par, phis=(), vals=()) -> None:
+def latch(ring: Tc5Ring, header, iv, slot, par, phis=(), vals=()) -> None:
     b = ring.kern.builder
     nxt = b.add(slot, _c(ring.stage_bytes))
     wrap = b.icmp_unsigned("==", nxt, _c(ring.ring_bytes))
@@ -176,7 +185,7 @@ def _produce(ring: Tc5Ring) -> None:
     iv, slot, par, _, header, exit_ = _ring_loop(ring, "tc5.produce")
     tma_load.wait_parity(kern, ring.empty(slot), b.xor(par, _c(1)))
     ring.copy(iv, 0, slot, valid=ir.Constant(ir.IntType(1), 1))   # the loop's test holds
-    _latch(ring, header, iv, slot, par)
+    latch(ring, header, iv, slot, par)
     b.position_at_end(exit_)
     if ring.multicast:
         _tail(ring, slot, par)
@@ -207,7 +216,7 @@ def _produce_scaled(ring: Tc5Ring) -> None:
     tma_load.wait_parity(kern, ring.empty(slot), b.xor(par, _c(1)))
     ring.copy(iv, 0, slot, valid=lead)
     tcgen05_scaled_ring.stage_scales(ring, iv, slot)
-    _latch(ring, header, iv, slot, par)
+    latch(ring, header, iv, slot, par)
     b.position_at_end(exit_)
 
 
@@ -217,6 +226,6 @@ def _issue(ring: Tc5Ring) -> None:
     iv, slot, par, _, header, exit_ = _ring_loop(ring, "tc5.mma")
     tma_load.wait_parity(kern, ring.full(slot), par)
     ring.mmas(slot)
-    _latch(ring, header, iv, slot, par)
+    latch(ring, header, iv, slot, par)
     kern.builder.position_at_end(exit_)
     commit_done(kern, pair=ring.pair)
