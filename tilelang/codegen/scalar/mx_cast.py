@@ -144,6 +144,7 @@ def _encode_ue8m0(k: IRKit, x):
 def mx_code(x: float, name: str) -> int:
     """A constant's code, as `mx_encode` gives it (plain Python: constants need no NumPy)."""
     import math
+    from tilelang.codegen.scalar.rounding import magnitude_code
     from tilelang.sema.types import DTYPES, round_scalar
     v = round_scalar(float(x), DTYPES[name])
     if name == "ue8m0":
@@ -151,11 +152,4 @@ def mx_code(x: float, name: str) -> int:
     width, ebits, mbits, _ = MX_SPEC[name]
     bias = (1 << (ebits - 1)) - 1
     sign = 1 << (width - 1) if math.copysign(1.0, v) < 0 else 0
-    a = abs(v)
-    if a == 0:
-        return sign
-    m, e = math.frexp(a)                # a = m * 2^e, 0.5 <= m < 1
-    field = e - 1 + bias
-    if field >= 1:
-        return sign | field << mbits | int((m * 2 - 1) * (1 << mbits))
-    return sign | int(a / 2.0 ** (1 - bias - mbits))
+    return sign | magnitude_code(abs(v), bias, mbits)

@@ -67,11 +67,17 @@ def f8_code(x: float, dtype: DType) -> int:
         return 0x7F | sign
     if math.isinf(x):
         return inf_code | sign
-    a = abs(round_scalar(x, dtype))
+    return sign | magnitude_code(abs(round_scalar(x, dtype)), bias, mant)
+
+
+def magnitude_code(a: float, bias: int, mant: int) -> int:
+    """The exponent and mantissa fields of a non-negative value `a` that the small float
+    format (`bias`, `mant` mantissa bits) holds exactly: 0 for zero, the subnormal step's
+    multiple below the smallest normal."""
     if a == 0:
-        return sign
+        return 0
     m, e = math.frexp(a)                # a = m * 2^e, 0.5 <= m < 1
     field = e - 1 + bias
     if field >= 1:
-        return sign | field << mant | int((m * 2 - 1) * (1 << mant))
-    return sign | int(a / 2.0 ** (1 - bias - mant))   # subnormal: a multiple of the step
+        return field << mant | int((m * 2 - 1) * (1 << mant))
+    return int(a / 2.0 ** (1 - bias - mant))   # subnormal: a multiple of the step
